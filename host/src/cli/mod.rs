@@ -1,0 +1,134 @@
+//! The `factbuoy` command line.
+//!
+//! Exit codes: 0 success, 1 a plugin ran and failed, 2 the input was invalid (arguments,
+//! parameters, a file that is not a usable plugin).
+
+mod plugin_cmd;
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+
+/// factbuoy gathers facts about hosts with sandboxed WebAssembly gatherer plugins.
+#[derive(Debug, Parser)]
+#[command(
+    name = "factbuoy",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// Output format: text for people, json for machines.
+    #[arg(short = 'o', long = "output", global = true, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+
+    /// More log output (-v info, -vv debug, -vvv trace). FACTBUOY_LOG overrides it.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List, inspect, validate and run gatherer plugins on this host.
+    #[command(subcommand)]
+    Plugin(plugin_cmd::PluginCommand),
+    /// Print a shell completion script, e.g. `factbuoy completions bash > /etc/bash_completion.d/factbuoy`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// How a command ended, mapped to the exit code.
+pub enum Outcome {
+    Success,
+    PluginFailed,
+    InvalidInput,
+}
+
+impl From<Outcome> for ExitCode {
+    fn from(outcome: Outcome) -> Self {
+        match outcome {
+            Outcome::Success => ExitCode::SUCCESS,
+            Outcome::PluginFailed => ExitCode::from(1),
+            Outcome::InvalidInput => ExitCode::from(2),
+        }
+    }
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    match cli.command {
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "factbuoy",
+                &mut std::io::stdout(),
+            );
+            ExitCode::SUCCESS
+        }
+        Command::Plugin(command) => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .expect("starting the tokio runtime");
+            match runtime.block_on(plugin_cmd::execute(command, cli.format)) {
+                Ok(outcome) => outcome.into(),
+                Err(e) => {
+                    report_error(&e, cli.format);
+                    Outcome::InvalidInput.into()
+                }
+            }
+        }
+    }
+}
+
+/// Writes `text` and a newline to stdout. A closed pipe (`factbuoy ... | head`) ends the
+/// output quietly, as it does for other Unix tools, instead of panicking.
+pub fn emit(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => {
+            eprintln!("error: writing to stdout: {e}");
+            std::process::exit(2)
+        }
+        Ok(()) => {}
+    }
+}
+
+/// Prints an error that ended a command: a sentence on stderr, or a JSON object on stdout.
+pub fn report_error(error: &anyhow::Error, format: Format) {
+    match format {
+        Format::Text => eprintln!("error: {error:#}"),
+        Format::Json => emit(&serde_json::json!({ "error": format!("{error:#}") }).to_string()),
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FACTBUOY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}

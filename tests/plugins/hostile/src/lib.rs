@@ -1,0 +1,164 @@
+//! Test fixture: a plugin that tries, on request, every misbehaviour the sandbox must contain.
+//!
+//! `mode` picks the misbehaviour; `path` is the file or directory the filesystem modes aim at.
+//! Modes that probe the sandbox (reads, writes, sockets) report what happened in `probe.json`
+//! instead of failing, so a test can assert the exact outcome.
+
+use std::io::Write;
+
+use factbuoy_guest::prelude::*;
+
+struct Hostile;
+
+impl Gatherer for Hostile {
+    fn describe() -> Description {
+        Description::new(
+            "hostile",
+            "0.1.0",
+            "Misbehaves on purpose, to test the sandbox.",
+        )
+        .param(Param::string("mode").required().describe(
+            "well-behaved | loop | alloc | recurse | flood | panic | fail | read | list | \
+                 write | connect | host-info | stdout-flood | log-flood | huge-chunk | bad-name",
+        ))
+        .param(
+            Param::string("path")
+                .default("/")
+                .describe("Target of read, list and write."),
+        )
+        .param(
+            Param::integer("count")
+                .default("1")
+                .describe("How many times to repeat."),
+        )
+        .optional_capability(Capability::HostInfo, "mode host-info")
+        .optional_capability(Capability::read("/data"), "modes read, list and write")
+        .artifact("probe.json", "application/json", "what a probe saw")
+    }
+
+    fn gather(params: &Params) -> Result<(), GatherError> {
+        let path = params.string("path")?;
+        match params.string("mode")? {
+            "well-behaved" => output::write_json("probe.json", &serde_json::json!({"ok": true})),
+            "loop" => {
+                let mut n: u64 = 0;
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+            }
+            "alloc" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![1u8; 1 << 20]);
+                    std::hint::black_box(&hoard);
+                }
+            }
+            "recurse" => {
+                std::hint::black_box(recurse(std::hint::black_box(1)));
+                Ok(())
+            }
+            "flood" => {
+                let mut out = output::create("flood.bin", "application/octet-stream")?;
+                let block = vec![b'x'; 64 * 1024];
+                loop {
+                    out.write_all(&block).map_err(output::into_gather_error)?;
+                }
+            }
+            "stdout-flood" => {
+                let line = "y".repeat(1023);
+                for _ in 0..params.integer("count")? {
+                    println!("{line}");
+                    eprintln!("{line}");
+                }
+                output::write_json("probe.json", &serde_json::json!({"ok": true}))
+            }
+            "log-flood" => {
+                for i in 0..params.integer("count")? {
+                    log::info(&format!("log line {i}"));
+                    progress::warn(&format!("warning {i}"));
+                }
+                output::write_json("probe.json", &serde_json::json!({"ok": true}))
+            }
+            "huge-chunk" => {
+                let mut out = output::create("huge.bin", "application/octet-stream")?;
+                // Bypass the SDK's chunking: one call far above the host's per-call limit.
+                let result = factbuoy_guest::__bindings::factbuoy::plugin::output::create(
+                    "raw.bin",
+                    "application/octet-stream",
+                )?
+                .write(&vec![0u8; 8 << 20]);
+                out.write_all(b"small").map_err(output::into_gather_error)?;
+                probe(serde_json::json!({"result": format!("{result:?}")}))
+            }
+            "bad-name" => {
+                let names = [
+                    "../escape.json",
+                    "/etc/passwd",
+                    "a/../../b",
+                    "",
+                    "a\\b",
+                    "ok/../x",
+                ];
+                let results: Vec<String> = names
+                    .iter()
+                    .map(|n| match output::create(n, "text/plain") {
+                        Ok(_) => format!("{n}: accepted"),
+                        Err(e) => format!("{n}: {}", output::message(&e)),
+                    })
+                    .collect();
+                probe(serde_json::json!({"results": results}))
+            }
+            "panic" => panic!("hostile plugin panicked on purpose"),
+            "fail" => Err(GatherError::Failed("failed on purpose".into())),
+            "read" => probe(match std::fs::read(path) {
+                Ok(bytes) => serde_json::json!({"read": String::from_utf8_lossy(&bytes)}),
+                Err(e) => serde_json::json!({"error": e.to_string()}),
+            }),
+            "list" => probe(match std::fs::read_dir(path) {
+                Ok(entries) => {
+                    let mut names: Vec<String> = entries
+                        .filter_map(|e| e.ok())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect();
+                    names.sort();
+                    serde_json::json!({"entries": names})
+                }
+                Err(e) => serde_json::json!({"error": e.to_string()}),
+            }),
+            "write" => {
+                let outcomes = [
+                    std::fs::write(path, b"written by a plugin").map(|_| "wrote"),
+                    std::fs::create_dir(format!("{path}.d")).map(|_| "created directory"),
+                    std::fs::remove_file(path).map(|_| "removed"),
+                ];
+                let outcomes: Vec<String> = outcomes
+                    .into_iter()
+                    .map(|r| r.map_or_else(|e| format!("error: {e}"), str::to_owned))
+                    .collect();
+                probe(serde_json::json!({"outcomes": outcomes}))
+            }
+            "connect" => probe(match std::net::TcpStream::connect(path) {
+                Ok(_) => serde_json::json!({"connected": true}),
+                Err(e) => serde_json::json!({"error": e.to_string()}),
+            }),
+            "host-info" => probe(serde_json::json!({"hostname": host_info::os().hostname})),
+            other => Err(GatherError::InvalidParameters(format!(
+                "unknown mode `{other}`"
+            ))),
+        }
+    }
+}
+
+fn probe(value: serde_json::Value) -> Result<(), GatherError> {
+    output::write_json("probe.json", &value)
+}
+
+/// Recurses without end; the frame array keeps each call from being optimised into a loop.
+#[inline(never)]
+#[allow(unconditional_recursion)] // recursing without end is the point
+fn recurse(depth: u64) -> u64 {
+    let frame = std::hint::black_box([depth; 16]);
+    recurse(depth + 1) + frame[(depth % 16) as usize]
+}
+
+export_gatherer!(Hostile);
