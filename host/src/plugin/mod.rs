@@ -37,7 +37,7 @@ pub enum ResolveError {
         bundled_names()
     )]
     Unknown { name: String },
-    #[error("{path}: cannot read the plugin: {source}")]
+    #[error("{path}: cannot read the plugin")]
     Read {
         path: String,
         source: std::io::Error,

@@ -11,7 +11,7 @@ wasmtime::component::bindgen!({
     with: {
         "factbuoy:plugin/output.artifact": crate::runtime::host::output::OpenArtifact,
     },
-    additional_derives: [serde::Serialize, serde::Deserialize],
+    additional_derives: [serde::Serialize, serde::Deserialize, PartialEq],
 });
 
 pub use factbuoy::plugin::types::{

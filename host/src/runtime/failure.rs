@@ -22,9 +22,9 @@ pub enum PluginFailure {
     /// A Rust panic; `message` is the panic's own text.
     #[error("panicked: {message}")]
     Panicked { message: String },
-    /// Any other trap.
+    /// Any other trap. `message` is the trap itself; `detail` adds the wasm backtrace.
     #[error("crashed: {message}")]
-    Trapped { message: String },
+    Trapped { message: String, detail: String },
     /// The plugin rejected its parameters.
     #[error("rejected its parameters: {message}")]
     InvalidParameters { message: String },
@@ -97,20 +97,23 @@ pub fn classify_trap(
     if let Some(violation) = error.chain().find_map(|e| e.downcast_ref::<Violation>()) {
         return violation.clone().into();
     }
-    match error.downcast_ref::<Trap>() {
+    match error.chain().find_map(|e| e.downcast_ref::<Trap>()) {
         Some(Trap::StackOverflow) => PluginFailure::LimitExceeded {
             limit: LimitKind::Stack,
             message: format!("overflowed its wasm stack (limit {stack_bytes} bytes)"),
         },
         Some(Trap::UnreachableCodeReached) => match panic_message(stderr_tail) {
             Some(message) => PluginFailure::Panicked { message },
-            None => PluginFailure::Trapped {
-                message: format!("{error:#}"),
-            },
+            None => trapped(error),
         },
-        _ => PluginFailure::Trapped {
-            message: format!("{error:#}"),
-        },
+        _ => trapped(error),
+    }
+}
+
+fn trapped(error: &wasmtime::Error) -> PluginFailure {
+    PluginFailure::Trapped {
+        message: error.root_cause().to_string(),
+        detail: format!("{error:#}"),
     }
 }
 

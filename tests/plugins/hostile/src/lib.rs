@@ -18,7 +18,7 @@ impl Gatherer for Hostile {
             "Misbehaves on purpose, to test the sandbox.",
         )
         .param(Param::string("mode").required().describe(
-            "well-behaved | loop | alloc | recurse | flood | panic | fail | read | list | \
+            "well-behaved | loop | alloc | recurse | recurse-shadow | flood | panic | fail | read | list | \
                  write | connect | host-info | stdout-flood | log-flood | huge-chunk | bad-name",
         ))
         .param(
@@ -55,6 +55,10 @@ impl Gatherer for Hostile {
             }
             "recurse" => {
                 std::hint::black_box(recurse(std::hint::black_box(1)));
+                Ok(())
+            }
+            "recurse-shadow" => {
+                std::hint::black_box(recurse_with_frames(std::hint::black_box(1)));
                 Ok(())
             }
             "flood" => {
@@ -153,12 +157,20 @@ fn probe(value: serde_json::Value) -> Result<(), GatherError> {
     output::write_json("probe.json", &value)
 }
 
-/// Recurses without end; the frame array keeps each call from being optimised into a loop.
+/// Recurses without end on the wasm stack itself, which the host limits.
 #[inline(never)]
 #[allow(unconditional_recursion)] // recursing without end is the point
 fn recurse(depth: u64) -> u64 {
+    std::hint::black_box(recurse(depth + 1)) + 1
+}
+
+/// Recurses without end with frames kept in linear memory (Rust's shadow stack), which runs
+/// out below address 0 before the wasm stack does.
+#[inline(never)]
+#[allow(unconditional_recursion)] // recursing without end is the point
+fn recurse_with_frames(depth: u64) -> u64 {
     let frame = std::hint::black_box([depth; 16]);
-    recurse(depth + 1) + frame[(depth % 16) as usize]
+    recurse_with_frames(depth + 1) + frame[(depth % 16) as usize]
 }
 
 export_gatherer!(Hostile);

@@ -1,0 +1,370 @@
+//! The sandbox contains every misbehaviour of a real plugin component, and the same runtime
+//! (the same host process) then runs a well-behaved plugin correctly.
+
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use factbuoy::capabilities::GrantSet;
+use factbuoy::plugin::params;
+use factbuoy::runtime::failure::{LimitKind, PluginFailure};
+use factbuoy::runtime::sink::MemorySink;
+use factbuoy::runtime::{Limits, LoadedPlugin, RunReport, RunRequest, Runtime, RuntimeOptions};
+
+const DEADLINE: Duration = Duration::from_millis(1500);
+/// How far past its deadline a looping plugin may run: a few epoch ticks and scheduling.
+const DEADLINE_MARGIN: Duration = Duration::from_millis(500);
+
+fn limits() -> Limits {
+    Limits {
+        deadline: DEADLINE,
+        memory_bytes: 64 << 20,
+        output_bytes: 1 << 20,
+        captured_stdio_bytes: 16 << 10,
+        host_call_bytes: 1 << 20,
+        ..Limits::default()
+    }
+}
+
+struct Sandbox {
+    runtime: Runtime,
+    hostile: LoadedPlugin,
+    root: tempfile::TempDir,
+}
+
+impl Sandbox {
+    async fn new() -> Self {
+        let runtime = Runtime::new(RuntimeOptions {
+            limits: limits(),
+            cache_dir: Some(support::cache_dir()),
+        })
+        .unwrap();
+        let path = support::fixture("hostile");
+        let wasm = std::fs::read(&path).unwrap();
+        let hostile = runtime.load("hostile", &wasm, None).await.unwrap();
+        Sandbox {
+            runtime,
+            hostile,
+            root: host_root(),
+        }
+    }
+
+    async fn run_with(&self, args: &[&str], grants: &[&str]) -> (RunReport, MemorySink) {
+        let given: Vec<(String, String)> = args
+            .iter()
+            .map(|a| params::parse_assignment(a).unwrap())
+            .collect();
+        let params = params::resolve(&self.hostile.info.parameters, &given).unwrap();
+        let sink = MemorySink::default();
+        let report = self
+            .runtime
+            .run(
+                &self.hostile,
+                RunRequest {
+                    params,
+                    grants: GrantSet {
+                        granted: grants.iter().map(|g| g.parse().unwrap()).collect(),
+                        ..GrantSet::default()
+                    },
+                    host_root: self.root.path().to_owned(),
+                    sink: Arc::new(sink.clone()),
+                    observer: None,
+                    limits: None,
+                },
+            )
+            .await;
+        (report, sink)
+    }
+
+    async fn run(&self, args: &[&str]) -> (RunReport, MemorySink) {
+        self.run_with(args, &["read:/data"]).await
+    }
+
+    /// Runs a misbehaving mode, then checks the runtime still runs a well-behaved plugin.
+    async fn contain(&self, args: &[&str]) -> RunReport {
+        let (report, _) = self.run(args).await;
+        assert!(!report.succeeded, "{args:?} should fail: {report:#?}");
+        let (after, sink) = self.run(&["mode=well-behaved"]).await;
+        assert!(after.succeeded, "after {args:?}: {after:#?}");
+        assert_eq!(sink.contents()[0].1, b"{\"ok\":true}\n");
+        report
+    }
+
+    /// The JSON the plugin's probe wrote.
+    async fn probe(&self, args: &[&str]) -> serde_json::Value {
+        let (report, sink) = self.run(args).await;
+        assert!(report.succeeded, "{args:?}: {report:#?}");
+        serde_json::from_slice(&sink.contents()[0].1).unwrap()
+    }
+}
+
+/// A host root with granted `/data` and a secret beside it, plus links pointing out of `/data`.
+fn host_root() -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("file.txt"), "inside").unwrap();
+    std::fs::write(root.path().join("secret.txt"), "outside").unwrap();
+    std::os::unix::fs::symlink(root.path().join("secret.txt"), data.join("absolute-link")).unwrap();
+    std::os::unix::fs::symlink("../secret.txt", data.join("relative-link")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", data.join("passwd-link")).unwrap();
+    std::os::unix::fs::symlink("file.txt", data.join("inner-link")).unwrap();
+    root
+}
+
+fn limit_of(report: &RunReport) -> Option<LimitKind> {
+    match report.failure {
+        Some(PluginFailure::LimitExceeded { limit, .. }) => Some(limit),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_endless_loop_ends_at_its_deadline() {
+    let sandbox = Sandbox::new().await;
+    let started = Instant::now();
+    let report = sandbox.contain(&["mode=loop"]).await;
+    let (report_time, wall) = (
+        Duration::from_secs_f64(report.duration_ms / 1e3),
+        started.elapsed(),
+    );
+    assert_eq!(limit_of(&report), Some(LimitKind::Deadline), "{report:#?}");
+    assert!(report_time >= DEADLINE, "ended early: {report_time:?}");
+    assert!(
+        report_time < DEADLINE + DEADLINE_MARGIN,
+        "ended late: {report_time:?}"
+    );
+    assert!(
+        wall < DEADLINE + DEADLINE_MARGIN + Duration::from_secs(1),
+        "{wall:?}"
+    );
+    assert!(
+        report
+            .failure_line()
+            .unwrap()
+            .contains("ran past its deadline of 1s 500ms")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_memory_bomb_traps_at_the_cap() {
+    let sandbox = Sandbox::new().await;
+    let report = sandbox.contain(&["mode=alloc"]).await;
+    assert_eq!(limit_of(&report), Some(LimitKind::Memory), "{report:#?}");
+    assert!(
+        report
+            .failure_line()
+            .unwrap()
+            .contains("above the limit of 67108864 bytes")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deep_recursion_traps_on_either_stack() {
+    let sandbox = Sandbox::new().await;
+    let report = sandbox.contain(&["mode=recurse"]).await;
+    assert_eq!(limit_of(&report), Some(LimitKind::Stack), "{report:#?}");
+    // Frames kept in linear memory exhaust Rust's shadow stack first: an out-of-bounds trap.
+    let report = sandbox.contain(&["mode=recurse-shadow"]).await;
+    match &report.failure {
+        Some(PluginFailure::Trapped { message, .. }) => {
+            assert!(message.contains("out of bounds memory access"), "{message}")
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_output_flood_is_cut_at_the_cap() {
+    let sandbox = Sandbox::new().await;
+    let report = sandbox.contain(&["mode=flood"]).await;
+    assert_eq!(limit_of(&report), Some(LimitKind::Output), "{report:#?}");
+    let artifact = &report.artifacts[0];
+    assert_eq!((artifact.size_bytes, artifact.truncated), (1 << 20, true));
+    assert!(
+        artifact.sha256.is_some(),
+        "a cut artifact is still finished"
+    );
+    assert!(
+        report
+            .failure_line()
+            .unwrap()
+            .contains("output limit of 1048576 bytes")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_panic_becomes_an_error_carrying_its_message() {
+    let sandbox = Sandbox::new().await;
+    let report = sandbox.contain(&["mode=panic"]).await;
+    match &report.failure {
+        Some(PluginFailure::Panicked { message }) => {
+            assert!(
+                message.starts_with("hostile plugin panicked on purpose (at "),
+                "{message}"
+            )
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let report = sandbox.contain(&["mode=fail"]).await;
+    assert_eq!(
+        report.failure,
+        Some(PluginFailure::Failed {
+            message: "failed on purpose".into()
+        })
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn oversized_host_calls_are_refused() {
+    let sandbox = Sandbox::new().await;
+    let report = sandbox.contain(&["mode=huge-chunk"]).await;
+    assert_eq!(limit_of(&report), Some(LimitKind::HostCall), "{report:#?}");
+    assert!(
+        report
+            .failure_line()
+            .unwrap()
+            .contains("passed 8388608 bytes to `artifact.write`")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chatty_stdio_is_capped_without_failing_the_run() {
+    let sandbox = Sandbox::new().await;
+    let (report, _) = sandbox.run(&["mode=stdout-flood", "count=100"]).await;
+    assert!(report.succeeded, "{report:#?}");
+    for captured in [&report.stdout, &report.stderr] {
+        assert_eq!(captured.total_bytes, 100 * 1024);
+        assert_eq!(captured.text.len(), 16 << 10);
+        assert!(captured.truncated && captured.tail.is_some());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn artifact_names_that_escape_are_refused() {
+    let sandbox = Sandbox::new().await;
+    let probe = sandbox.probe(&["mode=bad-name"]).await;
+    let results: Vec<&str> = probe["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert_eq!(results.len(), 6);
+    for result in results {
+        assert!(result.contains("invalid artifact name"), "{result}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reads_stay_inside_the_granted_paths() {
+    let sandbox = Sandbox::new().await;
+    let read = |path: &'static str| {
+        let sandbox = &sandbox;
+        async move { sandbox.probe(&["mode=read", &format!("path={path}")]).await }
+    };
+    assert_eq!(read("/data/file.txt").await["read"], "inside");
+    assert_eq!(read("/data/inner-link").await["read"], "inside");
+    for escape in [
+        "/secret.txt",
+        "/data/../secret.txt",
+        "/data/absolute-link",
+        "/data/relative-link",
+        "/data/passwd-link",
+        "/etc/passwd",
+    ] {
+        let probe = read(escape).await;
+        assert!(probe.get("read").is_none(), "{escape} escaped: {probe}");
+        assert!(probe["error"].is_string(), "{escape}: {probe}");
+    }
+    let listing = sandbox.probe(&["mode=list", "path=/data"]).await;
+    assert_eq!(
+        listing["entries"],
+        serde_json::json!([
+            "absolute-link",
+            "file.txt",
+            "inner-link",
+            "passwd-link",
+            "relative-link"
+        ])
+    );
+    assert!(sandbox.probe(&["mode=list", "path=/"]).await["error"].is_string());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn writes_are_denied_everywhere() {
+    let sandbox = Sandbox::new().await;
+    for path in ["/data/file.txt", "/data/new.txt", "/new.txt"] {
+        let probe = sandbox
+            .probe(&["mode=write", &format!("path={path}")])
+            .await;
+        for outcome in probe["outcomes"].as_array().unwrap() {
+            assert!(
+                outcome.as_str().unwrap().starts_with("error:"),
+                "{path}: {probe}"
+            );
+        }
+    }
+    let data = sandbox.root.path().join("data");
+    assert_eq!(
+        std::fs::read_to_string(data.join("file.txt")).unwrap(),
+        "inside"
+    );
+    assert!(!data.join("new.txt").exists() && !data.join("file.txt.d").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sockets_are_denied() {
+    let sandbox = Sandbox::new().await;
+    // A real listener, so a refusal can only come from the sandbox.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let probe = sandbox
+        .probe(&["mode=connect", &format!("path={address}")])
+        .await;
+    assert!(probe["error"].is_string(), "{probe}");
+    listener.set_nonblocking(true).unwrap();
+    assert!(
+        listener.accept().is_err(),
+        "the plugin reached the listener"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ungranted_interface_gives_a_clear_error() {
+    let sandbox = Sandbox::new().await;
+    let (report, _) = sandbox.run_with(&["mode=host-info"], &["read:/data"]).await;
+    match &report.failure {
+        Some(PluginFailure::CapabilityDenied {
+            capability,
+            message,
+        }) => {
+            assert_eq!(capability, "host-info");
+            assert!(
+                message.contains("grant it with --grant host-info"),
+                "{message}"
+            );
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let (granted, _) = sandbox.run_with(&["mode=host-info"], &["host-info"]).await;
+    assert!(granted.succeeded, "{granted:#?}");
+    assert_eq!(granted.absent_paths, Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn granted_paths_missing_on_the_host_are_reported() {
+    let sandbox = Sandbox::new().await;
+    let (report, _) = sandbox
+        .run_with(&["mode=well-behaved"], &["read:/data", "read:/nowhere"])
+        .await;
+    assert!(report.succeeded);
+    // The plugin asks for /data only; /nowhere is granted but not asked for, so not mapped.
+    assert_eq!(report.granted.read_paths, ["/data"]);
+    std::fs::remove_dir_all(sandbox.root.path().join("data")).unwrap();
+    let (report, _) = sandbox.run(&["mode=well-behaved"]).await;
+    assert_eq!(report.absent_paths, ["/data"]);
+    assert!(Path::new(&sandbox.root.path()).exists());
+}

@@ -1,0 +1,51 @@
+//! Shared by the end-to-end tests: the test-fixture plugins, built for wasm32-wasip2 on first
+//! use (once per test binary; cargo's lock serialises concurrent builds).
+
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+/// Path to a fixture component from `tests/plugins/<crate>`.
+pub fn fixture(crate_name: &str) -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let dir = BUILT.get_or_init(|| {
+        let target_dir = workspace().join("target").join("wasm-fixtures");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(workspace())
+            .args(["build", "--target", "wasm32-wasip2", "--profile", "plugin"])
+            .args(["-p", "hostile", "-p", "not-a-gatherer"])
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .env_remove("RUSTFLAGS")
+            .status()
+            .expect("running cargo to build the test fixtures");
+        assert!(status.success(), "building the test fixture plugins failed");
+        target_dir.join("wasm32-wasip2").join("plugin")
+    });
+    // Libraries are named with underscores, binaries keep their hyphens.
+    let library = dir.join(format!("{}.wasm", crate_name.replace('-', "_")));
+    if library.exists() {
+        library
+    } else {
+        dir.join(format!("{crate_name}.wasm"))
+    }
+}
+
+/// A fresh cache directory per test binary, so tests never share compiled code with the user.
+pub fn cache_dir() -> PathBuf {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().unwrap())
+        .path()
+        .to_owned()
+}
