@@ -170,3 +170,25 @@ fn prints_shell_completions() {
     assert!(output.status.success());
     assert!(stdout(&output).contains("factbuoy__subcmd__plugin__subcmd__run"));
 }
+
+#[test]
+fn falls_back_to_on_demand_allocation_in_a_small_address_space() {
+    // 2 GB of address space cannot hold the instance pool (hundreds of GB reserved).
+    let script = format!(
+        "ulimit -v 2000000 && exec '{}' -v plugin run hello -o json",
+        env!("CARGO_BIN_EXE_factbuoy")
+    );
+    let output = Command::new("sh")
+        .args(["-c", &script])
+        .env("FACTBUOY_CACHE_DIR", support::cache_dir())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("allocating on demand"),
+        "{}",
+        stderr(&output)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["succeeded"], true);
+}

@@ -14,7 +14,7 @@ use crate::runtime::sink::{ArtifactSink, ArtifactWriter};
 use crate::runtime::state::RunState;
 use crate::runtime::violation::Violation;
 
-/// The resource behind the WIT `artifact`: an index into [`OutputState::records`].
+/// The resource behind the WIT `artifact`: an index into the run's artifact records.
 pub struct OpenArtifact {
     record: usize,
 }
