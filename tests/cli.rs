@@ -127,6 +127,7 @@ fn files_that_are_not_gatherers_are_rejected_by_name() {
     let core = dir.path().join("core.wasm");
     std::fs::write(&core, b"\0asm\x01\0\0\0").unwrap();
     let command = support::fixture("not-a-gatherer");
+    let future = support::fixture("future-contract");
     let cases = [
         (text.as_path(), "not a WebAssembly file"),
         (

@@ -23,7 +23,14 @@ pub fn fixture(crate_name: &str) -> PathBuf {
         let status = Command::new(cargo)
             .current_dir(workspace())
             .args(["build", "--target", "wasm32-wasip2", "--profile", "plugin"])
-            .args(["-p", "hostile", "-p", "not-a-gatherer"])
+            .args([
+                "-p",
+                "hostile",
+                "-p",
+                "not-a-gatherer",
+                "-p",
+                "future-contract",
+            ])
             .arg("--target-dir")
             .arg(&target_dir)
             .env_remove("CARGO_ENCODED_RUSTFLAGS")
