@@ -122,7 +122,8 @@ pub struct RunRequest {
     pub host_root: PathBuf,
     pub sink: Arc<dyn ArtifactSink>,
     pub observer: Option<Arc<dyn ProgressObserver>>,
-    /// Overrides the runtime's limits for this run (the stack limit is engine-wide and stays).
+    /// Overrides the runtime's limits for this run. The stack limit is engine-wide and stays;
+    /// the memory limit can only be lowered.
     pub limits: Option<Limits>,
 }
 
@@ -358,7 +359,10 @@ impl Runtime {
     /// Runs a loaded plugin once. Never fails: every problem ends up in the report.
     pub async fn run(&self, plugin: &LoadedPlugin, request: RunRequest) -> RunReport {
         let started = Instant::now();
-        let limits = request.limits.unwrap_or_else(|| self.limits.clone());
+        let mut limits = request.limits.unwrap_or_else(|| self.limits.clone());
+        // The engine's memory slots are sized for the runtime's limit: above it, growth would
+        // fail in the allocator before the limiter could report it by name.
+        limits.memory_bytes = limits.memory_bytes.min(self.limits.memory_bytes);
         let info = &plugin.info;
         let mut report = RunReport {
             plugin: info.name.clone(),
