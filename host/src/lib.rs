@@ -5,9 +5,10 @@
 //! catalog and parameter handling, [`capabilities`], and the [`cli`]. The contract plugins are
 //! written against lives in `wit/`; plugin authors use the `factbuoy-guest` crate.
 
-pub mod artifact_name;
+pub mod aggregator;
 pub mod capabilities;
 pub mod cli;
 pub mod digest;
+pub mod pki;
 pub mod plugin;
 pub mod runtime;

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use crate::artifact_name::ArtifactName;
+use factbuoy_protocol::names::ArtifactName;
 use crate::capabilities::Grant;
 use crate::plugin::params::parse_value;
 use crate::runtime::bindings::PluginInfo;

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::io::AsyncWrite;
 
-use crate::artifact_name::ArtifactName;
+use factbuoy_protocol::names::ArtifactName;
 
 /// A writer for one artifact; `shutdown` marks it complete.
 pub type ArtifactWriter = Pin<Box<dyn AsyncWrite + Send + Sync>>;

@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 use wasmtime::component::Resource;
 
-use crate::artifact_name::ArtifactName;
+use factbuoy_protocol::names::ArtifactName;
 use crate::runtime::bindings::factbuoy::plugin::output::{self, OutputError};
 use crate::runtime::sink::{ArtifactSink, ArtifactWriter};
 use crate::runtime::state::RunState;

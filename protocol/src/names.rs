@@ -1,9 +1,9 @@
-//! Artifact names: relative paths chosen by plugins (and later sent over the wire), checked
-//! before anything is stored under them.
+//! Names that arrive from plugins or over the wire, checked before anything is stored under them.
 //!
-//! The rules are strict on purpose, so that a name is safe as a file path on any system and as a
-//! tar entry: `/`-separated components of printable characters, none of them empty, `.` or `..`,
-//! no backslash, no leading `/`, bounded length and depth.
+//! Artifact names are relative paths chosen by plugins. The rules are strict on purpose, so that
+//! a name is safe as a file path on any system and as a tar entry: `/`-separated components of
+//! printable characters, none of them empty, `.` or `..`, no backslash, no leading `/`, bounded
+//! length and depth. Node and plugin names follow Kubernetes' DNS-subdomain rules.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -84,6 +84,38 @@ impl fmt::Display for ArtifactName {
     }
 }
 
+/// Longest node or plugin name (a DNS subdomain).
+pub const MAX_IDENTIFIER_BYTES: usize = 253;
+
+/// Why a node or plugin name was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} name {name:?} must be 1-253 characters of a-z, 0-9, `-` and `.`, starting and ending with a letter or digit")]
+pub struct InvalidIdentifier {
+    pub kind: &'static str,
+    pub name: String,
+}
+
+/// Checks a node or plugin name: lower-case letters, digits, `-` and `.`, starting and ending
+/// with a letter or digit (Kubernetes node names follow the same rule).
+pub fn check_identifier(kind: &'static str, name: &str) -> Result<(), InvalidIdentifier> {
+    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    let bytes = name.as_bytes();
+    let valid = !bytes.is_empty()
+        && bytes.len() <= MAX_IDENTIFIER_BYTES
+        && alnum(bytes[0])
+        && alnum(bytes[bytes.len() - 1])
+        && bytes.iter().all(|&b| alnum(b) || b == b'-' || b == b'.')
+        && !name.contains("..");
+    if valid {
+        Ok(())
+    } else {
+        Err(InvalidIdentifier {
+            kind,
+            name: name.chars().take(MAX_IDENTIFIER_BYTES).collect(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +160,15 @@ mod tests {
         }
         assert!(ArtifactName::parse(&"x".repeat(256)).is_err());
         assert!(ArtifactName::parse(&"x/".repeat(300)).is_err());
+    }
+
+    #[test]
+    fn identifiers_follow_dns_subdomain_rules() {
+        for ok in ["node-1", "ip-10-0-0-1.ec2.internal", "a", "setup"] {
+            assert!(check_identifier("node", ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "-a", "a-", "A", "a_b", "a/b", "..", "a..b", "ü", &"a".repeat(254)] {
+            assert!(check_identifier("node", bad).is_err(), "{bad}");
+        }
     }
 }

@@ -1,0 +1,348 @@
+//! The aggregator: expects results from (plugin, node) pairs, receives them from agents over
+//! mutual TLS, reports status and progress to operators, and packages one bundle per run.
+//!
+//! A run lives in a directory (`run.json`, `state.json`, `pki/`, `commits/`, `staging/`,
+//! `results/`). [`create_run`] makes one; [`start`] serves it, and serves it again after a
+//! restart, continuing where it stopped. A run always ends: nodes that stop sending heartbeats
+//! are marked lost, and the run timeout turns whatever is missing into error results.
+
+pub mod bundle;
+pub mod config;
+pub mod handler;
+pub mod metrics;
+pub mod server;
+pub mod state;
+pub mod storage;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use factbuoy_protocol::identity::Role;
+use factbuoy_protocol::types::{PairStatus, RunStatus, StatusDocument};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::pki::{self, Issued, RunCa};
+use config::RunConfig;
+use handler::Listener;
+use metrics::{Metrics, StateLabel};
+use state::{RunState, now_rfc3339};
+use storage::Storage;
+
+/// How often the watchdog looks for lost nodes, timeouts and a finished run.
+const WATCHDOG_TICK: Duration = Duration::from_millis(250);
+
+/// What the request handlers share.
+pub struct Shared {
+    pub config: RunConfig,
+    pub run_dir: PathBuf,
+    pub state: Mutex<RunState>,
+    pub storage: Storage,
+    pub metrics: Metrics,
+    /// Serialises commits: the check, the move on disk and the record must not interleave.
+    pub commit_lock: tokio::sync::Mutex<()>,
+    /// Wakes the watchdog when a result arrives.
+    pub changed: tokio::sync::Notify,
+    status: tokio::sync::watch::Sender<RunStatus>,
+    /// When this aggregator process started serving: silence is counted from here at least.
+    started_at: SystemTime,
+}
+
+impl Shared {
+    /// A plugin component of this run by digest: a bundled plugin, or one stored with the run.
+    pub fn component(&self, sha256: &str) -> std::io::Result<Option<Vec<u8>>> {
+        if !self.config.plugins.iter().any(|p| p.sha256 == sha256) {
+            return Ok(None);
+        }
+        if let Some(bundled) = crate::plugin::BUNDLED.iter().find(|p| p.sha256 == sha256) {
+            return Ok(Some(bundled.wasm.to_vec()));
+        }
+        match std::fs::read(component_path(&self.run_dir, sha256)) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sets the `nodes` gauges: how many nodes are pending, running, done or lost.
+    pub fn update_node_gauges(&self) {
+        let state = self.state.lock().unwrap();
+        let mut counts = std::collections::BTreeMap::from([("pending", 0), ("running", 0), ("done", 0), ("lost", 0)]);
+        for node in &self.config.nodes {
+            let statuses: Vec<PairStatus> = state
+                .pairs
+                .values()
+                .filter_map(|nodes| nodes.get(node).map(|p| p.status))
+                .collect();
+            let label = if statuses.contains(&PairStatus::Lost) {
+                "lost"
+            } else if statuses.iter().all(|s| matches!(s, PairStatus::Complete | PairStatus::TimedOut)) {
+                "done"
+            } else if statuses.iter().any(|s| *s != PairStatus::Pending) || state.heartbeats.contains_key(node) {
+                "running"
+            } else {
+                "pending"
+            };
+            *counts.get_mut(label).expect("every label is counted") += 1;
+        }
+        for (label, count) in counts {
+            self.metrics.nodes.get_or_create(&StateLabel { state: label.to_owned() }).set(count);
+        }
+    }
+
+    pub fn status_document(&self) -> StatusDocument {
+        self.state.lock().unwrap().document(&self.config.run_id)
+    }
+}
+
+fn component_path(run_dir: &Path, sha256: &str) -> PathBuf {
+    run_dir.join("components").join(format!("{sha256}.wasm"))
+}
+
+fn pki_dir(run_dir: &Path) -> PathBuf {
+    run_dir.join("pki")
+}
+
+/// Creates a run directory: its CA, server and operator certificates, configuration and
+/// initial state. `components` are plugin components not bundled in this binary.
+pub fn create_run(run_dir: &Path, config: &RunConfig, components: &[(String, Vec<u8>)]) -> anyhow::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if run_dir.exists() && std::fs::read_dir(run_dir)?.next().is_some() {
+        anyhow::bail!("{} already holds a run; choose another --run-dir", run_dir.display());
+    }
+    let mut private = std::fs::DirBuilder::new();
+    private.recursive(true).mode(0o700);
+    private.create(run_dir)?;
+    private.create(pki_dir(run_dir))?;
+    let ca = RunCa::create(&config.run_id)?;
+    ca.save(&pki_dir(run_dir))?;
+    save_issued(&pki_dir(run_dir), "server", &ca.issue_server(&config.server_names)?)?;
+    save_issued(&pki_dir(run_dir), "operator", &ca.issue_client(&Role::Operator { name: "operator".into() })?)?;
+    for (sha256, bytes) in components {
+        let path = component_path(run_dir, sha256);
+        std::fs::create_dir_all(path.parent().expect("component paths have a parent"))?;
+        std::fs::write(path, bytes)?;
+    }
+    config.save(run_dir)?;
+    RunState::new(config).save(run_dir)?;
+    Ok(())
+}
+
+fn save_issued(dir: &Path, name: &str, issued: &Issued) -> anyhow::Result<()> {
+    std::fs::write(dir.join(format!("{name}.pem")), &issued.cert_pem)?;
+    pki::write_private(&dir.join(format!("{name}.key")), &issued.key_pem)?;
+    Ok(())
+}
+
+/// Paths of the operator's credentials in a run directory: (CA, certificate, key).
+pub fn operator_files(run_dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let dir = pki_dir(run_dir);
+    (dir.join("ca.pem"), dir.join("operator.pem"), dir.join("operator.key"))
+}
+
+/// Issues a client certificate from the run's CA.
+pub fn issue(run_dir: &Path, role: &Role) -> anyhow::Result<(RunCa, Issued)> {
+    let config = RunConfig::load(run_dir)?;
+    let ca = RunCa::load(&pki_dir(run_dir), &config.run_id)?;
+    let issued = ca.issue_client(role)?;
+    Ok((ca, issued))
+}
+
+/// Writes a client certificate for `role` into `dir` (0600 key), for an agent started by hand.
+pub fn issue_to_files(run_dir: &Path, role: &Role, dir: &Path) -> anyhow::Result<()> {
+    let (ca, issued) = issue(run_dir, role)?;
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("ca.pem"), ca.cert_pem())?;
+    save_issued(dir, "client", &issued)
+}
+
+/// A serving aggregator. Dropping it stops the listeners.
+pub struct RunningAggregator {
+    pub shared: Arc<Shared>,
+    pub agent_address: SocketAddr,
+    pub operator_address: SocketAddr,
+    status: tokio::sync::watch::Receiver<RunStatus>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl RunningAggregator {
+    /// Waits until the run is complete or failed.
+    pub async fn finished(&mut self) -> RunStatus {
+        let status = self
+            .status
+            .wait_for(|s| matches!(s, RunStatus::Complete | RunStatus::Failed))
+            .await
+            .map(|s| *s);
+        status.unwrap_or(RunStatus::Failed)
+    }
+}
+
+impl Drop for RunningAggregator {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Serves the run in `run_dir`, new or interrupted.
+pub async fn start(run_dir: &Path) -> anyhow::Result<RunningAggregator> {
+    let mut config = RunConfig::load(run_dir)?;
+    let state = RunState::load(run_dir, &config).context("loading the run's state")?;
+    let pki = pki_dir(run_dir);
+    let ca = RunCa::load(&pki, &config.run_id)?;
+    let server = Issued {
+        cert_pem: std::fs::read_to_string(pki.join("server.pem"))?,
+        key_pem: std::fs::read_to_string(pki.join("server.key"))?,
+    };
+    let tls = ca.server_config(&server)?;
+    let agent_listener = TcpListener::bind(config.agent_listen)
+        .await
+        .with_context(|| format!("binding the agent listener to {}", config.agent_listen))?;
+    let operator_listener = TcpListener::bind(config.operator_listen)
+        .await
+        .with_context(|| format!("binding the operator listener to {}", config.operator_listen))?;
+    let agent_address = agent_listener.local_addr()?;
+    let operator_address = operator_listener.local_addr()?;
+    // A restarted aggregator must be found where agents knew it.
+    if (agent_address, operator_address) != (config.agent_listen, config.operator_listen) {
+        config.agent_listen = agent_address;
+        config.operator_listen = operator_address;
+        config.save(run_dir)?;
+    }
+    let (status_tx, status_rx) = tokio::sync::watch::channel(state.status);
+    let shared = Arc::new(Shared {
+        storage: Storage::new(run_dir),
+        run_dir: run_dir.to_owned(),
+        state: Mutex::new(state),
+        metrics: Metrics::default(),
+        commit_lock: tokio::sync::Mutex::new(()),
+        changed: tokio::sync::Notify::new(),
+        status: status_tx,
+        started_at: SystemTime::now(),
+        config,
+    });
+    let tasks = vec![
+        tokio::spawn(server::serve(agent_listener, tls.clone(), Listener::Agent, shared.clone())),
+        tokio::spawn(server::serve(operator_listener, tls, Listener::Operator, shared.clone())),
+        tokio::spawn(watchdog(shared.clone())),
+    ];
+    tracing::info!(%agent_address, %operator_address, run = %shared.config.run_id, "aggregator serving");
+    Ok(RunningAggregator {
+        shared,
+        agent_address,
+        operator_address,
+        status: status_rx,
+        tasks,
+    })
+}
+
+/// Marks lost nodes and timed-out pairs, and packages the run once every pair has a result.
+async fn watchdog(shared: Arc<Shared>) {
+    let created: SystemTime = time::OffsetDateTime::parse(
+        &shared.config.created,
+        &time::format_description::well_known::Rfc3339,
+    )
+    .map(Into::into)
+    .unwrap_or(shared.started_at);
+    let window = Duration::from_secs(shared.config.lost_after_seconds);
+    let timeout = Duration::from_secs(shared.config.run_timeout_seconds);
+    loop {
+        let status = shared.state.lock().unwrap().status;
+        match status {
+            RunStatus::Complete | RunStatus::Failed => {
+                shared.status.send_replace(status);
+                return;
+            }
+            RunStatus::PostProcessing => {
+                package(&shared).await;
+                continue;
+            }
+            RunStatus::Running => {}
+        }
+        let now = SystemTime::now();
+        let timed_out = now.duration_since(created).unwrap_or_default() > timeout;
+        let (lost, missing) = {
+            let state = shared.state.lock().unwrap();
+            (state.lost_pairs(now, shared.started_at, window), state.missing_pairs())
+        };
+        let _guard = shared.commit_lock.lock().await;
+        for (plugin, node) in lost {
+            let message = format!(
+                "node {node:?} sent no heartbeat for {}s and no result of {plugin}; it was marked lost",
+                window.as_secs()
+            );
+            stand_in(&shared, &plugin, &node, PairStatus::Lost, &message);
+        }
+        if timed_out {
+            for (plugin, node) in missing {
+                let message = format!("no result of {plugin} for {node} within the run timeout of {}s", timeout.as_secs());
+                stand_in(&shared, &plugin, &node, PairStatus::TimedOut, &message);
+            }
+        }
+        {
+            let mut state = shared.state.lock().unwrap();
+            if state.all_done() {
+                state.status = RunStatus::PostProcessing;
+                if let Err(e) = state.save(&shared.run_dir) {
+                    tracing::error!("saving the run state: {e:#}");
+                }
+                shared.status.send_replace(RunStatus::PostProcessing);
+                continue;
+            }
+        }
+        drop(_guard);
+        tokio::select! {
+            _ = shared.changed.notified() => {}
+            _ = tokio::time::sleep(WATCHDOG_TICK) => {}
+        }
+    }
+}
+
+/// Commits an error result in place of a missing one.
+fn stand_in(shared: &Shared, plugin: &str, node: &str, status: PairStatus, message: &str) {
+    tracing::warn!("{message}");
+    let recorded = shared
+        .storage
+        .synthetic_error(plugin, node, message)
+        .map_err(anyhow::Error::from)
+        .and_then(|committed| {
+            shared.state.lock().unwrap().record_commit(&shared.run_dir, plugin, node, status, committed)
+        });
+    if let Err(e) = recorded {
+        tracing::error!("recording the error result of {plugin} for {node}: {e:#}");
+    }
+}
+
+/// Writes the bundle and completes the run.
+async fn package(shared: &Arc<Shared>) {
+    let document = shared.status_document();
+    let worker = shared.clone();
+    let written = tokio::task::spawn_blocking(move || {
+        bundle::write(&worker.config, &document, &worker.storage.bundle_root(), &worker.config.bundle_dir)
+    })
+    .await;
+    let mut state = shared.state.lock().unwrap();
+    match written {
+        Ok(Ok((path, tar_info))) => {
+            tracing::info!(bundle = %path.display(), "run complete");
+            state.tar_info = Some(tar_info);
+            state.status = RunStatus::Complete;
+        }
+        Ok(Err(e)) => {
+            tracing::error!("writing the bundle: {e:#}");
+            state.status = RunStatus::Failed;
+        }
+        Err(e) => {
+            tracing::error!("the bundle writer crashed: {e}");
+            state.status = RunStatus::Failed;
+        }
+    }
+    state.finished = Some(now_rfc3339());
+    if let Err(e) = state.save(&shared.run_dir) {
+        tracing::error!("saving the run state: {e:#}");
+    }
+}

@@ -1,0 +1,344 @@
+//! A client for both sides of the aggregator: agents (plan, components, uploads, progress,
+//! heartbeats) and operators (status, metrics, bundle download with resume).
+//!
+//! Each request opens its own mutually authenticated TLS connection: simple, and what an agent
+//! retrying across an aggregator restart needs anyway.
+
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_util::io::ReaderStream;
+
+use crate::digest;
+use crate::routes::{Route, Scope};
+use crate::tls::{Identity, TlsError, client_config};
+use crate::types::{ErrorBody, Plan, ProgressUpdate, ResultManifest, StatusDocument};
+
+/// Default time allowed for one request, connection included (uploads get longer per byte).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Largest JSON response read into memory.
+const MAX_JSON_RESPONSE: usize = 64 << 20;
+
+type Body = BoxBody<Bytes, std::io::Error>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("connecting to {address}: {source}")]
+    Connect {
+        address: String,
+        source: std::io::Error,
+    },
+    #[error("TLS with {address}: {source}")]
+    Handshake {
+        address: String,
+        source: std::io::Error,
+    },
+    #[error("HTTP: {0}")]
+    Http(#[from] hyper::Error),
+    #[error("{method} {path}: {status}: {message}")]
+    Status {
+        method: Method,
+        path: String,
+        status: StatusCode,
+        message: String,
+    },
+    #[error("request timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("unexpected response: {0}")]
+    Decode(String),
+    #[error("reading or writing a local file: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("invalid aggregator address {0:?}; expected HOST:PORT")]
+    Address(String),
+}
+
+impl ClientError {
+    /// Whether trying again later may succeed: transport failures, timeouts, 5xx and 429.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ClientError::Connect { .. }
+            | ClientError::Handshake { .. }
+            | ClientError::Http(_)
+            | ClientError::Timeout(_) => true,
+            ClientError::Status { status, .. } => {
+                status.is_server_error() || *status == StatusCode::TOO_MANY_REQUESTS
+            }
+            _ => false,
+        }
+    }
+
+    /// The HTTP status, for errors that came with one.
+    pub fn status(&self) -> Option<StatusCode> {
+        match self {
+            ClientError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// A client of one aggregator listener, with one identity.
+#[derive(Clone)]
+pub struct Client {
+    address: String,
+    server_name: ServerName<'static>,
+    connector: TlsConnector,
+    timeout: Duration,
+}
+
+impl Client {
+    /// `address` is `HOST:PORT`; the host must be a name or address in the server certificate.
+    pub fn new(address: &str, identity: &Identity) -> Result<Self, ClientError> {
+        let host = address
+            .rsplit_once(':')
+            .map(|(host, _)| host.trim_start_matches('[').trim_end_matches(']'))
+            .ok_or_else(|| ClientError::Address(address.to_owned()))?;
+        let server_name = ServerName::try_from(host.to_owned())
+            .map_err(|_| ClientError::Address(address.to_owned()))?;
+        Ok(Client {
+            address: address.to_owned(),
+            server_name,
+            connector: TlsConnector::from(client_config(identity)?),
+            timeout: DEFAULT_TIMEOUT,
+        })
+    }
+
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    async fn send(&self, request: Request<Body>) -> Result<Response<Incoming>, ClientError> {
+        let address = self.address.clone();
+        let tcp = TcpStream::connect(&address)
+            .await
+            .map_err(|source| ClientError::Connect { address: address.clone(), source })?;
+        tcp.set_nodelay(true)?;
+        let tls = self
+            .connector
+            .connect(self.server_name.clone(), tcp)
+            .await
+            .map_err(|source| ClientError::Handshake { address, source })?;
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
+        tokio::spawn(connection);
+        Ok(sender.send_request(request).await?)
+    }
+
+    /// Sends a request and turns a non-2xx answer into [`ClientError::Status`].
+    async fn call(
+        &self,
+        method: Method,
+        route: &Route,
+        headers: &[(&str, String)],
+        body: Body,
+        timeout: Duration,
+    ) -> Result<Response<Incoming>, ClientError> {
+        let path = route.path();
+        let mut builder = Request::builder()
+            .method(method.clone())
+            .uri(&path)
+            .header(hyper::header::HOST, &self.address);
+        for (name, value) in headers {
+            builder = builder.header(*name, value);
+        }
+        let request = builder
+            .body(body)
+            .map_err(|e| ClientError::Decode(e.to_string()))?;
+        let response = tokio::time::timeout(timeout, self.send(request))
+            .await
+            .map_err(|_| ClientError::Timeout(timeout))??;
+        if response.status().is_success() || response.status() == StatusCode::PARTIAL_CONTENT {
+            return Ok(response);
+        }
+        let status = response.status();
+        let bytes = read_limited(response.into_body(), MAX_JSON_RESPONSE).await.unwrap_or_default();
+        let message = serde_json::from_slice::<ErrorBody>(&bytes)
+            .map(|b| b.error)
+            .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
+        Err(ClientError::Status { method, path, status, message })
+    }
+
+    async fn json<T: serde::de::DeserializeOwned>(&self, route: &Route) -> Result<T, ClientError> {
+        let response = self.call(Method::GET, route, &[], empty(), self.timeout).await?;
+        let bytes = read_limited(response.into_body(), MAX_JSON_RESPONSE).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    async fn post_json<T: serde::Serialize>(
+        &self,
+        method: Method,
+        route: &Route,
+        value: &T,
+    ) -> Result<(), ClientError> {
+        let body = serde_json::to_vec(value).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let headers = [("content-type", "application/json".to_owned())];
+        self.call(method, route, &headers, full(body), self.timeout).await?;
+        Ok(())
+    }
+
+    /// What this node's agent is to run.
+    pub async fn plan(&self, node: &str) -> Result<Plan, ClientError> {
+        self.json(&Route::Plan { node: node.to_owned() }).await
+    }
+
+    /// Downloads a plugin component and checks its digest.
+    pub async fn component(&self, sha256: &str) -> Result<Vec<u8>, ClientError> {
+        let route = Route::Component { sha256: sha256.to_owned() };
+        let response = self.call(Method::GET, &route, &[], empty(), self.timeout).await?;
+        let bytes = read_limited(response.into_body(), 256 << 20).await?;
+        let actual = hex(&Sha256::digest(&bytes));
+        if actual != sha256 {
+            return Err(ClientError::Decode(format!(
+                "component {sha256} arrived with digest {actual}"
+            )));
+        }
+        Ok(bytes.to_vec())
+    }
+
+    /// Uploads one artifact of a result from a file, with its digest.
+    pub async fn put_file(
+        &self,
+        scope: &Scope,
+        plugin: &str,
+        name: &crate::names::ArtifactName,
+        path: &Path,
+        sha256: &str,
+    ) -> Result<(), ClientError> {
+        let file = tokio::fs::File::open(path).await?;
+        let size = file.metadata().await?.len();
+        let stream = ReaderStream::with_capacity(file, 256 << 10);
+        let body = BodyExt::boxed(StreamBody::new(file_frames(stream)));
+        let headers = [
+            (digest::CONTENT_DIGEST, digest::header_value(sha256).unwrap_or_default()),
+            ("content-length", size.to_string()),
+            ("content-type", "application/octet-stream".to_owned()),
+        ];
+        let route = Route::ResultFile {
+            scope: scope.clone(),
+            plugin: plugin.to_owned(),
+            name: name.clone(),
+        };
+        // Allow for slow links: the base timeout plus a second per 10 MB.
+        let timeout = self.timeout + Duration::from_secs(size / 10_000_000);
+        self.call(Method::PUT, &route, &headers, body, timeout).await?;
+        Ok(())
+    }
+
+    /// Completes a result. A 409 means the aggregator already holds a complete result.
+    pub async fn commit(&self, scope: &Scope, plugin: &str, manifest: &ResultManifest) -> Result<(), ClientError> {
+        let route = Route::ResultCommit { scope: scope.clone(), plugin: plugin.to_owned() };
+        self.post_json(Method::PUT, &route, manifest).await
+    }
+
+    pub async fn progress(&self, scope: &Scope, update: &ProgressUpdate) -> Result<(), ClientError> {
+        let route = Route::Progress { scope: scope.clone(), plugin: update.plugin.clone() };
+        self.post_json(Method::POST, &route, update).await
+    }
+
+    pub async fn heartbeat(&self, node: &str) -> Result<(), ClientError> {
+        let route = Route::Heartbeat { node: node.to_owned() };
+        self.call(Method::POST, &route, &[], empty(), self.timeout).await?;
+        Ok(())
+    }
+
+    /// The run's status (operator).
+    pub async fn status(&self) -> Result<StatusDocument, ClientError> {
+        self.json(&Route::Status).await
+    }
+
+    /// Prometheus metrics (operator).
+    pub async fn metrics(&self) -> Result<String, ClientError> {
+        let response = self.call(Method::GET, &Route::Metrics, &[], empty(), self.timeout).await?;
+        let bytes = read_limited(response.into_body(), MAX_JSON_RESPONSE).await?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// Downloads the bundle to `dest`, resuming a partial download already there. Returns the
+    /// bundle's size.
+    pub async fn download_bundle(&self, dest: &Path) -> Result<u64, ClientError> {
+        let have = match tokio::fs::metadata(dest).await {
+            Ok(meta) => meta.len(),
+            Err(_) => 0,
+        };
+        let headers: Vec<(&str, String)> = if have > 0 {
+            vec![("range", format!("bytes={have}-"))]
+        } else {
+            Vec::new()
+        };
+        let response = self
+            .call(Method::GET, &Route::Bundle, &headers, empty(), Duration::from_secs(24 * 3600))
+            .await;
+        let response = match response {
+            // Already complete: the server has nothing past what we hold.
+            Err(e) if e.status() == Some(StatusCode::RANGE_NOT_SATISFIABLE) => return Ok(have),
+            other => other?,
+        };
+        let resumed = response.status() == StatusCode::PARTIAL_CONTENT;
+        let mut file = tokio::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(resumed)
+            .truncate(!resumed)
+            .open(dest)
+            .await?;
+        let mut body = response.into_body();
+        let mut written = if resumed { have } else { 0 };
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame?.into_data() {
+                file.write_all(&data).await?;
+                written += data.len() as u64;
+            }
+        }
+        file.flush().await?;
+        Ok(written)
+    }
+}
+
+fn empty() -> Body {
+    full(Vec::new())
+}
+
+fn full(bytes: Vec<u8>) -> Body {
+    Full::new(Bytes::from(bytes)).map_err(|never| match never {}).boxed()
+}
+
+/// A file's bytes as body frames.
+fn file_frames(
+    stream: ReaderStream<tokio::fs::File>,
+) -> impl futures_util::Stream<Item = Result<Frame<Bytes>, std::io::Error>> {
+    use futures_util::StreamExt;
+    stream.map(|chunk| chunk.map(Frame::data))
+}
+
+/// Reads a body of at most `limit` bytes.
+pub async fn read_limited(mut body: Incoming, limit: usize) -> Result<Bytes, ClientError> {
+    let mut collected = Vec::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            if collected.len() + data.len() > limit {
+                return Err(ClientError::Decode(format!("response larger than {limit} bytes")));
+            }
+            collected.extend_from_slice(&data);
+        }
+    }
+    Ok(Bytes::from(collected))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

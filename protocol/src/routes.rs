@@ -1,0 +1,234 @@
+//! Every URL of the protocol, built and parsed in one place so that agents, operators and the
+//! aggregator cannot disagree about them. Path segments are percent-encoded when built and
+//! decoded, then checked, when parsed: a route never carries a name that failed the rules in
+//! [`crate::names`].
+
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+
+use crate::names::{ArtifactName, InvalidIdentifier, InvalidName, check_identifier};
+
+/// Prefix of every agent-side route.
+pub const API_PREFIX: &str = "/api/v1";
+
+/// Bytes left unencoded in a path segment: unreserved characters.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// Whose result or progress a route is about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind", content = "node")]
+pub enum Scope {
+    /// One node's result of a per-node plugin.
+    Node(String),
+    /// The single result of a plugin that runs once per run, not per node.
+    Global,
+}
+
+impl Scope {
+    fn segments(&self) -> String {
+        match self {
+            Scope::Node(node) => format!("by-node/{}", encode(node)),
+            Scope::Global => "global".to_owned(),
+        }
+    }
+
+    /// The node's name, or `global`.
+    pub fn label(&self) -> &str {
+        match self {
+            Scope::Node(node) => node,
+            Scope::Global => "global",
+        }
+    }
+}
+
+/// A parsed request path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// `PUT /api/v1/results/{scope}/{plugin}/files/{name}`: one artifact of a result.
+    ResultFile { scope: Scope, plugin: String, name: ArtifactName },
+    /// `PUT /api/v1/results/{scope}/{plugin}`: the manifest that completes a result.
+    ResultCommit { scope: Scope, plugin: String },
+    /// `POST /api/v1/progress/{scope}/{plugin}`.
+    Progress { scope: Scope, plugin: String },
+    /// `POST /api/v1/heartbeat/by-node/{node}`.
+    Heartbeat { node: String },
+    /// `GET /api/v1/plan/by-node/{node}`: what the node's agent is to run.
+    Plan { node: String },
+    /// `GET /api/v1/plugins/{sha256}`: a plugin component by its digest.
+    Component { sha256: String },
+    /// `GET /status` (operator).
+    Status,
+    /// `GET /bundle` (operator), with HTTP Range.
+    Bundle,
+    /// `GET /metrics` (operator), Prometheus text format.
+    Metrics,
+}
+
+/// Why a path is not a route; the server answers 400 (bad names) or 404 (unknown paths).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    #[error("no such endpoint: {0}")]
+    NotFound(String),
+    #[error("path segment is not valid percent-encoded UTF-8")]
+    BadEncoding,
+    #[error(transparent)]
+    Identifier(#[from] InvalidIdentifier),
+    #[error(transparent)]
+    Name(#[from] InvalidName),
+}
+
+fn encode(segment: &str) -> String {
+    utf8_percent_encode(segment, SEGMENT).to_string()
+}
+
+fn decode(segment: &str) -> Result<String, RouteError> {
+    percent_decode_str(segment)
+        .decode_utf8()
+        .map(|s| s.into_owned())
+        .map_err(|_| RouteError::BadEncoding)
+}
+
+impl Route {
+    /// The path of this route, percent-encoded.
+    pub fn path(&self) -> String {
+        match self {
+            Route::ResultFile { scope, plugin, name } => {
+                let name: Vec<String> = name.as_str().split('/').map(encode).collect();
+                format!(
+                    "{API_PREFIX}/results/{}/{}/files/{}",
+                    scope.segments(),
+                    encode(plugin),
+                    name.join("/")
+                )
+            }
+            Route::ResultCommit { scope, plugin } => {
+                format!("{API_PREFIX}/results/{}/{}", scope.segments(), encode(plugin))
+            }
+            Route::Progress { scope, plugin } => {
+                format!("{API_PREFIX}/progress/{}/{}", scope.segments(), encode(plugin))
+            }
+            Route::Heartbeat { node } => format!("{API_PREFIX}/heartbeat/by-node/{}", encode(node)),
+            Route::Plan { node } => format!("{API_PREFIX}/plan/by-node/{}", encode(node)),
+            Route::Component { sha256 } => format!("{API_PREFIX}/plugins/{}", encode(sha256)),
+            Route::Status => "/status".to_owned(),
+            Route::Bundle => "/bundle".to_owned(),
+            Route::Metrics => "/metrics".to_owned(),
+        }
+    }
+
+    /// Parses a request path (without the query). Names are decoded and checked.
+    pub fn parse(path: &str) -> Result<Route, RouteError> {
+        let not_found = || RouteError::NotFound(path.chars().take(200).collect());
+        match path {
+            "/status" => return Ok(Route::Status),
+            "/bundle" => return Ok(Route::Bundle),
+            "/metrics" => return Ok(Route::Metrics),
+            _ => {}
+        }
+        let rest = path.strip_prefix(API_PREFIX).ok_or_else(not_found)?;
+        let raw: Vec<&str> = rest.split('/').skip(1).collect();
+        let segments: Vec<String> = raw.iter().map(|s| decode(s)).collect::<Result<_, _>>()?;
+        let seg: Vec<&str> = segments.iter().map(String::as_str).collect();
+        let node = |name: &str| -> Result<String, RouteError> {
+            check_identifier("node", name)?;
+            Ok(name.to_owned())
+        };
+        let plugin = |name: &str| -> Result<String, RouteError> {
+            check_identifier("plugin", name)?;
+            Ok(name.to_owned())
+        };
+        // Splits `by-node/{node}/...` or `global/...` into the scope and what follows.
+        let scoped = |seg: &[&'_ str]| -> Result<(Scope, usize), RouteError> {
+            match seg {
+                ["by-node", n, ..] => Ok((Scope::Node(node(n)?), 2)),
+                ["global", ..] => Ok((Scope::Global, 1)),
+                _ => Err(not_found()),
+            }
+        };
+        match seg.as_slice() {
+            ["results", tail @ ..] => {
+                let (scope, used) = scoped(tail)?;
+                match &tail[used..] {
+                    [p] => Ok(Route::ResultCommit { scope, plugin: plugin(p)? }),
+                    [p, "files", name @ ..] if !name.is_empty() => Ok(Route::ResultFile {
+                        scope,
+                        plugin: plugin(p)?,
+                        name: ArtifactName::parse(&name.join("/"))?,
+                    }),
+                    _ => Err(not_found()),
+                }
+            }
+            ["progress", tail @ ..] => {
+                let (scope, used) = scoped(tail)?;
+                match &tail[used..] {
+                    [p] => Ok(Route::Progress { scope, plugin: plugin(p)? }),
+                    _ => Err(not_found()),
+                }
+            }
+            ["heartbeat", "by-node", n] => Ok(Route::Heartbeat { node: node(n)? }),
+            ["plan", "by-node", n] => Ok(Route::Plan { node: node(n)? }),
+            ["plugins", digest] if digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                Ok(Route::Component { sha256: digest.to_ascii_lowercase() })
+            }
+            _ => Err(not_found()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(n: &str) -> Scope {
+        Scope::Node(n.into())
+    }
+
+    #[test]
+    fn every_route_round_trips() {
+        let routes = [
+            Route::ResultFile {
+                scope: node("node-1"),
+                plugin: "setup".into(),
+                name: ArtifactName::parse("logs/kern ü.json").unwrap(),
+            },
+            Route::ResultFile {
+                scope: Scope::Global,
+                plugin: "cluster".into(),
+                name: ArtifactName::parse("a.json").unwrap(),
+            },
+            Route::ResultCommit { scope: node("n.example.com"), plugin: "host-facts".into() },
+            Route::ResultCommit { scope: Scope::Global, plugin: "cluster".into() },
+            Route::Progress { scope: node("n1"), plugin: "p".into() },
+            Route::Progress { scope: Scope::Global, plugin: "p".into() },
+            Route::Heartbeat { node: "n1".into() },
+            Route::Plan { node: "n1".into() },
+            Route::Component { sha256: "ab".repeat(32) },
+            Route::Status,
+            Route::Bundle,
+            Route::Metrics,
+        ];
+        for route in routes {
+            assert_eq!(Route::parse(&route.path()).unwrap(), route, "{}", route.path());
+        }
+    }
+
+    #[test]
+    fn traversal_and_odd_names_are_refused() {
+        let refused = [
+            "/api/v1/results/by-node/n1/setup/files/..%2Fescape",
+            "/api/v1/results/by-node/n1/setup/files/a/../../b",
+            "/api/v1/results/by-node/n1/setup/files/%2Fetc%2Fpasswd",
+            "/api/v1/results/by-node/..%2Fx/setup",
+            "/api/v1/results/by-node/N1/setup",
+            "/api/v1/results/by-node/n1/se%00tup",
+            "/api/v1/results/by-node/n1/setup/files/a%5Cb",
+            "/api/v1/results/by-node/n1/setup/files/%ff",
+        ];
+        for path in refused {
+            let error = Route::parse(path).unwrap_err();
+            assert!(!matches!(error, RouteError::NotFound(_)), "{path}: {error}");
+        }
+        for path in ["/", "/api/v2/status", "/api/v1/results", "/api/v1/plugins/xyz", "/statusx"] {
+            assert!(matches!(Route::parse(path), Err(RouteError::NotFound(_))), "{path}");
+        }
+    }
+}
