@@ -5,6 +5,7 @@
 //! catalog and parameter handling, [`capabilities`], and the [`cli`]. The contract plugins are
 //! written against lives in `wit/`; plugin authors use the `factbuoy-guest` crate.
 
+pub mod agent;
 pub mod aggregator;
 pub mod capabilities;
 pub mod cli;

@@ -3,7 +3,10 @@
 //! Exit codes: 0 success, 1 a plugin ran and failed, 2 the input was invalid (arguments,
 //! parameters, a file that is not a usable plugin).
 
+mod aggregator_cmd;
+mod plan;
 mod plugin_cmd;
+mod run_cmd;
 
 use std::process::ExitCode;
 
@@ -38,9 +41,20 @@ pub enum Format {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Collect facts from this host: an aggregator on loopback, an agent over mutual TLS, one bundle.
+    Run(run_cmd::RunArgs),
+    /// Show the current run's status (or a run directory's).
+    Status(run_cmd::StatusArgs),
+    /// Download the current run's bundle, resuming a partial download.
+    Retrieve(run_cmd::RetrieveArgs),
     /// List, inspect, validate and run gatherer plugins on this host.
     #[command(subcommand)]
     Plugin(plugin_cmd::PluginCommand),
+    /// Create, serve and issue certificates for a run whose agents are separate processes.
+    #[command(subcommand)]
+    Aggregator(aggregator_cmd::AggregatorCommand),
+    /// Run the plugins an aggregator's plan names on this node and send it the results.
+    Agent(aggregator_cmd::AgentArgs),
     /// Print a shell completion script, e.g. `factbuoy completions bash > /etc/bash_completion.d/factbuoy`.
     Completions {
         #[arg(value_enum)]
@@ -68,28 +82,30 @@ impl From<Outcome> for ExitCode {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
-    match cli.command {
-        Command::Completions { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut Cli::command(),
-                "factbuoy",
-                &mut std::io::stdout(),
-            );
-            ExitCode::SUCCESS
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("starting the tokio runtime");
+    match runtime.block_on(execute(cli.command, cli.format)) {
+        Ok(outcome) => outcome.into(),
+        Err(e) => {
+            report_error(&e, cli.format);
+            Outcome::InvalidInput.into()
         }
-        Command::Plugin(command) => {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .expect("starting the tokio runtime");
-            match runtime.block_on(plugin_cmd::execute(command, cli.format)) {
-                Ok(outcome) => outcome.into(),
-                Err(e) => {
-                    report_error(&e, cli.format);
-                    Outcome::InvalidInput.into()
-                }
-            }
+    }
+}
+
+async fn execute(command: Command, format: Format) -> anyhow::Result<Outcome> {
+    match command {
+        Command::Run(args) => run_cmd::run(args, format).await,
+        Command::Status(args) => run_cmd::status(args, format).await,
+        Command::Retrieve(args) => run_cmd::retrieve(args, format).await,
+        Command::Plugin(command) => plugin_cmd::execute(command, format).await,
+        Command::Aggregator(command) => aggregator_cmd::aggregator(command, format).await,
+        Command::Agent(args) => aggregator_cmd::agent(args, format).await,
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "factbuoy", &mut std::io::stdout());
+            Ok(Outcome::Success)
         }
     }
 }

@@ -1,0 +1,205 @@
+//! `factbuoy aggregator ...` and `factbuoy agent`: the two halves of a run as separate
+//! processes, for agents on other machines (outbound connections only) and for restarting an
+//! aggregator mid-run.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use factbuoy_protocol::Client;
+use factbuoy_protocol::identity::Role;
+use factbuoy_protocol::tls::Identity;
+
+use super::plan::{self, PluginChoices};
+use super::{Format, Outcome, emit};
+use crate::agent::{self, AgentConfig};
+use crate::aggregator::config::{RunConfig, ServerLimits};
+use crate::aggregator::{self, state::now_rfc3339};
+use crate::runtime::{Limits, Runtime, RuntimeOptions};
+
+#[derive(Debug, Subcommand)]
+pub enum AggregatorCommand {
+    /// Create a run directory: its CA, certificates, plan and expected nodes.
+    Create(CreateArgs),
+    /// Issue a client certificate from a run's CA into a directory (ca.pem, client.pem, client.key).
+    Issue {
+        #[arg(long, value_name = "DIR")]
+        run_dir: PathBuf,
+        /// `agent:NODE`, `operator:NAME` or `global:NAME`.
+        #[arg(long, value_parser = parse_role)]
+        role: Role,
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+    /// Serve a run: a new one, or one whose aggregator stopped, continuing where it was.
+    Serve {
+        #[arg(long, value_name = "DIR")]
+        run_dir: PathBuf,
+        /// Exit once the bundle is written instead of serving it until stopped.
+        #[arg(long)]
+        exit_when_complete: bool,
+    },
+}
+
+fn parse_role(text: &str) -> Result<Role, String> {
+    Role::from_uri(&format!("urn:factbuoy:{text}"))
+        .ok_or_else(|| format!("expected agent:NODE, operator:NAME or global:NAME, got {text:?}"))
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    #[arg(long, value_name = "DIR")]
+    run_dir: PathBuf,
+    /// A node expected to send results; repeat for each.
+    #[arg(long = "node", required = true)]
+    nodes: Vec<String>,
+    /// Plugins to run, by bundled name or path [default: as for `factbuoy run`].
+    #[arg(long = "plugin", value_name = "NAME|PATH")]
+    plugins: Vec<String>,
+    /// PLUGIN:NAME=VALUE.
+    #[arg(short, long = "param", value_parser = plan::split_scoped)]
+    params: Vec<(String, String)>,
+    /// PLUGIN:CAPABILITY, for plugins from files.
+    #[arg(long, value_parser = plan::split_scoped)]
+    grant: Vec<(String, String)>,
+    /// Agent listener address; port 0 picks one at the first start, kept for restarts.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Operator listener address.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    operator_listen: SocketAddr,
+    /// A name or address agents dial, for the server certificate; repeat for each.
+    #[arg(long = "server-name", default_values = ["localhost", "127.0.0.1"])]
+    server_names: Vec<String>,
+    /// Where the bundle is written.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    out: PathBuf,
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
+    heartbeat: Duration,
+    /// Silence after which a node is marked lost.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
+    lost_after: Duration,
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1h")]
+    timeout: Duration,
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5m")]
+    plugin_timeout: Duration,
+    /// Largest accepted result file.
+    #[arg(long, default_value = "16GiB")]
+    max_file: bytesize::ByteSize,
+}
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// The aggregator's agent listener, HOST:PORT.
+    #[arg(long)]
+    aggregator: String,
+    /// This node's name, as in its certificate.
+    #[arg(long)]
+    node: String,
+    /// Directory with ca.pem, client.pem and client.key.
+    #[arg(long, value_name = "DIR")]
+    credentials: PathBuf,
+    /// Host directory plugins' paths are mapped onto (`/host` in a pod).
+    #[arg(long, default_value = "/", value_name = "DIR")]
+    root: PathBuf,
+    /// Where artifacts wait for upload [default: a temporary directory].
+    #[arg(long, value_name = "DIR")]
+    spool: Option<PathBuf>,
+    /// How long each request is retried before the agent gives up on it.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "15m")]
+    retry_for: Duration,
+}
+
+pub async fn aggregator(command: AggregatorCommand, format: Format) -> anyhow::Result<Outcome> {
+    match command {
+        AggregatorCommand::Create(args) => create(args, format).await,
+        AggregatorCommand::Issue { run_dir, role, out } => {
+            aggregator::issue_to_files(&run_dir, &role, &out)?;
+            emit(&format!("issued a certificate for the {role} into {}", out.display()));
+            Ok(Outcome::Success)
+        }
+        AggregatorCommand::Serve { run_dir, exit_when_complete } => {
+            let mut running = aggregator::start(&run_dir).await?;
+            // One line for scripts: where the listeners are.
+            emit(&serde_json::json!({
+                "agent_address": running.agent_address,
+                "operator_address": running.operator_address,
+            })
+            .to_string());
+            let status = running.finished().await;
+            tracing::info!("run {:?}", status);
+            if !exit_when_complete {
+                // Keep serving status and the bundle until stopped.
+                std::future::pending::<()>().await;
+            }
+            Ok(Outcome::Success)
+        }
+    }
+}
+
+async fn create(args: CreateArgs, format: Format) -> anyhow::Result<Outcome> {
+    for node in &args.nodes {
+        factbuoy_protocol::names::check_identifier("node", node)?;
+    }
+    let runtime = Runtime::new(RuntimeOptions::default())?;
+    let plugins = if args.plugins.is_empty() { plan::default_plugins(std::path::Path::new("/")) } else { args.plugins.clone() };
+    let choices = PluginChoices { plugins: &plugins, params: &args.params, grants: &args.grant, deadline: args.plugin_timeout };
+    let (plans, components) = plan::build(&runtime, &choices).await?;
+    let run_id = super::run_cmd::new_run_id();
+    let config = RunConfig {
+        run_id: run_id.clone(),
+        created: now_rfc3339(),
+        factbuoy_version: env!("CARGO_PKG_VERSION").to_owned(),
+        plugins: plans,
+        nodes: args.nodes,
+        heartbeat_seconds: args.heartbeat.as_secs().max(1),
+        lost_after_seconds: args.lost_after.as_secs().max(1),
+        run_timeout_seconds: args.timeout.as_secs().max(1),
+        agent_listen: args.listen,
+        operator_listen: args.operator_listen,
+        server_names: args.server_names,
+        bundle_dir: std::path::absolute(&args.out)?,
+        limits: ServerLimits { max_file_bytes: args.max_file.as_u64(), ..ServerLimits::default() },
+    };
+    aggregator::create_run(&args.run_dir, &config, &components)?;
+    match format {
+        Format::Json => emit(&serde_json::json!({ "run_id": run_id, "run_dir": args.run_dir }).to_string()),
+        Format::Text => emit(&format!("created run {run_id} in {}", args.run_dir.display())),
+    }
+    Ok(Outcome::Success)
+}
+
+pub async fn agent(args: AgentArgs, format: Format) -> anyhow::Result<Outcome> {
+    let identity = Identity::from_files(
+        &args.credentials.join("ca.pem"),
+        &args.credentials.join("client.pem"),
+        &args.credentials.join("client.key"),
+    )?;
+    let client = Client::new(&args.aggregator, &identity)?;
+    let runtime = Runtime::new(RuntimeOptions { limits: Limits::default(), ..RuntimeOptions::default() })?;
+    let spool_dir = match args.spool {
+        Some(dir) => dir,
+        None => private_temp_dir()?,
+    };
+    let config = AgentConfig { node: args.node, host_root: args.root, spool_dir, retry_for: args.retry_for };
+    let summary = agent::run(client, &runtime, &config).await?;
+    match format {
+        Format::Json => emit(&serde_json::to_string(&summary)?),
+        Format::Text => {
+            for (plugin, outcome) in &summary.results {
+                emit(&format!("{plugin}: {}", format!("{outcome:?}").to_lowercase()));
+            }
+        }
+    }
+    let all_succeeded = summary.results.iter().all(|(_, o)| *o == factbuoy_protocol::types::Outcome::Succeeded);
+    Ok(if all_succeeded { Outcome::Success } else { Outcome::PluginFailed })
+}
+
+/// A fresh private spool directory under the system's temporary directory.
+fn private_temp_dir() -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = std::env::temp_dir().join(format!("factbuoy-spool-{:016x}", rand::random::<u64>()));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    Ok(dir)
+}
