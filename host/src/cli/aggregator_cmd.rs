@@ -87,6 +87,11 @@ pub struct CreateArgs {
     /// Largest accepted result file.
     #[arg(long, default_value = "16GiB")]
     max_file: bytesize::ByteSize,
+    /// Slowest accepted average upload rate, per second, once an upload is older than the grace.
+    #[arg(long, default_value = "16KiB")]
+    min_upload_rate: bytesize::ByteSize,
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    upload_grace: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -160,7 +165,12 @@ async fn create(args: CreateArgs, format: Format) -> anyhow::Result<Outcome> {
         operator_listen: args.operator_listen,
         server_names: args.server_names,
         bundle_dir: std::path::absolute(&args.out)?,
-        limits: ServerLimits { max_file_bytes: args.max_file.as_u64(), ..ServerLimits::default() },
+        limits: ServerLimits {
+            max_file_bytes: args.max_file.as_u64(),
+            min_upload_bytes_per_second: args.min_upload_rate.as_u64(),
+            upload_grace_seconds: args.upload_grace.as_secs(),
+            ..ServerLimits::default()
+        },
     };
     aggregator::create_run(&args.run_dir, &config, &components)?;
     match format {
