@@ -44,6 +44,8 @@
 extern crate self as factbuoy_guest;
 
 mod describe;
+pub mod hostfs;
+pub mod linux;
 pub mod log;
 pub mod output;
 mod params;

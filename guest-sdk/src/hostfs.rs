@@ -1,0 +1,351 @@
+//! Reading host files through the granted read-only preopens, following symlinks the way the
+//! host would.
+//!
+//! The sandbox maps each granted path (`/etc`, `/proc`, ...) onto the same path below the host
+//! root, and refuses symlinks that leave the preopen they start in, such as `/etc/os-release
+//! -> ../usr/lib/os-release`. [`HostFs`] resolves such links itself, component by component,
+//! against the host root, so the target is read through whichever granted preopen holds it.
+//! Nothing outside the granted paths becomes reachable: every access still goes through the
+//! sandbox.
+//!
+//! Absolute symlinks (`/etc/localtime -> /usr/share/zoneinfo/...`) are a limit: wasmtime
+//! refuses to reveal an absolute link's target at all, so they cannot be resolved inside the
+//! sandbox; reading through one fails with an error that says so. Below a root given to
+//! [`HostFs::with_root`] (tests), where the target can be read, they resolve like the others.
+//!
+//! Every error names the path, and reads are capped ([`HostFs::MAX_READ_BYTES`]) so a hostile
+//! or huge file cannot exhaust the plugin's memory.
+
+use std::fs::{self, Metadata};
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+/// Host files, seen through the sandbox's preopens.
+#[derive(Debug, Clone)]
+pub struct HostFs {
+    /// Where guest path `/` lives: `/` inside a plugin, a directory in native tests.
+    root: PathBuf,
+}
+
+impl Default for HostFs {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Symlinks followed while resolving one path before giving up, as Linux's `MAXSYMLINKS`.
+const MAX_SYMLINKS: usize = 40;
+
+impl HostFs {
+    /// Largest file [`HostFs::read`] accepts. Far above any `/proc`, `/sys` or `/etc` file a
+    /// fact comes from; a larger one is an error instead of an allocation.
+    pub const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
+
+    /// The host as a plugin sees it: guest paths are host paths below the host root.
+    pub fn new() -> Self {
+        Self::with_root("/")
+    }
+
+    /// Host paths below `root` (for tests that lay out a fake host root in a directory).
+    pub fn with_root(root: impl Into<PathBuf>) -> Self {
+        HostFs { root: root.into() }
+    }
+
+    /// The whole file, at most [`HostFs::MAX_READ_BYTES`].
+    pub fn read(&self, path: &str) -> io::Result<Vec<u8>> {
+        self.read_limited(path, Self::MAX_READ_BYTES)
+    }
+
+    /// The whole file, refusing one larger than `max_bytes`.
+    pub fn read_limited(&self, path: &str, max_bytes: u64) -> io::Result<Vec<u8>> {
+        let file = self.open(path)?;
+        let mut bytes = Vec::new();
+        // Files in /proc and /sys report size 0, so read up to the limit instead of trusting it.
+        file.take(max_bytes.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| context(path, "reading", e))?;
+        if bytes.len() as u64 > max_bytes {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("reading {path}: larger than {max_bytes} bytes; refusing to load it"),
+            ));
+        }
+        Ok(bytes)
+    }
+
+    /// The file as text; invalid UTF-8 is replaced rather than refused (a stray byte in a
+    /// host name or a kernel command line should not lose the whole fact).
+    pub fn read_to_string(&self, path: &str) -> io::Result<String> {
+        Ok(String::from_utf8_lossy(&self.read(path)?).into_owned())
+    }
+
+    /// The file as text without surrounding whitespace: the form of a `/sys` attribute or a
+    /// one-line `/proc` file.
+    pub fn read_trimmed(&self, path: &str) -> io::Result<String> {
+        Ok(self.read_to_string(path)?.trim().to_owned())
+    }
+
+    /// The file as trimmed text, or `None` when it cannot be read for any reason (missing,
+    /// not granted, unreadable). For optional attributes.
+    pub fn read_optional(&self, path: &str) -> Option<String> {
+        self.read_trimmed(path).ok()
+    }
+
+    /// Opens a file for reading, following symlinks through the host root.
+    pub fn open(&self, path: &str) -> io::Result<fs::File> {
+        self.follow(path, "opening", |p| fs::File::open(p))
+    }
+
+    /// Where a symlink points, as written in the link.
+    pub fn read_link(&self, path: &str) -> io::Result<String> {
+        fs::read_link(self.host_path(path))
+            .map(|target| target.to_string_lossy().into_owned())
+            .map_err(|e| context(path, "reading the link", e))
+    }
+
+    /// Metadata of what `path` finally points to.
+    pub fn metadata(&self, path: &str) -> io::Result<Metadata> {
+        self.follow(path, "reading metadata of", |p| fs::metadata(p))
+    }
+
+    /// Metadata of `path` itself, not following a final symlink.
+    pub fn symlink_metadata(&self, path: &str) -> io::Result<Metadata> {
+        fs::symlink_metadata(self.host_path(path))
+            .map_err(|e| context(path, "reading metadata of", e))
+    }
+
+    /// Whether `path` exists (following symlinks) and can be reached through the grants.
+    pub fn exists(&self, path: &str) -> bool {
+        self.metadata(path).is_ok()
+    }
+
+    /// Whether `path` is a directory (following symlinks).
+    pub fn is_dir(&self, path: &str) -> bool {
+        self.metadata(path).is_ok_and(|m| m.is_dir())
+    }
+
+    /// Whether `path` is a regular file (following symlinks).
+    pub fn is_file(&self, path: &str) -> bool {
+        self.metadata(path).is_ok_and(|m| m.is_file())
+    }
+
+    /// Whether `path` itself is a symlink.
+    pub fn is_symlink(&self, path: &str) -> bool {
+        self.symlink_metadata(path)
+            .is_ok_and(|m| m.file_type().is_symlink())
+    }
+
+    /// Names of the entries in a directory, in the order the host lists them.
+    pub fn read_dir(&self, path: &str) -> io::Result<Vec<String>> {
+        let listing = self.follow(path, "listing", |p| fs::read_dir(p))?;
+        listing
+            .map(|entry| {
+                entry
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .map_err(|e| context(path, "listing", e))
+            })
+            .collect()
+    }
+
+    /// The absolute path with every symlink resolved against the host root, `.` and `..`
+    /// applied, as realpath(3) would give it on the host. The path must exist.
+    ///
+    /// A directory the grants do not cover cannot be inspected; it is taken to be a plain
+    /// directory (a symlink there is invisible to the plugin anyway).
+    pub fn canonicalize(&self, path: &str) -> io::Result<String> {
+        if !path.starts_with('/') {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{path}: host paths must be absolute"),
+            ));
+        }
+        let mut pending: Vec<String> = components(path).rev().map(str::to_owned).collect();
+        let mut resolved: Vec<String> = Vec::new();
+        let mut links = 0;
+        while let Some(part) = pending.pop() {
+            match part.as_str() {
+                "." => continue,
+                ".." => {
+                    resolved.pop();
+                    continue;
+                }
+                _ => resolved.push(part),
+            }
+            let current = join(&resolved);
+            let meta = match fs::symlink_metadata(self.host_path(&current)) {
+                Ok(meta) => meta,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    return Err(context(path, "resolving", e));
+                }
+                // Not granted (or not readable): treat it as a plain directory. If the path
+                // really needs it, opening the final path reports the error.
+                Err(_) => continue,
+            };
+            if !meta.file_type().is_symlink() {
+                continue;
+            }
+            links += 1;
+            if links > MAX_SYMLINKS {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{path}: more than {MAX_SYMLINKS} symlinks; is there a loop?"),
+                ));
+            }
+            let target = self.read_link(&current).map_err(|e| {
+                if e.kind() == io::ErrorKind::PermissionDenied {
+                    io::Error::new(
+                        e.kind(),
+                        format!(
+                            "{path}: {current} is a symlink the sandbox does not reveal (an \
+                             absolute target, which wasmtime refuses to read): {e}"
+                        ),
+                    )
+                } else {
+                    e
+                }
+            })?;
+            resolved.pop();
+            if target.starts_with('/') {
+                resolved.clear();
+            }
+            pending.extend(components(&target).rev().map(str::to_owned));
+        }
+        Ok(join(&resolved))
+    }
+
+    /// Runs `access` on the host path for `path`, following symlinks through the host root.
+    ///
+    /// Inside the sandbox the path as given is tried first: when that succeeds it is right,
+    /// since the sandbox only follows symlinks that stay inside their preopen and refuses the
+    /// rest, which are then resolved here. Below any other root (tests) the OS would follow an
+    /// absolute link out of the root, so the path is always resolved first.
+    fn follow<T>(
+        &self,
+        path: &str,
+        doing: &str,
+        access: impl Fn(&Path) -> io::Result<T>,
+    ) -> io::Result<T> {
+        if self.root == Path::new("/")
+            && let Ok(found) = access(&self.host_path(path)) {
+                return Ok(found);
+            }
+        let resolved = self.canonicalize(path)?;
+        access(&self.host_path(&resolved)).map_err(|e| {
+            if resolved == path {
+                context(path, doing, e)
+            } else {
+                context(path, &format!("{doing} (resolved to {resolved})"), e)
+            }
+        })
+    }
+
+    /// The host path for a guest path.
+    fn host_path(&self, guest_path: &str) -> PathBuf {
+        self.root.join(guest_path.trim_start_matches('/'))
+    }
+}
+
+fn components(path: &str) -> impl DoubleEndedIterator<Item = &str> {
+    path.split('/').filter(|p| !p.is_empty())
+}
+
+fn join(parts: &[String]) -> String {
+    format!("/{}", parts.join("/"))
+}
+
+/// An I/O error that names the path and what was being done.
+fn context(path: &str, doing: &str, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{doing} {path}: {e}"))
+}
+
+/// The last component of a path (`basename`), for link targets such as `../../sda1`.
+pub fn basename(path: &str) -> &str {
+    Path::new(path)
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    /// A fake host root: /etc/os-release -> ../usr/lib/os-release, /etc/resolv.conf ->
+    /// /run/resolv.conf (absolute), a loop, and /sys/class/net/eth0 -> ../../devices/net/eth0.
+    fn host() -> (tempfile::TempDir, HostFs) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for d in [
+            "etc",
+            "usr/lib",
+            "run",
+            "sys/devices/net/eth0",
+            "sys/class/net",
+        ] {
+            fs::create_dir_all(root.join(d)).unwrap();
+        }
+        fs::write(root.join("usr/lib/os-release"), "ID=debian\n").unwrap();
+        fs::write(root.join("run/resolv.conf"), "nameserver 192.0.2.53\n").unwrap();
+        fs::write(root.join("sys/devices/net/eth0/mtu"), "1500\n").unwrap();
+        symlink("../usr/lib/os-release", root.join("etc/os-release")).unwrap();
+        symlink("/run/resolv.conf", root.join("etc/resolv.conf")).unwrap();
+        symlink("/etc/loop-b", root.join("etc/loop-a")).unwrap();
+        symlink("/etc/loop-a", root.join("etc/loop-b")).unwrap();
+        symlink("../../devices/net/eth0", root.join("sys/class/net/eth0")).unwrap();
+        let fs = HostFs::with_root(root);
+        (dir, fs)
+    }
+
+    #[test]
+    fn absolute_and_relative_links_resolve_below_the_root() {
+        let (_dir, fs) = host();
+        assert_eq!(fs.read_to_string("/etc/os-release").unwrap(), "ID=debian\n");
+        assert_eq!(
+            fs.read_trimmed("/etc/resolv.conf").unwrap(),
+            "nameserver 192.0.2.53"
+        );
+        assert_eq!(fs.read_trimmed("/sys/class/net/eth0/mtu").unwrap(), "1500");
+        assert_eq!(
+            fs.canonicalize("/etc/resolv.conf").unwrap(),
+            "/run/resolv.conf"
+        );
+        assert_eq!(
+            fs.canonicalize("/sys/class/net/eth0/../eth0/mtu").unwrap(),
+            "/sys/devices/net/eth0/mtu"
+        );
+        assert!(fs.is_file("/etc/resolv.conf"));
+        assert!(fs.is_symlink("/etc/resolv.conf"));
+        assert!(fs.is_dir("/sys/class/net/eth0"));
+        assert_eq!(fs.read_dir("/sys/class/net").unwrap(), ["eth0"]);
+    }
+
+    #[test]
+    fn loops_and_missing_files_are_clear_errors() {
+        let (_dir, fs) = host();
+        let e = fs.read("/etc/loop-a").unwrap_err();
+        assert!(e.to_string().contains("more than 40 symlinks"), "{e}");
+        let e = fs.read("/etc/absent").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(e.to_string().contains("/etc/absent"), "{e}");
+        assert!(!fs.exists("/etc/absent"));
+        assert!(fs.read_optional("/etc/absent").is_none());
+        let e = fs.canonicalize("etc/os-release").unwrap_err();
+        assert!(e.to_string().contains("must be absolute"), "{e}");
+    }
+
+    #[test]
+    fn oversized_files_are_refused_not_loaded() {
+        let (dir, fs) = host();
+        std::fs::write(dir.path().join("etc/big"), vec![b'x'; 4096]).unwrap();
+        let e = fs.read_limited("/etc/big", 1024).unwrap_err();
+        assert!(e.to_string().contains("larger than 1024 bytes"), "{e}");
+        assert_eq!(fs.read_limited("/etc/big", 4096).unwrap().len(), 4096);
+    }
+
+    #[test]
+    fn basename_takes_the_last_component() {
+        assert_eq!(basename("../../sda1"), "sda1");
+        assert_eq!(basename("/dev/dm-0"), "dm-0");
+    }
+}
