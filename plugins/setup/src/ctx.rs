@@ -12,8 +12,7 @@ use factbuoy_guest::hostfs::HostFs;
 use factbuoy_guest::progress;
 use serde_json::Value;
 
-/// The granted roots this plugin asks for; a read below one that is missing gets one warning
-/// naming the root instead of one per file.
+/// The roots this plugin asks to read.
 pub const ROOTS: &[&str] = &[
     "/proc",
     "/sys",
@@ -25,6 +24,11 @@ pub const ROOTS: &[&str] = &[
     "/var/lib/dbus",
     "/dev/disk",
 ];
+
+/// Roots every Linux host has: a read below one that is missing gets one warning naming the
+/// root (it was not granted) instead of silence. The other roots are often absent
+/// (`/var/lib/dbus`, `/dev/disk` in a container, `/bin` on merged-usr hosts).
+const ESSENTIAL_ROOTS: &[&str] = &["/proc", "/sys", "/etc", "/usr", "/run"];
 
 /// Directories searched for programs after `PATH`, as Ansible's `get_bin_path` does.
 const EXTRA_BIN_DIRS: &[&str] = &["/sbin", "/usr/sbin", "/usr/local/sbin"];
@@ -107,7 +111,7 @@ impl Ctx {
     /// A missing file below a missing root means the root was not granted (or the host has
     /// none): say so once, since every fact from there is lost.
     fn warn_if_root_missing(&self, path: &str) {
-        let Some(root) = ROOTS.iter().find(|root| {
+        let Some(root) = ESSENTIAL_ROOTS.iter().find(|root| {
             path.strip_prefix(**root)
                 .is_some_and(|rest| rest.starts_with('/'))
         }) else {
