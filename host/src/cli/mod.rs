@@ -4,6 +4,7 @@
 //! parameters, a file that is not a usable plugin).
 
 mod aggregator_cmd;
+mod ansible_cmd;
 mod plan;
 mod plugin_cmd;
 mod run_cmd;
@@ -55,6 +56,9 @@ pub enum Command {
     Aggregator(aggregator_cmd::AggregatorCommand),
     /// Run the plugins an aggregator's plan names on this node and send it the results.
     Agent(aggregator_cmd::AgentArgs),
+    /// Hand facts to Ansible: write setup facts into its jsonfile fact cache.
+    #[command(subcommand)]
+    Ansible(ansible_cmd::AnsibleCommand),
     /// Print a shell completion script, e.g. `factbuoy completions bash > /etc/bash_completion.d/factbuoy`.
     Completions {
         #[arg(value_enum)]
@@ -103,6 +107,7 @@ async fn execute(command: Command, format: Format) -> anyhow::Result<Outcome> {
         Command::Plugin(command) => plugin_cmd::execute(command, format).await,
         Command::Aggregator(command) => aggregator_cmd::aggregator(command, format).await,
         Command::Agent(args) => aggregator_cmd::agent(args, format).await,
+        Command::Ansible(command) => ansible_cmd::execute(command, format).await,
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "factbuoy", &mut std::io::stdout());
             Ok(Outcome::Success)
