@@ -509,3 +509,40 @@ fn factbuoy_run_collects_this_host_into_a_bundle() {
     assert_eq!(mode(run_dir.join("pki/ca.key")), 0o600);
     assert_eq!(mode(run_dir.join("pki/operator.key")), 0o600);
 }
+
+#[test]
+fn a_failing_plugin_becomes_an_error_result_and_the_others_carry_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let hostile = support::fixture("hostile");
+    let output = factbuoy()
+        .env("FACTBUOY_STATE_DIR", dir.path().join("state"))
+        .args(["run", "--plugin", "hello", "-p", "hostile:mode=panic", "-o", "json", "--node", "n1", "--plugin"])
+        .arg(&hostile)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(summary["status"], "complete");
+    let result = |plugin: &str| {
+        summary["results"].as_array().unwrap().iter().find(|r| r["plugin"] == plugin).unwrap()["result-status"].clone()
+    };
+    assert_eq!(result("hello"), "passed");
+    assert_eq!(result("hostile"), "failed");
+
+    let bundle = std::fs::read(summary["bundle"]["path"].as_str().unwrap()).unwrap();
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bundle.as_slice()));
+    let error = archive
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap())
+        .find(|e| e.path().unwrap().to_string_lossy() == "plugins/hostile/errors/n1/error.json")
+        .map(|mut e| {
+            let mut text = String::new();
+            e.read_to_string(&mut text).unwrap();
+            text
+        })
+        .expect("an error result for the failed plugin");
+    assert!(error.contains("panicked: hostile plugin panicked on purpose"), "{error}");
+}
