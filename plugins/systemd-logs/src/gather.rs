@@ -218,3 +218,102 @@ fn send_problems(problems: &mut Problems) {
         progress::warn(&warning);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::testing::{FIXTURES, TempFile, fixture};
+
+    /// Damage in random places, over and over, read through the whole pipeline with a filter:
+    /// every run must end, without a panic (in the sandbox a panic is a trap that ends the run).
+    #[test]
+    fn randomly_damaged_copies_are_read_to_the_end_without_panicking() {
+        let mut state = 0x2545f4914f6cdd1du64;
+        let mut random = |below: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % below as u64) as usize
+        };
+        let filtered = Filter::new(&["unit-0*".into(), "sshd".into()], Some((0, 5)), None).unwrap();
+        // A compact file, and one in the regular layout with 64-bit offsets.
+        let pristines =
+            [FIXTURES[0], FIXTURES[2]].map(|path| std::fs::read(&fixture(path).0).unwrap());
+        for round in 0..200 {
+            let pristine = &pristines[round % 2];
+            // Entries and data lie between the end of the data hash table and the tail object.
+            let le64 =
+                |at: usize| u64::from_le_bytes(pristine[at..at + 8].try_into().unwrap()) as usize;
+            let objects_start = le64(104) + le64(112);
+            let objects_span = le64(136) + 4096 - objects_start;
+            let mut bytes = pristine.clone();
+            for _ in 0..1 + random(40) {
+                let at = objects_start + random(objects_span);
+                let len = 1 + random(64);
+                for byte in &mut bytes[at..at + len] {
+                    *byte = random(256) as u8;
+                }
+            }
+            if round % 5 == 0 {
+                bytes.truncate(objects_start + random(objects_span));
+            }
+            if round % 7 == 0 {
+                // The header's sizes, offsets and counts.
+                let at = 88 + random(176);
+                for byte in &mut bytes[at..at + 8] {
+                    *byte = random(256) as u8;
+                }
+            }
+            let damaged = TempFile::with(&bytes);
+            let mut cache = PageCache::new(Budget::bytes(4 << 20));
+            let mut problems = Problems::default();
+            let file = File::open(&damaged.0).unwrap();
+            let Ok(file) = JournalFile::open(&mut cache, "damaged".into(), file) else {
+                continue;
+            };
+            let n_entries = file.header.n_entries;
+            let filter = if round % 2 == 0 {
+                Filter::default()
+            } else {
+                filtered.clone()
+            };
+            let since =
+                (round % 3 == 0).then(|| 1_700_000_000_000_000 + random(600) as u64 * 1_000_000);
+            let walk = match since {
+                Some(since) => EntryWalk::from_realtime(&file, &mut cache, since, &mut problems),
+                None => EntryWalk::from_start(&file),
+            };
+            let classifier =
+                (!filter.is_empty()).then(|| filter.prepare(&file, &mut cache, &mut problems));
+            let mut merger = Merger::new(vec![Source::new(file, walk, classifier)]);
+            let format = [
+                Format::Json { all: false },
+                Format::Json { all: true },
+                Format::Export,
+            ][round % 3];
+            let mut fields = Fields::default();
+            let mut out = Vec::new();
+            let mut entries = 0;
+            while let Some(chosen) = merger.next(&mut cache, &filter, &mut problems) {
+                entries += 1;
+                assert!(
+                    entries <= n_entries.max(1000).saturating_mul(2),
+                    "round {round} loops"
+                );
+                let (meta, items) = merger.entry(chosen);
+                let source = &merger.sources[chosen];
+                fields.start(meta, &source.file.header.seqnum_id);
+                collect_fields(
+                    &source.file,
+                    &mut cache,
+                    items,
+                    format,
+                    &mut fields,
+                    &mut problems,
+                );
+                format.write(&fields, &mut out).unwrap();
+                out.clear();
+            }
+        }
+    }
+}

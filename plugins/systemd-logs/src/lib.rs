@@ -9,18 +9,21 @@
 //!
 //! # Why its own journal reader
 //!
-//! The brief was to use a well-kept crate if one reads journal files and builds for
-//! wasm32-wasip2. The candidates, checked in May 2026:
+//! A well-kept crate that reads journal files and builds for wasm32-wasip2 would have been the
+//! first choice. The candidates on crates.io:
 //!
-//! - `sdjournal` 0.1.15 (the newest that builds with Rust 1.95; 0.1.22 needs 1.96) compiles for
-//!   wasm32-wasip2 with its `lz4` and `zstd` features, but cannot read there: without `mmap` it
-//!   reads every object with a fresh allocation through `File::try_clone` plus seek, and WASI has
-//!   no `dup` (std's `try_clone` is unsupported on WASI); its XZ support is a binding to the C
-//!   liblzma (`xz2`); and it merges files by realtime and sequence number, which is not
-//!   journalctl's order when clocks disagree.
+//! - `sdjournal` 0.1.15 (the newest that builds with this project's Rust 1.95; 0.1.22 needs
+//!   1.96) compiles for wasm32-wasip2 with its `lz4` and `zstd` features but cannot read there.
+//!   Without `mmap` it reads each object through `File::try_clone`, which WASI does not support:
+//!   run as a component, `Journal::open_dir` fails with "io error during read_at ...: operation
+//!   not supported on this platform". Even where it reads, it allocates and reads per object,
+//!   its XZ support binds the C liblzma (`xz2`), and it merges files by realtime and sequence
+//!   number, which is not journalctl's order when clocks disagree.
 //! - `systemd-journal-sdk` (Netdata) is GPL-3.0, which this Apache-2.0 project cannot take, and
 //!   is built around `mmap`.
-//! - `systemd-journal-reader` reads single files only and depends on the C zstd library.
+//! - `systemd-journal-reader` 0.1.1 streams one file, keeps every data object it met in an
+//!   unbounded map, holds values as text (binary values cannot come out as journalctl writes
+//!   them), and binds the C zstd library.
 //!
 //! So [`journal`] is a reader written for this plugin, module by module along the format's
 //! specification, with pure-Rust decompressors (ruzstd, lz4_flex, lzma-rs) and a page cache of

@@ -10,6 +10,9 @@ use super::pages::{PageCache, ReadError, SourceId};
 
 /// The header's size in the newest format, and what is read of it.
 const HEADER_READ_BYTES: u64 = 272;
+/// Most fields one entry may list. journald writes at most 1024; a larger count is damage (or
+/// hostile) and would cost memory and time for nothing.
+const MAX_ENTRY_ITEMS: u64 = 1 << 16;
 
 /// Why an object could not be read.
 #[derive(Debug)]
@@ -178,14 +181,23 @@ impl JournalFile {
                 format!("size {} is too small for its type", header.size),
             ));
         }
+        if kind == Some(OBJECT_ENTRY)
+            && header.size > ENTRY_ITEMS_OFFSET + MAX_ENTRY_ITEMS * self.header.entry_item_size()
+        {
+            return Err(ObjectError::damaged(
+                offset,
+                format!("the entry lists more than {MAX_ENTRY_ITEMS} fields"),
+            ));
+        }
         if header.size > decompress::MAX_PAYLOAD_BYTES as u64 + 4096 {
             return Err(ObjectError::TooLarge {
                 offset,
                 bytes: header.size,
             });
         }
-        if offset + header.size > self.end {
-            return Err(if offset + header.size <= self.header.end() {
+        let object_end = offset.saturating_add(header.size);
+        if object_end > self.end {
+            return Err(if object_end <= self.header.end() {
                 ObjectError::Truncated { offset }
             } else {
                 ObjectError::damaged(offset, "extends past the end of the arena")
@@ -208,8 +220,12 @@ impl JournalFile {
                 "the offset is not a valid object position",
             ));
         }
-        if offset + OBJECT_HEADER_SIZE > self.end {
-            return Err(ObjectError::Truncated { offset });
+        if offset.saturating_add(OBJECT_HEADER_SIZE) > self.end {
+            return Err(if offset < self.header.end() {
+                ObjectError::Truncated { offset }
+            } else {
+                ObjectError::damaged(offset, "the offset lies past the end of the arena")
+            });
         }
         let bytes = cache
             .read(self.source, offset, OBJECT_HEADER_SIZE as usize)
@@ -277,7 +293,7 @@ impl JournalFile {
         if header.kind != OBJECT_ENTRY || header.size < min {
             return Err(ObjectError::damaged(offset, "not an entry object"));
         }
-        if offset + ENTRY_ITEMS_OFFSET > self.end {
+        if offset.saturating_add(ENTRY_ITEMS_OFFSET) > self.end {
             return Err(ObjectError::Truncated { offset });
         }
         let bytes = cache
@@ -336,8 +352,7 @@ impl JournalFile {
         wanted: &[&str],
     ) -> Result<Vec<(usize, u64)>, ObjectError> {
         let table_offset = self.header.field_hash_table_offset;
-        let buckets = self.header.field_hash_table_size / HASH_ITEM_SIZE;
-        if table_offset < OBJECT_HEADER_SIZE || buckets == 0 {
+        if table_offset < OBJECT_HEADER_SIZE || self.header.field_hash_table_size < HASH_ITEM_SIZE {
             return Ok(Vec::new());
         }
         let object_offset = table_offset - OBJECT_HEADER_SIZE;
@@ -346,9 +361,16 @@ impl JournalFile {
                 cache,
                 object_offset,
                 Some(OBJECT_FIELD_HASH_TABLE),
-                OBJECT_HEADER_SIZE + buckets * HASH_ITEM_SIZE,
+                OBJECT_HEADER_SIZE + HASH_ITEM_SIZE,
             )?
             .to_vec();
+        let buckets = (table.len() as u64 - OBJECT_HEADER_SIZE) / HASH_ITEM_SIZE;
+        if buckets != self.header.field_hash_table_size / HASH_ITEM_SIZE {
+            return Err(ObjectError::damaged(
+                object_offset,
+                "the field hash table's size disagrees with the header",
+            ));
+        }
         let mut heads = Vec::new();
         let mut budget = self.chain_budget();
         for bucket in 0..buckets as usize {
@@ -410,7 +432,7 @@ impl JournalFile {
                 ),
             ));
         }
-        if offset + header.size > self.end {
+        if offset.saturating_add(header.size) > self.end {
             return Err(ObjectError::Truncated { offset });
         }
         let bytes = cache

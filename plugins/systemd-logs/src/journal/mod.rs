@@ -11,6 +11,8 @@ pub mod decompress;
 pub mod file;
 pub mod layout;
 pub mod pages;
+#[cfg(test)]
+pub mod testing;
 pub mod walk;
 
 pub use file::{EntryMeta, JournalFile, ObjectError};

@@ -253,44 +253,16 @@ fn read_at(source: &mut Source, offset: u64, buf: &mut [u8]) -> Result<(), ReadE
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::TempFile;
     use super::*;
-    use std::io::Write;
 
-    fn cache_over(
-        bytes: &[u8],
-        budget_pages: usize,
-    ) -> (PageCache, SourceId, tempfile_path::TempPath) {
-        let path = tempfile_path::TempPath::new();
-        std::fs::File::create(&path.0)
-            .unwrap()
-            .write_all(bytes)
-            .unwrap();
+    fn cache_over(bytes: &[u8], budget_pages: usize) -> (PageCache, SourceId, TempFile) {
+        let file = TempFile::with(bytes);
         let mut cache = PageCache::new(Budget {
             pages: budget_pages,
         });
-        let id = cache.add(File::open(&path.0).unwrap(), bytes.len() as u64);
-        (cache, id, path)
-    }
-
-    /// A file removed when the test ends (no tempfile dependency in a plugin crate).
-    mod tempfile_path {
-        pub struct TempPath(pub std::path::PathBuf);
-        impl TempPath {
-            pub fn new() -> Self {
-                use std::sync::atomic::{AtomicUsize, Ordering};
-                static N: AtomicUsize = AtomicUsize::new(0);
-                TempPath(std::env::temp_dir().join(format!(
-                    "systemd-logs-pages-{}-{}",
-                    std::process::id(),
-                    N.fetch_add(1, Ordering::SeqCst)
-                )))
-            }
-        }
-        impl Drop for TempPath {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_file(&self.0);
-            }
-        }
+        let id = cache.add(File::open(&file.0).unwrap(), bytes.len() as u64);
+        (cache, id, file)
     }
 
     fn pattern(len: usize) -> Vec<u8> {

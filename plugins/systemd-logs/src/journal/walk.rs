@@ -415,3 +415,79 @@ fn plausible(header: &ObjectHeader, room: u64) -> bool {
         && (header.flags == 0 || header.kind == OBJECT_DATA)
         && header.size <= room
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::pages::Budget;
+    use super::super::testing::{FIXTURES, fixture};
+    use super::*;
+
+    fn open(cache: &mut PageCache, path: &str) -> (JournalFile, super::super::testing::TempFile) {
+        let temp = fixture(path);
+        let file = std::fs::File::open(&temp.0).unwrap();
+        (
+            JournalFile::open(cache, path.to_owned(), file).unwrap(),
+            temp,
+        )
+    }
+
+    fn collect(walk: &mut EntryWalk, file: &JournalFile, cache: &mut PageCache) -> Vec<EntryMeta> {
+        let mut problems = Problems::default();
+        let mut entries = Vec::new();
+        while let Some((meta, _)) = walk.next(file, cache, &mut problems) {
+            entries.push(meta);
+        }
+        assert!(problems.take().is_empty());
+        entries
+    }
+
+    #[test]
+    fn the_chain_and_a_scan_find_the_same_entries() {
+        let mut cache = PageCache::new(Budget::bytes(4 << 20));
+        for path in FIXTURES {
+            let (file, _temp) = open(&mut cache, path);
+            let chained = collect(&mut EntryWalk::from_start(&file), &file, &mut cache);
+            assert_eq!(chained.len() as u64, file.header.n_entries, "{path}");
+            assert!(
+                chained.windows(2).all(|w| w[0].seqnum < w[1].seqnum),
+                "{path}"
+            );
+            let mut scan = EntryWalk::from_start(&file);
+            scan.source = Source::Scan {
+                position: file.header.header_size,
+            };
+            assert_eq!(collect(&mut scan, &file, &mut cache), chained, "{path}");
+        }
+    }
+
+    #[test]
+    fn bisection_finds_the_first_entry_at_or_after_a_time() {
+        let mut cache = PageCache::new(Budget::bytes(4 << 20));
+        let (file, _temp) = open(&mut cache, FIXTURES[0]);
+        let all = collect(&mut EntryWalk::from_start(&file), &file, &mut cache);
+        let first = all[0].realtime;
+        let last = all[all.len() - 1].realtime;
+        for since in [
+            0,
+            first,
+            first + 1,
+            all[137].realtime,
+            all[138].realtime - 1,
+            last,
+            last + 1,
+        ] {
+            let mut problems = Problems::default();
+            let mut walk = EntryWalk::from_realtime(&file, &mut cache, since, &mut problems);
+            let expected: Vec<_> = all
+                .iter()
+                .filter(|e| e.realtime >= since)
+                .copied()
+                .collect();
+            assert_eq!(
+                collect(&mut walk, &file, &mut cache),
+                expected,
+                "since {since}"
+            );
+        }
+    }
+}
