@@ -29,7 +29,8 @@ struct Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // SIGTERM, not SIGKILL: nginx's master then stops its workers too.
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
         let _ = self.child.wait();
     }
 }

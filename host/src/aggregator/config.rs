@@ -43,7 +43,7 @@ pub struct ServerLimits {
     pub max_file_bytes: u64,
     /// Largest JSON body (manifests, progress).
     pub max_json_bytes: u64,
-    /// Largest request head (request line and headers).
+    /// Largest request head (request line and headers); also each connection's read buffer.
     pub max_header_bytes: usize,
     /// Time allowed to send the request head.
     pub header_timeout_seconds: u64,
@@ -61,7 +61,7 @@ impl Default for ServerLimits {
         ServerLimits {
             max_file_bytes: 16 << 30,
             max_json_bytes: 4 << 20,
-            max_header_bytes: 64 << 10,
+            max_header_bytes: 16 << 10,
             header_timeout_seconds: 10,
             idle_timeout_seconds: 30,
             min_upload_bytes_per_second: 16 << 10,

@@ -246,7 +246,7 @@ async fn receive_file(
     })?;
     shared.metrics.bytes_received.inc_by(size);
     shared.metrics.upload_seconds.observe(started.elapsed().as_secs_f64());
-    mark_running(shared, plugin, label);
+    shared.state.lock().unwrap().mark_running(plugin, label);
     Ok(json_response(StatusCode::CREATED, &serde_json::json!({ "size": size, "sha256": expected })))
 }
 
@@ -297,15 +297,6 @@ async fn commit(shared: &Shared, scope: &Scope, plugin: &str, request: Request<I
     Ok(empty(StatusCode::CREATED))
 }
 
-fn mark_running(shared: &Shared, plugin: &str, label: &str) {
-    let mut state = shared.state.lock().unwrap();
-    if let Some(pair) = state.pair_mut(plugin, label)
-        && pair.status == PairStatus::Pending
-    {
-        pair.status = PairStatus::Running;
-    }
-}
-
 async fn progress(shared: &Shared, scope: &Scope, plugin: &str, request: Request<Incoming>) -> Result<Response<Body>, Refusal> {
     let label = scope.label().to_owned();
     if shared.state.lock().unwrap().pair(plugin, &label).is_none() {
@@ -319,10 +310,8 @@ async fn progress(shared: &Shared, scope: &Scope, plugin: &str, request: Request
         update.timestamp = now_rfc3339();
     }
     let mut state = shared.state.lock().unwrap();
+    state.mark_running(plugin, &label);
     if let Some(pair) = state.pair_mut(plugin, &label) {
-        if pair.status == PairStatus::Pending {
-            pair.status = PairStatus::Running;
-        }
         pair.progress = Some(update);
     }
     Ok(empty(StatusCode::ACCEPTED))

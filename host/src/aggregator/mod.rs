@@ -269,7 +269,7 @@ async fn watchdog(shared: Arc<Shared>) {
             let state = shared.state.lock().unwrap();
             (state.lost_pairs(now, shared.started_at, window), state.missing_pairs())
         };
-        let _guard = shared.commit_lock.lock().await;
+        let committing = shared.commit_lock.lock().await;
         for (plugin, node) in lost {
             let message = format!(
                 "node {node:?} sent no heartbeat for {}s and no result of {plugin}; it was marked lost",
@@ -294,7 +294,7 @@ async fn watchdog(shared: Arc<Shared>) {
                 continue;
             }
         }
-        drop(_guard);
+        drop(committing);
         tokio::select! {
             _ = shared.changed.notified() => {}
             _ = tokio::time::sleep(WATCHDOG_TICK) => {}

@@ -171,6 +171,15 @@ impl RunState {
         self.pairs.get_mut(plugin)?.get_mut(label)
     }
 
+    /// Notes that something arrived for a pair that had nothing yet.
+    pub fn mark_running(&mut self, plugin: &str, label: &str) {
+        if let Some(pair) = self.pair_mut(plugin, label)
+            && pair.status == PairStatus::Pending
+        {
+            pair.status = PairStatus::Running;
+        }
+    }
+
     pub fn check_commit(&self, plugin: &str, label: &str) -> CommitCheck {
         if self.status != RunStatus::Running {
             return CommitCheck::Closed;

@@ -20,9 +20,12 @@ use factbuoy_protocol::names::ArtifactName;
 use factbuoy_protocol::types::{Outcome, ResultManifest};
 use http_body_util::BodyExt;
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncWriteExt;
 
 use super::config::ServerLimits;
+
+/// Bytes gathered before each write to disk: each write is a trip to the blocking pool, so
+/// batching frames saves CPU, and one reused buffer per upload keeps memory bounded.
+const WRITE_BATCH_BYTES: usize = 64 << 10;
 use super::state::Committed;
 
 /// Why an upload was refused. Each maps to one HTTP status.
@@ -60,11 +63,15 @@ pub enum CommitError {
 
 pub struct Storage {
     run_dir: PathBuf,
+    /// Held while a received file and its sidecar are put in place, and while a commit checks
+    /// and moves them: two uploads of one name, or an upload and a commit, must not interleave,
+    /// or a sidecar could describe the other file.
+    settle: std::sync::Mutex<()>,
 }
 
 impl Storage {
     pub fn new(run_dir: &Path) -> Self {
-        Storage { run_dir: run_dir.to_owned() }
+        Storage { run_dir: run_dir.to_owned(), settle: std::sync::Mutex::new(()) }
     }
 
     fn staging(&self, plugin: &str, label: &str) -> PathBuf {
@@ -103,7 +110,8 @@ impl Storage {
         tokio::fs::create_dir_all(&incoming).await?;
         let temporary = incoming.join(format!("{:016x}", rand::random::<u64>()));
         let result = async {
-            let mut file = tokio::fs::File::create(&temporary).await?;
+            let mut file = Some(std::fs::File::create(&temporary)?);
+            let mut batch = Vec::with_capacity(WRITE_BATCH_BYTES);
             let mut hasher = Sha256::new();
             let mut size: u64 = 0;
             let started = Instant::now();
@@ -122,7 +130,10 @@ impl Storage {
                     return Err(UploadError::TooLarge(limits.max_file_bytes));
                 }
                 hasher.update(&data);
-                file.write_all(&data).await?;
+                batch.extend_from_slice(&data);
+                if batch.len() >= WRITE_BATCH_BYTES {
+                    batch = write_batch(&mut file, batch).await?;
+                }
                 let elapsed = started.elapsed();
                 if elapsed > grace {
                     let rate = (size as f64 / elapsed.as_secs_f64()) as u64;
@@ -131,7 +142,7 @@ impl Storage {
                     }
                 }
             }
-            file.flush().await?;
+            write_batch(&mut file, batch).await?;
             let actual = hex::encode(hasher.finalize());
             if actual != expected_sha256 {
                 return Err(UploadError::DigestMismatch { expected: expected_sha256.to_owned(), actual });
@@ -148,18 +159,19 @@ impl Storage {
         };
         let target = staging.join("files").join(name.to_relative_path());
         let sidecar = staging.join("digests").join(name.to_relative_path());
+        let _settling = self.settle.lock().unwrap();
         for path in [&target, &sidecar] {
-            tokio::fs::create_dir_all(path.parent().expect("artifact paths have a parent")).await?;
+            std::fs::create_dir_all(path.parent().expect("artifact paths have a parent"))?;
         }
-        tokio::fs::rename(&temporary, &target).await?;
-        // The sidecar is written after the file: a sidecar always describes a complete file.
-        tokio::fs::write(&sidecar, format!("{size} {expected_sha256}")).await?;
+        std::fs::rename(&temporary, &target)?;
+        std::fs::write(&sidecar, format!("{size} {expected_sha256}"))?;
         Ok(size)
     }
 
     /// Commits the staged files the manifest names, replacing an earlier failed result.
     pub fn commit(&self, plugin: &str, label: &str, manifest: &ResultManifest) -> Result<Committed, CommitError> {
         let staging = self.staging(plugin, label);
+        let _settling = self.settle.lock().unwrap();
         let mut files = BTreeMap::new();
         for entry in &manifest.files {
             let name = ArtifactName::parse(&entry.name)?;
@@ -209,6 +221,21 @@ impl Storage {
         std::fs::write(destination.join("error.json"), serde_json::to_vec_pretty(&error).unwrap())?;
         Ok(Committed { outcome: Outcome::Failed, files: BTreeMap::new(), synthetic: true })
     }
+}
+
+/// Writes `batch` to the file on the blocking pool and hands the emptied buffer back for reuse.
+async fn write_batch(file: &mut Option<std::fs::File>, mut batch: Vec<u8>) -> std::io::Result<Vec<u8>> {
+    use std::io::Write;
+    let mut owned = file.take().expect("the file is back after every write");
+    let (owned, batch) = tokio::task::spawn_blocking(move || {
+        let written = owned.write_all(&batch);
+        batch.clear();
+        written.map(|()| (owned, batch))
+    })
+    .await
+    .map_err(std::io::Error::other)??;
+    *file = Some(owned);
+    Ok(batch)
 }
 
 /// Deletes files below `dir` that `keep` does not name (relative to `root`).
