@@ -217,7 +217,7 @@ impl HostFs {
     ///
     /// Inside the sandbox the path as given is tried first: when that succeeds it is right,
     /// since the sandbox only follows symlinks that stay inside their preopen and refuses the
-    /// rest, which are then resolved here. Below any other root (tests) the OS would follow an
+    /// rest (as "not permitted"), which are then resolved here. Below any other root (tests) the OS would follow an
     /// absolute link out of the root, so the path is always resolved first.
     fn follow<T>(
         &self,
@@ -225,10 +225,17 @@ impl HostFs {
         doing: &str,
         access: impl Fn(&Path) -> io::Result<T>,
     ) -> io::Result<T> {
-        if self.root == Path::new("/")
-            && let Ok(found) = access(&self.host_path(path)) {
-                return Ok(found);
+        if self.root == Path::new("/") {
+            match access(&self.host_path(path)) {
+                Ok(found) => return Ok(found),
+                // The sandbox reports a symlink it will not follow as "not permitted", so "not
+                // found" means the file is not there (or not granted): no need to resolve.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    return Err(context(path, doing, e));
+                }
+                Err(_) => {}
             }
+        }
         let resolved = self.canonicalize(path)?;
         access(&self.host_path(&resolved)).map_err(|e| {
             if resolved == path {

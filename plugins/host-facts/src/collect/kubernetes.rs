@@ -152,24 +152,29 @@ fn container_runtime(
     })
 }
 
-/// Every process's name and arguments, from `/proc`.
+/// Process names (`comm`) that may be a kubelet; only their command lines are read.
+const KUBELET_COMMS: &[&str] = &["kubelet", "kubelite", "k3s", "k3s-server", "k3s-agent"];
+
+/// Every process's name, with the arguments of those that may be a kubelet, from `/proc`.
 fn processes(r: &Reader) -> Vec<Process> {
     r.list("/proc")
         .into_iter()
         .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
         .filter_map(|pid| {
             // Processes come and go while we read: a vanished one is simply skipped.
-            let cmdline =
-                r.fs.read_limited(&format!("/proc/{pid}/cmdline"), 1 << 20)
-                    .ok()?;
-            let comm =
-                r.fs.read_optional(&format!("/proc/{pid}/comm"))
-                    .unwrap_or_default();
-            let args = cmdline
-                .split(|b| *b == 0)
-                .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect();
+            let comm = r.fs.read_optional(&format!("/proc/{pid}/comm"))?;
+            let args = if KUBELET_COMMS.contains(&comm.as_str()) {
+                let cmdline =
+                    r.fs.read_limited(&format!("/proc/{pid}/cmdline"), 1 << 20)
+                        .unwrap_or_default();
+                cmdline
+                    .split(|b| *b == 0)
+                    .filter(|a| !a.is_empty())
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect()
+            } else {
+                Vec::new()
+            };
             Some(Process { comm, args })
         })
         .collect()

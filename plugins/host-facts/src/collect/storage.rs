@@ -17,13 +17,17 @@ pub fn block_devices(r: &Reader) -> Vec<BlockDevice> {
 }
 
 fn block_device(r: &Reader, name: String) -> BlockDevice {
-    let dir = format!("/sys/block/{name}");
+    // /sys/block/<name> is a symlink into /sys/devices: resolve it once, not for every read.
+    let link = format!("/sys/block/{name}");
+    let dir = r.fs.canonicalize(&link).unwrap_or(link);
     let attr = |file: &str| r.optional(&format!("{dir}/{file}"));
     let number = |file: &str| attr(file).and_then(|v| v.parse::<u64>().ok());
     let flag = |file: &str| attr(file).map(|v| v == "1");
     let mut partitions: Vec<Partition> = r
         .list(&dir)
         .into_iter()
+        // Partitions are the entries named after the device (sda1, nvme0n1p1) that say so.
+        .filter(|entry| entry.starts_with(name.as_str()))
         .filter(|entry| r.fs.exists(&format!("{dir}/{entry}/partition")))
         .map(|part| {
             let pdir = format!("{dir}/{part}");

@@ -6,6 +6,7 @@
 //! list of release files, each with its own parser; the first that parses settles the name.
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use regex::Regex;
 use serde_json::Value;
@@ -140,6 +141,19 @@ const OS_FAMILY_MAP: &[(&str, &[&str])] = &[
 const STRIP_QUOTES: &[char] = &['\'', '"', '\\'];
 
 type Facts = BTreeMap<String, Value>;
+
+// The patterns every run uses, compiled once.
+/// `distro`'s pattern for a release file's first line, which it matches reversed.
+static RELEASE_CONTENT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:[^)]*\)(.*)\()? *(?:STL )?([\d.+\-a-z]*\d) *(?:esaeler *)?(.+)")
+        .expect("valid regex")
+});
+/// The codename in os-release's `VERSION`: `22.04.4 LTS (Jammy Jellyfish)`.
+static VERSION_CODENAME: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\((\D+)\)|,\s*(\D+)").expect("valid regex"));
+/// Release file names in /etc: `redhat-release`, `slackware-version`.
+static RELEASE_FILE_NAME: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(\w+)[-_](release|version)$").expect("valid regex"));
 
 pub fn collect(ctx: &mut Ctx) {
     let kernel_release = ctx.fact_str("kernel").unwrap_or("").to_owned();
@@ -304,8 +318,7 @@ fn release_content_version(line: &str) -> String {
 /// `distro`'s parser of a release file's first line, which matches the line reversed.
 fn parse_distro_release_content(line: &str) -> BTreeMap<String, String> {
     let reversed: String = line.trim().chars().rev().collect();
-    let pattern = Regex::new(r"^(?:[^)]*\)(.*)\()? *(?:STL )?([\d.+\-a-z]*\d) *(?:esaeler *)?(.+)")
-        .expect("valid regex");
+    let pattern = &*RELEASE_CONTENT;
     let unreverse = |s: &str| s.chars().rev().collect::<String>();
     let mut info = BTreeMap::new();
     if let Some(captures) = pattern.captures(&reversed) {
@@ -331,12 +344,13 @@ fn parse_os_release(text: &str) -> BTreeMap<String, String> {
         .map(|(k, v)| (k.to_lowercase(), v))
         .collect();
     if let Some(version) = props.get("version") {
-        let pattern = Regex::new(r"\((\D+)\)|,\s*(\D+)").expect("valid regex");
+        let pattern = &*VERSION_CODENAME;
         if let Some(c) = pattern.captures(version)
-            && let Some(codename) = c.get(1).or(c.get(2)).map(|m| m.as_str().to_owned()) {
-                props.insert("codename".into(), codename.clone());
-                props.insert("release_codename".into(), codename);
-            }
+            && let Some(codename) = c.get(1).or(c.get(2)).map(|m| m.as_str().to_owned())
+        {
+            props.insert("codename".into(), codename.clone());
+            props.insert("release_codename".into(), codename);
+        }
     }
     let codename = props
         .get("version_codename")
@@ -375,7 +389,7 @@ fn distro_release_info(ctx: &Ctx) -> BTreeMap<String, String> {
         "board-release",
         "ec2_version",
     ];
-    let pattern = Regex::new(r"^(\w+)[-_](release|version)$").expect("valid regex");
+    let pattern = &*RELEASE_FILE_NAME;
     let mut names: Vec<String> = ctx
         .list("/etc")
         .unwrap_or_default()
@@ -579,11 +593,13 @@ impl DistributionFiles<'_> {
                     if let Some(c) = release_re.captures(line) {
                         out.insert("distribution_release".into(), c[1].into());
                     }
-                } else if lower.contains("enterprise") && line.contains("VERSION_ID")
-                    && let Some(c) = release_re.captures(line) {
-                        let release = if c[1].is_empty() { "0" } else { &c[1] };
-                        out.insert("distribution_release".into(), release.into());
-                    }
+                } else if lower.contains("enterprise")
+                    && line.contains("VERSION_ID")
+                    && let Some(c) = release_re.captures(line)
+                {
+                    let release = if c[1].is_empty() { "0" } else { &c[1] };
+                    out.insert("distribution_release".into(), release.into());
+                }
             }
         } else if path == "/etc/SuSE-release" {
             if lower.contains("open") {
@@ -802,11 +818,12 @@ fn parse_debian(ctx: &Ctx, data: &str, path: &str) -> Option<Facts> {
     } else if data.contains("Cumulus") {
         set(&mut out, "distribution", "Cumulus Linux".into());
         if let Some(version) = capture(r"VERSION_ID=(.*)", data)
-            && let [major, _, _] = version.split('.').collect::<Vec<_>>().as_slice() {
-                let major = major.to_string();
-                set(&mut out, "distribution_version", version.clone());
-                set(&mut out, "distribution_major_version", major);
-            }
+            && let [major, _, _] = version.split('.').collect::<Vec<_>>().as_slice()
+        {
+            let major = major.to_string();
+            set(&mut out, "distribution_version", version.clone());
+            set(&mut out, "distribution_major_version", major);
+        }
         if let Some(release) = capture(r#"VERSION="(.*)""#, data) {
             set(&mut out, "distribution_release", release);
         }
@@ -863,16 +880,18 @@ fn parse_na(data: &str, name: &str, facts: &Facts) -> Facts {
     let mut out = Facts::new();
     for line in data.lines() {
         if let Some(distribution) = line.strip_prefix("NAME=")
-            && name == "NA" {
-                out.insert("distribution".into(), distribution.trim_matches('"').into());
-            }
+            && name == "NA"
+        {
+            out.insert("distribution".into(), distribution.trim_matches('"').into());
+        }
         if let Some(version) = line.strip_prefix("VERSION=")
-            && facts.get("distribution_version").and_then(Value::as_str) == Some("NA") {
-                out.insert(
-                    "distribution_version".into(),
-                    version.trim_matches('"').into(),
-                );
-            }
+            && facts.get("distribution_version").and_then(Value::as_str) == Some("NA")
+        {
+            out.insert(
+                "distribution_version".into(),
+                version.trim_matches('"').into(),
+            );
+        }
     }
     out
 }
