@@ -16,7 +16,7 @@ use factbuoy_protocol::{Client, ClientError, Scope};
 use hyper::StatusCode;
 use tokio::sync::mpsc;
 
-use crate::capabilities::{Grant, GrantSet};
+use crate::capabilities::GrantSet;
 use crate::plugin::{BUNDLED, params};
 use crate::runtime::host::progress::{Level, ProgressObserver};
 use crate::runtime::sink::DirectorySink;
@@ -136,7 +136,8 @@ async fn gather(
         .map_err(|e| e.to_string())?;
     let params = params::resolve(&loaded.info.parameters, &planned.params)
         .map_err(|e| format!("plugin {:?}: {e}", planned.name))?;
-    let grants = grant_set(planned).map_err(|e| e.to_string())?;
+    let mut grants = GrantSet::default();
+    grants.extend_written(&planned.grants, &planned.denies).map_err(|e| e.to_string())?;
     let _ = tokio::fs::remove_dir_all(spool).await;
     tokio::fs::create_dir_all(spool).await.map_err(|e| format!("creating {}: {e}", spool.display()))?;
     let (observer, relay) = ProgressRelay::start(client.clone(), config.node.clone(), planned.name.clone());
@@ -169,21 +170,6 @@ async fn gather(
         })
         .collect();
     Ok(Gathered { report, files })
-}
-
-fn grant_set(planned: &PlannedPlugin) -> Result<GrantSet, crate::capabilities::GrantError> {
-    let mut set = GrantSet::default();
-    for text in &planned.grants {
-        if text == "all" {
-            set.everything_requested = true;
-        } else {
-            set.granted.insert(text.parse::<Grant>()?);
-        }
-    }
-    for text in &planned.denies {
-        set.denied.insert(text.parse::<Grant>()?);
-    }
-    Ok(set)
 }
 
 /// Uploads the files, then commits the manifest. A 409 on either means the aggregator already

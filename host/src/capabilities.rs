@@ -103,6 +103,29 @@ pub struct Effective {
 }
 
 impl GrantSet {
+    /// Adds grants and denials in written form; `all` among the grants grants everything the
+    /// plugin asks for.
+    pub fn extend_written<G, D>(&mut self, grants: G, denies: D) -> Result<(), GrantError>
+    where
+        G: IntoIterator,
+        G::Item: AsRef<str>,
+        D: IntoIterator,
+        D::Item: AsRef<str>,
+    {
+        for text in grants {
+            match text.as_ref() {
+                "all" => self.everything_requested = true,
+                other => {
+                    self.granted.insert(other.parse()?);
+                }
+            }
+        }
+        for text in denies {
+            self.denied.insert(text.as_ref().parse()?);
+        }
+        Ok(())
+    }
+
     fn denies(&self, grant: &Grant) -> bool {
         self.denied.iter().any(|d| match (d, grant) {
             (Grant::HostInfo, Grant::HostInfo) => true,
@@ -186,6 +209,17 @@ mod tests {
         for bad in ["read:proc", "read:/a/../etc", "read:/./a", "network", "all"] {
             assert!(bad.parse::<Grant>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn written_grants_and_denials_extend_a_set() {
+        let mut set = GrantSet::default();
+        set.extend_written(["all", "read:/etc"], ["host-info"]).unwrap();
+        assert!(set.everything_requested);
+        assert_eq!(set.granted, [Grant::Read("/etc".into())].into());
+        assert_eq!(set.denied, [Grant::HostInfo].into());
+        assert!(set.extend_written(["network"], [] as [&str; 0]).is_err());
+        assert!(set.extend_written([] as [&str; 0], ["all"]).is_err());
     }
 
     #[test]

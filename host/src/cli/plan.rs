@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::aggregator::config::{PlanScope, PluginPlan};
-use crate::capabilities::Grant;
+use crate::capabilities::GrantSet;
 use crate::plugin::{BUNDLED, PluginRef, params};
 use crate::runtime::Runtime;
 
@@ -87,11 +87,9 @@ pub async fn build(runtime: &Runtime, choices: &PluginChoices<'_>) -> anyhow::Re
             .filter(|(p, _)| *p == name || p == text)
             .map(|(_, grant)| grant.clone())
             .collect();
-        for grant in &grants {
-            if grant != "all" {
-                grant.parse::<Grant>().with_context(|| format!("--grant {name}:{grant}"))?;
-            }
-        }
+        GrantSet::default()
+            .extend_written(&grants, [] as [&str; 0])
+            .with_context(|| format!("a --grant for plugin {name:?}"))?;
         if matches!(plugin, PluginRef::Bundled(_)) {
             grants.push("all".to_owned());
         }

@@ -9,7 +9,6 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use super::{Format, Outcome, emit};
-use crate::capabilities::{Grant, GrantSet};
 use crate::plugin::params::{self, type_name};
 use crate::plugin::{BUNDLED, PluginRef};
 use crate::runtime::bindings::{Capability, PluginInfo};
@@ -212,26 +211,11 @@ fn describe_text(info: &PluginInfo) -> String {
     text
 }
 
-fn grant_set(plugin: &PluginRef, args: &RunArgs) -> anyhow::Result<GrantSet> {
-    let mut set = plugin.default_grants();
-    for text in &args.grant {
-        if text == "all" {
-            set.everything_requested = true;
-        } else {
-            set.granted
-                .insert(text.parse::<Grant>().context("--grant")?);
-        }
-    }
-    for text in &args.deny {
-        set.denied.insert(text.parse::<Grant>().context("--deny")?);
-    }
-    Ok(set)
-}
-
 async fn run(args: RunArgs, format: Format) -> anyhow::Result<Outcome> {
     let runtime = runtime(&args.common, args.limits())?;
     let plugin = PluginRef::parse(&args.plugin)?;
-    let grants = grant_set(&plugin, &args)?;
+    let mut grants = plugin.default_grants();
+    grants.extend_written(&args.grant, &args.deny)?;
     let loaded = plugin.load(&runtime).await?;
     let params = params::resolve(&loaded.info.parameters, &args.params)
         .map_err(|e| anyhow::anyhow!("plugin {:?}: {e}", loaded.info.name))?;
