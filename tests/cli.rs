@@ -139,6 +139,10 @@ fn files_that_are_not_gatherers_are_rejected_by_name() {
             "is not a factbuoy gatherer: it does not export `factbuoy:plugin/plugin`",
         ),
         (
+            future.as_path(),
+            "was built against factbuoy:plugin@9.0.0, but this factbuoy implements factbuoy:plugin@0.1.0",
+        ),
+        (
             Path::new("/nonexistent/plugin.wasm"),
             "cannot read the plugin",
         ),
