@@ -402,15 +402,45 @@ fn a_missing_journal_is_unavailable() {
     assert!(failure.contains("no journal here"), "{failure}");
 }
 
+/// A file systemd-journal-remote is still writing (its header says online) reads as journalctl
+/// reads it, next to closed files.
 #[test]
-fn a_file_still_being_written_reads_the_same() {
-    let root =
-        Root::fixtures(|path| path.ends_with("/system.journal") && path.starts_with(MACHINE));
-    let path = root.file(&format!("{MACHINE}/system.journal"));
-    let mut bytes = std::fs::read(&path).unwrap();
-    bytes[16] = 1; // header state: online
-    std::fs::write(&path, bytes).unwrap();
+fn a_file_still_being_written_reads_as_journalctl_reads_it() {
+    let root = Root::fixtures(|path| path.contains("user-1000"));
+    let path = root.file(&format!("{MACHINE}/live.journal"));
+    let mut writer = Command::new(JOURNAL_REMOTE)
+        .arg(format!("--output={}", path.display()))
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("running systemd-journal-remote");
+    let mut stdin = writer.stdin.take().unwrap();
+    let mut stream = String::new();
+    for n in 0..200u64 {
+        stream += &format!(
+            "__REALTIME_TIMESTAMP={}\n__MONOTONIC_TIMESTAMP={}\n_BOOT_ID={BOOT_A}\n\
+             MESSAGE=live entry {n}\n_SYSTEMD_UNIT=live.service\n\n",
+            1_700_000_000_500_000 + n * 1_000_000,
+            50_500_000 + n * 1_000_000
+        );
+    }
+    stdin.write_all(stream.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    // journal-remote writes each entry as it reads it: wait until all are there.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while journalctl(&root, &["-u", "live"]).len() < 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "journal-remote wrote too little"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(std::fs::read(&path).unwrap()[16], 1, "the file is online");
     assert_matches_journalctl(&root, &[], &[]);
+    drop(stdin);
+    assert!(writer.wait().unwrap().success());
 }
 
 /// The objects of a journal file: (offset, type, size), walked from the header.
@@ -522,7 +552,7 @@ fn run_damaged(change: impl Fn(&mut Vec<u8>, &[(usize, u8, usize)])) -> (Run, Ve
 
 #[test]
 fn a_damaged_entry_is_skipped_and_the_rest_come_out() {
-    let (run, all, _root) = run_damaged(|bytes, objects| {
+    let (run, all, root) = run_damaged(|bytes, objects| {
         let entries: Vec<_> = objects.iter().filter(|o| o.1 == OBJECT_ENTRY).collect();
         for &&(at, _, _) in entries.iter().skip(20).step_by(50) {
             damage(bytes, at, 24);
@@ -535,6 +565,8 @@ fn a_damaged_entry_is_skipped_and_the_rest_come_out() {
             .iter()
             .any(|w| w.contains("skipped an entry"))
     );
+    // journalctl skips them too.
+    assert_same_entries(&ours, &journalctl(&root, &[]), "damaged entries");
 }
 
 #[test]
