@@ -16,6 +16,8 @@
 //! Every error names the path, and reads are capped ([`HostFs::MAX_READ_BYTES`]) so a hostile
 //! or huge file cannot exhaust the plugin's memory.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fs::{self, Metadata};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -25,6 +27,10 @@ use std::path::{Path, PathBuf};
 pub struct HostFs {
     /// Where guest path `/` lives: `/` inside a plugin, a directory in native tests.
     root: PathBuf,
+    /// Paths already resolved by [`HostFs::canonicalize`]: a plugin reads the same few links
+    /// (`/etc/os-release`, `/etc/mtab`) many times, and every step of a resolution is a call
+    /// out of the sandbox. Host files do not move during one plugin run.
+    resolved: RefCell<HashMap<String, String>>,
 }
 
 impl Default for HostFs {
@@ -48,7 +54,10 @@ impl HostFs {
 
     /// Host paths below `root` (for tests that lay out a fake host root in a directory).
     pub fn with_root(root: impl Into<PathBuf>) -> Self {
-        HostFs { root: root.into() }
+        HostFs {
+            root: root.into(),
+            resolved: RefCell::new(HashMap::new()),
+        }
     }
 
     /// The whole file, at most [`HostFs::MAX_READ_BYTES`].
@@ -153,6 +162,17 @@ impl HostFs {
     /// A directory the grants do not cover cannot be inspected; it is taken to be a plain
     /// directory (a symlink there is invisible to the plugin anyway).
     pub fn canonicalize(&self, path: &str) -> io::Result<String> {
+        if let Some(known) = self.resolved.borrow().get(path) {
+            return Ok(known.clone());
+        }
+        let resolved = self.resolve(path)?;
+        self.resolved
+            .borrow_mut()
+            .insert(path.to_owned(), resolved.clone());
+        Ok(resolved)
+    }
+
+    fn resolve(&self, path: &str) -> io::Result<String> {
         if !path.starts_with('/') {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,

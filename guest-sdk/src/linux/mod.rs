@@ -5,6 +5,7 @@
 //! hosts; readers take a [`HostFs`](crate::hostfs::HostFs) and say which paths they need, so a
 //! plugin knows which `read:` capabilities to ask for.
 
+pub mod block;
 pub mod cpu;
 pub mod meminfo;
 pub mod mounts;

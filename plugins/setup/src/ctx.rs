@@ -5,7 +5,7 @@
 //! reported as a warning, so one unreadable file never costs a whole collector.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 
 use factbuoy_guest::hostfs::HostFs;
@@ -39,6 +39,8 @@ pub struct Ctx {
     pub facts: BTreeMap<String, Value>,
     warned: RefCell<BTreeSet<String>>,
     environ: RefCell<Option<Vec<(String, String)>>>,
+    /// Files read so far, by path (`None`: absent or unreadable).
+    texts: RefCell<HashMap<String, Option<String>>>,
 }
 
 impl Ctx {
@@ -48,6 +50,7 @@ impl Ctx {
             facts: BTreeMap::new(),
             warned: RefCell::new(BTreeSet::new()),
             environ: RefCell::new(None),
+            texts: RefCell::new(HashMap::new()),
         }
     }
 
@@ -77,7 +80,16 @@ impl Ctx {
 
     /// The file's text as it is.
     pub fn read_raw(&self, path: &str) -> Option<String> {
-        self.absent_or_warn(path, self.fs.read_to_string(path))
+        // Several collectors read the same files (os-release, /proc/self/status); each read
+        // is several calls out of the sandbox, so each file is read once per run.
+        if let Some(cached) = self.texts.borrow().get(path) {
+            return cached.clone();
+        }
+        let text = self.absent_or_warn(path, self.fs.read_to_string(path));
+        self.texts
+            .borrow_mut()
+            .insert(path.to_owned(), text.clone());
+        text
     }
 
     /// The file's bytes.

@@ -2,6 +2,7 @@
 
 use factbuoy_guest::host_info;
 use factbuoy_guest::hostfs::basename;
+use factbuoy_guest::linux::block;
 use factbuoy_guest::linux::mounts::parse_mountinfo;
 
 use crate::model::{BlockDevice, Mount, Partition, Usage};
@@ -10,25 +11,22 @@ use crate::read::Reader;
 pub fn block_devices(r: &Reader) -> Vec<BlockDevice> {
     let mut names = r.list("/sys/block");
     names.sort();
+    let class_block = r.list(block::CLASS_BLOCK);
     names
         .into_iter()
-        .map(|name| block_device(r, name))
+        .map(|name| block_device(r, name, &class_block))
         .collect()
 }
 
-fn block_device(r: &Reader, name: String) -> BlockDevice {
+fn block_device(r: &Reader, name: String, class_block: &[String]) -> BlockDevice {
     // /sys/block/<name> is a symlink into /sys/devices: resolve it once, not for every read.
     let link = format!("/sys/block/{name}");
     let dir = r.fs.canonicalize(&link).unwrap_or(link);
     let attr = |file: &str| r.optional(&format!("{dir}/{file}"));
     let number = |file: &str| attr(file).and_then(|v| v.parse::<u64>().ok());
     let flag = |file: &str| attr(file).map(|v| v == "1");
-    let mut partitions: Vec<Partition> = r
-        .list(&dir)
+    let mut partitions: Vec<Partition> = block::partitions(&r.fs, class_block, &name)
         .into_iter()
-        // Partitions are the entries named after the device (sda1, nvme0n1p1) that say so.
-        .filter(|entry| entry.starts_with(name.as_str()))
-        .filter(|entry| r.fs.exists(&format!("{dir}/{entry}/partition")))
         .map(|part| {
             let pdir = format!("{dir}/{part}");
             let pnumber = |file: &str| {

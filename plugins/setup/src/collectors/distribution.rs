@@ -485,8 +485,14 @@ impl DistributionFiles<'_> {
 
     fn process_dist_files(&self) -> Facts {
         let mut facts = self.guess();
+        // /etc/os-release is tried by several parsers: look at each file once.
+        let mut seen: BTreeMap<(&str, bool), Option<String>> = BTreeMap::new();
         for (path, name, allow_empty) in OSDIST_LIST {
-            let Some(content) = self.dist_file_content(path, *allow_empty) else {
+            let content = seen
+                .entry((path, *allow_empty))
+                .or_insert_with(|| self.dist_file_content(path, *allow_empty))
+                .clone();
+            let Some(content) = content else {
                 continue;
             };
             if *allow_empty {

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use factbuoy_guest::hostfs::basename;
-use regex::Regex;
+use factbuoy_guest::linux::block;
 use serde_json::{Map, Value, json};
 
 use crate::ctx::Ctx;
@@ -20,11 +20,13 @@ pub fn collect(ctx: &mut Ctx) {
     let mut wwns: BTreeMap<String, String> = BTreeMap::new();
     for link in ctx.fs.read_dir("/dev/disk/by-id").unwrap_or_default() {
         if let Some(wwn) = link.strip_prefix("wwn-")
-            && let Ok(target) = ctx.fs.read_link(&format!("/dev/disk/by-id/{link}")) {
-                wwns.insert(basename(&target).to_owned(), wwn.to_owned());
-            }
+            && let Ok(target) = ctx.fs.read_link(&format!("/dev/disk/by-id/{link}"))
+        {
+            wwns.insert(basename(&target).to_owned(), wwn.to_owned());
+        }
     }
     let links = all_device_links(ctx);
+    let class_block = ctx.fs.read_dir(block::CLASS_BLOCK).unwrap_or_default();
     let links_json: Map<String, Value> = links
         .iter()
         .map(|(kind, map)| (kind.to_string(), json!(map)))
@@ -79,7 +81,7 @@ pub fn collect(ctx: &mut Ctx) {
         }
         d.insert(
             "partitions".into(),
-            partitions(ctx, &sysdir, &diskname, &links).into(),
+            partitions(ctx, &sysdir, &diskname, &class_block, &links).into(),
         );
         d.insert(
             "rotational".into(),
@@ -127,16 +129,17 @@ fn sector_size(ctx: &Ctx, sysdir: &str) -> String {
         .unwrap_or_else(|| "512".into())
 }
 
-fn partitions(ctx: &Ctx, sysdir: &str, diskname: &str, links: &Links) -> Map<String, Value> {
+/// Ansible lists the disk's directory for entries named `<disk>[p]<n>`; the same partitions
+/// are found from `/sys/class/block`, listed once for all disks (see `linux::block`).
+fn partitions(
+    ctx: &Ctx,
+    sysdir: &str,
+    diskname: &str,
+    class_block: &[String],
+    links: &Links,
+) -> Map<String, Value> {
     let mut parts = Map::new();
-    let Ok(pattern) = Regex::new(&format!("({}[p]?\\d+)", regex::escape(diskname))) else {
-        return parts;
-    };
-    for folder in ctx.fs.read_dir(sysdir).unwrap_or_default() {
-        let Some(m) = pattern.captures(&folder).and_then(|c| c.get(1)) else {
-            continue;
-        };
-        let partname = m.as_str().to_owned();
+    for partname in block::partitions(&ctx.fs, class_block, diskname) {
         let part_sysdir = format!("{sysdir}/{partname}");
         let sectorsize = sector_size(ctx, &part_sysdir);
         let size_512 = ctx
