@@ -41,6 +41,8 @@ pub struct Ctx {
     environ: RefCell<Option<Vec<(String, String)>>>,
     /// Files read so far, by path (`None`: absent or unreadable).
     texts: RefCell<HashMap<String, Option<String>>>,
+    /// Programs looked up so far, by name.
+    programs: RefCell<HashMap<String, Option<String>>>,
 }
 
 impl Ctx {
@@ -51,6 +53,7 @@ impl Ctx {
             warned: RefCell::new(BTreeSet::new()),
             environ: RefCell::new(None),
             texts: RefCell::new(HashMap::new()),
+            programs: RefCell::new(HashMap::new()),
         }
     }
 
@@ -170,6 +173,17 @@ impl Ctx {
     /// Where a program is, as Ansible's `get_bin_path` finds it: `PATH`, then the sbin
     /// directories. Directories the run did not grant are not searched.
     pub fn find_bin(&self, name: &str) -> Option<String> {
+        if let Some(known) = self.programs.borrow().get(name) {
+            return known.clone();
+        }
+        let found = self.search_path(name);
+        self.programs
+            .borrow_mut()
+            .insert(name.to_owned(), found.clone());
+        found
+    }
+
+    fn search_path(&self, name: &str) -> Option<String> {
         let path = self
             .process_env("PATH")
             .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
