@@ -48,8 +48,9 @@ pub struct AgentSummary {
     pub results: Vec<(String, Outcome)>,
 }
 
-/// Runs the node's plan to the end.
-pub async fn run(client: Client, runtime: &Runtime, config: &AgentConfig) -> anyhow::Result<AgentSummary> {
+/// Runs the node's plan to the end. The plan's plugins are independent, so they run at once,
+/// as many as the machine has cores.
+pub async fn run(client: Client, runtime: Arc<Runtime>, config: Arc<AgentConfig>) -> anyhow::Result<AgentSummary> {
     let plan = retry(config.retry_for, "fetching the plan", || client.plan(&config.node)).await?;
     tracing::info!(run = %plan.run_id, plugins = plan.plugins.len(), "agent starting");
     let heartbeats = tokio::spawn(send_heartbeats(
@@ -57,10 +58,23 @@ pub async fn run(client: Client, runtime: &Runtime, config: &AgentConfig) -> any
         config.node.clone(),
         Duration::from_secs(plan.heartbeat_seconds.max(1)),
     ));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let slots = Arc::new(tokio::sync::Semaphore::new(cores));
+    let tasks: Vec<_> = plan
+        .plugins
+        .into_iter()
+        .map(|planned| {
+            let (client, runtime, config, slots) = (client.clone(), runtime.clone(), config.clone(), slots.clone());
+            tokio::spawn(async move {
+                let _slot = slots.acquire_owned().await.expect("the semaphore is never closed");
+                let outcome = run_plugin(&client, &runtime, &config, &planned).await;
+                (planned.name, outcome)
+            })
+        })
+        .collect();
     let mut results = Vec::new();
-    for planned in &plan.plugins {
-        let outcome = run_plugin(&client, runtime, config, planned).await;
-        results.push((planned.name.clone(), outcome));
+    for task in tasks {
+        results.push(task.await?);
     }
     heartbeats.abort();
     Ok(AgentSummary { results })

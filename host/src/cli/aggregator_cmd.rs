@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
@@ -187,13 +188,13 @@ pub async fn agent(args: AgentArgs, format: Format) -> anyhow::Result<Outcome> {
         &args.credentials.join("client.key"),
     )?;
     let client = Client::new(&args.aggregator, &identity)?;
-    let runtime = Runtime::new(RuntimeOptions { limits: Limits::default(), ..RuntimeOptions::default() })?;
+    let runtime = Arc::new(Runtime::new(RuntimeOptions { limits: Limits::default(), ..RuntimeOptions::default() })?);
     let spool_dir = match args.spool {
         Some(dir) => dir,
         None => private_temp_dir()?,
     };
-    let config = AgentConfig { node: args.node, host_root: args.root, spool_dir, retry_for: args.retry_for };
-    let summary = agent::run(client, &runtime, &config).await?;
+    let config = Arc::new(AgentConfig { node: args.node, host_root: args.root, spool_dir, retry_for: args.retry_for });
+    let summary = agent::run(client, runtime, config).await?;
     match format {
         Format::Json => emit(&serde_json::to_string(&summary)?),
         Format::Text => {

@@ -7,6 +7,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -133,10 +134,10 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<Outcome> {
         None => plan::node_name(&sysinfo::System::host_name().unwrap_or_default()),
     };
     factbuoy_protocol::names::check_identifier("node", &node)?;
-    let runtime = Runtime::new(RuntimeOptions {
+    let runtime = Arc::new(Runtime::new(RuntimeOptions {
         limits: Limits { deadline: args.plugin_timeout, ..Limits::default() },
         ..RuntimeOptions::default()
-    })?;
+    })?);
     let plugins = if args.plugins.is_empty() { plan::default_plugins(&args.root) } else { args.plugins.clone() };
     let choices = PluginChoices { plugins: &plugins, params: &args.params, grants: &args.grant, deadline: args.plugin_timeout };
     let (plans, components) = plan::build(&runtime, &choices).await?;
@@ -162,12 +163,12 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<Outcome> {
 
     let (ca, issued) = aggregator::issue(&run_dir, &Role::Agent { node: node.clone() })?;
     let client = Client::new(&format!("127.0.0.1:{}", running.agent_address.port()), &ca.identity(&issued))?;
-    let agent_config = AgentConfig {
+    let agent_config = Arc::new(AgentConfig {
         node,
         host_root: args.root.clone(),
         spool_dir: run_dir.join("spool"),
         retry_for: agent::RETRY_FOR,
-    };
+    });
     let progress = progress_bar(format, &running.shared.status_document());
     let shared = running.shared.clone();
     let ticker = {
@@ -179,7 +180,7 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<Outcome> {
             }
         })
     };
-    let agent_result = agent::run(client, &runtime, &agent_config).await;
+    let agent_result = agent::run(client, runtime, agent_config).await;
     let status = running.finished().await;
     ticker.abort();
     progress.finish_and_clear();
