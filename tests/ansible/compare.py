@@ -128,7 +128,8 @@ def deterministic_checks(ansible):
     for name in ansible.get("ansible_interfaces", []):
         fact = f"ansible_{name.replace('-', '_')}"
         for key in ("device", "macaddress", "mtu", "active", "type", "promisc", "module",
-                    "pciid", "speed", "ipv4", "ipv4_secondaries", "interfaces", "slaves", "mode"):
+                    "pciid", "speed", "ipv4", "ipv4_secondaries", "interfaces", "slaves", "mode",
+                    "features", "timestamping", "hw_timestamp_filters", "phc_index"):
             path = f"{fact}.{key}"
             if get(ansible, path) is not MISSING:
                 checks.append((path, path, None))
@@ -137,7 +138,7 @@ def deterministic_checks(ansible):
     for device in ansible.get("ansible_devices", {}):
         for key in ("removable", "rotational", "sectors", "sectorsize", "size", "vendor",
                     "model", "scheduler_mode", "support_discard", "virtual", "holders",
-                    "partitions", "links", "serial", "wwn"):
+                    "partitions", "links", "serial", "wwn", "host"):
             path = f"ansible_devices.{device}.{key}"
             if get(ansible, path) is not MISSING:
                 checks.append((path, path, None))
