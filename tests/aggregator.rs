@@ -11,11 +11,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-fn factbuoy() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_factbuoy"));
-    command.env("FACTBUOY_CACHE_DIR", support::cache_dir());
-    command
-}
+use support::factbuoy;
 
 fn run(command: &mut Command) -> Output {
     let output = command.output().expect("running factbuoy");

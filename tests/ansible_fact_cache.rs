@@ -28,11 +28,7 @@ fn ansible_venv(version: Option<&str>) -> PathBuf {
 }
 
 fn factbuoy(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_factbuoy"))
-        .args(args)
-        .env("FACTBUOY_CACHE_DIR", support::cache_dir())
-        .output()
-        .expect("running factbuoy")
+    support::factbuoy().args(args).output().expect("running factbuoy")
 }
 
 /// Runs a playbook against localhost with the jsonfile cache in `cache`; returns its stdout

@@ -6,11 +6,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn factbuoy(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_factbuoy"))
-        .args(args)
-        .env("FACTBUOY_CACHE_DIR", support::cache_dir())
-        .output()
-        .expect("running factbuoy")
+    support::factbuoy().args(args).output().expect("running factbuoy")
 }
 
 fn stdout(output: &Output) -> String {

@@ -49,6 +49,13 @@ pub fn fixture(crate_name: &str) -> PathBuf {
     }
 }
 
+/// The real `factbuoy` binary, with this test binary's private component cache.
+pub fn factbuoy() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_factbuoy"));
+    command.env("FACTBUOY_CACHE_DIR", cache_dir());
+    command
+}
+
 /// A fresh cache directory per test binary, so tests never share compiled code with the user.
 pub fn cache_dir() -> PathBuf {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
