@@ -14,16 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 runs="${1:-10}"
-command -v hyperfine >/dev/null || { echo "hyperfine is needed: apt-get install hyperfine" >&2; exit 2; }
-
-echo "building factbuoy (release)..." >&2
-cargo build --release --locked -p factbuoy >&2
-target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
-factbuoy="$target_dir/release/factbuoy"
-venv="$(tests/ansible/venv.sh)"
-
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+. bench/ansible-peer.sh
 echo '{"ANSIBLE_MODULE_ARGS": {}}' > "$work/args.json"
 export FACTBUOY_CACHE_DIR="$work/cache"
 
