@@ -215,7 +215,7 @@ pub async fn start(run_dir: &Path) -> anyhow::Result<RunningAggregator> {
     }
     let (status_tx, status_rx) = tokio::sync::watch::channel(state.status);
     let shared = Arc::new(Shared {
-        storage: Storage::new(run_dir),
+        storage: Storage::open(run_dir).with_context(|| format!("preparing {}", run_dir.join("staging").display()))?,
         run_dir: run_dir.to_owned(),
         state: Mutex::new(state),
         metrics: Metrics::default(),
