@@ -4,7 +4,8 @@
 //! second, p99 latency and the server's peak RSS for each, and the ratios.
 //!
 //! Run with `cargo bench -p factbuoy --bench aggregator_load` (needs nginx: `apt-get install
-//! nginx`). `FACTBUOY_LOAD=agents:size,...` overrides the default mix.
+//! nginx`). `FACTBUOY_LOAD=agents:size,...` overrides the default mix, `FACTBUOY_LOAD_ROUNDS`
+//! the number of rounds (3).
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -46,6 +47,17 @@ fn peak_rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// User plus system CPU time of a process and all its threads so far. Less disturbed by other
+/// work on the machine than throughput, so it shows where the server's own cost changes.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of stat(5); `fields` starts at field 3.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn children_of(pid: u32) -> Vec<u32> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
         .unwrap_or_default()
@@ -58,12 +70,42 @@ struct Measured {
     per_second: f64,
     p99: Duration,
     peak_rss_mib: f64,
+    /// Server CPU time per upload.
+    cpu_ms_per_upload: f64,
     failures: usize,
+}
+
+impl Measured {
+    /// Median throughput, latency and CPU; the highest peak RSS.
+    fn median(rounds: Vec<Measured>) -> Measured {
+        fn middle<T: PartialOrd + Copy>(mut values: Vec<T>) -> T {
+            values.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            values[values.len() / 2]
+        }
+        Measured {
+            per_second: middle(rounds.iter().map(|m| m.per_second).collect()),
+            p99: middle(rounds.iter().map(|m| m.p99).collect()),
+            peak_rss_mib: rounds.iter().map(|m| m.peak_rss_mib).fold(0.0, f64::max),
+            cpu_ms_per_upload: middle(rounds.iter().map(|m| m.cpu_ms_per_upload).collect()),
+            failures: rounds.iter().map(|m| m.failures).sum(),
+        }
+    }
+
+    fn columns(&self) -> String {
+        format!(
+            "{:>10.0} {:>8.1}ms {:>8.1} {:>7.2}",
+            self.per_second,
+            self.p99.as_secs_f64() * 1e3,
+            self.peak_rss_mib,
+            self.cpu_ms_per_upload
+        )
+    }
 }
 
 async fn load(clients: &[Client], file: &Path, sha256: &str, server: &Server) -> Measured {
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     let name = ArtifactName::parse("result.bin").unwrap();
+    let cpu_before: f64 = server.pids.iter().map(|pid| cpu_seconds(*pid)).sum();
     let started = Instant::now();
     let mut tasks = Vec::new();
     for (i, client) in clients.iter().enumerate() {
@@ -91,10 +133,12 @@ async fn load(clients: &[Client], file: &Path, sha256: &str, server: &Server) ->
     latencies.sort();
     let p99 = latencies[((latencies.len() - 1) as f64 * 0.99) as usize];
     let rss: u64 = server.pids.iter().map(|pid| peak_rss_kib(*pid)).sum();
+    let cpu: f64 = server.pids.iter().map(|pid| cpu_seconds(*pid)).sum::<f64>() - cpu_before;
     Measured {
         per_second: clients.len() as f64 / elapsed.as_secs_f64(),
         p99,
         peak_rss_mib: rss as f64 / 1024.0,
+        cpu_ms_per_upload: cpu * 1e3 / clients.len() as f64,
         failures: failures.len(),
     }
 }
@@ -160,11 +204,16 @@ fn parse_mix(text: &str) -> Vec<(usize, u64)> {
 #[tokio::main]
 async fn main() {
     let mix = parse_mix(&std::env::var("FACTBUOY_LOAD").unwrap_or_else(|_| DEFAULT_MIX.to_owned()));
+    let rounds: usize = std::env::var("FACTBUOY_LOAD_ROUNDS").map_or(3, |r| r.parse().expect("FACTBUOY_LOAD_ROUNDS is a number"));
     let most_agents = mix.iter().map(|(agents, _)| *agents).max().unwrap();
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch.path();
     let nodes: Vec<String> = (0..most_agents).map(|i| format!("node-{i}")).collect();
-    println!("{:>6} agents x {:>8}   {:>12} {:>10} {:>9}   {:>12} {:>10} {:>9}   {:>8}", "", "size", "factbuoy/s", "p99", "RSS MiB", "nginx/s", "p99", "RSS MiB", "ratio");
+    println!(
+        "{:>6} agents x {:>8}   {:>10} {:>10} {:>8} {:>7}   {:>10} {:>10} {:>8} {:>7}   {:>6}",
+        "", "size", "factbuoy/s", "p99", "RSS MiB", "CPU ms", "nginx/s", "p99", "RSS MiB", "CPU ms", "ratio"
+    );
+    println!("  (medians of {rounds} rounds; CPU ms: the server's CPU time per upload, user + system)");
     for (agents, size) in mix {
         // A fresh run (and server) per size, so each peak RSS belongs to one size.
         let run_dir = dir.join(format!("run-{size}"));
@@ -184,43 +233,40 @@ async fn main() {
         std::fs::write(&file, vec![0x5a; size as usize]).unwrap();
         let sha256 = factbuoy::digest::sha256_file(&file).unwrap();
 
-        let (server, address) = start_factbuoy(&run_dir);
-        let clients: Vec<Client> = identities.iter().map(|id| Client::new(&address, id).unwrap()).collect();
-        let ours = load(&clients, &file, &sha256, &server).await;
-        drop(server);
-        let _ = std::fs::remove_dir_all(run_dir.join("staging"));
-
-        let nginx = start_nginx(dir, &run_dir.join("pki"));
-        let theirs = match &nginx {
-            Some((server, address)) => {
-                let clients: Vec<Client> = identities.iter().map(|id| Client::new(address, id).unwrap()).collect();
-                Some(load(&clients, &file, &sha256, server).await)
+        // Rounds alternate which server goes first, so neither always meets the page cache the
+        // other left behind; each figure is the median over the rounds.
+        let mut ours = Vec::new();
+        let mut theirs = Vec::new();
+        for round in 0..rounds {
+            for server_kind in if round % 2 == 0 { ["factbuoy", "nginx"] } else { ["nginx", "factbuoy"] } {
+                if server_kind == "factbuoy" {
+                    let (server, address) = start_factbuoy(&run_dir);
+                    let clients: Vec<Client> = identities.iter().map(|id| Client::new(&address, id).unwrap()).collect();
+                    ours.push(load(&clients, &file, &sha256, &server).await);
+                    drop(server);
+                    let _ = std::fs::remove_dir_all(run_dir.join("staging"));
+                } else if let Some((server, address)) = start_nginx(dir, &run_dir.join("pki")) {
+                    let clients: Vec<Client> = identities.iter().map(|id| Client::new(&address, id).unwrap()).collect();
+                    theirs.push(load(&clients, &file, &sha256, &server).await);
+                    drop(server);
+                    let _ = std::fs::remove_dir_all(dir.join("nginx-root"));
+                }
             }
-            None => None,
-        };
-        drop(nginx);
-        let _ = std::fs::remove_dir_all(dir.join("nginx-root"));
+        }
+        let ours = Measured::median(ours);
+        let theirs = (!theirs.is_empty()).then(|| Measured::median(theirs));
         let size_text = bytesize::ByteSize(size).to_string();
         match theirs {
             Some(theirs) => println!(
-                "{agents:>6} agents x {size_text:>8}   {:>12.0} {:>8.1}ms {:>9.1}   {:>12.0} {:>8.1}ms {:>9.1}   {:>7.2}x",
-                ours.per_second,
-                ours.p99.as_secs_f64() * 1e3,
-                ours.peak_rss_mib,
-                theirs.per_second,
-                theirs.p99.as_secs_f64() * 1e3,
-                theirs.peak_rss_mib,
+                "{agents:>6} agents x {size_text:>8}   {}   {}   {:>5.2}x",
+                ours.columns(),
+                theirs.columns(),
                 ours.per_second / theirs.per_second,
             ),
-            None => println!(
-                "{agents:>6} agents x {size_text:>8}   {:>12.0} {:>8.1}ms {:>9.1}   (nginx not installed)",
-                ours.per_second,
-                ours.p99.as_secs_f64() * 1e3,
-                ours.peak_rss_mib
-            ),
+            None => println!("{agents:>6} agents x {size_text:>8}   {}   (nginx not installed)", ours.columns()),
         }
         if ours.failures > 0 {
-            println!("  factbuoy: {} of {agents} uploads failed", ours.failures);
+            println!("  factbuoy: {} of {} uploads failed", ours.failures, agents * rounds);
         }
     }
 }
