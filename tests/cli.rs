@@ -115,6 +115,26 @@ fn a_failed_plugin_exits_1_and_says_why() {
 }
 
 #[test]
+fn a_plugin_built_against_an_older_0_1_contract_still_runs() {
+    // Its imports and export are named @0.1.0; this host implements a later 0.1.x.
+    let old = support::fixture("contract-0-1-0");
+    let output = factbuoy(&[
+        "plugin",
+        "run",
+        path_str(&old),
+        "--grant",
+        "host-info",
+        "-o",
+        "json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["succeeded"], true, "{report}");
+    // The text "<seconds>" reads as a JSON number in the report.
+    assert!(report["artifacts"][0]["content"].is_u64(), "{report}");
+}
+
+#[test]
 fn files_that_are_not_gatherers_are_rejected_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let text = dir.path().join("notes.wasm");
@@ -136,7 +156,7 @@ fn files_that_are_not_gatherers_are_rejected_by_name() {
         ),
         (
             future.as_path(),
-            "was built against factbuoy:plugin@9.0.0, but this factbuoy implements factbuoy:plugin@0.1.0",
+            "was built against factbuoy:plugin@9.0.0, but this factbuoy implements factbuoy:plugin@0.1.1",
         ),
         (
             Path::new("/nonexistent/plugin.wasm"),

@@ -27,13 +27,23 @@ fn schema_errors(facts: &Value) -> Vec<String> {
 }
 
 /// Runs `factbuoy plugin run host-facts -o json` with extra arguments: report and facts.
+/// `TZ` is left unset, as on most hosts.
 fn run_host_facts(args: &[&str]) -> (Value, Value) {
-    let output = Command::new(env!("CARGO_BIN_EXE_factbuoy"))
+    run_host_facts_with_tz(args, None)
+}
+
+/// Like [`run_host_facts`], with the factbuoy process's `TZ` set to `tz`.
+fn run_host_facts_with_tz(args: &[&str], tz: Option<&str>) -> (Value, Value) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_factbuoy"));
+    command
         .args(["plugin", "run", "host-facts", "-o", "json"])
         .args(args)
         .env("FACTBUOY_CACHE_DIR", support::cache_dir())
-        .output()
-        .expect("running factbuoy");
+        .env_remove("TZ");
+    if let Some(tz) = tz {
+        command.env("TZ", tz);
+    }
+    let output = command.output().expect("running factbuoy");
     let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
             "no JSON report ({e}); stderr: {}",
@@ -186,4 +196,63 @@ fn a_kubernetes_nodes_files_describe_its_kubelet_and_runtime() {
         k8s["static_pod_manifests"],
         json!(["etcd.yaml", "kube-apiserver.yaml"])
     );
+}
+
+/// A host root as a DaemonSet pod sees it at `/host`: its own os-release, container marker,
+/// mount table and absolute symlinks, none of which are this machine's.
+#[test]
+fn a_host_root_is_described_not_the_machine_running_factbuoy() {
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    std::fs::create_dir(r.join("etc")).unwrap();
+    put(r, "/usr/lib/os-release", b"NAME=\"Fake Linux\"\nID=fakelinux\nVERSION_ID=7\n");
+    std::os::unix::fs::symlink("/usr/lib/os-release", r.join("etc/os-release")).unwrap();
+    put(r, "/.dockerenv", b"");
+    put(
+        r,
+        "/usr/share/zoneinfo/Europe/Paris",
+        include_bytes!("../guest-sdk/testdata/zoneinfo/Europe/Paris"),
+    );
+    std::os::unix::fs::symlink("/usr/share/zoneinfo/Europe/Paris", r.join("etc/localtime"))
+        .unwrap();
+    put(r, "/run/systemd/resolve/stub-resolv.conf", b"nameserver 192.0.2.53\n");
+    std::os::unix::fs::symlink("/run/systemd/resolve/stub-resolv.conf", r.join("etc/resolv.conf"))
+        .unwrap();
+    std::fs::create_dir(r.join("only-here")).unwrap();
+    put(
+        r,
+        "/proc/self/mountinfo",
+        b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n23 22 8:2 / /only-here rw - ext4 /dev/sda2 rw\n\
+          24 22 8:3 / /not-below-the-root rw - ext4 /dev/sda3 rw\n",
+    );
+    let root_arg = r.to_str().unwrap();
+    let (report, facts) = run_host_facts(&["--root", root_arg]);
+    let errors = schema_errors(&facts);
+    assert!(errors.is_empty(), "{errors:#?}");
+    assert_eq!(facts["os"]["id"], "fakelinux");
+    assert_eq!(facts["os"]["name"], "Fake Linux");
+    assert_eq!(facts["virtualization"]["container"], true, "{}", facts["virtualization"]);
+    assert_eq!(facts["network"]["dns"]["nameservers"], json!(["192.0.2.53"]), "{report}");
+    assert_eq!(facts["time"]["timezone"], "Europe/Paris", "{report}");
+    // statvfs below the root: a mount point that exists there has a size, one that does not
+    // has none (though this machine has `/`).
+    let usage = |point: &str| {
+        facts["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["mount_point"] == point)
+            .map(|m| m["usage"].clone())
+            .unwrap_or_else(|| panic!("no {point} in {}", facts["mounts"]))
+    };
+    assert!(usage("/")["total_bytes"].as_u64().unwrap() > 0);
+    assert!(usage("/only-here")["total_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(usage("/not-below-the-root"), Value::Null);
+
+    // The factbuoy process's TZ comes first, as for the C library.
+    let (_, facts) = run_host_facts_with_tz(&["--root", root_arg], Some("UTC0"));
+    assert_eq!(facts["time"]["utc_offset_seconds"], 0);
+    assert_eq!(facts["time"]["abbreviation"], "UTC");
+    let (_, facts) = run_host_facts_with_tz(&["--root", root_arg], Some("Europe/Paris"));
+    assert_eq!(facts["time"]["timezone"], "Europe/Paris");
 }

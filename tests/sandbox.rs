@@ -52,6 +52,11 @@ impl Sandbox {
     }
 
     async fn run_with(&self, args: &[&str], grants: &[&str]) -> (RunReport, MemorySink) {
+        self.run_in(self.root.path(), args, grants).await
+    }
+
+    /// Runs the plugin with `root` as the host root.
+    async fn run_in(&self, root: &Path, args: &[&str], grants: &[&str]) -> (RunReport, MemorySink) {
         let given: Vec<(String, String)> = args
             .iter()
             .map(|a| params::parse_assignment(a).unwrap())
@@ -68,7 +73,7 @@ impl Sandbox {
                         granted: grants.iter().map(|g| g.parse().unwrap()).collect(),
                         ..GrantSet::default()
                     },
-                    host_root: self.root.path().to_owned(),
+                    host_root: root.to_owned(),
                     sink: Arc::new(sink.clone()),
                     observer: None,
                     limits: None,
@@ -111,6 +116,14 @@ fn host_root() -> tempfile::TempDir {
     std::os::unix::fs::symlink("../secret.txt", data.join("relative-link")).unwrap();
     std::os::unix::fs::symlink("/etc/passwd", data.join("passwd-link")).unwrap();
     std::os::unix::fs::symlink("file.txt", data.join("inner-link")).unwrap();
+    // Absolute links that stay inside the grant, one through a subdirectory; a directory link
+    // that leaves it; and, outside every grant, a link back in.
+    let links = data.join("links");
+    std::fs::create_dir_all(links.join("deep")).unwrap();
+    std::os::unix::fs::symlink("/data/file.txt", links.join("to-file")).unwrap();
+    std::os::unix::fs::symlink("/data/links/to-file", links.join("deep/chain")).unwrap();
+    std::os::unix::fs::symlink("../..", links.join("up")).unwrap();
+    std::os::unix::fs::symlink("/data/file.txt", root.path().join("outside-link")).unwrap();
     root
 }
 
@@ -286,11 +299,103 @@ async fn reads_stay_inside_the_granted_paths() {
             "absolute-link",
             "file.txt",
             "inner-link",
+            "links",
             "passwd-link",
             "relative-link"
         ])
     );
     assert!(sandbox.probe(&["mode=list", "path=/"]).await["error"].is_string());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn absolute_links_resolve_below_the_root_only_inside_the_grants() {
+    let sandbox = Sandbox::new().await;
+    let probe = |mode: &'static str, path: &'static str| {
+        let sandbox = &sandbox;
+        async move {
+            sandbox
+                .probe(&[&format!("mode={mode}"), &format!("path={path}")])
+                .await
+        }
+    };
+    // The host reveals a link below a grant as written, whatever it points to...
+    assert_eq!(probe("read-link", "/data/links/to-file").await["target"], "/data/file.txt");
+    assert_eq!(probe("read-link", "/data/passwd-link").await["target"], "/etc/passwd");
+    assert_eq!(probe("read-link", "/data/./links/../inner-link").await["target"], "file.txt");
+    // ...and the SDK reads through it, below the host root.
+    assert_eq!(probe("hostfs-read", "/data/links/to-file").await["read"], "inside");
+    assert_eq!(probe("hostfs-read", "/data/links/deep/chain").await["read"], "inside");
+    // A target outside the grants stays unreadable, though the host has the file.
+    for path in ["/data/passwd-link", "/data/absolute-link", "/data/relative-link"] {
+        let seen = probe("hostfs-read", path).await;
+        assert!(seen.get("read").is_none(), "{path} escaped: {seen}");
+    }
+    // No link is revealed outside a grant, or through a directory that leaves one.
+    for path in [
+        "/outside-link",
+        "/data/../outside-link",
+        "/data/links/up/outside-link",
+        "/data",
+        "/",
+    ] {
+        let seen = probe("read-link", path).await;
+        let error = seen["error"].as_str().unwrap_or_default();
+        assert!(error.contains("NotGranted"), "{path}: {seen}");
+    }
+    assert!(probe("read-link", "/data/file.txt").await["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("NotALink")));
+    assert!(probe("read-link", "/data/absent").await["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("NotFound")));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn host_info_answers_about_the_host_root() {
+    let sandbox = Sandbox::new().await;
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    for dir in ["etc", "dev", "proc/1", "only-in-root"] {
+        std::fs::create_dir_all(r.join(dir)).unwrap();
+    }
+    std::fs::write(
+        r.join("usr-os-release"),
+        "NAME=\"Fake Linux\"\nVERSION_ID=\"7.1\"\nID=fakelinux\n",
+    )
+    .unwrap();
+    // Absolute, so it must be read below the root, not from this machine's /.
+    std::os::unix::fs::symlink("/usr-os-release", r.join("etc/os-release")).unwrap();
+    std::fs::write(r.join(".dockerenv"), "").unwrap();
+    std::fs::write(r.join("dev/kvm"), "").unwrap();
+    std::fs::write(
+        r.join("proc/1/mounts"),
+        "/dev/fake0 / ext4 rw 0 0\nproc /proc proc rw 0 0\n/dev/fake1 /only-in-root ext4 ro 0 0\n",
+    )
+    .unwrap();
+    let (report, sink) = sandbox
+        .run_in(
+            r,
+            &["mode=host-root", "path=/,/only-in-root,/usr"],
+            &["host-info"],
+        )
+        .await;
+    assert!(report.succeeded, "{report:#?}");
+    let seen: serde_json::Value = serde_json::from_slice(&sink.contents()[0].1).unwrap();
+    assert_eq!(seen["name"], "Fake Linux");
+    assert_eq!(seen["version"], "7.1");
+    assert_eq!(seen["distribution_id"], "fakelinux");
+    assert_eq!(seen["markers"], serde_json::json!(["/.dockerenv", "/dev/kvm"]));
+    // A directory that is not a file system's root, with no process 1 root to compare.
+    assert_eq!(seen["is_chroot"], true);
+    // /usr exists on this machine but not below the root.
+    let usage = seen["usage_blocks"].as_array().unwrap();
+    assert!(usage[0].is_u64() && usage[1].is_u64(), "{seen}");
+    assert!(usage[2].is_null(), "{seen}");
+    assert_eq!(
+        seen["disks"],
+        serde_json::json!(["/dev/fake0 / ext4 true", "/dev/fake1 /only-in-root ext4 true"])
+    );
+    assert_eq!(seen["tz"], serde_json::json!(std::env::var("TZ").ok()));
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -11,13 +11,23 @@ use std::process::Command;
 use serde_json::Value;
 
 /// Runs `factbuoy plugin run setup -o json` with extra arguments: exit code, report, facts.
+/// `TZ` is left unset, as on most hosts.
 fn run_setup(args: &[&str]) -> (i32, Value, Value) {
-    let output = Command::new(env!("CARGO_BIN_EXE_factbuoy"))
+    run_setup_with_tz(args, None)
+}
+
+/// Like [`run_setup`], with the factbuoy process's `TZ` set to `tz`.
+fn run_setup_with_tz(args: &[&str], tz: Option<&str>) -> (i32, Value, Value) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_factbuoy"));
+    command
         .args(["plugin", "run", "setup", "-o", "json"])
         .args(args)
         .env("FACTBUOY_CACHE_DIR", support::cache_dir())
-        .output()
-        .expect("running factbuoy");
+        .env_remove("TZ");
+    if let Some(tz) = tz {
+        command.env("TZ", tz);
+    }
+    let output = command.output().expect("running factbuoy");
     let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
             "factbuoy printed no JSON report ({e}); stderr: {}",
@@ -185,4 +195,88 @@ fn hostile_host_files_lose_only_their_facts() {
     assert_eq!(facts["ansible_eth9"]["device"], "eth9");
     assert!(facts["ansible_eth9"].get("mtu").is_none());
     assert!(facts["ansible_distribution"].is_string());
+}
+
+/// A host root whose `/etc/resolv.conf` and `/etc/localtime` are absolute symlinks, as on a
+/// host with systemd-resolved: they mean paths below the root, not on this machine.
+fn root_with_absolute_links() -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    std::fs::create_dir(r.join("etc")).unwrap();
+    put(
+        r,
+        "/run/systemd/resolve/stub-resolv.conf",
+        b"nameserver 192.0.2.53\nsearch example.test\n",
+    );
+    put(
+        r,
+        "/usr/share/zoneinfo/Europe/Paris",
+        include_bytes!("../guest-sdk/testdata/zoneinfo/Europe/Paris"),
+    );
+    std::os::unix::fs::symlink("/run/systemd/resolve/stub-resolv.conf", r.join("etc/resolv.conf"))
+        .unwrap();
+    std::os::unix::fs::symlink("/usr/share/zoneinfo/Europe/Paris", r.join("etc/localtime"))
+        .unwrap();
+    root
+}
+
+const DNS_AND_TIME: &str = "gather_subset=!all,!min,dns,date_time";
+
+#[test]
+fn absolute_symlinks_resolve_below_the_host_root() {
+    let root = root_with_absolute_links();
+    let (code, report, facts) =
+        run_setup(&["--root", root.path().to_str().unwrap(), "-p", DNS_AND_TIME]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(
+        facts["ansible_dns"],
+        serde_json::json!({"nameservers": ["192.0.2.53"], "search": ["example.test"]}),
+        "{report}"
+    );
+    let tz = &facts["ansible_date_time"]["tz"];
+    assert!(tz == "CET" || tz == "CEST", "{tz}; {report}");
+    assert_eq!(facts["ansible_date_time"]["tz_dst"], "CEST");
+    assert_eq!(report["warnings"], serde_json::json!([]), "{report}");
+}
+
+#[test]
+fn an_absolute_symlink_to_an_ungranted_path_stays_unreadable() {
+    let root = root_with_absolute_links();
+    let r = root.path();
+    // /home is not among setup's grants, though the file is there below the root.
+    put(r, "/home/resolv.conf", b"nameserver 198.51.100.1\n");
+    std::fs::remove_file(r.join("etc/resolv.conf")).unwrap();
+    std::os::unix::fs::symlink("/home/resolv.conf", r.join("etc/resolv.conf")).unwrap();
+    let (code, report, facts) = run_setup(&["--root", r.to_str().unwrap(), "-p", DNS_AND_TIME]);
+    assert_eq!(code, 0, "{report}");
+    // As for a dangling link: the sandbox shows nothing there.
+    assert_eq!(facts["ansible_dns"], serde_json::json!({}), "{report}");
+}
+
+#[test]
+fn date_time_follows_the_tz_variable_as_ansible_does() {
+    let root = root_with_absolute_links();
+    let r = root.path().to_str().unwrap();
+    let date_time = |tz: &str| {
+        let (code, report, facts) =
+            run_setup_with_tz(&["--root", r, "-p", "gather_subset=!all,!min,date_time"], Some(tz));
+        assert_eq!(code, 0, "{report}");
+        facts["ansible_date_time"].clone()
+    };
+    // A POSIX rule; the root's /etc/localtime (Paris) is not consulted.
+    let new_york = date_time("EST5EDT,M3.2.0,M11.1.0");
+    assert!(new_york["tz"] == "EST" || new_york["tz"] == "EDT", "{new_york}");
+    assert!(["-0500", "-0400"].contains(&new_york["tz_offset"].as_str().unwrap()));
+    assert_eq!(new_york["tz_dst"], "EDT");
+    // Empty means UTC; a zone name is read from the root's zoneinfo.
+    assert_eq!(date_time("")["tz"], "UTC");
+    let paris = date_time(":Europe/Paris");
+    assert!(paris["tz"] == "CET" || paris["tz"] == "CEST", "{paris}");
+    // The epoch does not depend on the zone.
+    let utc = date_time("UTC0");
+    let (a, b): (i64, i64) = (
+        utc["epoch"].as_str().unwrap().parse().unwrap(),
+        paris["epoch"].as_str().unwrap().parse().unwrap(),
+    );
+    assert!((a - b).abs() < 60);
 }

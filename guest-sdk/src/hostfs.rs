@@ -8,10 +8,11 @@
 //! Nothing outside the granted paths becomes reachable: every access still goes through the
 //! sandbox.
 //!
-//! Absolute symlinks (`/etc/localtime -> /usr/share/zoneinfo/...`) are a limit: wasmtime
-//! refuses to reveal an absolute link's target at all, so they cannot be resolved inside the
-//! sandbox; reading through one fails with an error that says so. Below a root given to
-//! [`HostFs::with_root`] (tests), where the target can be read, they resolve like the others.
+//! Absolute symlinks (`/etc/localtime -> /usr/share/zoneinfo/...`, `/etc/resolv.conf ->
+//! /run/systemd/resolve/stub-resolv.conf`) mean a path below the host root too. WASI will not
+//! reveal an absolute target, so [`HostFs::read_link`] asks the host for it (`host-fs`), which
+//! answers for links that lie below a granted path; the target is then read through the
+//! preopens like any other path, so one that points to an ungranted path stays unreadable.
 //!
 //! Every error names the path, and reads are capped ([`HostFs::MAX_READ_BYTES`]) so a hostile
 //! or huge file cannot exhaust the plugin's memory.
@@ -105,11 +106,17 @@ impl HostFs {
         self.follow(path, "opening", |p| fs::File::open(p))
     }
 
-    /// Where a symlink points, as written in the link.
+    /// Where a symlink points, as written in the link. Inside the sandbox, WASI refuses to
+    /// reveal an absolute target ("not permitted"); the host then tells it, for a link below a
+    /// granted path.
     pub fn read_link(&self, path: &str) -> io::Result<String> {
-        fs::read_link(self.host_path(path))
-            .map(|target| target.to_string_lossy().into_owned())
-            .map_err(|e| context(path, "reading the link", e))
+        match fs::read_link(self.host_path(path)) {
+            Ok(target) => Ok(target.to_string_lossy().into_owned()),
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied && self.in_sandbox() => {
+                host_read_link(path)
+            }
+            Err(e) => Err(context(path, "reading the link", e)),
+        }
     }
 
     /// Metadata of what `path` finally points to.
@@ -211,19 +218,9 @@ impl HostFs {
                     format!("{path}: more than {MAX_SYMLINKS} symlinks; is there a loop?"),
                 ));
             }
-            let target = self.read_link(&current).map_err(|e| {
-                if e.kind() == io::ErrorKind::PermissionDenied {
-                    io::Error::new(
-                        e.kind(),
-                        format!(
-                            "{path}: {current} is a symlink the sandbox does not reveal (an \
-                             absolute target, which wasmtime refuses to read): {e}"
-                        ),
-                    )
-                } else {
-                    e
-                }
-            })?;
+            let target = self
+                .read_link(&current)
+                .map_err(|e| io::Error::new(e.kind(), format!("resolving {path}: {e}")))?;
             resolved.pop();
             if target.starts_with('/') {
                 resolved.clear();
@@ -245,7 +242,7 @@ impl HostFs {
         doing: &str,
         access: impl Fn(&Path) -> io::Result<T>,
     ) -> io::Result<T> {
-        if self.root == Path::new("/") {
+        if self.in_sandbox() {
             match access(&self.host_path(path)) {
                 Ok(found) => return Ok(found),
                 // The sandbox reports a symlink it will not follow as "not permitted", so "not
@@ -270,6 +267,25 @@ impl HostFs {
     fn host_path(&self, guest_path: &str) -> PathBuf {
         self.root.join(guest_path.trim_start_matches('/'))
     }
+
+    /// Paths are the sandbox's guest paths (not a directory of a native test).
+    fn in_sandbox(&self) -> bool {
+        self.root == Path::new("/")
+    }
+}
+
+/// `host-fs.read-link`, with its refusals as the I/O errors the OS would give.
+fn host_read_link(path: &str) -> io::Result<String> {
+    use crate::__bindings::factbuoy::plugin::host_fs::{self, LinkError};
+    host_fs::read_link(path).map_err(|e| {
+        let (kind, message) = match e {
+            LinkError::NotFound(m) => (io::ErrorKind::NotFound, m),
+            LinkError::NotGranted(m) => (io::ErrorKind::PermissionDenied, m),
+            LinkError::NotALink(m) => (io::ErrorKind::InvalidInput, m),
+            LinkError::Io(m) => (io::ErrorKind::Other, m),
+        };
+        io::Error::new(kind, format!("reading the link {message}"))
+    })
 }
 
 fn components(path: &str) -> impl DoubleEndedIterator<Item = &str> {

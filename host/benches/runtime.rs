@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use factbuoy::capabilities::GrantSet;
 use factbuoy::plugin::params;
+use factbuoy::runtime::bindings::{CONTRACT_VERSION, PLUGIN_EXPORT};
 use factbuoy::runtime::sink::MemorySink;
 use factbuoy::runtime::{Limits, RunRequest, Runtime, RuntimeOptions, engine};
 use wasmtime::Store;
@@ -79,7 +80,11 @@ async fn raw_wasmtime(wasm: &[u8]) -> Stats {
         store.set_epoch_deadline(u64::MAX / 2);
         let instance = pre.instantiate_async(&mut store).await.unwrap();
         let interface = instance
-            .get_export_index(&mut store, None, "factbuoy:plugin/plugin@0.1.0")
+            .get_export_index(
+                &mut store,
+                None,
+                &format!("{PLUGIN_EXPORT}@{CONTRACT_VERSION}"),
+            )
             .unwrap();
         let describe = instance
             .get_export_index(&mut store, Some(&interface), "describe")

@@ -30,6 +30,8 @@ pub fn fixture(crate_name: &str) -> PathBuf {
                 "not-a-gatherer",
                 "-p",
                 "future-contract",
+                "-p",
+                "contract-0-1-0",
             ])
             .arg("--target-dir")
             .arg(&target_dir)

@@ -2,6 +2,23 @@
 //!
 //! Both escape space, tab, newline and backslash in names as octal (`\040`); the parsers undo it.
 
+use crate::hostfs::HostFs;
+
+/// The `/proc` directory whose mount table describes the host root: `/proc/self`, the factbuoy
+/// process, unless the root's process 1 lives in another mount namespace (factbuoy in a pod,
+/// with the host mounted at `/host`: `/host/proc/self` is still the agent in its container);
+/// then `/proc/1`. `host-info`'s `filesystem-usage` takes mount points of that table. When
+/// the namespaces cannot be compared (factbuoy not root), `/proc/self`.
+pub fn table_dir(fs: &HostFs) -> &'static str {
+    match (
+        fs.read_link("/proc/self/ns/mnt"),
+        fs.read_link("/proc/1/ns/mnt"),
+    ) {
+        (Ok(own), Ok(init)) if own != init => "/proc/1",
+        _ => "/proc/self",
+    }
+}
+
 /// One line of `/proc/self/mounts` (or `/etc/mtab`, `/etc/fstab`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountEntry {

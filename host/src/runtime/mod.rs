@@ -35,7 +35,7 @@ use host::output::{ArtifactRecord, OutputState};
 use host::progress::{LogRecord, ProgressObserver, ProgressState, ProgressUpdate};
 pub use limits::Limits;
 use sink::ArtifactSink;
-use state::RunState;
+use state::{Access, RunState};
 use violation::Violation;
 
 /// How long `describe` may take; it must not touch the host, so this is generous.
@@ -289,7 +289,7 @@ impl Runtime {
             failure,
         };
         let sink: Arc<dyn ArtifactSink> = Arc::new(sink::MemorySink::default());
-        let mut store = self.new_store(label, wasi_builder(), limits, false, sink, None);
+        let mut store = self.new_store(label, wasi_builder(), limits, Access::none(), sink, None);
         let deadline = store.data().limits.deadline;
         let call = async {
             let gatherer = pre.instantiate_async(&mut store).await?;
@@ -317,7 +317,7 @@ impl Runtime {
         plugin: &str,
         mut wasi: WasiCtxBuilder,
         limits: Limits,
-        host_info_granted: bool,
+        access: Access,
         sink: Arc<dyn ArtifactSink>,
         observer: Option<Arc<dyn ProgressObserver>>,
     ) -> Store<RunState> {
@@ -332,7 +332,9 @@ impl Runtime {
         let state = RunState {
             wasi: wasi.build(),
             table: wasmtime::component::ResourceTable::new(),
-            host_info_granted,
+            host_info_granted: access.host_info,
+            host_root: access.host_root,
+            read_paths: access.read_paths,
             output: OutputState::new(sink),
             progress: ProgressState::new(observer),
             stdout,
@@ -400,17 +402,19 @@ impl Runtime {
         }
 
         let mut wasi = wasi_builder();
+        let mut mapped = Vec::new();
         for guest_path in &effective.read_paths {
             let host_path = host_path(&request.host_root, guest_path);
             if !host_path.is_dir() {
                 report.absent_paths.push(guest_path.clone());
                 continue;
             }
-            if let Err(e) = wasi.preopened_dir(&host_path, guest_path, FsPerms::ReadOnly) {
-                report.warnings.push(format!(
+            match wasi.preopened_dir(&host_path, guest_path, FsPerms::ReadOnly) {
+                Ok(_) => mapped.push(guest_path.clone()),
+                Err(e) => report.warnings.push(format!(
                     "could not map {guest_path} from {}: {e:#}",
                     host_path.display()
-                ));
+                )),
             }
         }
         let deadline = limits.deadline;
@@ -419,7 +423,11 @@ impl Runtime {
             &info.name,
             wasi,
             limits,
-            effective.host_info,
+            Access {
+                host_info: effective.host_info,
+                host_root: request.host_root,
+                read_paths: mapped,
+            },
             request.sink,
             request.observer,
         );

@@ -1,6 +1,7 @@
 //! What one plugin instance's store holds: its WASI context, the limits being enforced and the
 //! record of what it did (artifacts, progress, logs), which becomes the run's report.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use wasmtime::ResourceLimiter;
@@ -18,6 +19,12 @@ pub struct RunState {
     pub(super) table: ResourceTable,
     pub(super) limits: Limits,
     pub(super) host_info_granted: bool,
+    /// The host directory that guest `/` maps onto (`--root`): `host-info` answers about the
+    /// system below it, as the preopens show it.
+    pub(super) host_root: PathBuf,
+    /// The granted read paths that were mapped (preopened), normalised guest paths. `host-fs`
+    /// reveals nothing outside them.
+    pub(super) read_paths: Vec<String>,
     pub(super) output: OutputState,
     pub(super) progress: ProgressState,
     pub(super) stdout: CaptureStream,
@@ -26,6 +33,25 @@ pub struct RunState {
     /// normally.
     pub(super) violation: Option<Violation>,
     pub(super) plugin: Arc<str>,
+}
+
+/// What a run may reach on the host, as granted: the `host-info` capability, and the read
+/// paths mapped below the host root.
+pub(super) struct Access {
+    pub host_info: bool,
+    pub host_root: PathBuf,
+    pub read_paths: Vec<String>,
+}
+
+impl Access {
+    /// Nothing at all, for `describe`.
+    pub fn none() -> Self {
+        Access {
+            host_info: false,
+            host_root: PathBuf::from("/"),
+            read_paths: Vec::new(),
+        }
+    }
 }
 
 impl RunState {

@@ -1,9 +1,9 @@
-//! Block devices (`/sys/block`) and mounts (`/proc/self/mountinfo`) with their usage.
+//! Block devices (`/sys/block`) and mounts (the host root's `mountinfo`) with their usage.
 
 use factbuoy_guest::host_info;
 use factbuoy_guest::hostfs::basename;
 use factbuoy_guest::linux::block;
-use factbuoy_guest::linux::mounts::parse_mountinfo;
+use factbuoy_guest::linux::mounts::{self, parse_mountinfo};
 
 use crate::model::{BlockDevice, Mount, Partition, Usage};
 use crate::read::Reader;
@@ -70,8 +70,9 @@ fn block_device(r: &Reader, name: String, class_block: &[String]) -> BlockDevice
 }
 
 pub fn mounts(r: &Reader) -> Vec<Mount> {
-    let Some(text) = r.text("/proc/self/mountinfo") else {
-        r.warn("no mount table: /proc/self/mountinfo could not be read");
+    let table = format!("{}/mountinfo", mounts::table_dir(&r.fs));
+    let Some(text) = r.text(&table) else {
+        r.warn(format!("no mount table: {table} could not be read"));
         return Vec::new();
     };
     let entries = parse_mountinfo(&text);

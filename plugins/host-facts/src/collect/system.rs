@@ -128,7 +128,7 @@ pub fn system(r: &Reader) -> System {
 }
 
 pub fn time(r: &Reader) -> Time {
-    let local = match timezone::read_local(&r.fs) {
+    let local = match timezone::read_for_process(&r.fs, host_info::tz_variable().as_deref()) {
         Ok(local) => local,
         Err(e) => {
             r.warn(format!("time zone: {e}"));

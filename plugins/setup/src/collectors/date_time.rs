@@ -1,8 +1,10 @@
-//! `date_time`: the current time in the host's zone, in the forms Ansible's strftime calls
+//! `date_time`: the current time in the local zone (the factbuoy process's `TZ`, else the
+//! host's `/etc/localtime`, as for Ansible's Python), in the forms Ansible's strftime calls
 //! produce.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use factbuoy_guest::host_info;
 use factbuoy_guest::linux::timezone::{self, DateTime, TimeZone};
 use serde_json::{Map, Value};
 
@@ -19,7 +21,7 @@ const WEEKDAYS: [&str; 7] = [
 ];
 
 pub fn collect(ctx: &mut Ctx) {
-    let zone = match timezone::read_local(&ctx.fs) {
+    let zone = match timezone::read_for_process(&ctx.fs, host_info::tz_variable().as_deref()) {
         Ok(local) => local.zone,
         Err(e) => {
             ctx.warn(format!("date_time: {e}; using UTC"));

@@ -19,12 +19,14 @@ impl Gatherer for Hostile {
         )
         .param(Param::string("mode").required().describe(
             "well-behaved | loop | alloc | recurse | recurse-shadow | flood | panic | fail | read | list | \
-                 write | connect | host-info | stdout-flood | log-flood | huge-chunk | bad-name",
+                 write | connect | host-info | host-root | read-link | hostfs-read | stdout-flood | \
+                 log-flood | huge-chunk | bad-name",
         ))
         .param(
-            Param::string("path")
-                .default("/")
-                .describe("Target of read, list and write."),
+            Param::string("path").default("/").describe(
+                "Target of read, list, write, read-link and hostfs-read; comma-separated mount \
+                 points for host-root.",
+            ),
         )
         .param(
             Param::integer("count")
@@ -146,6 +148,50 @@ impl Gatherer for Hostile {
                 Err(e) => serde_json::json!({"error": e.to_string()}),
             }),
             "host-info" => probe(serde_json::json!({"hostname": host_info::os().hostname})),
+            "host-root" => {
+                let os = host_info::os();
+                let points: Vec<String> = path.split(',').map(str::to_owned).collect();
+                let usage: Vec<Option<u64>> = host_info::filesystem_usage(&points)
+                    .into_iter()
+                    .map(|u| u.map(|u| u.blocks_total))
+                    .collect();
+                let disks: Vec<String> = host_info::disks()
+                    .into_iter()
+                    .map(|d| {
+                        format!(
+                            "{} {} {} {}",
+                            d.name,
+                            d.mount_point,
+                            d.file_system,
+                            d.total_bytes > 0
+                        )
+                    })
+                    .collect();
+                probe(serde_json::json!({
+                    "name": os.name,
+                    "version": os.version,
+                    "distribution_id": os.distribution_id,
+                    "markers": host_info::existing_markers(),
+                    "is_chroot": host_info::is_chroot(),
+                    "usage_blocks": usage,
+                    "disks": disks,
+                    "tz": host_info::tz_variable(),
+                }))
+            }
+            // The host call itself, bypassing the SDK.
+            "read-link" => probe(
+                match factbuoy_guest::__bindings::factbuoy::plugin::host_fs::read_link(path) {
+                    Ok(target) => serde_json::json!({"target": target}),
+                    Err(e) => serde_json::json!({"error": format!("{e:?}")}),
+                },
+            ),
+            // Through the SDK, which resolves links the way plugins do.
+            "hostfs-read" => probe(
+                match factbuoy_guest::hostfs::HostFs::new().read_to_string(path) {
+                    Ok(text) => serde_json::json!({"read": text}),
+                    Err(e) => serde_json::json!({"error": e.to_string()}),
+                },
+            ),
             other => Err(GatherError::InvalidParameters(format!(
                 "unknown mode `{other}`"
             ))),

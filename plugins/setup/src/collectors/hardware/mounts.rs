@@ -7,13 +7,17 @@ use serde_json::{Map, Value};
 use crate::ctx::Ctx;
 
 pub fn collect(ctx: &mut Ctx) {
-    // Ansible reads /etc/mtab (a link to /proc/self/mounts), else /proc/mounts.
-    let table = if ctx.exists("/etc/mtab") {
-        "/etc/mtab"
+    // Ansible reads /etc/mtab (a link to /proc/self/mounts), else /proc/mounts. When factbuoy
+    // is in another mount namespace than the host root's (a pod), the root's own table.
+    let proc_dir = mounts::table_dir(&ctx.fs);
+    let table = if proc_dir != "/proc/self" {
+        format!("{proc_dir}/mounts")
+    } else if ctx.exists("/etc/mtab") {
+        "/etc/mtab".to_owned()
     } else {
-        "/proc/mounts"
+        "/proc/mounts".to_owned()
     };
-    let Some(text) = ctx.read_raw(table) else {
+    let Some(text) = ctx.read_raw(&table) else {
         return;
     };
     let entries: Vec<mounts::MountEntry> = mounts::parse_mounts(&text)
@@ -23,7 +27,7 @@ pub fn collect(ctx: &mut Ctx) {
                 && m.fs_type != "none"
         })
         .collect();
-    let bind_mounts = bind_mounts(ctx);
+    let bind_mounts = bind_mounts(ctx, proc_dir);
     let usage = host_info::filesystem_usage(
         &entries
             .iter()
@@ -82,11 +86,13 @@ pub fn collect(ctx: &mut Ctx) {
 
 /// Mount points `findmnt` shows as bind mounts (`/dev/sda1[/subdir]`): those whose root in
 /// the file system is not `/`. Ansible only looks when findmnt is installed.
-fn bind_mounts(ctx: &Ctx) -> Vec<String> {
+fn bind_mounts(ctx: &Ctx, proc_dir: &str) -> Vec<String> {
     if ctx.find_bin("findmnt").is_none() {
         return Vec::new();
     }
-    let text = ctx.read_raw("/proc/self/mountinfo").unwrap_or_default();
+    let text = ctx
+        .read_raw(&format!("{proc_dir}/mountinfo"))
+        .unwrap_or_default();
     mounts::parse_mountinfo(&text)
         .into_iter()
         .filter(|m| m.root != "/" && m.source.starts_with('/'))
