@@ -367,6 +367,73 @@ fn a_cut_off_upload_stores_nothing_and_its_retry_is_accepted() {
 }
 
 #[test]
+fn an_oversized_request_head_gets_431() {
+    let aggregator = Aggregator::create(&["a"], &[]);
+    let agent = aggregator.issue("agent:a");
+    let head = format!(
+        "GET /api/v1/plan/by-node/a HTTP/1.1\r\nHost: localhost\r\nX-Padding: {}\r\n\r\n",
+        "p".repeat(20 << 10)
+    );
+    let (answer, _) = raw_request(&aggregator, &agent, &head, &[], Duration::ZERO);
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+    // A head within the limit is served.
+    let head = "GET /api/v1/plan/by-node/a HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    let (answer, _) = raw_request(&aggregator, &agent, head, &[], Duration::ZERO);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[test]
+fn connections_past_the_cap_are_closed_and_counted() {
+    let aggregator = Aggregator::create(&["a"], &["--max-connections", "2"]);
+    let agent = aggregator.issue("agent:a");
+    let ca = agent.join("ca.pem");
+    let plan_url = format!("https://{}/api/v1/plan/by-node/a", aggregator.agent);
+    let rejections = || {
+        let operator = aggregator.operator_credentials();
+        let metrics = curl(Some(&operator), &operator.join("ca.pem"), "GET", &format!("https://{}/metrics", aggregator.operator), None, &[]);
+        metrics
+            .body
+            .lines()
+            .find(|l| l.contains("too-many-connections") && !l.starts_with('#'))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(curl(Some(&agent), &ca, "GET", &plan_url, None, &[]).status, 200);
+    // Two clients that connect and say nothing hold both slots until the head timeout.
+    let idle: Vec<Child> = (0..2)
+        .map(|_| {
+            Command::new("openssl")
+                .args(["s_client", "-quiet", "-connect", &aggregator.agent])
+                .arg("-CAfile")
+                .arg(&ca)
+                .arg("-cert")
+                .arg(agent.join("client.pem"))
+                .arg("-key")
+                .arg(agent.join("client.key"))
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    let refused = curl(Some(&agent), &ca, "GET", &plan_url, None, &[]);
+    assert_ne!(refused.status, 200, "a third connection was served: {}", refused.body);
+    assert!(rejections() >= 1);
+    for mut child in idle {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    // Freed slots serve again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while curl(Some(&agent), &ca, "GET", &plan_url, None, &[]).status != 200 {
+        assert!(Instant::now() < deadline, "the slots were never freed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
 fn a_client_sending_one_byte_a_second_is_dropped() {
     let aggregator = Aggregator::create(&["a"], &["--upload-grace", "2s"]);
     let agent = aggregator.issue("agent:a");
@@ -382,6 +449,40 @@ fn a_client_sending_one_byte_a_second_is_dropped() {
     assert!(answer.contains("408 Request Timeout"), "{answer}");
     assert!(answer.contains("too slow"), "{answer}");
     assert!(elapsed < Duration::from_secs(10), "held for {elapsed:?}");
+}
+
+#[test]
+fn a_global_result_comes_from_a_global_certificate_and_completes_the_run() {
+    let aggregator = Aggregator::create(&["a"], &["--plugin", "setup", "--global", "setup"]);
+    let global = aggregator.issue("global:cluster");
+    let agent = aggregator.issue("agent:a");
+    let facts = br#"{"nodes":1}"#;
+    let path = "/api/v1/results/global/setup/files/cluster.json";
+    // Only the global certificate may deliver it.
+    assert_eq!(put_file(&aggregator, &agent, path, facts, &content_digest(facts)).status, 403);
+    assert_eq!(put_file(&aggregator, &global, path, facts, &content_digest(facts)).status, 201);
+    let commit_url = format!("https://{}/api/v1/results/global/setup", aggregator.agent);
+    let committed = curl(Some(&global), &global.join("ca.pem"), "PUT", &commit_url, Some(&manifest(&[("cluster.json", facts)])), &[]);
+    assert_eq!(committed.status, 201, "{}", committed.body);
+    // The node's agent runs only the per-node plugin, and the run ends complete.
+    let output = aggregator.agent_run("a");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let status = aggregator.wait_for("complete");
+    let pairs = status["plugins"].as_array().unwrap();
+    assert_eq!(pairs.len(), 2, "{status}");
+    assert!(pairs.iter().any(|p| p["plugin"] == "setup" && p["node"] == "global" && p["result-status"] == "passed"), "{status}");
+    assert!(pairs.iter().any(|p| p["plugin"] == "hello" && p["node"] == "a" && p["result-status"] == "passed"), "{status}");
+    let stored = aggregator.run_dir().join("results/plugins/setup/results/global/cluster.json");
+    assert_eq!(std::fs::read(stored).unwrap(), facts);
+    // A plugin that is not part of the run cannot be made global.
+    let dir = tempfile::tempdir().unwrap();
+    let refused = factbuoy()
+        .args(["aggregator", "create", "--node", "a", "--plugin", "hello", "--global", "setup", "--run-dir"])
+        .arg(dir.path().join("run"))
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--global \"setup\" names no plugin"), "{}", String::from_utf8_lossy(&refused.stderr));
 }
 
 #[test]

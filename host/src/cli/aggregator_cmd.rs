@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use factbuoy_protocol::Client;
 use factbuoy_protocol::identity::Role;
@@ -15,7 +16,7 @@ use factbuoy_protocol::tls::Identity;
 use super::plan::{self, PluginChoices};
 use super::{Format, Outcome, emit};
 use crate::agent::{self, AgentConfig};
-use crate::aggregator::config::{RunConfig, ServerLimits};
+use crate::aggregator::config::{PlanScope, RunConfig, ServerLimits};
 use crate::aggregator::{self, state::now_rfc3339};
 use crate::runtime::{Limits, Runtime, RuntimeOptions};
 
@@ -61,6 +62,11 @@ pub struct CreateArgs {
     /// PLUGIN:NAME=VALUE.
     #[arg(short, long = "param", value_parser = plan::split_scoped)]
     params: Vec<(String, String)>,
+    /// One of the run's plugins whose single result covers the whole run (a cluster-level
+    /// gatherer) instead of one per node. Agents do not run it; the holder of a `global:`
+    /// certificate delivers its result. Repeat for each.
+    #[arg(long = "global", value_name = "PLUGIN")]
+    global: Vec<String>,
     /// PLUGIN:CAPABILITY, for plugins from files.
     #[arg(long, value_parser = plan::split_scoped)]
     grant: Vec<(String, String)>,
@@ -93,6 +99,9 @@ pub struct CreateArgs {
     min_upload_rate: bytesize::ByteSize,
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     upload_grace: Duration,
+    /// Connections each listener serves at once; more are closed as they arrive.
+    #[arg(long, default_value_t = ServerLimits::default().max_connections)]
+    max_connections: usize,
 }
 
 #[derive(Debug, Args)]
@@ -151,7 +160,14 @@ async fn create(args: CreateArgs, format: Format) -> anyhow::Result<Outcome> {
     let runtime = Runtime::new(RuntimeOptions::default())?;
     let plugins = if args.plugins.is_empty() { plan::default_plugins(std::path::Path::new("/")) } else { args.plugins.clone() };
     let choices = PluginChoices { plugins: &plugins, params: &args.params, grants: &args.grant, deadline: args.plugin_timeout };
-    let (plans, components) = plan::build(&runtime, &choices).await?;
+    let (mut plans, components) = plan::build(&runtime, &choices).await?;
+    for global in &args.global {
+        let plan = plans
+            .iter_mut()
+            .find(|p| p.name == *global)
+            .with_context(|| format!("--global {global:?} names no plugin of this run; add it with --plugin"))?;
+        plan.scope = PlanScope::Global;
+    }
     let run_id = super::run_cmd::new_run_id();
     let config = RunConfig {
         run_id: run_id.clone(),
@@ -170,6 +186,7 @@ async fn create(args: CreateArgs, format: Format) -> anyhow::Result<Outcome> {
             max_file_bytes: args.max_file.as_u64(),
             min_upload_bytes_per_second: args.min_upload_rate.as_u64(),
             upload_grace_seconds: args.upload_grace.as_secs(),
+            max_connections: args.max_connections.max(1),
             ..ServerLimits::default()
         },
     };
