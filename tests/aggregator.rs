@@ -303,10 +303,10 @@ fn uploads_are_checked_before_anything_is_stored() {
     assert_eq!(std::fs::read(stored).unwrap(), facts);
 }
 
-/// Sends a request through `openssl s_client`, writing `head`, then `body` one piece at a time
-/// with `pause` between pieces, and returns what came back.
-fn raw_request(aggregator: &Aggregator, credentials: &Path, head: &str, pieces: &[&[u8]], pause: Duration) -> (String, Duration) {
-    let mut child = Command::new("openssl")
+/// A TLS connection to the agent listener through `openssl s_client`, with `credentials`; the
+/// request is written to its stdin, the answer read from its stdout.
+fn s_client(aggregator: &Aggregator, credentials: &Path) -> Child {
+    Command::new("openssl")
         .args(["s_client", "-quiet", "-connect", &aggregator.agent])
         .arg("-CAfile")
         .arg(credentials.join("ca.pem"))
@@ -318,7 +318,13 @@ fn raw_request(aggregator: &Aggregator, credentials: &Path, head: &str, pieces: 
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// Sends a request through `openssl s_client`, writing `head`, then `body` one piece at a time
+/// with `pause` between pieces, and returns what came back.
+fn raw_request(aggregator: &Aggregator, credentials: &Path, head: &str, pieces: &[&[u8]], pause: Duration) -> (String, Duration) {
+    let mut child = s_client(aggregator, credentials);
     let started = Instant::now();
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = child.stdout.take().unwrap();
@@ -400,23 +406,7 @@ fn connections_past_the_cap_are_closed_and_counted() {
     };
     assert_eq!(curl(Some(&agent), &ca, "GET", &plan_url, None, &[]).status, 200);
     // Two clients that connect and say nothing hold both slots until the head timeout.
-    let idle: Vec<Child> = (0..2)
-        .map(|_| {
-            Command::new("openssl")
-                .args(["s_client", "-quiet", "-connect", &aggregator.agent])
-                .arg("-CAfile")
-                .arg(&ca)
-                .arg("-cert")
-                .arg(agent.join("client.pem"))
-                .arg("-key")
-                .arg(agent.join("client.key"))
-                .stdin(Stdio::piped())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let idle: Vec<Child> = (0..2).map(|_| s_client(&aggregator, &agent)).collect();
     std::thread::sleep(Duration::from_millis(1500));
     let refused = curl(Some(&agent), &ca, "GET", &plan_url, None, &[]);
     assert_ne!(refused.status, 200, "a third connection was served: {}", refused.body);
