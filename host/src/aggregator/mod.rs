@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::types::{PairStatus, RunStatus, StatusDocument};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::JoinHandle;
 
 use crate::pki::{self, Issued, RunCa};
@@ -188,6 +188,20 @@ impl Drop for RunningAggregator {
     }
 }
 
+/// Connections the kernel holds for the aggregator before it accepts them. Agents arrive in
+/// bursts (a whole cluster starts at once); with the default of 128 the queue overflowed under
+/// 512 uploads in flight, and each dropped connection cost its agent a one-second SYN retry.
+/// Linux caps it at `net.core.somaxconn`.
+const LISTEN_BACKLOG: u32 = 4096;
+
+fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if address.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    // As TcpListener::bind does: a restarted aggregator must get its port back at once.
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Serves the run in `run_dir`, new or interrupted.
 pub async fn start(run_dir: &Path) -> anyhow::Result<RunningAggregator> {
     let mut config = RunConfig::load(run_dir)?;
@@ -199,11 +213,9 @@ pub async fn start(run_dir: &Path) -> anyhow::Result<RunningAggregator> {
         key_pem: std::fs::read_to_string(pki.join("server.key"))?,
     };
     let tls = ca.server_config(&server)?;
-    let agent_listener = TcpListener::bind(config.agent_listen)
-        .await
+    let agent_listener = bind(config.agent_listen)
         .with_context(|| format!("binding the agent listener to {}", config.agent_listen))?;
-    let operator_listener = TcpListener::bind(config.operator_listen)
-        .await
+    let operator_listener = bind(config.operator_listen)
         .with_context(|| format!("binding the operator listener to {}", config.operator_listen))?;
     let agent_address = agent_listener.local_addr()?;
     let operator_address = operator_listener.local_addr()?;
@@ -344,5 +356,31 @@ async fn package(shared: &Arc<Shared>) {
     state.finished = Some(now_rfc3339());
     if let Err(e) = state.save(&shared.run_dir) {
         tracing::error!("saving the run state: {e:#}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_burst_of_connections_waits_in_the_queue_instead_of_being_dropped() {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let address = listener.local_addr().unwrap();
+        // Nothing accepts: every connection must fit in the kernel's queue. With the default
+        // backlog of 128 the rest would wait for a SYN retry and time out here. (A kernel whose
+        // somaxconn is below 300 caps any backlog; then only that many are tried.)
+        let somaxconn: usize = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(300);
+        let burst = somaxconn.min(300);
+        let connections: Vec<_> = (0..burst)
+            .map(|i| {
+                std::net::TcpStream::connect_timeout(&address, Duration::from_millis(500))
+                    .unwrap_or_else(|e| panic!("connection {i} was not queued: {e}"))
+            })
+            .collect();
+        assert_eq!(connections.len(), burst);
     }
 }
