@@ -70,13 +70,13 @@ pub fn run(settings: Settings) -> Result<(), GatherError> {
                 ),
             );
         }
-        let walk = match settings.since {
-            Some(since) => EntryWalk::from_realtime(&file, &mut cache, since, &mut problems),
-            None => EntryWalk::from_start(&file),
-        };
-        let classifier =
-            (!filter.is_empty()).then(|| filter.prepare(&file, &mut cache, &mut problems));
-        sources.push(Source::new(file, walk, classifier));
+        sources.push(open_source(
+            file,
+            &mut cache,
+            settings.since,
+            &filter,
+            &mut problems,
+        ));
     }
     let total_files = sources.len() as u64;
     send_problems(&mut problems);
@@ -90,17 +90,17 @@ pub fn run(settings: Settings) -> Result<(), GatherError> {
     let mut files_done = 0u64;
     let mut stopped_early = None;
     while let Some(chosen) = merger.next(&mut cache, &filter, &mut problems) {
-        let (meta, items) = merger.entry(chosen);
-        if settings.until.is_some_and(|until| meta.realtime > until) {
+        if settings
+            .until
+            .is_some_and(|until| merger.entry(chosen).0.realtime > until)
+        {
             // journalctl stops at the first entry past --until.
             break;
         }
-        let source = &merger.sources[chosen];
-        fields.start(meta, &source.file.header.seqnum_id);
-        collect_fields(
-            &source.file,
+        read_entry(
+            &merger,
+            chosen,
             &mut cache,
-            items,
             format,
             &mut fields,
             &mut problems,
@@ -149,16 +149,36 @@ pub fn run(settings: Settings) -> Result<(), GatherError> {
     Ok(())
 }
 
-/// Reads an entry's data objects into `fields`, leaving out what journalctl leaves out and what
-/// cannot be read (with a warning for the latter).
-fn collect_fields(
-    file: &JournalFile,
+/// A journal file ready to merge: positioned at `since` (or its start), with the filter's
+/// matching data objects found once.
+fn open_source(
+    file: JournalFile,
     cache: &mut PageCache,
-    items: &[u64],
+    since: Option<u64>,
+    filter: &Filter,
+    problems: &mut Problems,
+) -> Source {
+    let walk = match since {
+        Some(since) => EntryWalk::from_realtime(&file, cache, since, problems),
+        None => EntryWalk::from_start(&file),
+    };
+    let classifier = (!filter.is_empty()).then(|| filter.prepare(&file, cache, problems));
+    Source::new(file, walk, classifier)
+}
+
+/// Reads the entry `merger` chose into `fields`, leaving out what journalctl leaves out and what
+/// cannot be read (with a warning for the latter).
+fn read_entry(
+    merger: &Merger,
+    chosen: usize,
+    cache: &mut PageCache,
     format: Format,
     fields: &mut Fields,
     problems: &mut Problems,
 ) {
+    let (meta, items) = merger.entry(chosen);
+    let file = &merger.sources[chosen].file;
+    fields.start(meta, &file.header.seqnum_id);
     for &item in items {
         let (buffer, start) = fields.payload_buffer();
         let room = MAX_ENTRY_BYTES.saturating_sub(start);
@@ -279,13 +299,8 @@ mod tests {
             };
             let since =
                 (round % 3 == 0).then(|| 1_700_000_000_000_000 + random(600) as u64 * 1_000_000);
-            let walk = match since {
-                Some(since) => EntryWalk::from_realtime(&file, &mut cache, since, &mut problems),
-                None => EntryWalk::from_start(&file),
-            };
-            let classifier =
-                (!filter.is_empty()).then(|| filter.prepare(&file, &mut cache, &mut problems));
-            let mut merger = Merger::new(vec![Source::new(file, walk, classifier)]);
+            let source = open_source(file, &mut cache, since, &filter, &mut problems);
+            let mut merger = Merger::new(vec![source]);
             let format = [
                 Format::Json { all: false },
                 Format::Json { all: true },
@@ -300,13 +315,10 @@ mod tests {
                     entries <= n_entries.max(1000).saturating_mul(2),
                     "round {round} loops"
                 );
-                let (meta, items) = merger.entry(chosen);
-                let source = &merger.sources[chosen];
-                fields.start(meta, &source.file.header.seqnum_id);
-                collect_fields(
-                    &source.file,
+                read_entry(
+                    &merger,
+                    chosen,
                     &mut cache,
-                    items,
                     format,
                     &mut fields,
                     &mut problems,
