@@ -7,11 +7,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use factbuoy::capabilities::GrantSet;
-use factbuoy::plugin::params;
-use factbuoy::runtime::failure::{LimitKind, PluginFailure};
-use factbuoy::runtime::sink::MemorySink;
-use factbuoy::runtime::{Limits, LoadedPlugin, RunReport, RunRequest, Runtime, RuntimeOptions};
+use factbuoy_runtime::failure::{LimitKind, PluginFailure};
+use factbuoy_runtime::grants::GrantSet;
+use factbuoy_runtime::params;
+use factbuoy_runtime::sink::MemorySink;
+use factbuoy_runtime::{Limits, LoadedPlugin, RunReport, RunRequest, Runtime, RuntimeOptions};
 
 const DEADLINE: Duration = Duration::from_millis(1500);
 /// How far past its deadline a looping plugin may run: a few epoch ticks and scheduling.

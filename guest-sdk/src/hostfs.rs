@@ -40,9 +40,6 @@ impl Default for HostFs {
     }
 }
 
-/// Symlinks followed while resolving one path before giving up, as Linux's `MAXSYMLINKS`.
-const MAX_SYMLINKS: usize = 40;
-
 impl HostFs {
     /// Largest file [`HostFs::read`] accepts. Far above any `/proc`, `/sys` or `/etc` file a
     /// fact comes from; a larger one is an error instead of an allocation.
@@ -180,54 +177,19 @@ impl HostFs {
     }
 
     fn resolve(&self, path: &str) -> io::Result<String> {
-        if !path.starts_with('/') {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{path}: host paths must be absolute"),
-            ));
-        }
-        let mut pending: Vec<String> = components(path).rev().map(str::to_owned).collect();
-        let mut resolved: Vec<String> = Vec::new();
-        let mut links = 0;
-        while let Some(part) = pending.pop() {
-            match part.as_str() {
-                "." => continue,
-                ".." => {
-                    resolved.pop();
-                    continue;
-                }
-                _ => resolved.push(part),
-            }
-            let current = join(&resolved);
-            let meta = match fs::symlink_metadata(self.host_path(&current)) {
-                Ok(meta) => meta,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    return Err(context(path, "resolving", e));
-                }
+        factbuoy_linux::paths::resolve(path, |current| {
+            match fs::symlink_metadata(self.host_path(current)) {
+                Ok(meta) if meta.file_type().is_symlink() => self
+                    .read_link(current)
+                    .map(Some)
+                    .map_err(|e| io::Error::new(e.kind(), format!("resolving {path}: {e}"))),
+                Ok(_) => Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Err(context(path, "resolving", e)),
                 // Not granted (or not readable): treat it as a plain directory. If the path
                 // really needs it, opening the final path reports the error.
-                Err(_) => continue,
-            };
-            if !meta.file_type().is_symlink() {
-                continue;
+                Err(_) => Ok(None),
             }
-            links += 1;
-            if links > MAX_SYMLINKS {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{path}: more than {MAX_SYMLINKS} symlinks; is there a loop?"),
-                ));
-            }
-            let target = self
-                .read_link(&current)
-                .map_err(|e| io::Error::new(e.kind(), format!("resolving {path}: {e}")))?;
-            resolved.pop();
-            if target.starts_with('/') {
-                resolved.clear();
-            }
-            pending.extend(components(&target).rev().map(str::to_owned));
-        }
-        Ok(join(&resolved))
+        })
     }
 
     /// Runs `access` on the host path for `path`, following symlinks through the host root.
@@ -286,14 +248,6 @@ fn host_read_link(path: &str) -> io::Result<String> {
         };
         io::Error::new(kind, format!("reading the link {message}"))
     })
-}
-
-fn components(path: &str) -> impl DoubleEndedIterator<Item = &str> {
-    path.split('/').filter(|p| !p.is_empty())
-}
-
-fn join(parts: &[String]) -> String {
-    format!("/{}", parts.join("/"))
 }
 
 /// An I/O error that names the path and what was being done.

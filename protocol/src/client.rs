@@ -31,35 +31,54 @@ const MAX_JSON_RESPONSE: usize = 64 << 20;
 
 type Body = BoxBody<Bytes, std::io::Error>;
 
+/// Why a request to the aggregator failed; [`ClientError::is_retryable`] says whether to try again.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// The TCP connection could not be opened.
     #[error("connecting to {address}: {source}")]
     Connect {
+        /// The `HOST:PORT` dialled.
         address: String,
+        /// What the connect call returned.
         source: std::io::Error,
     },
+    /// The TLS handshake failed: an untrusted server, or our certificate refused.
     #[error("TLS with {address}: {source}")]
     Handshake {
+        /// The `HOST:PORT` dialled.
         address: String,
+        /// What the handshake returned.
         source: std::io::Error,
     },
+    /// The HTTP exchange broke off.
     #[error("HTTP: {0}")]
     Http(#[from] hyper::Error),
+    /// The aggregator answered with a status other than 2xx.
     #[error("{method} {path}: {status}: {message}")]
     Status {
+        /// The request's method.
         method: Method,
+        /// The request's path.
         path: String,
+        /// The status answered.
         status: StatusCode,
+        /// The [`ErrorBody`]'s `error`, or the raw body when it is not one.
         message: String,
     },
+    /// No answer within the request's time allowance.
     #[error("request timed out after {0:?}")]
     Timeout(Duration),
+    /// A request could not be built, or an answer was not what was expected (bad JSON, too
+    /// large, a component whose digest differs from the one asked for).
     #[error("unexpected response: {0}")]
     Decode(String),
+    /// A local file (an upload's source, the bundle's destination) could not be read or written.
     #[error("reading or writing a local file: {0}")]
     Io(#[from] std::io::Error),
+    /// The identity could not be turned into a TLS configuration.
     #[error(transparent)]
     Tls(#[from] TlsError),
+    /// The aggregator address is not `HOST:PORT` with a valid host.
     #[error("invalid aggregator address {0:?}; expected HOST:PORT")]
     Address(String),
 }
@@ -114,11 +133,14 @@ impl Client {
         })
     }
 
+    /// Sets the time allowed for one request, connection included (default
+    /// [`DEFAULT_TIMEOUT`]); uploads get a second more per 10 MB, bundle downloads a day.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
     }
 
+    /// The `HOST:PORT` this client dials.
     pub fn address(&self) -> &str {
         &self.address
     }
@@ -245,11 +267,13 @@ impl Client {
         self.post_json(Method::PUT, &route, manifest).await
     }
 
+    /// Sends a plugin's progress report, for the plugin `update` names.
     pub async fn progress(&self, scope: &Scope, update: &ProgressUpdate) -> Result<(), ClientError> {
         let route = Route::Progress { scope: scope.clone(), plugin: update.plugin.clone() };
         self.post_json(Method::POST, &route, update).await
     }
 
+    /// Tells the aggregator that `node`'s agent is still alive.
     pub async fn heartbeat(&self, node: &str) -> Result<(), ClientError> {
         let route = Route::Heartbeat { node: node.to_owned() };
         self.call(Method::POST, &route, &[], empty(), self.timeout).await?;

@@ -1,9 +1,29 @@
-//! The `Content-Digest` header (RFC 9530) with sha-256, which every uploaded file carries and
-//! the aggregator checks before accepting the file.
+//! Content digests: the sha-256 of bytes and of files, and the `Content-Digest` header
+//! (RFC 9530) with sha-256, which every uploaded file carries and the aggregator checks before
+//! accepting the file.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use sha2::{Digest, Sha256};
 
+/// Lower-case hex sha-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// Lower-case hex sha-256 of a file, read in pieces: bundles can be many gigabytes.
+pub fn sha256_file(path: &std::path::Path) -> std::io::Result<String> {
+    let mut hasher = Sha256::new();
+    let mut file = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);
+    std::io::copy(&mut file, &mut hasher)?;
+    Ok(hex(&hasher.finalize()))
+}
+
+fn hex(raw: &[u8]) -> String {
+    raw.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The header's name.
 pub const CONTENT_DIGEST: &str = "content-digest";
 
 /// `sha-256=:<base64>:` for a hex digest.
@@ -17,7 +37,7 @@ pub fn parse_sha256(value: &str) -> Option<String> {
     value.split(',').find_map(|item| {
         let b64 = item.trim().strip_prefix("sha-256=:")?.strip_suffix(':')?;
         let raw = STANDARD.decode(b64).ok()?;
-        (raw.len() == 32).then(|| raw.iter().map(|b| format!("{b:02x}")).collect())
+        (raw.len() == 32).then(|| hex(&raw))
     })
 }
 
@@ -45,5 +65,10 @@ mod tests {
         assert_eq!(parse_sha256("sha-512=:AAAA:"), None);
         assert_eq!(parse_sha256("sha-256=:AAAA:"), None);
         assert_eq!(header_value("xyz"), None);
+        assert_eq!(sha256_hex(b""), hex);
+        let file = std::env::temp_dir().join(format!("factbuoy-digest-{}", std::process::id()));
+        std::fs::write(&file, b"").unwrap();
+        assert_eq!(sha256_file(&file).unwrap(), hex);
+        std::fs::remove_file(file).unwrap();
     }
 }

@@ -10,11 +10,20 @@ const PREFIX: &str = "urn:factbuoy:";
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Role {
     /// May upload results, progress and heartbeats for this node only.
-    Agent { node: String },
+    Agent {
+        /// The node this agent speaks for.
+        node: String,
+    },
     /// May read status, metrics and the bundle; may not upload.
-    Operator { name: String },
+    Operator {
+        /// Who holds the certificate, for logs.
+        name: String,
+    },
     /// May upload global (not per-node) results and progress.
-    Global { name: String },
+    Global {
+        /// Who holds the certificate, for logs.
+        name: String,
+    },
 }
 
 impl Role {

@@ -24,11 +24,14 @@ pub struct ArtifactName(String);
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("artifact name {name:?} {reason}")]
 pub struct InvalidName {
+    /// The refused name, cut to [`MAX_NAME_BYTES`] characters.
     pub name: String,
+    /// The rule it breaks, worded to follow the name (`is empty`, `contains a backslash; ...`).
     pub reason: &'static str,
 }
 
 impl ArtifactName {
+    /// Checks `name` against the rules in the module documentation.
     pub fn parse(name: &str) -> Result<Self, InvalidName> {
         let refuse = |reason| {
             Err(InvalidName {
@@ -68,6 +71,7 @@ impl ArtifactName {
         Ok(ArtifactName(name.to_owned()))
     }
 
+    /// The name as the plugin gave it, `/`-separated.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -91,7 +95,9 @@ pub const MAX_IDENTIFIER_BYTES: usize = 253;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{kind} name {name:?} must be 1-253 characters of a-z, 0-9, `-` and `.`, starting and ending with a letter or digit")]
 pub struct InvalidIdentifier {
+    /// What the name was for: `node`, `plugin`, `role`.
     pub kind: &'static str,
+    /// The refused name, cut to [`MAX_IDENTIFIER_BYTES`] characters.
     pub name: String,
 }
 

@@ -44,17 +44,43 @@ impl Scope {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
     /// `PUT /api/v1/results/{scope}/{plugin}/files/{name}`: one artifact of a result.
-    ResultFile { scope: Scope, plugin: String, name: ArtifactName },
+    ResultFile {
+        /// Whose result.
+        scope: Scope,
+        /// The plugin that produced it.
+        plugin: String,
+        /// The artifact's name within the result.
+        name: ArtifactName,
+    },
     /// `PUT /api/v1/results/{scope}/{plugin}`: the manifest that completes a result.
-    ResultCommit { scope: Scope, plugin: String },
+    ResultCommit {
+        /// Whose result.
+        scope: Scope,
+        /// The plugin that produced it.
+        plugin: String,
+    },
     /// `POST /api/v1/progress/{scope}/{plugin}`.
-    Progress { scope: Scope, plugin: String },
+    Progress {
+        /// Whose progress.
+        scope: Scope,
+        /// The plugin reporting.
+        plugin: String,
+    },
     /// `POST /api/v1/heartbeat/by-node/{node}`.
-    Heartbeat { node: String },
+    Heartbeat {
+        /// The node whose agent is alive.
+        node: String,
+    },
     /// `GET /api/v1/plan/by-node/{node}`: what the node's agent is to run.
-    Plan { node: String },
+    Plan {
+        /// The node asking.
+        node: String,
+    },
     /// `GET /api/v1/plugins/{sha256}`: a plugin component by its digest.
-    Component { sha256: String },
+    Component {
+        /// Lower-case hex sha-256 of the component's bytes.
+        sha256: String,
+    },
     /// `GET /status` (operator).
     Status,
     /// `GET /bundle` (operator), with HTTP Range.
@@ -66,12 +92,16 @@ pub enum Route {
 /// Why a path is not a route; the server answers 400 (bad names) or 404 (unknown paths).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RouteError {
+    /// No route has this shape (404); holds the path, cut to 200 characters.
     #[error("no such endpoint: {0}")]
     NotFound(String),
+    /// A segment does not decode to UTF-8 (400).
     #[error("path segment is not valid percent-encoded UTF-8")]
     BadEncoding,
+    /// A node or plugin name breaks the DNS-subdomain rule (400).
     #[error(transparent)]
     Identifier(#[from] InvalidIdentifier),
+    /// An artifact name breaks the rules of [`crate::names`] (400).
     #[error(transparent)]
     Name(#[from] InvalidName),
 }

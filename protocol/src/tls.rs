@@ -6,17 +6,24 @@ use std::sync::Arc;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+/// Why an identity's PEM material could not be loaded or used.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
+    /// A PEM file could not be read.
     #[error("reading {path}: {source}")]
     Read {
+        /// The file, as displayed.
         path: String,
+        /// What reading it returned.
         source: std::io::Error,
     },
+    /// The PEM text holds no certificate; the string says which PEM (`CA certificate`, ...).
     #[error("{0}: no certificate found in the PEM file")]
     NoCertificate(String),
+    /// The PEM text holds no private key; the string says which PEM.
     #[error("{0}: no private key found in the PEM file")]
     NoKey(String),
+    /// rustls refused the certificates or key.
     #[error("building the TLS configuration: {0}")]
     Rustls(#[from] rustls::Error),
 }
@@ -24,12 +31,16 @@ pub enum TlsError {
 /// The PEM material of one identity: the CA to trust, our certificate and our key.
 #[derive(Debug, Clone)]
 pub struct Identity {
+    /// The run's CA certificate, the only one trusted to sign the peer's certificate.
     pub ca_pem: String,
+    /// Our certificate (with any chain), presented to the peer.
     pub cert_pem: String,
+    /// The private key of `cert_pem`.
     pub key_pem: String,
 }
 
 impl Identity {
+    /// Reads the three PEM files: the CA certificate, our certificate and our key.
     pub fn from_files(ca: &Path, cert: &Path, key: &Path) -> Result<Self, TlsError> {
         let read = |path: &Path| {
             std::fs::read_to_string(path).map_err(|source| TlsError::Read {
@@ -45,6 +56,7 @@ impl Identity {
     }
 }
 
+/// Every certificate in `pem`, in order; `what` names the PEM in the error when there is none.
 pub fn certificates(pem: &str, what: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs: Vec<_> = rustls_pemfile::certs(&mut pem.as_bytes())
         .filter_map(Result::ok)
@@ -55,6 +67,8 @@ pub fn certificates(pem: &str, what: &str) -> Result<Vec<CertificateDer<'static>
     Ok(certs)
 }
 
+/// The first private key in `pem` (PKCS#8, PKCS#1 or SEC1); `what` names the PEM in the error
+/// when there is none.
 pub fn private_key(pem: &str, what: &str) -> Result<PrivateKeyDer<'static>, TlsError> {
     rustls_pemfile::private_key(&mut pem.as_bytes())
         .ok()

@@ -1,19 +1,40 @@
 //! The JSON documents of the protocol.
 
+use std::time::SystemTime;
+
 use serde::{Deserialize, Serialize};
+
+/// `at` as the protocol writes times: RFC 3339, UTC.
+pub fn rfc3339(at: SystemTime) -> String {
+    let at: time::OffsetDateTime = at.into();
+    at.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// Now, as [`rfc3339`] writes it.
+pub fn now_rfc3339() -> String {
+    rfc3339(SystemTime::now())
+}
 
 /// A progress report for one plugin on one node: Sonobuoy's ProgressUpdate, plus warnings.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProgressUpdate {
+    /// The plugin reporting; the aggregator takes it from the route.
     pub plugin: String,
+    /// The node it runs on, or `global`; the aggregator takes it from the route.
     pub node: String,
-    /// RFC 3339.
+    /// When the report was sent, RFC 3339 UTC; the aggregator fills in its arrival when empty.
     pub timestamp: String,
+    /// What the plugin is doing now.
     pub msg: String,
+    /// Units of work expected in all; 0 when unknown.
     pub total: u64,
+    /// Units of work finished so far, out of `total`.
     pub completed: u64,
+    /// Problems that mean part of the output is missing, new since the previous report.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
+    /// Problems that did not stop the plugin, new since the previous report.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
@@ -21,7 +42,9 @@ pub struct ProgressUpdate {
 /// One artifact named in a [`ResultManifest`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ManifestFile {
+    /// The artifact's name: a relative path, as uploaded (see [`crate::names`]).
     pub name: String,
+    /// Its size in bytes.
     pub size: u64,
     /// Lower-case hex sha-256.
     pub sha256: String,
@@ -31,17 +54,21 @@ pub struct ManifestFile {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
+    /// The plugin finished; its artifacts go to the pair's `results/`.
     Succeeded,
+    /// The plugin (or the agent running it) failed; what it left goes to the pair's `errors/`.
     Failed,
 }
 
 /// Completes a result: every file it names must have been uploaded with that digest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultManifest {
+    /// How the plugin run ended.
     pub outcome: Outcome,
     /// Why the plugin failed, for a failed outcome.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Every artifact of the result, each already uploaded with this size and digest.
     pub files: Vec<ManifestFile>,
     /// The plugin's own version.
     #[serde(default)]
@@ -54,6 +81,7 @@ pub struct ResultManifest {
 /// A plugin an agent is to run, as the aggregator's plan says.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlannedPlugin {
+    /// The plugin's name, as results and progress name it.
     pub name: String,
     /// Digest of the component; fetch it from [`crate::routes::Route::Component`].
     pub sha256: String,
@@ -71,7 +99,9 @@ pub struct PlannedPlugin {
 /// What one node's agent is to do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
+    /// The run this plan belongs to.
     pub run_id: String,
+    /// The plugins to run on this node.
     pub plugins: Vec<PlannedPlugin>,
     /// How often to send heartbeats, in seconds.
     pub heartbeat_seconds: u64,
@@ -81,9 +111,14 @@ pub struct Plan {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunStatus {
+    /// Results are still accepted.
     Running,
+    /// Every pair has a result (sent, or made up for a lost node or the timeout); the bundle is
+    /// being written.
     PostProcessing,
+    /// The bundle is written and can be downloaded.
     Complete,
+    /// Writing the bundle failed: the run ended without one.
     Failed,
 }
 
@@ -107,22 +142,29 @@ pub enum PairStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ResultStatus {
+    /// The result's outcome is [`Outcome::Succeeded`].
     Passed,
+    /// The result's outcome is [`Outcome::Failed`], as is every error result the aggregator
+    /// makes up.
     Failed,
 }
 
 /// Status of one (plugin, node) pair in [`StatusDocument`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PluginStatus {
+    /// The plugin's name.
     pub plugin: String,
     /// A node name, or `global`.
     pub node: String,
+    /// Where the pair is.
     pub status: PairStatus,
+    /// Whether the committed result passed; none before a result is committed.
     #[serde(rename = "result-status", default, skip_serializing_if = "Option::is_none")]
     pub result_status: Option<ResultStatus>,
+    /// The latest progress report, if any arrived since the aggregator started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<ProgressUpdate>,
-    /// RFC 3339.
+    /// The node's latest heartbeat since the aggregator started, RFC 3339 UTC.
     #[serde(rename = "last-heartbeat", default, skip_serializing_if = "Option::is_none")]
     pub last_heartbeat: Option<String>,
 }
@@ -130,19 +172,26 @@ pub struct PluginStatus {
 /// The finished bundle.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TarInfo {
+    /// The bundle's file name, `<UTC timestamp>_factbuoy_<run id>.tar.gz`.
     pub name: String,
-    /// RFC 3339.
+    /// When the bundle was written, RFC 3339 UTC.
     pub created: String,
+    /// Lower-case hex sha-256 of the whole `.tar.gz`.
     pub sha256: String,
+    /// Size of the `.tar.gz` in bytes.
     pub size: u64,
 }
 
 /// `GET /status`: Sonobuoy's status document, plus heartbeats.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusDocument {
+    /// The run's id.
     pub run_id: String,
+    /// Where the whole run is.
     pub status: RunStatus,
+    /// One entry per expected (plugin, node) pair.
     pub plugins: Vec<PluginStatus>,
+    /// The bundle, once it is written.
     #[serde(rename = "tar-info", default, skip_serializing_if = "Option::is_none")]
     pub tar_info: Option<TarInfo>,
 }

@@ -1,164 +1,20 @@
-//! The mount table: `/proc/self/mounts` (fstab format) and `/proc/self/mountinfo`.
-//!
-//! Both escape space, tab, newline and backslash in names as octal (`\040`); the parsers undo it.
+//! The mount table: `/proc/self/mounts` (fstab format) and `/proc/self/mountinfo`. The parsers
+//! are `factbuoy-linux`'s, shared with the host's `host-info`.
+
+pub use factbuoy_linux::mounts::{
+    MountEntry, MountInfo, parse_mountinfo, parse_mounts, unescape_octal,
+};
 
 use crate::hostfs::HostFs;
 
-/// The `/proc` directory whose mount table describes the host root: `/proc/self`, the factbuoy
-/// process, unless the root's process 1 lives in another mount namespace (factbuoy in a pod,
-/// with the host mounted at `/host`: `/host/proc/self` is still the agent in its container);
-/// then `/proc/1`. `host-info`'s `filesystem-usage` takes mount points of that table. When
-/// the namespaces cannot be compared (factbuoy not root), `/proc/self`.
+/// The `/proc` directory whose mount table describes the host root, by the rule of
+/// [`factbuoy_linux::mounts::table_dir`] that the host's `host-info` follows too. `host-info`'s `filesystem-usage`
+/// takes mount points of that table.
 pub fn table_dir(fs: &HostFs) -> &'static str {
-    match (
-        fs.read_link("/proc/self/ns/mnt"),
-        fs.read_link("/proc/1/ns/mnt"),
-    ) {
-        (Ok(own), Ok(init)) if own != init => "/proc/1",
-        _ => "/proc/self",
-    }
-}
-
-/// One line of `/proc/self/mounts` (or `/etc/mtab`, `/etc/fstab`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MountEntry {
-    pub device: String,
-    pub mount_point: String,
-    pub fs_type: String,
-    /// Comma-separated, as written.
-    pub options: String,
-    pub dump: i64,
-    pub pass: i64,
-}
-
-/// Lines with fewer than four fields are skipped; missing dump and pass fields are 0.
-pub fn parse_mounts(text: &str) -> Vec<MountEntry> {
-    text.lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            if fields.len() < 4 || fields[0].starts_with('#') {
-                return None;
-            }
-            let number = |i: usize| fields.get(i).and_then(|f| f.parse().ok()).unwrap_or(0);
-            Some(MountEntry {
-                device: unescape_octal(fields[0]),
-                mount_point: unescape_octal(fields[1]),
-                fs_type: unescape_octal(fields[2]),
-                options: unescape_octal(fields[3]),
-                dump: number(4),
-                pass: number(5),
-            })
-        })
-        .collect()
-}
-
-/// One line of `/proc/self/mountinfo`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MountInfo {
-    pub mount_id: u64,
-    pub parent_id: u64,
-    pub major: u32,
-    pub minor: u32,
-    /// The directory of the file system that is mounted here: `/` unless this is a bind mount
-    /// of a subdirectory (or a btrfs subvolume).
-    pub root: String,
-    pub mount_point: String,
-    /// Per-mount options (`rw,relatime`).
-    pub mount_options: String,
-    /// Optional fields such as `shared:1` or `master:2`.
-    pub propagation: Vec<String>,
-    pub fs_type: String,
-    pub source: String,
-    /// Per-superblock options.
-    pub super_options: String,
-}
-
-/// Lines that do not follow the format (see proc(5)) are skipped.
-pub fn parse_mountinfo(text: &str) -> Vec<MountInfo> {
-    text.lines().filter_map(parse_mountinfo_line).collect()
-}
-
-fn parse_mountinfo_line(line: &str) -> Option<MountInfo> {
-    let fields: Vec<&str> = line.split(' ').collect();
-    let separator = fields.iter().position(|f| *f == "-")?;
-    if separator < 6 || fields.len() < separator + 3 {
-        return None;
-    }
-    let (major, minor) = fields[2].split_once(':')?;
-    Some(MountInfo {
-        mount_id: fields[0].parse().ok()?,
-        parent_id: fields[1].parse().ok()?,
-        major: major.parse().ok()?,
-        minor: minor.parse().ok()?,
-        root: unescape_octal(fields[3]),
-        mount_point: unescape_octal(fields[4]),
-        mount_options: fields[5].to_owned(),
-        propagation: fields[6..separator].iter().map(|f| f.to_string()).collect(),
-        fs_type: unescape_octal(fields[separator + 1]),
-        source: unescape_octal(fields[separator + 2]),
-        super_options: fields.get(separator + 3).unwrap_or(&"").to_string(),
-    })
-}
-
-/// Replaces each `\NNN` (three octal digits) with the byte it names.
-pub fn unescape_octal(text: &str) -> String {
-    if !text.contains('\\') {
-        return text.to_owned();
-    }
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes
-            .get(i + 1..i + 4)
-            .filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
-        match (bytes[i], octal) {
-            (b'\\', Some(digits)) => {
-                let value = digits.iter().fold(0u32, |v, d| v * 8 + u32::from(d - b'0'));
-                out.push(value as u8);
-                i += 4;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mounts_lines_with_escapes() {
-        let m = parse_mounts(
-            "/dev/vda / ext4 rw,relatime 0 0\nshort line\n/dev/sdb1 /mnt/my\\040disk vfat ro 0 2\n",
-        );
-        assert_eq!(m.len(), 2);
-        assert_eq!(m[1].mount_point, "/mnt/my disk");
-        assert_eq!(m[1].pass, 2);
-    }
-
-    #[test]
-    fn mountinfo_lines() {
-        let text = "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw,discard\n\
-                    30 22 254:0 /srv/data /data rw master:2 - ext4 /dev/vda rw\n\
-                    garbage\n";
-        let m = parse_mountinfo(text);
-        assert_eq!(m.len(), 2);
-        assert_eq!((m[0].major, m[0].minor), (254, 0));
-        assert_eq!(m[0].propagation, ["shared:1"]);
-        assert_eq!(m[1].root, "/srv/data");
-        assert_eq!(m[1].fs_type, "ext4");
-        assert_eq!(m[1].super_options, "rw");
-    }
-
-    #[test]
-    fn octal_escapes() {
-        assert_eq!(unescape_octal("a\\040b\\011c\\134d"), "a b\tc\\d");
-        assert_eq!(unescape_octal("trailing\\04"), "trailing\\04");
-        assert_eq!(unescape_octal("not\\999"), "not\\999");
-    }
+    use factbuoy_linux::mounts::{INIT_NAMESPACE, OWN_NAMESPACE};
+    factbuoy_linux::mounts::table_dir(
+        fs.read_link(OWN_NAMESPACE).ok().as_deref(),
+        fs.read_link(INIT_NAMESPACE).ok().as_deref(),
+        fs.open("/proc/1/mounts").is_ok(),
+    )
 }

@@ -1,0 +1,442 @@
+//! The agent: runs the plugins its aggregator's plan names on this node, and phones the results
+//! home over mutual TLS. Not here: the sandbox (factbuoy-runtime) and the wire protocol
+//! (factbuoy-protocol), which it uses.
+//!
+//! Artifacts are spooled to disk first, so that each upload carries its digest and a retry after
+//! a broken connection (or an aggregator restart) can send the file again. Transport errors and
+//! 5xx answers are retried with exponential backoff and jitter; 409 means the aggregator already
+//! has the result. A plugin that fails becomes an error result; the other plugins still run.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use factbuoy_protocol::names::ArtifactName;
+use factbuoy_protocol::types::{
+    ManifestFile, Outcome, PlannedPlugin, ProgressUpdate, ResultManifest, now_rfc3339,
+};
+use factbuoy_protocol::{Client, ClientError, Scope};
+use factbuoy_runtime::grants::GrantSet;
+use factbuoy_runtime::interfaces::progress::{Level, PluginProgress, ProgressObserver};
+use factbuoy_runtime::params;
+use factbuoy_runtime::sink::DirectorySink;
+use factbuoy_runtime::{Limits, LoadedPlugin, RunReport, RunRequest, Runtime};
+use hyper::StatusCode;
+use tokio::sync::mpsc;
+
+/// First wait before retrying a request.
+pub const RETRY_INITIAL: Duration = Duration::from_millis(200);
+/// Longest wait between two tries.
+pub const RETRY_MAX: Duration = Duration::from_secs(10);
+/// How long a request is retried before the agent gives up on it.
+pub const RETRY_FOR: Duration = Duration::from_secs(15 * 60);
+/// Progress reports waiting to be sent; newer ones are dropped while it is full.
+const PROGRESS_QUEUE: usize = 16;
+/// How long a finished plugin's queued progress may take to reach the aggregator.
+const RELAY_FINISH: Duration = Duration::from_secs(5);
+
+/// Where and as what the agent runs.
+pub struct AgentConfig {
+    /// This node's name, as its certificate names it.
+    pub node: String,
+    /// The host directory plugins' granted paths are mapped onto.
+    pub host_root: PathBuf,
+    /// Where artifacts wait for upload.
+    pub spool_dir: PathBuf,
+    /// How long each request is retried.
+    pub retry_for: Duration,
+}
+
+/// Plugins already loaded (compiled, linked and described), by the sha-256 of their component:
+/// a local run hands over those it described while planning, so none is described twice.
+#[derive(Default)]
+pub struct LoadedPlugins(Mutex<HashMap<String, Arc<LoadedPlugin>>>);
+
+impl LoadedPlugins {
+    /// Remembers `plugin`, whose component has digest `sha256`.
+    pub fn insert(&self, sha256: String, plugin: LoadedPlugin) {
+        self.0.lock().unwrap().insert(sha256, Arc::new(plugin));
+    }
+
+    fn get(&self, sha256: &str) -> Option<Arc<LoadedPlugin>> {
+        self.0.lock().unwrap().get(sha256).cloned()
+    }
+}
+
+/// What the agent did, plugin by plugin.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AgentSummary {
+    /// Each plugin's name and the outcome delivered for it.
+    pub results: Vec<(String, Outcome)>,
+}
+
+/// Runs the node's plan to the end. The plan's plugins are independent, so they run at once,
+/// as many as the machine has cores.
+pub async fn run(
+    client: Client,
+    runtime: Arc<Runtime>,
+    config: Arc<AgentConfig>,
+    loaded: Arc<LoadedPlugins>,
+) -> anyhow::Result<AgentSummary> {
+    let plan = retry(config.retry_for, "fetching the plan", || client.plan(&config.node)).await?;
+    tracing::info!(run = %plan.run_id, plugins = plan.plugins.len(), "agent starting");
+    let heartbeats = tokio::spawn(send_heartbeats(
+        client.clone(),
+        config.node.clone(),
+        Duration::from_secs(plan.heartbeat_seconds.max(1)),
+    ));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let slots = Arc::new(tokio::sync::Semaphore::new(cores));
+    let tasks: Vec<_> = plan
+        .plugins
+        .into_iter()
+        .map(|planned| {
+            let (client, runtime, config, slots, loaded) =
+                (client.clone(), runtime.clone(), config.clone(), slots.clone(), loaded.clone());
+            tokio::spawn(async move {
+                let _slot = slots.acquire_owned().await.expect("the semaphore is never closed");
+                let outcome = run_plugin(&client, &runtime, &config, &loaded, &planned).await;
+                (planned.name, outcome)
+            })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for task in tasks {
+        results.push(task.await?);
+    }
+    heartbeats.abort();
+    Ok(AgentSummary { results })
+}
+
+async fn send_heartbeats(client: Client, node: String, every: Duration) {
+    loop {
+        if let Err(e) = client.heartbeat(&node).await {
+            tracing::debug!("heartbeat: {e}");
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Runs one plugin and delivers its result (or its failure). Returns what was delivered.
+async fn run_plugin(
+    client: &Client,
+    runtime: &Runtime,
+    config: &AgentConfig,
+    loaded: &LoadedPlugins,
+    planned: &PlannedPlugin,
+) -> Outcome {
+    let scope = Scope::Node(config.node.clone());
+    let spool = config.spool_dir.join(&planned.name);
+    let (manifest, files) = match gather(client, runtime, config, loaded, planned, &spool).await {
+        Ok(Gathered { report, files }) => {
+            let manifest = ResultManifest {
+                outcome: if report.succeeded { Outcome::Succeeded } else { Outcome::Failed },
+                error: report.failure_line(),
+                files: files.iter().map(|(file, _)| file.clone()).collect(),
+                plugin_version: report.version.clone(),
+                report: serde_json::to_value(&report).ok(),
+            };
+            (manifest, files)
+        }
+        Err(message) => {
+            tracing::error!(plugin = %planned.name, "{message}");
+            let manifest = ResultManifest {
+                outcome: Outcome::Failed,
+                error: Some(message),
+                files: Vec::new(),
+                plugin_version: String::new(),
+                report: None,
+            };
+            (manifest, Vec::new())
+        }
+    };
+    let delivered = deliver(client, config.retry_for, &scope, &planned.name, &manifest, &files).await;
+    if let Err(e) = &delivered {
+        tracing::error!(plugin = %planned.name, "could not deliver the result: {e}");
+    }
+    let _ = tokio::fs::remove_dir_all(&spool).await;
+    manifest.outcome
+}
+
+struct Gathered {
+    report: RunReport,
+    /// Each artifact's manifest entry and where it is spooled.
+    files: Vec<(ManifestFile, PathBuf)>,
+}
+
+/// Loads and runs the plugin. An `Err` is a failure before the plugin could run.
+async fn gather(
+    client: &Client,
+    runtime: &Runtime,
+    config: &AgentConfig,
+    plugins: &LoadedPlugins,
+    planned: &PlannedPlugin,
+    spool: &Path,
+) -> Result<Gathered, String> {
+    let loaded = match plugins.get(&planned.sha256) {
+        Some(loaded) => loaded,
+        None => {
+            let wasm = match factbuoy_catalog::bundled_by_digest(&planned.sha256) {
+                Some(bundled) => bundled.wasm.to_vec(),
+                None => retry(config.retry_for, "fetching the plugin", || client.component(&planned.sha256))
+                    .await
+                    .map_err(|e| e.to_string())?,
+            };
+            let loaded = runtime
+                .load(&planned.name, &wasm, Some(&planned.sha256))
+                .await
+                .map_err(|e| e.to_string())?;
+            Arc::new(loaded)
+        }
+    };
+    let params = params::resolve(&loaded.info.parameters, &planned.params)
+        .map_err(|e| format!("plugin {:?}: {e}", planned.name))?;
+    let mut grants = GrantSet::default();
+    grants.extend_written(&planned.grants, &planned.denies).map_err(|e| e.to_string())?;
+    let _ = tokio::fs::remove_dir_all(spool).await;
+    tokio::fs::create_dir_all(spool).await.map_err(|e| format!("creating {}: {e}", spool.display()))?;
+    let scope = Scope::Node(config.node.clone());
+    let relay_client = client.clone();
+    let (observer, relay) = ProgressRelay::start(config.node.clone(), planned.name.clone(), move |update| {
+        let (client, scope) = (relay_client.clone(), scope.clone());
+        async move { client.progress(&scope, &update).await }
+    });
+    let limits = Limits {
+        deadline: Duration::from_secs(planned.deadline_seconds),
+        ..runtime.limits().clone()
+    };
+    let report = runtime
+        .run(
+            &loaded,
+            RunRequest {
+                params,
+                grants,
+                host_root: config.host_root.clone(),
+                sink: Arc::new(DirectorySink::new(spool)),
+                observer: Some(observer),
+                limits: Some(limits),
+            },
+        )
+        .await;
+    relay.finish().await;
+    let files = report
+        .artifacts
+        .iter()
+        .filter(|a| a.error.is_none())
+        .filter_map(|a| {
+            let sha256 = a.sha256.clone()?;
+            let entry = ManifestFile { name: a.name.to_string(), size: a.size_bytes, sha256 };
+            Some((entry, spool.join(a.name.to_relative_path())))
+        })
+        .collect();
+    Ok(Gathered { report, files })
+}
+
+/// Uploads the files, then commits the manifest. A 409 on either means the aggregator already
+/// holds a complete result: done.
+async fn deliver(
+    client: &Client,
+    retry_for: Duration,
+    scope: &Scope,
+    plugin: &str,
+    manifest: &ResultManifest,
+    files: &[(ManifestFile, PathBuf)],
+) -> Result<(), ClientError> {
+    for (file, path) in files {
+        let name = ArtifactName::parse(&file.name).expect("names were checked when the plugin wrote them");
+        let sent = retry(retry_for, "uploading an artifact", || client.put_file(scope, plugin, &name, path, &file.sha256)).await;
+        match sent {
+            Err(e) if e.status() == Some(StatusCode::CONFLICT) => return Ok(()),
+            other => other?,
+        }
+    }
+    match retry(retry_for, "committing the result", || client.commit(scope, plugin, manifest)).await {
+        Err(e) if e.status() == Some(StatusCode::CONFLICT) => Ok(()),
+        other => other,
+    }
+}
+
+/// Calls `attempt` until it succeeds, fails for good, or `budget` has passed, waiting with
+/// exponential backoff and full jitter between tries.
+pub async fn retry<T, F, Fut>(budget: Duration, what: &str, mut attempt: F) -> Result<T, ClientError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ClientError>>,
+{
+    let started = tokio::time::Instant::now();
+    let mut wait = RETRY_INITIAL;
+    loop {
+        match attempt().await {
+            Err(e) if e.is_retryable() && started.elapsed() < budget => {
+                let jittered = wait.mul_f64(rand::random::<f64>());
+                tracing::info!("{what} failed ({e}); retrying in {jittered:?}");
+                tokio::time::sleep(jittered).await;
+                wait = (wait * 2).min(RETRY_MAX);
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Relays a plugin's progress to the aggregator without ever blocking the plugin: reports go
+/// through a short queue, and are dropped when it is full (the next one supersedes them).
+struct ProgressRelay {
+    sender: mpsc::Sender<ProgressUpdate>,
+    node: String,
+}
+
+struct RelayHandle {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ProgressRelay {
+    /// Starts relaying through `send` (the aggregator's progress route, in an agent).
+    fn start<S, F>(node: String, plugin: String, send: S) -> (Arc<dyn ProgressObserver>, RelayHandle)
+    where
+        S: Fn(ProgressUpdate) -> F + Send + 'static,
+        F: std::future::Future<Output = Result<(), ClientError>> + Send,
+    {
+        let (sender, mut receiver) = mpsc::channel::<ProgressUpdate>(PROGRESS_QUEUE);
+        let task = tokio::spawn(async move {
+            while let Some(update) = receiver.recv().await {
+                if let Err(e) = send(update).await {
+                    tracing::debug!(%plugin, "progress not delivered: {e}");
+                }
+            }
+        });
+        (Arc::new(ProgressRelay { sender, node }), RelayHandle { task })
+    }
+}
+
+impl RelayHandle {
+    /// Sends what is queued, then stops.
+    async fn finish(self) {
+        // The observer (and so the sender) was dropped with the plugin's store.
+        let _ = tokio::time::timeout(RELAY_FINISH, self.task).await;
+    }
+}
+
+impl ProgressObserver for ProgressRelay {
+    fn progress(&self, plugin: &str, update: &PluginProgress) {
+        let update = ProgressUpdate {
+            plugin: plugin.to_owned(),
+            node: self.node.clone(),
+            timestamp: now_rfc3339(),
+            msg: update.message.clone(),
+            total: update.total,
+            completed: update.completed,
+            errors: update.errors.clone(),
+            warnings: update.warnings.clone(),
+        };
+        let _ = self.sender.try_send(update);
+    }
+
+    fn log(&self, _plugin: &str, _level: Level, _message: &str) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    fn rejected(status: StatusCode) -> ClientError {
+        ClientError::Status {
+            method: hyper::Method::PUT,
+            path: "/x".into(),
+            status,
+            message: String::new(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_transient_failures_with_growing_waits_until_success() {
+        let calls = AtomicUsize::new(0);
+        let started = tokio::time::Instant::now();
+        let result = retry(Duration::from_secs(60), "testing", || {
+            let call = calls.fetch_add(1, Ordering::SeqCst);
+            async move {
+                match call {
+                    0 => Err(ClientError::Timeout(Duration::from_secs(1))),
+                    1 => Err(rejected(StatusCode::SERVICE_UNAVAILABLE)),
+                    2 => Err(rejected(StatusCode::TOO_MANY_REQUESTS)),
+                    _ => Ok(call),
+                }
+            }
+        })
+        .await;
+        assert_eq!(result.unwrap(), 3);
+        // Three waits, each at most the doubled backoff: 200 + 400 + 800 ms.
+        assert!(started.elapsed() <= Duration::from_millis(1400), "{:?}", started.elapsed());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refusal_is_not_retried() {
+        let calls = AtomicUsize::new(0);
+        let result: Result<(), _> = retry(Duration::from_secs(60), "testing", || {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { Err(rejected(StatusCode::CONFLICT)) }
+        })
+        .await;
+        assert_eq!(result.unwrap_err().status(), Some(StatusCode::CONFLICT));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retrying_stops_when_the_budget_is_spent() {
+        let calls = AtomicUsize::new(0);
+        let budget = Duration::from_secs(30);
+        let started = tokio::time::Instant::now();
+        let result: Result<(), _> = retry(budget, "testing", || {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { Err(ClientError::Timeout(Duration::from_secs(1))) }
+        })
+        .await;
+        assert!(result.unwrap_err().is_retryable());
+        // It gave up after the budget, one wait of at most RETRY_MAX past it.
+        assert!(started.elapsed() >= budget && started.elapsed() <= budget + RETRY_MAX);
+        assert!(calls.load(Ordering::SeqCst) > 3);
+    }
+
+    fn update(completed: u64) -> PluginProgress {
+        PluginProgress {
+            message: format!("step {completed}"),
+            total: 100,
+            completed,
+            errors: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stalled_aggregator_never_blocks_the_plugin_and_the_queue_stays_bounded() {
+        let delivered = Arc::new(Mutex::new(Vec::new()));
+        let (release, released) = tokio::sync::watch::channel(false);
+        let (observer, relay) = {
+            let delivered = delivered.clone();
+            ProgressRelay::start("n1".into(), "p".into(), move |update: ProgressUpdate| {
+                let (delivered, mut released) = (delivered.clone(), released.clone());
+                async move {
+                    // The aggregator answers nothing until released.
+                    let _ = released.wait_for(|r| *r).await;
+                    delivered.lock().unwrap().push(update);
+                    Ok(())
+                }
+            })
+        };
+        let started = std::time::Instant::now();
+        for step in 0..1000 {
+            observer.progress("p", &update(step));
+        }
+        assert!(started.elapsed() < Duration::from_secs(1), "the plugin waited on the relay");
+        release.send(true).unwrap();
+        drop(observer);
+        relay.finish().await;
+        let delivered = delivered.lock().unwrap();
+        // The one being sent when the queue filled, and the queue.
+        assert!(delivered.len() <= PROGRESS_QUEUE + 1, "{} delivered", delivered.len());
+        assert_eq!(delivered[0].msg, "step 0");
+        assert!(delivered.iter().all(|u| u.node == "n1" && u.plugin == "p" && u.total == 100));
+    }
+}

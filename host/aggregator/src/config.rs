@@ -1,0 +1,153 @@
+//! What a run is: written once to `run.json` in the run directory when the run starts, read
+//! back by a restarted aggregator.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::run_dir::RunDir;
+
+/// Default interval between agent heartbeats.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
+/// Default silence after which a node is marked lost.
+pub const DEFAULT_LOST_AFTER: Duration = Duration::from_secs(60);
+/// Default time after which a run ends with error results for whatever is missing.
+pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Default largest uploaded file.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 16 << 30;
+/// Default largest JSON body (manifests, progress).
+pub const DEFAULT_MAX_JSON_BYTES: u64 = 4 << 20;
+/// Default largest request head; also each connection's read buffer.
+pub const DEFAULT_MAX_HEADER_BYTES: usize = 16 << 10;
+/// Default time allowed for the TLS handshake and the request head.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default longest wait for the next piece of a body.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default slowest accepted average upload rate, once an upload is older than the grace.
+pub const DEFAULT_MIN_UPLOAD_BYTES_PER_SECOND: u64 = 16 << 10;
+/// Default time an upload may take before its rate is checked.
+pub const DEFAULT_UPLOAD_GRACE: Duration = Duration::from_secs(10);
+/// Default connections each listener serves at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+
+/// Whether a plugin runs on every node or once for the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PlanScope {
+    /// One result from each expected node's agent.
+    PerNode,
+    /// One result for the whole run, stored under `global` and sent with a `global:`
+    /// certificate; agents do not run it.
+    Global,
+}
+
+/// One plugin of the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PluginPlan {
+    /// The plugin's name, as results and progress name it.
+    pub name: String,
+    /// Lower-case hex sha-256 of its component, by which agents fetch it.
+    pub sha256: String,
+    /// Whether it runs on every node or once for the run.
+    pub scope: PlanScope,
+    /// Parameters as NAME=VALUE text, passed on in each agent's plan.
+    pub params: Vec<(String, String)>,
+    /// Capabilities granted, in written form (`host-info`, `read:/proc`, `all`).
+    pub grants: Vec<String>,
+    /// Capabilities denied, in written form.
+    pub denies: Vec<String>,
+    /// Wall-clock deadline of each run of the plugin, in seconds.
+    pub deadline_seconds: u64,
+    /// The plugin's description, written to `plugins/<name>/definition.json` in the bundle.
+    pub definition: serde_json::Value,
+}
+
+/// Limits of the aggregator's HTTP server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerLimits {
+    /// Largest uploaded file.
+    pub max_file_bytes: u64,
+    /// Largest JSON body (manifests, progress).
+    pub max_json_bytes: u64,
+    /// Largest request head (request line and headers); also each connection's read buffer.
+    pub max_header_bytes: usize,
+    /// Time allowed to send the request head.
+    pub header_timeout_seconds: u64,
+    /// Longest wait for the next piece of a body.
+    pub idle_timeout_seconds: u64,
+    /// Slowest accepted average upload rate, checked once a request is older than the grace.
+    pub min_upload_bytes_per_second: u64,
+    /// Age of an upload, in seconds, before its rate is checked.
+    pub upload_grace_seconds: u64,
+    /// Connections served at once; more are closed on accept.
+    pub max_connections: usize,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            max_json_bytes: DEFAULT_MAX_JSON_BYTES,
+            max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
+            header_timeout_seconds: DEFAULT_HEADER_TIMEOUT.as_secs(),
+            idle_timeout_seconds: DEFAULT_IDLE_TIMEOUT.as_secs(),
+            min_upload_bytes_per_second: DEFAULT_MIN_UPLOAD_BYTES_PER_SECOND,
+            upload_grace_seconds: DEFAULT_UPLOAD_GRACE.as_secs(),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// A run's configuration, as `run.json` holds it. Fixed when the run is created, except the
+/// listen addresses, which record the ports picked at the first start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    /// The run's id, in the bundle's name and the status document.
+    pub run_id: String,
+    /// When the run was created, RFC 3339 UTC; the run timeout counts from here.
+    pub created: String,
+    /// The version of factbuoy that created the run.
+    pub factbuoy_version: String,
+    /// The plugins the run expects results of.
+    pub plugins: Vec<PluginPlan>,
+    /// Nodes expected to send per-node results.
+    pub nodes: Vec<String>,
+    /// Interval between an agent's heartbeats, in seconds, as plans tell agents.
+    pub heartbeat_seconds: u64,
+    /// Silence, in seconds, after which a node is marked lost.
+    pub lost_after_seconds: u64,
+    /// Seconds after `created` at which every missing result becomes an error result.
+    pub run_timeout_seconds: u64,
+    /// Where the agent listener binds; port 0 picks a free port, recorded after the first start.
+    pub agent_listen: SocketAddr,
+    /// Where the operator listener binds; port 0 as for `agent_listen`.
+    pub operator_listen: SocketAddr,
+    /// Names and addresses in the server certificate: what agents and operators dial.
+    pub server_names: Vec<String>,
+    /// Where the finished bundle is written.
+    pub bundle_dir: PathBuf,
+    /// Limits of both listeners.
+    pub limits: ServerLimits,
+}
+
+impl RunConfig {
+    /// Reads `run.json` from `run_dir`.
+    pub fn load(run_dir: &RunDir) -> anyhow::Result<Self> {
+        let path = run_dir.config();
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| anyhow::anyhow!("reading {}: {e}; is this a factbuoy run directory?", path.display()))?;
+        Ok(serde_json::from_str(&text)?)
+    }
+
+    /// Writes `run.json` into `run_dir`, atomically.
+    pub fn save(&self, run_dir: &RunDir) -> anyhow::Result<()> {
+        super::state::write_atomically(&run_dir.config(), &serde_json::to_vec_pretty(self)?)
+    }
+
+    /// The plugin of this run called `name`.
+    pub fn plugin(&self, name: &str) -> Option<&PluginPlan> {
+        self.plugins.iter().find(|p| p.name == name)
+    }
+}

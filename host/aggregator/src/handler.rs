@@ -1,0 +1,438 @@
+//! Requests: routing, authorization by certificate role, and the answer to each endpoint.
+//!
+//! Status codes: 400 malformed request or names, 403 a certificate that may not do this or an
+//! unexpected (plugin, node), 404 unknown path, 405 wrong method, 408 a stalled or too slow
+//! upload, 409 a true duplicate or a finished run, 413 too large, 416 an unsatisfiable range.
+//! Every error body is `{"error": "..."}` with a sentence a person can act on.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use factbuoy_protocol::digest;
+use factbuoy_protocol::identity::Role;
+use factbuoy_protocol::routes::{Route, RouteError, Scope};
+use factbuoy_protocol::types::{ErrorBody, Outcome, PairStatus, Plan, PlannedPlugin, ProgressUpdate, ResultManifest, RunStatus};
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::{Method, Request, Response, StatusCode, header};
+use tokio::io::AsyncSeekExt;
+
+use super::Shared;
+use super::config::PlanScope;
+use factbuoy_protocol::types::now_rfc3339;
+
+use super::state::CommitCheck;
+use super::storage::UploadError;
+
+/// The body of every response: whole JSON or text, or the bundle streamed from disk.
+pub type Body = BoxBody<Bytes, std::io::Error>;
+
+/// Which listener a request arrived on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listener {
+    /// Serves everything under `/api/v1/`.
+    Agent,
+    /// Serves `/status`, `/metrics` and `/bundle`.
+    Operator,
+}
+
+/// A response that ends a request early.
+struct Refusal {
+    status: StatusCode,
+    reason: &'static str,
+    message: String,
+}
+
+fn refuse(status: StatusCode, reason: &'static str, message: impl Into<String>) -> Refusal {
+    Refusal { status, reason, message: message.into() }
+}
+
+fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response<Body> {
+    let bytes = serde_json::to_vec(value).expect("serialising a response");
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(full(bytes))
+        .expect("a valid response")
+}
+
+fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).map_err(|never| match never {}).boxed()
+}
+
+fn empty(status: StatusCode) -> Response<Body> {
+    Response::builder().status(status).body(full(Bytes::new())).expect("a valid response")
+}
+
+/// Answers one request that arrived on `listener` from a client whose certificate carries
+/// `role` (`None`: no factbuoy role). Never fails: a refusal is a JSON error response.
+pub async fn handle(
+    shared: Arc<Shared>,
+    listener: Listener,
+    role: Option<Role>,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let response = match respond(&shared, listener, role, request).await {
+        Ok(response) => response,
+        Err(refusal) => {
+            shared.metrics.reject(refusal.reason);
+            tracing::debug!(status = %refusal.status, "{}", refusal.message);
+            json_response(refusal.status, &ErrorBody { error: refusal.message })
+        }
+    };
+    Ok(response)
+}
+
+async fn respond(
+    shared: &Shared,
+    listener: Listener,
+    role: Option<Role>,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Refusal> {
+    let route = Route::parse(request.uri().path()).map_err(|e| match e {
+        RouteError::NotFound(_) => refuse(StatusCode::NOT_FOUND, "not-found", e.to_string()),
+        other => refuse(StatusCode::BAD_REQUEST, "bad-name", other.to_string()),
+    })?;
+    let role = role.ok_or_else(|| {
+        refuse(StatusCode::FORBIDDEN, "no-role", "the client certificate carries no factbuoy role")
+    })?;
+    authorize(&role, &route)?;
+    let serves = match route {
+        Route::Status | Route::Bundle | Route::Metrics => Listener::Operator,
+        _ => Listener::Agent,
+    };
+    if serves != listener {
+        return Err(refuse(StatusCode::NOT_FOUND, "wrong-listener", format!(
+            "{} is served on the {} listener",
+            route.path(),
+            if serves == Listener::Operator { "operator" } else { "agent" }
+        )));
+    }
+    let method = request.method().clone();
+    let expect = |wanted: Method| {
+        if method == wanted {
+            Ok(())
+        } else {
+            Err(refuse(StatusCode::METHOD_NOT_ALLOWED, "method", format!("use {wanted} for {}", route.path())))
+        }
+    };
+    match &route {
+        Route::ResultFile { scope, plugin, name } => {
+            expect(Method::PUT)?;
+            receive_file(shared, scope, plugin, name, request).await
+        }
+        Route::ResultCommit { scope, plugin } => {
+            expect(Method::PUT)?;
+            commit(shared, scope, plugin, request).await
+        }
+        Route::Progress { scope, plugin } => {
+            expect(Method::POST)?;
+            progress(shared, scope, plugin, request).await
+        }
+        Route::Heartbeat { node } => {
+            expect(Method::POST)?;
+            shared.state.lock().unwrap().heartbeats.insert(node.clone(), std::time::SystemTime::now());
+            Ok(empty(StatusCode::NO_CONTENT))
+        }
+        Route::Plan { node } => {
+            expect(Method::GET)?;
+            Ok(json_response(StatusCode::OK, &plan(shared, node)))
+        }
+        Route::Component { sha256 } => {
+            expect(Method::GET)?;
+            component(shared, sha256).await
+        }
+        Route::Status => {
+            expect(Method::GET)?;
+            let document = shared.state.lock().unwrap().document(&shared.config.run_id);
+            Ok(json_response(StatusCode::OK, &document))
+        }
+        Route::Metrics => {
+            expect(Method::GET)?;
+            shared.update_node_gauges();
+            Ok(Response::builder()
+                .header(header::CONTENT_TYPE, "text/plain; version=0.0.4")
+                .body(full(shared.metrics.encode()))
+                .expect("a valid response"))
+        }
+        Route::Bundle => {
+            expect(Method::GET)?;
+            bundle(shared, &request).await
+        }
+    }
+}
+
+/// Whether `role` may use `route`: a node's agent speaks only for its node, operators only read.
+fn authorize(role: &Role, route: &Route) -> Result<(), Refusal> {
+    let allowed = match (route, role) {
+        (
+            Route::ResultFile { scope: Scope::Node(n), .. }
+            | Route::ResultCommit { scope: Scope::Node(n), .. }
+            | Route::Progress { scope: Scope::Node(n), .. }
+            | Route::Heartbeat { node: n }
+            | Route::Plan { node: n },
+            Role::Agent { node },
+        ) => n == node,
+        (
+            Route::ResultFile { scope: Scope::Global, .. }
+            | Route::ResultCommit { scope: Scope::Global, .. }
+            | Route::Progress { scope: Scope::Global, .. },
+            Role::Global { .. },
+        ) => true,
+        (Route::Component { .. }, Role::Agent { .. } | Role::Global { .. }) => true,
+        (Route::Status | Route::Bundle | Route::Metrics, Role::Operator { .. }) => true,
+        _ => false,
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(refuse(StatusCode::FORBIDDEN, "forbidden", format!("the {role} may not use {}", route.path())))
+    }
+}
+
+/// The pair a result or progress is for must be one this run expects, and still open.
+fn check_open(shared: &Shared, plugin: &str, label: &str) -> Result<(), Refusal> {
+    match shared.state.lock().unwrap().check_commit(plugin, label) {
+        CommitCheck::Open => Ok(()),
+        CommitCheck::Duplicate => Err(refuse(
+            StatusCode::CONFLICT,
+            "duplicate",
+            format!("a complete result of {plugin} for {label} is already stored; nothing to do"),
+        )),
+        CommitCheck::Closed => Err(refuse(StatusCode::CONFLICT, "closed", "the run has ended; no more results are accepted")),
+        CommitCheck::Unexpected => Err(refuse(
+            StatusCode::FORBIDDEN,
+            "unexpected",
+            format!("this run expects no result of plugin {plugin:?} for {label:?}"),
+        )),
+    }
+}
+
+async fn receive_file(
+    shared: &Shared,
+    scope: &Scope,
+    plugin: &str,
+    name: &factbuoy_protocol::names::ArtifactName,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Refusal> {
+    let label = scope.label();
+    check_open(shared, plugin, label)?;
+    let limits = &shared.config.limits;
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limits.max_file_bytes) {
+        return Err(refuse(StatusCode::PAYLOAD_TOO_LARGE, "too-large", format!(
+            "the file is larger than the limit of {} bytes", limits.max_file_bytes
+        )));
+    }
+    let expected = request
+        .headers()
+        .get(digest::CONTENT_DIGEST)
+        .and_then(|v| v.to_str().ok())
+        .and_then(digest::parse_sha256)
+        .ok_or_else(|| refuse(StatusCode::BAD_REQUEST, "no-digest", "send the file's sha-256 as `Content-Digest: sha-256=:<base64>:`"))?;
+    let started = Instant::now();
+    let received = shared
+        .storage
+        .receive_file(plugin, label, name, &expected, request.into_body(), limits)
+        .await;
+    let size = received.map_err(|e| {
+        let (status, reason) = match &e {
+            UploadError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too-large"),
+            UploadError::Stalled(_) | UploadError::TooSlow { .. } => (StatusCode::REQUEST_TIMEOUT, "too-slow"),
+            UploadError::DigestMismatch { .. } => (StatusCode::BAD_REQUEST, "digest-mismatch"),
+            UploadError::Interrupted(_) => (StatusCode::BAD_REQUEST, "interrupted"),
+            UploadError::Io(_) => (StatusCode::INTERNAL_SERVER_ERROR, "storage"),
+        };
+        refuse(status, reason, e.to_string())
+    })?;
+    shared.metrics.bytes_received.inc_by(size);
+    shared.metrics.upload_seconds.observe(started.elapsed().as_secs_f64());
+    shared.state.lock().unwrap().mark_running(plugin, label);
+    Ok(json_response(StatusCode::CREATED, &serde_json::json!({ "size": size, "sha256": expected })))
+}
+
+async fn read_json<T: serde::de::DeserializeOwned>(shared: &Shared, request: Request<Incoming>) -> Result<T, Refusal> {
+    let limit = shared.config.limits.max_json_bytes;
+    let idle = std::time::Duration::from_secs(shared.config.limits.idle_timeout_seconds);
+    let mut body = request.into_body();
+    let mut bytes = Vec::new();
+    loop {
+        let frame = tokio::time::timeout(idle, body.frame())
+            .await
+            .map_err(|_| refuse(StatusCode::REQUEST_TIMEOUT, "too-slow", "the body stalled"))?;
+        let Some(frame) = frame else { break };
+        let frame = frame.map_err(|e| refuse(StatusCode::BAD_REQUEST, "interrupted", e.to_string()))?;
+        if let Ok(data) = frame.into_data() {
+            if (bytes.len() + data.len()) as u64 > limit {
+                return Err(refuse(StatusCode::PAYLOAD_TOO_LARGE, "too-large", format!("the JSON body is larger than {limit} bytes")));
+            }
+            bytes.extend_from_slice(&data);
+        }
+    }
+    serde_json::from_slice(&bytes).map_err(|e| refuse(StatusCode::BAD_REQUEST, "bad-json", format!("the body is not the expected JSON: {e}")))
+}
+
+async fn commit(shared: &Shared, scope: &Scope, plugin: &str, request: Request<Incoming>) -> Result<Response<Body>, Refusal> {
+    let label = scope.label().to_owned();
+    check_open(shared, plugin, &label)?;
+    let manifest: ResultManifest = read_json(shared, request).await?;
+    // One commit at a time: the check, the move on disk and the record must not interleave.
+    let _guard = shared.commit_lock.lock().await;
+    check_open(shared, plugin, &label)?;
+    let committed = shared
+        .storage
+        .commit(plugin, &label, &manifest)
+        .map_err(|e| refuse(StatusCode::BAD_REQUEST, "bad-manifest", e.to_string()))?;
+    shared
+        .state
+        .lock()
+        .unwrap()
+        .record_commit(&shared.run_dir, plugin, &label, PairStatus::Complete, committed)
+        .map_err(|e| refuse(StatusCode::INTERNAL_SERVER_ERROR, "storage", format!("recording the result: {e:#}")))?;
+    let outcome = match manifest.outcome {
+        Outcome::Succeeded => "succeeded",
+        Outcome::Failed => "failed",
+    };
+    shared.metrics.results.get_or_create(&super::metrics::OutcomeLabel { outcome: outcome.to_owned() }).inc();
+    shared.changed.notify_one();
+    Ok(empty(StatusCode::CREATED))
+}
+
+async fn progress(shared: &Shared, scope: &Scope, plugin: &str, request: Request<Incoming>) -> Result<Response<Body>, Refusal> {
+    let label = scope.label().to_owned();
+    if shared.state.lock().unwrap().pair(plugin, &label).is_none() {
+        return Err(refuse(StatusCode::FORBIDDEN, "unexpected", format!("this run expects no plugin {plugin:?} for {label:?}")));
+    }
+    let mut update: ProgressUpdate = read_json(shared, request).await?;
+    // The route, checked against the certificate, says whose progress this is.
+    update.plugin = plugin.to_owned();
+    update.node = label.clone();
+    if update.timestamp.is_empty() {
+        update.timestamp = now_rfc3339();
+    }
+    let mut state = shared.state.lock().unwrap();
+    state.mark_running(plugin, &label);
+    if let Some(pair) = state.pair_mut(plugin, &label) {
+        pair.progress = Some(update);
+    }
+    Ok(empty(StatusCode::ACCEPTED))
+}
+
+fn plan(shared: &Shared, node: &str) -> Plan {
+    let expected = shared.config.nodes.iter().any(|n| n == node);
+    Plan {
+        run_id: shared.config.run_id.clone(),
+        plugins: shared
+            .config
+            .plugins
+            .iter()
+            .filter(|p| expected && p.scope == PlanScope::PerNode)
+            .map(|p| PlannedPlugin {
+                name: p.name.clone(),
+                sha256: p.sha256.clone(),
+                params: p.params.clone(),
+                grants: p.grants.clone(),
+                denies: p.denies.clone(),
+                deadline_seconds: p.deadline_seconds,
+            })
+            .collect(),
+        heartbeat_seconds: shared.config.heartbeat_seconds,
+    }
+}
+
+async fn component(shared: &Shared, sha256: &str) -> Result<Response<Body>, Refusal> {
+    let bytes = shared
+        .component(sha256)
+        .map_err(|e| refuse(StatusCode::INTERNAL_SERVER_ERROR, "storage", e.to_string()))?
+        .ok_or_else(|| refuse(StatusCode::NOT_FOUND, "not-found", format!("no plugin component {sha256} in this run")))?;
+    Ok(Response::builder()
+        .header(header::CONTENT_TYPE, "application/wasm")
+        .body(full(bytes))
+        .expect("a valid response"))
+}
+
+/// Serves the finished bundle, from an offset when the client asks for a range.
+async fn bundle(shared: &Shared, request: &Request<Incoming>) -> Result<Response<Body>, Refusal> {
+    let (status, tar_info) = {
+        let state = shared.state.lock().unwrap();
+        (state.status, state.tar_info.clone())
+    };
+    let Some(tar_info) = tar_info.filter(|_| status == RunStatus::Complete) else {
+        return Err(refuse(StatusCode::CONFLICT, "not-ready", format!("the bundle is not ready: the run is {status:?}").to_lowercase()));
+    };
+    let path = shared.config.bundle_dir.join(&tar_info.name);
+    let mut file = tokio::fs::File::open(&path)
+        .await
+        .map_err(|e| refuse(StatusCode::INTERNAL_SERVER_ERROR, "storage", format!("opening the bundle: {e}")))?;
+    let size = tar_info.size;
+    let range = request.headers().get(header::RANGE).and_then(|v| v.to_str().ok());
+    let start = match range {
+        None => 0,
+        Some(text) => parse_range_start(text).ok_or_else(|| {
+            refuse(StatusCode::RANGE_NOT_SATISFIABLE, "range", format!("only `bytes=N-` ranges are served, got {text:?}"))
+        })?,
+    };
+    if start >= size && size > 0 {
+        return Err(refuse(StatusCode::RANGE_NOT_SATISFIABLE, "range", format!("the bundle has {size} bytes")));
+    }
+    file.seek(std::io::SeekFrom::Start(start))
+        .await
+        .map_err(|e| refuse(StatusCode::INTERNAL_SERVER_ERROR, "storage", e.to_string()))?;
+    let stream = tokio_util::io::ReaderStream::with_capacity(file, 256 << 10);
+    let body = StreamBody::new(futures_util::StreamExt::map(stream, |chunk| chunk.map(Frame::data))).boxed();
+    let mut response = Response::builder()
+        .header(header::CONTENT_TYPE, "application/gzip")
+        .header(header::CONTENT_LENGTH, size - start)
+        .header(header::ACCEPT_RANGES, "bytes")
+        .header("content-digest", digest::header_value(&tar_info.sha256).unwrap_or_default());
+    if range.is_some() {
+        response = response
+            .status(StatusCode::PARTIAL_CONTENT)
+            .header(header::CONTENT_RANGE, format!("bytes {start}-{}/{size}", size.saturating_sub(1)));
+    }
+    Ok(response.body(body).expect("a valid response"))
+}
+
+/// The start of a `bytes=N-` or `bytes=N-M` range (the end is ignored: the rest is sent).
+fn parse_range_start(text: &str) -> Option<u64> {
+    let spec = text.strip_prefix("bytes=")?;
+    let (start, _) = spec.split_once('-')?;
+    start.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agents_speak_only_for_their_node_and_operators_only_read() {
+        let agent = Role::Agent { node: "a".into() };
+        let operator = Role::Operator { name: "cli".into() };
+        let global = Role::Global { name: "g".into() };
+        let commit = |scope| Route::ResultCommit { scope, plugin: "p".into() };
+        assert!(authorize(&agent, &commit(Scope::Node("a".into()))).is_ok());
+        assert!(authorize(&agent, &commit(Scope::Node("b".into()))).is_err());
+        assert!(authorize(&agent, &commit(Scope::Global)).is_err());
+        assert!(authorize(&global, &commit(Scope::Global)).is_ok());
+        assert!(authorize(&agent, &Route::Status).is_err());
+        assert!(authorize(&agent, &Route::Bundle).is_err());
+        assert!(authorize(&operator, &Route::Status).is_ok());
+        assert!(authorize(&operator, &commit(Scope::Node("a".into()))).is_err());
+        assert!(authorize(&operator, &Route::Heartbeat { node: "a".into() }).is_err());
+        assert!(authorize(&agent, &Route::Heartbeat { node: "b".into() }).is_err());
+    }
+
+    #[test]
+    fn ranges_resume_from_their_start() {
+        assert_eq!(parse_range_start("bytes=100-"), Some(100));
+        assert_eq!(parse_range_start("bytes=5-9"), Some(5));
+        assert_eq!(parse_range_start("items=1-"), None);
+        assert_eq!(parse_range_start("bytes=-5"), None);
+    }
+}

@@ -1,0 +1,423 @@
+//! The aggregator: expects results from (plugin, node) pairs, receives them from agents over
+//! mutual TLS, reports status and progress to operators, and packages one bundle per run.
+//!
+//! A run lives in a [`RunDir`]. [`Run::create`] makes one and [`Run::open`] reads one back;
+//! [`start`] serves it, new or after a restart, continuing where it stopped. A run always ends:
+//! nodes that stop sending heartbeats are marked lost, and the run timeout turns whatever is
+//! missing into error results. Not here: what runs the plugins (the agent crate) and how agents
+//! are dispatched.
+
+pub mod config;
+pub mod handler;
+pub mod metrics;
+pub mod run_dir;
+pub mod server;
+pub mod state;
+pub mod storage;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use factbuoy_pki::{Issued, RunCa};
+use factbuoy_protocol::identity::Role;
+use factbuoy_protocol::types::{PairStatus, RunStatus, StatusDocument, now_rfc3339};
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::task::JoinHandle;
+
+use config::RunConfig;
+use handler::Listener;
+use metrics::{Metrics, StateLabel};
+pub use run_dir::RunDir;
+use state::RunState;
+use storage::Storage;
+
+/// How often the watchdog looks for lost nodes, timeouts and a finished run.
+const WATCHDOG_TICK: Duration = Duration::from_millis(250);
+
+/// Finds a plugin component compiled into the serving binary by its sha-256, so a run need not
+/// store copies of bundled plugins for agents that lack them.
+pub type BundledComponents = fn(&str) -> Option<&'static [u8]>;
+
+/// What the request handlers share.
+pub struct Shared {
+    /// The run's configuration, with the listen addresses actually bound.
+    pub config: RunConfig,
+    /// The run's directory.
+    pub run_dir: RunDir,
+    /// What the aggregator knows about the run; never held across an await.
+    pub state: Mutex<RunState>,
+    /// Uploaded and committed results on disk.
+    pub storage: Storage,
+    /// The counters served at `/metrics`.
+    pub metrics: Metrics,
+    /// Serialises commits: the check, the move on disk and the record must not interleave.
+    pub commit_lock: tokio::sync::Mutex<()>,
+    /// Wakes the watchdog when a result arrives.
+    pub changed: tokio::sync::Notify,
+    status: tokio::sync::watch::Sender<RunStatus>,
+    /// When this aggregator process started serving: silence is counted from here at least.
+    started_at: SystemTime,
+    bundled: BundledComponents,
+}
+
+impl Shared {
+    /// A plugin component of this run by digest: a bundled plugin, or one stored with the run.
+    pub fn component(&self, sha256: &str) -> std::io::Result<Option<Vec<u8>>> {
+        if !self.config.plugins.iter().any(|p| p.sha256 == sha256) {
+            return Ok(None);
+        }
+        if let Some(wasm) = (self.bundled)(sha256) {
+            return Ok(Some(wasm.to_vec()));
+        }
+        match std::fs::read(self.run_dir.component(sha256)) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+    /// Sets the `nodes` gauges: how many nodes are pending, running, done or lost.
+    pub fn update_node_gauges(&self) {
+        let state = self.state.lock().unwrap();
+        let mut counts = std::collections::BTreeMap::from([("pending", 0), ("running", 0), ("done", 0), ("lost", 0)]);
+        for node in &self.config.nodes {
+            let statuses: Vec<PairStatus> = state
+                .pairs
+                .values()
+                .filter_map(|nodes| nodes.get(node).map(|p| p.status))
+                .collect();
+            let label = if statuses.contains(&PairStatus::Lost) {
+                "lost"
+            } else if statuses.iter().all(|s| matches!(s, PairStatus::Complete | PairStatus::TimedOut)) {
+                "done"
+            } else if statuses.iter().any(|s| *s != PairStatus::Pending) || state.heartbeats.contains_key(node) {
+                "running"
+            } else {
+                "pending"
+            };
+            *counts.get_mut(label).expect("every label is counted") += 1;
+        }
+        for (label, count) in counts {
+            self.metrics.nodes.get_or_create(&StateLabel { state: label.to_owned() }).set(count);
+        }
+    }
+
+    /// The status document operators see, as of now.
+    pub fn status_document(&self) -> StatusDocument {
+        self.state.lock().unwrap().document(&self.config.run_id)
+    }
+}
+
+/// A run: its directory, configuration, state and CA, in memory.
+pub struct Run {
+    dir: RunDir,
+    config: RunConfig,
+    state: RunState,
+    ca: RunCa,
+    server: Issued,
+}
+
+impl Run {
+    /// Creates a run directory: its CA, server and operator certificates, configuration and
+    /// initial state. `components` are plugin components not bundled in this binary.
+    pub fn create(
+        dir: RunDir,
+        config: RunConfig,
+        components: &[(String, Vec<u8>)],
+    ) -> anyhow::Result<Run> {
+        use std::os::unix::fs::DirBuilderExt;
+        let root = dir.root();
+        if root.exists() && std::fs::read_dir(root)?.next().is_some() {
+            anyhow::bail!("{} already holds a run; choose another --run-dir", root.display());
+        }
+        let mut private = std::fs::DirBuilder::new();
+        private.recursive(true).mode(0o700);
+        private.create(root)?;
+        private.create(dir.pki())?;
+        let ca = RunCa::create(&config.run_id)?;
+        ca.save(&dir.pki())?;
+        let server = ca.issue_server(&config.server_names)?;
+        server.save(&dir.pki(), "server")?;
+        let operator = ca.issue_client(&Role::Operator { name: "operator".into() })?;
+        operator.save(&dir.pki(), "operator")?;
+        for (sha256, bytes) in components {
+            let path = dir.component(sha256);
+            std::fs::create_dir_all(path.parent().expect("component paths have a parent"))?;
+            std::fs::write(path, bytes)?;
+        }
+        config.save(&dir)?;
+        let state = RunState::new(&config);
+        state.save(&dir)?;
+        Ok(Run { dir, config, state, ca, server })
+    }
+
+    /// Reads back the run in `dir`, new or interrupted.
+    pub fn open(dir: RunDir) -> anyhow::Result<Run> {
+        let config = RunConfig::load(&dir)?;
+        let state = RunState::load(&dir, &config).context("loading the run's state")?;
+        let ca = RunCa::load(&dir.pki(), &config.run_id)?;
+        let server = Issued::load(&dir.pki(), "server")?;
+        Ok(Run { dir, config, state, ca, server })
+    }
+
+    /// The run's configuration.
+    pub fn config(&self) -> &RunConfig {
+        &self.config
+    }
+
+    /// The run's directory.
+    pub fn dir(&self) -> &RunDir {
+        &self.dir
+    }
+
+    /// The run's CA.
+    pub fn ca(&self) -> &RunCa {
+        &self.ca
+    }
+
+    /// Issues a client certificate for `role` from the run's CA.
+    pub fn issue(&self, role: &Role) -> anyhow::Result<Issued> {
+        Ok(self.ca.issue_client(role)?)
+    }
+
+    /// Writes a client certificate for `role` into `dir` (ca.pem, client.pem, client.key
+    /// 0600), for an agent started by hand.
+    pub fn issue_to_files(&self, role: &Role, dir: &std::path::Path) -> anyhow::Result<()> {
+        let issued = self.issue(role)?;
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("ca.pem"), self.ca.cert_pem())?;
+        issued.save(dir, "client")?;
+        Ok(())
+    }
+}
+
+/// A serving aggregator. Dropping it stops the listeners.
+pub struct RunningAggregator {
+    /// What the listeners and the watchdog share.
+    pub shared: Arc<Shared>,
+    /// The address the agent listener is bound to.
+    pub agent_address: SocketAddr,
+    /// The address the operator listener is bound to.
+    pub operator_address: SocketAddr,
+    status: tokio::sync::watch::Receiver<RunStatus>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl RunningAggregator {
+    /// Waits until the run is complete or failed.
+    pub async fn finished(&mut self) -> RunStatus {
+        let status = self
+            .status
+            .wait_for(|s| matches!(s, RunStatus::Complete | RunStatus::Failed))
+            .await
+            .map(|s| *s);
+        status.unwrap_or(RunStatus::Failed)
+    }
+}
+
+impl Drop for RunningAggregator {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Connections the kernel holds for the aggregator before it accepts them. Agents arrive in
+/// bursts (a whole cluster starts at once); with the default of 128 the queue overflowed under
+/// 512 uploads in flight, and each dropped connection cost its agent a one-second SYN retry.
+/// Linux caps it at `net.core.somaxconn`.
+const LISTEN_BACKLOG: u32 = 4096;
+
+fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if address.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    // As TcpListener::bind does: a restarted aggregator must get its port back at once.
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
+/// Serves `run`. `bundled` finds components of this binary's bundled plugins for agents that
+/// ask for one.
+pub async fn start(run: Run, bundled: BundledComponents) -> anyhow::Result<RunningAggregator> {
+    let Run { dir: run_dir, mut config, state, ca, server } = run;
+    let tls = ca.server_config(&server)?;
+    let agent_listener = bind(config.agent_listen)
+        .with_context(|| format!("binding the agent listener to {}", config.agent_listen))?;
+    let operator_listener = bind(config.operator_listen)
+        .with_context(|| format!("binding the operator listener to {}", config.operator_listen))?;
+    let agent_address = agent_listener.local_addr()?;
+    let operator_address = operator_listener.local_addr()?;
+    // A restarted aggregator must be found where agents knew it.
+    if (agent_address, operator_address) != (config.agent_listen, config.operator_listen) {
+        config.agent_listen = agent_address;
+        config.operator_listen = operator_address;
+        config.save(&run_dir)?;
+    }
+    let (status_tx, status_rx) = tokio::sync::watch::channel(state.status);
+    let shared = Arc::new(Shared {
+        storage: Storage::open(&run_dir).with_context(|| format!("preparing {}", run_dir.staging().display()))?,
+        run_dir,
+        state: Mutex::new(state),
+        metrics: Metrics::default(),
+        commit_lock: tokio::sync::Mutex::new(()),
+        changed: tokio::sync::Notify::new(),
+        status: status_tx,
+        started_at: SystemTime::now(),
+        config,
+        bundled,
+    });
+    let tasks = vec![
+        tokio::spawn(server::serve(agent_listener, tls.clone(), Listener::Agent, shared.clone())),
+        tokio::spawn(server::serve(operator_listener, tls, Listener::Operator, shared.clone())),
+        tokio::spawn(watchdog(shared.clone())),
+    ];
+    tracing::info!(%agent_address, %operator_address, run = %shared.config.run_id, "aggregator serving");
+    Ok(RunningAggregator {
+        shared,
+        agent_address,
+        operator_address,
+        status: status_rx,
+        tasks,
+    })
+}
+
+/// Marks lost nodes and timed-out pairs, and packages the run once every pair has a result.
+async fn watchdog(shared: Arc<Shared>) {
+    let created: SystemTime = time::OffsetDateTime::parse(
+        &shared.config.created,
+        &time::format_description::well_known::Rfc3339,
+    )
+    .map(Into::into)
+    .unwrap_or(shared.started_at);
+    let window = Duration::from_secs(shared.config.lost_after_seconds);
+    let timeout = Duration::from_secs(shared.config.run_timeout_seconds);
+    loop {
+        let status = shared.state.lock().unwrap().status;
+        match status {
+            RunStatus::Complete | RunStatus::Failed => {
+                shared.status.send_replace(status);
+                return;
+            }
+            RunStatus::PostProcessing => {
+                package(&shared).await;
+                continue;
+            }
+            RunStatus::Running => {}
+        }
+        let now = SystemTime::now();
+        let timed_out = now.duration_since(created).unwrap_or_default() > timeout;
+        let (lost, missing) = {
+            let state = shared.state.lock().unwrap();
+            (state.lost_pairs(now, shared.started_at, window), state.missing_pairs())
+        };
+        let committing = shared.commit_lock.lock().await;
+        for (plugin, node) in lost {
+            let message = format!(
+                "node {node:?} sent no heartbeat for {}s and no result of {plugin}; it was marked lost",
+                window.as_secs()
+            );
+            stand_in(&shared, &plugin, &node, PairStatus::Lost, &message);
+        }
+        if timed_out {
+            for (plugin, node) in missing {
+                let message = format!("no result of {plugin} for {node} within the run timeout of {}s", timeout.as_secs());
+                stand_in(&shared, &plugin, &node, PairStatus::TimedOut, &message);
+            }
+        }
+        {
+            let mut state = shared.state.lock().unwrap();
+            if state.all_done() {
+                state.status = RunStatus::PostProcessing;
+                if let Err(e) = state.save(&shared.run_dir) {
+                    tracing::error!("saving the run state: {e:#}");
+                }
+                shared.status.send_replace(RunStatus::PostProcessing);
+                continue;
+            }
+        }
+        drop(committing);
+        tokio::select! {
+            _ = shared.changed.notified() => {}
+            _ = tokio::time::sleep(WATCHDOG_TICK) => {}
+        }
+    }
+}
+
+/// Commits an error result in place of a missing one.
+fn stand_in(shared: &Shared, plugin: &str, node: &str, status: PairStatus, message: &str) {
+    tracing::warn!("{message}");
+    let recorded = shared
+        .storage
+        .synthetic_error(plugin, node, message)
+        .map_err(anyhow::Error::from)
+        .and_then(|committed| {
+            shared.state.lock().unwrap().record_commit(&shared.run_dir, plugin, node, status, committed)
+        });
+    if let Err(e) = recorded {
+        tracing::error!("recording the error result of {plugin} for {node}: {e:#}");
+    }
+}
+
+/// Writes the bundle and completes the run.
+async fn package(shared: &Arc<Shared>) {
+    let document = shared.status_document();
+    let worker = shared.clone();
+    let written = tokio::task::spawn_blocking(move || {
+        let meta = factbuoy_bundle::writer::Meta {
+            run_id: &worker.config.run_id,
+            run: &worker.config,
+            status: &document,
+            definitions: worker.config.plugins.iter().map(|p| (p.name.as_str(), &p.definition)).collect(),
+        };
+        factbuoy_bundle::writer::write(&meta, worker.storage.bundle_root(), &worker.config.bundle_dir)
+    })
+    .await;
+    let mut state = shared.state.lock().unwrap();
+    match written {
+        Ok(Ok((path, tar_info))) => {
+            tracing::info!(bundle = %path.display(), "run complete");
+            state.tar_info = Some(tar_info);
+            state.status = RunStatus::Complete;
+        }
+        Ok(Err(e)) => {
+            tracing::error!("writing the bundle: {e:#}");
+            state.status = RunStatus::Failed;
+        }
+        Err(e) => {
+            tracing::error!("the bundle writer crashed: {e}");
+            state.status = RunStatus::Failed;
+        }
+    }
+    state.finished = Some(now_rfc3339());
+    if let Err(e) = state.save(&shared.run_dir) {
+        tracing::error!("saving the run state: {e:#}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_burst_of_connections_waits_in_the_queue_instead_of_being_dropped() {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let address = listener.local_addr().unwrap();
+        // Nothing accepts: every connection must fit in the kernel's queue. With the default
+        // backlog of 128 the rest would wait for a SYN retry and time out here. (A kernel whose
+        // somaxconn is below 300 caps any backlog; then only that many are tried.)
+        let somaxconn: usize = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(300);
+        let burst = somaxconn.min(300);
+        let connections: Vec<_> = (0..burst)
+            .map(|i| {
+                std::net::TcpStream::connect_timeout(&address, Duration::from_millis(500))
+                    .unwrap_or_else(|e| panic!("connection {i} was not queued: {e}"))
+            })
+            .collect();
+        assert_eq!(connections.len(), burst);
+    }
+}

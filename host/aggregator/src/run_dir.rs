@@ -1,0 +1,86 @@
+//! The run directory: every path of a run's working state, in one place. Created 0700: it holds
+//! the run's CA key.
+//!
+//! ```text
+//! <run dir>/run.json                         the run's configuration (RunConfig)
+//! <run dir>/state.json                       run-level status (RunState)
+//! <run dir>/commits/<plugin>/<node>.json     one record per committed result
+//! <run dir>/pki/                             CA, server and operator certificates and keys
+//! <run dir>/components/<sha256>.wasm        plugin components not bundled in the binary
+//! <run dir>/staging/                         uploads in progress and accepted (Storage)
+//! <run dir>/results/                         committed results in the bundle's layout
+//! <run dir>/spool/                           the local agent's artifacts awaiting upload
+//! ```
+
+use std::path::{Path, PathBuf};
+
+/// A run's directory and the path of everything in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunDir {
+    root: PathBuf,
+}
+
+impl RunDir {
+    /// The run directory at `root` (which need not exist yet).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        RunDir { root: root.into() }
+    }
+
+    /// The directory itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The run's configuration.
+    pub fn config(&self) -> PathBuf {
+        self.root.join("run.json")
+    }
+
+    /// The run-level status.
+    pub fn state(&self) -> PathBuf {
+        self.root.join("state.json")
+    }
+
+    /// The record of one committed result (`label` is a node, or `global`).
+    pub fn commit_record(&self, plugin: &str, label: &str) -> PathBuf {
+        self.root
+            .join("commits")
+            .join(plugin)
+            .join(format!("{label}.json"))
+    }
+
+    /// The run's certificates and keys.
+    pub fn pki(&self) -> PathBuf {
+        self.root.join("pki")
+    }
+
+    /// The operator's credentials: (CA, certificate, key).
+    pub fn operator_files(&self) -> (PathBuf, PathBuf, PathBuf) {
+        let pki = self.pki();
+        (
+            pki.join("ca.pem"),
+            pki.join("operator.pem"),
+            pki.join("operator.key"),
+        )
+    }
+
+    /// A plugin component stored with the run.
+    pub fn component(&self, sha256: &str) -> PathBuf {
+        self.root.join("components").join(format!("{sha256}.wasm"))
+    }
+
+    /// Uploads in progress and accepted files awaiting their commit.
+    pub fn staging(&self) -> PathBuf {
+        self.root.join("staging")
+    }
+
+    /// Committed results, in the bundle's layout: the tree that becomes the bundle.
+    pub fn results(&self) -> PathBuf {
+        self.root.join("results")
+    }
+
+    /// Where a local agent spools artifacts before uploading them.
+    pub fn spool(&self) -> PathBuf {
+        self.root.join("spool")
+    }
+}

@@ -1,0 +1,370 @@
+//! What the aggregator knows about a run: which (plugin, node) pairs it expects, what arrived,
+//! heartbeats, and the run's status.
+//!
+//! Durable in two parts, so that a restarted aggregator continues the run and loses nothing:
+//! every committed result writes its own small record, `commits/<plugin>/<node>.json`, before
+//! the commit is acknowledged (cost independent of the run's size); `state.json` holds the
+//! run-level status. Loading replays the records onto a fresh state. Progress and heartbeats
+//! change often and are not saved: after a restart every node gets a fresh heartbeat window.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use factbuoy_protocol::types::{
+    Outcome, PairStatus, PluginStatus, ProgressUpdate, ResultStatus, RunStatus, StatusDocument, TarInfo,
+};
+use serde::{Deserialize, Serialize};
+
+use factbuoy_protocol::types::{now_rfc3339, rfc3339};
+
+use super::config::{PlanScope, RunConfig};
+use super::run_dir::RunDir;
+
+/// A committed result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Committed {
+    /// How the plugin run ended; always failed for a made-up result.
+    pub outcome: Outcome,
+    /// Files with their size and sha-256, as verified at commit.
+    pub files: BTreeMap<String, (u64, String)>,
+    /// Made by the aggregator itself (lost node, timeout) rather than sent by an agent.
+    pub synthetic: bool,
+}
+
+/// One (plugin, node) pair.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pair {
+    /// Where the pair is.
+    pub status: PairStatus,
+    /// Its result, once one is committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committed: Option<Committed>,
+    /// The latest progress report; not saved.
+    #[serde(skip)]
+    pub progress: Option<ProgressUpdate>,
+}
+
+/// The whole run's state. Only the run-level fields are saved in `state.json`; pairs come back
+/// from their commit records, and heartbeats start afresh.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    /// Where the run is.
+    pub status: RunStatus,
+    /// plugin -> node label (`global` for global plugins) -> pair; rebuilt from commit records.
+    #[serde(skip)]
+    pub pairs: BTreeMap<String, BTreeMap<String, Pair>>,
+    /// The bundle, once it is written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tar_info: Option<TarInfo>,
+    /// When the run was created, RFC 3339 UTC.
+    pub started: String,
+    /// When the run ended, complete or failed, RFC 3339 UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<String>,
+    /// node -> last heartbeat.
+    #[serde(skip)]
+    pub heartbeats: BTreeMap<String, SystemTime>,
+}
+
+/// What a commit attempt meets.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CommitCheck {
+    /// Nothing committed yet, or a failed result that a new attempt may replace.
+    Open,
+    /// A successful result is already there: a true duplicate.
+    Duplicate,
+    /// The run has ended; nothing more is accepted.
+    Closed,
+    /// No such pair in this run.
+    Unexpected,
+}
+
+impl RunState {
+    /// A fresh state with every expected pair pending.
+    pub fn new(config: &RunConfig) -> Self {
+        let mut pairs = BTreeMap::new();
+        for plugin in &config.plugins {
+            let labels: Vec<String> = match plugin.scope {
+                PlanScope::PerNode => config.nodes.clone(),
+                PlanScope::Global => vec!["global".to_owned()],
+            };
+            let entry: &mut BTreeMap<String, Pair> = pairs.entry(plugin.name.clone()).or_default();
+            for label in labels {
+                entry.insert(
+                    label,
+                    Pair {
+                        status: PairStatus::Pending,
+                        committed: None,
+                        progress: None,
+                    },
+                );
+            }
+        }
+        RunState {
+            status: RunStatus::Running,
+            pairs,
+            tar_info: None,
+            started: now_rfc3339(),
+            finished: None,
+            heartbeats: BTreeMap::new(),
+        }
+    }
+
+    /// The state saved in `run_dir`: run-level status from `state.json` (if any), pairs from
+    /// the commit records.
+    pub fn load(run_dir: &RunDir, config: &RunConfig) -> anyhow::Result<Self> {
+        let mut state = RunState::new(config);
+        if let Ok(bytes) = std::fs::read(run_dir.state()) {
+            let saved: RunState = serde_json::from_slice(&bytes)?;
+            state.status = saved.status;
+            state.tar_info = saved.tar_info;
+            state.started = saved.started;
+            state.finished = saved.finished;
+        }
+        for (plugin, nodes) in state.pairs.iter_mut() {
+            for (label, pair) in nodes.iter_mut() {
+                let record = run_dir.commit_record(plugin, label);
+                if let Ok(bytes) = std::fs::read(&record) {
+                    *pair = serde_json::from_slice(&bytes)
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", record.display()))?;
+                }
+            }
+        }
+        Ok(state)
+    }
+
+    /// Saves the run-level status.
+    pub fn save(&self, run_dir: &RunDir) -> anyhow::Result<()> {
+        write_atomically(&run_dir.state(), &serde_json::to_vec_pretty(self)?)
+    }
+
+    /// Records a pair's committed result durably, then applies it.
+    pub fn record_commit(
+        &mut self,
+        run_dir: &RunDir,
+        plugin: &str,
+        label: &str,
+        status: PairStatus,
+        committed: Committed,
+    ) -> anyhow::Result<()> {
+        let pair = self
+            .pair_mut(plugin, label)
+            .ok_or_else(|| anyhow::anyhow!("no pair {plugin}/{label} in this run"))?;
+        let recorded = Pair { status, committed: Some(committed), progress: None };
+        let path = run_dir.commit_record(plugin, label);
+        std::fs::create_dir_all(path.parent().expect("record paths have a parent"))?;
+        write_atomically(&path, &serde_json::to_vec(&recorded)?)?;
+        pair.status = recorded.status;
+        pair.committed = recorded.committed;
+        Ok(())
+    }
+
+    /// The pair of `plugin` and `label` (a node, or `global`), if the run expects it.
+    pub fn pair(&self, plugin: &str, label: &str) -> Option<&Pair> {
+        self.pairs.get(plugin)?.get(label)
+    }
+
+    /// The pair, to change in memory only; a result is committed with [`RunState::record_commit`].
+    pub fn pair_mut(&mut self, plugin: &str, label: &str) -> Option<&mut Pair> {
+        self.pairs.get_mut(plugin)?.get_mut(label)
+    }
+
+    /// Notes that something arrived for a pair that had nothing yet.
+    pub fn mark_running(&mut self, plugin: &str, label: &str) {
+        if let Some(pair) = self.pair_mut(plugin, label)
+            && pair.status == PairStatus::Pending
+        {
+            pair.status = PairStatus::Running;
+        }
+    }
+
+    /// Whether a result (an upload or a commit) for the pair may be accepted now.
+    pub fn check_commit(&self, plugin: &str, label: &str) -> CommitCheck {
+        if self.status != RunStatus::Running {
+            return CommitCheck::Closed;
+        }
+        match self.pair(plugin, label) {
+            None => CommitCheck::Unexpected,
+            Some(Pair { committed: Some(c), .. }) if c.outcome == Outcome::Succeeded => CommitCheck::Duplicate,
+            Some(_) => CommitCheck::Open,
+        }
+    }
+
+    /// Whether every pair has a result (sent or made up): the run can be packaged.
+    pub fn all_done(&self) -> bool {
+        self.pairs
+            .values()
+            .flat_map(|nodes| nodes.values())
+            .all(|pair| pair.committed.is_some())
+    }
+
+    /// Pairs of nodes silent for longer than `window` (counted from `since` for nodes never
+    /// heard from), still waiting for a result.
+    pub fn lost_pairs(&self, now: SystemTime, since: SystemTime, window: Duration) -> Vec<(String, String)> {
+        let mut lost = Vec::new();
+        for (plugin, nodes) in &self.pairs {
+            for (label, pair) in nodes {
+                if pair.committed.is_some() || label == "global" {
+                    continue;
+                }
+                let last = self.heartbeats.get(label).copied().unwrap_or(since).max(since);
+                if now.duration_since(last).unwrap_or_default() > window {
+                    lost.push((plugin.clone(), label.clone()));
+                }
+            }
+        }
+        lost
+    }
+
+    /// Pairs still waiting for a result.
+    pub fn missing_pairs(&self) -> Vec<(String, String)> {
+        self.pairs
+            .iter()
+            .flat_map(|(plugin, nodes)| {
+                nodes
+                    .iter()
+                    .filter(|(_, pair)| pair.committed.is_none())
+                    .map(|(label, _)| (plugin.clone(), label.clone()))
+            })
+            .collect()
+    }
+
+    /// The status document operators see.
+    pub fn document(&self, run_id: &str) -> StatusDocument {
+        let mut plugins = Vec::new();
+        for (plugin, nodes) in &self.pairs {
+            for (label, pair) in nodes {
+                plugins.push(PluginStatus {
+                    plugin: plugin.clone(),
+                    node: label.clone(),
+                    status: pair.status,
+                    result_status: pair.committed.as_ref().map(|c| match c.outcome {
+                        Outcome::Succeeded => ResultStatus::Passed,
+                        Outcome::Failed => ResultStatus::Failed,
+                    }),
+                    progress: pair.progress.clone(),
+                    last_heartbeat: self.heartbeats.get(label).map(|at| rfc3339(*at)),
+                });
+            }
+        }
+        StatusDocument {
+            run_id: run_id.to_owned(),
+            status: self.status,
+            plugins,
+            tar_info: self.tar_info.clone(),
+        }
+    }
+}
+
+/// Writes a file through a temporary beside it and a rename, so readers and a crash mid-write
+/// never leave a torn file.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let temporary = path.with_extension("tmp");
+    let mut file = std::fs::File::create(&temporary)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::config::{PluginPlan, ServerLimits};
+
+    fn config() -> RunConfig {
+        let plugin = |name: &str, scope| PluginPlan {
+            name: name.into(),
+            sha256: String::new(),
+            scope,
+            params: vec![],
+            grants: vec![],
+            denies: vec![],
+            deadline_seconds: 60,
+            definition: serde_json::Value::Null,
+        };
+        RunConfig {
+            run_id: "r".into(),
+            created: String::new(),
+            factbuoy_version: String::new(),
+            plugins: vec![plugin("setup", PlanScope::PerNode), plugin("cluster", PlanScope::Global)],
+            nodes: vec!["a".into(), "b".into()],
+            heartbeat_seconds: 5,
+            lost_after_seconds: 60,
+            run_timeout_seconds: 600,
+            agent_listen: "127.0.0.1:0".parse().unwrap(),
+            operator_listen: "127.0.0.1:0".parse().unwrap(),
+            server_names: vec![],
+            bundle_dir: PathBuf::new(),
+            limits: ServerLimits::default(),
+        }
+    }
+
+    fn commit(state: &mut RunState, plugin: &str, node: &str, outcome: Outcome) {
+        let pair = state.pair_mut(plugin, node).unwrap();
+        pair.status = PairStatus::Complete;
+        pair.committed = Some(Committed { outcome, files: BTreeMap::new(), synthetic: false });
+    }
+
+    #[test]
+    fn expects_one_pair_per_node_and_one_per_global_plugin() {
+        let state = RunState::new(&config());
+        assert_eq!(state.missing_pairs().len(), 3);
+        assert_eq!(state.check_commit("setup", "a"), CommitCheck::Open);
+        assert_eq!(state.check_commit("setup", "zzz"), CommitCheck::Unexpected);
+        assert_eq!(state.check_commit("nope", "a"), CommitCheck::Unexpected);
+        assert_eq!(state.check_commit("cluster", "global"), CommitCheck::Open);
+    }
+
+    #[test]
+    fn only_a_successful_result_makes_a_duplicate() {
+        let mut state = RunState::new(&config());
+        commit(&mut state, "setup", "a", Outcome::Failed);
+        assert_eq!(state.check_commit("setup", "a"), CommitCheck::Open);
+        commit(&mut state, "setup", "a", Outcome::Succeeded);
+        assert_eq!(state.check_commit("setup", "a"), CommitCheck::Duplicate);
+        state.status = RunStatus::Complete;
+        assert_eq!(state.check_commit("setup", "b"), CommitCheck::Closed);
+    }
+
+    #[test]
+    fn silent_nodes_are_lost_after_the_window() {
+        let mut state = RunState::new(&config());
+        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+        let window = Duration::from_secs(60);
+        state.heartbeats.insert("a".into(), start + Duration::from_secs(50));
+        assert!(state.lost_pairs(start + Duration::from_secs(59), start, window).is_empty());
+        // b never spoke: lost 60 s after the start; a spoke at 50 s: lost after 110 s.
+        assert_eq!(
+            state.lost_pairs(start + Duration::from_secs(61), start, window),
+            [("setup".to_owned(), "b".to_owned())]
+        );
+        commit(&mut state, "setup", "b", Outcome::Succeeded);
+        assert_eq!(
+            state.lost_pairs(start + Duration::from_secs(111), start, window),
+            [("setup".to_owned(), "a".to_owned())]
+        );
+    }
+
+    #[test]
+    fn commits_and_status_survive_a_restart() {
+        let temporary = tempfile::tempdir().unwrap();
+        let dir = RunDir::new(temporary.path());
+        let config = config();
+        let mut state = RunState::new(&config);
+        let committed = Committed { outcome: Outcome::Succeeded, files: BTreeMap::new(), synthetic: false };
+        state.record_commit(&dir, "setup", "a", PairStatus::Complete, committed).unwrap();
+        state.status = RunStatus::PostProcessing;
+        state.save(&dir).unwrap();
+        let loaded = RunState::load(&dir, &config).unwrap();
+        assert_eq!(loaded.pairs, state.pairs);
+        assert_eq!(loaded.status, RunStatus::PostProcessing);
+        assert_eq!(loaded.missing_pairs().len(), 2);
+        assert!(state.record_commit(&dir, "setup", "zzz", PairStatus::Complete, Committed {
+            outcome: Outcome::Failed, files: BTreeMap::new(), synthetic: true }).is_err());
+    }
+}

@@ -1,0 +1,78 @@
+//! Every path in a bundle, in one place. The aggregator assembles its results tree with these
+//! names, the writer adds `meta/`, and readers look for them.
+//!
+//! ```text
+//! meta/run.json                                   the run's configuration and versions
+//! meta/status.json                                the final status document
+//! meta/reports/<plugin>/<node>.json               each plugin run's report from its agent
+//! meta/index.json                                 every other entry: path, size, sha256
+//! plugins/<plugin>/definition.json                the plugin's description
+//! plugins/<plugin>/results/<node>/...             its artifacts
+//! plugins/<plugin>/errors/<node>/error.json       why there is no result
+//! resources/                                      cluster resources (Kubernetes runs)
+//! ```
+
+/// The run's configuration and versions.
+pub const RUN: &str = "meta/run.json";
+/// The final status document.
+pub const STATUS: &str = "meta/status.json";
+/// Every other entry with its size and sha-256; written last.
+pub const INDEX: &str = "meta/index.json";
+/// The file in a failed result's folder that says why it failed.
+pub const ERROR_FILE: &str = "error.json";
+
+/// Whether a result holds a plugin's artifacts or the reason it has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultKind {
+    /// `plugins/<plugin>/results/<node>/`: the artifacts.
+    Results,
+    /// `plugins/<plugin>/errors/<node>/`: `error.json` and whatever the plugin wrote.
+    Errors,
+}
+
+/// The folder of one plugin's result for one node (or `global`).
+pub fn result_dir(plugin: &str, node: &str, kind: ResultKind) -> String {
+    let kind = match kind {
+        ResultKind::Results => "results",
+        ResultKind::Errors => "errors",
+    };
+    format!("plugins/{plugin}/{kind}/{node}")
+}
+
+/// A plugin's description.
+pub fn definition(plugin: &str) -> String {
+    format!("plugins/{plugin}/definition.json")
+}
+
+/// The report of one plugin run, as its agent sent it.
+pub fn report(plugin: &str, node: &str) -> String {
+    format!("meta/reports/{plugin}/{node}.json")
+}
+
+/// The bundle's file name for a run started at `created`.
+pub fn file_name(run_id: &str, created: time::OffsetDateTime) -> String {
+    let stamp = created
+        .format(time::macros::format_description!(
+            "[year][month][day][hour][minute][second]"
+        ))
+        .unwrap_or_default();
+    format!("{stamp}_factbuoy_{run_id}.tar.gz")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_follow_sonobuoys_pattern() {
+        let at = time::macros::datetime!(2026-11-20 22:05:09 UTC);
+        assert_eq!(file_name("ab12", at), "20261120220509_factbuoy_ab12.tar.gz");
+    }
+
+    #[test]
+    fn result_folders_follow_sonobuoys_layout() {
+        assert_eq!(result_dir("setup", "n1", ResultKind::Results), "plugins/setup/results/n1");
+        assert_eq!(result_dir("setup", "global", ResultKind::Errors), "plugins/setup/errors/global");
+        assert_eq!(report("setup", "n1"), "meta/reports/setup/n1.json");
+    }
+}

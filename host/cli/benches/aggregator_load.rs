@@ -1,0 +1,273 @@
+//! Load on the aggregator: N simulated agents, each with its own node-bound certificate, upload
+//! one result file over mutual TLS, all at once. The same generator then loads nginx
+//! (`ssl_verify_client on`, WebDAV PUT to disk) with the same certificates. Prints results per
+//! second, p99 latency and the server's peak RSS for each, and the ratios.
+//!
+//! Run with `cargo bench -p factbuoy --bench aggregator_load` (needs nginx: `apt-get install
+//! nginx`). `FACTBUOY_LOAD=agents:size,...` overrides the default mix, `FACTBUOY_LOAD_ROUNDS`
+//! the number of rounds (3).
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use factbuoy_aggregator::{Run, RunDir};
+use factbuoy_protocol::identity::Role;
+use factbuoy_protocol::names::ArtifactName;
+use factbuoy_protocol::{Client, Scope};
+use tokio::sync::Semaphore;
+
+/// Uploads in flight at once: many agents, as in a cluster-wide run, without exhausting ports.
+const IN_FLIGHT: usize = 512;
+const DEFAULT_MIX: &str = "5000:1KiB,1000:1MiB,20:50MiB";
+
+struct Server {
+    child: Child,
+    /// Every process whose peak RSS counts (nginx has workers).
+    pids: Vec<u32>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SIGTERM, not SIGKILL: nginx's master then stops its workers too.
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let _ = self.child.wait();
+    }
+}
+
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// User plus system CPU time of a process and all its threads so far. Less disturbed by other
+/// work on the machine than throughput, so it shows where the server's own cost changes.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of stat(5); `fields` starts at field 3.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+struct Measured {
+    per_second: f64,
+    p99: Duration,
+    peak_rss_mib: f64,
+    /// Server CPU time per upload.
+    cpu_ms_per_upload: f64,
+    failures: usize,
+}
+
+impl Measured {
+    /// Median throughput, latency and CPU; the highest peak RSS.
+    fn median(rounds: Vec<Measured>) -> Measured {
+        fn middle<T: PartialOrd + Copy>(mut values: Vec<T>) -> T {
+            values.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            values[values.len() / 2]
+        }
+        Measured {
+            per_second: middle(rounds.iter().map(|m| m.per_second).collect()),
+            p99: middle(rounds.iter().map(|m| m.p99).collect()),
+            peak_rss_mib: rounds.iter().map(|m| m.peak_rss_mib).fold(0.0, f64::max),
+            cpu_ms_per_upload: middle(rounds.iter().map(|m| m.cpu_ms_per_upload).collect()),
+            failures: rounds.iter().map(|m| m.failures).sum(),
+        }
+    }
+
+    fn columns(&self) -> String {
+        format!(
+            "{:>10.0} {:>8.1}ms {:>8.1} {:>7.2}",
+            self.per_second,
+            self.p99.as_secs_f64() * 1e3,
+            self.peak_rss_mib,
+            self.cpu_ms_per_upload
+        )
+    }
+}
+
+async fn load(clients: &[Client], file: &Path, sha256: &str, server: &Server) -> Measured {
+    let slots = Arc::new(Semaphore::new(IN_FLIGHT));
+    let name = ArtifactName::parse("result.bin").unwrap();
+    let cpu_before: f64 = server.pids.iter().map(|pid| cpu_seconds(*pid)).sum();
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for (i, client) in clients.iter().enumerate() {
+        let (client, name, file, sha256, slots) =
+            (client.clone(), name.clone(), file.to_owned(), sha256.to_owned(), slots.clone());
+        tasks.push(tokio::spawn(async move {
+            let _slot = slots.acquire_owned().await.unwrap();
+            let began = Instant::now();
+            let scope = Scope::Node(format!("node-{i}"));
+            let result = client.put_file(&scope, "hello", &name, &file, &sha256).await;
+            (began.elapsed(), result.err().map(|e| e.to_string()))
+        }));
+    }
+    let mut latencies = Vec::new();
+    let mut failures = Vec::new();
+    for task in tasks {
+        let (latency, error) = task.await.unwrap();
+        latencies.push(latency);
+        failures.extend(error);
+    }
+    let elapsed = started.elapsed();
+    if let Some(first) = failures.first() {
+        eprintln!("  {} uploads failed, first: {first}", failures.len());
+    }
+    latencies.sort();
+    let p99 = latencies[((latencies.len() - 1) as f64 * 0.99) as usize];
+    let rss: u64 = server.pids.iter().map(|pid| peak_rss_kib(*pid)).sum();
+    let cpu: f64 = server.pids.iter().map(|pid| cpu_seconds(*pid)).sum::<f64>() - cpu_before;
+    Measured {
+        per_second: clients.len() as f64 / elapsed.as_secs_f64(),
+        p99,
+        peak_rss_mib: rss as f64 / 1024.0,
+        cpu_ms_per_upload: cpu * 1e3 / clients.len() as f64,
+        failures: failures.len(),
+    }
+}
+
+fn start_factbuoy(run_dir: &Path) -> (Server, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_factbuoy"))
+        .args(["aggregator", "serve", "--run-dir"])
+        .arg(run_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addresses: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let address = addresses["agent_address"].as_str().unwrap().to_owned();
+    let pid = child.id();
+    (Server { child, pids: vec![pid] }, address)
+}
+
+fn start_nginx(dir: &Path, pki: &Path) -> Option<(Server, String)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+    let root = dir.join("nginx-root");
+    std::fs::create_dir_all(&root).ok()?;
+    let config = format!(
+        "daemon off; master_process on; worker_processes auto; user root; pid {dir}/nginx.pid;
+         error_log {dir}/nginx-error.log;
+         events {{ worker_connections 4096; }}
+         http {{
+           access_log off; client_body_temp_path {dir}/nginx-body;
+           server {{
+             listen 127.0.0.1:{port} ssl;
+             ssl_certificate {pki}/server.pem; ssl_certificate_key {pki}/server.key;
+             ssl_client_certificate {pki}/ca.pem; ssl_verify_client on;
+             client_max_body_size 100m;
+             location / {{ root {root}; dav_methods PUT; create_full_put_path on; }}
+           }}
+         }}",
+        dir = dir.display(),
+        pki = pki.display(),
+        root = root.display(),
+    );
+    let config_path = dir.join("nginx.conf");
+    std::fs::write(&config_path, config).ok()?;
+    let child = Command::new("nginx").arg("-c").arg(&config_path).stderr(Stdio::null()).spawn().ok()?;
+    std::thread::sleep(Duration::from_millis(500));
+    let master = child.id();
+    let mut pids = vec![master];
+    pids.extend(children_of(master));
+    Some((Server { child, pids }, format!("127.0.0.1:{port}")))
+}
+
+fn parse_mix(text: &str) -> Vec<(usize, u64)> {
+    text.split(',')
+        .map(|item| {
+            let (agents, size) = item.split_once(':').expect("AGENTS:SIZE");
+            (agents.parse().unwrap(), size.parse::<bytesize::ByteSize>().unwrap().as_u64())
+        })
+        .collect()
+}
+
+#[tokio::main]
+async fn main() {
+    let mix = parse_mix(&std::env::var("FACTBUOY_LOAD").unwrap_or_else(|_| DEFAULT_MIX.to_owned()));
+    let rounds: usize = std::env::var("FACTBUOY_LOAD_ROUNDS").map_or(3, |r| r.parse().expect("FACTBUOY_LOAD_ROUNDS is a number"));
+    let most_agents = mix.iter().map(|(agents, _)| *agents).max().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
+    let nodes: Vec<String> = (0..most_agents).map(|i| format!("node-{i}")).collect();
+    println!(
+        "{:>6} agents x {:>8}   {:>10} {:>10} {:>8} {:>7}   {:>10} {:>10} {:>8} {:>7}   {:>6}",
+        "", "size", "factbuoy/s", "p99", "RSS MiB", "CPU ms", "nginx/s", "p99", "RSS MiB", "CPU ms", "ratio"
+    );
+    println!("  (medians of {rounds} rounds; CPU ms: the server's CPU time per upload, user + system)");
+    for (agents, size) in mix {
+        // A fresh run (and server) per size, so each peak RSS belongs to one size.
+        let run_dir = dir.join(format!("run-{size}"));
+        let mut create = Command::new(env!("CARGO_BIN_EXE_factbuoy"));
+        create.args(["aggregator", "create", "--plugin", "hello", "--lost-after", "10h", "--max-file", "1GiB"]);
+        create.arg("--run-dir").arg(&run_dir).arg("--out").arg(dir.join("out"));
+        for node in &nodes[..agents] {
+            create.args(["--node", node]);
+        }
+        assert!(create.stdout(Stdio::null()).status().unwrap().success());
+        let run = Run::open(RunDir::new(&run_dir)).unwrap();
+        let ca = run.ca();
+        let identities: Vec<_> = nodes[..agents]
+            .iter()
+            .map(|node| ca.identity(&ca.issue_client(&Role::Agent { node: node.clone() }).unwrap()))
+            .collect();
+        let file = dir.join(format!("payload-{size}"));
+        std::fs::write(&file, vec![0x5a; size as usize]).unwrap();
+        let sha256 = factbuoy_protocol::digest::sha256_file(&file).unwrap();
+
+        // Rounds alternate which server goes first, so neither always meets the page cache the
+        // other left behind; each figure is the median over the rounds.
+        let mut ours = Vec::new();
+        let mut theirs = Vec::new();
+        for round in 0..rounds {
+            for server_kind in if round % 2 == 0 { ["factbuoy", "nginx"] } else { ["nginx", "factbuoy"] } {
+                if server_kind == "factbuoy" {
+                    let (server, address) = start_factbuoy(&run_dir);
+                    let clients: Vec<Client> = identities.iter().map(|id| Client::new(&address, id).unwrap()).collect();
+                    ours.push(load(&clients, &file, &sha256, &server).await);
+                    drop(server);
+                    let _ = std::fs::remove_dir_all(run_dir.join("staging"));
+                } else if let Some((server, address)) = start_nginx(dir, &run_dir.join("pki")) {
+                    let clients: Vec<Client> = identities.iter().map(|id| Client::new(&address, id).unwrap()).collect();
+                    theirs.push(load(&clients, &file, &sha256, &server).await);
+                    drop(server);
+                    let _ = std::fs::remove_dir_all(dir.join("nginx-root"));
+                }
+            }
+        }
+        let ours = Measured::median(ours);
+        let theirs = (!theirs.is_empty()).then(|| Measured::median(theirs));
+        let size_text = bytesize::ByteSize(size).to_string();
+        match theirs {
+            Some(theirs) => println!(
+                "{agents:>6} agents x {size_text:>8}   {}   {}   {:>5.2}x",
+                ours.columns(),
+                theirs.columns(),
+                ours.per_second / theirs.per_second,
+            ),
+            None => println!("{agents:>6} agents x {size_text:>8}   {}   (nginx not installed)", ours.columns()),
+        }
+        if ours.failures > 0 {
+            println!("  factbuoy: {} of {} uploads failed", ours.failures, agents * rounds);
+        }
+    }
+}

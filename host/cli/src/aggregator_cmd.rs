@@ -1,0 +1,237 @@
+//! `factbuoy aggregator ...` and `factbuoy agent`: the two halves of a run as separate
+//! processes, for agents on other machines (outbound connections only) and for restarting an
+//! aggregator mid-run.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use bytesize::ByteSize;
+use clap::{Args, Subcommand};
+use factbuoy_protocol::Client;
+use factbuoy_protocol::identity::Role;
+use factbuoy_protocol::tls::Identity;
+
+use factbuoy_agent::AgentConfig;
+use factbuoy_aggregator::config::{self, PlanScope, RunConfig, ServerLimits};
+use factbuoy_aggregator::{Run, RunDir};
+use factbuoy_protocol::types::now_rfc3339;
+use factbuoy_runtime::{Limits, Runtime, RuntimeOptions, limits};
+
+use crate::output::{ExitStatus, Format, emit};
+use crate::plan::{self, PluginChoices};
+
+#[derive(Debug, Subcommand)]
+pub enum AggregatorCommand {
+    /// Create a run directory: its CA, certificates, plan and expected nodes.
+    Create(CreateArgs),
+    /// Issue a client certificate from a run's CA into a directory (ca.pem, client.pem, client.key).
+    Issue {
+        #[arg(long, value_name = "DIR")]
+        run_dir: PathBuf,
+        /// `agent:NODE`, `operator:NAME` or `global:NAME`.
+        #[arg(long, value_parser = parse_role)]
+        role: Role,
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+    /// Serve a run: a new one, or one whose aggregator stopped, continuing where it was.
+    Serve {
+        #[arg(long, value_name = "DIR")]
+        run_dir: PathBuf,
+        /// Exit once the bundle is written instead of serving it until stopped.
+        #[arg(long)]
+        exit_when_complete: bool,
+    },
+}
+
+fn parse_role(text: &str) -> Result<Role, String> {
+    Role::from_uri(&format!("urn:factbuoy:{text}"))
+        .ok_or_else(|| format!("expected agent:NODE, operator:NAME or global:NAME, got {text:?}"))
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    #[arg(long, value_name = "DIR")]
+    run_dir: PathBuf,
+    /// A node expected to send results; repeat for each.
+    #[arg(long = "node", required = true)]
+    nodes: Vec<String>,
+    /// Plugins to run, by bundled name or path [default: as for `factbuoy run`].
+    #[arg(long = "plugin", value_name = "NAME|PATH")]
+    plugins: Vec<String>,
+    /// PLUGIN:NAME=VALUE.
+    #[arg(short, long = "param", value_parser = plan::split_scoped)]
+    params: Vec<(String, String)>,
+    /// One of the run's plugins whose single result covers the whole run (a cluster-level
+    /// gatherer) instead of one per node. Agents do not run it; the holder of a `global:`
+    /// certificate delivers its result. Repeat for each.
+    #[arg(long = "global", value_name = "PLUGIN")]
+    global: Vec<String>,
+    /// PLUGIN:CAPABILITY, for plugins from files.
+    #[arg(long, value_parser = plan::split_scoped)]
+    grant: Vec<(String, String)>,
+    /// Agent listener address; port 0 picks one at the first start, kept for restarts.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Operator listener address.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    operator_listen: SocketAddr,
+    /// A name or address agents dial, for the server certificate; repeat for each.
+    #[arg(long = "server-name", default_values = ["localhost", "127.0.0.1"])]
+    server_names: Vec<String>,
+    /// Where the bundle is written.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    out: PathBuf,
+    #[arg(long, default_value_t = config::DEFAULT_HEARTBEAT.into())]
+    heartbeat: humantime::Duration,
+    /// Silence after which a node is marked lost.
+    #[arg(long, default_value_t = config::DEFAULT_LOST_AFTER.into())]
+    lost_after: humantime::Duration,
+    #[arg(long, default_value_t = config::DEFAULT_RUN_TIMEOUT.into())]
+    timeout: humantime::Duration,
+    #[arg(long, default_value_t = limits::DEFAULT_DEADLINE.into())]
+    plugin_timeout: humantime::Duration,
+    /// Largest accepted result file.
+    #[arg(long, default_value_t = ByteSize::b(config::DEFAULT_MAX_FILE_BYTES))]
+    max_file: ByteSize,
+    /// Slowest accepted average upload rate, per second, once an upload is older than the grace.
+    #[arg(long, default_value_t = ByteSize::b(config::DEFAULT_MIN_UPLOAD_BYTES_PER_SECOND))]
+    min_upload_rate: ByteSize,
+    #[arg(long, default_value_t = config::DEFAULT_UPLOAD_GRACE.into())]
+    upload_grace: humantime::Duration,
+    /// Connections each listener serves at once; more are closed as they arrive.
+    #[arg(long, default_value_t = config::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// The aggregator's agent listener, HOST:PORT.
+    #[arg(long)]
+    aggregator: String,
+    /// This node's name, as in its certificate.
+    #[arg(long)]
+    node: String,
+    /// Directory with ca.pem, client.pem and client.key.
+    #[arg(long, value_name = "DIR")]
+    credentials: PathBuf,
+    /// Host directory plugins' paths are mapped onto (`/host` in a pod).
+    #[arg(long, default_value = "/", value_name = "DIR")]
+    root: PathBuf,
+    /// Where artifacts wait for upload [default: a temporary directory].
+    #[arg(long, value_name = "DIR")]
+    spool: Option<PathBuf>,
+    /// How long each request is retried before the agent gives up on it.
+    #[arg(long, default_value_t = factbuoy_agent::RETRY_FOR.into())]
+    retry_for: humantime::Duration,
+}
+
+pub async fn aggregator(command: AggregatorCommand, format: Format) -> anyhow::Result<ExitStatus> {
+    match command {
+        AggregatorCommand::Create(args) => create(args, format).await,
+        AggregatorCommand::Issue { run_dir, role, out } => {
+            Run::open(RunDir::new(run_dir))?.issue_to_files(&role, &out)?;
+            emit(&format!("issued a certificate for the {role} into {}", out.display()));
+            Ok(ExitStatus::Success)
+        }
+        AggregatorCommand::Serve { run_dir, exit_when_complete } => {
+            let run = Run::open(RunDir::new(run_dir))?;
+            let mut running = factbuoy_aggregator::start(run, factbuoy_catalog::bundled_component).await?;
+            // One line for scripts: where the listeners are.
+            emit(&serde_json::json!({
+                "agent_address": running.agent_address,
+                "operator_address": running.operator_address,
+            })
+            .to_string());
+            let status = running.finished().await;
+            tracing::info!("run {:?}", status);
+            if !exit_when_complete {
+                // Keep serving status and the bundle until stopped.
+                std::future::pending::<()>().await;
+            }
+            Ok(ExitStatus::Success)
+        }
+    }
+}
+
+async fn create(args: CreateArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    for node in &args.nodes {
+        factbuoy_protocol::names::check_identifier("node", node)?;
+    }
+    let runtime = Runtime::new(RuntimeOptions::default())?;
+    let plugins = if args.plugins.is_empty() { plan::default_plugins(std::path::Path::new("/")) } else { args.plugins.clone() };
+    let choices = PluginChoices { plugins: &plugins, params: &args.params, grants: &args.grant, deadline: *args.plugin_timeout };
+    let planned = plan::build(&runtime, &choices).await?;
+    let mut plans = planned.plans;
+    for global in &args.global {
+        let plan = plans
+            .iter_mut()
+            .find(|p| p.name == *global)
+            .with_context(|| format!("--global {global:?} names no plugin of this run; add it with --plugin"))?;
+        plan.scope = PlanScope::Global;
+    }
+    let run_id = crate::run_cmd::new_run_id();
+    let config = RunConfig {
+        run_id: run_id.clone(),
+        created: now_rfc3339(),
+        factbuoy_version: env!("CARGO_PKG_VERSION").to_owned(),
+        plugins: plans,
+        nodes: args.nodes,
+        heartbeat_seconds: args.heartbeat.as_secs().max(1),
+        lost_after_seconds: args.lost_after.as_secs().max(1),
+        run_timeout_seconds: args.timeout.as_secs().max(1),
+        agent_listen: args.listen,
+        operator_listen: args.operator_listen,
+        server_names: args.server_names,
+        bundle_dir: std::path::absolute(&args.out)?,
+        limits: ServerLimits {
+            max_file_bytes: args.max_file.as_u64(),
+            min_upload_bytes_per_second: args.min_upload_rate.as_u64(),
+            upload_grace_seconds: args.upload_grace.as_secs(),
+            max_connections: args.max_connections.max(1),
+            ..ServerLimits::default()
+        },
+    };
+    Run::create(RunDir::new(&args.run_dir), config, &planned.components)?;
+    match format {
+        Format::Json => emit(&serde_json::json!({ "run_id": run_id, "run_dir": args.run_dir }).to_string()),
+        Format::Text => emit(&format!("created run {run_id} in {}", args.run_dir.display())),
+    }
+    Ok(ExitStatus::Success)
+}
+
+pub async fn agent(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let identity = Identity::from_files(
+        &args.credentials.join("ca.pem"),
+        &args.credentials.join("client.pem"),
+        &args.credentials.join("client.key"),
+    )?;
+    let client = Client::new(&args.aggregator, &identity)?;
+    let runtime = Arc::new(Runtime::new(RuntimeOptions { limits: Limits::default(), ..RuntimeOptions::default() })?);
+    let spool_dir = match args.spool {
+        Some(dir) => dir,
+        None => private_temp_dir()?,
+    };
+    let config = Arc::new(AgentConfig { node: args.node, host_root: args.root, spool_dir, retry_for: *args.retry_for });
+    let summary = factbuoy_agent::run(client, runtime, config, Arc::default()).await?;
+    match format {
+        Format::Json => emit(&serde_json::to_string(&summary)?),
+        Format::Text => {
+            for (plugin, outcome) in &summary.results {
+                emit(&format!("{plugin}: {}", format!("{outcome:?}").to_lowercase()));
+            }
+        }
+    }
+    let all_succeeded = summary.results.iter().all(|(_, o)| *o == factbuoy_protocol::types::Outcome::Succeeded);
+    Ok(if all_succeeded { ExitStatus::Success } else { ExitStatus::PluginFailed })
+}
+
+/// A fresh private spool directory under the system's temporary directory.
+fn private_temp_dir() -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = std::env::temp_dir().join(format!("factbuoy-spool-{:016x}", rand::random::<u64>()));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    Ok(dir)
+}

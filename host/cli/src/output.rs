@@ -1,0 +1,53 @@
+//! How the CLI speaks: the output format, the exit status, and writing to stdout.
+
+use std::process::ExitCode;
+
+use clap::ValueEnum;
+
+/// Output format: text for people, json for machines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// How a command ended, mapped to the exit code.
+pub enum ExitStatus {
+    Success,
+    PluginFailed,
+    InvalidInput,
+}
+
+impl From<ExitStatus> for ExitCode {
+    fn from(status: ExitStatus) -> Self {
+        match status {
+            ExitStatus::Success => ExitCode::SUCCESS,
+            ExitStatus::PluginFailed => ExitCode::from(1),
+            ExitStatus::InvalidInput => ExitCode::from(2),
+        }
+    }
+}
+
+/// Writes `text` and a newline to stdout. A closed pipe (`factbuoy ... | head`) ends the
+/// output quietly, as it does for other Unix tools, instead of panicking.
+pub fn emit(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => {
+            eprintln!("error: writing to stdout: {e}");
+            std::process::exit(2)
+        }
+        Ok(()) => {}
+    }
+}
+
+/// Prints an error that ended a command: a sentence on stderr, or a JSON object on stdout.
+pub fn report_error(error: &anyhow::Error, format: Format) {
+    match format {
+        Format::Text => eprintln!("error: {error:#}"),
+        Format::Json => emit(&serde_json::json!({ "error": format!("{error:#}") }).to_string()),
+    }
+}
+

@@ -1,0 +1,320 @@
+//! `factbuoy plugin ...`: list, info, validate and run plugins on this host.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use bytesize::ByteSize;
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+use crate::output::{ExitStatus, Format, emit};
+use factbuoy_runtime::params::{self, type_name};
+use factbuoy_catalog::{BUNDLED, PluginRef};
+use factbuoy_runtime::bindings::{Capability, PluginInfo};
+use factbuoy_runtime::sink::{ArtifactSink, DirectorySink, MemorySink, StdoutSink};
+use factbuoy_runtime::{Limits, RunReport, RunRequest, Runtime, RuntimeOptions, limits};
+
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// List the plugins bundled in this binary.
+    List(CommonArgs),
+    /// Show a plugin's metadata: parameters, capabilities, artifacts.
+    Info {
+        /// A bundled plugin's name or a path to a `.wasm` component.
+        plugin: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Check that a file is a factbuoy gatherer this binary can run.
+    Validate {
+        /// Path to a `.wasm` component.
+        path: PathBuf,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Run a plugin on this host and print or write its artifacts.
+    Run(PluginRunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CommonArgs {
+    /// Where compiled components are cached [default: $FACTBUOY_CACHE_DIR or ~/.cache/factbuoy].
+    #[arg(long, global = true)]
+    cache_dir: Option<PathBuf>,
+    /// Compile every time instead of using the cache.
+    #[arg(long, global = true)]
+    no_cache: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PluginRunArgs {
+    /// A bundled plugin's name or a path to a `.wasm` component.
+    plugin: String,
+    /// A parameter as NAME=VALUE; repeat for several (and to add to a list parameter).
+    #[arg(short, long = "param", value_name = "NAME=VALUE", value_parser = params::parse_assignment)]
+    params: Vec<(String, String)>,
+    /// Grant a capability: `host-info`, `read:/PATH`, or `all` for everything the plugin asks.
+    /// Bundled plugins get what they ask for by default; plugins from files get nothing.
+    #[arg(long, value_name = "CAPABILITY")]
+    grant: Vec<String>,
+    /// Take a capability away (wins over --grant): `host-info` or `read:/PATH`.
+    #[arg(long, value_name = "CAPABILITY")]
+    deny: Vec<String>,
+    /// Host directory the plugin's granted paths are mapped onto (`/host` in a pod).
+    #[arg(long, default_value = "/", value_name = "DIR")]
+    root: PathBuf,
+    /// Write artifacts below this directory instead of printing them.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Wall-clock deadline for the run, e.g. 30s or 5m.
+    #[arg(long, default_value_t = limits::DEFAULT_DEADLINE.into())]
+    deadline: humantime::Duration,
+    /// Memory limit, e.g. 512MiB.
+    #[arg(long, default_value_t = ByteSize::b(limits::DEFAULT_MEMORY_BYTES))]
+    memory: ByteSize,
+    /// Wasm stack limit, e.g. 1MiB.
+    #[arg(long, default_value_t = ByteSize::b(limits::DEFAULT_STACK_BYTES as u64))]
+    stack: ByteSize,
+    /// Limit on all artifacts together, e.g. 4GiB.
+    #[arg(long, default_value_t = ByteSize::b(limits::DEFAULT_OUTPUT_BYTES))]
+    max_output: ByteSize,
+    /// Limit on captured stdout and on captured stderr, each.
+    #[arg(long, default_value_t = ByteSize::b(limits::DEFAULT_CAPTURED_STDIO_BYTES as u64))]
+    max_stdio: ByteSize,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+impl PluginRunArgs {
+    fn limits(&self) -> Limits {
+        Limits {
+            deadline: *self.deadline,
+            memory_bytes: self.memory.as_u64(),
+            stack_bytes: self.stack.as_u64() as usize,
+            output_bytes: self.max_output.as_u64(),
+            captured_stdio_bytes: self.max_stdio.as_u64() as usize,
+            ..Limits::default()
+        }
+    }
+}
+
+fn runtime(common: &CommonArgs, limits: Limits) -> anyhow::Result<Runtime> {
+    let defaults = RuntimeOptions::default();
+    Runtime::new(RuntimeOptions {
+        limits,
+        cache_dir: if common.no_cache {
+            None
+        } else {
+            common.cache_dir.clone().or(defaults.cache_dir)
+        },
+    })
+}
+
+pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<ExitStatus> {
+    match command {
+        PluginCommand::List(common) => list(&common, format).await,
+        PluginCommand::Info { plugin, common } => {
+            let runtime = runtime(&common, Limits::default())?;
+            let loaded = PluginRef::parse(&plugin)?.load(&runtime).await?;
+            match format {
+                Format::Json => emit(&serde_json::to_string_pretty(&loaded.info)?),
+                Format::Text => emit(describe_text(&loaded.info).trim_end()),
+            }
+            Ok(ExitStatus::Success)
+        }
+        PluginCommand::Validate { path, common } => {
+            let runtime = runtime(&common, Limits::default())?;
+            let loaded = PluginRef::File(path.clone()).load(&runtime).await?;
+            match format {
+                Format::Json => emit(
+                    &json!({"valid": true, "path": path, "name": loaded.info.name, "version": loaded.info.version})
+                        .to_string(),
+                ),
+                Format::Text => emit(&format!(
+                    "{}: valid factbuoy gatherer {} {}",
+                    path.display(),
+                    loaded.info.name,
+                    loaded.info.version
+                )),
+            }
+            Ok(ExitStatus::Success)
+        }
+        PluginCommand::Run(args) => run(args, format).await,
+    }
+}
+
+async fn list(common: &CommonArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let runtime = runtime(common, Limits::default())?;
+    let mut infos = Vec::new();
+    for bundled in BUNDLED {
+        infos.push(PluginRef::Bundled(bundled.name).load(&runtime).await?.info);
+    }
+    match format {
+        Format::Json => emit(&serde_json::to_string_pretty(&infos)?),
+        Format::Text => {
+            let width = infos.iter().map(|i| i.name.len()).max().unwrap_or(0);
+            for info in &infos {
+                emit(&format!(
+                    "{:width$}  {:8}  {}",
+                    info.name, info.version, info.description
+                ));
+            }
+        }
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn describe_text(info: &PluginInfo) -> String {
+    let mut text = format!("{} {}\n{}\n", info.name, info.version, info.description);
+    if !info.parameters.is_empty() {
+        text.push_str("\nParameters:\n");
+        for p in &info.parameters {
+            let mut notes = vec![type_name(p.type_).to_owned()];
+            if p.required {
+                notes.push("required".into());
+            }
+            if let Some(default) = &p.default {
+                notes.push(format!("default {default}"));
+            }
+            if p.secret {
+                notes.push("secret".into());
+            }
+            text.push_str(&format!(
+                "  {} ({})\n      {}\n",
+                p.name,
+                notes.join(", "),
+                p.description
+            ));
+        }
+    }
+    if !info.capabilities.is_empty() {
+        text.push_str("\nCapabilities:\n");
+        for c in &info.capabilities {
+            let written = match &c.capability {
+                Capability::HostInfo => "host-info".to_owned(),
+                Capability::ReadPath(path) => format!("read:{path}"),
+            };
+            let need = if c.required { "required" } else { "optional" };
+            text.push_str(&format!("  {written} ({need})\n      {}\n", c.reason));
+        }
+    }
+    if !info.artifacts.is_empty() {
+        text.push_str("\nArtifacts:\n");
+        for a in &info.artifacts {
+            text.push_str(&format!(
+                "  {} ({})\n      {}\n",
+                a.name, a.media_type, a.description
+            ));
+        }
+    }
+    text
+}
+
+async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let runtime = runtime(&args.common, args.limits())?;
+    let plugin = PluginRef::parse(&args.plugin)?;
+    let mut grants = plugin.default_grants();
+    grants.extend_written(&args.grant, &args.deny)?;
+    let loaded = plugin.load(&runtime).await?;
+    let params = params::resolve(&loaded.info.parameters, &args.params)
+        .map_err(|e| anyhow::anyhow!("plugin {:?}: {e}", loaded.info.name))?;
+    if let Some(out) = &args.out {
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    }
+    // Artifacts go to --out when given; otherwise to stdout, or into the JSON report.
+    let memory = MemorySink::default();
+    let sink: Arc<dyn ArtifactSink> = match (&args.out, format) {
+        (Some(out), _) => Arc::new(DirectorySink::new(out)),
+        (None, Format::Json) => Arc::new(memory.clone()),
+        (None, Format::Text) => Arc::new(StdoutSink),
+    };
+    let report = runtime
+        .run(
+            &loaded,
+            RunRequest {
+                params,
+                grants,
+                host_root: args.root.clone(),
+                sink,
+                observer: None,
+                limits: None,
+            },
+        )
+        .await;
+    match format {
+        Format::Json => {
+            let mut value = serde_json::to_value(&report)?;
+            if args.out.is_none() {
+                embed_contents(&mut value, &memory);
+            }
+            emit(&serde_json::to_string_pretty(&value)?);
+        }
+        Format::Text => print_summary(&report, args.out.is_some()),
+    }
+    Ok(if report.succeeded {
+        ExitStatus::Success
+    } else {
+        ExitStatus::PluginFailed
+    })
+}
+
+/// Puts each artifact's content into its report entry: JSON as JSON, other text as a string.
+fn embed_contents(report: &mut Value, memory: &MemorySink) {
+    let Some(entries) = report.get_mut("artifacts").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for ((_, bytes), entry) in memory.contents().into_iter().zip(entries) {
+        let content = serde_json::from_slice::<Value>(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        entry["content"] = content;
+    }
+}
+
+/// The text summary: on stdout when artifacts went to files, on stderr when they went to stdout.
+fn print_summary(report: &RunReport, artifacts_in_files: bool) {
+    let mut lines = Vec::new();
+    let status = match report.failure_line() {
+        Some(line) => format!("error: {line}"),
+        None => format!("{} {}: succeeded", report.plugin, report.version),
+    };
+    lines.push(format!("{status} ({:.1} ms)", report.duration_ms));
+    for artifact in &report.artifacts {
+        let cut = if artifact.truncated {
+            ", truncated"
+        } else {
+            ""
+        };
+        lines.push(format!(
+            "  artifact {} ({}, {} bytes{cut})",
+            artifact.name, artifact.media_type, artifact.size_bytes
+        ));
+    }
+    for path in &report.absent_paths {
+        lines.push(format!(
+            "  note: granted {path} does not exist below the root; nothing mapped"
+        ));
+    }
+    for warning in &report.warnings {
+        lines.push(format!("  warning: {warning}"));
+    }
+    for error in &report.errors {
+        lines.push(format!("  error: {error}"));
+    }
+    if report.failure.is_some() && !report.stderr.text.is_empty() {
+        lines.push(format!("  plugin stderr:\n{}", indent(&report.stderr.text)));
+    }
+    let text = lines.join("\n");
+    if artifacts_in_files && report.succeeded {
+        emit(&text);
+    } else {
+        eprintln!("{text}");
+    }
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -1,0 +1,346 @@
+//! `factbuoy run` (a collection on this host: an aggregator on loopback and an agent for this
+//! host, over the same mutual-TLS protocol as in a cluster), `factbuoy status` and
+//! `factbuoy retrieve`.
+//!
+//! The CLI remembers the current run in a private state file (its directory, where its operator
+//! listener is), so `status` and `retrieve` from another terminal just work.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use factbuoy_protocol::identity::Role;
+use factbuoy_protocol::tls::Identity;
+use factbuoy_protocol::types::{PairStatus, ResultStatus, RunStatus, StatusDocument};
+use factbuoy_protocol::Client;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+
+use factbuoy_agent::{AgentConfig, LoadedPlugins};
+use factbuoy_aggregator::config::{self, RunConfig, ServerLimits};
+use factbuoy_aggregator::state::RunState;
+use factbuoy_aggregator::{Run, RunDir};
+use factbuoy_protocol::types::now_rfc3339;
+use factbuoy_runtime::{Limits, Runtime, RuntimeOptions, limits};
+
+use crate::output::{ExitStatus, Format, emit};
+use crate::plan::{self, PluginChoices};
+
+/// Environment variable that overrides where the CLI keeps its state file.
+pub const STATE_DIR_ENV: &str = "FACTBUOY_STATE_DIR";
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Plugins to run, by bundled name or path [default: host-facts, setup, and systemd-logs where a journal exists].
+    #[arg(long = "plugin", value_name = "NAME|PATH")]
+    plugins: Vec<String>,
+    /// A plugin parameter: PLUGIN:NAME=VALUE.
+    #[arg(short, long = "param", value_name = "PLUGIN:NAME=VALUE", value_parser = plan::split_scoped)]
+    params: Vec<(String, String)>,
+    /// A capability for a plugin from a file: PLUGIN:CAPABILITY (bundled plugins get what they ask).
+    #[arg(long, value_name = "PLUGIN:CAPABILITY", value_parser = plan::split_scoped)]
+    grant: Vec<(String, String)>,
+    /// Where the bundle is written.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    out: PathBuf,
+    /// Where the run keeps its state [default: ~/.local/state/factbuoy/runs/<run id>].
+    #[arg(long, value_name = "DIR")]
+    run_dir: Option<PathBuf>,
+    /// This host's node name [default: its host name].
+    #[arg(long)]
+    node: Option<String>,
+    /// Host directory plugins' paths are mapped onto.
+    #[arg(long, default_value = "/", value_name = "DIR")]
+    root: PathBuf,
+    /// Deadline of each plugin.
+    #[arg(long, default_value_t = limits::DEFAULT_DEADLINE.into())]
+    plugin_timeout: humantime::Duration,
+    /// Deadline of the whole run; what is missing then becomes error results.
+    #[arg(long, default_value_t = config::DEFAULT_RUN_TIMEOUT.into())]
+    timeout: humantime::Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The run directory [default: the current run's].
+    #[arg(long, value_name = "DIR")]
+    run_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RetrieveArgs {
+    /// Where to write the bundle; a partial download there is resumed.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    out: PathBuf,
+    /// The run directory [default: the current run's].
+    #[arg(long, value_name = "DIR")]
+    run_dir: Option<PathBuf>,
+}
+
+/// What the CLI remembers about the current run.
+#[derive(Debug, Serialize, Deserialize)]
+struct CurrentRun {
+    run_id: String,
+    run_dir: PathBuf,
+    operator_address: SocketAddr,
+}
+
+fn state_file() -> anyhow::Result<PathBuf> {
+    let dir = std::env::var_os(STATE_DIR_ENV)
+        .map(PathBuf::from)
+        .or_else(|| dirs::state_dir().map(|d| d.join("factbuoy")))
+        .or_else(|| dirs::home_dir().map(|d| d.join(".factbuoy")))
+        .context("no state directory: set FACTBUOY_STATE_DIR")?;
+    Ok(dir.join("current-run.json"))
+}
+
+fn remember(run: &CurrentRun) -> anyhow::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let path = state_file()?;
+    let dir = path.parent().expect("the state file has a directory");
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    factbuoy_pki::write_private(&path, &serde_json::to_string_pretty(run)?)?;
+    Ok(())
+}
+
+fn recall() -> anyhow::Result<CurrentRun> {
+    let path = state_file()?;
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("no current run ({} is missing); start one with `factbuoy run`", path.display()))?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+fn default_run_dir(run_id: &str) -> anyhow::Result<PathBuf> {
+    let base = std::env::var_os(STATE_DIR_ENV)
+        .map(PathBuf::from)
+        .or_else(|| dirs::state_dir().map(|d| d.join("factbuoy")))
+        .context("no state directory: pass --run-dir or set FACTBUOY_STATE_DIR")?;
+    Ok(base.join("runs").join(run_id))
+}
+
+/// A new run id: 12 hex digits.
+pub fn new_run_id() -> String {
+    format!("{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff)
+}
+
+pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let run_id = new_run_id();
+    let run_dir = match &args.run_dir {
+        Some(dir) => dir.clone(),
+        None => default_run_dir(&run_id)?,
+    };
+    let node = match &args.node {
+        Some(node) => node.clone(),
+        None => plan::node_name(&sysinfo::System::host_name().unwrap_or_default()),
+    };
+    factbuoy_protocol::names::check_identifier("node", &node)?;
+    let runtime = Arc::new(Runtime::new(RuntimeOptions {
+        limits: Limits { deadline: *args.plugin_timeout, ..Limits::default() },
+        ..RuntimeOptions::default()
+    })?);
+    let plugins = if args.plugins.is_empty() { plan::default_plugins(&args.root) } else { args.plugins.clone() };
+    let choices = PluginChoices { plugins: &plugins, params: &args.params, grants: &args.grant, deadline: *args.plugin_timeout };
+    let planned = plan::build(&runtime, &choices).await?;
+    let loopback: SocketAddr = "127.0.0.1:0".parse().expect("a valid address");
+    let config = RunConfig {
+        run_id: run_id.clone(),
+        created: now_rfc3339(),
+        factbuoy_version: env!("CARGO_PKG_VERSION").to_owned(),
+        plugins: planned.plans,
+        nodes: vec![node.clone()],
+        heartbeat_seconds: config::DEFAULT_HEARTBEAT.as_secs(),
+        lost_after_seconds: config::DEFAULT_LOST_AFTER.as_secs(),
+        run_timeout_seconds: args.timeout.as_secs().max(1),
+        agent_listen: loopback,
+        operator_listen: loopback,
+        server_names: vec!["localhost".into(), "127.0.0.1".into()],
+        bundle_dir: std::path::absolute(&args.out)?,
+        limits: ServerLimits::default(),
+    };
+    let run = Run::create(RunDir::new(&run_dir), config.clone(), &planned.components)?;
+    let identity = run.ca().identity(&run.issue(&Role::Agent { node: node.clone() })?);
+    let spool_dir = run.dir().spool();
+    let mut running = factbuoy_aggregator::start(run, factbuoy_catalog::bundled_component).await?;
+    remember(&CurrentRun { run_id: run_id.clone(), run_dir: run_dir.clone(), operator_address: running.operator_address })?;
+
+    let client = Client::new(&format!("127.0.0.1:{}", running.agent_address.port()), &identity)?;
+    let agent_config = Arc::new(AgentConfig {
+        node,
+        host_root: args.root.clone(),
+        spool_dir,
+        retry_for: factbuoy_agent::RETRY_FOR,
+    });
+    let loaded = Arc::new(LoadedPlugins::default());
+    for (sha256, plugin) in planned.loaded {
+        loaded.insert(sha256, plugin);
+    }
+    let progress = progress_bar(format, &running.shared.status_document());
+    let shared = running.shared.clone();
+    let ticker = {
+        let progress = progress.clone();
+        tokio::spawn(async move {
+            loop {
+                show(&progress, &shared.status_document());
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let agent_result = factbuoy_agent::run(client, runtime, agent_config, loaded).await;
+    let status = running.finished().await;
+    ticker.abort();
+    progress.finish_and_clear();
+    agent_result.context("the local agent could not finish")?;
+    let document = running.shared.status_document();
+    report(&document, &config, format);
+    let all_passed = document.plugins.iter().all(|p| p.result_status == Some(ResultStatus::Passed));
+    Ok(if status == RunStatus::Complete && all_passed { ExitStatus::Success } else { ExitStatus::PluginFailed })
+}
+
+fn progress_bar(format: Format, document: &StatusDocument) -> ProgressBar {
+    if format == Format::Json {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(document.plugins.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} results  {wide_msg}")
+            .expect("a valid template"),
+    );
+    bar.enable_steady_tick(Duration::from_millis(100));
+    bar
+}
+
+fn show(bar: &ProgressBar, document: &StatusDocument) {
+    let done = document.plugins.iter().filter(|p| p.result_status.is_some()).count();
+    bar.set_position(done as u64);
+    let running = document.plugins.iter().find(|p| p.result_status.is_none() && p.status == PairStatus::Running);
+    let message = match running.and_then(|p| p.progress.as_ref()) {
+        Some(progress) if progress.total > 0 => {
+            format!("{}: {}/{} {}", progress.plugin, progress.completed, progress.total, progress.msg)
+        }
+        Some(progress) => format!("{}: {}", progress.plugin, progress.msg),
+        None => String::new(),
+    };
+    bar.set_message(message);
+}
+
+fn report(document: &StatusDocument, config: &RunConfig, format: Format) {
+    match format {
+        Format::Json => {
+            let bundle = document.tar_info.as_ref().map(|t| {
+                serde_json::json!({ "path": config.bundle_dir.join(&t.name), "sha256": t.sha256, "size": t.size })
+            });
+            emit(&serde_json::to_string_pretty(&serde_json::json!({
+                "run_id": document.run_id,
+                "status": document.status,
+                "results": document.plugins,
+                "bundle": bundle,
+            }))
+            .expect("serialising a summary"));
+        }
+        Format::Text => {
+            emit(&status_table(document));
+            match &document.tar_info {
+                Some(tar) => emit(&format!(
+                    "\nbundle: {} ({} bytes, sha256 {})",
+                    config.bundle_dir.join(&tar.name).display(),
+                    tar.size,
+                    tar.sha256
+                )),
+                None => emit(&format!("\nno bundle: the run is {:?}", document.status).to_lowercase()),
+            }
+        }
+    }
+}
+
+fn status_table(document: &StatusDocument) -> String {
+    let mut lines = vec![format!("run {}: {}", document.run_id, format!("{:?}", document.status).to_lowercase())];
+    let width = document.plugins.iter().map(|p| p.plugin.len()).max().unwrap_or(0);
+    for p in &document.plugins {
+        let result = match p.result_status {
+            Some(ResultStatus::Passed) => "passed",
+            Some(ResultStatus::Failed) => "failed",
+            None => "",
+        };
+        let progress = p
+            .progress
+            .as_ref()
+            .filter(|_| p.result_status.is_none())
+            .map(|pr| format!("  {}/{} {}", pr.completed, pr.total, pr.msg))
+            .unwrap_or_default();
+        let status = format!("{:?}", p.status).to_lowercase();
+        lines.push(format!("  {:width$}  {:20}  {status:9}  {result}{progress}", p.plugin, p.node));
+    }
+    lines.join("\n")
+}
+
+/// The operator client of a run, and where its bundle will be.
+fn operator(run_dir: &Path, address: SocketAddr) -> anyhow::Result<Client> {
+    let (ca, cert, key) = RunDir::new(run_dir).operator_files();
+    let identity = Identity::from_files(&ca, &cert, &key)?;
+    Ok(Client::new(&format!("127.0.0.1:{}", address.port()), &identity)?.with_timeout(Duration::from_secs(10)))
+}
+
+/// The run to talk about: `--run-dir`, or the current one.
+fn locate(run_dir: Option<PathBuf>) -> anyhow::Result<(PathBuf, SocketAddr)> {
+    match run_dir {
+        Some(dir) => {
+            let config = RunConfig::load(&RunDir::new(&dir))?;
+            Ok((dir, config.operator_listen))
+        }
+        None => {
+            let current = recall()?;
+            Ok((current.run_dir, current.operator_address))
+        }
+    }
+}
+
+pub async fn status(args: StatusArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let (run_dir, address) = locate(args.run_dir)?;
+    let document = match operator(&run_dir, address)?.status().await {
+        Ok(document) => document,
+        // The aggregator has exited (a finished local run): its saved state still answers.
+        Err(e) if e.is_retryable() => {
+            let run_dir = RunDir::new(&run_dir);
+            let config = RunConfig::load(&run_dir)?;
+            RunState::load(&run_dir, &config)?.document(&config.run_id)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    match format {
+        Format::Json => emit(&serde_json::to_string_pretty(&document)?),
+        Format::Text => emit(&status_table(&document)),
+    }
+    Ok(ExitStatus::Success)
+}
+
+pub async fn retrieve(args: RetrieveArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let (run_dir, address) = locate(args.run_dir)?;
+    let client = operator(&run_dir, address)?;
+    let document = client.status().await.map_err(|e| {
+        let config = RunConfig::load(&RunDir::new(&run_dir)).ok();
+        let bundle = config.map(|c| c.bundle_dir.display().to_string()).unwrap_or_default();
+        anyhow::anyhow!("the run's aggregator does not answer ({e}); a finished local run left its bundle in {bundle}")
+    })?;
+    let tar = document
+        .tar_info
+        .with_context(|| format!("the bundle is not ready: the run is {:?}", document.status).to_lowercase())?;
+    std::fs::create_dir_all(&args.out)?;
+    let dest = args.out.join(&tar.name);
+    let size = client.download_bundle(&dest).await?;
+    let sha256 = factbuoy_protocol::digest::sha256_file(&dest)?;
+    anyhow::ensure!(
+        size == tar.size && sha256 == tar.sha256,
+        "the downloaded bundle {} does not match the aggregator's ({} bytes, sha256 {}); delete it and retrieve again",
+        dest.display(),
+        tar.size,
+        tar.sha256
+    );
+    match format {
+        Format::Json => emit(&serde_json::json!({ "path": dest, "size": size, "sha256": sha256 }).to_string()),
+        Format::Text => emit(&dest.display().to_string()),
+    }
+    Ok(ExitStatus::Success)
+}

@@ -1,0 +1,115 @@
+//! Checks on what a plugin's `describe` returns, so that a malformed description is refused
+//! with a precise message at load time instead of causing confusion later.
+
+use std::collections::HashSet;
+
+use factbuoy_protocol::names::ArtifactName;
+use crate::grants::Grant;
+use crate::params::parse_value;
+use crate::bindings::PluginInfo;
+
+/// Longest plugin or parameter name.
+pub const MAX_NAME_LEN: usize = 63;
+
+/// Whether `name` is a valid plugin name: lower-case `a-z`, `0-9`, `-`, starting with a letter or digit.
+pub fn is_valid_plugin_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && !name.starts_with('-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+fn is_valid_param_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+/// Every problem with a description, or nothing.
+pub fn problems(info: &PluginInfo) -> Vec<String> {
+    let mut problems = Vec::new();
+    if !is_valid_plugin_name(&info.name) {
+        problems.push(format!(
+            "name {:?} must be 1-63 characters of a-z, 0-9 and `-`, not starting with `-`",
+            info.name
+        ));
+    }
+    if info.version.trim().is_empty() {
+        problems.push("version is empty".to_owned());
+    }
+    let mut seen = HashSet::new();
+    for param in &info.parameters {
+        if !is_valid_param_name(&param.name) {
+            problems.push(format!(
+                "parameter name {:?} must be a-z, 0-9, `_` and `-`",
+                param.name
+            ));
+        }
+        if !seen.insert(param.name.as_str()) {
+            problems.push(format!("parameter `{}` is declared twice", param.name));
+        }
+        if param.required && param.default.is_some() {
+            problems.push(format!(
+                "parameter `{}` is required and also has a default",
+                param.name
+            ));
+        }
+        if let Some(default) = &param.default
+            && let Err(e) = parse_value(param.type_, default)
+        {
+            problems.push(format!("parameter `{}` default {e}", param.name));
+        }
+    }
+    for request in &info.capabilities {
+        if let Err(e) = Grant::from_request(&request.capability) {
+            problems.push(e.to_string());
+        }
+    }
+    for artifact in &info.artifacts {
+        if let Err(e) = ArtifactName::parse(&artifact.name) {
+            problems.push(e.to_string());
+        }
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bindings::{Capability, CapabilityRequest, ParamSpec, ParamType};
+
+    #[test]
+    fn finds_each_kind_of_problem() {
+        let param = |name: &str, required, default: Option<&str>| ParamSpec {
+            name: name.into(),
+            description: String::new(),
+            type_: ParamType::Integer,
+            required,
+            default: default.map(Into::into),
+            secret: false,
+        };
+        let info = PluginInfo {
+            name: "Bad_Name".into(),
+            version: " ".into(),
+            description: String::new(),
+            parameters: vec![
+                param("n", false, Some("x")),
+                param("n", true, Some("1")),
+                param("Big", false, None),
+            ],
+            capabilities: vec![CapabilityRequest {
+                capability: Capability::ReadPath("relative".into()),
+                required: true,
+                reason: String::new(),
+            }],
+            artifacts: vec![],
+        };
+        let found = problems(&info);
+        assert_eq!(found.len(), 7, "{found:#?}");
+        assert!(is_valid_plugin_name("systemd-logs") && !is_valid_plugin_name("-x"));
+    }
+}

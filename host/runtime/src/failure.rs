@@ -1,0 +1,197 @@
+//! Why a plugin run failed, classified from the trap (or the plugin's own error) so that the
+//! report says what happened in words: a deadline, a limit, a panic and its message.
+
+use wasmtime::Trap;
+
+use super::bindings::GatherError;
+use super::violation::Violation;
+
+/// How a failed run ended.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, thiserror::Error)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum PluginFailure {
+    /// A sandbox limit was crossed; the message names the limit and its value.
+    #[error("{message}")]
+    LimitExceeded {
+        /// Which limit.
+        limit: LimitKind,
+        /// What the plugin did, and the limit's value.
+        message: String,
+    },
+    /// The plugin needs capabilities the run did not grant.
+    #[error("needs capabilities that were not granted: {}; grant them with {}", .missing.join(", "), grant_flags(.missing))]
+    MissingCapabilities {
+        /// The required capabilities not granted, in written form (`host-info`, `read:/proc`).
+        missing: Vec<String>,
+    },
+    /// The plugin called an interface it was not granted.
+    #[error("{message}")]
+    CapabilityDenied {
+        /// The capability that would have allowed the call, in written form.
+        capability: String,
+        /// What was called, and how to grant it.
+        message: String,
+    },
+    /// A Rust panic; `message` is the panic's own text.
+    #[error("panicked: {message}")]
+    Panicked {
+        /// The panic's text, then its source location.
+        message: String,
+    },
+    /// Any other trap. `message` is the trap itself; `detail` adds the wasm backtrace.
+    #[error("crashed: {message}")]
+    Trapped {
+        /// The trap's root cause.
+        message: String,
+        /// The whole error chain, with the wasm backtrace.
+        detail: String,
+    },
+    /// The plugin rejected its parameters.
+    #[error("rejected its parameters: {message}")]
+    InvalidParameters {
+        /// The plugin's explanation.
+        message: String,
+    },
+    /// What the plugin gathers is not available here.
+    #[error("unavailable: {message}")]
+    Unavailable {
+        /// What is missing, in the plugin's words.
+        message: String,
+    },
+    /// The plugin reported a failure.
+    #[error("failed: {message}")]
+    Failed {
+        /// What went wrong, in the plugin's words (or the host's, for grants it cannot apply).
+        message: String,
+    },
+}
+
+/// Which limit a [`PluginFailure::LimitExceeded`] is about; see [`crate::Limits`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LimitKind {
+    /// The wall-clock deadline.
+    Deadline,
+    /// The size of a linear memory.
+    Memory,
+    /// The wasm stack.
+    Stack,
+    /// The elements of a table.
+    Table,
+    /// The bytes of all artifacts together.
+    Output,
+    /// The bytes one host call may carry.
+    HostCall,
+}
+
+fn grant_flags(missing: &[String]) -> String {
+    missing
+        .iter()
+        .map(|c| format!("--grant {c}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl From<Violation> for PluginFailure {
+    fn from(violation: Violation) -> Self {
+        let limit = match &violation {
+            Violation::Deadline(_) => LimitKind::Deadline,
+            Violation::Memory { .. } => LimitKind::Memory,
+            Violation::Table { .. } => LimitKind::Table,
+            Violation::Output(_) => LimitKind::Output,
+            Violation::HostCall { .. } => LimitKind::HostCall,
+            Violation::CapabilityDenied { capability, .. } => {
+                return PluginFailure::CapabilityDenied {
+                    capability: (*capability).to_owned(),
+                    message: violation.to_string(),
+                };
+            }
+        };
+        PluginFailure::LimitExceeded {
+            limit,
+            message: violation.to_string(),
+        }
+    }
+}
+
+impl From<GatherError> for PluginFailure {
+    fn from(error: GatherError) -> Self {
+        match error {
+            GatherError::InvalidParameters(message) => PluginFailure::InvalidParameters { message },
+            GatherError::Unavailable(message) => PluginFailure::Unavailable { message },
+            GatherError::Failed(message) => PluginFailure::Failed { message },
+        }
+    }
+}
+
+/// Classifies a trap. `stderr_tail` is the end of what the plugin printed, where a Rust panic
+/// leaves its message; `stack_bytes` is the stack limit, for the message.
+pub fn classify_trap(
+    error: &wasmtime::Error,
+    stderr_tail: &str,
+    stack_bytes: usize,
+) -> PluginFailure {
+    if let Some(violation) = error.chain().find_map(|e| e.downcast_ref::<Violation>()) {
+        return violation.clone().into();
+    }
+    match error.chain().find_map(|e| e.downcast_ref::<Trap>()) {
+        Some(Trap::StackOverflow) => PluginFailure::LimitExceeded {
+            limit: LimitKind::Stack,
+            message: format!("overflowed its wasm stack (limit {stack_bytes} bytes)"),
+        },
+        Some(Trap::UnreachableCodeReached) => match panic_message(stderr_tail) {
+            Some(message) => PluginFailure::Panicked { message },
+            None => trapped(error),
+        },
+        _ => trapped(error),
+    }
+}
+
+fn trapped(error: &wasmtime::Error) -> PluginFailure {
+    PluginFailure::Trapped {
+        message: error.root_cause().to_string(),
+        detail: format!("{error:#}"),
+    }
+}
+
+/// The message of the last Rust panic in `stderr`: `panicked at FILE:LINE:COL:` and the lines
+/// after it, up to the `note:` Rust adds.
+pub fn panic_message(stderr: &str) -> Option<String> {
+    let start = stderr.rfind("panicked at ")?;
+    let after = &stderr[start + "panicked at ".len()..];
+    let (location, rest) = after.split_once(":\n").unwrap_or((after, ""));
+    let message: Vec<&str> = rest
+        .lines()
+        .take_while(|line| !line.starts_with("note: "))
+        .collect();
+    Some(format!("{} (at {location})", message.join("\n").trim()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_message_takes_the_last_panic_and_drops_the_note() {
+        let stderr = "noise\nthread '<unnamed>' panicked at src/lib.rs:3:5:\nfirst\n\
+                      thread '<unnamed>' panicked at src/lib.rs:9:13:\nboom\ntwo lines\n\
+                      note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        assert_eq!(
+            panic_message(stderr).unwrap(),
+            "boom\ntwo lines (at src/lib.rs:9:13)"
+        );
+        assert_eq!(panic_message("no panic here"), None);
+    }
+
+    #[test]
+    fn missing_capabilities_say_how_to_grant_them() {
+        let failure = PluginFailure::MissingCapabilities {
+            missing: vec!["host-info".into(), "read:/proc".into()],
+        };
+        assert_eq!(
+            failure.to_string(),
+            "needs capabilities that were not granted: host-info, read:/proc; \
+             grant them with --grant host-info --grant read:/proc"
+        );
+    }
+}

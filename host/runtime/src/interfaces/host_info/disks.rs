@@ -1,0 +1,207 @@
+//! `disks` and `filesystem-usage`: the mounted file systems below the host root, as sysinfo
+//! would list them, with statvfs(3) of each.
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use nix::sys::statvfs::{FsFlags, Statvfs};
+
+use super::root::{read_below, resolve_below};
+use crate::bindings::factbuoy::plugin::host_info::{Disk, FilesystemStats};
+
+/// The mount table that describes the host root, chosen by the rule the guest SDK follows
+/// ([`factbuoy_linux::mounts::table_dir`]): the root's process 1's when factbuoy runs in another
+/// mount namespace (a pod's `/host/proc/self` is still the agent, in the pod's namespace), else
+/// the factbuoy process's own.
+fn mount_table(root: &Path) -> Option<String> {
+    use factbuoy_linux::mounts::{INIT_NAMESPACE, OWN_NAMESPACE, table_dir};
+    let namespace = |link: &str| {
+        std::fs::read_link(root.join(link.trim_start_matches('/')))
+            .ok()
+            .map(|target| target.to_string_lossy().into_owned())
+    };
+    let dir = table_dir(
+        namespace(OWN_NAMESPACE).as_deref(),
+        namespace(INIT_NAMESPACE).as_deref(),
+        resolve_below(root, "/proc/1/mounts").and_then(std::fs::File::open).is_ok(),
+    );
+    let guest = format!("{dir}/mounts");
+    match read_below(root, &guest) {
+        Ok(table) => Some(table),
+        Err(e) => {
+            tracing::warn!(
+                "host-info: no mount table at {guest} below {}: {e}",
+                root.display()
+            );
+            None
+        }
+    }
+}
+
+/// Mounted file systems below the host root, as sysinfo lists them (the same file systems
+/// left out), with statvfs below the root.
+pub(super) fn disks(root: &Path) -> Vec<Disk> {
+    let Some(table) = mount_table(root) else {
+        return Vec::new();
+    };
+    let entries: Vec<(String, String, String)> = factbuoy_linux::mounts::parse_mounts(&table)
+        .into_iter()
+        .map(|entry| (entry.device, entry.mount_point, entry.fs_type))
+        .filter(|(device, mount_point, file_system)| keeps_disk(device, mount_point, file_system))
+        .collect();
+    let stats = statvfs_all(
+        root,
+        entries.iter().map(|(_, point, _)| point.clone()).collect(),
+        STATVFS_TIMEOUT,
+    );
+    let removable = removable_devices(root);
+    entries
+        .into_iter()
+        .zip(stats)
+        .filter_map(|((name, mount_point, file_system), stat)| {
+            let stat = stat?;
+            let unit = stat.fragment_size() as u64;
+            let total_bytes = unit * stat.blocks() as u64;
+            // What sysinfo also leaves out: nothing there (pseudo file systems).
+            (total_bytes > 0).then(|| Disk {
+                removable: removable.contains(&name),
+                read_only: stat.flags().contains(FsFlags::ST_RDONLY),
+                available_bytes: unit * stat.blocks_available() as u64,
+                total_bytes,
+                name,
+                mount_point,
+                file_system,
+            })
+        })
+        .collect()
+}
+
+/// sysinfo's choice of what is a disk: no pseudo file systems, nothing below `/sys`, `/proc`
+/// or `/run` (but `/run/media`), and no network file systems, whose statvfs can hang.
+fn keeps_disk(device: &str, mount_point: &str, file_system: &str) -> bool {
+    const LEFT_OUT: &[&str] = &[
+        "rootfs",
+        "sysfs",
+        "proc",
+        "devtmpfs",
+        "cgroup",
+        "cgroup2",
+        "pstore",
+        "squashfs",
+        "rpc_pipefs",
+        "iso9660",
+        "devpts",
+        "hugetlbfs",
+        "mqueue",
+        "tmpfs",
+        "cifs",
+        "nfs",
+        "nfs4",
+        "autofs",
+    ];
+    !(LEFT_OUT.contains(&file_system)
+        || mount_point.starts_with("/sys")
+        || mount_point.starts_with("/proc")
+        || (mount_point.starts_with("/run") && !mount_point.starts_with("/run/media"))
+        || device.starts_with("sunrpc"))
+}
+
+/// Devices below the root that udev names as USB (`/dev/disk/by-id/usb-*`), as guest paths.
+fn removable_devices(root: &Path) -> Vec<String> {
+    let Ok(by_id) = resolve_below(root, "/dev/disk/by-id").and_then(std::fs::read_dir) else {
+        return Vec::new();
+    };
+    by_id
+        .filter_map(|entry| entry.ok())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("usb-"))
+        .filter_map(|name| {
+            let device = resolve_below(root, &format!("/dev/disk/by-id/{name}")).ok()?;
+            let guest = device.strip_prefix(root).ok()?;
+            Some(format!("/{}", guest.to_string_lossy()))
+        })
+        .collect()
+}
+
+/// How long `filesystem-usage` waits for all answers: statvfs on a hung network mount never
+/// returns, and a host call cannot be interrupted by the run's deadline.
+pub(super) const STATVFS_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// statvfs of every guest path below `root`, each in its own thread so one hung mount costs
+/// only its own answer. A thread still blocked at the deadline is left behind; it ends when the
+/// kernel gives up.
+pub(super) fn statvfs_all(root: &Path, paths: Vec<String>, timeout: Duration) -> Vec<Option<Statvfs>> {
+    let (sender, receiver) = mpsc::channel();
+    let count = paths.len();
+    for (index, path) in paths.into_iter().enumerate() {
+        let sender = sender.clone();
+        let root = root.to_owned();
+        let spawned = std::thread::Builder::new()
+            .name("factbuoy-statvfs".into())
+            .spawn(move || {
+                // Resolving walks the path too, which can hang on the same mount.
+                let stat = resolve_below(&root, &path)
+                    .ok()
+                    .and_then(|host_path| nix::sys::statvfs::statvfs(&host_path).ok());
+                let _ = sender.send((index, stat));
+            });
+        if spawned.is_err() {
+            // Out of threads: that path goes unanswered, like a hung one.
+            continue;
+        }
+    }
+    drop(sender);
+    let deadline = Instant::now() + timeout;
+    let mut answers = vec![None; count];
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match receiver.recv_timeout(left) {
+            Ok((index, usage)) => answers[index] = usage,
+            Err(_) => break, // every sender is done, or the time is up
+        }
+    }
+    answers
+}
+
+pub(super) fn filesystem_stats(stat: &Statvfs) -> FilesystemStats {
+    FilesystemStats {
+        fragment_size_bytes: stat.fragment_size() as u64,
+        block_size_bytes: stat.block_size() as u64,
+        blocks_total: stat.blocks() as u64,
+        blocks_free: stat.blocks_free() as u64,
+        blocks_available: stat.blocks_available() as u64,
+        inodes_total: stat.files() as u64,
+        inodes_free: stat.files_free() as u64,
+        inodes_available: stat.files_available() as u64,
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statvfs_answers_in_order_and_misses_give_none() {
+        let answers = statvfs_all(
+            Path::new("/"),
+            vec!["/".into(), "/does/not/exist".into(), "/proc".into()],
+            Duration::from_secs(5),
+        );
+        assert_eq!(answers.len(), 3);
+        let root = filesystem_stats(answers[0].as_ref().expect("statvfs of /"));
+        assert!(root.blocks_total >= root.blocks_free && root.blocks_free >= root.blocks_available);
+        assert!(answers[1].is_none());
+        assert!(answers[2].is_some());
+    }
+
+    #[test]
+    fn disks_leave_out_what_sysinfo_leaves_out() {
+        assert!(keeps_disk("/dev/sda1", "/", "ext4"));
+        assert!(keeps_disk("/dev/sdb1", "/run/media/usb", "vfat"));
+        assert!(!keeps_disk("proc", "/proc", "proc"));
+        assert!(!keeps_disk("tmpfs", "/run", "tmpfs"));
+        assert!(!keeps_disk("/dev/sda2", "/run/x", "ext4"));
+        assert!(!keeps_disk("server:/x", "/mnt", "nfs4"));
+    }
+}

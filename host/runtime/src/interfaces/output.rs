@@ -1,0 +1,186 @@
+//! `output`: artifacts streamed from the plugin into the run's [`ArtifactSink`], with names
+//! checked, sizes and digests recorded, and the run's output limit enforced.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncWriteExt;
+use wasmtime::component::Resource;
+
+use factbuoy_protocol::names::ArtifactName;
+use crate::bindings::factbuoy::plugin::output::{self, OutputError};
+use crate::sink::{ArtifactSink, ArtifactWriter};
+use crate::instance::InstanceState;
+use crate::violation::Violation;
+
+/// The resource behind the WIT `artifact`: an index into the run's artifact records.
+pub struct OpenArtifact {
+    record: usize,
+}
+
+/// The writing side of an artifact not yet finished.
+struct OpenWriter {
+    writer: ArtifactWriter,
+    hasher: Sha256,
+}
+
+/// What the report says about one artifact.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ArtifactRecord {
+    /// The name the plugin gave it, checked.
+    pub name: ArtifactName,
+    /// The media type the plugin declared, unchecked (`application/json`).
+    pub media_type: String,
+    /// Bytes stored, which is fewer than written when `truncated`.
+    pub size_bytes: u64,
+    /// Hex sha-256 of the bytes stored; set when the artifact is finished.
+    pub sha256: Option<String>,
+    /// The output limit cut this artifact short.
+    pub truncated: bool,
+    /// Storing it failed; the message says why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The `output` side of an instance: the sink, the artifacts created so far, and the bytes
+/// counted against the run's output limit.
+pub struct OutputState {
+    sink: Arc<dyn ArtifactSink>,
+    names: HashSet<ArtifactName>,
+    pub(crate) records: Vec<ArtifactRecord>,
+    /// Artifacts not yet finished, by record index; kept here rather than in the resource table
+    /// so that those a trapped plugin left open can still be finished.
+    open: BTreeMap<usize, OpenWriter>,
+    written_bytes: u64,
+}
+
+impl OutputState {
+    /// Nothing written yet; artifacts will go to `sink`.
+    pub fn new(sink: Arc<dyn ArtifactSink>) -> Self {
+        OutputState {
+            sink,
+            names: HashSet::new(),
+            records: Vec::new(),
+            open: BTreeMap::new(),
+            written_bytes: 0,
+        }
+    }
+}
+
+impl OutputState {
+    async fn finish(&mut self, record: usize) -> Result<(), OutputError> {
+        let Some(OpenWriter { mut writer, hasher }) = self.open.remove(&record) else {
+            return Err(OutputError::Closed);
+        };
+        let record = &mut self.records[record];
+        record.sha256 = Some(hex::encode(hasher.finalize()));
+        writer.shutdown().await.map_err(|e| {
+            record.error = Some(e.to_string());
+            OutputError::Io(format!("finishing {}: {e}", record.name))
+        })
+    }
+
+    /// Finishes every artifact the plugin left open (it trapped, or never called `finish`).
+    pub(crate) async fn finish_all(&mut self) {
+        let open: Vec<usize> = self.open.keys().copied().collect();
+        for record in open {
+            // A failure is already noted in the artifact's record.
+            let _ = self.finish(record).await;
+        }
+    }
+}
+
+impl output::Host for InstanceState {
+    async fn create(
+        &mut self,
+        name: String,
+        media_type: String,
+    ) -> wasmtime::Result<Result<Resource<OpenArtifact>, OutputError>> {
+        self.check_call_size("output.create", name.len() + media_type.len())?;
+        let name = match ArtifactName::parse(&name) {
+            Ok(name) => name,
+            Err(e) => return Ok(Err(OutputError::InvalidName(e.to_string()))),
+        };
+        if !self.output.names.insert(name.clone()) {
+            return Ok(Err(OutputError::InvalidName(format!(
+                "artifact name {:?} is already used in this run",
+                name.as_str()
+            ))));
+        }
+        let writer = match self.output.sink.create(&name, &media_type) {
+            Ok(writer) => writer,
+            Err(e) => return Ok(Err(OutputError::Io(format!("creating {name}: {e}")))),
+        };
+        self.output.records.push(ArtifactRecord {
+            name,
+            media_type,
+            size_bytes: 0,
+            sha256: None,
+            truncated: false,
+            error: None,
+        });
+        let record = self.output.records.len() - 1;
+        self.output.open.insert(
+            record,
+            OpenWriter {
+                writer,
+                hasher: Sha256::new(),
+            },
+        );
+        Ok(Ok(self.table.push(OpenArtifact { record })?))
+    }
+}
+
+impl output::HostArtifact for InstanceState {
+    async fn write(
+        &mut self,
+        handle: Resource<OpenArtifact>,
+        chunk: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), OutputError>> {
+        self.check_call_size("artifact.write", chunk.len())?;
+        let limit = self.limits.output_bytes;
+        let room = limit.saturating_sub(self.output.written_bytes);
+        let kept = &chunk[..chunk.len().min(room as usize)];
+        let index = self.table.get(&handle)?.record;
+        let record = &mut self.output.records[index];
+        let Some(open) = self.output.open.get_mut(&index) else {
+            return Ok(Err(OutputError::Closed));
+        };
+        if let Err(e) = open.writer.write_all(kept).await {
+            record.error = Some(e.to_string());
+            return Ok(Err(OutputError::Io(format!(
+                "writing {}: {e}",
+                record.name
+            ))));
+        }
+        open.hasher.update(kept);
+        record.size_bytes += kept.len() as u64;
+        self.output.written_bytes += kept.len() as u64;
+        if kept.len() < chunk.len() {
+            record.truncated = true;
+            let violation = Violation::Output(limit);
+            let message = violation.to_string();
+            self.violation.get_or_insert(violation);
+            return Ok(Err(OutputError::LimitExceeded(message)));
+        }
+        Ok(Ok(()))
+    }
+
+    async fn finish(
+        &mut self,
+        handle: Resource<OpenArtifact>,
+    ) -> wasmtime::Result<Result<(), OutputError>> {
+        let index = self.table.get(&handle)?.record;
+        Ok(self.output.finish(index).await)
+    }
+
+    async fn drop(&mut self, handle: Resource<OpenArtifact>) -> wasmtime::Result<()> {
+        let index = self.table.delete(handle)?.record;
+        if self.output.open.contains_key(&index) {
+            // A failure is already noted in the artifact's record.
+            let _ = self.output.finish(index).await;
+        }
+        Ok(())
+    }
+}
