@@ -13,8 +13,9 @@
 # (about a second: only the apt packages are checked). A build that was killed leaves no stamp,
 # so it is redone; a changed RECIPE rebuilds.
 #
-# A full build takes about 11 minutes on 2 cores and needs ~4 GB of scratch space (the source
-# tree and Go's build cache, deleted afterwards); the cache itself is ~400 MB.
+# A full build takes about 11 minutes on an idle 2-core machine (30 on one busy with other
+# builds); its scratch space (source tree, Go's build cache) sits next to the cache and is
+# deleted afterwards. The cache itself is 415 MB.
 # Needs root (apt-get). Safe to run concurrently: a lock serialises builds.
 set -euo pipefail
 
