@@ -10,7 +10,7 @@
 # Prints one PASS or FAIL line per check and ends with "N passed, M failed"; exits 1 on any
 # failure. Runs as a cluster of its own (netns factbuoy-kube-smoke, state in
 # /run/factbuoy-kube-smoke), so a developer's cluster is left alone and a smoke run that was
-# killed is cleaned up by the next one. Needs tests/kube/build.sh to have run. About a minute.
+# killed is cleaned up by the next one. Needs tests/kube/build.sh to have run. About 85 s.
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
