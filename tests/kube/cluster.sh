@@ -1,0 +1,608 @@
+#!/usr/bin/env bash
+# tests/kube/cluster.sh: a real Kubernetes v1.20.2 cluster on this machine, for factbuoy's tests.
+#
+#   cluster.sh up [NODES]        control plane + nodes 1..NODES (default 3); waits until Ready
+#   cluster.sh down              stop everything and remove every trace; safe to repeat
+#   cluster.sh node-add N        start node N (a node joining mid-run, or a stopped one returning)
+#   cluster.sh node-stop N       kill node N's kubelet, containerd and pods at once, like a machine
+#                                that died: its Node object stays and turns NotReady (~20 s)
+#   cluster.sh import IMAGE.tar  load an image archive (see mkimage.sh) into every node, now and
+#                                into nodes added later
+#   cluster.sh exec CMD...       run CMD inside the cluster's network namespace, with KUBECONFIG
+#                                set and kubectl & co. on PATH
+#   cluster.sh ctr N ARGS...     containerd's ctr on node N, namespace k8s.io (say, to kill a
+#                                container's task behind the kubelet's back)
+#   cluster.sh env               print shell exports (KUBECONFIG, namespace, paths) for `eval`
+#   cluster.sh status            nodes, components, memory
+#
+# Everything runs inside namespaces the script creates: one network namespace (`ip netns add`,
+# name $FACTBUOY_KUBE_NETNS) holds every address of the cluster (node IPs, pod bridges, Service
+# rules), so nothing is reachable from the host's network and nothing clashes with it; one mount
+# namespace holds every mount the cluster makes (container root filesystems, volumes, pod network
+# namespaces), so they all vanish with it. Each daemon runs in its own cgroup under
+# /$FACTBUOY_KUBE_NETNS in every cgroup hierarchy, which is how `down` and `node-stop` find every
+# process, shims and containers included, and how `status` measures memory.
+#
+# Binaries come from tests/kube/build.sh's cache (run it first); state, logs and sockets live in
+# $FACTBUOY_KUBE_DIR. See tests/kube/README.md for the traps this script avoids.
+#
+# Environment:
+#   FACTBUOY_KUBE_CACHE  build.sh's cache (default /var/cache/factbuoy/kube-v1.20.2)
+#   FACTBUOY_KUBE_DIR    runtime state (default /run/factbuoy-kube); deleted by `down`
+#   FACTBUOY_KUBE_NETNS  network namespace and cgroup name (default factbuoy-kube)
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CACHE=${FACTBUOY_KUBE_CACHE:-/var/cache/factbuoy/kube-v1.20.2}
+BIN=$CACHE/bin
+STATE=${FACTBUOY_KUBE_DIR:-/run/factbuoy-kube}
+NS=${FACTBUOY_KUBE_NETNS:-factbuoy-kube}
+NETNS_FILE=/run/netns/$NS
+MNTNS_FILE=$STATE/ns/mnt        # the mount namespace, kept alive by a bind mount of its nsfs file
+CG=$NS                          # cgroup subtree, relative to each hierarchy's root
+LOGS=$STATE/logs
+PKI=$STATE/pki
+KUBECONFIG_FILE=$STATE/kubeconfig
+
+# Addresses exist only inside the network namespace.
+API_IP=10.200.0.1               # on bridge nodes0: the API server's advertised address
+API_PORT=6443
+API_URL=https://$API_IP:$API_PORT
+SERVICE_CIDR=10.96.0.0/24       # the `kubernetes` Service is 10.96.0.1:443
+CLUSTER_CIDR=10.244.0.0/16      # node N's pods: 10.244.N.0/24 on bridge cniN
+node_ip() { echo "10.200.0.$((10 + $1))"; }
+PAUSE_IMAGE=k8s.gcr.io/pause:3.2
+
+# Paths the kubelet, containerd and libcni hard-code. Inside the mount namespace each is a bind
+# mount of a directory under $STATE; on the host it is at most an empty mount point, created only
+# if missing and removed by `down`.
+HARDCODED_DIRS="/var/log/pods /var/log/containers /var/lib/cni /run/containerd"
+
+export PATH=$BIN:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+log() { printf 'cluster: %s\n' "$*" >&2; }
+die() { printf 'cluster: %s\n' "$*" >&2; exit 1; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+# ------------------------------------------------------------------ namespaces
+is_up() { [ -e "$NETNS_FILE" ] && [ -f "$STATE/up" ]; }
+# in_net CMD...: CMD inside the cluster's network namespace (host mounts, current directory).
+in_net() { nsenter --net="$NETNS_FILE" -- "$@"; }
+# in_mnt CMD...: CMD inside the cluster's mount namespace (to mount or unmount there).
+in_mnt() { nsenter --mount="$MNTNS_FILE" --wd=/ -- "$@"; }
+kctl() { in_net env KUBECONFIG="$KUBECONFIG_FILE" "$BIN/kubectl" "$@"; }
+
+# ------------------------------------------------------------------ cgroups (v1 or hybrid)
+# Every hierarchy, the unified (v2) one of a hybrid setup included: runc creates its cgroups
+# there too.
+hierarchies() {
+  local h
+  for h in /sys/fs/cgroup/*/; do
+    h=${h%/}
+    [ -f "$h/cgroup.procs" ] && echo "$h"
+  done
+}
+# cg_mk PATH: create PATH (relative) in every hierarchy; cpuset needs cpus and mems before use.
+cg_mk() {
+  local h p part
+  for h in $(hierarchies); do
+    p=$h
+    for part in ${1//\// }; do
+      p=$p/$part
+      mkdir -p "$p"
+      if [ -f "$p/cpuset.cpus" ] && [ -z "$(cat "$p/cpuset.cpus")" ]; then
+        cat "${p%/*}/cpuset.cpus" > "$p/cpuset.cpus"
+        cat "${p%/*}/cpuset.mems" > "$p/cpuset.mems"
+      fi
+    done
+  done
+}
+# cg_procs PATH: every process in PATH or below, in any hierarchy.
+cg_procs() {
+  local h
+  for h in $(hierarchies); do
+    [ -d "$h/$1" ] && find "$h/$1" -name cgroup.procs -exec cat {} + 2>/dev/null
+  done | sort -un
+}
+# cg_kill PATH: SIGKILL every process in PATH and below until none is left (a process forking
+# while we kill is caught on the next round).
+cg_kill() {
+  local pids
+  for _ in $(seq 1 100); do
+    pids=$(cg_procs "$1")
+    [ -n "$pids" ] || return 0
+    # shellcheck disable=SC2086
+    kill -KILL $pids 2>/dev/null || true
+    sleep 0.1
+  done
+  log "processes left in cgroup $1: $(cg_procs "$1" | tr '\n' ' ')"
+  return 1
+}
+# cg_rm PATH: remove PATH and below (empty cgroups only).
+cg_rm() {
+  local h
+  for h in $(hierarchies); do
+    [ -d "$h/$1" ] || continue
+    for _ in $(seq 1 50); do   # a cgroup stays busy for a moment after its last process died
+      find "$h/$1" -depth -type d -exec rmdir {} + 2>/dev/null || true
+      [ -d "$h/$1" ] || break
+      sleep 0.1
+    done
+    [ -d "$h/$1" ] && log "could not remove cgroup $h/$1"
+  done
+  return 0
+}
+# spawn CGROUP LOGNAME CMD...: start a daemon in its own session, in CGROUP (created here),
+# inside both namespaces, stdout and stderr appended to $LOGS/LOGNAME.log.
+spawn() {
+  local cg=$CG/$1 name=$2 h
+  shift 2
+  cg_mk "$cg"
+  (
+    for h in $(hierarchies); do echo "$BASHPID" > "$h/$cg/cgroup.procs"; done
+    exec setsid -f nsenter --net="$NETNS_FILE" --mount="$MNTNS_FILE" --wd=/ -- "$@"
+  ) </dev/null >>"$LOGS/$name.log" 2>&1
+}
+alive() { [ -n "$(cg_procs "$CG/$1")" ]; }
+
+# wait_for WHAT SECONDS CMD...: poll CMD every 0.2 s.
+wait_for() {
+  local what=$1 secs=$2 end
+  shift 2
+  end=$(( $(date +%s) + secs ))
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$end" ] || { log "timed out after ${secs}s waiting for $what"; return 1; }
+    sleep 0.2
+  done
+}
+# show_log NAME: the end of a component's log, after a failure.
+show_log() { [ -f "$LOGS/$1.log" ] && { log "--- last lines of $LOGS/$1.log"; tail -n 25 "$LOGS/$1.log" >&2; }; return 0; }
+
+# ------------------------------------------------------------------ PKI
+# ECDSA P-256 for TLS (fast to generate); RSA for the service-account signing key (RS256, which
+# every JWT library verifies).
+cert() { # NAME SUBJECT EXT-LINE...: a key and a certificate signed by the cluster CA
+  local name=$1 subj=$2
+  shift 2
+  printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature" \
+    "$@" > "$PKI/$name.ext"
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "$subj" \
+    -keyout "$PKI/$name.key" -out "$PKI/$name.csr" 2>/dev/null
+  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+    -days 3650 -extfile "$PKI/$name.ext" -out "$PKI/$name.crt" 2>/dev/null
+  rm -f "$PKI/$name.csr" "$PKI/$name.ext"
+}
+make_pki() {
+  mkdir -p "$PKI"
+  chmod 700 "$PKI"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 3650 \
+    -subj "/CN=factbuoy-kube-ca" -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+    -keyout "$PKI/ca.key" -out "$PKI/ca.crt" 2>/dev/null
+  # The API server is reached at its advertised address (kubelets, tests), at the `kubernetes`
+  # Service (pods) and on the namespace's loopback.
+  cert apiserver "/CN=kube-apiserver" "extendedKeyUsage=serverAuth" \
+    "subjectAltName=IP:$API_IP,IP:10.96.0.1,IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  # The API server's client certificate towards kubelets (logs, exec, port-forward).
+  cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "extendedKeyUsage=clientAuth"
+  cert kube-proxy "/CN=system:kube-proxy" "extendedKeyUsage=clientAuth"
+  # Service-account tokens: the key pair behind TokenRequest and TokenReview.
+  openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+  # The admin's bearer token (group system:masters), for kubectl, the controllers and the tests.
+  head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$PKI/admin.token"
+  printf '%s,admin,admin,"system:masters"\n' "$(cat "$PKI/admin.token")" > "$PKI/tokens.csv"
+}
+# kubeconfig OUT USER-YAML: a kubeconfig for API_URL with the CA embedded.
+kubeconfig() {
+  ( umask 077; cat > "$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: factbuoy-kube
+  cluster:
+    server: $API_URL
+    certificate-authority-data: $(base64 -w0 < "$PKI/ca.crt")
+users:
+- name: user
+  user:
+$2
+contexts:
+- name: factbuoy-kube
+  context: {cluster: factbuoy-kube, user: user, namespace: default}
+current-context: factbuoy-kube
+EOF
+  )
+}
+cert_user() { # NAME: kubeconfig user lines for a client certificate
+  printf '    client-certificate: %s\n    client-key: %s\n' "$PKI/$1.crt" "$PKI/$1.key"
+}
+
+# ------------------------------------------------------------------ one node
+# Node N: its own containerd (+ runc, overlayfs) and kubelet, address node_ip N on bridge nodes0,
+# pods on bridge cniN. All nodes share the cluster's network namespace, so one kube-proxy serves
+# them all and each kubelet listens on its own address.
+start_node() {
+  local n=$1 nd=$STATE/nodes/node-$1 ip t
+  ip=$(node_ip "$n")
+  if ! [[ $n =~ ^[0-9]+$ ]] || [ "$n" -lt 1 ] || [ "$n" -gt 200 ]; then die "node number must be 1..200, not $n"; fi
+  alive "node-$n" && die "node-$n is running"
+  rm -rf "$nd"
+  mkdir -p "$nd/cni" "$nd/kubelet"
+  ip -n "$NS" addr replace "$ip/32" dev nodes0
+
+  cat > "$nd/cni/10-bridge.conflist" <<EOF
+{"cniVersion": "0.4.0", "name": "node-$n",
+ "plugins": [
+  {"type": "bridge", "bridge": "cni$n", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+   "ipam": {"type": "host-local", "dataDir": "$nd/cni-ipam",
+            "ranges": [[{"subnet": "10.244.$n.0/24", "gateway": "10.244.$n.1"}]],
+            "routes": [{"dst": "0.0.0.0/0"}]}},
+  {"type": "portmap", "capabilities": {"portMappings": true}}
+ ]}
+EOF
+  # restrict_oom_score_adj: without CAP_SYS_RESOURCE (as here) runc cannot give the pause
+  # process its negative oom_score_adj and every pod sandbox fails ("can't get final child's
+  # PID from pipe: EOF"); this clamps the request to what is allowed.
+  cat > "$nd/containerd.toml" <<EOF
+version = 2
+root = "$nd/containerd"
+state = "$nd/containerd-state"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+                    "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs"]
+[grpc]
+  address = "$nd/containerd.sock"
+[ttrpc]
+  address = "$nd/containerd.sock.ttrpc"
+[plugins]
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = "$PAUSE_IMAGE"
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+    disable_apparmor = true
+    restrict_oom_score_adj = true
+    netns_mounts_under_state_dir = true
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      snapshotter = "overlayfs"
+      default_runtime_name = "runc"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          SystemdCgroup = false
+          Root = "$nd/runc"
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "/usr/lib/cni"
+      conf_dir = "$nd/cni"
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "$nd/containerd-opt"
+EOF
+  spawn "node-$n/containerd" "node-$n-containerd" containerd --config "$nd/containerd.toml"
+  wait_for "node-$n's containerd" 30 ctr -a "$nd/containerd.sock" version || { show_log "node-$n-containerd"; return 1; }
+  for t in "$STATE"/images/*.tar; do
+    ctr -a "$nd/containerd.sock" -n k8s.io images import "$t" >/dev/null
+  done
+
+  # The kubelet: a client certificate for system:node:node-N (the Node authorizer and the
+  # NodeRestriction admission plugin limit it to its own node), serving on the node's address.
+  cert "node-$n" "/O=system:nodes/CN=system:node:node-$n" "extendedKeyUsage=clientAuth"
+  kubeconfig "$nd/kubelet.kubeconfig" "$(cert_user "node-$n")"
+  : > "$nd/resolv.conf"   # no cluster DNS, and the host's resolvers are unreachable from here
+  cat > "$nd/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $ip
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: $ip
+healthzPort: 10248
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $PKI/ca.crt}
+authorization: {mode: Webhook}
+cgroupDriver: cgroupfs
+cgroupRoot: /$CG/node-$n
+cgroupsPerQOS: true
+enforceNodeAllocatable: [pods]
+failSwapOn: false
+resolvConf: $nd/resolv.conf
+serializeImagePulls: false
+# Images are imported, never pulled: never garbage-collect them (the pause image included).
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: 100Mi, nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
+# A stopped node is noticed sooner than with the defaults (lease 40 s, grace 40 s).
+nodeStatusUpdateFrequency: 5s
+nodeLeaseDurationSeconds: 20
+podPidsLimit: -1
+maxPods: 110
+EOF
+  spawn "node-$n/kubelet" "node-$n-kubelet" kubelet \
+    --config "$nd/kubelet.yaml" --kubeconfig "$nd/kubelet.kubeconfig" \
+    --container-runtime remote --container-runtime-endpoint "unix://$nd/containerd.sock" \
+    --image-service-endpoint "unix://$nd/containerd.sock" --pod-infra-container-image "$PAUSE_IMAGE" \
+    --hostname-override "node-$n" --node-ip "$ip" \
+    --root-dir "$nd/kubelet" --cert-dir "$nd/kubelet/pki" \
+    --volume-plugin-dir "$nd/kubelet/volume-plugins" \
+    --node-labels "factbuoy-kube/node=$n" --v 1
+}
+node_ready() {
+  [ "$(kctl get node "node-$1" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+}
+wait_node_ready() {
+  wait_for "node-$1 Ready" 120 node_ready "$1" || { show_log "node-$1-kubelet"; show_log "node-$1-containerd"; return 1; }
+}
+stop_node() {
+  local n=$1 nd=$STATE/nodes/node-$1 m
+  cg_kill "$CG/node-$n" || true
+  # Its mounts (container root filesystems, volumes, pod network namespaces) go; the pods'
+  # network namespaces die with their last reference, and their veths with them.
+  if [ -e "$MNTNS_FILE" ]; then
+    # shellcheck disable=SC2016 # awk's own $2
+    in_mnt awk -v p="$nd/" 'index($2, p) == 1 {print $2}' /proc/self/mounts | sort -r |
+      while read -r m; do in_mnt umount -l "$m" 2>/dev/null || true; done
+  fi
+  ip -n "$NS" link del "cni$n" 2>/dev/null || true
+  ip -n "$NS" addr del "$(node_ip "$n")/32" dev nodes0 2>/dev/null || true
+  cg_rm "$CG/node-$n"
+  rm -rf "$nd"
+}
+
+# ------------------------------------------------------------------ up
+cmd_up() {
+  local nodes=${1:-3} start n t
+  [[ $nodes =~ ^[0-9]+$ ]] || usage
+  start=$(date +%s%N)
+  is_up && die "already up ($STATE); run 'cluster.sh down' first"
+  if [ -e "$NETNS_FILE" ] || [ -d "$STATE" ]; then
+    die "leftovers of an earlier cluster ($NETNS_FILE or $STATE): run 'cluster.sh down' first"
+  fi
+  [ "$(cat "$CACHE/built" 2>/dev/null)" ] || die "no complete build in $CACHE: run tests/kube/build.sh first"
+  for t in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy pause; do
+    [ -x "$BIN/$t" ] || die "$BIN/$t missing: run tests/kube/build.sh"
+  done
+  for t in etcd containerd containerd-shim-runc-v2 runc ctr iptables conntrack nsenter unshare openssl curl; do
+    command -v "$t" >/dev/null || die "$t missing: run tests/kube/build.sh (it installs the packages)"
+  done
+  [ -x /usr/lib/cni/bridge ] || die "/usr/lib/cni/bridge missing: run tests/kube/build.sh"
+  [ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ] || die "needs cgroup v1 (or hybrid) hierarchies"
+  # From here on, a failure leaves what was started (and its logs) for `down` to remove.
+  trap 'log "up failed; logs in $LOGS; run cluster.sh down to clean up"' EXIT
+
+  mkdir -p "$STATE" "$LOGS" "$STATE/images" "$STATE/nodes" "$STATE/ns"
+  make_pki
+  kubeconfig "$KUBECONFIG_FILE" "    token: $(cat "$PKI/admin.token")"
+  kubeconfig "$STATE/kube-proxy.kubeconfig" "$(cert_user kube-proxy)"
+
+  # The network namespace: loopback, and bridge nodes0 carrying the API server's and the
+  # nodes' addresses (the kubelet refuses a loopback node IP, and Service endpoints may not be
+  # loopback). Forwarding between the node bridges and the pod bridges is on, in here only.
+  ip netns add "$NS"
+  ip -n "$NS" link set lo up
+  ip -n "$NS" link add nodes0 type bridge
+  ip -n "$NS" addr add "$API_IP/24" dev nodes0
+  ip -n "$NS" link set nodes0 up
+  in_net sh -c 'echo 1 > /proc/sys/net/ipv4/ip_forward'
+
+  # The mount namespace, kept by a bind mount of its nsfs file. The bind mount must sit on a
+  # private mount, so $STATE/ns is made one (as `ip netns` does for /run/netns). Host mounts
+  # propagate in (slave); nothing propagates out.
+  mount --bind "$STATE/ns" "$STATE/ns"
+  mount --make-private "$STATE/ns"
+  touch "$MNTNS_FILE"
+  unshare --mount="$MNTNS_FILE" --propagation slave true
+  : > "$STATE/host-mountpoints"
+  for t in $HARDCODED_DIRS; do
+    if [ ! -d "$t" ]; then mkdir -p "$t"; echo "$t" >> "$STATE/host-mountpoints"; fi
+    mkdir -p "$STATE/hostdirs$t"
+    in_mnt mount --bind "$STATE/hostdirs$t" "$t"
+  done
+  touch "$STATE/up"
+
+  # The pause image, the pod sandbox's only process, for every node.
+  local pause_root
+  pause_root=$(mktemp -d)
+  cp "$BIN/pause" "$pause_root/pause"
+  "$HERE/mkimage.sh" "$pause_root" "$PAUSE_IMAGE" "$STATE/images/pause.tar" /pause >/dev/null
+  rm -rf "$pause_root"
+
+  # etcd, on the namespace's loopback, its data on a tmpfs in the mount namespace: it is thrown
+  # away by `down` anyway, and fsync on a busy disk would slow every API write.
+  mkdir -p "$STATE/etcd"
+  in_mnt mount -t tmpfs -o size=4g,mode=0700 etcd "$STATE/etcd"
+  spawn control/etcd etcd etcd --name default --data-dir "$STATE/etcd" \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster default=http://127.0.0.1:2380 --quota-backend-bytes 4294967296 \
+    --log-level warn --logger zap
+  wait_for etcd 30 in_net curl -fsS http://127.0.0.1:2379/health || { show_log etcd; return 1; }
+
+  # The API server. It advertises API_IP (the `kubernetes` Service's endpoint, which pods reach
+  # through kube-proxy at 10.96.0.1:443). TokenRequest and TokenReview need the issuer and the
+  # signing key; audience-bound tokens are checked against the audiences a TokenReview names.
+  spawn control/kube-apiserver kube-apiserver kube-apiserver \
+    --etcd-servers http://127.0.0.1:2379 \
+    --bind-address 0.0.0.0 --advertise-address "$API_IP" --secure-port "$API_PORT" \
+    --cert-dir "$STATE/apiserver" \
+    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+    --client-ca-file "$PKI/ca.crt" --token-auth-file "$PKI/tokens.csv" \
+    --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types InternalIP \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+    --api-audiences https://kubernetes.default.svc.cluster.local \
+    --service-cluster-ip-range "$SERVICE_CIDR" \
+    --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+    --allow-privileged=true --profiling=false
+  wait_for kube-apiserver 90 in_net curl -fsS --cacert "$PKI/ca.crt" \
+    -H "Authorization: Bearer $(cat "$PKI/admin.token")" "$API_URL/readyz" || { show_log kube-apiserver; return 1; }
+
+  # Controllers (per-controller service accounts; the token controller signs legacy tokens),
+  # the scheduler, and one kube-proxy in iptables mode for the whole namespace. A node is marked
+  # NotReady 20 s after its last heartbeat (default 40 s).
+  spawn control/kube-controller-manager kube-controller-manager kube-controller-manager \
+    --kubeconfig "$KUBECONFIG_FILE" --authentication-kubeconfig "$KUBECONFIG_FILE" \
+    --authorization-kubeconfig "$KUBECONFIG_FILE" \
+    --bind-address 127.0.0.1 --secure-port 10257 --port 0 --cert-dir "$STATE/kcm" \
+    --leader-elect=false --use-service-account-credentials=true \
+    --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
+    --service-cluster-ip-range "$SERVICE_CIDR" --node-monitor-grace-period 20s --profiling=false
+  spawn control/kube-scheduler kube-scheduler kube-scheduler \
+    --kubeconfig "$KUBECONFIG_FILE" --authentication-kubeconfig "$KUBECONFIG_FILE" \
+    --authorization-kubeconfig "$KUBECONFIG_FILE" \
+    --bind-address 127.0.0.1 --secure-port 10259 --port 0 --cert-dir "$STATE/scheduler" \
+    --leader-elect=false --profiling=false
+  # conntrack settings 0: leave the (host-wide) conntrack sysctls alone.
+  spawn control/kube-proxy kube-proxy kube-proxy \
+    --kubeconfig "$STATE/kube-proxy.kubeconfig" --hostname-override node-1 \
+    --proxy-mode iptables --cluster-cidr "$CLUSTER_CIDR" \
+    --healthz-bind-address 127.0.0.1:10256 --metrics-bind-address 127.0.0.1:10249 \
+    --conntrack-max-per-core 0 --conntrack-tcp-timeout-established 0 \
+    --conntrack-tcp-timeout-close-wait 0 --profiling=false
+
+  for n in $(seq 1 "$nodes"); do start_node "$n"; done
+  for n in $(seq 1 "$nodes"); do wait_node_ready "$n"; done
+  for t in etcd kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
+    alive "control/$t" || { show_log "$t"; die "$t exited"; }
+  done
+  trap - EXIT
+  t=$(( ($(date +%s%N) - start) / 100000000 ))
+  log "up: $nodes node(s) Ready in $((t / 10)).$((t % 10)) s; API $API_URL in netns $NS"
+  log "KUBECONFIG=$KUBECONFIG_FILE; run commands with: $0 exec CMD..."
+}
+
+# ------------------------------------------------------------------ down
+# ns_pids NSFILE KIND: processes whose KIND (net, mnt) namespace is the one NSFILE names.
+ns_pids() {
+  local ino p
+  ino=$(stat -L -c %i "$1" 2>/dev/null) || return 0
+  for p in /proc/[0-9]*; do
+    [ "$(stat -L -c %i "$p/ns/$2" 2>/dev/null)" = "$ino" ] && echo "${p#/proc/}"
+  done
+  return 0
+}
+cmd_down() {
+  local t pids m other
+  # 1. Every process of the cluster: daemons, shims and containers are all in its cgroups.
+  cg_kill "$CG" || true
+  # 2. Anything else still inside its namespaces (say a command started with `exec`).
+  for _ in 1 2 3; do
+    pids=$( { ns_pids "$NETNS_FILE" net; ns_pids "$MNTNS_FILE" mnt; } | sort -un)
+    [ -n "$pids" ] || break
+    # shellcheck disable=SC2086
+    kill -KILL $pids 2>/dev/null || true
+    sleep 0.2
+  done
+  # 3. The mount namespace: dropping its last reference releases every mount in it.
+  if mountpoint -q "$STATE/ns" 2>/dev/null; then
+    umount "$MNTNS_FILE" 2>/dev/null || true
+    umount "$STATE/ns" || umount -l "$STATE/ns"
+  fi
+  # 4. The network namespace, with its links, addresses, routes and iptables rules.
+  if [ -e "$NETNS_FILE" ]; then ip netns del "$NS"; fi
+  # 5. Cgroups, host mount points we created, state.
+  cg_rm "$CG"
+  # Removing a directory detaches the mounts on it in every mount namespace: while another
+  # cluster of this harness is up (its mount namespace is bound at <its state>/ns/mnt), it
+  # inherits the mount points to remove instead.
+  if [ -s "$STATE/host-mountpoints" ]; then
+    # shellcheck disable=SC2016 # awk's own $5
+    other=$(awk '/ - nsfs / && $5 ~ /\/ns\/mnt$/ {print $5; exit}' /proc/self/mountinfo)
+    if [ -n "$other" ]; then
+      cat "$STATE/host-mountpoints" >> "${other%/ns/mnt}/host-mountpoints"
+    else
+      while read -r m; do rmdir "$m" 2>/dev/null || log "left $m (not empty)"; done < "$STATE/host-mountpoints"
+    fi
+  fi
+  # Anything still mounted below $STATE on the host (there should be nothing) blocks rm.
+  awk -v p="$STATE/" 'index($2, p) == 1 {print $2}' /proc/self/mounts | sort -r |
+    while read -r m; do umount -l "$m" || true; done
+  rm -rf "$STATE"
+  # Check: nothing may be left.
+  t=""
+  [ -z "$(cg_procs "$CG")" ] || t="$t processes"
+  [ ! -e "$NETNS_FILE" ] || t="$t netns"
+  [ ! -e "$STATE" ] || t="$t $STATE"
+  for m in $(hierarchies); do [ ! -d "$m/$CG" ] || t="$t cgroups"; done
+  [ -z "$t" ] || die "down: left behind:$t"
+  log "down: nothing left"
+}
+
+# ------------------------------------------------------------------ the rest
+cmd_node_add() {
+  local n=${1:?usage: cluster.sh node-add N}
+  is_up || die "not up"
+  start_node "$n"
+  wait_node_ready "$n"
+  log "node-$n Ready"
+}
+cmd_node_stop() {
+  local n=${1:?usage: cluster.sh node-stop N}
+  is_up || die "not up"
+  [ -d "$STATE/nodes/node-$n" ] || die "no node-$n"
+  stop_node "$n"
+  log "node-$n stopped (its Node object stays and turns NotReady)"
+}
+cmd_import() {
+  local src=${1:?usage: cluster.sh import IMAGE.tar} dst nd
+  is_up || die "not up"
+  [ -f "$src" ] || die "$src: no such file"
+  # A copy, so nodes added later (node-add) get the image too.
+  dst=$STATE/images/$(basename "$src")
+  cp "$src" "$dst"
+  for nd in "$STATE"/nodes/node-*; do
+    alive "${nd##*/}/containerd" || continue
+    ctr -a "$nd/containerd.sock" -n k8s.io images import "$dst" >/dev/null
+    log "imported $(basename "$src") into ${nd##*/}"
+  done
+}
+cmd_exec() {
+  [ $# -gt 0 ] || die "usage: cluster.sh exec CMD..."
+  is_up || die "not up"
+  exec nsenter --net="$NETNS_FILE" -- env KUBECONFIG="$KUBECONFIG_FILE" PATH="$PATH" "$@"
+}
+cmd_ctr() {
+  local n=${1:?usage: cluster.sh ctr N ARGS...}
+  shift
+  is_up || die "not up"
+  [ -S "$STATE/nodes/node-$n/containerd.sock" ] || die "node-$n is not running"
+  exec ctr -a "$STATE/nodes/node-$n/containerd.sock" -n k8s.io "$@"
+}
+cmd_env() {
+  cat <<EOF
+export KUBECONFIG=$KUBECONFIG_FILE
+export FACTBUOY_KUBE_NETNS=$NS
+export FACTBUOY_KUBE_NETNS_FILE=$NETNS_FILE
+export FACTBUOY_KUBE_DIR=$STATE
+export FACTBUOY_KUBE_BIN=$BIN
+export FACTBUOY_KUBE_API=$API_URL
+EOF
+}
+cmd_status() {
+  local c rss
+  is_up || { echo "down"; return 0; }
+  kctl get nodes -o wide || true
+  for c in $(cd "/sys/fs/cgroup/memory/$CG" && find . -mindepth 2 -maxdepth 2 -type d | sort); do
+    c=${c#./}
+    rss=$(awk '$1 == "total_rss" {print int($2 / 1048576)}' "/sys/fs/cgroup/memory/$CG/$c/memory.stat")
+    printf '%-32s %s MiB rss%s\n' "$c" "$rss" "$(alive "$c" || echo ' (no processes)')"
+  done
+  awk '$1 == "total_rss" {printf "total rss %d MiB\n", $2 / 1048576}' "/sys/fs/cgroup/memory/$CG/memory.stat"
+}
+
+[ "$(id -u)" = 0 ] || die "must run as root"
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  up) cmd_up "$@" ;;
+  down) cmd_down ;;
+  node-add) cmd_node_add "$@" ;;
+  node-stop) cmd_node_stop "$@" ;;
+  import) cmd_import "$@" ;;
+  exec) cmd_exec "$@" ;;
+  ctr) cmd_ctr "$@" ;;
+  env) cmd_env ;;
+  status) cmd_status ;;
+  *) usage ;;
+esac
