@@ -366,3 +366,6 @@ pub async fn read_limited(mut body: Incoming, limit: usize) -> Result<Bytes, Cli
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+#[cfg(test)]
+mod tests;
