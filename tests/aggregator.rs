@@ -15,7 +15,12 @@ use support::factbuoy;
 
 fn run(command: &mut Command) -> Output {
     let output = command.output().expect("running factbuoy");
-    assert!(output.status.success(), "{:?} failed: {}", command, String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{:?} failed: {}",
+        command,
+        String::from_utf8_lossy(&output.stderr)
+    );
     output
 }
 
@@ -26,7 +31,10 @@ fn sha256(bytes: &[u8]) -> String {
 /// `sha-256=:<base64>:` for `bytes`.
 fn content_digest(bytes: &[u8]) -> String {
     use base64::Engine as _;
-    format!("sha-256=:{}:", base64::engine::general_purpose::STANDARD.encode(Sha256::digest(bytes)))
+    format!(
+        "sha-256=:{}:",
+        base64::engine::general_purpose::STANDARD.encode(Sha256::digest(bytes))
+    )
 }
 
 /// A run directory with its aggregator serving in a child process.
@@ -42,13 +50,21 @@ impl Aggregator {
     fn create(nodes: &[&str], extra: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut command = factbuoy();
-        command.args(["aggregator", "create", "--plugin", "hello"]).arg("--run-dir").arg(dir.path().join("run"));
+        command
+            .args(["aggregator", "create", "--plugin", "hello"])
+            .arg("--run-dir")
+            .arg(dir.path().join("run"));
         command.arg("--out").arg(dir.path().join("out"));
         for node in nodes {
             command.args(["--node", node]);
         }
         run(command.args(extra));
-        let mut aggregator = Aggregator { dir, child: None, agent: String::new(), operator: String::new() };
+        let mut aggregator = Aggregator {
+            dir,
+            child: None,
+            agent: String::new(),
+            operator: String::new(),
+        };
         aggregator.serve();
         aggregator
     }
@@ -66,7 +82,9 @@ impl Aggregator {
             .spawn()
             .unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
         let addresses: serde_json::Value = serde_json::from_str(&line).expect("the serve line");
         self.agent = addresses["agent_address"].as_str().unwrap().to_owned();
         self.operator = addresses["operator_address"].as_str().unwrap().to_owned();
@@ -83,7 +101,12 @@ impl Aggregator {
     /// Credentials for `role` (`agent:a`, `operator:x`, `global:y`) in a fresh directory.
     fn issue(&self, role: &str) -> PathBuf {
         let out = self.dir.path().join(role.replace(':', "-"));
-        run(factbuoy().args(["aggregator", "issue", "--role", role]).arg("--run-dir").arg(self.run_dir()).arg("--out").arg(&out));
+        run(factbuoy()
+            .args(["aggregator", "issue", "--role", role])
+            .arg("--run-dir")
+            .arg(self.run_dir())
+            .arg("--out")
+            .arg(&out));
         out
     }
 
@@ -101,7 +124,15 @@ impl Aggregator {
     fn agent_run(&self, node: &str) -> Output {
         let credentials = self.issue(&format!("agent:{node}"));
         factbuoy()
-            .args(["agent", "--aggregator", &self.agent, "--node", node, "--retry-for", "60s"])
+            .args([
+                "agent",
+                "--aggregator",
+                &self.agent,
+                "--node",
+                node,
+                "--retry-for",
+                "60s",
+            ])
             .arg("--credentials")
             .arg(credentials)
             .output()
@@ -109,7 +140,9 @@ impl Aggregator {
     }
 
     fn status(&self) -> serde_json::Value {
-        let output = run(factbuoy().args(["status", "-o", "json", "--run-dir"]).arg(self.run_dir()));
+        let output = run(factbuoy()
+            .args(["status", "-o", "json", "--run-dir"])
+            .arg(self.run_dir()));
         serde_json::from_slice(&output.stdout).unwrap()
     }
 
@@ -120,7 +153,10 @@ impl Aggregator {
             if document["status"] == status {
                 return document;
             }
-            assert!(Instant::now() < deadline, "the run never became {status}: {document}");
+            assert!(
+                Instant::now() < deadline,
+                "the run never became {status}: {document}"
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -139,32 +175,64 @@ struct Answer {
     stderr: String,
 }
 
-fn curl(credentials: Option<&Path>, ca: &Path, method: &str, url: &str, body: Option<&[u8]>, headers: &[String]) -> Answer {
+fn curl(
+    credentials: Option<&Path>,
+    ca: &Path,
+    method: &str,
+    url: &str,
+    body: Option<&[u8]>,
+    headers: &[String],
+) -> Answer {
     let scratch = tempfile::tempdir().unwrap();
     let mut command = Command::new("curl");
-    command.args(["-sS", "-X", method, "-o"]).arg(scratch.path().join("body")).args(["-w", "%{http_code}"]);
+    command
+        .args(["-sS", "-X", method, "-o"])
+        .arg(scratch.path().join("body"))
+        .args(["-w", "%{http_code}"]);
     command.arg("--cacert").arg(ca);
     if let Some(dir) = credentials {
-        command.arg("--cert").arg(dir.join("client.pem")).arg("--key").arg(dir.join("client.key"));
+        command
+            .arg("--cert")
+            .arg(dir.join("client.pem"))
+            .arg("--key")
+            .arg(dir.join("client.key"));
     }
     for header in headers {
         command.args(["-H", header]);
     }
     if let Some(body) = body {
         std::fs::write(scratch.path().join("upload"), body).unwrap();
-        command.arg("--data-binary").arg(format!("@{}", scratch.path().join("upload").display()));
+        command
+            .arg("--data-binary")
+            .arg(format!("@{}", scratch.path().join("upload").display()));
     }
     let output = command.arg(url).output().expect("running curl");
     Answer {
-        status: String::from_utf8_lossy(&output.stdout).trim().parse().unwrap_or(0),
+        status: String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0),
         body: std::fs::read_to_string(scratch.path().join("body")).unwrap_or_default(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }
 
-fn put_file(aggregator: &Aggregator, credentials: &Path, path: &str, bytes: &[u8], digest: &str) -> Answer {
+fn put_file(
+    aggregator: &Aggregator,
+    credentials: &Path,
+    path: &str,
+    bytes: &[u8],
+    digest: &str,
+) -> Answer {
     let url = format!("https://{}{path}", aggregator.agent);
-    curl(Some(credentials), &credentials.join("ca.pem"), "PUT", &url, Some(bytes), &[format!("content-digest: {digest}")])
+    curl(
+        Some(credentials),
+        &credentials.join("ca.pem"),
+        "PUT",
+        &url,
+        Some(bytes),
+        &[format!("content-digest: {digest}")],
+    )
 }
 
 fn manifest(files: &[(&str, &[u8])]) -> Vec<u8> {
@@ -172,7 +240,10 @@ fn manifest(files: &[(&str, &[u8])]) -> Vec<u8> {
         .iter()
         .map(|(name, bytes)| serde_json::json!({"name": name, "size": bytes.len(), "sha256": sha256(bytes)}))
         .collect();
-    serde_json::to_vec(&serde_json::json!({"outcome": "succeeded", "files": files, "plugin_version": "0.1.0"})).unwrap()
+    serde_json::to_vec(
+        &serde_json::json!({"outcome": "succeeded", "files": files, "plugin_version": "0.1.0"}),
+    )
+    .unwrap()
 }
 
 #[test]
@@ -185,7 +256,11 @@ fn the_handshake_needs_a_certificate_from_this_runs_ca() {
 
     let without = curl(None, &ca, "GET", &url, None, &[]);
     assert_eq!(without.status, 0);
-    assert!(without.stderr.contains("certificate required"), "{}", without.stderr);
+    assert!(
+        without.stderr.contains("certificate required"),
+        "{}",
+        without.stderr
+    );
 
     let elsewhere = Aggregator::create(&["a"], &[]);
     let foreign = elsewhere.issue("agent:a");
@@ -210,7 +285,11 @@ fn the_handshake_needs_a_certificate_from_this_runs_ca() {
             child.wait_with_output()
         })
         .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert!(text.contains("certificate required"), "{text}");
     assert!(!text.contains("HTTP/1.1 200"), "{text}");
 }
@@ -224,34 +303,88 @@ fn each_certificate_may_do_only_its_own_part() {
     let body = b"{}";
 
     // Node a's certificate cannot speak for node b.
-    let answer = put_file(&aggregator, &agent_a, "/api/v1/results/by-node/b/hello/files/x.json", body, &content_digest(body));
+    let answer = put_file(
+        &aggregator,
+        &agent_a,
+        "/api/v1/results/by-node/b/hello/files/x.json",
+        body,
+        &content_digest(body),
+    );
     assert_eq!(answer.status, 403, "{}", answer.body);
-    assert!(answer.body.contains("the agent for node \\\"a\\\" may not use"), "{}", answer.body);
+    assert!(
+        answer
+            .body
+            .contains("the agent for node \\\"a\\\" may not use"),
+        "{}",
+        answer.body
+    );
     let url = format!("https://{}/api/v1/heartbeat/by-node/b", aggregator.agent);
-    assert_eq!(curl(Some(&agent_a), &ca, "POST", &url, None, &[]).status, 403);
+    assert_eq!(
+        curl(Some(&agent_a), &ca, "POST", &url, None, &[]).status,
+        403
+    );
 
     // An agent cannot read status or download the bundle.
     for path in ["/status", "/bundle", "/metrics"] {
         let url = format!("https://{}{path}", aggregator.operator);
-        assert_eq!(curl(Some(&agent_a), &ca, "GET", &url, None, &[]).status, 403, "{path}");
+        assert_eq!(
+            curl(Some(&agent_a), &ca, "GET", &url, None, &[]).status,
+            403,
+            "{path}"
+        );
     }
     // An operator cannot upload.
-    let answer = put_file(&aggregator, &operator, "/api/v1/results/by-node/a/hello/files/x.json", body, &content_digest(body));
+    let answer = put_file(
+        &aggregator,
+        &operator,
+        "/api/v1/results/by-node/a/hello/files/x.json",
+        body,
+        &content_digest(body),
+    );
     assert_eq!(answer.status, 403);
     // A global uploader cannot upload for a node, and this run expects no global result.
     let global = aggregator.issue("global:cluster");
-    let answer = put_file(&aggregator, &global, "/api/v1/results/by-node/a/hello/files/x.json", body, &content_digest(body));
+    let answer = put_file(
+        &aggregator,
+        &global,
+        "/api/v1/results/by-node/a/hello/files/x.json",
+        body,
+        &content_digest(body),
+    );
     assert_eq!(answer.status, 403);
-    let answer = put_file(&aggregator, &global, "/api/v1/results/global/hello/files/x.json", body, &content_digest(body));
+    let answer = put_file(
+        &aggregator,
+        &global,
+        "/api/v1/results/global/hello/files/x.json",
+        body,
+        &content_digest(body),
+    );
     assert_eq!(answer.status, 403);
     assert!(answer.body.contains("expects no result"), "{}", answer.body);
     // An unexpected plugin.
-    let answer = put_file(&aggregator, &agent_a, "/api/v1/results/by-node/a/other/files/x.json", body, &content_digest(body));
+    let answer = put_file(
+        &aggregator,
+        &agent_a,
+        "/api/v1/results/by-node/a/other/files/x.json",
+        body,
+        &content_digest(body),
+    );
     assert_eq!(answer.status, 403);
     // The operator reads the status.
-    let status = curl(Some(&operator), &ca, "GET", &format!("https://{}/status", aggregator.operator), None, &[]);
+    let status = curl(
+        Some(&operator),
+        &ca,
+        "GET",
+        &format!("https://{}/status", aggregator.operator),
+        None,
+        &[],
+    );
     assert_eq!(status.status, 200);
-    assert!(status.body.contains("\"status\":\"running\""), "{}", status.body);
+    assert!(
+        status.body.contains("\"status\":\"running\""),
+        "{}",
+        status.body
+    );
 }
 
 #[test]
@@ -262,9 +395,19 @@ fn uploads_are_checked_before_anything_is_stored() {
     let path = "/api/v1/results/by-node/a/hello/files/facts.json";
     let facts = br#"{"ok":true}"#;
 
-    let mismatch = put_file(&aggregator, &agent, path, facts, &content_digest(b"something else"));
+    let mismatch = put_file(
+        &aggregator,
+        &agent,
+        path,
+        facts,
+        &content_digest(b"something else"),
+    );
     assert_eq!(mismatch.status, 400);
-    assert!(mismatch.body.contains("nothing was stored"), "{}", mismatch.body);
+    assert!(
+        mismatch.body.contains("nothing was stored"),
+        "{}",
+        mismatch.body
+    );
     assert!(!staged.exists());
     let ca = agent.join("ca.pem");
     let url = format!("https://{}{path}", aggregator.agent);
@@ -278,7 +421,13 @@ fn uploads_are_checked_before_anything_is_stored() {
         "/api/v1/results/by-node/a/hello/files/a%5Cb",
         "/api/v1/results/by-node/..%2Fa/hello/files/x",
     ] {
-        let answer = put_file(&aggregator, &agent, traversal, facts, &content_digest(facts));
+        let answer = put_file(
+            &aggregator,
+            &agent,
+            traversal,
+            facts,
+            &content_digest(facts),
+        );
         assert_eq!(answer.status, 400, "{traversal}: {}", answer.body);
     }
 
@@ -287,19 +436,43 @@ fn uploads_are_checked_before_anything_is_stored() {
     assert_eq!(too_large.status, 413);
     assert!(!staged.exists());
 
-    assert_eq!(put_file(&aggregator, &agent, path, facts, &content_digest(facts)).status, 201);
-    let commit_url = format!("https://{}/api/v1/results/by-node/a/hello", aggregator.agent);
+    assert_eq!(
+        put_file(&aggregator, &agent, path, facts, &content_digest(facts)).status,
+        201
+    );
+    let commit_url = format!(
+        "https://{}/api/v1/results/by-node/a/hello",
+        aggregator.agent
+    );
     let incomplete = manifest(&[("facts.json", facts), ("missing.json", b"?")]);
-    let answer = curl(Some(&agent), &ca, "PUT", &commit_url, Some(&incomplete), &[]);
+    let answer = curl(
+        Some(&agent),
+        &ca,
+        "PUT",
+        &commit_url,
+        Some(&incomplete),
+        &[],
+    );
     assert_eq!(answer.status, 400);
     assert!(answer.body.contains("missing.json"), "{}", answer.body);
     let complete = manifest(&[("facts.json", facts)]);
-    assert_eq!(curl(Some(&agent), &ca, "PUT", &commit_url, Some(&complete), &[]).status, 201);
+    assert_eq!(
+        curl(Some(&agent), &ca, "PUT", &commit_url, Some(&complete), &[]).status,
+        201
+    );
 
     // A true duplicate, of the commit or of a file, is refused.
-    assert_eq!(curl(Some(&agent), &ca, "PUT", &commit_url, Some(&complete), &[]).status, 409);
-    assert_eq!(put_file(&aggregator, &agent, path, facts, &content_digest(facts)).status, 409);
-    let stored = aggregator.run_dir().join("results/plugins/hello/results/a/facts.json");
+    assert_eq!(
+        curl(Some(&agent), &ca, "PUT", &commit_url, Some(&complete), &[]).status,
+        409
+    );
+    assert_eq!(
+        put_file(&aggregator, &agent, path, facts, &content_digest(facts)).status,
+        409
+    );
+    let stored = aggregator
+        .run_dir()
+        .join("results/plugins/hello/results/a/facts.json");
     assert_eq!(std::fs::read(stored).unwrap(), facts);
 }
 
@@ -323,7 +496,13 @@ fn s_client(aggregator: &Aggregator, credentials: &Path) -> Child {
 
 /// Sends a request through `openssl s_client`, writing `head`, then `body` one piece at a time
 /// with `pause` between pieces, and returns what came back.
-fn raw_request(aggregator: &Aggregator, credentials: &Path, head: &str, pieces: &[&[u8]], pause: Duration) -> (String, Duration) {
+fn raw_request(
+    aggregator: &Aggregator,
+    credentials: &Path,
+    head: &str,
+    pieces: &[&[u8]],
+    pause: Duration,
+) -> (String, Duration) {
     let mut child = s_client(aggregator, credentials);
     let started = Instant::now();
     let mut stdin = child.stdin.take().unwrap();
@@ -364,12 +543,19 @@ fn a_cut_off_upload_stores_nothing_and_its_retry_is_accepted() {
     assert!(!answer.contains("201 Created"), "{answer}");
     assert!(!aggregator.run_dir().join("staging/hello/a").exists());
     let deadline = Instant::now() + Duration::from_secs(5);
-    while std::fs::read_dir(aggregator.run_dir().join("staging/.incoming")).map(|d| d.count()).unwrap_or(0) > 0 {
+    while std::fs::read_dir(aggregator.run_dir().join("staging/.incoming"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+        > 0
+    {
         assert!(Instant::now() < deadline, "the partial upload was kept");
         std::thread::sleep(Duration::from_millis(50));
     }
     let path = "/api/v1/results/by-node/a/hello/files/facts.json";
-    assert_eq!(put_file(&aggregator, &agent, path, &facts, &content_digest(&facts)).status, 201);
+    assert_eq!(
+        put_file(&aggregator, &agent, path, &facts, &content_digest(&facts)).status,
+        201
+    );
 }
 
 #[test]
@@ -383,7 +569,8 @@ fn an_oversized_request_head_gets_431() {
     let (answer, _) = raw_request(&aggregator, &agent, &head, &[], Duration::ZERO);
     assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
     // A head within the limit is served.
-    let head = "GET /api/v1/plan/by-node/a HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    let head =
+        "GET /api/v1/plan/by-node/a HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
     let (answer, _) = raw_request(&aggregator, &agent, head, &[], Duration::ZERO);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
@@ -396,7 +583,14 @@ fn connections_past_the_cap_are_closed_and_counted() {
     let plan_url = format!("https://{}/api/v1/plan/by-node/a", aggregator.agent);
     let rejections = || {
         let operator = aggregator.operator_credentials();
-        let metrics = curl(Some(&operator), &operator.join("ca.pem"), "GET", &format!("https://{}/metrics", aggregator.operator), None, &[]);
+        let metrics = curl(
+            Some(&operator),
+            &operator.join("ca.pem"),
+            "GET",
+            &format!("https://{}/metrics", aggregator.operator),
+            None,
+            &[],
+        );
         metrics
             .body
             .lines()
@@ -404,12 +598,19 @@ fn connections_past_the_cap_are_closed_and_counted() {
             .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .unwrap_or(0)
     };
-    assert_eq!(curl(Some(&agent), &ca, "GET", &plan_url, None, &[]).status, 200);
+    assert_eq!(
+        curl(Some(&agent), &ca, "GET", &plan_url, None, &[]).status,
+        200
+    );
     // Two clients that connect and say nothing hold both slots until the head timeout.
     let idle: Vec<Child> = (0..2).map(|_| s_client(&aggregator, &agent)).collect();
     std::thread::sleep(Duration::from_millis(1500));
     let refused = curl(Some(&agent), &ca, "GET", &plan_url, None, &[]);
-    assert_ne!(refused.status, 200, "a third connection was served: {}", refused.body);
+    assert_ne!(
+        refused.status, 200,
+        "a third connection was served: {}",
+        refused.body
+    );
     assert!(rejections() >= 1);
     for mut child in idle {
         let _ = child.kill();
@@ -435,7 +636,8 @@ fn a_client_sending_one_byte_a_second_is_dropped() {
         content_digest(&body)
     );
     let pieces: Vec<&[u8]> = body.chunks(1).collect();
-    let (answer, elapsed) = raw_request(&aggregator, &agent, &head, &pieces, Duration::from_secs(1));
+    let (answer, elapsed) =
+        raw_request(&aggregator, &agent, &head, &pieces, Duration::from_secs(1));
     assert!(answer.contains("408 Request Timeout"), "{answer}");
     assert!(answer.contains("too slow"), "{answer}");
     assert!(elapsed < Duration::from_secs(10), "held for {elapsed:?}");
@@ -449,37 +651,84 @@ fn a_global_result_comes_from_a_global_certificate_and_completes_the_run() {
     let facts = br#"{"nodes":1}"#;
     let path = "/api/v1/results/global/setup/files/cluster.json";
     // Only the global certificate may deliver it.
-    assert_eq!(put_file(&aggregator, &agent, path, facts, &content_digest(facts)).status, 403);
-    assert_eq!(put_file(&aggregator, &global, path, facts, &content_digest(facts)).status, 201);
+    assert_eq!(
+        put_file(&aggregator, &agent, path, facts, &content_digest(facts)).status,
+        403
+    );
+    assert_eq!(
+        put_file(&aggregator, &global, path, facts, &content_digest(facts)).status,
+        201
+    );
     let commit_url = format!("https://{}/api/v1/results/global/setup", aggregator.agent);
-    let committed = curl(Some(&global), &global.join("ca.pem"), "PUT", &commit_url, Some(&manifest(&[("cluster.json", facts)])), &[]);
+    let committed = curl(
+        Some(&global),
+        &global.join("ca.pem"),
+        "PUT",
+        &commit_url,
+        Some(&manifest(&[("cluster.json", facts)])),
+        &[],
+    );
     assert_eq!(committed.status, 201, "{}", committed.body);
     // The node's agent runs only the per-node plugin, and the run ends complete.
     let output = aggregator.agent_run("a");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let status = aggregator.wait_for("complete");
     let pairs = status["plugins"].as_array().unwrap();
     assert_eq!(pairs.len(), 2, "{status}");
-    assert!(pairs.iter().any(|p| p["plugin"] == "setup" && p["node"] == "global" && p["result-status"] == "passed"), "{status}");
-    assert!(pairs.iter().any(|p| p["plugin"] == "hello" && p["node"] == "a" && p["result-status"] == "passed"), "{status}");
-    let stored = aggregator.run_dir().join("results/plugins/setup/results/global/cluster.json");
+    assert!(
+        pairs.iter().any(|p| p["plugin"] == "setup"
+            && p["node"] == "global"
+            && p["result-status"] == "passed"),
+        "{status}"
+    );
+    assert!(
+        pairs
+            .iter()
+            .any(|p| p["plugin"] == "hello" && p["node"] == "a" && p["result-status"] == "passed"),
+        "{status}"
+    );
+    let stored = aggregator
+        .run_dir()
+        .join("results/plugins/setup/results/global/cluster.json");
     assert_eq!(std::fs::read(stored).unwrap(), facts);
     // A plugin that is not part of the run cannot be made global.
     let dir = tempfile::tempdir().unwrap();
     let refused = factbuoy()
-        .args(["aggregator", "create", "--node", "a", "--plugin", "hello", "--global", "setup", "--run-dir"])
+        .args([
+            "aggregator",
+            "create",
+            "--node",
+            "a",
+            "--plugin",
+            "hello",
+            "--global",
+            "setup",
+            "--run-dir",
+        ])
         .arg(dir.path().join("run"))
         .output()
         .unwrap();
     assert!(!refused.status.success());
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("--global \"setup\" names no plugin"), "{}", String::from_utf8_lossy(&refused.stderr));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--global \"setup\" names no plugin"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
 }
 
 #[test]
 fn a_run_with_real_agents_ends_in_a_bundle_that_resumes_downloading() {
     let aggregator = Aggregator::create(&["a"], &[]);
     let output = aggregator.agent_run("a");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let status = aggregator.wait_for("complete");
     assert_eq!(status["plugins"][0]["result-status"], "passed");
     let tar = &status["tar-info"];
@@ -487,7 +736,11 @@ fn a_run_with_real_agents_ends_in_a_bundle_that_resumes_downloading() {
     // Retrieve, then cut the download short and resume it.
     let out = aggregator.dir.path().join("retrieved");
     let retrieve = |out: &Path| {
-        let output = run(factbuoy().args(["retrieve", "-o", "json", "--run-dir"]).arg(aggregator.run_dir()).arg("--out").arg(out));
+        let output = run(factbuoy()
+            .args(["retrieve", "-o", "json", "--run-dir"])
+            .arg(aggregator.run_dir())
+            .arg("--out")
+            .arg(out));
         serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
     };
     let first = retrieve(&out);
@@ -509,8 +762,19 @@ fn a_run_with_real_agents_ends_in_a_bundle_that_resumes_downloading() {
         entry.read_to_end(&mut bytes).unwrap();
         files.insert(name, bytes);
     }
-    for expected in ["meta/run.json", "meta/status.json", "meta/index.json", "plugins/hello/definition.json", "plugins/hello/results/a/greeting.json", "meta/reports/hello/a.json"] {
-        assert!(files.contains_key(expected), "{expected} missing from {:?}", files.keys());
+    for expected in [
+        "meta/run.json",
+        "meta/status.json",
+        "meta/index.json",
+        "plugins/hello/definition.json",
+        "plugins/hello/results/a/greeting.json",
+        "meta/reports/hello/a.json",
+    ] {
+        assert!(
+            files.contains_key(expected),
+            "{expected} missing from {:?}",
+            files.keys()
+        );
     }
     let index: Vec<serde_json::Value> = serde_json::from_slice(&files["meta/index.json"]).unwrap();
     assert_eq!(index.len(), files.len() - 1);
@@ -521,9 +785,28 @@ fn a_run_with_real_agents_ends_in_a_bundle_that_resumes_downloading() {
     }
 
     let operator = aggregator.operator_credentials();
-    let metrics = curl(Some(&operator), &operator.join("ca.pem"), "GET", &format!("https://{}/metrics", aggregator.operator), None, &[]);
-    assert!(metrics.body.contains("factbuoy_aggregator_results_total{outcome=\"succeeded\"} 1"), "{}", metrics.body);
-    assert!(metrics.body.contains("factbuoy_aggregator_nodes{state=\"done\"} 1"), "{}", metrics.body);
+    let metrics = curl(
+        Some(&operator),
+        &operator.join("ca.pem"),
+        "GET",
+        &format!("https://{}/metrics", aggregator.operator),
+        None,
+        &[],
+    );
+    assert!(
+        metrics
+            .body
+            .contains("factbuoy_aggregator_results_total{outcome=\"succeeded\"} 1"),
+        "{}",
+        metrics.body
+    );
+    assert!(
+        metrics
+            .body
+            .contains("factbuoy_aggregator_nodes{state=\"done\"} 1"),
+        "{}",
+        metrics.body
+    );
 }
 
 #[test]
@@ -534,7 +817,15 @@ fn a_restarted_aggregator_completes_the_run_and_loses_nothing() {
     // Agent b starts while the aggregator is down, and keeps retrying.
     let credentials = aggregator.issue("agent:b");
     let agent_b = factbuoy()
-        .args(["agent", "--aggregator", &aggregator.agent, "--node", "b", "--retry-for", "60s"])
+        .args([
+            "agent",
+            "--aggregator",
+            &aggregator.agent,
+            "--node",
+            "b",
+            "--retry-for",
+            "60s",
+        ])
         .arg("--credentials")
         .arg(credentials)
         .stdout(Stdio::null())
@@ -544,11 +835,19 @@ fn a_restarted_aggregator_completes_the_run_and_loses_nothing() {
     std::thread::sleep(Duration::from_secs(1));
     let address = aggregator.agent.clone();
     aggregator.serve();
-    assert_eq!(aggregator.agent, address, "a restarted aggregator listens where agents knew it");
+    assert_eq!(
+        aggregator.agent, address,
+        "a restarted aggregator listens where agents knew it"
+    );
     let output = agent_b.wait_with_output().unwrap();
     assert!(output.status.success());
     let status = aggregator.wait_for("complete");
-    let passed: Vec<&serde_json::Value> = status["plugins"].as_array().unwrap().iter().filter(|p| p["result-status"] == "passed").collect();
+    let passed: Vec<&serde_json::Value> = status["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["result-status"] == "passed")
+        .collect();
     assert_eq!(passed.len(), 2, "{status}");
     let results = aggregator.run_dir().join("results/plugins/hello/results");
     assert!(results.join("a/greeting.json").exists() && results.join("b/greeting.json").exists());
@@ -559,11 +858,23 @@ fn a_silent_node_is_marked_lost_and_the_run_still_ends() {
     let aggregator = Aggregator::create(&["a", "ghost"], &["--lost-after", "2s"]);
     assert!(aggregator.agent_run("a").status.success());
     let status = aggregator.wait_for("complete");
-    let ghost = status["plugins"].as_array().unwrap().iter().find(|p| p["node"] == "ghost").unwrap().clone();
+    let ghost = status["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["node"] == "ghost")
+        .unwrap()
+        .clone();
     assert_eq!(ghost["status"], "lost");
     assert_eq!(ghost["result-status"], "failed");
-    let error = aggregator.run_dir().join("results/plugins/hello/errors/ghost/error.json");
-    assert!(std::fs::read_to_string(error).unwrap().contains("marked lost"));
+    let error = aggregator
+        .run_dir()
+        .join("results/plugins/hello/errors/ghost/error.json");
+    assert!(
+        std::fs::read_to_string(error)
+            .unwrap()
+            .contains("marked lost")
+    );
 }
 
 #[test]
@@ -571,27 +882,55 @@ fn factbuoy_run_collects_this_host_into_a_bundle() {
     let dir = tempfile::tempdir().unwrap();
     let output = factbuoy()
         .env("FACTBUOY_STATE_DIR", dir.path().join("state"))
-        .args(["run", "--plugin", "hello", "-o", "json", "--node", "this-host"])
+        .args([
+            "run",
+            "--plugin",
+            "hello",
+            "-o",
+            "json",
+            "--node",
+            "this-host",
+        ])
         .arg("--out")
         .arg(dir.path().join("out"))
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(summary["status"], "complete");
     let bundle = PathBuf::from(summary["bundle"]["path"].as_str().unwrap());
     let name = bundle.file_name().unwrap().to_string_lossy().into_owned();
-    assert!(name.ends_with(&format!("_factbuoy_{}.tar.gz", summary["run_id"].as_str().unwrap())), "{name}");
-    assert_eq!(summary["bundle"]["sha256"], sha256(&std::fs::read(&bundle).unwrap()));
+    assert!(
+        name.ends_with(&format!(
+            "_factbuoy_{}.tar.gz",
+            summary["run_id"].as_str().unwrap()
+        )),
+        "{name}"
+    );
+    assert_eq!(
+        summary["bundle"]["sha256"],
+        sha256(&std::fs::read(&bundle).unwrap())
+    );
 
     // `status` from another process finds the run through the private state file.
-    let status = factbuoy().env("FACTBUOY_STATE_DIR", dir.path().join("state")).args(["status", "-o", "json"]).output().unwrap();
+    let status = factbuoy()
+        .env("FACTBUOY_STATE_DIR", dir.path().join("state"))
+        .args(["status", "-o", "json"])
+        .output()
+        .unwrap();
     let document: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(document["status"], "complete");
     use std::os::unix::fs::PermissionsExt;
     let mode = |path: PathBuf| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(dir.path().join("state/current-run.json")), 0o600);
-    let run_dir = dir.path().join("state/runs").join(summary["run_id"].as_str().unwrap());
+    let run_dir = dir
+        .path()
+        .join("state/runs")
+        .join(summary["run_id"].as_str().unwrap());
     assert_eq!(mode(run_dir.join("pki/ca.key")), 0o600);
     assert_eq!(mode(run_dir.join("pki/operator.key")), 0o600);
 }
@@ -602,17 +941,39 @@ fn a_failing_plugin_becomes_an_error_result_and_the_others_carry_on() {
     let hostile = support::fixture("hostile");
     let output = factbuoy()
         .env("FACTBUOY_STATE_DIR", dir.path().join("state"))
-        .args(["run", "--plugin", "hello", "-p", "hostile:mode=panic", "-o", "json", "--node", "n1", "--plugin"])
+        .args([
+            "run",
+            "--plugin",
+            "hello",
+            "-p",
+            "hostile:mode=panic",
+            "-o",
+            "json",
+            "--node",
+            "n1",
+            "--plugin",
+        ])
         .arg(&hostile)
         .arg("--out")
         .arg(dir.path().join("out"))
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(summary["status"], "complete");
     let result = |plugin: &str| {
-        summary["results"].as_array().unwrap().iter().find(|r| r["plugin"] == plugin).unwrap()["result-status"].clone()
+        summary["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["plugin"] == plugin)
+            .unwrap()["result-status"]
+            .clone()
     };
     assert_eq!(result("hello"), "passed");
     assert_eq!(result("hostile"), "failed");
@@ -630,5 +991,8 @@ fn a_failing_plugin_becomes_an_error_result_and_the_others_carry_on() {
             text
         })
         .expect("an error result for the failed plugin");
-    assert!(error.contains("panicked: hostile plugin panicked on purpose"), "{error}");
+    assert!(
+        error.contains("panicked: hostile plugin panicked on purpose"),
+        "{error}"
+    );
 }

@@ -28,7 +28,10 @@ fn ansible_venv(version: Option<&str>) -> PathBuf {
 }
 
 fn factbuoy(args: &[&str]) -> Output {
-    support::factbuoy().args(args).output().expect("running factbuoy")
+    support::factbuoy()
+        .args(args)
+        .output()
+        .expect("running factbuoy")
 }
 
 /// Runs a playbook against localhost with the jsonfile cache in `cache`; returns its stdout

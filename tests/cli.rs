@@ -6,7 +6,10 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn factbuoy(args: &[&str]) -> Output {
-    support::factbuoy().args(args).output().expect("running factbuoy")
+    support::factbuoy()
+        .args(args)
+        .output()
+        .expect("running factbuoy")
 }
 
 fn stdout(output: &Output) -> String {

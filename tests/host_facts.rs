@@ -205,7 +205,11 @@ fn a_host_root_is_described_not_the_machine_running_factbuoy() {
     let root = tempfile::tempdir().unwrap();
     let r = root.path();
     std::fs::create_dir(r.join("etc")).unwrap();
-    put(r, "/usr/lib/os-release", b"NAME=\"Fake Linux\"\nID=fakelinux\nVERSION_ID=7\n");
+    put(
+        r,
+        "/usr/lib/os-release",
+        b"NAME=\"Fake Linux\"\nID=fakelinux\nVERSION_ID=7\n",
+    );
     std::os::unix::fs::symlink("/usr/lib/os-release", r.join("etc/os-release")).unwrap();
     put(r, "/.dockerenv", b"");
     put(
@@ -215,9 +219,16 @@ fn a_host_root_is_described_not_the_machine_running_factbuoy() {
     );
     std::os::unix::fs::symlink("/usr/share/zoneinfo/Europe/Paris", r.join("etc/localtime"))
         .unwrap();
-    put(r, "/run/systemd/resolve/stub-resolv.conf", b"nameserver 192.0.2.53\n");
-    std::os::unix::fs::symlink("/run/systemd/resolve/stub-resolv.conf", r.join("etc/resolv.conf"))
-        .unwrap();
+    put(
+        r,
+        "/run/systemd/resolve/stub-resolv.conf",
+        b"nameserver 192.0.2.53\n",
+    );
+    std::os::unix::fs::symlink(
+        "/run/systemd/resolve/stub-resolv.conf",
+        r.join("etc/resolv.conf"),
+    )
+    .unwrap();
     std::fs::create_dir(r.join("only-here")).unwrap();
     put(
         r,
@@ -231,8 +242,16 @@ fn a_host_root_is_described_not_the_machine_running_factbuoy() {
     assert!(errors.is_empty(), "{errors:#?}");
     assert_eq!(facts["os"]["id"], "fakelinux");
     assert_eq!(facts["os"]["name"], "Fake Linux");
-    assert_eq!(facts["virtualization"]["container"], true, "{}", facts["virtualization"]);
-    assert_eq!(facts["network"]["dns"]["nameservers"], json!(["192.0.2.53"]), "{report}");
+    assert_eq!(
+        facts["virtualization"]["container"], true,
+        "{}",
+        facts["virtualization"]
+    );
+    assert_eq!(
+        facts["network"]["dns"]["nameservers"],
+        json!(["192.0.2.53"]),
+        "{report}"
+    );
     assert_eq!(facts["time"]["timezone"], "Europe/Paris", "{report}");
     // statvfs below the root: a mount point that exists there has a size, one that does not
     // has none (though this machine has `/`).

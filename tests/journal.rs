@@ -517,7 +517,7 @@ fn a_truncated_file_gives_the_entries_before_the_cut_and_a_warning() {
 /// Overwrites `len` bytes at `at` with a deterministic mess.
 fn damage(bytes: &mut [u8], at: usize, len: usize) {
     for (n, byte) in bytes[at..at + len].iter_mut().enumerate() {
-        *byte = (n as u8).wrapping_mul(151).wrapping_add(77) ^ *byte;
+        *byte ^= (n as u8).wrapping_mul(151).wrapping_add(77);
     }
 }
 

@@ -319,14 +319,33 @@ async fn absolute_links_resolve_below_the_root_only_inside_the_grants() {
         }
     };
     // The host reveals a link below a grant as written, whatever it points to...
-    assert_eq!(probe("read-link", "/data/links/to-file").await["target"], "/data/file.txt");
-    assert_eq!(probe("read-link", "/data/passwd-link").await["target"], "/etc/passwd");
-    assert_eq!(probe("read-link", "/data/./links/../inner-link").await["target"], "file.txt");
+    assert_eq!(
+        probe("read-link", "/data/links/to-file").await["target"],
+        "/data/file.txt"
+    );
+    assert_eq!(
+        probe("read-link", "/data/passwd-link").await["target"],
+        "/etc/passwd"
+    );
+    assert_eq!(
+        probe("read-link", "/data/./links/../inner-link").await["target"],
+        "file.txt"
+    );
     // ...and the SDK reads through it, below the host root.
-    assert_eq!(probe("hostfs-read", "/data/links/to-file").await["read"], "inside");
-    assert_eq!(probe("hostfs-read", "/data/links/deep/chain").await["read"], "inside");
+    assert_eq!(
+        probe("hostfs-read", "/data/links/to-file").await["read"],
+        "inside"
+    );
+    assert_eq!(
+        probe("hostfs-read", "/data/links/deep/chain").await["read"],
+        "inside"
+    );
     // A target outside the grants stays unreadable, though the host has the file.
-    for path in ["/data/passwd-link", "/data/absolute-link", "/data/relative-link"] {
+    for path in [
+        "/data/passwd-link",
+        "/data/absolute-link",
+        "/data/relative-link",
+    ] {
         let seen = probe("hostfs-read", path).await;
         assert!(seen.get("read").is_none(), "{path} escaped: {seen}");
     }
@@ -342,12 +361,16 @@ async fn absolute_links_resolve_below_the_root_only_inside_the_grants() {
         let error = seen["error"].as_str().unwrap_or_default();
         assert!(error.contains("NotGranted"), "{path}: {seen}");
     }
-    assert!(probe("read-link", "/data/file.txt").await["error"]
-        .as_str()
-        .is_some_and(|e| e.contains("NotALink")));
-    assert!(probe("read-link", "/data/absent").await["error"]
-        .as_str()
-        .is_some_and(|e| e.contains("NotFound")));
+    assert!(
+        probe("read-link", "/data/file.txt").await["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("NotALink"))
+    );
+    assert!(
+        probe("read-link", "/data/absent").await["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("NotFound"))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -384,7 +407,10 @@ async fn host_info_answers_about_the_host_root() {
     assert_eq!(seen["name"], "Fake Linux");
     assert_eq!(seen["version"], "7.1");
     assert_eq!(seen["distribution_id"], "fakelinux");
-    assert_eq!(seen["markers"], serde_json::json!(["/.dockerenv", "/dev/kvm"]));
+    assert_eq!(
+        seen["markers"],
+        serde_json::json!(["/.dockerenv", "/dev/kvm"])
+    );
     // A directory that is not a file system's root, with no process 1 root to compare.
     assert_eq!(seen["is_chroot"], true);
     // /usr exists on this machine but not below the root.
@@ -393,7 +419,10 @@ async fn host_info_answers_about_the_host_root() {
     assert!(usage[2].is_null(), "{seen}");
     assert_eq!(
         seen["disks"],
-        serde_json::json!(["/dev/fake0 / ext4 true", "/dev/fake1 /only-in-root ext4 true"])
+        serde_json::json!([
+            "/dev/fake0 / ext4 true",
+            "/dev/fake1 /only-in-root ext4 true"
+        ])
     );
     assert_eq!(seen["tz"], serde_json::json!(std::env::var("TZ").ok()));
 }

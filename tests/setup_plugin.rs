@@ -213,8 +213,11 @@ fn root_with_absolute_links() -> tempfile::TempDir {
         "/usr/share/zoneinfo/Europe/Paris",
         include_bytes!("../guest-sdk/testdata/zoneinfo/Europe/Paris"),
     );
-    std::os::unix::fs::symlink("/run/systemd/resolve/stub-resolv.conf", r.join("etc/resolv.conf"))
-        .unwrap();
+    std::os::unix::fs::symlink(
+        "/run/systemd/resolve/stub-resolv.conf",
+        r.join("etc/resolv.conf"),
+    )
+    .unwrap();
     std::os::unix::fs::symlink("/usr/share/zoneinfo/Europe/Paris", r.join("etc/localtime"))
         .unwrap();
     root
@@ -258,14 +261,19 @@ fn date_time_follows_the_tz_variable_as_ansible_does() {
     let root = root_with_absolute_links();
     let r = root.path().to_str().unwrap();
     let date_time = |tz: &str| {
-        let (code, report, facts) =
-            run_setup_with_tz(&["--root", r, "-p", "gather_subset=!all,!min,date_time"], Some(tz));
+        let (code, report, facts) = run_setup_with_tz(
+            &["--root", r, "-p", "gather_subset=!all,!min,date_time"],
+            Some(tz),
+        );
         assert_eq!(code, 0, "{report}");
         facts["ansible_date_time"].clone()
     };
     // A POSIX rule; the root's /etc/localtime (Paris) is not consulted.
     let new_york = date_time("EST5EDT,M3.2.0,M11.1.0");
-    assert!(new_york["tz"] == "EST" || new_york["tz"] == "EDT", "{new_york}");
+    assert!(
+        new_york["tz"] == "EST" || new_york["tz"] == "EDT",
+        "{new_york}"
+    );
     assert!(["-0500", "-0400"].contains(&new_york["tz_offset"].as_str().unwrap()));
     assert_eq!(new_york["tz_dst"], "EDT");
     // Empty means UTC; a zone name is read from the root's zoneinfo.

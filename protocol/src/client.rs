@@ -149,14 +149,18 @@ impl Client {
         let address = self.address.clone();
         let tcp = TcpStream::connect(&address)
             .await
-            .map_err(|source| ClientError::Connect { address: address.clone(), source })?;
+            .map_err(|source| ClientError::Connect {
+                address: address.clone(),
+                source,
+            })?;
         tcp.set_nodelay(true)?;
         let tls = self
             .connector
             .connect(self.server_name.clone(), tcp)
             .await
             .map_err(|source| ClientError::Handshake { address, source })?;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
         tokio::spawn(connection);
         Ok(sender.send_request(request).await?)
     }
@@ -188,15 +192,24 @@ impl Client {
             return Ok(response);
         }
         let status = response.status();
-        let bytes = read_limited(response.into_body(), MAX_JSON_RESPONSE).await.unwrap_or_default();
+        let bytes = read_limited(response.into_body(), MAX_JSON_RESPONSE)
+            .await
+            .unwrap_or_default();
         let message = serde_json::from_slice::<ErrorBody>(&bytes)
             .map(|b| b.error)
             .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
-        Err(ClientError::Status { method, path, status, message })
+        Err(ClientError::Status {
+            method,
+            path,
+            status,
+            message,
+        })
     }
 
     async fn json<T: serde::de::DeserializeOwned>(&self, route: &Route) -> Result<T, ClientError> {
-        let response = self.call(Method::GET, route, &[], empty(), self.timeout).await?;
+        let response = self
+            .call(Method::GET, route, &[], empty(), self.timeout)
+            .await?;
         let bytes = read_limited(response.into_body(), MAX_JSON_RESPONSE).await?;
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
     }
@@ -209,19 +222,27 @@ impl Client {
     ) -> Result<(), ClientError> {
         let body = serde_json::to_vec(value).map_err(|e| ClientError::Decode(e.to_string()))?;
         let headers = [("content-type", "application/json".to_owned())];
-        self.call(method, route, &headers, full(body), self.timeout).await?;
+        self.call(method, route, &headers, full(body), self.timeout)
+            .await?;
         Ok(())
     }
 
     /// What this node's agent is to run.
     pub async fn plan(&self, node: &str) -> Result<Plan, ClientError> {
-        self.json(&Route::Plan { node: node.to_owned() }).await
+        self.json(&Route::Plan {
+            node: node.to_owned(),
+        })
+        .await
     }
 
     /// Downloads a plugin component and checks its digest.
     pub async fn component(&self, sha256: &str) -> Result<Vec<u8>, ClientError> {
-        let route = Route::Component { sha256: sha256.to_owned() };
-        let response = self.call(Method::GET, &route, &[], empty(), self.timeout).await?;
+        let route = Route::Component {
+            sha256: sha256.to_owned(),
+        };
+        let response = self
+            .call(Method::GET, &route, &[], empty(), self.timeout)
+            .await?;
         let bytes = read_limited(response.into_body(), 256 << 20).await?;
         let actual = hex(&Sha256::digest(&bytes));
         if actual != sha256 {
@@ -246,7 +267,10 @@ impl Client {
         let stream = ReaderStream::with_capacity(file, 256 << 10);
         let body = BodyExt::boxed(StreamBody::new(file_frames(stream)));
         let headers = [
-            (digest::CONTENT_DIGEST, digest::header_value(sha256).unwrap_or_default()),
+            (
+                digest::CONTENT_DIGEST,
+                digest::header_value(sha256).unwrap_or_default(),
+            ),
             ("content-length", size.to_string()),
             ("content-type", "application/octet-stream".to_owned()),
         ];
@@ -257,26 +281,45 @@ impl Client {
         };
         // Allow for slow links: the base timeout plus a second per 10 MB.
         let timeout = self.timeout + Duration::from_secs(size / 10_000_000);
-        self.call(Method::PUT, &route, &headers, body, timeout).await?;
+        self.call(Method::PUT, &route, &headers, body, timeout)
+            .await?;
         Ok(())
     }
 
     /// Completes a result. A 409 means the aggregator already holds a complete result.
-    pub async fn commit(&self, scope: &Scope, plugin: &str, manifest: &ResultManifest) -> Result<(), ClientError> {
-        let route = Route::ResultCommit { scope: scope.clone(), plugin: plugin.to_owned() };
+    pub async fn commit(
+        &self,
+        scope: &Scope,
+        plugin: &str,
+        manifest: &ResultManifest,
+    ) -> Result<(), ClientError> {
+        let route = Route::ResultCommit {
+            scope: scope.clone(),
+            plugin: plugin.to_owned(),
+        };
         self.post_json(Method::PUT, &route, manifest).await
     }
 
     /// Sends a plugin's progress report, for the plugin `update` names.
-    pub async fn progress(&self, scope: &Scope, update: &ProgressUpdate) -> Result<(), ClientError> {
-        let route = Route::Progress { scope: scope.clone(), plugin: update.plugin.clone() };
+    pub async fn progress(
+        &self,
+        scope: &Scope,
+        update: &ProgressUpdate,
+    ) -> Result<(), ClientError> {
+        let route = Route::Progress {
+            scope: scope.clone(),
+            plugin: update.plugin.clone(),
+        };
         self.post_json(Method::POST, &route, update).await
     }
 
     /// Tells the aggregator that `node`'s agent is still alive.
     pub async fn heartbeat(&self, node: &str) -> Result<(), ClientError> {
-        let route = Route::Heartbeat { node: node.to_owned() };
-        self.call(Method::POST, &route, &[], empty(), self.timeout).await?;
+        let route = Route::Heartbeat {
+            node: node.to_owned(),
+        };
+        self.call(Method::POST, &route, &[], empty(), self.timeout)
+            .await?;
         Ok(())
     }
 
@@ -287,7 +330,9 @@ impl Client {
 
     /// Prometheus metrics (operator).
     pub async fn metrics(&self) -> Result<String, ClientError> {
-        let response = self.call(Method::GET, &Route::Metrics, &[], empty(), self.timeout).await?;
+        let response = self
+            .call(Method::GET, &Route::Metrics, &[], empty(), self.timeout)
+            .await?;
         let bytes = read_limited(response.into_body(), MAX_JSON_RESPONSE).await?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
@@ -305,7 +350,13 @@ impl Client {
             Vec::new()
         };
         let response = self
-            .call(Method::GET, &Route::Bundle, &headers, empty(), Duration::from_secs(24 * 3600))
+            .call(
+                Method::GET,
+                &Route::Bundle,
+                &headers,
+                empty(),
+                Duration::from_secs(24 * 3600),
+            )
             .await;
         let response = match response {
             // Already complete: the server has nothing past what we hold.
@@ -338,7 +389,9 @@ fn empty() -> Body {
 }
 
 fn full(bytes: Vec<u8>) -> Body {
-    Full::new(Bytes::from(bytes)).map_err(|never| match never {}).boxed()
+    Full::new(Bytes::from(bytes))
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 /// A file's bytes as body frames.
@@ -355,7 +408,9 @@ pub async fn read_limited(mut body: Incoming, limit: usize) -> Result<Bytes, Cli
     while let Some(frame) = body.frame().await {
         if let Ok(data) = frame?.into_data() {
             if collected.len() + data.len() > limit {
-                return Err(ClientError::Decode(format!("response larger than {limit} bytes")));
+                return Err(ClientError::Decode(format!(
+                    "response larger than {limit} bytes"
+                )));
             }
             collected.extend_from_slice(&data);
         }

@@ -59,9 +59,15 @@ mod tests {
     fn round_trips_and_refuses_other_algorithms() {
         let hex = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
         let value = header_value(hex).unwrap();
-        assert_eq!(value, "sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=:");
+        assert_eq!(
+            value,
+            "sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=:"
+        );
         assert_eq!(parse_sha256(&value).unwrap(), hex);
-        assert_eq!(parse_sha256(&format!("sha-512=:AAAA:, {value}")).unwrap(), hex);
+        assert_eq!(
+            parse_sha256(&format!("sha-512=:AAAA:, {value}")).unwrap(),
+            hex
+        );
         assert_eq!(parse_sha256("sha-512=:AAAA:"), None);
         assert_eq!(parse_sha256("sha-256=:AAAA:"), None);
         assert_eq!(header_value("xyz"), None);

@@ -68,13 +68,22 @@ mod tests {
     #[test]
     fn roles_round_trip_through_their_uri() {
         for role in [
-            Role::Agent { node: "node-1".into() },
+            Role::Agent {
+                node: "node-1".into(),
+            },
             Role::Operator { name: "cli".into() },
-            Role::Global { name: "cluster".into() },
+            Role::Global {
+                name: "cluster".into(),
+            },
         ] {
             assert_eq!(Role::from_uri(&role.uri()), Some(role));
         }
-        for bad in ["urn:factbuoy:root:x", "urn:other:agent:x", "urn:factbuoy:agent:../x", "urn:factbuoy:agent:"] {
+        for bad in [
+            "urn:factbuoy:root:x",
+            "urn:other:agent:x",
+            "urn:factbuoy:agent:../x",
+            "urn:factbuoy:agent:",
+        ] {
             assert_eq!(Role::from_uri(bad), None, "{bad}");
         }
     }

@@ -93,7 +93,9 @@ pub const MAX_IDENTIFIER_BYTES: usize = 253;
 
 /// Why a node or plugin name was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{kind} name {name:?} must be 1-253 characters of a-z, 0-9, `-` and `.`, starting and ending with a letter or digit")]
+#[error(
+    "{kind} name {name:?} must be 1-253 characters of a-z, 0-9, `-` and `.`, starting and ending with a letter or digit"
+)]
 pub struct InvalidIdentifier {
     /// What the name was for: `node`, `plugin`, `role`.
     pub kind: &'static str,
@@ -173,7 +175,18 @@ mod tests {
         for ok in ["node-1", "ip-10-0-0-1.ec2.internal", "a", "setup"] {
             assert!(check_identifier("node", ok).is_ok(), "{ok}");
         }
-        for bad in ["", "-a", "a-", "A", "a_b", "a/b", "..", "a..b", "ü", &"a".repeat(254)] {
+        for bad in [
+            "",
+            "-a",
+            "a-",
+            "A",
+            "a_b",
+            "a/b",
+            "..",
+            "a..b",
+            "ü",
+            &"a".repeat(254),
+        ] {
             assert!(check_identifier("node", bad).is_err(), "{bad}");
         }
     }

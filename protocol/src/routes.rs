@@ -11,10 +11,16 @@ use crate::names::{ArtifactName, InvalidIdentifier, InvalidName, check_identifie
 pub const API_PREFIX: &str = "/api/v1";
 
 /// Bytes left unencoded in a path segment: unreserved characters.
-const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 /// Whose result or progress a route is about.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "kebab-case", tag = "kind", content = "node")]
 pub enum Scope {
     /// One node's result of a per-node plugin.
@@ -121,7 +127,11 @@ impl Route {
     /// The path of this route, percent-encoded.
     pub fn path(&self) -> String {
         match self {
-            Route::ResultFile { scope, plugin, name } => {
+            Route::ResultFile {
+                scope,
+                plugin,
+                name,
+            } => {
                 let name: Vec<String> = name.as_str().split('/').map(encode).collect();
                 format!(
                     "{API_PREFIX}/results/{}/{}/files/{}",
@@ -131,10 +141,18 @@ impl Route {
                 )
             }
             Route::ResultCommit { scope, plugin } => {
-                format!("{API_PREFIX}/results/{}/{}", scope.segments(), encode(plugin))
+                format!(
+                    "{API_PREFIX}/results/{}/{}",
+                    scope.segments(),
+                    encode(plugin)
+                )
             }
             Route::Progress { scope, plugin } => {
-                format!("{API_PREFIX}/progress/{}/{}", scope.segments(), encode(plugin))
+                format!(
+                    "{API_PREFIX}/progress/{}/{}",
+                    scope.segments(),
+                    encode(plugin)
+                )
             }
             Route::Heartbeat { node } => format!("{API_PREFIX}/heartbeat/by-node/{}", encode(node)),
             Route::Plan { node } => format!("{API_PREFIX}/plan/by-node/{}", encode(node)),
@@ -178,7 +196,10 @@ impl Route {
             ["results", tail @ ..] => {
                 let (scope, used) = scoped(tail)?;
                 match &tail[used..] {
-                    [p] => Ok(Route::ResultCommit { scope, plugin: plugin(p)? }),
+                    [p] => Ok(Route::ResultCommit {
+                        scope,
+                        plugin: plugin(p)?,
+                    }),
                     [p, "files", name @ ..] if !name.is_empty() => Ok(Route::ResultFile {
                         scope,
                         plugin: plugin(p)?,
@@ -190,14 +211,21 @@ impl Route {
             ["progress", tail @ ..] => {
                 let (scope, used) = scoped(tail)?;
                 match &tail[used..] {
-                    [p] => Ok(Route::Progress { scope, plugin: plugin(p)? }),
+                    [p] => Ok(Route::Progress {
+                        scope,
+                        plugin: plugin(p)?,
+                    }),
                     _ => Err(not_found()),
                 }
             }
             ["heartbeat", "by-node", n] => Ok(Route::Heartbeat { node: node(n)? }),
             ["plan", "by-node", n] => Ok(Route::Plan { node: node(n)? }),
-            ["plugins", digest] if digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()) => {
-                Ok(Route::Component { sha256: digest.to_ascii_lowercase() })
+            ["plugins", digest]
+                if digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()) =>
+            {
+                Ok(Route::Component {
+                    sha256: digest.to_ascii_lowercase(),
+                })
             }
             _ => Err(not_found()),
         }
@@ -225,19 +253,38 @@ mod tests {
                 plugin: "cluster".into(),
                 name: ArtifactName::parse("a.json").unwrap(),
             },
-            Route::ResultCommit { scope: node("n.example.com"), plugin: "host-facts".into() },
-            Route::ResultCommit { scope: Scope::Global, plugin: "cluster".into() },
-            Route::Progress { scope: node("n1"), plugin: "p".into() },
-            Route::Progress { scope: Scope::Global, plugin: "p".into() },
+            Route::ResultCommit {
+                scope: node("n.example.com"),
+                plugin: "host-facts".into(),
+            },
+            Route::ResultCommit {
+                scope: Scope::Global,
+                plugin: "cluster".into(),
+            },
+            Route::Progress {
+                scope: node("n1"),
+                plugin: "p".into(),
+            },
+            Route::Progress {
+                scope: Scope::Global,
+                plugin: "p".into(),
+            },
             Route::Heartbeat { node: "n1".into() },
             Route::Plan { node: "n1".into() },
-            Route::Component { sha256: "ab".repeat(32) },
+            Route::Component {
+                sha256: "ab".repeat(32),
+            },
             Route::Status,
             Route::Bundle,
             Route::Metrics,
         ];
         for route in routes {
-            assert_eq!(Route::parse(&route.path()).unwrap(), route, "{}", route.path());
+            assert_eq!(
+                Route::parse(&route.path()).unwrap(),
+                route,
+                "{}",
+                route.path()
+            );
         }
     }
 
@@ -257,8 +304,17 @@ mod tests {
             let error = Route::parse(path).unwrap_err();
             assert!(!matches!(error, RouteError::NotFound(_)), "{path}: {error}");
         }
-        for path in ["/", "/api/v2/status", "/api/v1/results", "/api/v1/plugins/xyz", "/statusx"] {
-            assert!(matches!(Route::parse(path), Err(RouteError::NotFound(_))), "{path}");
+        for path in [
+            "/",
+            "/api/v2/status",
+            "/api/v1/results",
+            "/api/v1/plugins/xyz",
+            "/statusx",
+        ] {
+            assert!(
+                matches!(Route::parse(path), Err(RouteError::NotFound(_))),
+                "{path}"
+            );
         }
     }
 }

@@ -159,13 +159,21 @@ pub struct PluginStatus {
     /// Where the pair is.
     pub status: PairStatus,
     /// Whether the committed result passed; none before a result is committed.
-    #[serde(rename = "result-status", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "result-status",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub result_status: Option<ResultStatus>,
     /// The latest progress report, if any arrived since the aggregator started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<ProgressUpdate>,
     /// The node's latest heartbeat since the aggregator started, RFC 3339 UTC.
-    #[serde(rename = "last-heartbeat", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "last-heartbeat",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub last_heartbeat: Option<String>,
 }
 

@@ -4,7 +4,6 @@
 //! Nothing here opens a file: parsers take text, and [`paths::resolve`] takes a function that
 //! reads one symlink. The crate builds for `wasm32-wasip2` and for the host alike.
 
-
 pub mod mounts;
 pub mod os_release;
 pub mod paths;

@@ -180,7 +180,10 @@ mod tests {
 
     #[test]
     fn the_table_follows_the_mount_namespace_of_process_1() {
-        assert_eq!(table_dir(Some("mnt:[1]"), Some("mnt:[1]"), true), "/proc/self");
+        assert_eq!(
+            table_dir(Some("mnt:[1]"), Some("mnt:[1]"), true),
+            "/proc/self"
+        );
         assert_eq!(table_dir(Some("mnt:[2]"), Some("mnt:[1]"), true), "/proc/1");
         // A pod's agent cannot read process 1's link, but can read its table.
         assert_eq!(table_dir(Some("mnt:[2]"), None, true), "/proc/1");

@@ -86,7 +86,10 @@ mod tests {
     use std::collections::HashMap;
 
     fn links(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect()
+        pairs
+            .iter()
+            .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+            .collect()
     }
 
     fn resolve_in(table: &HashMap<String, String>, path: &str) -> io::Result<String> {
@@ -100,9 +103,15 @@ mod tests {
             ("/usr/lib/up", "../../.."),
             ("/etc/localtime", "../usr/share/zoneinfo/UTC"),
         ]);
-        assert_eq!(resolve_in(&table, "/etc/os-release").unwrap(), "/usr/lib/os-release");
+        assert_eq!(
+            resolve_in(&table, "/etc/os-release").unwrap(),
+            "/usr/lib/os-release"
+        );
         assert_eq!(resolve_in(&table, "/usr/lib/up/../../etc").unwrap(), "/etc");
-        assert_eq!(resolve_in(&table, "/etc/./localtime").unwrap(), "/usr/share/zoneinfo/UTC");
+        assert_eq!(
+            resolve_in(&table, "/etc/./localtime").unwrap(),
+            "/usr/share/zoneinfo/UTC"
+        );
         assert_eq!(resolve_in(&table, "/").unwrap(), "/");
     }
 
@@ -111,7 +120,10 @@ mod tests {
         let table = links(&[("/a", "/b"), ("/b", "/a")]);
         let looped = resolve_in(&table, "/a/x").unwrap_err();
         assert!(looped.to_string().contains("symlinks"), "{looped}");
-        assert_eq!(resolve_in(&table, "a").unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(
+            resolve_in(&table, "a").unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
         let failing = resolve("/x/y", |_| Err(io::Error::from(io::ErrorKind::NotFound)));
         assert_eq!(failing.unwrap_err().kind(), io::ErrorKind::NotFound);
     }

@@ -163,9 +163,10 @@ pub fn fib_trie_local_routes(text: &str) -> Vec<(Ipv4Addr, u8)> {
         } else if let Some(rest) = trimmed.strip_prefix('/') {
             let words: Vec<&str> = rest.split_whitespace().collect();
             if let (Some(address), [prefix, _scope, "LOCAL"]) = (leaf, words.as_slice())
-                && let Ok(prefix) = prefix.parse() {
-                    routes.push((address, prefix));
-                }
+                && let Ok(prefix) = prefix.parse()
+            {
+                routes.push((address, prefix));
+            }
         } else if trimmed.starts_with("+--") {
             leaf = None;
         }

@@ -79,7 +79,10 @@ pub async fn run(
     config: Arc<AgentConfig>,
     loaded: Arc<LoadedPlugins>,
 ) -> anyhow::Result<AgentSummary> {
-    let plan = retry(config.retry_for, "fetching the plan", || client.plan(&config.node)).await?;
+    let plan = retry(config.retry_for, "fetching the plan", || {
+        client.plan(&config.node)
+    })
+    .await?;
     tracing::info!(run = %plan.run_id, plugins = plan.plugins.len(), "agent starting");
     let heartbeats = tokio::spawn(send_heartbeats(
         client.clone(),
@@ -92,10 +95,18 @@ pub async fn run(
         .plugins
         .into_iter()
         .map(|planned| {
-            let (client, runtime, config, slots, loaded) =
-                (client.clone(), runtime.clone(), config.clone(), slots.clone(), loaded.clone());
+            let (client, runtime, config, slots, loaded) = (
+                client.clone(),
+                runtime.clone(),
+                config.clone(),
+                slots.clone(),
+                loaded.clone(),
+            );
             tokio::spawn(async move {
-                let _slot = slots.acquire_owned().await.expect("the semaphore is never closed");
+                let _slot = slots
+                    .acquire_owned()
+                    .await
+                    .expect("the semaphore is never closed");
                 let outcome = run_plugin(&client, &runtime, &config, &loaded, &planned).await;
                 (planned.name, outcome)
             })
@@ -131,7 +142,11 @@ async fn run_plugin(
     let (manifest, files) = match gather(client, runtime, config, loaded, planned, &spool).await {
         Ok(Gathered { report, files }) => {
             let manifest = ResultManifest {
-                outcome: if report.succeeded { Outcome::Succeeded } else { Outcome::Failed },
+                outcome: if report.succeeded {
+                    Outcome::Succeeded
+                } else {
+                    Outcome::Failed
+                },
                 error: report.failure_line(),
                 files: files.iter().map(|(file, _)| file.clone()).collect(),
                 plugin_version: report.version.clone(),
@@ -151,7 +166,15 @@ async fn run_plugin(
             (manifest, Vec::new())
         }
     };
-    let delivered = deliver(client, config.retry_for, &scope, &planned.name, &manifest, &files).await;
+    let delivered = deliver(
+        client,
+        config.retry_for,
+        &scope,
+        &planned.name,
+        &manifest,
+        &files,
+    )
+    .await;
     if let Err(e) = &delivered {
         tracing::error!(plugin = %planned.name, "could not deliver the result: {e}");
     }
@@ -179,9 +202,11 @@ async fn gather(
         None => {
             let wasm = match factbuoy_catalog::bundled_by_digest(&planned.sha256) {
                 Some(bundled) => bundled.wasm.to_vec(),
-                None => retry(config.retry_for, "fetching the plugin", || client.component(&planned.sha256))
-                    .await
-                    .map_err(|e| e.to_string())?,
+                None => retry(config.retry_for, "fetching the plugin", || {
+                    client.component(&planned.sha256)
+                })
+                .await
+                .map_err(|e| e.to_string())?,
             };
             let loaded = runtime
                 .load(&planned.name, &wasm, Some(&planned.sha256))
@@ -193,15 +218,20 @@ async fn gather(
     let params = params::resolve(&loaded.info.parameters, &planned.params)
         .map_err(|e| format!("plugin {:?}: {e}", planned.name))?;
     let mut grants = GrantSet::default();
-    grants.extend_written(&planned.grants, &planned.denies).map_err(|e| e.to_string())?;
+    grants
+        .extend_written(&planned.grants, &planned.denies)
+        .map_err(|e| e.to_string())?;
     let _ = tokio::fs::remove_dir_all(spool).await;
-    tokio::fs::create_dir_all(spool).await.map_err(|e| format!("creating {}: {e}", spool.display()))?;
+    tokio::fs::create_dir_all(spool)
+        .await
+        .map_err(|e| format!("creating {}: {e}", spool.display()))?;
     let scope = Scope::Node(config.node.clone());
     let relay_client = client.clone();
-    let (observer, relay) = ProgressRelay::start(config.node.clone(), planned.name.clone(), move |update| {
-        let (client, scope) = (relay_client.clone(), scope.clone());
-        async move { client.progress(&scope, &update).await }
-    });
+    let (observer, relay) =
+        ProgressRelay::start(config.node.clone(), planned.name.clone(), move |update| {
+            let (client, scope) = (relay_client.clone(), scope.clone());
+            async move { client.progress(&scope, &update).await }
+        });
     let limits = Limits {
         deadline: Duration::from_secs(planned.deadline_seconds),
         ..runtime.limits().clone()
@@ -226,7 +256,11 @@ async fn gather(
         .filter(|a| a.error.is_none())
         .filter_map(|a| {
             let sha256 = a.sha256.clone()?;
-            let entry = ManifestFile { name: a.name.to_string(), size: a.size_bytes, sha256 };
+            let entry = ManifestFile {
+                name: a.name.to_string(),
+                size: a.size_bytes,
+                sha256,
+            };
             Some((entry, spool.join(a.name.to_relative_path())))
         })
         .collect();
@@ -244,14 +278,22 @@ async fn deliver(
     files: &[(ManifestFile, PathBuf)],
 ) -> Result<(), ClientError> {
     for (file, path) in files {
-        let name = ArtifactName::parse(&file.name).expect("names were checked when the plugin wrote them");
-        let sent = retry(retry_for, "uploading an artifact", || client.put_file(scope, plugin, &name, path, &file.sha256)).await;
+        let name =
+            ArtifactName::parse(&file.name).expect("names were checked when the plugin wrote them");
+        let sent = retry(retry_for, "uploading an artifact", || {
+            client.put_file(scope, plugin, &name, path, &file.sha256)
+        })
+        .await;
         match sent {
             Err(e) if e.status() == Some(StatusCode::CONFLICT) => return Ok(()),
             other => other?,
         }
     }
-    match retry(retry_for, "committing the result", || client.commit(scope, plugin, manifest)).await {
+    match retry(retry_for, "committing the result", || {
+        client.commit(scope, plugin, manifest)
+    })
+    .await
+    {
         Err(e) if e.status() == Some(StatusCode::CONFLICT) => Ok(()),
         other => other,
     }
@@ -259,7 +301,11 @@ async fn deliver(
 
 /// Calls `attempt` until it succeeds, fails for good, or `budget` has passed, waiting with
 /// exponential backoff and full jitter between tries.
-pub async fn retry<T, F, Fut>(budget: Duration, what: &str, mut attempt: F) -> Result<T, ClientError>
+pub async fn retry<T, F, Fut>(
+    budget: Duration,
+    what: &str,
+    mut attempt: F,
+) -> Result<T, ClientError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, ClientError>>,
@@ -292,7 +338,11 @@ struct RelayHandle {
 
 impl ProgressRelay {
     /// Starts relaying through `send` (the aggregator's progress route, in an agent).
-    fn start<S, F>(node: String, plugin: String, send: S) -> (Arc<dyn ProgressObserver>, RelayHandle)
+    fn start<S, F>(
+        node: String,
+        plugin: String,
+        send: S,
+    ) -> (Arc<dyn ProgressObserver>, RelayHandle)
     where
         S: Fn(ProgressUpdate) -> F + Send + 'static,
         F: std::future::Future<Output = Result<(), ClientError>> + Send,
@@ -305,7 +355,10 @@ impl ProgressRelay {
                 }
             }
         });
-        (Arc::new(ProgressRelay { sender, node }), RelayHandle { task })
+        (
+            Arc::new(ProgressRelay { sender, node }),
+            RelayHandle { task },
+        )
     }
 }
 
@@ -368,7 +421,11 @@ mod tests {
         .await;
         assert_eq!(result.unwrap(), 3);
         // Three waits, each at most the doubled backoff: 200 + 400 + 800 ms.
-        assert!(started.elapsed() <= Duration::from_millis(1400), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() <= Duration::from_millis(1400),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -429,14 +486,25 @@ mod tests {
         for step in 0..1000 {
             observer.progress("p", &update(step));
         }
-        assert!(started.elapsed() < Duration::from_secs(1), "the plugin waited on the relay");
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "the plugin waited on the relay"
+        );
         release.send(true).unwrap();
         drop(observer);
         relay.finish().await;
         let delivered = delivered.lock().unwrap();
         // The one being sent when the queue filled, and the queue.
-        assert!(delivered.len() <= PROGRESS_QUEUE + 1, "{} delivered", delivered.len());
+        assert!(
+            delivered.len() <= PROGRESS_QUEUE + 1,
+            "{} delivered",
+            delivered.len()
+        );
         assert_eq!(delivered[0].msg, "step 0");
-        assert!(delivered.iter().all(|u| u.node == "n1" && u.plugin == "p" && u.total == 100));
+        assert!(
+            delivered
+                .iter()
+                .all(|u| u.node == "n1" && u.plugin == "p" && u.total == 100)
+        );
     }
 }

@@ -136,14 +136,18 @@ impl RunConfig {
     /// Reads `run.json` from `run_dir`.
     pub fn load(run_dir: &RunDir) -> anyhow::Result<Self> {
         let path = run_dir.config();
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| anyhow::anyhow!("reading {}: {e}; is this a factbuoy run directory?", path.display()))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            anyhow::anyhow!(
+                "reading {}: {e}; is this a factbuoy run directory?",
+                path.display()
+            )
+        })?;
         Ok(serde_json::from_str(&text)?)
     }
 
     /// Writes `run.json` into `run_dir`, atomically.
     pub fn save(&self, run_dir: &RunDir) -> anyhow::Result<()> {
-        super::state::write_atomically(&run_dir.config(), &serde_json::to_vec_pretty(self)?)
+        super::run_dir::write_atomically(&run_dir.config(), &serde_json::to_vec_pretty(self)?)
     }
 
     /// The plugin of this run called `name`.

@@ -13,14 +13,16 @@ use bytes::Bytes;
 use factbuoy_protocol::digest;
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::routes::{Route, RouteError, Scope};
-use factbuoy_protocol::types::{ErrorBody, Outcome, PairStatus, Plan, PlannedPlugin, ProgressUpdate, ResultManifest, RunStatus};
+use factbuoy_protocol::types::{
+    ErrorBody, Outcome, PairStatus, Plan, PlannedPlugin, ProgressUpdate, ResultManifest, RunStatus,
+};
 use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
 use hyper::body::{Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode, header};
 use tokio::io::AsyncSeekExt;
 
-use super::Shared;
 use super::config::PlanScope;
+use crate::shared::Shared;
 use factbuoy_protocol::types::now_rfc3339;
 
 use super::state::CommitCheck;
@@ -46,7 +48,11 @@ struct Refusal {
 }
 
 fn refuse(status: StatusCode, reason: &'static str, message: impl Into<String>) -> Refusal {
-    Refusal { status, reason, message: message.into() }
+    Refusal {
+        status,
+        reason,
+        message: message.into(),
+    }
 }
 
 fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response<Body> {
@@ -59,11 +65,16 @@ fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response<
 }
 
 fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).map_err(|never| match never {}).boxed()
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 fn empty(status: StatusCode) -> Response<Body> {
-    Response::builder().status(status).body(full(Bytes::new())).expect("a valid response")
+    Response::builder()
+        .status(status)
+        .body(full(Bytes::new()))
+        .expect("a valid response")
 }
 
 /// Answers one request that arrived on `listener` from a client whose certificate carries
@@ -79,7 +90,12 @@ pub async fn handle(
         Err(refusal) => {
             shared.metrics.reject(refusal.reason);
             tracing::debug!(status = %refusal.status, "{}", refusal.message);
-            json_response(refusal.status, &ErrorBody { error: refusal.message })
+            json_response(
+                refusal.status,
+                &ErrorBody {
+                    error: refusal.message,
+                },
+            )
         }
     };
     Ok(response)
@@ -96,7 +112,11 @@ async fn respond(
         other => refuse(StatusCode::BAD_REQUEST, "bad-name", other.to_string()),
     })?;
     let role = role.ok_or_else(|| {
-        refuse(StatusCode::FORBIDDEN, "no-role", "the client certificate carries no factbuoy role")
+        refuse(
+            StatusCode::FORBIDDEN,
+            "no-role",
+            "the client certificate carries no factbuoy role",
+        )
     })?;
     authorize(&role, &route)?;
     let serves = match route {
@@ -104,22 +124,38 @@ async fn respond(
         _ => Listener::Agent,
     };
     if serves != listener {
-        return Err(refuse(StatusCode::NOT_FOUND, "wrong-listener", format!(
-            "{} is served on the {} listener",
-            route.path(),
-            if serves == Listener::Operator { "operator" } else { "agent" }
-        )));
+        return Err(refuse(
+            StatusCode::NOT_FOUND,
+            "wrong-listener",
+            format!(
+                "{} is served on the {} listener",
+                route.path(),
+                if serves == Listener::Operator {
+                    "operator"
+                } else {
+                    "agent"
+                }
+            ),
+        ));
     }
     let method = request.method().clone();
     let expect = |wanted: Method| {
         if method == wanted {
             Ok(())
         } else {
-            Err(refuse(StatusCode::METHOD_NOT_ALLOWED, "method", format!("use {wanted} for {}", route.path())))
+            Err(refuse(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method",
+                format!("use {wanted} for {}", route.path()),
+            ))
         }
     };
     match &route {
-        Route::ResultFile { scope, plugin, name } => {
+        Route::ResultFile {
+            scope,
+            plugin,
+            name,
+        } => {
             expect(Method::PUT)?;
             receive_file(shared, scope, plugin, name, request).await
         }
@@ -133,7 +169,12 @@ async fn respond(
         }
         Route::Heartbeat { node } => {
             expect(Method::POST)?;
-            shared.state.lock().unwrap().heartbeats.insert(node.clone(), std::time::SystemTime::now());
+            shared
+                .state
+                .lock()
+                .unwrap()
+                .heartbeats
+                .insert(node.clone(), std::time::SystemTime::now());
             Ok(empty(StatusCode::NO_CONTENT))
         }
         Route::Plan { node } => {
@@ -168,17 +209,35 @@ async fn respond(
 fn authorize(role: &Role, route: &Route) -> Result<(), Refusal> {
     let allowed = match (route, role) {
         (
-            Route::ResultFile { scope: Scope::Node(n), .. }
-            | Route::ResultCommit { scope: Scope::Node(n), .. }
-            | Route::Progress { scope: Scope::Node(n), .. }
+            Route::ResultFile {
+                scope: Scope::Node(n),
+                ..
+            }
+            | Route::ResultCommit {
+                scope: Scope::Node(n),
+                ..
+            }
+            | Route::Progress {
+                scope: Scope::Node(n),
+                ..
+            }
             | Route::Heartbeat { node: n }
             | Route::Plan { node: n },
             Role::Agent { node },
         ) => n == node,
         (
-            Route::ResultFile { scope: Scope::Global, .. }
-            | Route::ResultCommit { scope: Scope::Global, .. }
-            | Route::Progress { scope: Scope::Global, .. },
+            Route::ResultFile {
+                scope: Scope::Global,
+                ..
+            }
+            | Route::ResultCommit {
+                scope: Scope::Global,
+                ..
+            }
+            | Route::Progress {
+                scope: Scope::Global,
+                ..
+            },
             Role::Global { .. },
         ) => true,
         (Route::Component { .. }, Role::Agent { .. } | Role::Global { .. }) => true,
@@ -188,7 +247,11 @@ fn authorize(role: &Role, route: &Route) -> Result<(), Refusal> {
     if allowed {
         Ok(())
     } else {
-        Err(refuse(StatusCode::FORBIDDEN, "forbidden", format!("the {role} may not use {}", route.path())))
+        Err(refuse(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("the {role} may not use {}", route.path()),
+        ))
     }
 }
 
@@ -201,7 +264,11 @@ fn check_open(shared: &Shared, plugin: &str, label: &str) -> Result<(), Refusal>
             "duplicate",
             format!("a complete result of {plugin} for {label} is already stored; nothing to do"),
         )),
-        CommitCheck::Closed => Err(refuse(StatusCode::CONFLICT, "closed", "the run has ended; no more results are accepted")),
+        CommitCheck::Closed => Err(refuse(
+            StatusCode::CONFLICT,
+            "closed",
+            "the run has ended; no more results are accepted",
+        )),
         CommitCheck::Unexpected => Err(refuse(
             StatusCode::FORBIDDEN,
             "unexpected",
@@ -226,16 +293,27 @@ async fn receive_file(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limits.max_file_bytes) {
-        return Err(refuse(StatusCode::PAYLOAD_TOO_LARGE, "too-large", format!(
-            "the file is larger than the limit of {} bytes", limits.max_file_bytes
-        )));
+        return Err(refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too-large",
+            format!(
+                "the file is larger than the limit of {} bytes",
+                limits.max_file_bytes
+            ),
+        ));
     }
     let expected = request
         .headers()
         .get(digest::CONTENT_DIGEST)
         .and_then(|v| v.to_str().ok())
         .and_then(digest::parse_sha256)
-        .ok_or_else(|| refuse(StatusCode::BAD_REQUEST, "no-digest", "send the file's sha-256 as `Content-Digest: sha-256=:<base64>:`"))?;
+        .ok_or_else(|| {
+            refuse(
+                StatusCode::BAD_REQUEST,
+                "no-digest",
+                "send the file's sha-256 as `Content-Digest: sha-256=:<base64>:`",
+            )
+        })?;
     let started = Instant::now();
     let received = shared
         .storage
@@ -244,7 +322,9 @@ async fn receive_file(
     let size = received.map_err(|e| {
         let (status, reason) = match &e {
             UploadError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too-large"),
-            UploadError::Stalled(_) | UploadError::TooSlow { .. } => (StatusCode::REQUEST_TIMEOUT, "too-slow"),
+            UploadError::Stalled(_) | UploadError::TooSlow { .. } => {
+                (StatusCode::REQUEST_TIMEOUT, "too-slow")
+            }
             UploadError::DigestMismatch { .. } => (StatusCode::BAD_REQUEST, "digest-mismatch"),
             UploadError::Interrupted(_) => (StatusCode::BAD_REQUEST, "interrupted"),
             UploadError::Io(_) => (StatusCode::INTERNAL_SERVER_ERROR, "storage"),
@@ -252,12 +332,21 @@ async fn receive_file(
         refuse(status, reason, e.to_string())
     })?;
     shared.metrics.bytes_received.inc_by(size);
-    shared.metrics.upload_seconds.observe(started.elapsed().as_secs_f64());
+    shared
+        .metrics
+        .upload_seconds
+        .observe(started.elapsed().as_secs_f64());
     shared.state.lock().unwrap().mark_running(plugin, label);
-    Ok(json_response(StatusCode::CREATED, &serde_json::json!({ "size": size, "sha256": expected })))
+    Ok(json_response(
+        StatusCode::CREATED,
+        &serde_json::json!({ "size": size, "sha256": expected }),
+    ))
 }
 
-async fn read_json<T: serde::de::DeserializeOwned>(shared: &Shared, request: Request<Incoming>) -> Result<T, Refusal> {
+async fn read_json<T: serde::de::DeserializeOwned>(
+    shared: &Shared,
+    request: Request<Incoming>,
+) -> Result<T, Refusal> {
     let limit = shared.config.limits.max_json_bytes;
     let idle = std::time::Duration::from_secs(shared.config.limits.idle_timeout_seconds);
     let mut body = request.into_body();
@@ -267,18 +356,34 @@ async fn read_json<T: serde::de::DeserializeOwned>(shared: &Shared, request: Req
             .await
             .map_err(|_| refuse(StatusCode::REQUEST_TIMEOUT, "too-slow", "the body stalled"))?;
         let Some(frame) = frame else { break };
-        let frame = frame.map_err(|e| refuse(StatusCode::BAD_REQUEST, "interrupted", e.to_string()))?;
+        let frame =
+            frame.map_err(|e| refuse(StatusCode::BAD_REQUEST, "interrupted", e.to_string()))?;
         if let Ok(data) = frame.into_data() {
             if (bytes.len() + data.len()) as u64 > limit {
-                return Err(refuse(StatusCode::PAYLOAD_TOO_LARGE, "too-large", format!("the JSON body is larger than {limit} bytes")));
+                return Err(refuse(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "too-large",
+                    format!("the JSON body is larger than {limit} bytes"),
+                ));
             }
             bytes.extend_from_slice(&data);
         }
     }
-    serde_json::from_slice(&bytes).map_err(|e| refuse(StatusCode::BAD_REQUEST, "bad-json", format!("the body is not the expected JSON: {e}")))
+    serde_json::from_slice(&bytes).map_err(|e| {
+        refuse(
+            StatusCode::BAD_REQUEST,
+            "bad-json",
+            format!("the body is not the expected JSON: {e}"),
+        )
+    })
 }
 
-async fn commit(shared: &Shared, scope: &Scope, plugin: &str, request: Request<Incoming>) -> Result<Response<Body>, Refusal> {
+async fn commit(
+    shared: &Shared,
+    scope: &Scope,
+    plugin: &str,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Refusal> {
     let label = scope.label().to_owned();
     check_open(shared, plugin, &label)?;
     let manifest: ResultManifest = read_json(shared, request).await?;
@@ -293,21 +398,48 @@ async fn commit(shared: &Shared, scope: &Scope, plugin: &str, request: Request<I
         .state
         .lock()
         .unwrap()
-        .record_commit(&shared.run_dir, plugin, &label, PairStatus::Complete, committed)
-        .map_err(|e| refuse(StatusCode::INTERNAL_SERVER_ERROR, "storage", format!("recording the result: {e:#}")))?;
+        .record_commit(
+            &shared.run_dir,
+            plugin,
+            &label,
+            PairStatus::Complete,
+            committed,
+        )
+        .map_err(|e| {
+            refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "storage",
+                format!("recording the result: {e:#}"),
+            )
+        })?;
     let outcome = match manifest.outcome {
         Outcome::Succeeded => "succeeded",
         Outcome::Failed => "failed",
     };
-    shared.metrics.results.get_or_create(&super::metrics::OutcomeLabel { outcome: outcome.to_owned() }).inc();
+    shared
+        .metrics
+        .results
+        .get_or_create(&super::metrics::OutcomeLabel {
+            outcome: outcome.to_owned(),
+        })
+        .inc();
     shared.changed.notify_one();
     Ok(empty(StatusCode::CREATED))
 }
 
-async fn progress(shared: &Shared, scope: &Scope, plugin: &str, request: Request<Incoming>) -> Result<Response<Body>, Refusal> {
+async fn progress(
+    shared: &Shared,
+    scope: &Scope,
+    plugin: &str,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Refusal> {
     let label = scope.label().to_owned();
     if shared.state.lock().unwrap().pair(plugin, &label).is_none() {
-        return Err(refuse(StatusCode::FORBIDDEN, "unexpected", format!("this run expects no plugin {plugin:?} for {label:?}")));
+        return Err(refuse(
+            StatusCode::FORBIDDEN,
+            "unexpected",
+            format!("this run expects no plugin {plugin:?} for {label:?}"),
+        ));
     }
     let mut update: ProgressUpdate = read_json(shared, request).await?;
     // The route, checked against the certificate, says whose progress this is.
@@ -350,7 +482,13 @@ async fn component(shared: &Shared, sha256: &str) -> Result<Response<Body>, Refu
     let bytes = shared
         .component(sha256)
         .map_err(|e| refuse(StatusCode::INTERNAL_SERVER_ERROR, "storage", e.to_string()))?
-        .ok_or_else(|| refuse(StatusCode::NOT_FOUND, "not-found", format!("no plugin component {sha256} in this run")))?;
+        .ok_or_else(|| {
+            refuse(
+                StatusCode::NOT_FOUND,
+                "not-found",
+                format!("no plugin component {sha256} in this run"),
+            )
+        })?;
     Ok(Response::builder()
         .header(header::CONTENT_TYPE, "application/wasm")
         .body(full(bytes))
@@ -364,37 +502,63 @@ async fn bundle(shared: &Shared, request: &Request<Incoming>) -> Result<Response
         (state.status, state.tar_info.clone())
     };
     let Some(tar_info) = tar_info.filter(|_| status == RunStatus::Complete) else {
-        return Err(refuse(StatusCode::CONFLICT, "not-ready", format!("the bundle is not ready: the run is {status:?}").to_lowercase()));
+        return Err(refuse(
+            StatusCode::CONFLICT,
+            "not-ready",
+            format!("the bundle is not ready: the run is {status:?}").to_lowercase(),
+        ));
     };
     let path = shared.config.bundle_dir.join(&tar_info.name);
-    let mut file = tokio::fs::File::open(&path)
-        .await
-        .map_err(|e| refuse(StatusCode::INTERNAL_SERVER_ERROR, "storage", format!("opening the bundle: {e}")))?;
+    let mut file = tokio::fs::File::open(&path).await.map_err(|e| {
+        refuse(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "storage",
+            format!("opening the bundle: {e}"),
+        )
+    })?;
     let size = tar_info.size;
-    let range = request.headers().get(header::RANGE).and_then(|v| v.to_str().ok());
+    let range = request
+        .headers()
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok());
     let start = match range {
         None => 0,
         Some(text) => parse_range_start(text).ok_or_else(|| {
-            refuse(StatusCode::RANGE_NOT_SATISFIABLE, "range", format!("only `bytes=N-` ranges are served, got {text:?}"))
+            refuse(
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                "range",
+                format!("only `bytes=N-` ranges are served, got {text:?}"),
+            )
         })?,
     };
     if start >= size && size > 0 {
-        return Err(refuse(StatusCode::RANGE_NOT_SATISFIABLE, "range", format!("the bundle has {size} bytes")));
+        return Err(refuse(
+            StatusCode::RANGE_NOT_SATISFIABLE,
+            "range",
+            format!("the bundle has {size} bytes"),
+        ));
     }
     file.seek(std::io::SeekFrom::Start(start))
         .await
         .map_err(|e| refuse(StatusCode::INTERNAL_SERVER_ERROR, "storage", e.to_string()))?;
     let stream = tokio_util::io::ReaderStream::with_capacity(file, 256 << 10);
-    let body = StreamBody::new(futures_util::StreamExt::map(stream, |chunk| chunk.map(Frame::data))).boxed();
+    let body = StreamBody::new(futures_util::StreamExt::map(stream, |chunk| {
+        chunk.map(Frame::data)
+    }))
+    .boxed();
     let mut response = Response::builder()
         .header(header::CONTENT_TYPE, "application/gzip")
         .header(header::CONTENT_LENGTH, size - start)
         .header(header::ACCEPT_RANGES, "bytes")
-        .header("content-digest", digest::header_value(&tar_info.sha256).unwrap_or_default());
+        .header(
+            "content-digest",
+            digest::header_value(&tar_info.sha256).unwrap_or_default(),
+        );
     if range.is_some() {
-        response = response
-            .status(StatusCode::PARTIAL_CONTENT)
-            .header(header::CONTENT_RANGE, format!("bytes {start}-{}/{size}", size.saturating_sub(1)));
+        response = response.status(StatusCode::PARTIAL_CONTENT).header(
+            header::CONTENT_RANGE,
+            format!("bytes {start}-{}/{size}", size.saturating_sub(1)),
+        );
     }
     Ok(response.body(body).expect("a valid response"))
 }
@@ -415,7 +579,10 @@ mod tests {
         let agent = Role::Agent { node: "a".into() };
         let operator = Role::Operator { name: "cli".into() };
         let global = Role::Global { name: "g".into() };
-        let commit = |scope| Route::ResultCommit { scope, plugin: "p".into() };
+        let commit = |scope| Route::ResultCommit {
+            scope,
+            plugin: "p".into(),
+        };
         assert!(authorize(&agent, &commit(Scope::Node("a".into()))).is_ok());
         assert!(authorize(&agent, &commit(Scope::Node("b".into()))).is_err());
         assert!(authorize(&agent, &commit(Scope::Global)).is_err());

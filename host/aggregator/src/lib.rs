@@ -12,6 +12,7 @@ pub mod handler;
 pub mod metrics;
 pub mod run_dir;
 pub mod server;
+pub mod shared;
 pub mod state;
 pub mod storage;
 
@@ -22,14 +23,15 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use factbuoy_pki::{Issued, RunCa};
 use factbuoy_protocol::identity::Role;
-use factbuoy_protocol::types::{PairStatus, RunStatus, StatusDocument, now_rfc3339};
+use factbuoy_protocol::types::{PairStatus, RunStatus, now_rfc3339};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::JoinHandle;
 
 use config::RunConfig;
 use handler::Listener;
-use metrics::{Metrics, StateLabel};
+use metrics::Metrics;
 pub use run_dir::RunDir;
+pub use shared::Shared;
 use state::RunState;
 use storage::Storage;
 
@@ -39,75 +41,6 @@ const WATCHDOG_TICK: Duration = Duration::from_millis(250);
 /// Finds a plugin component compiled into the serving binary by its sha-256, so a run need not
 /// store copies of bundled plugins for agents that lack them.
 pub type BundledComponents = fn(&str) -> Option<&'static [u8]>;
-
-/// What the request handlers share.
-pub struct Shared {
-    /// The run's configuration, with the listen addresses actually bound.
-    pub config: RunConfig,
-    /// The run's directory.
-    pub run_dir: RunDir,
-    /// What the aggregator knows about the run; never held across an await.
-    pub state: Mutex<RunState>,
-    /// Uploaded and committed results on disk.
-    pub storage: Storage,
-    /// The counters served at `/metrics`.
-    pub metrics: Metrics,
-    /// Serialises commits: the check, the move on disk and the record must not interleave.
-    pub commit_lock: tokio::sync::Mutex<()>,
-    /// Wakes the watchdog when a result arrives.
-    pub changed: tokio::sync::Notify,
-    status: tokio::sync::watch::Sender<RunStatus>,
-    /// When this aggregator process started serving: silence is counted from here at least.
-    started_at: SystemTime,
-    bundled: BundledComponents,
-}
-
-impl Shared {
-    /// A plugin component of this run by digest: a bundled plugin, or one stored with the run.
-    pub fn component(&self, sha256: &str) -> std::io::Result<Option<Vec<u8>>> {
-        if !self.config.plugins.iter().any(|p| p.sha256 == sha256) {
-            return Ok(None);
-        }
-        if let Some(wasm) = (self.bundled)(sha256) {
-            return Ok(Some(wasm.to_vec()));
-        }
-        match std::fs::read(self.run_dir.component(sha256)) {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-    /// Sets the `nodes` gauges: how many nodes are pending, running, done or lost.
-    pub fn update_node_gauges(&self) {
-        let state = self.state.lock().unwrap();
-        let mut counts = std::collections::BTreeMap::from([("pending", 0), ("running", 0), ("done", 0), ("lost", 0)]);
-        for node in &self.config.nodes {
-            let statuses: Vec<PairStatus> = state
-                .pairs
-                .values()
-                .filter_map(|nodes| nodes.get(node).map(|p| p.status))
-                .collect();
-            let label = if statuses.contains(&PairStatus::Lost) {
-                "lost"
-            } else if statuses.iter().all(|s| matches!(s, PairStatus::Complete | PairStatus::TimedOut)) {
-                "done"
-            } else if statuses.iter().any(|s| *s != PairStatus::Pending) || state.heartbeats.contains_key(node) {
-                "running"
-            } else {
-                "pending"
-            };
-            *counts.get_mut(label).expect("every label is counted") += 1;
-        }
-        for (label, count) in counts {
-            self.metrics.nodes.get_or_create(&StateLabel { state: label.to_owned() }).set(count);
-        }
-    }
-
-    /// The status document operators see, as of now.
-    pub fn status_document(&self) -> StatusDocument {
-        self.state.lock().unwrap().document(&self.config.run_id)
-    }
-}
 
 /// A run: its directory, configuration, state and CA, in memory.
 pub struct Run {
@@ -129,7 +62,10 @@ impl Run {
         use std::os::unix::fs::DirBuilderExt;
         let root = dir.root();
         if root.exists() && std::fs::read_dir(root)?.next().is_some() {
-            anyhow::bail!("{} already holds a run; choose another --run-dir", root.display());
+            anyhow::bail!(
+                "{} already holds a run; choose another --run-dir",
+                root.display()
+            );
         }
         let mut private = std::fs::DirBuilder::new();
         private.recursive(true).mode(0o700);
@@ -139,7 +75,9 @@ impl Run {
         ca.save(&dir.pki())?;
         let server = ca.issue_server(&config.server_names)?;
         server.save(&dir.pki(), "server")?;
-        let operator = ca.issue_client(&Role::Operator { name: "operator".into() })?;
+        let operator = ca.issue_client(&Role::Operator {
+            name: "operator".into(),
+        })?;
         operator.save(&dir.pki(), "operator")?;
         for (sha256, bytes) in components {
             let path = dir.component(sha256);
@@ -149,7 +87,13 @@ impl Run {
         config.save(&dir)?;
         let state = RunState::new(&config);
         state.save(&dir)?;
-        Ok(Run { dir, config, state, ca, server })
+        Ok(Run {
+            dir,
+            config,
+            state,
+            ca,
+            server,
+        })
     }
 
     /// Reads back the run in `dir`, new or interrupted.
@@ -158,7 +102,13 @@ impl Run {
         let state = RunState::load(&dir, &config).context("loading the run's state")?;
         let ca = RunCa::load(&dir.pki(), &config.run_id)?;
         let server = Issued::load(&dir.pki(), "server")?;
-        Ok(Run { dir, config, state, ca, server })
+        Ok(Run {
+            dir,
+            config,
+            state,
+            ca,
+            server,
+        })
     }
 
     /// The run's configuration.
@@ -231,7 +181,11 @@ impl Drop for RunningAggregator {
 const LISTEN_BACKLOG: u32 = 4096;
 
 fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
-    let socket = if address.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    let socket = if address.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
     // As TcpListener::bind does: a restarted aggregator must get its port back at once.
     socket.set_reuseaddr(true)?;
     socket.bind(address)?;
@@ -241,12 +195,22 @@ fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
 /// Serves `run`. `bundled` finds components of this binary's bundled plugins for agents that
 /// ask for one.
 pub async fn start(run: Run, bundled: BundledComponents) -> anyhow::Result<RunningAggregator> {
-    let Run { dir: run_dir, mut config, state, ca, server } = run;
+    let Run {
+        dir: run_dir,
+        mut config,
+        state,
+        ca,
+        server,
+    } = run;
     let tls = ca.server_config(&server)?;
     let agent_listener = bind(config.agent_listen)
         .with_context(|| format!("binding the agent listener to {}", config.agent_listen))?;
-    let operator_listener = bind(config.operator_listen)
-        .with_context(|| format!("binding the operator listener to {}", config.operator_listen))?;
+    let operator_listener = bind(config.operator_listen).with_context(|| {
+        format!(
+            "binding the operator listener to {}",
+            config.operator_listen
+        )
+    })?;
     let agent_address = agent_listener.local_addr()?;
     let operator_address = operator_listener.local_addr()?;
     // A restarted aggregator must be found where agents knew it.
@@ -257,7 +221,8 @@ pub async fn start(run: Run, bundled: BundledComponents) -> anyhow::Result<Runni
     }
     let (status_tx, status_rx) = tokio::sync::watch::channel(state.status);
     let shared = Arc::new(Shared {
-        storage: Storage::open(&run_dir).with_context(|| format!("preparing {}", run_dir.staging().display()))?,
+        storage: Storage::open(&run_dir)
+            .with_context(|| format!("preparing {}", run_dir.staging().display()))?,
         run_dir,
         state: Mutex::new(state),
         metrics: Metrics::default(),
@@ -269,8 +234,18 @@ pub async fn start(run: Run, bundled: BundledComponents) -> anyhow::Result<Runni
         bundled,
     });
     let tasks = vec![
-        tokio::spawn(server::serve(agent_listener, tls.clone(), Listener::Agent, shared.clone())),
-        tokio::spawn(server::serve(operator_listener, tls, Listener::Operator, shared.clone())),
+        tokio::spawn(server::serve(
+            agent_listener,
+            tls.clone(),
+            Listener::Agent,
+            shared.clone(),
+        )),
+        tokio::spawn(server::serve(
+            operator_listener,
+            tls,
+            Listener::Operator,
+            shared.clone(),
+        )),
         tokio::spawn(watchdog(shared.clone())),
     ];
     tracing::info!(%agent_address, %operator_address, run = %shared.config.run_id, "aggregator serving");
@@ -310,7 +285,10 @@ async fn watchdog(shared: Arc<Shared>) {
         let timed_out = now.duration_since(created).unwrap_or_default() > timeout;
         let (lost, missing) = {
             let state = shared.state.lock().unwrap();
-            (state.lost_pairs(now, shared.started_at, window), state.missing_pairs())
+            (
+                state.lost_pairs(now, shared.started_at, window),
+                state.missing_pairs(),
+            )
         };
         let committing = shared.commit_lock.lock().await;
         for (plugin, node) in lost {
@@ -322,7 +300,10 @@ async fn watchdog(shared: Arc<Shared>) {
         }
         if timed_out {
             for (plugin, node) in missing {
-                let message = format!("no result of {plugin} for {node} within the run timeout of {}s", timeout.as_secs());
+                let message = format!(
+                    "no result of {plugin} for {node} within the run timeout of {}s",
+                    timeout.as_secs()
+                );
                 stand_in(&shared, &plugin, &node, PairStatus::TimedOut, &message);
             }
         }
@@ -353,7 +334,13 @@ fn stand_in(shared: &Shared, plugin: &str, node: &str, status: PairStatus, messa
         .synthetic_error(plugin, node, message)
         .map_err(anyhow::Error::from)
         .and_then(|committed| {
-            shared.state.lock().unwrap().record_commit(&shared.run_dir, plugin, node, status, committed)
+            shared.state.lock().unwrap().record_commit(
+                &shared.run_dir,
+                plugin,
+                node,
+                status,
+                committed,
+            )
         });
     if let Err(e) = recorded {
         tracing::error!("recording the error result of {plugin} for {node}: {e:#}");
@@ -369,9 +356,18 @@ async fn package(shared: &Arc<Shared>) {
             run_id: &worker.config.run_id,
             run: &worker.config,
             status: &document,
-            definitions: worker.config.plugins.iter().map(|p| (p.name.as_str(), &p.definition)).collect(),
+            definitions: worker
+                .config
+                .plugins
+                .iter()
+                .map(|p| (p.name.as_str(), &p.definition))
+                .collect(),
         };
-        factbuoy_bundle::writer::write(&meta, worker.storage.bundle_root(), &worker.config.bundle_dir)
+        factbuoy_bundle::writer::write(
+            &meta,
+            worker.storage.bundle_root(),
+            &worker.config.bundle_dir,
+        )
     })
     .await;
     let mut state = shared.state.lock().unwrap();

@@ -52,24 +52,48 @@ impl Default for Metrics {
         let upload_seconds = Histogram::new(exponential_buckets(0.001, 4.0, 10));
         let nodes = Family::<StateLabel, Gauge>::default();
         registry.register("results", "Results committed, by outcome", results.clone());
-        registry.register("received_bytes", "Bytes of result files accepted", bytes_received.clone());
-        registry.register("rejections", "Requests refused, by reason", rejections.clone());
-        registry.register("upload_duration_seconds", "Time to receive one result file", upload_seconds.clone());
+        registry.register(
+            "received_bytes",
+            "Bytes of result files accepted",
+            bytes_received.clone(),
+        );
+        registry.register(
+            "rejections",
+            "Requests refused, by reason",
+            rejections.clone(),
+        );
+        registry.register(
+            "upload_duration_seconds",
+            "Time to receive one result file",
+            upload_seconds.clone(),
+        );
         registry.register("nodes", "Nodes by state", nodes.clone());
-        Metrics { registry, results, bytes_received, rejections, upload_seconds, nodes }
+        Metrics {
+            registry,
+            results,
+            bytes_received,
+            rejections,
+            upload_seconds,
+            nodes,
+        }
     }
 }
 
 impl Metrics {
     /// Counts one refusal for `reason`.
     pub fn reject(&self, reason: &str) {
-        self.rejections.get_or_create(&ReasonLabel { reason: reason.to_owned() }).inc();
+        self.rejections
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     /// Every metric in the Prometheus text format.
     pub fn encode(&self) -> String {
         let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("writing to a String");
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)
+            .expect("writing to a String");
         text
     }
 }

@@ -12,6 +12,7 @@
 //! <run dir>/spool/                           the local agent's artifacts awaiting upload
 //! ```
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// A run's directory and the path of everything in it.
@@ -83,4 +84,15 @@ impl RunDir {
     pub fn spool(&self) -> PathBuf {
         self.root.join("spool")
     }
+}
+
+/// Writes a file through a temporary beside it and a rename, so readers and a crash mid-write
+/// never leave a torn file.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let temporary = path.with_extension("tmp");
+    let mut file = std::fs::File::create(&temporary)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path)?;
+    Ok(())
 }

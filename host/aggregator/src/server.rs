@@ -11,12 +11,17 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 
-use super::Shared;
 use super::handler::{self, Listener};
+use crate::shared::Shared;
 use factbuoy_pki::role_of;
 
 /// Accepts connections until the task is dropped.
-pub async fn serve(listener: TcpListener, tls: Arc<rustls::ServerConfig>, kind: Listener, shared: Arc<Shared>) {
+pub async fn serve(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    kind: Listener,
+    shared: Arc<Shared>,
+) {
     let acceptor = TlsAcceptor::from(tls);
     let limits = shared.config.limits.clone();
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -62,7 +67,9 @@ pub async fn serve(listener: TcpListener, tls: Arc<rustls::ServerConfig>, kind: 
                 .and_then(|cert| role_of(cert));
             let service = {
                 let shared = shared.clone();
-                service_fn(move |request| handler::handle(shared.clone(), kind, role.clone(), request))
+                service_fn(move |request| {
+                    handler::handle(shared.clone(), kind, role.clone(), request)
+                })
             };
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())

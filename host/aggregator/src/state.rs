@@ -8,19 +8,18 @@
 //! change often and are not saved: after a restart every node gets a fresh heartbeat window.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use factbuoy_protocol::types::{
-    Outcome, PairStatus, PluginStatus, ProgressUpdate, ResultStatus, RunStatus, StatusDocument, TarInfo,
+    Outcome, PairStatus, PluginStatus, ProgressUpdate, ResultStatus, RunStatus, StatusDocument,
+    TarInfo,
 };
 use serde::{Deserialize, Serialize};
 
 use factbuoy_protocol::types::{now_rfc3339, rfc3339};
 
 use super::config::{PlanScope, RunConfig};
-use super::run_dir::RunDir;
+use super::run_dir::{RunDir, write_atomically};
 
 /// A committed result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -152,7 +151,11 @@ impl RunState {
         let pair = self
             .pair_mut(plugin, label)
             .ok_or_else(|| anyhow::anyhow!("no pair {plugin}/{label} in this run"))?;
-        let recorded = Pair { status, committed: Some(committed), progress: None };
+        let recorded = Pair {
+            status,
+            committed: Some(committed),
+            progress: None,
+        };
         let path = run_dir.commit_record(plugin, label);
         std::fs::create_dir_all(path.parent().expect("record paths have a parent"))?;
         write_atomically(&path, &serde_json::to_vec(&recorded)?)?;
@@ -187,7 +190,9 @@ impl RunState {
         }
         match self.pair(plugin, label) {
             None => CommitCheck::Unexpected,
-            Some(Pair { committed: Some(c), .. }) if c.outcome == Outcome::Succeeded => CommitCheck::Duplicate,
+            Some(Pair {
+                committed: Some(c), ..
+            }) if c.outcome == Outcome::Succeeded => CommitCheck::Duplicate,
             Some(_) => CommitCheck::Open,
         }
     }
@@ -202,14 +207,24 @@ impl RunState {
 
     /// Pairs of nodes silent for longer than `window` (counted from `since` for nodes never
     /// heard from), still waiting for a result.
-    pub fn lost_pairs(&self, now: SystemTime, since: SystemTime, window: Duration) -> Vec<(String, String)> {
+    pub fn lost_pairs(
+        &self,
+        now: SystemTime,
+        since: SystemTime,
+        window: Duration,
+    ) -> Vec<(String, String)> {
         let mut lost = Vec::new();
         for (plugin, nodes) in &self.pairs {
             for (label, pair) in nodes {
                 if pair.committed.is_some() || label == "global" {
                     continue;
                 }
-                let last = self.heartbeats.get(label).copied().unwrap_or(since).max(since);
+                let last = self
+                    .heartbeats
+                    .get(label)
+                    .copied()
+                    .unwrap_or(since)
+                    .max(since);
                 if now.duration_since(last).unwrap_or_default() > window {
                     lost.push((plugin.clone(), label.clone()));
                 }
@@ -258,17 +273,6 @@ impl RunState {
     }
 }
 
-/// Writes a file through a temporary beside it and a rename, so readers and a crash mid-write
-/// never leave a torn file.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let temporary = path.with_extension("tmp");
-    let mut file = std::fs::File::create(&temporary)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&temporary, path)?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -291,7 +295,10 @@ mod tests {
             run_id: "r".into(),
             created: String::new(),
             factbuoy_version: String::new(),
-            plugins: vec![plugin("setup", PlanScope::PerNode), plugin("cluster", PlanScope::Global)],
+            plugins: vec![
+                plugin("setup", PlanScope::PerNode),
+                plugin("cluster", PlanScope::Global),
+            ],
             nodes: vec!["a".into(), "b".into()],
             heartbeat_seconds: 5,
             lost_after_seconds: 60,
@@ -307,7 +314,11 @@ mod tests {
     fn commit(state: &mut RunState, plugin: &str, node: &str, outcome: Outcome) {
         let pair = state.pair_mut(plugin, node).unwrap();
         pair.status = PairStatus::Complete;
-        pair.committed = Some(Committed { outcome, files: BTreeMap::new(), synthetic: false });
+        pair.committed = Some(Committed {
+            outcome,
+            files: BTreeMap::new(),
+            synthetic: false,
+        });
     }
 
     #[test]
@@ -336,8 +347,14 @@ mod tests {
         let mut state = RunState::new(&config());
         let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
         let window = Duration::from_secs(60);
-        state.heartbeats.insert("a".into(), start + Duration::from_secs(50));
-        assert!(state.lost_pairs(start + Duration::from_secs(59), start, window).is_empty());
+        state
+            .heartbeats
+            .insert("a".into(), start + Duration::from_secs(50));
+        assert!(
+            state
+                .lost_pairs(start + Duration::from_secs(59), start, window)
+                .is_empty()
+        );
         // b never spoke: lost 60 s after the start; a spoke at 50 s: lost after 110 s.
         assert_eq!(
             state.lost_pairs(start + Duration::from_secs(61), start, window),
@@ -356,15 +373,34 @@ mod tests {
         let dir = RunDir::new(temporary.path());
         let config = config();
         let mut state = RunState::new(&config);
-        let committed = Committed { outcome: Outcome::Succeeded, files: BTreeMap::new(), synthetic: false };
-        state.record_commit(&dir, "setup", "a", PairStatus::Complete, committed).unwrap();
+        let committed = Committed {
+            outcome: Outcome::Succeeded,
+            files: BTreeMap::new(),
+            synthetic: false,
+        };
+        state
+            .record_commit(&dir, "setup", "a", PairStatus::Complete, committed)
+            .unwrap();
         state.status = RunStatus::PostProcessing;
         state.save(&dir).unwrap();
         let loaded = RunState::load(&dir, &config).unwrap();
         assert_eq!(loaded.pairs, state.pairs);
         assert_eq!(loaded.status, RunStatus::PostProcessing);
         assert_eq!(loaded.missing_pairs().len(), 2);
-        assert!(state.record_commit(&dir, "setup", "zzz", PairStatus::Complete, Committed {
-            outcome: Outcome::Failed, files: BTreeMap::new(), synthetic: true }).is_err());
+        assert!(
+            state
+                .record_commit(
+                    &dir,
+                    "setup",
+                    "zzz",
+                    PairStatus::Complete,
+                    Committed {
+                        outcome: Outcome::Failed,
+                        files: BTreeMap::new(),
+                        synthetic: true
+                    }
+                )
+                .is_err()
+        );
     }
 }

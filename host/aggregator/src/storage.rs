@@ -52,7 +52,9 @@ pub enum UploadError {
         minimum: u64,
     },
     /// The body's digest differs from its `Content-Digest` (400).
-    #[error("the body's sha-256 is {actual} but Content-Digest says {expected}; nothing was stored, upload it again")]
+    #[error(
+        "the body's sha-256 is {actual} but Content-Digest says {expected}; nothing was stored, upload it again"
+    )]
     DigestMismatch {
         /// Lower-case hex sha-256 from `Content-Digest`.
         expected: String,
@@ -71,7 +73,9 @@ pub enum UploadError {
 #[derive(Debug, thiserror::Error)]
 pub enum CommitError {
     /// The manifest names a file that was not uploaded; holds its name.
-    #[error("the manifest names {0:?}, which was not uploaded (or not completely); upload it, then commit again")]
+    #[error(
+        "the manifest names {0:?}, which was not uploaded (or not completely); upload it, then commit again"
+    )]
     MissingFile(String),
     /// A file was uploaded with another size or digest than the manifest says.
     #[error("the manifest says {name:?} is {expected}, but the uploaded file is {actual}")]
@@ -153,7 +157,9 @@ impl Storage {
         B: hyper::body::Body<Data = Bytes> + Unpin,
         B::Error: std::fmt::Display,
     {
-        let temporary = self.incoming().join(format!("{:016x}", rand::random::<u64>()));
+        let temporary = self
+            .incoming()
+            .join(format!("{:016x}", rand::random::<u64>()));
         let result = async {
             let mut file = std::fs::File::create(&temporary)?;
             let mut hasher = Sha256::new();
@@ -168,7 +174,9 @@ impl Storage {
                     Ok(Some(Err(e))) => return Err(UploadError::Interrupted(e.to_string())),
                     Ok(Some(Ok(frame))) => frame,
                 };
-                let Ok(data) = frame.into_data() else { continue };
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
                 size += data.len() as u64;
                 if size > limits.max_file_bytes {
                     return Err(UploadError::TooLarge(limits.max_file_bytes));
@@ -183,13 +191,19 @@ impl Storage {
                 if elapsed > grace {
                     let rate = (size as f64 / elapsed.as_secs_f64()) as u64;
                     if rate < limits.min_upload_bytes_per_second {
-                        return Err(UploadError::TooSlow { rate, minimum: limits.min_upload_bytes_per_second });
+                        return Err(UploadError::TooSlow {
+                            rate,
+                            minimum: limits.min_upload_bytes_per_second,
+                        });
                     }
                 }
             }
             let actual = hex::encode(hasher.finalize());
             if actual != expected_sha256 {
-                return Err(UploadError::DigestMismatch { expected: expected_sha256.to_owned(), actual });
+                return Err(UploadError::DigestMismatch {
+                    expected: expected_sha256.to_owned(),
+                    actual,
+                });
             }
             Ok(size)
         }
@@ -204,12 +218,20 @@ impl Storage {
         let staging = self.staging(plugin, label);
         let _settling = self.settle.lock().unwrap();
         std::fs::create_dir_all(&staging)?;
-        std::fs::rename(&temporary, staging.join(StagedFile::file_name(name, size, expected_sha256)))?;
+        std::fs::rename(
+            &temporary,
+            staging.join(StagedFile::file_name(name, size, expected_sha256)),
+        )?;
         Ok(size)
     }
 
     /// Commits the staged files the manifest names, replacing an earlier failed result.
-    pub fn commit(&self, plugin: &str, label: &str, manifest: &ResultManifest) -> Result<Committed, CommitError> {
+    pub fn commit(
+        &self,
+        plugin: &str,
+        label: &str,
+        manifest: &ResultManifest,
+    ) -> Result<Committed, CommitError> {
         let staging = self.staging(plugin, label);
         let _settling = self.settle.lock().unwrap();
         let staged = StagedFile::list(&staging)?;
@@ -218,7 +240,10 @@ impl Storage {
             let name = ArtifactName::parse(&entry.name)?;
             let key = StagedFile::name_key(&name);
             let versions: Vec<&StagedFile> = staged.iter().filter(|f| f.name_key == key).collect();
-            if !versions.iter().any(|f| f.size == entry.size && f.sha256 == entry.sha256) {
+            if !versions
+                .iter()
+                .any(|f| f.size == entry.size && f.sha256 == entry.sha256)
+            {
                 let Some(other) = versions.first() else {
                     return Err(CommitError::MissingFile(entry.name.clone()));
                 };
@@ -240,7 +265,10 @@ impl Storage {
         for (name, size, sha256) in files.values() {
             let linked = assembly.join(name.to_relative_path());
             std::fs::create_dir_all(linked.parent().expect("artifact paths have a parent"))?;
-            std::fs::hard_link(staging.join(StagedFile::file_name(name, *size, sha256)), &linked)?;
+            std::fs::hard_link(
+                staging.join(StagedFile::file_name(name, *size, sha256)),
+                &linked,
+            )?;
         }
         for outcome in [Outcome::Succeeded, Outcome::Failed] {
             let old = self.destination(plugin, label, outcome);
@@ -256,7 +284,10 @@ impl Storage {
                 "error": manifest.error.clone().unwrap_or_else(|| "the plugin failed".to_owned()),
                 "plugin_version": manifest.plugin_version,
             });
-            std::fs::write(destination.join(layout::ERROR_FILE), serde_json::to_vec_pretty(&error).unwrap())?;
+            std::fs::write(
+                destination.join(layout::ERROR_FILE),
+                serde_json::to_vec_pretty(&error).unwrap(),
+            )?;
         }
         if let Some(report) = &manifest.report {
             let path = self.results.join(layout::report(plugin, label));
@@ -264,17 +295,36 @@ impl Storage {
             std::fs::write(path, serde_json::to_vec_pretty(report).unwrap())?;
         }
         std::fs::remove_dir_all(&staging)?;
-        let files = files.into_iter().map(|(text, (_, size, sha256))| (text, (size, sha256))).collect();
-        Ok(Committed { outcome: manifest.outcome, files, synthetic: false })
+        let files = files
+            .into_iter()
+            .map(|(text, (_, size, sha256))| (text, (size, sha256)))
+            .collect();
+        Ok(Committed {
+            outcome: manifest.outcome,
+            files,
+            synthetic: false,
+        })
     }
 
     /// Writes an error result the aggregator made up (lost node, run timeout).
-    pub fn synthetic_error(&self, plugin: &str, label: &str, message: &str) -> std::io::Result<Committed> {
+    pub fn synthetic_error(
+        &self,
+        plugin: &str,
+        label: &str,
+        message: &str,
+    ) -> std::io::Result<Committed> {
         let destination = self.destination(plugin, label, Outcome::Failed);
         std::fs::create_dir_all(&destination)?;
         let error = serde_json::json!({ "error": message });
-        std::fs::write(destination.join(layout::ERROR_FILE), serde_json::to_vec_pretty(&error).unwrap())?;
-        Ok(Committed { outcome: Outcome::Failed, files: BTreeMap::new(), synthetic: true })
+        std::fs::write(
+            destination.join(layout::ERROR_FILE),
+            serde_json::to_vec_pretty(&error).unwrap(),
+        )?;
+        Ok(Committed {
+            outcome: Outcome::Failed,
+            files: BTreeMap::new(),
+            synthetic: true,
+        })
     }
 }
 
@@ -307,10 +357,17 @@ impl StagedFile {
         for entry in entries {
             let file_name = entry?.file_name();
             let mut parts = file_name.to_str().unwrap_or_default().split('.');
-            if let (Some(name_key), Some(Ok(size)), Some(sha256), None) =
-                (parts.next(), parts.next().map(str::parse), parts.next(), parts.next())
-            {
-                staged.push(StagedFile { name_key: name_key.to_owned(), size, sha256: sha256.to_owned() });
+            if let (Some(name_key), Some(Ok(size)), Some(sha256), None) = (
+                parts.next(),
+                parts.next().map(str::parse),
+                parts.next(),
+                parts.next(),
+            ) {
+                staged.push(StagedFile {
+                    name_key: name_key.to_owned(),
+                    size,
+                    sha256: sha256.to_owned(),
+                });
             }
         }
         Ok(staged)
@@ -333,7 +390,11 @@ mod tests {
             error: (outcome == Outcome::Failed).then(|| "boom".to_owned()),
             files: files
                 .iter()
-                .map(|(name, bytes)| ManifestFile { name: (*name).into(), size: bytes.len() as u64, sha256: sha(bytes) })
+                .map(|(name, bytes)| ManifestFile {
+                    name: (*name).into(),
+                    size: bytes.len() as u64,
+                    sha256: sha(bytes),
+                })
                 .collect(),
             plugin_version: "1.0.0".into(),
             report: None,
@@ -348,15 +409,35 @@ mod tests {
         let name = ArtifactName::parse("logs/a.json").unwrap();
         let body = Full::new(Bytes::from_static(b"payload"));
         let wrong = sha(b"other");
-        let error = storage.receive_file("p", "n1", &name, &wrong, body, &limits).await.unwrap_err();
-        assert!(matches!(error, UploadError::DigestMismatch { .. }), "{error}");
+        let error = storage
+            .receive_file("p", "n1", &name, &wrong, body, &limits)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, UploadError::DigestMismatch { .. }),
+            "{error}"
+        );
         assert!(!dir.path().join("staging/p/n1").exists());
-        assert_eq!(std::fs::read_dir(dir.path().join("staging/.incoming")).unwrap().count(), 0);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("staging/.incoming"))
+                .unwrap()
+                .count(),
+            0
+        );
 
         let body = Full::new(Bytes::from_static(b"payload"));
-        let size = storage.receive_file("p", "n1", &name, &sha(b"payload"), body, &limits).await.unwrap();
+        let size = storage
+            .receive_file("p", "n1", &name, &sha(b"payload"), body, &limits)
+            .await
+            .unwrap();
         assert_eq!(size, 7);
-        let committed = storage.commit("p", "n1", &manifest(Outcome::Succeeded, &[("logs/a.json", b"payload")])).unwrap();
+        let committed = storage
+            .commit(
+                "p",
+                "n1",
+                &manifest(Outcome::Succeeded, &[("logs/a.json", b"payload")]),
+            )
+            .unwrap();
         assert_eq!(committed.files["logs/a.json"], (7, sha(b"payload")));
         let stored = dir.path().join("results/plugins/p/results/n1/logs/a.json");
         assert_eq!(std::fs::read(stored).unwrap(), b"payload");
@@ -367,12 +448,20 @@ mod tests {
     async fn oversized_uploads_and_incomplete_manifests_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let storage = Storage::open(&RunDir::new(dir.path())).unwrap();
-        let limits = ServerLimits { max_file_bytes: 4, ..ServerLimits::default() };
+        let limits = ServerLimits {
+            max_file_bytes: 4,
+            ..ServerLimits::default()
+        };
         let name = ArtifactName::parse("a").unwrap();
         let body = Full::new(Bytes::from_static(b"12345"));
-        let error = storage.receive_file("p", "n1", &name, &sha(b"12345"), body, &limits).await.unwrap_err();
+        let error = storage
+            .receive_file("p", "n1", &name, &sha(b"12345"), body, &limits)
+            .await
+            .unwrap_err();
         assert!(matches!(error, UploadError::TooLarge(4)));
-        let error = storage.commit("p", "n1", &manifest(Outcome::Succeeded, &[("a", b"12345")])).unwrap_err();
+        let error = storage
+            .commit("p", "n1", &manifest(Outcome::Succeeded, &[("a", b"12345")]))
+            .unwrap_err();
         assert!(matches!(error, CommitError::MissingFile(_)), "{error}");
     }
 
@@ -382,15 +471,45 @@ mod tests {
         let storage = Storage::open(&RunDir::new(dir.path())).unwrap();
         let name = ArtifactName::parse("deep/er/a.json").unwrap();
         let body = Full::new(Bytes::from_static(b"first"));
-        storage.receive_file("p", "n1", &name, &sha(b"first"), body, &ServerLimits::default()).await.unwrap();
-        let error = storage.commit("p", "n1", &manifest(Outcome::Succeeded, &[("deep/er/a.json", b"second")])).unwrap_err();
+        storage
+            .receive_file(
+                "p",
+                "n1",
+                &name,
+                &sha(b"first"),
+                body,
+                &ServerLimits::default(),
+            )
+            .await
+            .unwrap();
+        let error = storage
+            .commit(
+                "p",
+                "n1",
+                &manifest(Outcome::Succeeded, &[("deep/er/a.json", b"second")]),
+            )
+            .unwrap_err();
         assert!(matches!(error, CommitError::Mismatch { .. }), "{error}");
-        assert!(error.to_string().contains(&format!("5 bytes with sha-256 {}", sha(b"first"))), "{error}");
+        assert!(
+            error
+                .to_string()
+                .contains(&format!("5 bytes with sha-256 {}", sha(b"first"))),
+            "{error}"
+        );
         // A commit a crash cut short left its half-built tree; the next one starts over.
         std::fs::create_dir_all(dir.path().join("staging/p/n1/commit/stray")).unwrap();
-        storage.commit("p", "n1", &manifest(Outcome::Succeeded, &[("deep/er/a.json", b"first")])).unwrap();
+        storage
+            .commit(
+                "p",
+                "n1",
+                &manifest(Outcome::Succeeded, &[("deep/er/a.json", b"first")]),
+            )
+            .unwrap();
         let stored = dir.path().join("results/plugins/p/results/n1");
-        assert_eq!(std::fs::read(stored.join("deep/er/a.json")).unwrap(), b"first");
+        assert_eq!(
+            std::fs::read(stored.join("deep/er/a.json")).unwrap(),
+            b"first"
+        );
         assert!(!stored.join("stray").exists());
     }
 
@@ -398,14 +517,40 @@ mod tests {
     async fn a_retry_replaces_a_failed_result() {
         let dir = tempfile::tempdir().unwrap();
         let storage = Storage::open(&RunDir::new(dir.path())).unwrap();
-        storage.commit("p", "n1", &manifest(Outcome::Failed, &[])).unwrap();
+        storage
+            .commit("p", "n1", &manifest(Outcome::Failed, &[]))
+            .unwrap();
         let error_json = dir.path().join("results/plugins/p/errors/n1/error.json");
-        assert!(std::fs::read_to_string(&error_json).unwrap().contains("boom"));
+        assert!(
+            std::fs::read_to_string(&error_json)
+                .unwrap()
+                .contains("boom")
+        );
         let name = ArtifactName::parse("ok.txt").unwrap();
         let body = Full::new(Bytes::from_static(b"ok"));
-        storage.receive_file("p", "n1", &name, &sha(b"ok"), body, &ServerLimits::default()).await.unwrap();
-        storage.commit("p", "n1", &manifest(Outcome::Succeeded, &[("ok.txt", b"ok")])).unwrap();
+        storage
+            .receive_file(
+                "p",
+                "n1",
+                &name,
+                &sha(b"ok"),
+                body,
+                &ServerLimits::default(),
+            )
+            .await
+            .unwrap();
+        storage
+            .commit(
+                "p",
+                "n1",
+                &manifest(Outcome::Succeeded, &[("ok.txt", b"ok")]),
+            )
+            .unwrap();
         assert!(!error_json.exists());
-        assert!(dir.path().join("results/plugins/p/results/n1/ok.txt").exists());
+        assert!(
+            dir.path()
+                .join("results/plugins/p/results/n1/ok.txt")
+                .exists()
+        );
     }
 }

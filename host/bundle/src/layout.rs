@@ -71,8 +71,14 @@ mod tests {
 
     #[test]
     fn result_folders_follow_sonobuoys_layout() {
-        assert_eq!(result_dir("setup", "n1", ResultKind::Results), "plugins/setup/results/n1");
-        assert_eq!(result_dir("setup", "global", ResultKind::Errors), "plugins/setup/errors/global");
+        assert_eq!(
+            result_dir("setup", "n1", ResultKind::Results),
+            "plugins/setup/results/n1"
+        );
+        assert_eq!(
+            result_dir("setup", "global", ResultKind::Errors),
+            "plugins/setup/errors/global"
+        );
         assert_eq!(report("setup", "n1"), "meta/reports/setup/n1.json");
     }
 }

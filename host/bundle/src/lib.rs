@@ -6,7 +6,6 @@
 //! [`ansible_cache`] hands the setup plugin's facts to Ansible's `jsonfile` fact cache. The
 //! bundle is Sonobuoy's layout plus `meta/`; docs/protocol.md describes it for users.
 
-
 pub mod ansible_cache;
 pub mod layout;
 pub mod reader;

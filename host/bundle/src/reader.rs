@@ -54,9 +54,15 @@ pub fn node_files(
     let mut found = Vec::new();
     let unreadable = |found: &[NodeFile]| {
         if found.is_empty() {
-            format!("{} is corrupt, truncated or not a .tar.gz bundle", path.display())
+            format!(
+                "{} is corrupt, truncated or not a .tar.gz bundle",
+                path.display()
+            )
         } else {
-            format!("{} is corrupt or truncated after the nodes read so far", path.display())
+            format!(
+                "{} is corrupt or truncated after the nodes read so far",
+                path.display()
+            )
         }
     };
     let entries = archive.entries().with_context(|| unreadable(&found))?;

@@ -81,39 +81,88 @@ pub fn write<R: serde::Serialize>(
     tar.mode(tar::HeaderMode::Deterministic);
     let mut index = Vec::new();
 
-    let add_bytes = |tar: &mut tar::Builder<_>, path: &str, bytes: &[u8], index: &mut Vec<IndexEntry>| {
-        append(tar, path, bytes.len() as u64, bytes)?;
-        index.push(IndexEntry { path: path.to_owned(), size: bytes.len() as u64, sha256: hex::encode(Sha256::digest(bytes)) });
-        anyhow::Ok(())
-    };
-    add_bytes(&mut tar, layout::RUN, &serde_json::to_vec_pretty(meta.run)?, &mut index)?;
-    add_bytes(&mut tar, layout::STATUS, &serde_json::to_vec_pretty(meta.status)?, &mut index)?;
+    let add_bytes =
+        |tar: &mut tar::Builder<_>, path: &str, bytes: &[u8], index: &mut Vec<IndexEntry>| {
+            append(tar, path, bytes.len() as u64, bytes)?;
+            index.push(IndexEntry {
+                path: path.to_owned(),
+                size: bytes.len() as u64,
+                sha256: hex::encode(Sha256::digest(bytes)),
+            });
+            anyhow::Ok(())
+        };
+    add_bytes(
+        &mut tar,
+        layout::RUN,
+        &serde_json::to_vec_pretty(meta.run)?,
+        &mut index,
+    )?;
+    add_bytes(
+        &mut tar,
+        layout::STATUS,
+        &serde_json::to_vec_pretty(meta.status)?,
+        &mut index,
+    )?;
     for (plugin, definition) in &meta.definitions {
         let definition = serde_json::to_vec_pretty(definition)?;
-        add_bytes(&mut tar, &layout::definition(plugin), &definition, &mut index)?;
+        add_bytes(
+            &mut tar,
+            &layout::definition(plugin),
+            &definition,
+            &mut index,
+        )?;
     }
     for relative in files_below(results_root)? {
         let source = results_root.join(&relative);
         let size = std::fs::metadata(&source)?.len();
-        let mut hashing = HashingReader { inner: File::open(&source)?, hasher: Sha256::new() };
+        let mut hashing = HashingReader {
+            inner: File::open(&source)?,
+            hasher: Sha256::new(),
+        };
         append(&mut tar, &relative, size, &mut hashing)?;
-        index.push(IndexEntry { path: relative, size, sha256: hex::encode(hashing.hasher.finalize()) });
+        index.push(IndexEntry {
+            path: relative,
+            size,
+            sha256: hex::encode(hashing.hasher.finalize()),
+        });
     }
     let index_bytes = serde_json::to_vec_pretty(&index)?;
-    append(&mut tar, layout::INDEX, index_bytes.len() as u64, index_bytes.as_slice())?;
+    append(
+        &mut tar,
+        layout::INDEX,
+        index_bytes.len() as u64,
+        index_bytes.as_slice(),
+    )?;
 
     let gzip = tar.into_inner()?;
     let mut hashing = gzip.finish()?;
     hashing.flush()?;
     let sha256 = hex::encode(hashing.hasher.clone().finalize());
     let size = hashing.written;
-    hashing.inner.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+    hashing
+        .inner
+        .into_inner()
+        .map_err(|e| e.into_error())?
+        .sync_all()?;
     std::fs::rename(&temporary, &path)?;
     let created = created.format(&time::format_description::well_known::Rfc3339)?;
-    Ok((path, TarInfo { name, created, sha256, size }))
+    Ok((
+        path,
+        TarInfo {
+            name,
+            created,
+            sha256,
+            size,
+        },
+    ))
 }
 
-fn append<W: Write>(tar: &mut tar::Builder<W>, path: &str, size: u64, data: impl Read) -> io::Result<()> {
+fn append<W: Write>(
+    tar: &mut tar::Builder<W>,
+    path: &str,
+    size: u64,
+    data: impl Read,
+) -> io::Result<()> {
     let mut header = tar::Header::new_gnu();
     header.set_size(size);
     header.set_mode(0o644);
@@ -154,7 +203,10 @@ fn files_below(root: &Path) -> io::Result<Vec<String>> {
             } else if kind.is_file() {
                 let path = entry.path();
                 let relative = path.strip_prefix(root).expect("below root");
-                let parts: Vec<String> = relative.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+                let parts: Vec<String> = relative
+                    .iter()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .collect();
                 found.push(parts.join("/"));
             }
         }
@@ -172,8 +224,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("plugins/p/results/n")).unwrap();
         std::fs::write(dir.path().join("plugins/p/results/n/a.json"), "{}").unwrap();
-        std::os::unix::fs::symlink("/etc/passwd", dir.path().join("plugins/p/results/n/link")).unwrap();
-        assert_eq!(files_below(dir.path()).unwrap(), ["plugins/p/results/n/a.json"]);
+        std::os::unix::fs::symlink("/etc/passwd", dir.path().join("plugins/p/results/n/link"))
+            .unwrap();
+        assert_eq!(
+            files_below(dir.path()).unwrap(),
+            ["plugins/p/results/n/a.json"]
+        );
         assert!(files_below(&dir.path().join("absent")).unwrap().is_empty());
     }
 }

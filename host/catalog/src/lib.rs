@@ -3,7 +3,6 @@
 //! components named by path. Not the sandbox itself: loading goes through
 //! [`factbuoy_runtime::Runtime`].
 
-
 use std::path::{Path, PathBuf};
 
 use factbuoy_runtime::grants::GrantSet;

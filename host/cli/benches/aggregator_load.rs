@@ -31,7 +31,10 @@ struct Server {
 impl Drop for Server {
     fn drop(&mut self) {
         // SIGTERM, not SIGKILL: nginx's master then stops its workers too.
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
         let _ = self.child.wait();
     }
 }
@@ -52,8 +55,16 @@ fn peak_rss_kib(pid: u32) -> u64 {
 fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the command name, which is in parentheses and may hold spaces.
-    let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     // utime and stime are fields 14 and 15 of stat(5); `fields` starts at field 3.
     (ticks(11) + ticks(12)) / 100.0
 }
@@ -109,13 +120,20 @@ async fn load(clients: &[Client], file: &Path, sha256: &str, server: &Server) ->
     let started = Instant::now();
     let mut tasks = Vec::new();
     for (i, client) in clients.iter().enumerate() {
-        let (client, name, file, sha256, slots) =
-            (client.clone(), name.clone(), file.to_owned(), sha256.to_owned(), slots.clone());
+        let (client, name, file, sha256, slots) = (
+            client.clone(),
+            name.clone(),
+            file.to_owned(),
+            sha256.to_owned(),
+            slots.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             let _slot = slots.acquire_owned().await.unwrap();
             let began = Instant::now();
             let scope = Scope::Node(format!("node-{i}"));
-            let result = client.put_file(&scope, "hello", &name, &file, &sha256).await;
+            let result = client
+                .put_file(&scope, "hello", &name, &file, &sha256)
+                .await;
             (began.elapsed(), result.err().map(|e| e.to_string()))
         }));
     }
@@ -153,15 +171,27 @@ fn start_factbuoy(run_dir: &Path) -> (Server, String) {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     let addresses: serde_json::Value = serde_json::from_str(&line).unwrap();
     let address = addresses["agent_address"].as_str().unwrap().to_owned();
     let pid = child.id();
-    (Server { child, pids: vec![pid] }, address)
+    (
+        Server {
+            child,
+            pids: vec![pid],
+        },
+        address,
+    )
 }
 
 fn start_nginx(dir: &Path, pki: &Path) -> Option<(Server, String)> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
     let root = dir.join("nginx-root");
     std::fs::create_dir_all(&root).ok()?;
     let config = format!(
@@ -184,7 +214,12 @@ fn start_nginx(dir: &Path, pki: &Path) -> Option<(Server, String)> {
     );
     let config_path = dir.join("nginx.conf");
     std::fs::write(&config_path, config).ok()?;
-    let child = Command::new("nginx").arg("-c").arg(&config_path).stderr(Stdio::null()).spawn().ok()?;
+    let child = Command::new("nginx")
+        .arg("-c")
+        .arg(&config_path)
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
     std::thread::sleep(Duration::from_millis(500));
     let master = child.id();
     let mut pids = vec![master];
@@ -196,7 +231,10 @@ fn parse_mix(text: &str) -> Vec<(usize, u64)> {
     text.split(',')
         .map(|item| {
             let (agents, size) = item.split_once(':').expect("AGENTS:SIZE");
-            (agents.parse().unwrap(), size.parse::<bytesize::ByteSize>().unwrap().as_u64())
+            (
+                agents.parse().unwrap(),
+                size.parse::<bytesize::ByteSize>().unwrap().as_u64(),
+            )
         })
         .collect()
 }
@@ -204,22 +242,48 @@ fn parse_mix(text: &str) -> Vec<(usize, u64)> {
 #[tokio::main]
 async fn main() {
     let mix = parse_mix(&std::env::var("FACTBUOY_LOAD").unwrap_or_else(|_| DEFAULT_MIX.to_owned()));
-    let rounds: usize = std::env::var("FACTBUOY_LOAD_ROUNDS").map_or(3, |r| r.parse().expect("FACTBUOY_LOAD_ROUNDS is a number"));
+    let rounds: usize = std::env::var("FACTBUOY_LOAD_ROUNDS")
+        .map_or(3, |r| r.parse().expect("FACTBUOY_LOAD_ROUNDS is a number"));
     let most_agents = mix.iter().map(|(agents, _)| *agents).max().unwrap();
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch.path();
     let nodes: Vec<String> = (0..most_agents).map(|i| format!("node-{i}")).collect();
     println!(
         "{:>6} agents x {:>8}   {:>10} {:>10} {:>8} {:>7}   {:>10} {:>10} {:>8} {:>7}   {:>6}",
-        "", "size", "factbuoy/s", "p99", "RSS MiB", "CPU ms", "nginx/s", "p99", "RSS MiB", "CPU ms", "ratio"
+        "",
+        "size",
+        "factbuoy/s",
+        "p99",
+        "RSS MiB",
+        "CPU ms",
+        "nginx/s",
+        "p99",
+        "RSS MiB",
+        "CPU ms",
+        "ratio"
     );
-    println!("  (medians of {rounds} rounds; CPU ms: the server's CPU time per upload, user + system)");
+    println!(
+        "  (medians of {rounds} rounds; CPU ms: the server's CPU time per upload, user + system)"
+    );
     for (agents, size) in mix {
         // A fresh run (and server) per size, so each peak RSS belongs to one size.
         let run_dir = dir.join(format!("run-{size}"));
         let mut create = Command::new(env!("CARGO_BIN_EXE_factbuoy"));
-        create.args(["aggregator", "create", "--plugin", "hello", "--lost-after", "10h", "--max-file", "1GiB"]);
-        create.arg("--run-dir").arg(&run_dir).arg("--out").arg(dir.join("out"));
+        create.args([
+            "aggregator",
+            "create",
+            "--plugin",
+            "hello",
+            "--lost-after",
+            "10h",
+            "--max-file",
+            "1GiB",
+        ]);
+        create
+            .arg("--run-dir")
+            .arg(&run_dir)
+            .arg("--out")
+            .arg(dir.join("out"));
         for node in &nodes[..agents] {
             create.args(["--node", node]);
         }
@@ -228,7 +292,12 @@ async fn main() {
         let ca = run.ca();
         let identities: Vec<_> = nodes[..agents]
             .iter()
-            .map(|node| ca.identity(&ca.issue_client(&Role::Agent { node: node.clone() }).unwrap()))
+            .map(|node| {
+                ca.identity(
+                    &ca.issue_client(&Role::Agent { node: node.clone() })
+                        .unwrap(),
+                )
+            })
             .collect();
         let file = dir.join(format!("payload-{size}"));
         std::fs::write(&file, vec![0x5a; size as usize]).unwrap();
@@ -239,15 +308,25 @@ async fn main() {
         let mut ours = Vec::new();
         let mut theirs = Vec::new();
         for round in 0..rounds {
-            for server_kind in if round % 2 == 0 { ["factbuoy", "nginx"] } else { ["nginx", "factbuoy"] } {
+            for server_kind in if round % 2 == 0 {
+                ["factbuoy", "nginx"]
+            } else {
+                ["nginx", "factbuoy"]
+            } {
                 if server_kind == "factbuoy" {
                     let (server, address) = start_factbuoy(&run_dir);
-                    let clients: Vec<Client> = identities.iter().map(|id| Client::new(&address, id).unwrap()).collect();
+                    let clients: Vec<Client> = identities
+                        .iter()
+                        .map(|id| Client::new(&address, id).unwrap())
+                        .collect();
                     ours.push(load(&clients, &file, &sha256, &server).await);
                     drop(server);
                     let _ = std::fs::remove_dir_all(run_dir.join("staging"));
                 } else if let Some((server, address)) = start_nginx(dir, &run_dir.join("pki")) {
-                    let clients: Vec<Client> = identities.iter().map(|id| Client::new(&address, id).unwrap()).collect();
+                    let clients: Vec<Client> = identities
+                        .iter()
+                        .map(|id| Client::new(&address, id).unwrap())
+                        .collect();
                     theirs.push(load(&clients, &file, &sha256, &server).await);
                     drop(server);
                     let _ = std::fs::remove_dir_all(dir.join("nginx-root"));
@@ -264,10 +343,17 @@ async fn main() {
                 theirs.columns(),
                 ours.per_second / theirs.per_second,
             ),
-            None => println!("{agents:>6} agents x {size_text:>8}   {}   (nginx not installed)", ours.columns()),
+            None => println!(
+                "{agents:>6} agents x {size_text:>8}   {}   (nginx not installed)",
+                ours.columns()
+            ),
         }
         if ours.failures > 0 {
-            println!("  factbuoy: {} of {} uploads failed", ours.failures, agents * rounds);
+            println!(
+                "  factbuoy: {} of {} uploads failed",
+                ours.failures,
+                agents * rounds
+            );
         }
     }
 }

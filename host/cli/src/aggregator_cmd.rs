@@ -22,6 +22,8 @@ use factbuoy_runtime::{Limits, Runtime, RuntimeOptions, limits};
 use crate::output::{ExitStatus, Format, emit};
 use crate::plan::{self, PluginChoices};
 
+// Parsed once per process; boxing the large variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum AggregatorCommand {
     /// Create a run directory: its CA, certificates, plan and expected nodes.
@@ -133,18 +135,27 @@ pub async fn aggregator(command: AggregatorCommand, format: Format) -> anyhow::R
         AggregatorCommand::Create(args) => create(args, format).await,
         AggregatorCommand::Issue { run_dir, role, out } => {
             Run::open(RunDir::new(run_dir))?.issue_to_files(&role, &out)?;
-            emit(&format!("issued a certificate for the {role} into {}", out.display()));
+            emit(&format!(
+                "issued a certificate for the {role} into {}",
+                out.display()
+            ));
             Ok(ExitStatus::Success)
         }
-        AggregatorCommand::Serve { run_dir, exit_when_complete } => {
+        AggregatorCommand::Serve {
+            run_dir,
+            exit_when_complete,
+        } => {
             let run = Run::open(RunDir::new(run_dir))?;
-            let mut running = factbuoy_aggregator::start(run, factbuoy_catalog::bundled_component).await?;
+            let mut running =
+                factbuoy_aggregator::start(run, factbuoy_catalog::bundled_component).await?;
             // One line for scripts: where the listeners are.
-            emit(&serde_json::json!({
-                "agent_address": running.agent_address,
-                "operator_address": running.operator_address,
-            })
-            .to_string());
+            emit(
+                &serde_json::json!({
+                    "agent_address": running.agent_address,
+                    "operator_address": running.operator_address,
+                })
+                .to_string(),
+            );
             let status = running.finished().await;
             tracing::info!("run {:?}", status);
             if !exit_when_complete {
@@ -161,15 +172,26 @@ async fn create(args: CreateArgs, format: Format) -> anyhow::Result<ExitStatus> 
         factbuoy_protocol::names::check_identifier("node", node)?;
     }
     let runtime = Runtime::new(RuntimeOptions::default())?;
-    let plugins = if args.plugins.is_empty() { plan::default_plugins(std::path::Path::new("/")) } else { args.plugins.clone() };
-    let choices = PluginChoices { plugins: &plugins, params: &args.params, grants: &args.grant, deadline: *args.plugin_timeout };
+    let plugins = if args.plugins.is_empty() {
+        plan::default_plugins(std::path::Path::new("/"))
+    } else {
+        args.plugins.clone()
+    };
+    let choices = PluginChoices {
+        plugins: &plugins,
+        params: &args.params,
+        grants: &args.grant,
+        deadline: *args.plugin_timeout,
+    };
     let planned = plan::build(&runtime, &choices).await?;
     let mut plans = planned.plans;
     for global in &args.global {
         let plan = plans
             .iter_mut()
             .find(|p| p.name == *global)
-            .with_context(|| format!("--global {global:?} names no plugin of this run; add it with --plugin"))?;
+            .with_context(|| {
+                format!("--global {global:?} names no plugin of this run; add it with --plugin")
+            })?;
         plan.scope = PlanScope::Global;
     }
     let run_id = crate::run_cmd::new_run_id();
@@ -196,8 +218,13 @@ async fn create(args: CreateArgs, format: Format) -> anyhow::Result<ExitStatus> 
     };
     Run::create(RunDir::new(&args.run_dir), config, &planned.components)?;
     match format {
-        Format::Json => emit(&serde_json::json!({ "run_id": run_id, "run_dir": args.run_dir }).to_string()),
-        Format::Text => emit(&format!("created run {run_id} in {}", args.run_dir.display())),
+        Format::Json => {
+            emit(&serde_json::json!({ "run_id": run_id, "run_dir": args.run_dir }).to_string())
+        }
+        Format::Text => emit(&format!(
+            "created run {run_id} in {}",
+            args.run_dir.display()
+        )),
     }
     Ok(ExitStatus::Success)
 }
@@ -209,23 +236,41 @@ pub async fn agent(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus
         &args.credentials.join("client.key"),
     )?;
     let client = Client::new(&args.aggregator, &identity)?;
-    let runtime = Arc::new(Runtime::new(RuntimeOptions { limits: Limits::default(), ..RuntimeOptions::default() })?);
+    let runtime = Arc::new(Runtime::new(RuntimeOptions {
+        limits: Limits::default(),
+        ..RuntimeOptions::default()
+    })?);
     let spool_dir = match args.spool {
         Some(dir) => dir,
         None => private_temp_dir()?,
     };
-    let config = Arc::new(AgentConfig { node: args.node, host_root: args.root, spool_dir, retry_for: *args.retry_for });
+    let config = Arc::new(AgentConfig {
+        node: args.node,
+        host_root: args.root,
+        spool_dir,
+        retry_for: *args.retry_for,
+    });
     let summary = factbuoy_agent::run(client, runtime, config, Arc::default()).await?;
     match format {
         Format::Json => emit(&serde_json::to_string(&summary)?),
         Format::Text => {
             for (plugin, outcome) in &summary.results {
-                emit(&format!("{plugin}: {}", format!("{outcome:?}").to_lowercase()));
+                emit(&format!(
+                    "{plugin}: {}",
+                    format!("{outcome:?}").to_lowercase()
+                ));
             }
         }
     }
-    let all_succeeded = summary.results.iter().all(|(_, o)| *o == factbuoy_protocol::types::Outcome::Succeeded);
-    Ok(if all_succeeded { ExitStatus::Success } else { ExitStatus::PluginFailed })
+    let all_succeeded = summary
+        .results
+        .iter()
+        .all(|(_, o)| *o == factbuoy_protocol::types::Outcome::Succeeded);
+    Ok(if all_succeeded {
+        ExitStatus::Success
+    } else {
+        ExitStatus::PluginFailed
+    })
 }
 
 /// A fresh private spool directory under the system's temporary directory.

@@ -95,9 +95,12 @@ async fn fact_cache(args: FactCacheArgs, format: Format) -> anyhow::Result<ExitS
     let mut facts_by_host: BTreeMap<String, Result<Map<String, Value>, String>> = BTreeMap::new();
     match &args.from {
         Some(bundle) => {
-            for (node, read) in
-                factbuoy_bundle::reader::node_files(bundle, SETUP_PLUGIN, FACTS_ARTIFACT, MAX_FACTS_BYTES)?
-            {
+            for (node, read) in factbuoy_bundle::reader::node_files(
+                bundle,
+                SETUP_PLUGIN,
+                FACTS_ARTIFACT,
+                MAX_FACTS_BYTES,
+            )? {
                 facts_by_host.insert(node, read.and_then(|bytes| parse_facts(&bytes)));
             }
             if facts_by_host.is_empty() {
@@ -202,4 +205,3 @@ async fn gather_here(args: &FactCacheArgs) -> anyhow::Result<Map<String, Value>>
         .context("the setup plugin wrote no ansible_facts.json")?;
     parse_facts(&bytes).map_err(anyhow::Error::msg)
 }
-

@@ -90,7 +90,12 @@ async fn execute(command: Command, format: Format) -> anyhow::Result<ExitStatus>
         Command::Agent(args) => aggregator_cmd::agent(args, format).await,
         Command::Ansible(command) => ansible_cmd::execute(command, format).await,
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "factbuoy", &mut std::io::stdout());
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "factbuoy",
+                &mut std::io::stdout(),
+            );
             Ok(ExitStatus::Success)
         }
     }

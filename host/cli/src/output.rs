@@ -50,4 +50,3 @@ pub fn report_error(error: &anyhow::Error, format: Format) {
         Format::Json => emit(&serde_json::json!({ "error": format!("{error:#}") }).to_string()),
     }
 }
-

@@ -17,7 +17,9 @@ pub const DEFAULT_PLUGINS: &[&str] = &["host-facts", "setup", "systemd-logs"];
 
 /// The default plugins available in this binary; `systemd-logs` only where `root` has a journal.
 pub fn default_plugins(root: &Path) -> Vec<String> {
-    let journal = ["var/log/journal", "run/log/journal"].iter().any(|dir| root.join(dir).is_dir());
+    let journal = ["var/log/journal", "run/log/journal"]
+        .iter()
+        .any(|dir| root.join(dir).is_dir());
     let chosen: Vec<String> = DEFAULT_PLUGINS
         .iter()
         .filter(|name| BUNDLED.iter().any(|b| b.name == **name))
@@ -35,7 +37,9 @@ pub fn default_plugins(root: &Path) -> Vec<String> {
 /// Splits `PLUGIN:NAME=VALUE` (a parameter) or `PLUGIN:CAPABILITY` (a grant).
 pub fn split_scoped(text: &str) -> Result<(String, String), String> {
     match text.split_once(':') {
-        Some((plugin, rest)) if !plugin.is_empty() && !rest.is_empty() => Ok((plugin.to_owned(), rest.to_owned())),
+        Some((plugin, rest)) if !plugin.is_empty() && !rest.is_empty() => {
+            Ok((plugin.to_owned(), rest.to_owned()))
+        }
         _ => Err(format!("expected PLUGIN:{{...}}, got {text:?}")),
     }
 }
@@ -75,11 +79,15 @@ pub async fn build(runtime: &Runtime, choices: &PluginChoices<'_>) -> anyhow::Re
         }
         let (sha256, wasm) = match &plugin {
             PluginRef::Bundled(bundled) => {
-                let b = BUNDLED.iter().find(|b| b.name == *bundled).expect("resolved from the bundled list");
+                let b = BUNDLED
+                    .iter()
+                    .find(|b| b.name == *bundled)
+                    .expect("resolved from the bundled list");
                 (b.sha256.to_owned(), None)
             }
             PluginRef::File(path) => {
-                let wasm = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+                let wasm =
+                    std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
                 (factbuoy_protocol::digest::sha256_hex(&wasm), Some(wasm))
             }
         };
@@ -126,9 +134,15 @@ pub async fn build(runtime: &Runtime, choices: &PluginChoices<'_>) -> anyhow::Re
         .filter(|p| !plans.iter().any(|plan| &plan.name == *p) && !choices.plugins.contains(p))
         .collect();
     if let Some(plugin) = unknown.first() {
-        anyhow::bail!("a parameter or grant names plugin {plugin:?}, which this run does not include");
+        anyhow::bail!(
+            "a parameter or grant names plugin {plugin:?}, which this run does not include"
+        );
     }
-    Ok(Planned { plans, components, loaded: loaded_plugins })
+    Ok(Planned {
+        plans,
+        components,
+        loaded: loaded_plugins,
+    })
 }
 
 /// A node name from a host name: lower-case, with anything outside `a-z0-9.-` made `-`.
@@ -136,10 +150,20 @@ pub fn node_name(hostname: &str) -> String {
     let lowered: String = hostname
         .to_lowercase()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
     let trimmed = lowered.trim_matches(|c| c == '-' || c == '.');
-    if trimmed.is_empty() { "localhost".to_owned() } else { trimmed.to_owned() }
+    if trimmed.is_empty() {
+        "localhost".to_owned()
+    } else {
+        trimmed.to_owned()
+    }
 }
 
 #[cfg(test)]
@@ -148,7 +172,11 @@ mod tests {
 
     #[test]
     fn node_names_are_valid_identifiers() {
-        for (host, node) in [("Web_01", "web-01"), ("host.example.com", "host.example.com"), ("--", "localhost")] {
+        for (host, node) in [
+            ("Web_01", "web-01"),
+            ("host.example.com", "host.example.com"),
+            ("--", "localhost"),
+        ] {
             assert_eq!(node_name(host), node);
             factbuoy_protocol::names::check_identifier("node", &node_name(host)).unwrap();
         }
@@ -156,7 +184,10 @@ mod tests {
 
     #[test]
     fn scoped_arguments_name_their_plugin() {
-        assert_eq!(split_scoped("setup:filter=ansible_*").unwrap(), ("setup".into(), "filter=ansible_*".into()));
+        assert_eq!(
+            split_scoped("setup:filter=ansible_*").unwrap(),
+            ("setup".into(), "filter=ansible_*".into())
+        );
         assert!(split_scoped("filter=x").is_err());
         assert!(split_scoped(":x").is_err());
     }

@@ -9,9 +9,9 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use crate::output::{ExitStatus, Format, emit};
-use factbuoy_runtime::params::{self, type_name};
 use factbuoy_catalog::{BUNDLED, PluginRef};
 use factbuoy_runtime::bindings::{Capability, PluginInfo};
+use factbuoy_runtime::params::{self, type_name};
 use factbuoy_runtime::sink::{ArtifactSink, DirectorySink, MemorySink, StdoutSink};
 use factbuoy_runtime::{Limits, RunReport, RunRequest, Runtime, RuntimeOptions, limits};
 

@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use factbuoy_protocol::Client;
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::tls::Identity;
 use factbuoy_protocol::types::{PairStatus, ResultStatus, RunStatus, StatusDocument};
-use factbuoy_protocol::Client;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
@@ -101,15 +101,22 @@ fn remember(run: &CurrentRun) -> anyhow::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     let path = state_file()?;
     let dir = path.parent().expect("the state file has a directory");
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
     factbuoy_pki::write_private(&path, &serde_json::to_string_pretty(run)?)?;
     Ok(())
 }
 
 fn recall() -> anyhow::Result<CurrentRun> {
     let path = state_file()?;
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("no current run ({} is missing); start one with `factbuoy run`", path.display()))?;
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "no current run ({} is missing); start one with `factbuoy run`",
+            path.display()
+        )
+    })?;
     Ok(serde_json::from_str(&text)?)
 }
 
@@ -138,11 +145,23 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
     };
     factbuoy_protocol::names::check_identifier("node", &node)?;
     let runtime = Arc::new(Runtime::new(RuntimeOptions {
-        limits: Limits { deadline: *args.plugin_timeout, ..Limits::default() },
+        limits: Limits {
+            deadline: *args.plugin_timeout,
+            ..Limits::default()
+        },
         ..RuntimeOptions::default()
     })?);
-    let plugins = if args.plugins.is_empty() { plan::default_plugins(&args.root) } else { args.plugins.clone() };
-    let choices = PluginChoices { plugins: &plugins, params: &args.params, grants: &args.grant, deadline: *args.plugin_timeout };
+    let plugins = if args.plugins.is_empty() {
+        plan::default_plugins(&args.root)
+    } else {
+        args.plugins.clone()
+    };
+    let choices = PluginChoices {
+        plugins: &plugins,
+        params: &args.params,
+        grants: &args.grant,
+        deadline: *args.plugin_timeout,
+    };
     let planned = plan::build(&runtime, &choices).await?;
     let loopback: SocketAddr = "127.0.0.1:0".parse().expect("a valid address");
     let config = RunConfig {
@@ -161,12 +180,21 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
         limits: ServerLimits::default(),
     };
     let run = Run::create(RunDir::new(&run_dir), config.clone(), &planned.components)?;
-    let identity = run.ca().identity(&run.issue(&Role::Agent { node: node.clone() })?);
+    let identity = run
+        .ca()
+        .identity(&run.issue(&Role::Agent { node: node.clone() })?);
     let spool_dir = run.dir().spool();
     let mut running = factbuoy_aggregator::start(run, factbuoy_catalog::bundled_component).await?;
-    remember(&CurrentRun { run_id: run_id.clone(), run_dir: run_dir.clone(), operator_address: running.operator_address })?;
+    remember(&CurrentRun {
+        run_id: run_id.clone(),
+        run_dir: run_dir.clone(),
+        operator_address: running.operator_address,
+    })?;
 
-    let client = Client::new(&format!("127.0.0.1:{}", running.agent_address.port()), &identity)?;
+    let client = Client::new(
+        &format!("127.0.0.1:{}", running.agent_address.port()),
+        &identity,
+    )?;
     let agent_config = Arc::new(AgentConfig {
         node,
         host_root: args.root.clone(),
@@ -195,8 +223,15 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
     agent_result.context("the local agent could not finish")?;
     let document = running.shared.status_document();
     report(&document, &config, format);
-    let all_passed = document.plugins.iter().all(|p| p.result_status == Some(ResultStatus::Passed));
-    Ok(if status == RunStatus::Complete && all_passed { ExitStatus::Success } else { ExitStatus::PluginFailed })
+    let all_passed = document
+        .plugins
+        .iter()
+        .all(|p| p.result_status == Some(ResultStatus::Passed));
+    Ok(if status == RunStatus::Complete && all_passed {
+        ExitStatus::Success
+    } else {
+        ExitStatus::PluginFailed
+    })
 }
 
 fn progress_bar(format: Format, document: &StatusDocument) -> ProgressBar {
@@ -205,20 +240,32 @@ fn progress_bar(format: Format, document: &StatusDocument) -> ProgressBar {
     }
     let bar = ProgressBar::new(document.plugins.len() as u64);
     bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} results  {wide_msg}")
-            .expect("a valid template"),
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} results  {wide_msg}",
+        )
+        .expect("a valid template"),
     );
     bar.enable_steady_tick(Duration::from_millis(100));
     bar
 }
 
 fn show(bar: &ProgressBar, document: &StatusDocument) {
-    let done = document.plugins.iter().filter(|p| p.result_status.is_some()).count();
+    let done = document
+        .plugins
+        .iter()
+        .filter(|p| p.result_status.is_some())
+        .count();
     bar.set_position(done as u64);
-    let running = document.plugins.iter().find(|p| p.result_status.is_none() && p.status == PairStatus::Running);
+    let running = document
+        .plugins
+        .iter()
+        .find(|p| p.result_status.is_none() && p.status == PairStatus::Running);
     let message = match running.and_then(|p| p.progress.as_ref()) {
         Some(progress) if progress.total > 0 => {
-            format!("{}: {}/{} {}", progress.plugin, progress.completed, progress.total, progress.msg)
+            format!(
+                "{}: {}/{} {}",
+                progress.plugin, progress.completed, progress.total, progress.msg
+            )
         }
         Some(progress) => format!("{}: {}", progress.plugin, progress.msg),
         None => String::new(),
@@ -232,13 +279,15 @@ fn report(document: &StatusDocument, config: &RunConfig, format: Format) {
             let bundle = document.tar_info.as_ref().map(|t| {
                 serde_json::json!({ "path": config.bundle_dir.join(&t.name), "sha256": t.sha256, "size": t.size })
             });
-            emit(&serde_json::to_string_pretty(&serde_json::json!({
-                "run_id": document.run_id,
-                "status": document.status,
-                "results": document.plugins,
-                "bundle": bundle,
-            }))
-            .expect("serialising a summary"));
+            emit(
+                &serde_json::to_string_pretty(&serde_json::json!({
+                    "run_id": document.run_id,
+                    "status": document.status,
+                    "results": document.plugins,
+                    "bundle": bundle,
+                }))
+                .expect("serialising a summary"),
+            );
         }
         Format::Text => {
             emit(&status_table(document));
@@ -249,15 +298,26 @@ fn report(document: &StatusDocument, config: &RunConfig, format: Format) {
                     tar.size,
                     tar.sha256
                 )),
-                None => emit(&format!("\nno bundle: the run is {:?}", document.status).to_lowercase()),
+                None => {
+                    emit(&format!("\nno bundle: the run is {:?}", document.status).to_lowercase())
+                }
             }
         }
     }
 }
 
 fn status_table(document: &StatusDocument) -> String {
-    let mut lines = vec![format!("run {}: {}", document.run_id, format!("{:?}", document.status).to_lowercase())];
-    let width = document.plugins.iter().map(|p| p.plugin.len()).max().unwrap_or(0);
+    let mut lines = vec![format!(
+        "run {}: {}",
+        document.run_id,
+        format!("{:?}", document.status).to_lowercase()
+    )];
+    let width = document
+        .plugins
+        .iter()
+        .map(|p| p.plugin.len())
+        .max()
+        .unwrap_or(0);
     for p in &document.plugins {
         let result = match p.result_status {
             Some(ResultStatus::Passed) => "passed",
@@ -271,7 +331,10 @@ fn status_table(document: &StatusDocument) -> String {
             .map(|pr| format!("  {}/{} {}", pr.completed, pr.total, pr.msg))
             .unwrap_or_default();
         let status = format!("{:?}", p.status).to_lowercase();
-        lines.push(format!("  {:width$}  {:20}  {status:9}  {result}{progress}", p.plugin, p.node));
+        lines.push(format!(
+            "  {:width$}  {:20}  {status:9}  {result}{progress}",
+            p.plugin, p.node
+        ));
     }
     lines.join("\n")
 }
@@ -280,7 +343,10 @@ fn status_table(document: &StatusDocument) -> String {
 fn operator(run_dir: &Path, address: SocketAddr) -> anyhow::Result<Client> {
     let (ca, cert, key) = RunDir::new(run_dir).operator_files();
     let identity = Identity::from_files(&ca, &cert, &key)?;
-    Ok(Client::new(&format!("127.0.0.1:{}", address.port()), &identity)?.with_timeout(Duration::from_secs(10)))
+    Ok(
+        Client::new(&format!("127.0.0.1:{}", address.port()), &identity)?
+            .with_timeout(Duration::from_secs(10)),
+    )
 }
 
 /// The run to talk about: `--run-dir`, or the current one.
@@ -324,9 +390,9 @@ pub async fn retrieve(args: RetrieveArgs, format: Format) -> anyhow::Result<Exit
         let bundle = config.map(|c| c.bundle_dir.display().to_string()).unwrap_or_default();
         anyhow::anyhow!("the run's aggregator does not answer ({e}); a finished local run left its bundle in {bundle}")
     })?;
-    let tar = document
-        .tar_info
-        .with_context(|| format!("the bundle is not ready: the run is {:?}", document.status).to_lowercase())?;
+    let tar = document.tar_info.with_context(|| {
+        format!("the bundle is not ready: the run is {:?}", document.status).to_lowercase()
+    })?;
     std::fs::create_dir_all(&args.out)?;
     let dest = args.out.join(&tar.name);
     let size = client.download_bundle(&dest).await?;
@@ -339,7 +405,9 @@ pub async fn retrieve(args: RetrieveArgs, format: Format) -> anyhow::Result<Exit
         tar.sha256
     );
     match format {
-        Format::Json => emit(&serde_json::json!({ "path": dest, "size": size, "sha256": sha256 }).to_string()),
+        Format::Json => {
+            emit(&serde_json::json!({ "path": dest, "size": size, "sha256": sha256 }).to_string())
+        }
         Format::Text => emit(&dest.display().to_string()),
     }
     Ok(ExitStatus::Success)

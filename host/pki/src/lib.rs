@@ -140,7 +140,9 @@ impl RunCa {
     /// A server certificate for the names and addresses clients dial.
     pub fn issue_server(&self, names: &[String]) -> Result<Issued, PkiError> {
         let mut params = CertificateParams::new(names.to_vec())?;
-        params.distinguished_name.push(DnType::CommonName, "factbuoy aggregator");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "factbuoy aggregator");
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         self.sign(params)
     }
@@ -148,7 +150,9 @@ impl RunCa {
     /// A client certificate for `role`.
     pub fn issue_client(&self, role: &Role) -> Result<Issued, PkiError> {
         let mut params = CertificateParams::default();
-        params.distinguished_name.push(DnType::CommonName, role.to_string());
+        params
+            .distinguished_name
+            .push(DnType::CommonName, role.to_string());
         params.subject_alt_names = vec![SanType::URI(role.uri().try_into()?)];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         self.sign(params)
@@ -180,7 +184,9 @@ impl RunCa {
         for ca in tls::certificates(&self.cert_pem, "CA certificate")? {
             roots.add(ca)?;
         }
-        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), tls::provider()).build()?;
+        let verifier =
+            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), tls::provider())
+                .build()?;
         let config = rustls::ServerConfig::builder_with_provider(tls::provider())
             .with_safe_default_protocol_versions()?
             .with_client_cert_verifier(verifier)
@@ -196,10 +202,14 @@ impl RunCa {
 pub fn role_of(der: &[u8]) -> Option<Role> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let san = cert.subject_alternative_name().ok()??;
-    let mut roles = san.value.general_names.iter().filter_map(|name| match name {
-        x509_parser::extensions::GeneralName::URI(uri) => Role::from_uri(uri),
-        _ => None,
-    });
+    let mut roles = san
+        .value
+        .general_names
+        .iter()
+        .filter_map(|name| match name {
+            x509_parser::extensions::GeneralName::URI(uri) => Role::from_uri(uri),
+            _ => None,
+        });
     let role = roles.next()?;
     roles.next().is_none().then_some(role)
 }
@@ -247,11 +257,15 @@ mod tests {
     #[test]
     fn client_certificates_carry_their_role() {
         let ca = RunCa::create("test").unwrap();
-        let role = Role::Agent { node: "node-1".into() };
+        let role = Role::Agent {
+            node: "node-1".into(),
+        };
         let issued = ca.issue_client(&role).unwrap();
         let der = tls::certificates(&issued.cert_pem, "cert").unwrap();
         assert_eq!(role_of(&der[0]), Some(role));
-        let server = ca.issue_server(&["localhost".into(), "127.0.0.1".into()]).unwrap();
+        let server = ca
+            .issue_server(&["localhost".into(), "127.0.0.1".into()])
+            .unwrap();
         let der = tls::certificates(&server.cert_pem, "cert").unwrap();
         assert_eq!(role_of(&der[0]), None);
         assert!(ca.server_config(&server).is_ok());
@@ -262,20 +276,30 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ca = RunCa::create("run1").unwrap();
         ca.save(dir.path()).unwrap();
-        let mode = std::fs::metadata(dir.path().join("ca.key")).unwrap().permissions().mode();
+        let mode = std::fs::metadata(dir.path().join("ca.key"))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
         let reloaded = RunCa::load(dir.path(), "run1").unwrap();
-        let issued = reloaded.issue_client(&Role::Operator { name: "cli".into() }).unwrap();
+        let issued = reloaded
+            .issue_client(&Role::Operator { name: "cli".into() })
+            .unwrap();
         // The verifier built from the original CA accepts the reloaded CA's certificate.
         let verifier_roots = {
             let mut roots = rustls::RootCertStore::empty();
-            roots.add(tls::certificates(ca.cert_pem(), "ca").unwrap().remove(0)).unwrap();
+            roots
+                .add(tls::certificates(ca.cert_pem(), "ca").unwrap().remove(0))
+                .unwrap();
             roots
         };
-        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(verifier_roots), tls::provider())
-            .build()
-            .unwrap();
-        let cert = tls::certificates(&issued.cert_pem, "cert").unwrap().remove(0);
+        let verifier =
+            WebPkiClientVerifier::builder_with_provider(Arc::new(verifier_roots), tls::provider())
+                .build()
+                .unwrap();
+        let cert = tls::certificates(&issued.cert_pem, "cert")
+            .unwrap()
+            .remove(0);
         let now = rustls::pki_types::UnixTime::now();
         assert!(verifier.verify_client_cert(&cert, &[], now).is_ok());
         assert!(format!("{issued:?}").contains("redacted"));

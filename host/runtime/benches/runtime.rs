@@ -2,15 +2,15 @@
 //! wasmtime (instantiate one component and call one export, nothing else) measured in the same
 //! process as the floor. Prints median and p99; run with `cargo bench -p factbuoy-runtime --bench runtime`.
 
-#[path = "../../../tests/support/mod.rs"]
+#[path = "../../../tests/support/fixtures.rs"]
 mod support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use factbuoy_runtime::bindings::{CONTRACT_VERSION, PLUGIN_EXPORT};
 use factbuoy_runtime::grants::GrantSet;
 use factbuoy_runtime::params;
-use factbuoy_runtime::bindings::{CONTRACT_VERSION, PLUGIN_EXPORT};
 use factbuoy_runtime::sink::MemorySink;
 use factbuoy_runtime::{Limits, RunRequest, Runtime, RuntimeOptions, engine};
 use wasmtime::Store;

@@ -1,23 +1,27 @@
 //! The one place the WIT contract is turned into Rust: types, host traits, export wrappers.
 //!
-//! The generated items carry the doc comments of `wit/gatherer.wit` where it has them; the rest
-//! (generated modules, linker helpers, undocumented record fields) cannot be documented from
-//! here, so `missing_docs` is allowed for this module only. Document the contract in the WIT file.
-#![allow(missing_docs)]
+//! Document the contract in `wit/gatherer.wit`: its comments become the generated items' docs.
 
-wasmtime::component::bindgen!({
-    path: "../../wit",
-    world: "gatherer",
-    imports: {
-        "factbuoy:plugin/output": async | trappable,
-        default: trappable,
-    },
-    exports: { default: async },
-    with: {
-        "factbuoy:plugin/output.artifact": crate::interfaces::output::OpenArtifact,
-    },
-    additional_derives: [serde::Serialize, serde::Deserialize, PartialEq],
-});
+// The generated items carry the doc comments of `wit/gatherer.wit` where it has them; the rest
+// (generated modules, linker helpers) cannot be documented from here.
+#[allow(missing_docs)]
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "gatherer",
+        imports: {
+            "factbuoy:plugin/output": async | trappable,
+            default: trappable,
+        },
+        exports: { default: async },
+        with: {
+            "factbuoy:plugin/output.artifact": crate::bindings::OpenArtifact,
+        },
+        additional_derives: [serde::Serialize, serde::Deserialize, PartialEq],
+    });
+}
+
+pub use generated::*;
 
 pub use factbuoy::plugin::types::{
     ArtifactSpec, Capability, CapabilityRequest, GatherError, ParamSpec, ParamType, ParamValue,
@@ -28,3 +32,9 @@ pub use factbuoy::plugin::types::{
 pub const CONTRACT_VERSION: &str = "0.1.1";
 /// Name of the interface every plugin exports, without the version.
 pub const PLUGIN_EXPORT: &str = "factbuoy:plugin/plugin";
+
+/// The resource behind the WIT `artifact`: an index into the run's artifact records, kept by
+/// the `output` interface.
+pub struct OpenArtifact {
+    pub(crate) record: usize,
+}

@@ -3,10 +3,10 @@
 
 use std::collections::HashSet;
 
-use factbuoy_protocol::names::ArtifactName;
+use crate::bindings::PluginInfo;
 use crate::grants::Grant;
 use crate::params::parse_value;
-use crate::bindings::PluginInfo;
+use factbuoy_protocol::names::ArtifactName;
 
 /// Longest plugin or parameter name.
 pub const MAX_NAME_LEN: usize = 63;

@@ -222,7 +222,8 @@ mod tests {
     #[test]
     fn written_grants_and_denials_extend_a_set() {
         let mut set = GrantSet::default();
-        set.extend_written(["all", "read:/etc"], ["host-info"]).unwrap();
+        set.extend_written(["all", "read:/etc"], ["host-info"])
+            .unwrap();
         assert!(set.everything_requested);
         assert_eq!(set.granted, [Grant::Read("/etc".into())].into());
         assert_eq!(set.denied, [Grant::HostInfo].into());
@@ -280,8 +281,10 @@ mod tests {
             request(Capability::ReadPath("/var/log/journal".into()), false),
             request(Capability::ReadPath("/var/logs".into()), false),
         ];
-        let mut set = GrantSet::default();
-        set.everything_requested = true;
+        let set = GrantSet {
+            everything_requested: true,
+            ..GrantSet::default()
+        };
         let effective = set.effective(&requests).unwrap();
         assert_eq!(effective.read_paths, ["/var/log", "/var/logs"]);
     }

@@ -6,7 +6,6 @@
 //! it may consume is bounded by [`Limits`]. Whatever happens inside, [`Runtime::run`] returns a
 //! [`RunReport`]: a plugin failing never fails the host.
 
-
 pub mod bindings;
 pub mod cache;
 pub mod capture;
@@ -14,7 +13,6 @@ pub mod description;
 pub mod engine;
 pub mod failure;
 pub mod grants;
-pub mod instance;
 pub mod interfaces;
 pub mod limits;
 pub mod params;
@@ -29,16 +27,16 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
-use grants::{Effective, GrantSet};
 use bindings::{CONTRACT_VERSION, GathererPre, PLUGIN_EXPORT, ParamValue, PluginInfo};
 use capture::{CaptureStream, Captured};
 use engine::Allocator;
 use failure::PluginFailure;
+use grants::{Effective, GrantSet};
 use interfaces::output::{ArtifactRecord, OutputState};
 use interfaces::progress::{LogRecord, PluginProgress, ProgressObserver, ProgressState};
+use interfaces::{Access, InstanceState};
 pub use limits::Limits;
 use sink::ArtifactSink;
-use instance::{Access, InstanceState};
 use violation::Violation;
 
 /// How long `describe` may take; it must not touch the host, so this is generous.

@@ -51,10 +51,13 @@ impl ArtifactSink for StdoutSink {
     }
 }
 
+/// One artifact's bytes, shared between its writer and the sink.
+type SharedBytes = Arc<Mutex<Vec<u8>>>;
+
 /// Keeps artifacts in memory, for `-o json` reports and tests. The run's output limit bounds it.
 #[derive(Default, Clone)]
 pub struct MemorySink {
-    artifacts: Arc<Mutex<Vec<(ArtifactName, Arc<Mutex<Vec<u8>>>)>>>,
+    artifacts: Arc<Mutex<Vec<(ArtifactName, SharedBytes)>>>,
 }
 
 impl MemorySink {

@@ -111,7 +111,7 @@ pub fn run(settings: Settings) -> Result<(), GatherError> {
         written += 1;
 
         let done_now = merger.sources.iter().filter(|s| s.exhausted).count() as u64;
-        if done_now != files_done || written % PROGRESS_EVERY == 0 {
+        if done_now != files_done || written.is_multiple_of(PROGRESS_EVERY) {
             files_done = done_now;
             progress::report(
                 files_done,

@@ -22,12 +22,23 @@ fn credentials() -> (Arc<rustls::ServerConfig>, Identity) {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::default();
         params.subject_alt_names = vec![san];
-        (params.signed_by(&key, &issuer).unwrap().pem(), key.serialize_pem())
+        (
+            params.signed_by(&key, &issuer).unwrap().pem(),
+            key.serialize_pem(),
+        )
     };
     let (server_cert, server_key) = sign(SanType::IpAddress("127.0.0.1".parse().unwrap()));
-    let (client_cert, client_key) = sign(SanType::URI("urn:factbuoy:operator:test".try_into().unwrap()));
+    let (client_cert, client_key) = sign(SanType::URI(
+        "urn:factbuoy:operator:test".try_into().unwrap(),
+    ));
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(crate::tls::certificates(&ca_cert.pem(), "ca").unwrap().remove(0)).unwrap();
+    roots
+        .add(
+            crate::tls::certificates(&ca_cert.pem(), "ca")
+                .unwrap()
+                .remove(0),
+        )
+        .unwrap();
     let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
         Arc::new(roots),
         crate::tls::provider(),
@@ -43,7 +54,11 @@ fn credentials() -> (Arc<rustls::ServerConfig>, Identity) {
             crate::tls::private_key(&server_key, "server key").unwrap(),
         )
         .unwrap();
-    let identity = Identity { ca_pem: ca_cert.pem(), cert_pem: client_cert, key_pem: client_key };
+    let identity = Identity {
+        ca_pem: ca_cert.pem(),
+        cert_pem: client_cert,
+        key_pem: client_key,
+    };
     (Arc::new(server), identity)
 }
 
@@ -62,13 +77,17 @@ async fn serve(handler: Handler) -> (String, Identity, Arc<Mutex<Vec<(String, Op
             let (tcp, _) = listener.accept().await.unwrap();
             let (acceptor, handler, seen) = (acceptor.clone(), handler.clone(), seen.clone());
             tokio::spawn(async move {
-                let Ok(stream) = acceptor.accept(tcp).await else { return };
+                let Ok(stream) = acceptor.accept(tcp).await else {
+                    return;
+                };
                 let service = service_fn(move |request: Request<Incoming>| {
                     let range = request
                         .headers()
                         .get("range")
                         .map(|v| v.to_str().unwrap().to_owned());
-                    seen.lock().unwrap().push((request.uri().path().to_owned(), range));
+                    seen.lock()
+                        .unwrap()
+                        .push((request.uri().path().to_owned(), range));
                     let response = handler(&request);
                     async move { Ok::<_, Infallible>(response) }
                 });
@@ -86,8 +105,16 @@ const BUNDLE: &[u8] = b"0123456789abcdefghij";
 /// Answers the bundle route with RFC 9110 ranges of the form `bytes=N-`.
 fn bundle_server() -> Handler {
     Arc::new(|request| {
-        let range = request.headers().get("range").map(|v| v.to_str().unwrap().to_owned());
-        match range.and_then(|r| r.strip_prefix("bytes=")?.strip_suffix('-')?.parse::<usize>().ok()) {
+        let range = request
+            .headers()
+            .get("range")
+            .map(|v| v.to_str().unwrap().to_owned());
+        match range.and_then(|r| {
+            r.strip_prefix("bytes=")?
+                .strip_suffix('-')?
+                .parse::<usize>()
+                .ok()
+        }) {
             Some(start) if start >= BUNDLE.len() => Response::builder()
                 .status(StatusCode::RANGE_NOT_SATISFIABLE)
                 .body(Full::new(Bytes::new()))
@@ -109,16 +136,37 @@ async fn a_partial_download_resumes_where_it_stopped() {
     std::fs::create_dir_all(&dir).unwrap();
     let dest = dir.join("bundle.tar.gz");
     std::fs::write(&dest, &BUNDLE[..7]).unwrap();
-    assert_eq!(client.download_bundle(&dest).await.unwrap(), BUNDLE.len() as u64);
+    assert_eq!(
+        client.download_bundle(&dest).await.unwrap(),
+        BUNDLE.len() as u64
+    );
     assert_eq!(std::fs::read(&dest).unwrap(), BUNDLE);
     // Complete already: the server's 416 means there is nothing more, not an error.
-    assert_eq!(client.download_bundle(&dest).await.unwrap(), BUNDLE.len() as u64);
+    assert_eq!(
+        client.download_bundle(&dest).await.unwrap(),
+        BUNDLE.len() as u64
+    );
     std::fs::remove_file(&dest).unwrap();
-    assert_eq!(client.download_bundle(&dest).await.unwrap(), BUNDLE.len() as u64);
+    assert_eq!(
+        client.download_bundle(&dest).await.unwrap(),
+        BUNDLE.len() as u64
+    );
     assert_eq!(std::fs::read(&dest).unwrap(), BUNDLE);
     std::fs::remove_dir_all(&dir).unwrap();
-    let ranges: Vec<Option<String>> = seen.lock().unwrap().iter().map(|(_, r)| r.clone()).collect();
-    assert_eq!(ranges, [Some("bytes=7-".to_owned()), Some("bytes=20-".to_owned()), None]);
+    let ranges: Vec<Option<String>> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, r)| r.clone())
+        .collect();
+    assert_eq!(
+        ranges,
+        [
+            Some("bytes=7-".to_owned()),
+            Some("bytes=20-".to_owned()),
+            None
+        ]
+    );
 }
 
 #[tokio::test]
@@ -126,26 +174,42 @@ async fn refusals_carry_the_servers_message_and_say_whether_to_retry() {
     let handler: Handler = Arc::new(|request| {
         let (status, message) = match request.uri().path() {
             "/status" => (StatusCode::SERVICE_UNAVAILABLE, "restarting"),
-            _ => (StatusCode::FORBIDDEN, "an agent certificate cannot read status"),
+            _ => (
+                StatusCode::FORBIDDEN,
+                "an agent certificate cannot read status",
+            ),
         };
-        let body = serde_json::to_vec(&ErrorBody { error: message.to_owned() }).unwrap();
-        Response::builder().status(status).body(Full::new(Bytes::from(body))).unwrap()
+        let body = serde_json::to_vec(&ErrorBody {
+            error: message.to_owned(),
+        })
+        .unwrap();
+        Response::builder()
+            .status(status)
+            .body(Full::new(Bytes::from(body)))
+            .unwrap()
     });
     let (address, identity, _) = serve(handler).await;
     let client = Client::new(&address, &identity).unwrap();
     let unavailable = client.status().await.unwrap_err();
     assert_eq!(unavailable.status(), Some(StatusCode::SERVICE_UNAVAILABLE));
     assert!(unavailable.is_retryable());
-    assert!(unavailable.to_string().contains("restarting"), "{unavailable}");
+    assert!(
+        unavailable.to_string().contains("restarting"),
+        "{unavailable}"
+    );
     let forbidden = client.metrics().await.unwrap_err();
     assert_eq!(forbidden.status(), Some(StatusCode::FORBIDDEN));
     assert!(!forbidden.is_retryable());
-    assert!(forbidden.to_string().contains("cannot read status"), "{forbidden}");
+    assert!(
+        forbidden.to_string().contains("cannot read status"),
+        "{forbidden}"
+    );
 }
 
 #[tokio::test]
 async fn a_component_whose_digest_differs_is_refused() {
-    let handler: Handler = Arc::new(|_| Response::new(Full::new(Bytes::from_static(b"not the wasm"))));
+    let handler: Handler =
+        Arc::new(|_| Response::new(Full::new(Bytes::from_static(b"not the wasm"))));
     let (address, identity, _) = serve(handler).await;
     let client = Client::new(&address, &identity).unwrap();
     let wanted = crate::digest::sha256_hex(b"the wasm");
@@ -158,10 +222,19 @@ async fn a_component_whose_digest_differs_is_refused() {
 async fn an_unreachable_aggregator_is_retryable_and_bad_addresses_are_not() {
     let (_, identity) = credentials();
     // A port nothing listens on: bind one, then free it.
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     let client = Client::new(&free.to_string(), &identity).unwrap();
     let error = client.heartbeat("n1").await.unwrap_err();
-    assert!(matches!(error, ClientError::Connect { .. }) && error.is_retryable(), "{error}");
-    assert!(matches!(Client::new("no-port", &identity), Err(ClientError::Address(_))));
+    assert!(
+        matches!(error, ClientError::Connect { .. }) && error.is_retryable(),
+        "{error}"
+    );
+    assert!(matches!(
+        Client::new("no-port", &identity),
+        Err(ClientError::Address(_))
+    ));
     assert!(Client::new("[::1]:8443", &identity).is_ok());
 }

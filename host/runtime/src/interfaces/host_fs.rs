@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::bindings::factbuoy::plugin::host_fs::{self, LinkError};
-use crate::instance::InstanceState;
+use crate::interfaces::InstanceState;
 
 impl host_fs::Host for InstanceState {
     fn read_link(&mut self, path: String) -> wasmtime::Result<Result<String, LinkError>> {
@@ -23,13 +23,13 @@ pub(crate) fn read_link(root: &Path, grants: &[String], path: &str) -> Result<St
         return Err(LinkError::Io(format!("{path:?}: contains a NUL byte")));
     }
     // `..` applied lexically first, so `/etc/../root/x` is checked as `/root/x`.
-    let parts = normalise(path).ok_or_else(not_granted)?;
+    let parts = factbuoy_linux::paths::normalize(path).ok_or_else(not_granted)?;
     // The most specific grant holding the link. The grant itself is not revealed: its own
     // target would describe the ungranted directory above it.
     let (grant, below) = grants
         .iter()
         .filter_map(|grant| {
-            let grant_parts = normalise(grant)?;
+            let grant_parts = factbuoy_linux::paths::normalize(grant)?;
             let below = parts.strip_prefix(grant_parts.as_slice())?;
             (!below.is_empty()).then_some((grant, below))
         })
@@ -56,24 +56,6 @@ pub(crate) fn read_link(root: &Path, grants: &[String], path: &str) -> Result<St
             _ => LinkError::Io(format!("{path}: {e}")),
         }),
     }
-}
-
-/// The components of an absolute path with `.` and `..` applied; `None` for a relative path.
-fn normalise(path: &str) -> Option<Vec<&str>> {
-    if !path.starts_with('/') {
-        return None;
-    }
-    let mut parts = Vec::new();
-    for part in path.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            part => parts.push(part),
-        }
-    }
-    Some(parts)
 }
 
 #[cfg(test)]

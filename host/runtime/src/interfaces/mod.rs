@@ -1,18 +1,118 @@
-//! The host side of each interface a plugin imports, one module per interface, all implemented
-//! on [`super::instance::InstanceState`].
+//! The data of a plugin instance's store, [`InstanceState`] (its WASI context, the limits being
+//! enforced and the record of what it did, which becomes the run's report), and the host side
+//! of each interface a plugin imports, implemented on it, one module per interface.
 
 pub mod host_fs;
 pub mod host_info;
 pub mod output;
 pub mod progress;
 
-use super::bindings::factbuoy::plugin::types;
-use super::instance::InstanceState;
-use super::violation::Violation;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::bindings::factbuoy::plugin::types;
+use crate::capture::CaptureStream;
+use crate::limits::Limits;
+use crate::violation::Violation;
+use output::OutputState;
+use progress::ProgressState;
+
+/// The data of one plugin instance's store; host interfaces are implemented on it.
+pub struct InstanceState {
+    pub(crate) wasi: WasiCtx,
+    pub(crate) table: ResourceTable,
+    pub(crate) limits: Limits,
+    pub(crate) host_info_granted: bool,
+    /// The host directory that guest `/` maps onto (`--root`): `host-info` answers about the
+    /// system below it, as the preopens show it.
+    pub(crate) host_root: PathBuf,
+    /// The granted read paths that were mapped (preopened), normalised guest paths. `host-fs`
+    /// reveals nothing outside them.
+    pub(crate) read_paths: Vec<String>,
+    pub(crate) output: OutputState,
+    pub(crate) progress: ProgressState,
+    pub(crate) stdout: CaptureStream,
+    pub(crate) stderr: CaptureStream,
+    /// The first limit crossed, which decides the failure even if the plugin then returned
+    /// normally.
+    pub(crate) violation: Option<Violation>,
+    pub(crate) plugin: Arc<str>,
+}
+
+/// What a run may reach on the host, as granted: the `host-info` capability, and the read
+/// paths mapped below the host root.
+pub(crate) struct Access {
+    pub host_info: bool,
+    pub host_root: PathBuf,
+    pub read_paths: Vec<String>,
+}
+
+impl Access {
+    /// Nothing at all, for `describe`.
+    pub fn none() -> Self {
+        Access {
+            host_info: false,
+            host_root: PathBuf::from("/"),
+            read_paths: Vec::new(),
+        }
+    }
+}
+
+impl InstanceState {
+    /// Records `violation` if it is the first, and returns it as an error to trap with.
+    pub(crate) fn violate(&mut self, violation: Violation) -> wasmtime::Error {
+        self.violation.get_or_insert_with(|| violation.clone());
+        wasmtime::Error::new(violation)
+    }
+}
+
+impl WasiView for InstanceState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl ResourceLimiter for InstanceState {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let limit = self.limits.memory_bytes;
+        if desired as u64 > limit {
+            return Err(self.violate(Violation::Memory {
+                limit,
+                desired: desired as u64,
+            }));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let limit = self.limits.table_elements;
+        if desired > limit {
+            return Err(self.violate(Violation::Table { limit, desired }));
+        }
+        Ok(true)
+    }
+}
 
 impl InstanceState {
     /// Refuses a call whose data is above the per-call limit.
-    pub(super) fn check_call_size(
+    pub(crate) fn check_call_size(
         &mut self,
         call: &'static str,
         size: usize,

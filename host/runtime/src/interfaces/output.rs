@@ -8,16 +8,12 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 use wasmtime::component::Resource;
 
-use factbuoy_protocol::names::ArtifactName;
+use crate::bindings::OpenArtifact;
 use crate::bindings::factbuoy::plugin::output::{self, OutputError};
+use crate::interfaces::InstanceState;
 use crate::sink::{ArtifactSink, ArtifactWriter};
-use crate::instance::InstanceState;
 use crate::violation::Violation;
-
-/// The resource behind the WIT `artifact`: an index into the run's artifact records.
-pub struct OpenArtifact {
-    record: usize,
-}
+use factbuoy_protocol::names::ArtifactName;
 
 /// The writing side of an artifact not yet finished.
 struct OpenWriter {

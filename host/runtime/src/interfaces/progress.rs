@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::bindings::factbuoy::plugin::{logging, progress};
-use crate::instance::InstanceState;
+use crate::interfaces::InstanceState;
 
 pub use logging::Level;
 /// A progress report as a plugin sends it (the contract's `progress-update`).

@@ -80,9 +80,10 @@ pub fn lsb_release_output(ctx: &Ctx) -> Option<String> {
         let get = |k: &str| os.get(k).filter(|v| !v.is_empty()).cloned();
         let mut id = get("ID").map(|id| capitalize_first(&id));
         if let (Some(i), Some(name)) = (&id, get("NAME"))
-            && i.to_lowercase() == name.to_lowercase() {
-                id = Some(name);
-            }
+            && i.to_lowercase() == name.to_lowercase()
+        {
+            id = Some(name);
+        }
         let na = || "n/a".to_owned();
         (
             id.unwrap_or_else(na),

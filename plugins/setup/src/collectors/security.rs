@@ -85,20 +85,21 @@ pub fn caps(ctx: &mut Ctx) {
     let mut enforced = Value::from("N/A");
     let mut capabilities = Value::from("N/A");
     if ctx.find_bin("capsh").is_some()
-        && let Some(current) = current_capabilities_text(ctx) {
-            let line = format!("Current: {current}");
-            if line.split(':').nth(1).map(str::trim) == Some("=ep") {
-                enforced = "False".into();
-                capabilities = json!([]);
-            } else {
-                enforced = "True".into();
-                let after_equals = line.split('=').nth(1).unwrap_or("");
-                capabilities = after_equals
-                    .split(',')
-                    .map(|c| c.trim().to_owned())
-                    .collect();
-            }
+        && let Some(current) = current_capabilities_text(ctx)
+    {
+        let line = format!("Current: {current}");
+        if line.split(':').nth(1).map(str::trim) == Some("=ep") {
+            enforced = "False".into();
+            capabilities = json!([]);
+        } else {
+            enforced = "True".into();
+            let after_equals = line.split('=').nth(1).unwrap_or("");
+            capabilities = after_equals
+                .split(',')
+                .map(|c| c.trim().to_owned())
+                .collect();
         }
+    }
     ctx.set("system_capabilities_enforced", enforced);
     ctx.set("system_capabilities", capabilities);
 }

@@ -214,7 +214,7 @@ impl JournalFile {
         cache: &mut PageCache,
         offset: u64,
     ) -> Result<ObjectHeader, ObjectError> {
-        if offset % 8 != 0 || offset < self.header.header_size {
+        if !offset.is_multiple_of(8) || offset < self.header.header_size {
             return Err(ObjectError::damaged(
                 offset,
                 "the offset is not a valid object position",
@@ -267,7 +267,7 @@ impl JournalFile {
         )?;
         let meta = entry_meta(offset, bytes)?;
         let items_bytes = &bytes[ENTRY_ITEMS_OFFSET as usize..];
-        if items_bytes.len() as u64 % item_size != 0 {
+        if !(items_bytes.len() as u64).is_multiple_of(item_size) {
             return Err(ObjectError::damaged(
                 offset,
                 "its size is not a whole number of items",
@@ -439,7 +439,7 @@ impl JournalFile {
             .read(self.source, offset, ENTRY_ARRAY_ITEMS_OFFSET as usize)
             .map_err(|e| ObjectError::from_read(offset, e))?;
         let next = le64(bytes, 16);
-        if next % 8 != 0 {
+        if !next.is_multiple_of(8) {
             return Err(ObjectError::damaged(
                 offset,
                 "the next array's offset is misaligned",

@@ -201,7 +201,7 @@ impl Header {
             n_entries: le64(bytes, 152),
             entry_array_offset: le64(bytes, 176),
         };
-        if header.header_size < HEADER_SIZE_MIN || header.header_size % 8 != 0 {
+        if header.header_size < HEADER_SIZE_MIN || !header.header_size.is_multiple_of(8) {
             return Err(HeaderError::BadSizes(format!(
                 "header size {} is not a valid header size",
                 header.header_size

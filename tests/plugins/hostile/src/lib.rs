@@ -205,7 +205,7 @@ fn probe(value: serde_json::Value) -> Result<(), GatherError> {
 
 /// Recurses without end on the wasm stack itself, which the host limits.
 #[inline(never)]
-#[allow(unconditional_recursion)] // recursing without end is the point
+#[allow(unconditional_recursion, clippy::only_used_in_recursion)] // recursing without end is the point
 fn recurse(depth: u64) -> u64 {
     std::hint::black_box(recurse(depth + 1)) + 1
 }
@@ -213,7 +213,7 @@ fn recurse(depth: u64) -> u64 {
 /// Recurses without end with frames kept in linear memory (Rust's shadow stack), which runs
 /// out below address 0 before the wasm stack does.
 #[inline(never)]
-#[allow(unconditional_recursion)] // recursing without end is the point
+#[allow(unconditional_recursion, clippy::only_used_in_recursion)] // recursing without end is the point
 fn recurse_with_frames(depth: u64) -> u64 {
     let frame = std::hint::black_box([depth; 16]);
     recurse_with_frames(depth + 1) + frame[(depth % 16) as usize]

@@ -27,4 +27,3 @@ pub(super) fn is_chroot(root: &Path) -> Option<bool> {
     };
     Some(own_root.ino() != root_inode)
 }
-

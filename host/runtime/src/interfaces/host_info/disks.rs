@@ -24,7 +24,9 @@ fn mount_table(root: &Path) -> Option<String> {
     let dir = table_dir(
         namespace(OWN_NAMESPACE).as_deref(),
         namespace(INIT_NAMESPACE).as_deref(),
-        resolve_below(root, "/proc/1/mounts").and_then(std::fs::File::open).is_ok(),
+        resolve_below(root, "/proc/1/mounts")
+            .and_then(std::fs::File::open)
+            .is_ok(),
     );
     let guest = format!("{dir}/mounts");
     match read_below(root, &guest) {
@@ -61,13 +63,13 @@ pub(super) fn disks(root: &Path) -> Vec<Disk> {
         .zip(stats)
         .filter_map(|((name, mount_point, file_system), stat)| {
             let stat = stat?;
-            let unit = stat.fragment_size() as u64;
-            let total_bytes = unit * stat.blocks() as u64;
+            let unit = stat.fragment_size();
+            let total_bytes = unit * stat.blocks();
             // What sysinfo also leaves out: nothing there (pseudo file systems).
             (total_bytes > 0).then(|| Disk {
                 removable: removable.contains(&name),
                 read_only: stat.flags().contains(FsFlags::ST_RDONLY),
-                available_bytes: unit * stat.blocks_available() as u64,
+                available_bytes: unit * stat.blocks_available(),
                 total_bytes,
                 name,
                 mount_point,
@@ -131,7 +133,11 @@ pub(super) const STATVFS_TIMEOUT: Duration = Duration::from_secs(5);
 /// statvfs of every guest path below `root`, each in its own thread so one hung mount costs
 /// only its own answer. A thread still blocked at the deadline is left behind; it ends when the
 /// kernel gives up.
-pub(super) fn statvfs_all(root: &Path, paths: Vec<String>, timeout: Duration) -> Vec<Option<Statvfs>> {
+pub(super) fn statvfs_all(
+    root: &Path,
+    paths: Vec<String>,
+    timeout: Duration,
+) -> Vec<Option<Statvfs>> {
     let (sender, receiver) = mpsc::channel();
     let count = paths.len();
     for (index, path) in paths.into_iter().enumerate() {
@@ -165,17 +171,16 @@ pub(super) fn statvfs_all(root: &Path, paths: Vec<String>, timeout: Duration) ->
 
 pub(super) fn filesystem_stats(stat: &Statvfs) -> FilesystemStats {
     FilesystemStats {
-        fragment_size_bytes: stat.fragment_size() as u64,
-        block_size_bytes: stat.block_size() as u64,
-        blocks_total: stat.blocks() as u64,
-        blocks_free: stat.blocks_free() as u64,
-        blocks_available: stat.blocks_available() as u64,
-        inodes_total: stat.files() as u64,
-        inodes_free: stat.files_free() as u64,
-        inodes_available: stat.files_available() as u64,
+        fragment_size_bytes: stat.fragment_size(),
+        block_size_bytes: stat.block_size(),
+        blocks_total: stat.blocks(),
+        blocks_free: stat.blocks_free(),
+        blocks_available: stat.blocks_available(),
+        inodes_total: stat.files(),
+        inodes_free: stat.files_free(),
+        inodes_available: stat.files_available(),
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -20,7 +20,7 @@ use crate::bindings::factbuoy::plugin::host_info::{
     self, Cpu, Disk, FilesystemStats, Ipv4Address, LoadAverages, MemoryInfo, NetworkInterface,
     OsInfo,
 };
-use crate::instance::InstanceState;
+use crate::interfaces::InstanceState;
 use crate::violation::Violation;
 
 impl InstanceState {
@@ -124,10 +124,12 @@ impl host_info::Host for InstanceState {
         mount_points: Vec<String>,
     ) -> wasmtime::Result<Vec<Option<FilesystemStats>>> {
         self.require_host_info()?;
-        Ok(disks::statvfs_all(&self.host_root, mount_points, disks::STATVFS_TIMEOUT)
-            .into_iter()
-            .map(|stat| stat.map(|stat| disks::filesystem_stats(&stat)))
-            .collect())
+        Ok(
+            disks::statvfs_all(&self.host_root, mount_points, disks::STATVFS_TIMEOUT)
+                .into_iter()
+                .map(|stat| stat.map(|stat| disks::filesystem_stats(&stat)))
+                .collect(),
+        )
     }
 
     fn ipv4_addresses(&mut self) -> wasmtime::Result<Vec<Ipv4Address>> {
@@ -154,4 +156,3 @@ impl host_info::Host for InstanceState {
         Ok(std::env::var_os("TZ").map(|tz| tz.to_string_lossy().into_owned()))
     }
 }
-

@@ -12,7 +12,9 @@ pub(super) fn resolve_below(root: &Path, guest: &str) -> io::Result<PathBuf> {
     let resolved = factbuoy_linux::paths::resolve(guest, |current| {
         let path = host_path(root, current);
         if std::fs::symlink_metadata(&path)?.file_type().is_symlink() {
-            Ok(Some(std::fs::read_link(&path)?.to_string_lossy().into_owned()))
+            Ok(Some(
+                std::fs::read_link(&path)?.to_string_lossy().into_owned(),
+            ))
         } else {
             Ok(None)
         }
@@ -60,7 +62,10 @@ impl OsRelease {
             .map(|text| parse(&text))
             .unwrap_or_default();
         OsRelease {
-            name: os_release.get("NAME").or_else(|| lsb_release.get("DISTRIB_ID")).cloned(),
+            name: os_release
+                .get("NAME")
+                .or_else(|| lsb_release.get("DISTRIB_ID"))
+                .cloned(),
             version: os_release
                 .get("VERSION_ID")
                 .or_else(|| lsb_release.get("DISTRIB_RELEASE"))
@@ -74,8 +79,8 @@ impl OsRelease {
 }
 
 /// The paths `existing-markers` looks for, as documented in the WIT.
-pub(super) const MARKER_PATHS: &[&str] = &["/.dockerenv", "/.dockerinit", "/.containerenv", "/dev/kvm"];
-
+pub(super) const MARKER_PATHS: &[&str] =
+    &["/.dockerenv", "/.dockerinit", "/.containerenv", "/dev/kvm"];
 
 #[cfg(test)]
 mod tests {

@@ -117,12 +117,11 @@ fn uuid(ctx: &Ctx, device: &str) -> String {
         resolved.replace('/', "!")
     ));
     if let Some(numbers) = dev_numbers
-        && let Ok(data) = ctx
-            .fs
-            .read_to_string(&format!("/run/udev/data/b{numbers}"))
-            && let Some(uuid) = data.lines().find_map(|l| l.strip_prefix("E:ID_FS_UUID=")) {
-                return uuid.to_owned();
-            }
+        && let Ok(data) = ctx.fs.read_to_string(&format!("/run/udev/data/b{numbers}"))
+        && let Some(uuid) = data.lines().find_map(|l| l.strip_prefix("E:ID_FS_UUID="))
+    {
+        return uuid.to_owned();
+    }
     ctx.fs
         .read_dir("/dev/disk/by-uuid")
         .unwrap_or_default()

@@ -1,0 +1,97 @@
+//! What the request handlers and the watchdog of a serving aggregator share.
+
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use factbuoy_protocol::types::{PairStatus, RunStatus, StatusDocument};
+
+use crate::BundledComponents;
+use crate::config::RunConfig;
+use crate::metrics::{Metrics, StateLabel};
+use crate::run_dir::RunDir;
+use crate::state::RunState;
+use crate::storage::Storage;
+
+/// What the request handlers share.
+pub struct Shared {
+    /// The run's configuration, with the listen addresses actually bound.
+    pub config: RunConfig,
+    /// The run's directory.
+    pub run_dir: RunDir,
+    /// What the aggregator knows about the run; never held across an await.
+    pub state: Mutex<RunState>,
+    /// Uploaded and committed results on disk.
+    pub storage: Storage,
+    /// The counters served at `/metrics`.
+    pub metrics: Metrics,
+    /// Serialises commits: the check, the move on disk and the record must not interleave.
+    pub commit_lock: tokio::sync::Mutex<()>,
+    /// Wakes the watchdog when a result arrives.
+    pub changed: tokio::sync::Notify,
+    pub(crate) status: tokio::sync::watch::Sender<RunStatus>,
+    /// When this aggregator process started serving: silence is counted from here at least.
+    pub(crate) started_at: SystemTime,
+    pub(crate) bundled: BundledComponents,
+}
+
+impl Shared {
+    /// A plugin component of this run by digest: a bundled plugin, or one stored with the run.
+    pub fn component(&self, sha256: &str) -> std::io::Result<Option<Vec<u8>>> {
+        if !self.config.plugins.iter().any(|p| p.sha256 == sha256) {
+            return Ok(None);
+        }
+        if let Some(wasm) = (self.bundled)(sha256) {
+            return Ok(Some(wasm.to_vec()));
+        }
+        match std::fs::read(self.run_dir.component(sha256)) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+    /// Sets the `nodes` gauges: how many nodes are pending, running, done or lost.
+    pub fn update_node_gauges(&self) {
+        let state = self.state.lock().unwrap();
+        let mut counts = std::collections::BTreeMap::from([
+            ("pending", 0),
+            ("running", 0),
+            ("done", 0),
+            ("lost", 0),
+        ]);
+        for node in &self.config.nodes {
+            let statuses: Vec<PairStatus> = state
+                .pairs
+                .values()
+                .filter_map(|nodes| nodes.get(node).map(|p| p.status))
+                .collect();
+            let label = if statuses.contains(&PairStatus::Lost) {
+                "lost"
+            } else if statuses
+                .iter()
+                .all(|s| matches!(s, PairStatus::Complete | PairStatus::TimedOut))
+            {
+                "done"
+            } else if statuses.iter().any(|s| *s != PairStatus::Pending)
+                || state.heartbeats.contains_key(node)
+            {
+                "running"
+            } else {
+                "pending"
+            };
+            *counts.get_mut(label).expect("every label is counted") += 1;
+        }
+        for (label, count) in counts {
+            self.metrics
+                .nodes
+                .get_or_create(&StateLabel {
+                    state: label.to_owned(),
+                })
+                .set(count);
+        }
+    }
+
+    /// The status document operators see, as of now.
+    pub fn status_document(&self) -> StatusDocument {
+        self.state.lock().unwrap().document(&self.config.run_id)
+    }
+}
