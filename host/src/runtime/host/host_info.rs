@@ -174,6 +174,11 @@ impl host_info::Host for RunState {
         self.require_host_info()?;
         Ok(std::env::var_os("TZ").map(|tz| tz.to_string_lossy().into_owned()))
     }
+
+    fn ethtool(&mut self, name: String) -> wasmtime::Result<host_info::EthtoolInfo> {
+        self.require_host_info()?;
+        Ok(super::ethtool::ethtool_info(&name))
+    }
 }
 
 /// Symlinks followed while resolving one path, as Linux's `MAXSYMLINKS`.

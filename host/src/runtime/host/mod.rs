@@ -1,6 +1,7 @@
 //! The host side of each interface a plugin imports, one module per interface, all implemented
 //! on [`super::state::RunState`].
 
+pub mod ethtool;
 pub mod host_fs;
 pub mod host_info;
 pub mod output;
