@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Makes (once) an LVM volume group on a loop device, so that the comparison with Ansible has a
+# volume group, a logical volume and a physical volume to compare; prints what it did.
+# Usage: tests/ansible/lvm-loop.sh [up|down]
+# The backing file lives in target/. Where loop devices or LVM are not allowed (an unprivileged
+# container), it says so and exits 0: the comparison then runs without a volume group, and
+# ansible_lvm is compared as the empty lists both report.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export PATH="$PATH:/usr/sbin:/sbin"
+
+vg=factbuoy_ci
+image="$PWD/target/lvm-loop.img"
+
+attached() { losetup -j "$image" 2>/dev/null | cut -d: -f1 | head -n1; }
+
+case "${1:-up}" in
+up)
+  if vgs "$vg" >/dev/null 2>&1; then
+    echo "lvm-loop: volume group $vg is already there"
+    exit 0
+  fi
+  mkdir -p target
+  truncate -s 64M "$image" || { echo "lvm-loop: cannot create $image; no LVM volume"; exit 0; }
+  device="$(attached)"
+  if [ -z "$device" ] && ! device="$(losetup --find --show "$image" 2>&1)"; then
+    echo "lvm-loop: this machine does not allow loop devices ($device); no LVM volume"
+    exit 0
+  fi
+  # No device-mapper in some kernels and containers: the volume is created without being
+  # activated (which needs device-mapper), and with no zeroing (which needs activation).
+  if ! out="$(pvcreate -y "$device" 2>&1 && vgcreate "$vg" "$device" 2>&1 &&
+              lvcreate -y --activate n --zero n -L 20M -n data "$vg" 2>&1)"; then
+    echo "lvm-loop: LVM refused on $device: $out"
+    losetup -d "$device" 2>/dev/null
+    exit 0
+  fi
+  echo "lvm-loop: volume group $vg with logical volume data on $device"
+  ;;
+down)
+  vgremove -y "$vg" >/dev/null 2>&1
+  device="$(attached)"
+  if [ -n "$device" ]; then
+    pvremove -y "$device" >/dev/null 2>&1
+    losetup -d "$device"
+  fi
+  rm -f "$image"
+  ;;
+esac
