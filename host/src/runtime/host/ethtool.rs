@@ -33,6 +33,13 @@ const MAX_FEATURES: u32 = 4096;
 
 nix::ioctl_readwrite_bad!(siocethtool, libc::SIOCETHTOOL, libc::ifreq);
 
+/// What the kernel reads and writes through `ifru_data`: the command structure itself, so that
+/// a `Vec` (a pointer to it) cannot be passed by mistake.
+trait CommandData {}
+impl CommandData for [u32] {}
+impl CommandData for SsetInfo {}
+impl CommandData for TsInfo {}
+
 /// `struct ethtool_sset_info` asking for one string set.
 #[repr(C)]
 struct SsetInfo {
@@ -95,7 +102,7 @@ impl<'a> Request<'a> {
     }
 
     /// Sends one ethtool command; `data` is the command's structure, starting with its `cmd`.
-    fn call<T: ?Sized>(&self, data: &mut T, what: &str) -> Result<(), EthtoolError> {
+    fn call<T: CommandData + ?Sized>(&self, data: &mut T, what: &str) -> Result<(), EthtoolError> {
         // SAFETY: an all-zero ifreq is valid; the name fits (checked in `open`) and stays
         // NUL-terminated; `ifru_data` points to `data`, which outlives the call and is as large
         // as the command's structure, whose size the kernel reads from the command's own fields.
@@ -129,7 +136,7 @@ impl<'a> Request<'a> {
         let mut data = vec![0u32; 2 + 4 * blocks];
         data[0] = ETHTOOL_GFEATURES;
         data[1] = blocks as u32;
-        self.call(&mut data, "reading the features")?;
+        self.call(data.as_mut_slice(), "reading the features")?;
         let bit = |block_field: usize, index: usize| {
             data[2 + 4 * (index / 32) + block_field] & (1 << (index % 32)) != 0
         };
@@ -177,7 +184,7 @@ impl<'a> Request<'a> {
         // struct ethtool_gstrings: cmd, string_set, len, then the strings.
         let mut data = vec![0u32; 3 + words * count as usize];
         data[..3].copy_from_slice(&[ETHTOOL_GSTRINGS, ETH_SS_FEATURES, count]);
-        self.call(&mut data, "reading the feature names")?;
+        self.call(data.as_mut_slice(), "reading the feature names")?;
         let bytes: Vec<u8> = data[3..].iter().flat_map(|w| w.to_ne_bytes()).collect();
         Ok(bytes
             .chunks(ETH_GSTRING_LEN)
