@@ -39,6 +39,15 @@ fn facts(ctx: &Ctx) -> Value {
     let mut lvs = Map::new();
     let mut pvs: Vec<(String, Value)> = Vec::new();
     for vg in &groups {
+        let devices: Vec<Option<String>> = vg
+            .physical_volumes
+            .iter()
+            .map(|pv| pv_device(ctx, &pv.id, &pv.device_hint))
+            .collect();
+        // The tools find a group on its disks: without any of them, a backup is history.
+        if devices.iter().all(Option::is_none) {
+            continue;
+        }
         let size = |extents: u64| lvm::gib(extents * vg.extent_bytes);
         vgs.insert(
             vg.name.clone(),
@@ -57,9 +66,10 @@ fn facts(ctx: &Ctx) -> Value {
                 json!({ "size_g": size(lv.extents), "vg": vg.name }),
             );
         }
-        for pv in &vg.physical_volumes {
+        for (pv, device) in vg.physical_volumes.iter().zip(devices) {
             pvs.push((
-                device_name(ctx, &pv.id, &pv.device_hint),
+                // How `pvs` names a physical volume it did not find.
+                device.unwrap_or_else(|| "[unknown]".into()),
                 json!({
                     "size_g": size(pv.extents),
                     "free_g": size(pv.free_extents),
@@ -69,20 +79,18 @@ fn facts(ctx: &Ctx) -> Value {
         }
     }
     pvs.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut facts = Map::new();
-    if ctx.find_bin("lvs").is_some() {
-        facts.insert("lvs".into(), lvs.into());
-    } else {
-        facts.insert("lvs".into(), Map::new().into());
-    }
-    let pvs: Map<String, Value> = if ctx.find_bin("pvs").is_some() {
-        pvs.into_iter().collect()
-    } else {
-        Map::new()
+    // Each listing only from its own program, as Ansible asks for each.
+    let listing = |program: &str, map: Map<String, Value>| -> Value {
+        match ctx.find_bin(program) {
+            Some(_) => map.into(),
+            None => Map::new().into(),
+        }
     };
-    facts.insert("vgs".into(), vgs.into());
-    facts.insert("pvs".into(), pvs.into());
-    facts.into()
+    json!({
+        "vgs": vgs,
+        "lvs": listing("lvs", lvs),
+        "pvs": listing("pvs", pvs.into_iter().collect()),
+    })
 }
 
 /// The real user of the factbuoy process is root (Ansible's `os.getuid() == 0`).
@@ -95,28 +103,50 @@ fn is_root(ctx: &Ctx) -> bool {
         == Some("0")
 }
 
-/// The device a PV is on now, named as `pvs` names it: udev's `lvm-pv-uuid-<id>` link finds
-/// it, else the device recorded with the metadata. A device-mapper device (`dm-3`) is named
-/// by its `/dev/mapper` name, as Ansible renames it with `dmsetup`.
-fn device_name(ctx: &Ctx, id: &str, hint: &str) -> String {
-    let kernel_name = ctx
+/// The device a PV is on now, named as `pvs` names it, or `None` when it is not there: udev's
+/// `lvm-pv-uuid-<id>` link finds it, else the device recorded with the metadata, which must
+/// exist with a size (a detached loop device has none). A device-mapper device (`dm-3`) is
+/// named by its `/dev/mapper` name, as Ansible renames it with `dmsetup`.
+fn pv_device(ctx: &Ctx, id: &str, hint: &str) -> Option<String> {
+    let kernel_name = match ctx
         .fs
         .read_link(&format!("/dev/disk/by-id/lvm-pv-uuid-{id}"))
-        .map(|target| basename(&target).to_owned())
-        .ok();
-    let kernel_name = match kernel_name {
-        Some(name) => name,
-        None => match hint.strip_prefix("/dev/") {
-            Some(name) if name.starts_with("dm-") => name.to_owned(),
-            _ => return hint.to_owned(),
+    {
+        Ok(target) => basename(&target).to_owned(),
+        Err(_) => match hint.strip_prefix("/dev/mapper/") {
+            Some(mapper) => dm_device(ctx, mapper)?,
+            None => basename(hint).to_owned(),
         },
     };
-    if kernel_name.starts_with("dm-")
-        && let Some(name) = ctx
-            .read(&format!("/sys/block/{kernel_name}/dm/name"))
-            .filter(|n| !n.is_empty())
-    {
-        return format!("/dev/mapper/{name}");
+    let sectors = ctx
+        .fs
+        .read_optional(&format!("/sys/class/block/{kernel_name}/size"))
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or(0);
+    if sectors == 0 {
+        return None;
     }
-    format!("/dev/{kernel_name}")
+    if kernel_name.starts_with("dm-")
+        && let Some(name) = dm_name(ctx, &kernel_name)
+    {
+        return Some(format!("/dev/mapper/{name}"));
+    }
+    Some(format!("/dev/{kernel_name}"))
+}
+
+/// The device-mapper name of `dm-N`.
+fn dm_name(ctx: &Ctx, kernel_name: &str) -> Option<String> {
+    ctx.fs
+        .read_optional(&format!("/sys/block/{kernel_name}/dm/name"))
+        .filter(|n| !n.is_empty())
+}
+
+/// The `dm-N` device of a device-mapper name.
+fn dm_device(ctx: &Ctx, name: &str) -> Option<String> {
+    ctx.fs
+        .read_dir("/sys/block")
+        .ok()?
+        .into_iter()
+        .filter(|device| device.starts_with("dm-"))
+        .find(|device| dm_name(ctx, device).as_deref() == Some(name))
 }
