@@ -186,6 +186,8 @@ mod tests {
         ];
         let lines = features_listing(&features);
         let text: Vec<String> = lines.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        // Two checksum features: the flag, then each indented. One scatter-gather feature:
+        // shown under the flag's name. No segmentation feature: the flag alone, off.
         assert_eq!(
             text[..6],
             [
@@ -194,7 +196,7 @@ mod tests {
                 "\ttx-checksum-ipv4: off [fixed]",
                 "\ttx-checksum-ip-generic: on",
                 "scatter-gather: on",
-                "\ttx-scatter-gather: on",
+                "tcp-segmentation-offload: off",
             ]
         );
         assert!(text.contains(&"generic-receive-offload: off [requested on]".to_owned()));

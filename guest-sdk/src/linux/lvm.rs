@@ -456,6 +456,60 @@ vg0 {
         assert_eq!((pv.extents, pv.free_extents), (24, 13));
     }
 
+    /// Made by the real LVM tools (`testdata/lvm/make.sh`): the metadata and what `vgs`, `lvs`
+    /// and `pvs` printed for it.
+    #[test]
+    fn sizes_equal_what_the_lvm_tools_printed() {
+        let testdata = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/lvm");
+        let read = |name: &str| std::fs::read_to_string(format!("{testdata}/{name}")).unwrap();
+        let rows = |name: &str| -> Vec<Vec<String>> {
+            read(name)
+                .lines()
+                .map(|l| l.trim().split(',').map(str::to_owned).collect())
+                .collect()
+        };
+        let vg = VolumeGroup::parse(&read("fixture.vg")).unwrap();
+        let size = |extents: u64| gib(extents * vg.extent_bytes);
+
+        let vgs = &rows("fixture.vgs")[0];
+        let counts = (
+            vg.physical_volumes.len().to_string(),
+            vg.logical_volumes.len().to_string(),
+        );
+        assert_eq!(
+            (vgs[0].as_str(), &counts.0, &counts.1),
+            ("fixture", &vgs[1], &vgs[2])
+        );
+        assert_eq!(
+            (size(vg.extents()), size(vg.free_extents())),
+            (vgs[5].clone(), vgs[6].clone())
+        );
+
+        let mut lvs: Vec<(String, String)> = vg
+            .logical_volumes
+            .iter()
+            .map(|lv| (lv.name.clone(), size(lv.extents)))
+            .collect();
+        lvs.sort();
+        let printed: Vec<(String, String)> = rows("fixture.lvs")
+            .into_iter()
+            .map(|r| (r[0].clone(), r[3].clone()))
+            .collect();
+        assert_eq!(lvs, printed);
+
+        for row in rows("fixture.pvs") {
+            let pv = vg
+                .physical_volumes
+                .iter()
+                .find(|pv| pv.id == row[6])
+                .unwrap();
+            assert_eq!(
+                (size(pv.extents), size(pv.free_extents)),
+                (row[4].clone(), row[5].clone())
+            );
+        }
+    }
+
     #[test]
     fn gib_rounds_like_printf() {
         assert_eq!(gib(0), "0");
