@@ -370,3 +370,145 @@ fn debians_release_is_cut_from_dpkgs_status_as_ansible_cuts_it() {
     assert_eq!(expected, "bullseye");
     assert_eq!(release(root), expected);
 }
+
+/// In a pod without `hostNetwork`, the node's interfaces are listed from its `/sys` but are
+/// not in the agent's network namespace: their ethtool facts are left out, with a warning
+/// that says why. `unshare -n` makes that situation (a new namespace, the same `/sys`).
+#[test]
+fn interfaces_outside_the_network_namespace_are_named_in_a_warning() {
+    if find_program("ethtool").is_none() {
+        eprintln!("skipped: without ethtool there are no ethtool facts to miss");
+        return;
+    }
+    let output = Command::new("unshare")
+        .args(["-n", env!("CARGO_BIN_EXE_factbuoy")])
+        .args(["plugin", "run", "setup", "-o", "json"])
+        .args(["-p", "gather_subset=!all,!min,network"])
+        .env("FACTBUOY_CACHE_DIR", support::cache_dir())
+        .output()
+        .expect("running unshare");
+    if !output.status.success() && output.stdout.is_empty() {
+        eprintln!(
+            "skipped: this machine does not allow a network namespace (unshare -n): {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        return;
+    }
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let facts: Value = report["artifacts"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["name"] == "ansible_facts.json"))
+        .map(|a| match &a["content"] {
+            Value::String(text) => serde_json::from_str(text).unwrap(),
+            other => other.clone(),
+        })
+        .unwrap();
+    let warnings = report["warnings"].to_string();
+    let mut outside = 0;
+    for name in facts["ansible_interfaces"].as_array().unwrap() {
+        let name = name.as_str().unwrap();
+        let fact = &facts[format!("ansible_{}", name.replace('-', "_"))];
+        // Every namespace has its own `lo`.
+        if name == "lo" {
+            assert!(fact["features"].is_object(), "{fact}");
+            continue;
+        }
+        outside += 1;
+        assert!(fact.get("features").is_none(), "{name}: {fact}");
+        assert!(fact.get("timestamping").is_none(), "{name}: {fact}");
+        assert!(
+            warnings.contains(&format!("{name} is not in factbuoy's network namespace")),
+            "{warnings}"
+        );
+        assert!(warnings.contains("hostNetwork"), "{warnings}");
+    }
+    if outside == 0 {
+        eprintln!("note: this machine has no interface but lo; nothing was outside");
+    }
+}
+
+/// LVM below a host root, from the metadata and listings the real LVM tools made
+/// (`guest-sdk/testdata/lvm`): one of the group's two disks is there, the other is not, as
+/// `pvs` shows a group with a missing disk; a backup with no disk at all is left out, and one
+/// `vgremove` left behind leaves only its orphan disks.
+#[test]
+fn lvm_below_a_root_counts_only_the_disks_that_are_there() {
+    let testdata = support::workspace().join("guest-sdk/testdata/lvm");
+    let read = |name: &str| std::fs::read_to_string(testdata.join(name)).unwrap();
+    let rows = |name: &str| -> Vec<Vec<String>> {
+        read(name)
+            .lines()
+            .map(|l| l.trim().split(',').map(str::to_owned).collect())
+            .collect()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let put = |path: &str, content: &str| {
+        let full = root.join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::write(full, content).unwrap();
+    };
+    put("/etc/lvm/backup/fixture", &read("fixture.vg"));
+    // The same group renamed, on disks that are all gone.
+    put(
+        "/etc/lvm/backup/gone",
+        &read("fixture.vg")
+            .replacen("fixture {", "gone {", 1)
+            .replace("/dev/loop", "/dev/vanished"),
+    );
+    // A group `vgremove` removed (LVM leaves its last backup): of its disks, one is still
+    // there, an orphan that `pvs` lists whole and free; the other is gone.
+    let description = read("fixture.vg")
+        .lines()
+        .find(|l| l.starts_with("description = "))
+        .unwrap()
+        .to_owned();
+    put(
+        "/etc/lvm/backup/old",
+        &read("fixture.vg")
+            .replacen("fixture {", "old {", 1)
+            .replace(
+                &description,
+                "description = \"Created *after* executing 'vgremove -y old'\"",
+            )
+            .replace("QIU6iD", "OLDiD1")
+            .replace("cUELh8", "OLDiD2")
+            .replace("/dev/loop1", "/dev/loop9")
+            .replace("/dev/loop2", "/dev/vanished2"),
+    );
+    put("/sys/class/block/loop9/size", "131072\n");
+    for program in ["vgs", "lvs", "pvs"] {
+        put(&format!("/usr/sbin/{program}"), "");
+    }
+    put("/proc/self/status", "Name:\tfactbuoy\nUid:\t0\t0\t0\t0\n");
+    // The first disk of the backup (its `device` hint) is there, the second is not.
+    let pvs = rows("fixture.pvs");
+    let first = pvs[0][0].trim_start_matches("/dev/");
+    put(&format!("/sys/class/block/{first}/size"), "81920\n");
+
+    let (code, report, facts) = run_setup(&[
+        "--root",
+        root.to_str().unwrap(),
+        "-p",
+        "gather_subset=!all,!min,hardware",
+    ]);
+    assert_eq!(code, 0, "{report}");
+    let vgs = &rows("fixture.vgs")[0];
+    let mut lvs = Map::new();
+    for lv in rows("fixture.lvs") {
+        lvs.insert(lv[0].clone(), json!({"size_g": lv[3], "vg": "fixture"}));
+    }
+    let pv = |row: &Vec<String>| json!({"size_g": row[4], "free_g": row[5], "vg": "fixture"});
+    assert_eq!(
+        facts["ansible_lvm"],
+        json!({
+            "vgs": {"fixture": {"size_g": vgs[5], "free_g": vgs[6], "num_lvs": vgs[2], "num_pvs": vgs[1]}},
+            "lvs": lvs,
+            "pvs": {
+                pvs[0][0].clone(): pv(&pvs[0]),
+                "[unknown]": pv(&pvs[1]),
+                "/dev/loop9": {"size_g": "0.06", "free_g": "0.06", "vg": ""},
+            },
+        })
+    );
+}

@@ -79,6 +79,9 @@ impl Section {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VolumeGroup {
     pub name: String,
+    /// The command whose change the metadata records (`vgcreate vg0 /dev/sdb`), from the
+    /// `Created *after* executing '...'` description the tools write.
+    pub written_by: String,
     /// Extent size in bytes.
     pub extent_bytes: u64,
     pub physical_volumes: Vec<PhysicalVolume>,
@@ -159,12 +162,27 @@ impl VolumeGroup {
                 }
             })
             .collect();
+        let written_by = root
+            .str("description")
+            .and_then(|d| d.split_once(" executing '"))
+            .map(|(_, command)| command.trim_end_matches('\'').to_owned())
+            .unwrap_or_default();
         Ok(VolumeGroup {
             name: name.to_owned(),
+            written_by,
             extent_bytes: extent_sectors as u64 * 512,
             physical_volumes,
             logical_volumes,
         })
+    }
+
+    /// `vgremove` leaves the group's last backup behind (LVM 2.03 writes it once more after
+    /// removing the logical volumes): the group is gone, its PVs are orphans.
+    pub fn removed(&self) -> bool {
+        self.written_by
+            .split_whitespace()
+            .next()
+            .is_some_and(|program| program.rsplit('/').next() == Some("vgremove"))
     }
 
     pub fn extents(&self) -> u64 {
@@ -440,6 +458,10 @@ vg0 {
     fn sizes_as_the_lvm_tools_count_them() {
         let vg = VolumeGroup::parse(BACKUP).unwrap();
         assert_eq!(vg.name, "vg0");
+        assert_eq!(vg.written_by, "lvcreate -L 40M -n data vg0");
+        assert!(!vg.removed());
+        let removed = BACKUP.replace("'lvcreate -L 40M -n data vg0'", "'vgremove -y vg0'");
+        assert!(VolumeGroup::parse(&removed).unwrap().removed());
         assert_eq!(vg.extent_bytes, 4 << 20);
         assert_eq!(vg.extents(), 24);
         assert_eq!(vg.free_extents(), 13);

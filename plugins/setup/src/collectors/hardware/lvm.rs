@@ -34,15 +34,34 @@ fn facts(ctx: &Ctx) -> Value {
         .collect();
     // The order the tools print in, so that Ansible's last-wins keys come out the same.
     groups.sort_by(|a, b| a.name.cmp(&b.name));
+    let (removed, groups): (Vec<VolumeGroup>, Vec<VolumeGroup>) =
+        groups.into_iter().partition(VolumeGroup::removed);
 
     let mut vgs = Map::new();
     let mut lvs = Map::new();
     let mut pvs: Vec<(String, Value)> = Vec::new();
+    // A removed group's disks that no group took since are orphans, which `pvs` lists whole
+    // and free.
+    let in_groups: Vec<&str> = groups
+        .iter()
+        .flat_map(|vg| vg.physical_volumes.iter().map(|pv| pv.id.as_str()))
+        .collect();
+    for pv in removed.iter().flat_map(|vg| &vg.physical_volumes) {
+        if in_groups.contains(&pv.id.as_str()) {
+            continue;
+        }
+        if let Some((name, bytes)) = pv_device(ctx, &pv.id, &pv.device_hint)
+            && !wiped(ctx, &name)
+        {
+            let size = lvm::gib(bytes);
+            pvs.push((name, json!({ "size_g": size, "free_g": size, "vg": "" })));
+        }
+    }
     for vg in &groups {
         let devices: Vec<Option<String>> = vg
             .physical_volumes
             .iter()
-            .map(|pv| pv_device(ctx, &pv.id, &pv.device_hint))
+            .map(|pv| pv_device(ctx, &pv.id, &pv.device_hint).map(|(name, _)| name))
             .collect();
         // The tools find a group on its disks: without any of them, a backup is history.
         if devices.iter().all(Option::is_none) {
@@ -103,11 +122,11 @@ fn is_root(ctx: &Ctx) -> bool {
         == Some("0")
 }
 
-/// The device a PV is on now, named as `pvs` names it, or `None` when it is not there: udev's
-/// `lvm-pv-uuid-<id>` link finds it, else the device recorded with the metadata, which must
-/// exist with a size (a detached loop device has none). A device-mapper device (`dm-3`) is
-/// named by its `/dev/mapper` name, as Ansible renames it with `dmsetup`.
-fn pv_device(ctx: &Ctx, id: &str, hint: &str) -> Option<String> {
+/// The device a PV is on now, named as `pvs` names it, with its size in bytes, or `None` when
+/// it is not there: udev's `lvm-pv-uuid-<id>` link finds it, else the device recorded with the
+/// metadata, which must exist with a size (a detached loop device has none). A device-mapper
+/// device (`dm-3`) is named by its `/dev/mapper` name, as Ansible renames it with `dmsetup`.
+fn pv_device(ctx: &Ctx, id: &str, hint: &str) -> Option<(String, u64)> {
     let kernel_name = match ctx
         .fs
         .read_link(&format!("/dev/disk/by-id/lvm-pv-uuid-{id}"))
@@ -126,12 +145,29 @@ fn pv_device(ctx: &Ctx, id: &str, hint: &str) -> Option<String> {
     if sectors == 0 {
         return None;
     }
-    if kernel_name.starts_with("dm-")
-        && let Some(name) = dm_name(ctx, &kernel_name)
-    {
-        return Some(format!("/dev/mapper/{name}"));
-    }
-    Some(format!("/dev/{kernel_name}"))
+    let name = match dm_name(ctx, &kernel_name).filter(|_| kernel_name.starts_with("dm-")) {
+        Some(mapper) => format!("/dev/mapper/{mapper}"),
+        None => format!("/dev/{kernel_name}"),
+    };
+    Some((name, sectors * 512))
+}
+
+/// udev's database says the device holds no PV label any more (`pvremove`). Without udev
+/// (a container) there is no telling, and the label is taken to be there.
+fn wiped(ctx: &Ctx, device: &str) -> bool {
+    let kernel_name = match device.strip_prefix("/dev/mapper/") {
+        Some(mapper) => dm_device(ctx, mapper),
+        None => device.strip_prefix("/dev/").map(str::to_owned),
+    };
+    let Some(number) = kernel_name.and_then(|name| {
+        ctx.fs
+            .read_optional(&format!("/sys/class/block/{name}/dev"))
+    }) else {
+        return false;
+    };
+    ctx.fs
+        .read_optional(&format!("/run/udev/data/b{number}"))
+        .is_some_and(|data| !data.lines().any(|l| l == "E:ID_FS_TYPE=LVM2_member"))
 }
 
 /// The device-mapper name of `dm-N`.
