@@ -512,3 +512,34 @@ fn lvm_below_a_root_counts_only_the_disks_that_are_there() {
         })
     );
 }
+
+/// Without `/sys/devices/virtual/dmi/id`, Ansible runs `dmidecode -s`: its output without
+/// comment lines when it succeeds, `NA` when it fails or is not installed. The plugin cannot
+/// run it and reports `NA`, which is right wherever dmidecode fails too: on a kernel without
+/// DMI in sysfs it can only scan `/dev/mem`, which a VM without SMBIOS (or a container) lacks.
+/// On a machine where dmidecode answers nonetheless, this test fails, as it should: the facts
+/// then differ from Ansible's.
+#[test]
+fn dmi_facts_without_sysfs_are_what_dmidecode_gives_ansible() {
+    if Path::new("/sys/devices/virtual/dmi/id/product_name").exists() {
+        eprintln!("skipped: this machine has DMI in sysfs, which both read (compare.sh compares)");
+        return;
+    }
+    let (code, report, facts) = run_setup(&["-p", "gather_subset=!all,!min,hardware"]);
+    assert_eq!(code, 0, "{report}");
+    for (fact, keyword) in [
+        ("ansible_system_vendor", "system-manufacturer"),
+        ("ansible_product_name", "system-product-name"),
+        ("ansible_bios_version", "bios-version"),
+    ] {
+        let expected = find_program("dmidecode")
+            .and_then(|dmidecode| output_of(None, &dmidecode, &["-s", keyword]))
+            .map(|out| {
+                out.lines()
+                    .filter(|l| !l.starts_with('#'))
+                    .collect::<String>()
+            })
+            .unwrap_or_else(|| "NA".into());
+        assert_eq!(facts[fact], expected, "{fact}");
+    }
+}

@@ -243,7 +243,7 @@ impl Ethtool {
             .and_then(|bytes| ethtool::program_version(&bytes));
         let kernel = ctx.fact_str("kernel").and_then(kernel_version);
         let names_only = match (version, kernel) {
-            (Some(program), Some(kernel)) => program >= (5, 7) && kernel >= (5, 7),
+            (Some(program), Some(kernel)) => prints_names_only(program, kernel),
             _ => {
                 ctx.warn(format!(
                     "network: cannot tell the version of {program} or of the kernel; \
@@ -309,6 +309,11 @@ fn ethtool_failed(ctx: &Ctx, device: &str, error: &EthtoolError) {
         )),
         EthtoolError::Io(message) => ctx.warn(format!("network: ethtool data: {message}")),
     }
+}
+
+/// Whether ethtool `program` on `kernel` prints time stamping over netlink, without flag names.
+fn prints_names_only(program: (u32, u32), kernel: (u32, u32)) -> bool {
+    program >= (5, 7) && kernel >= (5, 7)
 }
 
 /// `6.1.0-18-amd64` -> (6, 1).
@@ -527,4 +532,23 @@ fn locally_reachable(ctx: &Ctx) -> Value {
         }
     }
     json!({ "ipv4": v4, "ipv6": v6 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn which_ethtool_prints_time_stamping_flag_names() {
+        assert_eq!(kernel_version("6.1.0-18-amd64"), Some((6, 1)));
+        assert_eq!(kernel_version("5.4.0"), Some((5, 4)));
+        assert_eq!(kernel_version("6.18.44-fc-v782"), Some((6, 18)));
+        assert_eq!(kernel_version("weird"), None);
+        // Debian 12: ethtool 6.1 on Linux 6.1, netlink.
+        assert!(prints_names_only((6, 1), (6, 1)));
+        // Ubuntu 20.04: ethtool 5.4, the ioctl and its labels.
+        assert!(!prints_names_only((5, 4), (5, 15)));
+        // A new ethtool on a kernel without TSINFO_GET falls back to the ioctl.
+        assert!(!prints_names_only((6, 1), (5, 4)));
+    }
 }
