@@ -1,6 +1,7 @@
 //! Block devices from `/sys/block` and their links in `/dev/disk/by-*` (`devices`,
 //! `device_links`); the controller of each, as `lspci` names it, from sysfs and `pci.ids`.
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use factbuoy_guest::hostfs::basename;
@@ -34,7 +35,8 @@ pub fn collect(ctx: &mut Ctx) {
         .collect();
     ctx.set("device_links", links_json);
 
-    let pci_ids = pci_ids(ctx);
+    // Read when a disk on a PCI device needs it: the database is over a megabyte.
+    let pci_ids = OnceCell::new();
     let mut devices = Map::new();
     for block in block_devices {
         let sysdir = match ctx.fs.read_link(&format!("/sys/block/{block}")) {
@@ -108,7 +110,7 @@ pub fn collect(ctx: &mut Ctx) {
         d.insert("sectors".into(), sectors.into());
         let bytes = sectors as f64 * sectorsize.parse::<f64>().unwrap_or(512.0);
         d.insert("size".into(), bytes_to_human(bytes).into());
-        d.insert("host".into(), host(ctx, pci_ids.as_deref(), &sysdir).into());
+        d.insert("host".into(), host(ctx, &pci_ids, &sysdir).into());
         d.insert("holders".into(), holders(ctx, &sysdir).into());
         devices.insert(diskname, d.into());
     }
@@ -127,8 +129,11 @@ fn pci_ids(ctx: &Ctx) -> Option<String> {
 }
 
 /// What `lspci -D` prints for the PCI device the block device hangs off, after its address.
-fn host(ctx: &Ctx, pci_ids: Option<&str>, sysdir: &str) -> String {
-    let (Some(ids), Some(address)) = (pci_ids, pci::address_in_path(sysdir)) else {
+fn host(ctx: &Ctx, pci_ids: &OnceCell<Option<String>>, sysdir: &str) -> String {
+    let Some(address) = pci::address_in_path(sysdir) else {
+        return String::new();
+    };
+    let Some(ids) = pci_ids.get_or_init(|| self::pci_ids(ctx)) else {
         return String::new();
     };
     match PciDevice::read(&ctx.fs, &format!("/sys/bus/pci/devices/{address}")) {
