@@ -6,7 +6,7 @@
 # container), it says so and exits 0: the comparison then runs without a volume group, and
 # ansible_lvm is compared as the empty lists both report.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 export PATH="$PATH:/usr/sbin:/sbin"
 # The tools complain about every descriptor they inherit (cargo's, CI's).
 export LVM_SUPPRESS_FD_WARNINGS=1

@@ -24,7 +24,7 @@ lvcreate "${nodm[@]}" -y --activate n --zero n -L 12M -n linear fixture >/dev/nu
 lvcreate "${nodm[@]}" -y --activate n --zero n -i 2 -L 16M -n striped fixture >/dev/null 2>&1
 lvcreate "${nodm[@]}" -y --activate n --zero n -L 32M -n spanning fixture >/dev/null 2>&1
 vgcfgbackup -f fixture.vg fixture >/dev/null 2>&1
-options=(--noheadings --nosuffix --units g --separator ,)
+options=(--noheadings --nosuffix --units g --separator ',')
 vgs "${options[@]}" fixture > fixture.vgs
 lvs "${options[@]}" fixture > fixture.lvs
 # The loop device names are this machine's; the test matches rows by PV UUID instead.
