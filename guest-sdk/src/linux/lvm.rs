@@ -4,22 +4,14 @@
 //! report as sizes is computed from it as LVM computes it.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 /// Where the LVM tools write each volume group's metadata after every change.
 pub const BACKUP_DIR: &str = "/etc/lvm/backup";
 
 /// Why metadata could not be read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("LVM metadata: {0}")]
 pub struct ParseError(String);
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "LVM metadata: {}", self.0)
-    }
-}
-
-impl std::error::Error for ParseError {}
 
 /// One value of the metadata's configuration syntax.
 #[derive(Debug, Clone, PartialEq)]
