@@ -12,16 +12,17 @@ use std::process::Command;
 
 use serde_json::{Map, Value, json};
 
-/// `factbuoy plugin run setup -o json` with extra arguments, optionally inside a network
-/// namespace (`ip netns exec NS`): exit code, report, facts.
-fn run_setup_in(netns: Option<&str>, args: &[&str]) -> (i32, Value, Value) {
-    let mut command = match netns {
-        Some(ns) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_factbuoy")]);
+/// `factbuoy plugin run setup -o json` with extra arguments, run through `wrapper` (`ip netns
+/// exec NS`, `unshare -n`) when there is one: exit code, report, facts.
+fn run_setup_via(wrapper: &[&str], args: &[&str]) -> (i32, Value, Value) {
+    let factbuoy = env!("CARGO_BIN_EXE_factbuoy");
+    let mut command = match wrapper.split_first() {
+        Some((program, wrapper_args)) => {
+            let mut c = Command::new(program);
+            c.args(wrapper_args).arg(factbuoy);
             c
         }
-        None => Command::new(env!("CARGO_BIN_EXE_factbuoy")),
+        None => Command::new(factbuoy),
     };
     let output = command
         .args(["plugin", "run", "setup", "-o", "json"])
@@ -47,7 +48,14 @@ fn run_setup_in(netns: Option<&str>, args: &[&str]) -> (i32, Value, Value) {
 }
 
 fn run_setup(args: &[&str]) -> (i32, Value, Value) {
-    run_setup_in(None, args)
+    run_setup_via(&[], args)
+}
+
+/// The `ip netns exec NS` prefix, or nothing.
+fn in_netns(netns: Option<&str>) -> Vec<&str> {
+    netns
+        .map(|ns| vec!["ip", "netns", "exec", ns])
+        .unwrap_or_default()
 }
 
 /// Where Ansible's `get_bin_path` finds a program: `PATH`, then the sbin directories.
@@ -59,16 +67,14 @@ fn find_program(name: &str) -> Option<String> {
         .find(|candidate| Path::new(candidate).is_file())
 }
 
-/// A program's standard output, or `None` when it failed (Ansible checks `rc == 0`).
-fn output_of(netns: Option<&str>, program: &str, args: &[&str]) -> Option<String> {
-    let output = match netns {
-        Some(ns) => Command::new("ip")
-            .args(["netns", "exec", ns, program])
-            .args(args)
-            .output(),
-        None => Command::new(program).args(args).output(),
-    }
-    .ok()?;
+/// A program's standard output, run through `wrapper` (see [`run_setup_via`]), or `None` when
+/// it failed (Ansible checks `rc == 0`).
+fn output_of(wrapper: &[&str], program: &str, args: &[&str]) -> Option<String> {
+    let (first, rest) = match wrapper.split_first() {
+        Some((first, rest)) => (*first, [rest, &[program]].concat()),
+        None => (program, Vec::new()),
+    };
+    let output = Command::new(first).args(rest).args(args).output().ok()?;
     output
         .status
         .success()
@@ -78,7 +84,7 @@ fn output_of(netns: Option<&str>, program: &str, args: &[&str]) -> Option<String
 /// What Ansible's `get_ethtool_data` makes of `ethtool -k` and `ethtool -T`.
 fn ansible_ethtool_data(netns: Option<&str>, ethtool: &str, device: &str) -> Map<String, Value> {
     let mut data = Map::new();
-    if let Some(text) = output_of(netns, ethtool, &["-k", device]) {
+    if let Some(text) = output_of(&in_netns(netns), ethtool, &["-k", device]) {
         let mut features = Map::new();
         for line in text.trim().lines() {
             if line.is_empty() || line.ends_with(':') {
@@ -91,7 +97,7 @@ fn ansible_ethtool_data(netns: Option<&str>, ethtool: &str, device: &str) -> Map
         }
         data.insert("features".into(), features.into());
     }
-    if let Some(text) = output_of(netns, ethtool, &["-T", device]) {
+    if let Some(text) = output_of(&in_netns(netns), ethtool, &["-T", device]) {
         let names = |prefix: &str| -> Vec<Value> {
             text.split(prefix)
                 .skip(1)
@@ -123,7 +129,8 @@ fn ansible_ethtool_data(netns: Option<&str>, ethtool: &str, device: &str) -> Map
 /// Every interface's ethtool facts equal what the real ethtool prints, parsed as Ansible
 /// parses it; none at all without ethtool.
 fn assert_ethtool_facts(netns: Option<&str>) -> usize {
-    let (code, report, facts) = run_setup_in(netns, &["-p", "gather_subset=!all,!min,network"]);
+    let (code, report, facts) =
+        run_setup_via(&in_netns(netns), &["-p", "gather_subset=!all,!min,network"]);
     assert_eq!(code, 0, "{report}");
     let interfaces = facts["ansible_interfaces"]
         .as_array()
@@ -203,9 +210,13 @@ fn a_veth_pair_in_a_namespace_of_its_own_matches_ethtool() {
     assert!(ns.ip(&["link", "set", "fbveth0", "up"]));
     if let Some(ethtool) = find_program("ethtool") {
         // Without transmit checksums, TCP segmentation cannot stay on: `[requested on]`.
-        let off = output_of(Some(&ns.0), &ethtool, &["-K", "fbveth0", "tx", "off"]);
+        let off = output_of(
+            &in_netns(Some(&ns.0)),
+            &ethtool,
+            &["-K", "fbveth0", "tx", "off"],
+        );
         assert!(off.is_some(), "ethtool -K fbveth0 tx off");
-        let listing = output_of(Some(&ns.0), &ethtool, &["-k", "fbveth0"]).unwrap();
+        let listing = output_of(&in_netns(Some(&ns.0)), &ethtool, &["-k", "fbveth0"]).unwrap();
         assert!(listing.contains("[requested on]"), "{listing}");
     }
     assert_eq!(assert_ethtool_facts(Some(&ns.0)), 3);
@@ -232,7 +243,7 @@ fn disk_controllers_are_what_lspci_prints() {
         let expected = match (&lspci, &address) {
             (Some(lspci), Some(address)) => {
                 compared += 1;
-                let line = output_of(None, lspci, &["-D", "-s", address]).expect("lspci");
+                let line = output_of(&[], lspci, &["-D", "-s", address]).expect("lspci");
                 line.trim_end()
                     .strip_prefix(&format!("{address} "))
                     .unwrap_or_else(|| panic!("lspci -D -s {address} printed {line:?}"))
@@ -363,7 +374,7 @@ fn debians_release_is_cut_from_dpkgs_status_as_ansible_cuts_it() {
         "{dpkg} --admindir={} --status tzdata|grep Provides|cut -f2 -d'-'",
         admindir.display()
     );
-    let expected = output_of(None, "sh", &["-c", &pipeline])
+    let expected = output_of(&[], "sh", &["-c", &pipeline])
         .unwrap()
         .trim()
         .to_owned();
@@ -380,29 +391,15 @@ fn interfaces_outside_the_network_namespace_are_named_in_a_warning() {
         eprintln!("skipped: without ethtool there are no ethtool facts to miss");
         return;
     }
-    let output = Command::new("unshare")
-        .args(["-n", env!("CARGO_BIN_EXE_factbuoy")])
-        .args(["plugin", "run", "setup", "-o", "json"])
-        .args(["-p", "gather_subset=!all,!min,network"])
-        .env("FACTBUOY_CACHE_DIR", support::cache_dir())
-        .output()
-        .expect("running unshare");
-    if !output.status.success() && output.stdout.is_empty() {
-        eprintln!(
-            "skipped: this machine does not allow a network namespace (unshare -n): {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+    if output_of(&[], "unshare", &["-n", "true"]).is_none() {
+        eprintln!("skipped: this machine does not allow a network namespace (unshare -n)");
         return;
     }
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
-    let facts: Value = report["artifacts"]
-        .as_array()
-        .and_then(|a| a.iter().find(|a| a["name"] == "ansible_facts.json"))
-        .map(|a| match &a["content"] {
-            Value::String(text) => serde_json::from_str(text).unwrap(),
-            other => other.clone(),
-        })
-        .unwrap();
+    let (code, report, facts) = run_setup_via(
+        &["unshare", "-n"],
+        &["-p", "gather_subset=!all,!min,network"],
+    );
+    assert_eq!(code, 0, "{report}");
     let warnings = report["warnings"].to_string();
     let mut outside = 0;
     for name in facts["ansible_interfaces"].as_array().unwrap() {
@@ -533,7 +530,7 @@ fn dmi_facts_without_sysfs_are_what_dmidecode_gives_ansible() {
         ("ansible_bios_version", "bios-version"),
     ] {
         let expected = find_program("dmidecode")
-            .and_then(|dmidecode| output_of(None, &dmidecode, &["-s", keyword]))
+            .and_then(|dmidecode| output_of(&[], &dmidecode, &["-s", keyword]))
             .map(|out| {
                 out.lines()
                     .filter(|l| !l.starts_with('#'))
