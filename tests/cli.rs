@@ -159,7 +159,7 @@ fn files_that_are_not_gatherers_are_rejected_by_name() {
         ),
         (
             future.as_path(),
-            "was built against factbuoy:plugin@9.0.0, but this factbuoy implements factbuoy:plugin@0.1.1",
+            "was built against factbuoy:plugin@9.0.0, but this factbuoy implements factbuoy:plugin@0.1.2",
         ),
         (
             Path::new("/nonexistent/plugin.wasm"),

@@ -84,13 +84,16 @@ fn build(workspace: &Path, target_dir: &Path, plugins: &[String]) {
         command.args(["-p", name]);
     }
     // Flags meant for the host build (coverage, sanitizers, target-cpu) must not leak into the
-    // wasm build, and the outer target selection must not override ours.
+    // wasm build, and the outer target selection must not override ours. Nor must `cargo
+    // clippy`'s driver and its `-D warnings`, which would lint the plugins as a side effect.
     for var in [
         "CARGO_ENCODED_RUSTFLAGS",
         "RUSTFLAGS",
         "CARGO_BUILD_TARGET",
         "CARGO_TARGET_DIR",
         "CARGO_BUILD_RUSTFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CLIPPY_ARGS",
     ] {
         command.env_remove(var);
     }

@@ -101,9 +101,7 @@ def deterministic_checks(ansible):
         "effective_user_id", "real_group_id", "effective_group_id", "device_links",
         "system_capabilities_enforced", "system_capabilities",
     ]]
-    # Only what Ansible reports here: a fact both leave out proves nothing.
-    checks = [c for c in top_level if c[1] in ansible]
-    checks += [
+    checks = top_level + [
         ("ansible_memory_mb.real.total", "ansible_memory_mb.real.total", None),
         ("ansible_memory_mb.swap.total", "ansible_memory_mb.swap.total", None),
         ("ansible_virtualization_tech_guest", "ansible_virtualization_tech_guest", as_set),
@@ -123,25 +121,23 @@ def deterministic_checks(ansible):
         for key in ("interface", "address", "gateway", "netmask", "network", "prefix",
                     "broadcast", "macaddress", "mtu", "type", "alias", "scope"):
             path = f"ansible_default_{family}.{key}"
-            if get(ansible, path) is not MISSING:
-                checks.append((path, path, None))
+            checks.append((path, path, None))
     for name in ansible.get("ansible_interfaces", []):
         fact = f"ansible_{name.replace('-', '_')}"
         for key in ("device", "macaddress", "mtu", "active", "type", "promisc", "module",
                     "pciid", "speed", "ipv4", "ipv4_secondaries", "interfaces", "slaves", "mode",
                     "features", "timestamping", "hw_timestamp_filters", "phc_index"):
             path = f"{fact}.{key}"
-            if get(ansible, path) is not MISSING:
-                checks.append((path, path, None))
-        if get(ansible, f"{fact}.ipv6") is not MISSING:
-            checks.append((f"{fact}.ipv6", f"{fact}.ipv6", ipv6))
+            checks.append((path, path, None))
+        checks.append((f"{fact}.ipv6", f"{fact}.ipv6", ipv6))
     for device in ansible.get("ansible_devices", {}):
         for key in ("removable", "rotational", "sectors", "sectorsize", "size", "vendor",
                     "model", "scheduler_mode", "support_discard", "virtual", "holders",
                     "partitions", "links", "serial", "wwn", "host"):
             path = f"ansible_devices.{device}.{key}"
-            if get(ansible, path) is not MISSING:
-                checks.append((path, path, None))
+            checks.append((path, path, None))
+    # Only what Ansible reports here is compared: a fact missing from both proves nothing, so
+    # it counts neither as identical nor as different. main() lists the ones left out.
     return checks
 
 
@@ -162,7 +158,9 @@ def main():
     extra = sorted(set(factbuoy) - ansible_keys)
     coverage = 100.0 * len(present) / len(ansible_keys)
 
-    checks = deterministic_checks(ansible)
+    candidates = deterministic_checks(ansible)
+    checks = [c for c in candidates if get(ansible, c[1]) is not MISSING]
+    not_reported = sorted({c[0] for c in candidates if get(ansible, c[1]) is MISSING})
     mismatches = []
     for name, path, normalise in checks:
         a, f = get(ansible, path), get(factbuoy, path)
@@ -180,6 +178,11 @@ def main():
           f"{identical:.1f} % (bar 100 %)")
     if missing:
         print(f"  keys Ansible has and factbuoy lacks: {', '.join(missing)}")
+    if not_reported:
+        listed = not_reported if args.show_values else not_reported[:8]
+        more = "" if len(listed) == len(not_reported) else ", ... (--show-values lists all)"
+        print(f"  not compared, as Ansible reports none of them here: {len(not_reported)} "
+              f"facts ({', '.join(listed)}{more})")
     if extra:
         print(f"  keys factbuoy has and Ansible lacks: {', '.join(extra)}")
     for name, a, f in mismatches:

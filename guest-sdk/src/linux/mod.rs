@@ -7,10 +7,13 @@
 
 pub mod block;
 pub mod cpu;
+pub mod ethtool;
+pub mod lvm;
 pub mod meminfo;
 pub mod mounts;
 pub mod net;
 pub mod os_release;
+pub mod pci;
 pub mod resolv_conf;
 pub mod timezone;
 pub mod virt;

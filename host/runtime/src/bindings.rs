@@ -29,7 +29,7 @@ pub use factbuoy::plugin::types::{
 };
 
 /// The contract version this host implements, as in `wit/gatherer.wit`.
-pub const CONTRACT_VERSION: &str = "0.1.1";
+pub const CONTRACT_VERSION: &str = "0.1.2";
 /// Name of the interface every plugin exports, without the version.
 pub const PLUGIN_EXPORT: &str = "factbuoy:plugin/plugin";
 

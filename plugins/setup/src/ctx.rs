@@ -22,6 +22,7 @@ pub const ROOTS: &[&str] = &[
     "/bin",
     "/sbin",
     "/var/lib/dbus",
+    "/var/lib/dpkg",
     "/dev/disk",
 ];
 

@@ -562,7 +562,7 @@ impl DistributionFiles<'_> {
                 ("distribution_version".to_owned(), Value::from(content)),
             ])),
             "SUSE" => self.parse_suse(content, path, facts),
-            "Debian" => parse_debian(self.ctx, content, path),
+            "Debian" => parse_debian(self.ctx, content, path, facts),
             "Mandriva" => parse_mandriva(content),
             "NA" => Some(parse_na(content, name, facts)),
             "Coreos" => self.parse_coreos(content),
@@ -760,6 +760,28 @@ fn parse_amazon(data: &str, path: &str) -> Option<Facts> {
     Some(out)
 }
 
+/// What Ansible's `dpkg --status tzdata|grep Provides|cut -f2 -d'-'` prints (`bookworm` from
+/// `Provides: tzdata-bookworm`), from the status database dpkg reads; `None` without dpkg.
+/// The pipeline's status is `cut`'s, so a missing package or line gives an empty release.
+fn tzdata_release(ctx: &Ctx) -> Option<String> {
+    ctx.find_bin("dpkg")?;
+    let status = ctx.read_raw(DPKG_STATUS).unwrap_or_default();
+    let stanza = status
+        .split("\n\n")
+        .find(|stanza| stanza.lines().any(|line| line == "Package: tzdata"))
+        .unwrap_or_default();
+    let lines: Vec<&str> = stanza
+        .lines()
+        .filter(|line| line.contains("Provides"))
+        // cut prints a line without the delimiter whole.
+        .map(|line| line.split('-').nth(1).unwrap_or(line))
+        .collect();
+    Some(lines.join("\n").trim().to_owned())
+}
+
+/// dpkg's database of installed packages.
+const DPKG_STATUS: &str = "/var/lib/dpkg/status";
+
 fn parse_openwrt(data: &str) -> Option<Facts> {
     if !data.contains("OpenWrt") {
         return None;
@@ -774,7 +796,7 @@ fn parse_openwrt(data: &str) -> Option<Facts> {
     Some(out)
 }
 
-fn parse_debian(ctx: &Ctx, data: &str, path: &str) -> Option<Facts> {
+fn parse_debian(ctx: &Ctx, data: &str, path: &str, collected: &Facts) -> Option<Facts> {
     let mut out = Facts::new();
     let set = |out: &mut Facts, key: &str, value: String| {
         out.insert(key.to_owned(), value.into());
@@ -784,8 +806,16 @@ fn parse_debian(ctx: &Ctx, data: &str, path: &str) -> Option<Facts> {
         if let Some(release) = capture(r"PRETTY_NAME=[^(]+ \(?([^)]+?)\)", data) {
             set(&mut out, "distribution_release", release);
         }
-        // Ansible asks dpkg for tzdata's codename when os-release has none (testing, sid);
-        // the sandbox cannot run dpkg, so the release stays as guessed.
+        // The last resort, for testing and sid, whose os-release names no release.
+        let guessed = collected
+            .get("distribution_release")
+            .and_then(Value::as_str);
+        if guessed == Some("NA")
+            && data.contains("Debian")
+            && let Some(release) = tzdata_release(ctx)
+        {
+            set(&mut out, "distribution_release", release);
+        }
         let minor = Regex::new(r"(\d+)\.(\d+)").expect("valid regex");
         for line in ctx
             .read_raw("/etc/debian_version")

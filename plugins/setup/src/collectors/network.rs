@@ -3,12 +3,14 @@
 //!
 //! `ip` is replaced by what it reads: IPv4 addresses from the host (`host_info`), IPv6
 //! addresses and routes from `/proc/net`, and the route `ip route get` would print is found
-//! with the kernel's rules (longest prefix, lowest metric, preferred source address). Ethtool
-//! features and timestamping need ioctls the sandbox does not offer; they are left out.
+//! with the kernel's rules (longest prefix, lowest metric, preferred source address).
+//! `ethtool -k` and `-T` are replaced by the host's answer to the same ioctls
+//! (`host_info::ethtool`), printed as ethtool prints them and parsed as Ansible parses that.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use factbuoy_guest::host_info;
+use factbuoy_guest::host_info::{self, EthtoolError};
+use factbuoy_guest::linux::ethtool;
 use factbuoy_guest::linux::net::{self, Inet6Address};
 use serde_json::{Map, Value, json};
 
@@ -44,12 +46,16 @@ pub fn collect(ctx: &mut Ctx) {
     let mut all_v4: Vec<String> = Vec::new();
     let mut all_v6: Vec<String> = Vec::new();
     let mut macaddress = String::new();
+    let ethtool = Ethtool::find(ctx);
     for device in ctx.list("/sys/class/net").unwrap_or_default() {
         let dir = format!("/sys/class/net/{device}");
         if !ctx.fs.is_dir(&dir) {
             continue;
         }
-        let info = device_info(ctx, &device, &dir, &mut macaddress);
+        let mut info = device_info(ctx, &device, &dir, &mut macaddress);
+        if let Some(ethtool) = &ethtool {
+            ethtool.add_data(ctx, &device, &mut info);
+        }
         set_interface(&mut interfaces, &device, info);
 
         // `ip addr show primary dev X`, then `... secondary dev X`.
@@ -217,6 +223,103 @@ fn device_info(ctx: &Ctx, device: &str, dir: &str, macaddress: &mut String) -> M
         info.insert("promisc".into(), (flags & 0x0100 > 0).into());
     }
     info
+}
+
+/// What Ansible's `get_ethtool_data` learns from the `ethtool` program, when there is one.
+struct Ethtool {
+    /// `ethtool -T` prints only kernel string names (`software-receive`), without the
+    /// `SOF_TIMESTAMPING_*` and `HWTSTAMP_FILTER_*` names Ansible looks for.
+    names_only: bool,
+}
+
+impl Ethtool {
+    /// Ansible asks ethtool only when it is installed.
+    fn find(ctx: &Ctx) -> Option<Self> {
+        let program = ctx.find_bin("ethtool")?;
+        // ethtool 5.7 and later ask the kernel's ethtool netlink family for time stamping
+        // (kernels since 5.7) and print its string names; before, the ioctl and its labels.
+        let version = ctx
+            .read_bytes(&program)
+            .and_then(|bytes| ethtool::program_version(&bytes));
+        let kernel = ctx.fact_str("kernel").and_then(kernel_version);
+        let names_only = match (version, kernel) {
+            (Some(program), Some(kernel)) => prints_names_only(program, kernel),
+            _ => {
+                ctx.warn(format!(
+                    "network: cannot tell the version of {program} or of the kernel; \
+                     assuming ethtool prints time stamping without its flag names"
+                ));
+                true
+            }
+        };
+        Some(Ethtool { names_only })
+    }
+
+    /// Adds `features`, `timestamping`, `hw_timestamp_filters` and `phc_index`.
+    fn add_data(&self, ctx: &Ctx, device: &str, info: &mut Map<String, Value>) {
+        let answer = host_info::ethtool(device);
+        match answer.features {
+            Ok(features) => {
+                let mut map = Map::new();
+                for (name, value) in ethtool::features_listing(&features) {
+                    map.insert(name.trim().replace('-', "_"), value.into());
+                }
+                info.insert("features".into(), map.into());
+            }
+            Err(e) => ethtool_failed(ctx, device, &e),
+        }
+        match answer.timestamping {
+            Ok(ts) => {
+                let lower = |names: Vec<&str>| -> Vec<String> {
+                    names.into_iter().map(str::to_lowercase).collect()
+                };
+                let (stamping, filters) = if self.names_only {
+                    (Vec::new(), Vec::new())
+                } else {
+                    (
+                        lower(ethtool::names_of_bits(
+                            ts.so_timestamping,
+                            ethtool::SOF_TIMESTAMPING,
+                        )),
+                        lower(ethtool::names_of_bits(
+                            ts.rx_filters,
+                            ethtool::HWTSTAMP_FILTERS,
+                        )),
+                    )
+                };
+                info.insert("timestamping".into(), stamping.into());
+                info.insert("hw_timestamp_filters".into(), filters.into());
+                if let Some(index) = ts.phc_index {
+                    info.insert("phc_index".into(), index.into());
+                }
+            }
+            Err(e) => ethtool_failed(ctx, device, &e),
+        }
+    }
+}
+
+/// ethtool would have failed too, and Ansible then leaves the facts out; say why when it is
+/// not simply a driver without the request.
+fn ethtool_failed(ctx: &Ctx, device: &str, error: &EthtoolError) {
+    match error {
+        EthtoolError::NotSupported(_) => {}
+        EthtoolError::NoSuchInterface(_) => ctx.warn(format!(
+            "network: {device} is not in factbuoy's network namespace (in a pod: no \
+             hostNetwork), so its ethtool features and time stamping are missing"
+        )),
+        EthtoolError::Io(message) => ctx.warn(format!("network: ethtool data: {message}")),
+    }
+}
+
+/// Whether ethtool `program` on `kernel` prints time stamping over netlink, without flag names.
+fn prints_names_only(program: (u32, u32), kernel: (u32, u32)) -> bool {
+    program >= (5, 7) && kernel >= (5, 7)
+}
+
+/// `6.1.0-18-amd64` -> (6, 1).
+fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(['.', '-']);
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
 /// The device's IPv4 addresses as `ip addr show primary` and `... secondary` list them.
@@ -429,4 +532,23 @@ fn locally_reachable(ctx: &Ctx) -> Value {
         }
     }
     json!({ "ipv4": v4, "ipv6": v6 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn which_ethtool_prints_time_stamping_flag_names() {
+        assert_eq!(kernel_version("6.1.0-18-amd64"), Some((6, 1)));
+        assert_eq!(kernel_version("5.4.0"), Some((5, 4)));
+        assert_eq!(kernel_version("6.18.44-fc-v782"), Some((6, 18)));
+        assert_eq!(kernel_version("weird"), None);
+        // Debian 12: ethtool 6.1 on Linux 6.1, netlink.
+        assert!(prints_names_only((6, 1), (6, 1)));
+        // Ubuntu 20.04: ethtool 5.4, the ioctl and its labels.
+        assert!(!prints_names_only((5, 4), (5, 15)));
+        // A new ethtool on a kernel without TSINFO_GET falls back to the ioctl.
+        assert!(!prints_names_only((6, 1), (5, 4)));
+    }
 }

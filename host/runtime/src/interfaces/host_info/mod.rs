@@ -11,6 +11,7 @@
 
 mod chroot;
 mod disks;
+mod ethtool;
 mod net;
 mod root;
 
@@ -154,5 +155,10 @@ impl host_info::Host for InstanceState {
     fn tz_variable(&mut self) -> wasmtime::Result<Option<String>> {
         self.require_host_info()?;
         Ok(std::env::var_os("TZ").map(|tz| tz.to_string_lossy().into_owned()))
+    }
+
+    fn ethtool(&mut self, name: String) -> wasmtime::Result<host_info::EthtoolInfo> {
+        self.require_host_info()?;
+        Ok(ethtool::ethtool_info(&name))
     }
 }

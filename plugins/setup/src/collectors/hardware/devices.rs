@@ -1,10 +1,12 @@
 //! Block devices from `/sys/block` and their links in `/dev/disk/by-*` (`devices`,
-//! `device_links`).
+//! `device_links`); the controller of each, as `lspci` names it, from sysfs and `pci.ids`.
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use factbuoy_guest::hostfs::basename;
 use factbuoy_guest::linux::block;
+use factbuoy_guest::linux::pci::{self, PciDevice};
 use serde_json::{Map, Value, json};
 
 use crate::ctx::Ctx;
@@ -33,6 +35,8 @@ pub fn collect(ctx: &mut Ctx) {
         .collect();
     ctx.set("device_links", links_json);
 
+    // Read when a disk on a PCI device needs it: the database is over a megabyte.
+    let pci_ids = OnceCell::new();
     let mut devices = Map::new();
     for block in block_devices {
         let sysdir = match ctx.fs.read_link(&format!("/sys/block/{block}")) {
@@ -106,12 +110,39 @@ pub fn collect(ctx: &mut Ctx) {
         d.insert("sectors".into(), sectors.into());
         let bytes = sectors as f64 * sectorsize.parse::<f64>().unwrap_or(512.0);
         d.insert("size".into(), bytes_to_human(bytes).into());
-        // Ansible fills `host` from `lspci -D`, which the sandbox cannot run.
-        d.insert("host".into(), "".into());
+        d.insert("host".into(), host(ctx, &pci_ids, &sysdir).into());
         d.insert("holders".into(), holders(ctx, &sysdir).into());
         devices.insert(diskname, d.into());
     }
     ctx.set("devices", devices);
+}
+
+/// The PCI ID database when `lspci` is installed (Ansible fills `host` from `lspci -D`, and
+/// only then); empty when there is none, as lspci then prints numbers only.
+fn pci_ids(ctx: &Ctx) -> Option<String> {
+    ctx.find_bin("lspci")?;
+    let ids = pci::PCI_IDS_PATHS
+        .iter()
+        .find(|path| ctx.fs.is_file(path))
+        .and_then(|path| ctx.read_raw(path));
+    Some(ids.unwrap_or_default())
+}
+
+/// What `lspci -D` prints for the PCI device the block device hangs off, after its address.
+fn host(ctx: &Ctx, pci_ids: &OnceCell<Option<String>>, sysdir: &str) -> String {
+    let Some(address) = pci::address_in_path(sysdir) else {
+        return String::new();
+    };
+    let Some(ids) = pci_ids.get_or_init(|| self::pci_ids(ctx)) else {
+        return String::new();
+    };
+    match PciDevice::read(&ctx.fs, &format!("/sys/bus/pci/devices/{address}")) {
+        Ok(device) => device.describe(ids),
+        Err(e) => {
+            ctx.warn(format!("devices: {e}"));
+            String::new()
+        }
+    }
 }
 
 fn opt(value: Option<String>) -> Value {

@@ -3,6 +3,7 @@
 mod cpu;
 mod devices;
 mod dmi;
+mod lvm;
 mod memory;
 mod mounts;
 
@@ -15,8 +16,7 @@ pub fn collect(ctx: &mut Ctx) {
     dmi::s390_sysinfo(ctx);
     devices::collect(ctx);
     uptime(ctx);
-    // Ansible runs vgs/lvs/pvs as root when LVM is installed; the sandbox cannot run them.
-    ctx.set("lvm", "N/A");
+    lvm::collect(ctx);
     mounts::collect(ctx);
 }
 
