@@ -28,21 +28,7 @@ fn run_setup_with_tz(args: &[&str], tz: Option<&str>) -> (i32, Value, Value) {
         command.env("TZ", tz);
     }
     let output = command.output().expect("running factbuoy");
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "factbuoy printed no JSON report ({e}); stderr: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    let facts = report["artifacts"]
-        .as_array()
-        .and_then(|a| a.iter().find(|a| a["name"] == "ansible_facts.json"))
-        .map(|a| match &a["content"] {
-            Value::String(text) => serde_json::from_str(text).unwrap(),
-            other => other.clone(),
-        })
-        .unwrap_or(Value::Null);
-    (output.status.code().unwrap_or(-1), report, facts)
+    support::setup_report(&output)
 }
 
 fn warnings(report: &Value) -> String {

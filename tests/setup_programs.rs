@@ -30,21 +30,7 @@ fn run_setup_via(wrapper: &[&str], args: &[&str]) -> (i32, Value, Value) {
         .env("FACTBUOY_CACHE_DIR", support::cache_dir())
         .output()
         .expect("running factbuoy");
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "factbuoy printed no JSON report ({e}); stderr: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    let facts = report["artifacts"]
-        .as_array()
-        .and_then(|a| a.iter().find(|a| a["name"] == "ansible_facts.json"))
-        .map(|a| match &a["content"] {
-            Value::String(text) => serde_json::from_str(text).unwrap(),
-            other => other.clone(),
-        })
-        .unwrap_or(Value::Null);
-    (output.status.code().unwrap_or(-1), report, facts)
+    support::setup_report(&output)
 }
 
 fn run_setup(args: &[&str]) -> (i32, Value, Value) {

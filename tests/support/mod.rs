@@ -25,3 +25,24 @@ pub fn cache_dir() -> PathBuf {
         .path()
         .to_owned()
 }
+
+/// The exit code, the JSON report and the `ansible_facts.json` artifact of a
+/// `factbuoy plugin run setup -o json` that has ended (`Null` when there is none).
+pub fn setup_report(output: &std::process::Output) -> (i32, serde_json::Value, serde_json::Value) {
+    use serde_json::Value;
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "factbuoy printed no JSON report ({e}); stderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    let facts = report["artifacts"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["name"] == "ansible_facts.json"))
+        .map(|a| match &a["content"] {
+            Value::String(text) => serde_json::from_str(text).unwrap(),
+            other => other.clone(),
+        })
+        .unwrap_or(Value::Null);
+    (output.status.code().unwrap_or(-1), report, facts)
+}
