@@ -697,3 +697,242 @@ fn sigkill_at_any_point_of_a_commit_or_of_packaging_tears_no_result() {
             .is_none()
     );
 }
+
+#[test]
+fn a_huge_commit_blocks_no_other_request() {
+    let scratch = tempfile::tempdir().unwrap();
+    let aggregator = Aggregator::create(&scratch.path().join("x"), &["a", "b"], &[]);
+    // An agent that uploaded 8,000 small files (the staging area as the uploads leave it,
+    // written directly: uploading them one by one through this 2-core machine's debug build
+    // takes minutes). The server reads it back when it starts again.
+    let mut aggregator = aggregator;
+    aggregator.kill();
+    let huge = Result_::new(8_000, "huge");
+    let staging = aggregator.run_dir().join("staging/hello/a");
+    std::fs::create_dir_all(&staging).unwrap();
+    for (name, bytes) in &huge.files {
+        let digest = sha256(bytes);
+        let staged = format!("{}.{}.{digest}", sha256(name.as_bytes()), bytes.len());
+        std::fs::write(staging.join(staged), bytes).unwrap();
+    }
+    aggregator.serve();
+    let manifest = huge.manifest("succeeded");
+    let committing = {
+        let credentials = aggregator.issue("agent:a");
+        let url = format!(
+            "https://{}/api/v1/results/by-node/a/hello",
+            aggregator.agent
+        );
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let answer = curl(&credentials, "PUT", &url, Some(&manifest), &[]);
+            (answer.status, answer.body, started.elapsed())
+        })
+    };
+    // While it commits, the operator's status and another agent's upload answer at once.
+    let operator = aggregator.operator_credentials();
+    let agent_b = aggregator.issue("agent:b");
+    let mut probes = Vec::new();
+    let mut i = 0;
+    while !committing.is_finished() {
+        let body = format!("probe {i}").into_bytes();
+        let started = Instant::now();
+        let status = curl(
+            &operator,
+            "GET",
+            &format!("https://{}/status", aggregator.operator),
+            None,
+            &[],
+        )
+        .status;
+        let upload = curl(
+            &agent_b,
+            "PUT",
+            &format!(
+                "https://{}/api/v1/results/by-node/b/hello/files/p{i}.txt",
+                aggregator.agent
+            ),
+            Some(&body),
+            &[format!("content-digest: {}", content_digest(&body))],
+        )
+        .status;
+        // Another pair's commit (a failed result, which later uploads may still replace).
+        let other_commit = if i == 0 {
+            let manifest = Result_ {
+                files: vec![("p0.txt".to_owned(), body.clone())],
+            }
+            .manifest("failed");
+            commit(&aggregator, "b", &manifest).status
+        } else {
+            201
+        };
+        probes.push((
+            status,
+            upload,
+            other_commit,
+            started.elapsed(),
+            committing.is_finished(),
+        ));
+        i += 1;
+    }
+    let (status, body, took) = committing.join().unwrap();
+    assert_eq!(status, 201, "{body}");
+    eprintln!("the commit took {took:?}; probes: {probes:?}");
+    let during: Vec<_> = probes.iter().filter(|p| !p.4).collect();
+    assert!(
+        during.len() >= 2,
+        "the commit ({took:?}) was too quick to probe: {probes:?}"
+    );
+    for (status, upload, other_commit, elapsed, _) in during {
+        assert_eq!((*status, *upload, *other_commit), (200, 201, 201));
+        assert!(
+            *elapsed < Duration::from_millis(1500),
+            "a status, an upload (and a commit) took {elapsed:?} during the commit ({took:?})"
+        );
+    }
+    let (_, files) = check_intact(&aggregator.run_dir(), "a").unwrap();
+    assert_eq!(files, digests(&huge));
+}
+
+/// Sends `head` and then `body` one byte a second through `openssl s_client`, and returns what
+/// came back and when.
+fn trickle(address: &str, credentials: &Path, head: &str, body: &[u8]) -> (String, Duration) {
+    let mut child = Command::new("openssl")
+        .args(["s_client", "-quiet", "-connect", address])
+        .arg("-CAfile")
+        .arg(credentials.join("ca.pem"))
+        .arg("-cert")
+        .arg(credentials.join("client.pem"))
+        .arg("-key")
+        .arg(credentials.join("client.key"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        (text, started.elapsed())
+    });
+    let _ = stdin.write_all(head.as_bytes());
+    for byte in body {
+        std::thread::sleep(Duration::from_secs(1));
+        if reader.is_finished()
+            || stdin
+                .write_all(&[*byte])
+                .and_then(|()| stdin.flush())
+                .is_err()
+        {
+            break;
+        }
+    }
+    drop(stdin);
+    let answer = reader.join().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    answer
+}
+
+#[test]
+fn progress_and_commit_bodies_sent_a_byte_a_second_are_cut_off() {
+    let scratch = tempfile::tempdir().unwrap();
+    let aggregator = Aggregator::create(
+        &scratch.path().join("x"),
+        &["a"],
+        &["--upload-grace", "2s", "--max-connections", "2"],
+    );
+    let agent = aggregator.issue("agent:a");
+    let progress = br#"{"plugin":"hello","node":"a","msg":"slowly"}"#;
+    let manifest = br#"{"outcome":"succeeded","files":[],"plugin_version":"0.1.0"}"#;
+    let requests = [
+        ("POST /api/v1/progress/by-node/a/hello", progress.as_slice()),
+        ("PUT /api/v1/results/by-node/a/hello", manifest.as_slice()),
+    ];
+    // Both at once, holding both connection slots.
+    let slow: Vec<_> = requests
+        .iter()
+        .map(|(line, body)| {
+            let head = format!(
+                "{line} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\n\r\n",
+                body.len()
+            );
+            let (agent, body, address) = (agent.clone(), body.to_vec(), aggregator.agent.clone());
+            std::thread::spawn(move || trickle(&address, &agent, &head, &body))
+        })
+        .collect();
+    for thread in slow {
+        let (answer, elapsed) = thread.join().unwrap();
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains("too slow"), "{answer}");
+        assert!(elapsed < Duration::from_secs(8), "held for {elapsed:?}");
+    }
+    // The slots are free again.
+    let answer = curl(
+        &agent,
+        "GET",
+        &format!("https://{}/api/v1/plan/by-node/a", aggregator.agent),
+        None,
+        &[],
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+}
+
+#[test]
+fn silent_connections_cannot_starve_agents_or_exhaust_descriptors() {
+    let scratch = tempfile::tempdir().unwrap();
+    // A hard limit of 256 open files, and the default cap of 10,000 connections.
+    let aggregator = Aggregator::create_wrapped(
+        &scratch.path().join("x"),
+        &["a"],
+        &[],
+        Some("ulimit -n 256"),
+    );
+    let agent = aggregator.issue("agent:a");
+    let plan = format!("https://{}/api/v1/plan/by-node/a", aggregator.agent);
+    // 600 connections that never say a word: more than the descriptors the server has.
+    let silent: Vec<TcpStream> = (0..600)
+        .map(|_| TcpStream::connect(&aggregator.agent).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    for _ in 0..3 {
+        let started = Instant::now();
+        let answer = curl(&agent, "GET", &plan, None, &[]);
+        assert_eq!(answer.status, 200, "an agent was starved: {}", answer.body);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    assert_eq!(aggregator.status()["status"], "running");
+    drop(silent);
+    let log = std::fs::read_to_string(&aggregator.stderr).unwrap();
+    assert!(
+        log.contains("instead of 10000") && log.contains("open 256 files"),
+        "no warning about the lowered cap: {log}"
+    );
+}
+
+#[test]
+fn the_soft_descriptor_limit_is_raised_to_the_hard_limit() {
+    let scratch = tempfile::tempdir().unwrap();
+    let aggregator = Aggregator::create_wrapped(
+        &scratch.path().join("x"),
+        &["a"],
+        &[],
+        Some("ulimit -S -n 256"),
+    );
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", aggregator.pid())).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(fields[3], fields[4], "{line}");
+    assert_ne!(fields[3], "256", "{line}");
+}

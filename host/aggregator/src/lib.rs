@@ -243,18 +243,21 @@ pub async fn start(run: Run, bundled: BundledComponents) -> anyhow::Result<Runni
         config,
         bundled,
     });
+    let budget = server::budget(shared.config.limits.max_connections);
     let tasks = vec![
         tokio::spawn(server::serve(
             agent_listener,
             tls.clone(),
             Listener::Agent,
             shared.clone(),
+            budget,
         )),
         tokio::spawn(server::serve(
             operator_listener,
             tls,
             Listener::Operator,
             shared.clone(),
+            budget,
         )),
         tokio::spawn(watchdog(shared.clone())),
     ];
