@@ -211,8 +211,11 @@ pub struct Storage {
     /// One lock per pair, held while a received file is put in place and while a commit builds,
     /// records and moves its tree: an upload landing in a pair's directory as a commit removes
     /// it would be lost. Pairs never wait for each other.
-    pairs: std::sync::Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>,
+    pairs: std::sync::Mutex<PairLocks>,
 }
+
+/// (plugin, node label) -> the pair's lock; only pairs the run expects get one.
+type PairLocks = HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>;
 
 /// A pair's lock, held for as long as it lives.
 pub type PairGuard = tokio::sync::OwnedMutexGuard<()>;
