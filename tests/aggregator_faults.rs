@@ -469,6 +469,19 @@ fn check_bundle(aggregator: &Aggregator, status: &serde_json::Value) {
     );
 }
 
+/// `size` bytes that do not compress.
+fn noise(size: usize) -> Vec<u8> {
+    let mut bytes = vec![0u8; size];
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    for byte in bytes.iter_mut() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        *byte = state as u8;
+    }
+    bytes
+}
+
 /// A tmpfs of `size` mounted at `at` for as long as it lives.
 struct Tmpfs(PathBuf);
 
@@ -573,16 +586,8 @@ fn a_bundle_that_does_not_fit_fails_the_run_and_leaves_no_partial() {
     let disk = Tmpfs::mount(&scratch.path().join("disk"), "12m");
     let aggregator = Aggregator::create(&disk.0.join("x"), &["a"], &[]);
     // Incompressible: the bundle needs as much room again as the result.
-    let mut noise = vec![0u8; 7 << 20];
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    for byte in noise.iter_mut() {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        *byte = state as u8;
-    }
     let result = Result_ {
-        files: vec![("noise.bin".to_owned(), noise)],
+        files: vec![("noise.bin".to_owned(), noise(7 << 20))],
     };
     assert_eq!(upload(&aggregator, "a", &result), [201]);
     assert_eq!(
@@ -607,7 +612,7 @@ fn a_bundle_that_does_not_fit_fails_the_run_and_leaves_no_partial() {
 fn sigkill_at_any_point_of_a_commit_or_of_packaging_tears_no_result() {
     let scratch = tempfile::tempdir().unwrap();
     let mut aggregator = Aggregator::create(&scratch.path().join("x"), &["a", "b"], &[]);
-    const FILES: usize = 300;
+    const FILES: usize = 200;
     const KILLS: u32 = 8;
     // How long a replacing commit takes here, to spread the kills over it.
     let first = Result_::new(FILES, "first");
@@ -650,7 +655,7 @@ fn sigkill_at_any_point_of_a_commit_or_of_packaging_tears_no_result() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(span * kill / KILLS + Duration::from_millis(15));
+        std::thread::sleep(span * 2 * kill / KILLS + Duration::from_millis(15));
         aggregator.kill();
         let _ = committing.wait();
         aggregator.serve();
@@ -673,29 +678,59 @@ fn sigkill_at_any_point_of_a_commit_or_of_packaging_tears_no_result() {
     }
     eprintln!("{took_effect} of {KILLS} killed commits had taken effect (span {span:?})");
 
-    // The last results complete the run; kill packaging at points spread over it.
+    // The last results complete the run (b's is large, so packaging takes a while); kill
+    // packaging at points spread over it.
     let last = Result_::new(FILES, "last");
-    for node in ["a", "b"] {
-        assert!(upload(&aggregator, node, &last).iter().all(|s| *s == 201));
-    }
+    let large = Result_ {
+        files: vec![("large.bin".to_owned(), noise(1 << 20))],
+    };
+    assert!(upload(&aggregator, "a", &last).iter().all(|s| *s == 201));
+    assert!(upload(&aggregator, "b", &large).iter().all(|s| *s == 201));
     assert_eq!(
         commit(&aggregator, "a", &last.manifest("succeeded")).status,
         201
     );
+    let started = Instant::now();
     assert_eq!(
-        commit(&aggregator, "b", &last.manifest("succeeded")).status,
+        commit(&aggregator, "b", &large.manifest("succeeded")).status,
         201
     );
+    aggregator.wait_for("complete");
+    let span = started.elapsed();
+    // Packaging again from the start: the run is set back to post-processing as a stop
+    // before its end would leave it.
+    let mut partials = 0;
     for kill in 0..KILLS {
-        std::thread::sleep(Duration::from_millis(20 * u64::from(kill)));
         aggregator.kill();
+        let state_file = aggregator.run_dir().join("state.json");
+        let mut state: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&state_file).unwrap()).unwrap();
+        if kill == 0 {
+            state["status"] = "post-processing".into();
+            state.as_object_mut().unwrap().remove("tar-info");
+            state.as_object_mut().unwrap().remove("tar_info");
+            state.as_object_mut().unwrap().remove("finished");
+            std::fs::write(&state_file, serde_json::to_vec(&state).unwrap()).unwrap();
+        }
+        aggregator.serve();
+        std::thread::sleep(span * kill / KILLS);
+        aggregator.kill();
+        partials += std::fs::read_dir(aggregator.root.join("out"))
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                name.to_string_lossy().ends_with(".partial")
+            })
+            .count();
         aggregator.serve();
     }
+    eprintln!("{partials} kills left a .partial (packaging took {span:?})");
+    assert!(partials > 0, "no kill landed while the bundle was written");
     let status = aggregator.wait_for("complete");
     check_bundle(&aggregator, &status);
-    for node in ["a", "b"] {
+    for (node, result) in [("a", &last), ("b", &large)] {
         let (outcome, files) = check_intact(&aggregator.run_dir(), node).unwrap();
-        assert_eq!((outcome.as_str(), files), ("succeeded", digests(&last)));
+        assert_eq!((outcome.as_str(), files), ("succeeded", digests(result)));
     }
     assert!(
         std::fs::read_dir(aggregator.run_dir().join("staging/.trash"))
