@@ -202,6 +202,9 @@ pub struct StatusDocument {
     /// The bundle, once it is written.
     #[serde(rename = "tar-info", default, skip_serializing_if = "Option::is_none")]
     pub tar_info: Option<TarInfo>,
+    /// Why the run failed, when it did (a full disk, a bundle that could not be written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Every error response's body.

@@ -147,7 +147,10 @@ impl RunConfig {
 
     /// Writes `run.json` into `run_dir`, atomically.
     pub fn save(&self, run_dir: &RunDir) -> anyhow::Result<()> {
-        super::run_dir::write_atomically(&run_dir.config(), &serde_json::to_vec_pretty(self)?)
+        Ok(super::run_dir::write_atomically(
+            &run_dir.config(),
+            &serde_json::to_vec_pretty(self)?,
+        )?)
     }
 
     /// The plugin of this run called `name`.

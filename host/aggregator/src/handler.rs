@@ -25,8 +25,8 @@ use super::config::PlanScope;
 use crate::shared::Shared;
 use factbuoy_protocol::types::now_rfc3339;
 
-use super::state::CommitCheck;
-use super::storage::UploadError;
+use super::state::{CommitCheck, Committed};
+use super::storage::{CommitError, Pace, UploadError};
 
 /// The body of every response: whole JSON or text, or the bundle streamed from disk.
 pub type Body = BoxBody<Bytes, std::io::Error>;
@@ -102,7 +102,7 @@ pub async fn handle(
 }
 
 async fn respond(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     listener: Listener,
     role: Option<Role>,
     request: Request<Incoming>,
@@ -327,6 +327,9 @@ async fn receive_file(
             }
             UploadError::DigestMismatch { .. } => (StatusCode::BAD_REQUEST, "digest-mismatch"),
             UploadError::Interrupted(_) => (StatusCode::BAD_REQUEST, "interrupted"),
+            UploadError::Io(e) if super::storage::is_disk_full(e) => {
+                (StatusCode::INSUFFICIENT_STORAGE, "disk-full")
+            }
             UploadError::Io(_) => (StatusCode::INTERNAL_SERVER_ERROR, "storage"),
         };
         refuse(status, reason, e.to_string())
@@ -348,26 +351,24 @@ async fn read_json<T: serde::de::DeserializeOwned>(
     request: Request<Incoming>,
 ) -> Result<T, Refusal> {
     let limit = shared.config.limits.max_json_bytes;
-    let idle = std::time::Duration::from_secs(shared.config.limits.idle_timeout_seconds);
     let mut body = request.into_body();
     let mut bytes = Vec::new();
-    loop {
-        let frame = tokio::time::timeout(idle, body.frame())
-            .await
-            .map_err(|_| refuse(StatusCode::REQUEST_TIMEOUT, "too-slow", "the body stalled"))?;
-        let Some(frame) = frame else { break };
-        let frame =
-            frame.map_err(|e| refuse(StatusCode::BAD_REQUEST, "interrupted", e.to_string()))?;
-        if let Ok(data) = frame.into_data() {
-            if (bytes.len() + data.len()) as u64 > limit {
-                return Err(refuse(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "too-large",
-                    format!("the JSON body is larger than {limit} bytes"),
-                ));
-            }
-            bytes.extend_from_slice(&data);
+    // The same pace rules as file uploads: a slow body must not hold a connection slot.
+    let mut pace = Pace::new(&shared.config.limits);
+    while let Some(data) = pace.next(&mut body).await.map_err(|e| match e {
+        UploadError::Interrupted(_) => {
+            refuse(StatusCode::BAD_REQUEST, "interrupted", e.to_string())
         }
+        _ => refuse(StatusCode::REQUEST_TIMEOUT, "too-slow", e.to_string()),
+    })? {
+        if (bytes.len() + data.len()) as u64 > limit {
+            return Err(refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too-large",
+                format!("the JSON body is larger than {limit} bytes"),
+            ));
+        }
+        bytes.extend_from_slice(&data);
     }
     serde_json::from_slice(&bytes).map_err(|e| {
         refuse(
@@ -379,7 +380,7 @@ async fn read_json<T: serde::de::DeserializeOwned>(
 }
 
 async fn commit(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     scope: &Scope,
     plugin: &str,
     request: Request<Incoming>,
@@ -387,31 +388,81 @@ async fn commit(
     let label = scope.label().to_owned();
     check_open(shared, plugin, &label)?;
     let manifest: ResultManifest = read_json(shared, request).await?;
-    // One commit at a time: the check, the move on disk and the record must not interleave.
-    let _guard = shared.commit_lock.lock().await;
+    // Commits of one pair take turns (the check, the tree on disk and the record must not
+    // interleave); other pairs and every other request go on. The run stays open until the
+    // commit is recorded: packaging waits for it.
+    let _open = shared.open.read().await;
+    let pair = shared.storage.lock_pair(plugin, &label).await;
     check_open(shared, plugin, &label)?;
-    let committed = shared
-        .storage
-        .commit(plugin, &label, &manifest)
-        .map_err(|e| refuse(StatusCode::BAD_REQUEST, "bad-manifest", e.to_string()))?;
+    if shared
+        .state
+        .lock()
+        .unwrap()
+        .pair(plugin, &label)
+        .and_then(|p| p.committed.as_ref())
+        .is_some_and(|c| !c.synthetic && c.outcome == manifest.outcome && same_files(c, &manifest))
+    {
+        // The retry of a commit that took effect before its answer was lost.
+        return Ok(empty(StatusCode::CREATED));
+    }
+    let worker = shared.clone();
+    let (plugin_name, label_name) = (plugin.to_owned(), label.clone());
+    let (committed, manifest) = tokio::task::spawn_blocking(move || {
+        let _pair = pair;
+        let committed = worker.storage.commit(&plugin_name, &label_name, &manifest);
+        (committed, manifest)
+    })
+    .await
+    .map_err(|e| {
+        refuse(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "storage",
+            format!("the commit crashed: {e}; commit again"),
+        )
+    })?;
+    let committed = match committed {
+        Ok(committed) => committed,
+        Err(CommitError::Unfinished(committed, e)) => {
+            // Recorded, so it is the result: a retry is answered as done, and packaging (or the
+            // next start) moves it into place first.
+            tracing::error!("the result of {plugin} for {label} is recorded but not in place: {e}");
+            shared.state.lock().unwrap().apply_commit(
+                plugin,
+                &label,
+                PairStatus::Complete,
+                *committed,
+            );
+            shared.changed.notify_one();
+            return Err(refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "storage",
+                format!(
+                    "the result is recorded, but moving it into place failed: {e}; it is kept, and committing again is answered as done"
+                ),
+            ));
+        }
+        Err(e @ CommitError::Io(_)) => {
+            let status = if e.is_disk_full() {
+                StatusCode::INSUFFICIENT_STORAGE
+            } else {
+                StatusCode::INTERNAL_SERVER_ERROR
+            };
+            tracing::error!("committing the result of {plugin} for {label}: {e}");
+            return Err(refuse(status, "storage", e.to_string()));
+        }
+        Err(e) => {
+            return Err(refuse(
+                StatusCode::BAD_REQUEST,
+                "bad-manifest",
+                e.to_string(),
+            ));
+        }
+    };
     shared
         .state
         .lock()
         .unwrap()
-        .record_commit(
-            &shared.run_dir,
-            plugin,
-            &label,
-            PairStatus::Complete,
-            committed,
-        )
-        .map_err(|e| {
-            refuse(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "storage",
-                format!("recording the result: {e:#}"),
-            )
-        })?;
+        .apply_commit(plugin, &label, PairStatus::Complete, committed);
     let outcome = match manifest.outcome {
         Outcome::Succeeded => "succeeded",
         Outcome::Failed => "failed",
@@ -425,6 +476,17 @@ async fn commit(
         .inc();
     shared.changed.notify_one();
     Ok(empty(StatusCode::CREATED))
+}
+
+/// Whether a committed result holds exactly the files `manifest` names.
+fn same_files(committed: &Committed, manifest: &ResultManifest) -> bool {
+    committed.files.len() == manifest.files.len()
+        && manifest.files.iter().all(|f| {
+            committed
+                .files
+                .get(&f.name)
+                .is_some_and(|(size, sha256)| *size == f.size && *sha256 == f.sha256)
+        })
 }
 
 async fn progress(

@@ -220,31 +220,44 @@ pub async fn start(run: Run, bundled: BundledComponents) -> anyhow::Result<Runni
         config.save(&run_dir)?;
     }
     let (status_tx, status_rx) = tokio::sync::watch::channel(state.status);
+    let storage = Storage::open(&run_dir)
+        .and_then(|storage| {
+            storage.recover(&state)?;
+            Ok(storage)
+        })
+        .with_context(|| {
+            format!(
+                "preparing {} (finishing or undoing the commits a stop cut short)",
+                run_dir.staging().display()
+            )
+        })?;
     let shared = Arc::new(Shared {
-        storage: Storage::open(&run_dir)
-            .with_context(|| format!("preparing {}", run_dir.staging().display()))?,
+        storage,
         run_dir,
         state: Mutex::new(state),
         metrics: Metrics::default(),
-        commit_lock: tokio::sync::Mutex::new(()),
+        open: tokio::sync::RwLock::new(()),
         changed: tokio::sync::Notify::new(),
         status: status_tx,
         started_at: SystemTime::now(),
         config,
         bundled,
     });
+    let budget = server::budget(shared.config.limits.max_connections);
     let tasks = vec![
         tokio::spawn(server::serve(
             agent_listener,
             tls.clone(),
             Listener::Agent,
             shared.clone(),
+            budget,
         )),
         tokio::spawn(server::serve(
             operator_listener,
             tls,
             Listener::Operator,
             shared.clone(),
+            budget,
         )),
         tokio::spawn(watchdog(shared.clone())),
     ];
@@ -290,26 +303,43 @@ async fn watchdog(shared: Arc<Shared>) {
                 state.missing_pairs(),
             )
         };
-        let committing = shared.commit_lock.lock().await;
-        for (plugin, node) in lost {
-            let message = format!(
-                "node {node:?} sent no heartbeat for {}s and no result of {plugin}; it was marked lost",
-                window.as_secs()
-            );
-            stand_in(&shared, &plugin, &node, PairStatus::Lost, &message);
-        }
+        let mut stand_ins: Vec<(String, String, PairStatus, String)> = lost
+            .into_iter()
+            .map(|(plugin, node)| {
+                let message = format!(
+                    "node {node:?} sent no heartbeat for {}s and no result of {plugin}; it was marked lost",
+                    window.as_secs()
+                );
+                (plugin, node, PairStatus::Lost, message)
+            })
+            .collect();
         if timed_out {
-            for (plugin, node) in missing {
+            stand_ins.extend(missing.into_iter().map(|(plugin, node)| {
                 let message = format!(
                     "no result of {plugin} for {node} within the run timeout of {}s",
                     timeout.as_secs()
                 );
-                stand_in(&shared, &plugin, &node, PairStatus::TimedOut, &message);
+                (plugin, node, PairStatus::TimedOut, message)
+            }));
+        }
+        for (plugin, node, status, message) in stand_ins {
+            if let Err(e) = stand_in(&shared, &plugin, &node, status, &message).await {
+                // A run must end: one that cannot record an error result ends failed.
+                fail_run(
+                    &shared,
+                    format!(
+                        "recording the error result of {plugin} for {node} failed: {e}{}",
+                        disk_full_hint(&shared, e.is_disk_full())
+                    ),
+                );
+                break;
             }
         }
-        {
+        if shared.state.lock().unwrap().all_done() {
+            // Commits in flight finish first; later ones find the run closed.
+            let _closing = shared.open.write().await;
             let mut state = shared.state.lock().unwrap();
-            if state.all_done() {
+            if state.status == RunStatus::Running && state.all_done() {
                 state.status = RunStatus::PostProcessing;
                 if let Err(e) = state.save(&shared.run_dir) {
                     tracing::error!("saving the run state: {e:#}");
@@ -318,7 +348,6 @@ async fn watchdog(shared: Arc<Shared>) {
                 continue;
             }
         }
-        drop(committing);
         tokio::select! {
             _ = shared.changed.notified() => {}
             _ = tokio::time::sleep(WATCHDOG_TICK) => {}
@@ -326,32 +355,86 @@ async fn watchdog(shared: Arc<Shared>) {
     }
 }
 
-/// Commits an error result in place of a missing one.
-fn stand_in(shared: &Shared, plugin: &str, node: &str, status: PairStatus, message: &str) {
-    tracing::warn!("{message}");
-    let recorded = shared
-        .storage
-        .synthetic_error(plugin, node, message)
-        .map_err(anyhow::Error::from)
-        .and_then(|committed| {
-            shared.state.lock().unwrap().record_commit(
-                &shared.run_dir,
-                plugin,
-                node,
-                status,
-                committed,
-            )
-        });
-    if let Err(e) = recorded {
-        tracing::error!("recording the error result of {plugin} for {node}: {e:#}");
+/// What to do about a full disk, for error messages.
+fn disk_full_hint(shared: &Shared, full: bool) -> String {
+    if full {
+        format!(
+            "; the disk holding {} is full. Every result committed so far is intact there",
+            shared.run_dir.root().display()
+        )
+    } else {
+        String::new()
     }
 }
 
-/// Writes the bundle and completes the run.
+/// Ends the run as failed, with `message` in its status document.
+fn fail_run(shared: &Shared, message: String) {
+    tracing::error!("the run failed: {message}");
+    let mut state = shared.state.lock().unwrap();
+    state.status = RunStatus::Failed;
+    state.error = Some(message);
+    state.finished = Some(now_rfc3339());
+    if let Err(e) = state.save(&shared.run_dir) {
+        tracing::error!("saving the run state: {e:#}");
+    }
+    shared.status.send_replace(RunStatus::Failed);
+}
+
+/// Commits an error result in place of a missing one.
+async fn stand_in(
+    shared: &Arc<Shared>,
+    plugin: &str,
+    node: &str,
+    status: PairStatus,
+    message: &str,
+) -> Result<(), storage::CommitError> {
+    let pair = shared.storage.lock_pair(plugin, node).await;
+    if shared
+        .state
+        .lock()
+        .unwrap()
+        .pair(plugin, node)
+        .is_none_or(|p| p.committed.is_some())
+    {
+        return Ok(()); // a commit came first
+    }
+    tracing::warn!("{message}");
+    let worker = shared.clone();
+    let (plugin_name, node_name, text) = (plugin.to_owned(), node.to_owned(), message.to_owned());
+    let committed = tokio::task::spawn_blocking(move || {
+        let _pair = pair;
+        worker
+            .storage
+            .synthetic_error(&plugin_name, &node_name, status, &text)
+    })
+    .await
+    .map_err(|e| storage::CommitError::Io(std::io::Error::other(e.to_string())))?;
+    let committed = match committed {
+        Ok(committed) => committed,
+        // Recorded: it stands; packaging moves it into place first.
+        Err(storage::CommitError::Unfinished(committed, _)) => *committed,
+        Err(e) => return Err(e),
+    };
+    shared
+        .state
+        .lock()
+        .unwrap()
+        .apply_commit(plugin, node, status, committed);
+    Ok(())
+}
+
+/// Writes the bundle and completes the run: first finishes any recorded commit not yet in
+/// place, and removes what an earlier packaging left (a `.partial` from a stop).
 async fn package(shared: &Arc<Shared>) {
     let document = shared.status_document();
     let worker = shared.clone();
     let written = tokio::task::spawn_blocking(move || {
+        let state = worker.state.lock().unwrap().clone();
+        worker
+            .storage
+            .recover(&state)
+            .context("moving recorded results into place")?;
+        factbuoy_bundle::writer::remove_earlier(&worker.config.bundle_dir, &worker.config.run_id)?;
         let meta = factbuoy_bundle::writer::Meta {
             run_id: &worker.config.run_id,
             run: &worker.config,
@@ -370,26 +453,37 @@ async fn package(shared: &Arc<Shared>) {
         )
     })
     .await;
-    let mut state = shared.state.lock().unwrap();
-    match written {
+    let error = match written {
         Ok(Ok((path, tar_info))) => {
             tracing::info!(bundle = %path.display(), "run complete");
+            let mut state = shared.state.lock().unwrap();
             state.tar_info = Some(tar_info);
             state.status = RunStatus::Complete;
+            state.finished = Some(now_rfc3339());
+            if let Err(e) = state.save(&shared.run_dir) {
+                tracing::error!("saving the run state: {e:#}");
+            }
+            return;
         }
         Ok(Err(e)) => {
-            tracing::error!("writing the bundle: {e:#}");
-            state.status = RunStatus::Failed;
+            let full = e
+                .chain()
+                .filter_map(|c| c.downcast_ref::<std::io::Error>())
+                .any(storage::is_disk_full);
+            let hint = if full {
+                format!(
+                    "; the disk holding {} or {} is full. Every committed result is intact in the run directory",
+                    shared.config.bundle_dir.display(),
+                    shared.run_dir.root().display()
+                )
+            } else {
+                String::new()
+            };
+            format!("writing the bundle failed: {e:#}{hint}")
         }
-        Err(e) => {
-            tracing::error!("the bundle writer crashed: {e}");
-            state.status = RunStatus::Failed;
-        }
-    }
-    state.finished = Some(now_rfc3339());
-    if let Err(e) = state.save(&shared.run_dir) {
-        tracing::error!("saving the run state: {e:#}");
-    }
+        Err(e) => format!("the bundle writer crashed: {e}"),
+    };
+    fail_run(shared, error);
 }
 
 #[cfg(test)]

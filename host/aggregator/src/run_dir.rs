@@ -87,12 +87,24 @@ impl RunDir {
 }
 
 /// Writes a file through a temporary beside it and a rename, so readers and a crash mid-write
-/// never leave a torn file.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+/// never leave a torn file; the directory is synced so the rename survives a power loss. A write
+/// that fails (a full disk) removes its temporary and leaves the old file as it was.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let temporary = path.with_extension("tmp");
-    let mut file = std::fs::File::create(&temporary)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&temporary, path)?;
-    Ok(())
+    let written = (|| {
+        let mut file = std::fs::File::create(&temporary)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(e);
+    }
+    sync_dir(path.parent().expect("files have a parent"))
+}
+
+/// Makes the entries of `dir` (created, renamed, removed) durable.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }

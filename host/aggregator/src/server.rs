@@ -1,19 +1,91 @@
 //! The HTTPS listeners: TLS with a required client certificate from the run's CA, the
 //! certificate's role handed to every request, and limits on connections, request heads and
 //! slow clients.
+//!
+//! Connections have two budgets per listener. One that has not finished its TLS handshake holds
+//! a handshake slot (a quarter of the connection cap, at least 8) for at most the head timeout;
+//! when every handshake slot is taken, the oldest handshake is dropped to make room, so silent
+//! or slow clients cannot keep others from shaking hands. Only a finished handshake takes one of
+//! the connection slots, so unauthenticated connections never starve agents that have
+//! authenticated. Both budgets fit under the process's descriptor limit ([`budget`]).
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, oneshot};
 use tokio_rustls::TlsAcceptor;
 
 use super::handler::{self, Listener};
 use crate::shared::Shared;
 use factbuoy_pki::role_of;
+
+/// Descriptors kept for everything but connections: the run directory, logs, the blocking
+/// pool's file-system work, the listeners.
+const RESERVED_DESCRIPTORS: u64 = 64;
+/// The fewest handshake slots a listener has.
+const MIN_HANDSHAKES: usize = 8;
+
+/// How many connections one listener holds at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Connections that finished their handshake.
+    pub connections: usize,
+    /// Connections still in their TLS handshake.
+    pub handshakes: usize,
+}
+
+/// The budget of each of the two listeners for a configured cap of `max_connections`. Raises the
+/// soft descriptor limit to the hard one first (as nginx does), then lowers the cap, with a
+/// warning, until both listeners' connections fit: a handshake takes one descriptor, a served
+/// connection two (its socket and an upload's file). Running out of descriptors would refuse
+/// every client at accept instead.
+pub fn budget(max_connections: usize) -> Budget {
+    let limit = raise_descriptor_limit();
+    let per_listener = limit.saturating_sub(RESERVED_DESCRIPTORS) / 2;
+    // connections * 2 + connections / 4 handshakes <= per_listener
+    let most = usize::try_from(per_listener * 4 / 9)
+        .unwrap_or(usize::MAX)
+        .max(1);
+    let connections = max_connections.clamp(1, most);
+    if connections < max_connections {
+        tracing::warn!(
+            "serving at most {connections} connections per listener instead of {max_connections}: \
+             the process may open {limit} files; raise the hard limit (ulimit -Hn, LimitNOFILE=) \
+             to serve more"
+        );
+    }
+    Budget {
+        connections,
+        handshakes: (connections / 4).max(MIN_HANDSHAKES),
+    }
+}
+
+/// Raises the soft limit on open files to the hard limit; returns the soft limit now in force.
+fn raise_descriptor_limit() -> u64 {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limits = getrlimit(Resource::Nofile);
+    if limits.current != limits.maximum {
+        let raised = Rlimit {
+            current: limits.maximum,
+            maximum: limits.maximum,
+        };
+        if let Err(e) = setrlimit(Resource::Nofile, raised) {
+            tracing::warn!("raising the open-file limit to the hard limit: {e}");
+        }
+    }
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
+}
+
+/// Handshakes in progress, oldest first, each with the means to drop it.
+#[derive(Default)]
+struct Handshakes {
+    next: u64,
+    pending: BTreeMap<u64, oneshot::Sender<()>>,
+}
 
 /// Accepts connections until the task is dropped.
 pub async fn serve(
@@ -21,10 +93,12 @@ pub async fn serve(
     tls: Arc<rustls::ServerConfig>,
     kind: Listener,
     shared: Arc<Shared>,
+    budget: Budget,
 ) {
     let acceptor = TlsAcceptor::from(tls);
     let limits = shared.config.limits.clone();
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let slots = Arc::new(Semaphore::new(budget.connections));
+    let handshakes = Arc::new(Mutex::new(Handshakes::default()));
     let handshake_timeout = Duration::from_secs(limits.header_timeout_seconds);
     loop {
         let (tcp, peer) = match listener.accept().await {
@@ -36,28 +110,52 @@ pub async fn serve(
                 continue;
             }
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            shared.metrics.reject("too-many-connections");
-            tracing::warn!(%peer, "refusing a connection: {} already open", limits.max_connections);
-            continue;
+        let (id, evicted) = {
+            let mut handshakes = handshakes.lock().unwrap();
+            if handshakes.pending.len() >= budget.handshakes {
+                // Dropping its sender ends the oldest handshake.
+                handshakes.pending.pop_first();
+                shared.metrics.reject("handshake-evicted");
+            }
+            let (sender, receiver) = oneshot::channel();
+            let id = handshakes.next;
+            handshakes.next += 1;
+            handshakes.pending.insert(id, sender);
+            (id, receiver)
         };
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let shared = shared.clone();
+        let slots = slots.clone();
+        let handshakes = handshakes.clone();
         let max_header_bytes = limits.max_header_bytes;
+        let max_connections = budget.connections;
         tokio::spawn(async move {
-            let _slot = slot;
-            let tls = match tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => {
+            let accepted = tokio::select! {
+                accepted = tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)) => Some(accepted),
+                _ = evicted => None,
+            };
+            handshakes.lock().unwrap().pending.remove(&id);
+            let tls = match accepted {
+                Some(Ok(Ok(tls))) => tls,
+                Some(Ok(Err(e))) => {
                     shared.metrics.reject("tls-handshake");
                     tracing::debug!(%peer, "TLS handshake refused: {e}");
                     return;
                 }
-                Err(_) => {
+                Some(Err(_)) => {
                     shared.metrics.reject("tls-handshake-timeout");
                     return;
                 }
+                None => {
+                    tracing::debug!(%peer, "handshake dropped for a newer one");
+                    return;
+                }
+            };
+            let Ok(_slot) = slots.try_acquire_owned() else {
+                shared.metrics.reject("too-many-connections");
+                tracing::warn!(%peer, "refusing a connection: {max_connections} already open");
+                return;
             };
             let role = tls
                 .get_ref()

@@ -24,8 +24,9 @@ pub struct Shared {
     pub storage: Storage,
     /// The counters served at `/metrics`.
     pub metrics: Metrics,
-    /// Serialises commits: the check, the move on disk and the record must not interleave.
-    pub commit_lock: tokio::sync::Mutex<()>,
+    /// Held (shared) by each commit while it runs, and (exclusive) by the watchdog when it
+    /// closes the run for packaging: a commit in flight finishes before the bundle is written.
+    pub open: tokio::sync::RwLock<()>,
     /// Wakes the watchdog when a result arrives.
     pub changed: tokio::sync::Notify,
     pub(crate) status: tokio::sync::watch::Sender<RunStatus>,

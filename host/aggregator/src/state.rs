@@ -30,6 +30,13 @@ pub struct Committed {
     pub files: BTreeMap<String, (u64, String)>,
     /// Made by the aggregator itself (lost node, timeout) rather than sent by an agent.
     pub synthetic: bool,
+    /// Names the tree this commit assembled in staging (`commit-<id>`): while that tree is still
+    /// there, a restarted aggregator knows the commit took effect and finishes moving it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub commit_id: String,
+    /// Whether the commit brought the agent's run report (else an older report is removed).
+    #[serde(default)]
+    pub report: bool,
 }
 
 /// One (plugin, node) pair.
@@ -65,6 +72,9 @@ pub struct RunState {
     /// node -> last heartbeat.
     #[serde(skip)]
     pub heartbeats: BTreeMap<String, SystemTime>,
+    /// Why a failed run failed (a full disk, say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// What a commit attempt meets.
@@ -78,6 +88,26 @@ pub enum CommitCheck {
     Closed,
     /// No such pair in this run.
     Unexpected,
+}
+
+/// Writes the durable record of a pair's committed result, atomically: once it is on disk the
+/// commit has taken effect, and a restarted aggregator reads it back.
+pub fn write_record(
+    run_dir: &RunDir,
+    plugin: &str,
+    label: &str,
+    status: PairStatus,
+    committed: &Committed,
+) -> std::io::Result<()> {
+    #[derive(Serialize)]
+    struct Record<'a> {
+        status: PairStatus,
+        committed: &'a Committed,
+    }
+    let path = run_dir.commit_record(plugin, label);
+    std::fs::create_dir_all(path.parent().expect("record paths have a parent"))?;
+    let bytes = serde_json::to_vec(&Record { status, committed }).map_err(std::io::Error::other)?;
+    write_atomically(&path, &bytes)
 }
 
 impl RunState {
@@ -108,6 +138,7 @@ impl RunState {
             started: now_rfc3339(),
             finished: None,
             heartbeats: BTreeMap::new(),
+            error: None,
         }
     }
 
@@ -121,6 +152,7 @@ impl RunState {
             state.tar_info = saved.tar_info;
             state.started = saved.started;
             state.finished = saved.finished;
+            state.error = saved.error;
         }
         for (plugin, nodes) in state.pairs.iter_mut() {
             for (label, pair) in nodes.iter_mut() {
@@ -136,7 +168,10 @@ impl RunState {
 
     /// Saves the run-level status.
     pub fn save(&self, run_dir: &RunDir) -> anyhow::Result<()> {
-        write_atomically(&run_dir.state(), &serde_json::to_vec_pretty(self)?)
+        Ok(write_atomically(
+            &run_dir.state(),
+            &serde_json::to_vec_pretty(self)?,
+        )?)
     }
 
     /// Records a pair's committed result durably, then applies it.
@@ -148,20 +183,26 @@ impl RunState {
         status: PairStatus,
         committed: Committed,
     ) -> anyhow::Result<()> {
-        let pair = self
-            .pair_mut(plugin, label)
-            .ok_or_else(|| anyhow::anyhow!("no pair {plugin}/{label} in this run"))?;
-        let recorded = Pair {
-            status,
-            committed: Some(committed),
-            progress: None,
-        };
-        let path = run_dir.commit_record(plugin, label);
-        std::fs::create_dir_all(path.parent().expect("record paths have a parent"))?;
-        write_atomically(&path, &serde_json::to_vec(&recorded)?)?;
-        pair.status = recorded.status;
-        pair.committed = recorded.committed;
+        if self.pair(plugin, label).is_none() {
+            anyhow::bail!("no pair {plugin}/{label} in this run");
+        }
+        write_record(run_dir, plugin, label, status, &committed)?;
+        self.apply_commit(plugin, label, status, committed);
         Ok(())
+    }
+
+    /// Applies a result already recorded with [`write_record`], in memory.
+    pub fn apply_commit(
+        &mut self,
+        plugin: &str,
+        label: &str,
+        status: PairStatus,
+        committed: Committed,
+    ) {
+        if let Some(pair) = self.pair_mut(plugin, label) {
+            pair.status = status;
+            pair.committed = Some(committed);
+        }
     }
 
     /// The pair of `plugin` and `label` (a node, or `global`), if the run expects it.
@@ -269,6 +310,7 @@ impl RunState {
             status: self.status,
             plugins,
             tar_info: self.tar_info.clone(),
+            error: self.error.clone(),
         }
     }
 }
@@ -318,6 +360,8 @@ mod tests {
             outcome,
             files: BTreeMap::new(),
             synthetic: false,
+            commit_id: String::new(),
+            report: false,
         });
     }
 
@@ -377,6 +421,8 @@ mod tests {
             outcome: Outcome::Succeeded,
             files: BTreeMap::new(),
             synthetic: false,
+            commit_id: String::new(),
+            report: false,
         };
         state
             .record_commit(&dir, "setup", "a", PairStatus::Complete, committed)
@@ -397,7 +443,9 @@ mod tests {
                     Committed {
                         outcome: Outcome::Failed,
                         files: BTreeMap::new(),
-                        synthetic: true
+                        synthetic: true,
+                        commit_id: String::new(),
+                        report: false,
                     }
                 )
                 .is_err()

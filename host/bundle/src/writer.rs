@@ -71,7 +71,60 @@ pub fn write<R: serde::Serialize>(
     let name = layout::file_name(meta.run_id, created);
     let path = bundle_dir.join(&name);
     let temporary = bundle_dir.join(format!(".{name}.partial"));
-    let file = File::create(&temporary)?;
+    match write_to(meta, results_root, &temporary, &path) {
+        Ok((sha256, size)) => {
+            let created = created.format(&time::format_description::well_known::Rfc3339)?;
+            Ok((
+                path,
+                TarInfo {
+                    name,
+                    created,
+                    sha256,
+                    size,
+                },
+            ))
+        }
+        Err(e) => {
+            // A full disk, say: leave nothing half-written behind.
+            let _ = std::fs::remove_file(&temporary);
+            Err(e)
+        }
+    }
+}
+
+/// Removes what an earlier attempt to write this run's bundle left in `bundle_dir`: a
+/// `.partial` from a stop, or a bundle the run never recorded as its own.
+pub fn remove_earlier(bundle_dir: &Path, run_id: &str) -> io::Result<()> {
+    let entries = match std::fs::read_dir(bundle_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let suffix = layout::file_name(run_id, time::OffsetDateTime::UNIX_EPOCH);
+    let suffix = suffix
+        .split_once('_')
+        .map(|(_, rest)| format!("_{rest}"))
+        .unwrap_or(suffix);
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let partial = name.starts_with('.') && name.ends_with(&format!("{suffix}.partial"));
+        if partial || name.ends_with(&suffix) {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    Ok(())
+}
+
+/// Streams the bundle into `temporary`, syncs it and renames it to `path`; returns its
+/// sha-256 and size.
+fn write_to<R: serde::Serialize>(
+    meta: &Meta<'_, R>,
+    results_root: &Path,
+    temporary: &Path,
+    path: &Path,
+) -> anyhow::Result<(String, u64)> {
+    let file = File::create(temporary)?;
     let hashing = HashingWriter {
         inner: BufWriter::with_capacity(BUFFER_BYTES, file),
         hasher: Sha256::new(),
@@ -144,17 +197,9 @@ pub fn write<R: serde::Serialize>(
         .into_inner()
         .map_err(|e| e.into_error())?
         .sync_all()?;
-    std::fs::rename(&temporary, &path)?;
-    let created = created.format(&time::format_description::well_known::Rfc3339)?;
-    Ok((
-        path,
-        TarInfo {
-            name,
-            created,
-            sha256,
-            size,
-        },
-    ))
+    std::fs::rename(temporary, path)?;
+    File::open(path.parent().expect("the bundle has a folder"))?.sync_all()?;
+    Ok((sha256, size))
 }
 
 fn append<W: Write>(
