@@ -88,39 +88,150 @@ impl fmt::Display for ArtifactName {
     }
 }
 
-/// Longest node or plugin name (a DNS subdomain).
+/// Longest file name (one path component) the file systems a run is kept or unpacked on hold.
+pub const MAX_FILE_NAME_BYTES: usize = 255;
+/// What the layout appends to a node's name to make a file name: `commits/<plugin>/<node>.json`
+/// in the run directory and `meta/reports/<plugin>/<node>.json` in the bundle (factbuoy-bundle's
+/// `layout`). The longest suffix decides the longest node name.
+pub const NODE_FILE_SUFFIX: &str = ".json";
+/// Longest node name: what a file name holds once the layout has added [`NODE_FILE_SUFFIX`].
+pub const MAX_NODE_BYTES: usize = MAX_FILE_NAME_BYTES - NODE_FILE_SUFFIX.len();
+/// Longest plugin or role name (a DNS subdomain); the layout uses plugin names as whole
+/// directory names, with nothing appended.
 pub const MAX_IDENTIFIER_BYTES: usize = 253;
+/// Node names a run refuses: `global` names the result of a global plugin, stored where a node's
+/// would be (`plugins/<plugin>/results/global/`).
+pub const RESERVED_NODE_NAMES: &[&str] = &["global"];
 
-/// Why a node or plugin name was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{kind} name {name:?} must be 1-253 characters of a-z, 0-9, `-` and `.`, starting and ending with a letter or digit"
-)]
-pub struct InvalidIdentifier {
-    /// What the name was for: `node`, `plugin`, `role`.
-    pub kind: &'static str,
-    /// The refused name, cut to [`MAX_IDENTIFIER_BYTES`] characters.
-    pub name: String,
+/// What a checked identifier names; each kind has its own longest length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdentifierKind {
+    /// A node: at most [`MAX_NODE_BYTES`], not one of [`RESERVED_NODE_NAMES`].
+    Node,
+    /// A plugin: at most [`MAX_IDENTIFIER_BYTES`].
+    Plugin,
+    /// The holder of an operator or global certificate: at most [`MAX_IDENTIFIER_BYTES`].
+    Role,
 }
 
-/// Checks a node or plugin name: lower-case letters, digits, `-` and `.`, starting and ending
-/// with a letter or digit (Kubernetes node names follow the same rule).
-pub fn check_identifier(kind: &'static str, name: &str) -> Result<(), InvalidIdentifier> {
+impl IdentifierKind {
+    /// The longest name of this kind, in bytes.
+    pub fn max_bytes(self) -> usize {
+        match self {
+            IdentifierKind::Node => MAX_NODE_BYTES,
+            IdentifierKind::Plugin | IdentifierKind::Role => MAX_IDENTIFIER_BYTES,
+        }
+    }
+}
+
+impl fmt::Display for IdentifierKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            IdentifierKind::Node => "node",
+            IdentifierKind::Plugin => "plugin",
+            IdentifierKind::Role => "role",
+        })
+    }
+}
+
+/// Why a node, plugin or role name was refused; the message quotes the name and the rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} name {name:?} {reason}")]
+pub struct InvalidIdentifier {
+    /// What the name was for.
+    pub kind: IdentifierKind,
+    /// The refused name, cut to [`MAX_IDENTIFIER_BYTES`] characters.
+    pub name: String,
+    /// The rule it breaks, worded to follow the name.
+    pub reason: String,
+}
+
+/// Checks a node, plugin or role name: lower-case letters, digits, `-` and `.`, starting and
+/// ending with a letter or digit (Kubernetes node names follow the same rule), no longer than
+/// its kind allows, and not reserved.
+pub fn check_identifier(kind: IdentifierKind, name: &str) -> Result<(), InvalidIdentifier> {
+    let refuse = |reason: String| {
+        Err(InvalidIdentifier {
+            kind,
+            name: name.chars().take(MAX_IDENTIFIER_BYTES).collect(),
+            reason,
+        })
+    };
     let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
     let bytes = name.as_bytes();
+    let max = kind.max_bytes();
+    if bytes.len() > max {
+        return refuse(format!(
+            "is {} bytes long; at most {max} fit in a file name once the bundle's layout adds to it",
+            bytes.len()
+        ));
+    }
     let valid = !bytes.is_empty()
-        && bytes.len() <= MAX_IDENTIFIER_BYTES
         && alnum(bytes[0])
         && alnum(bytes[bytes.len() - 1])
         && bytes.iter().all(|&b| alnum(b) || b == b'-' || b == b'.')
         && !name.contains("..");
-    if valid {
-        Ok(())
-    } else {
-        Err(InvalidIdentifier {
-            kind,
-            name: name.chars().take(MAX_IDENTIFIER_BYTES).collect(),
-        })
+    if !valid {
+        return refuse(format!(
+            "must be 1-{max} characters of a-z, 0-9, `-` and `.`, starting and ending with a letter or digit"
+        ));
+    }
+    if kind == IdentifierKind::Node && RESERVED_NODE_NAMES.contains(&name) {
+        return refuse(format!(
+            "is reserved: it names the results of global plugins (reserved: {})",
+            RESERVED_NODE_NAMES.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// A node's name that passed [`check_identifier`]: it fits every file name the layout builds
+/// from it and can never be mistaken for the `global` scope.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(try_from = "String", into = "String")]
+pub struct NodeName(String);
+
+impl NodeName {
+    /// Checks `name` as a node name.
+    pub fn parse(name: &str) -> Result<Self, InvalidIdentifier> {
+        check_identifier(IdentifierKind::Node, name)?;
+        Ok(NodeName(name.to_owned()))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for NodeName {
+    type Error = InvalidIdentifier;
+
+    fn try_from(name: String) -> Result<Self, Self::Error> {
+        check_identifier(IdentifierKind::Node, &name)?;
+        Ok(NodeName(name))
+    }
+}
+
+impl From<NodeName> for String {
+    fn from(name: NodeName) -> String {
+        name.0
+    }
+}
+
+impl std::str::FromStr for NodeName {
+    type Err = InvalidIdentifier;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        NodeName::parse(name)
+    }
+}
+
+impl fmt::Display for NodeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -172,8 +283,14 @@ mod tests {
 
     #[test]
     fn identifiers_follow_dns_subdomain_rules() {
-        for ok in ["node-1", "ip-10-0-0-1.ec2.internal", "a", "setup"] {
-            assert!(check_identifier("node", ok).is_ok(), "{ok}");
+        for ok in [
+            "node-1",
+            "ip-10-0-0-1.ec2.internal",
+            "a",
+            "setup",
+            "global-1",
+        ] {
+            assert!(NodeName::parse(ok).is_ok(), "{ok}");
         }
         for bad in [
             "",
@@ -187,7 +304,26 @@ mod tests {
             "ü",
             &"a".repeat(254),
         ] {
-            assert!(check_identifier("node", bad).is_err(), "{bad}");
+            assert!(NodeName::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn names_fit_the_file_names_built_from_them_and_global_is_no_node() {
+        let longest = "a".repeat(MAX_NODE_BYTES);
+        assert!(NodeName::parse(&longest).is_ok());
+        assert!(format!("{longest}{NODE_FILE_SUFFIX}").len() <= MAX_FILE_NAME_BYTES);
+        let error = NodeName::parse(&format!("{longest}a")).unwrap_err();
+        assert!(error.to_string().contains("at most 250"), "{error}");
+        let plugin = "p".repeat(MAX_IDENTIFIER_BYTES);
+        assert!(check_identifier(IdentifierKind::Plugin, &plugin).is_ok());
+        let error = NodeName::parse("global").unwrap_err();
+        assert!(error.to_string().contains("reserved"), "{error}");
+        assert!(check_identifier(IdentifierKind::Plugin, "global").is_ok());
+        assert!(serde_json::from_str::<NodeName>("\"global\"").is_err());
+        assert_eq!(
+            serde_json::from_str::<NodeName>("\"n1\"").unwrap(),
+            NodeName::parse("n1").unwrap()
+        );
     }
 }

@@ -12,6 +12,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use factbuoy_protocol::digest;
 use factbuoy_protocol::identity::Role;
+use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::routes::{Route, RouteError, Scope};
 use factbuoy_protocol::types::{
     ErrorBody, Outcome, PairStatus, Plan, PlannedPlugin, ProgressUpdate, ResultManifest, RunStatus,
@@ -256,8 +257,9 @@ fn authorize(role: &Role, route: &Route) -> Result<(), Refusal> {
 }
 
 /// The pair a result or progress is for must be one this run expects, and still open.
-fn check_open(shared: &Shared, plugin: &str, label: &str) -> Result<(), Refusal> {
-    match shared.state.lock().unwrap().check_commit(plugin, label) {
+fn check_open(shared: &Shared, plugin: &str, scope: &Scope) -> Result<(), Refusal> {
+    let label = scope.label();
+    match shared.state.lock().unwrap().check_commit(plugin, scope) {
         CommitCheck::Open => Ok(()),
         CommitCheck::Duplicate => Err(refuse(
             StatusCode::CONFLICT,
@@ -285,7 +287,7 @@ async fn receive_file(
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Refusal> {
     let label = scope.label();
-    check_open(shared, plugin, label)?;
+    check_open(shared, plugin, scope)?;
     let limits = &shared.config.limits;
     let declared = request
         .headers()
@@ -336,7 +338,7 @@ async fn receive_file(
         .metrics
         .upload_seconds
         .observe(started.elapsed().as_secs_f64());
-    shared.state.lock().unwrap().mark_running(plugin, label);
+    shared.state.lock().unwrap().mark_running(plugin, scope);
     Ok(json_response(
         StatusCode::CREATED,
         &serde_json::json!({ "size": size, "sha256": expected }),
@@ -384,15 +386,14 @@ async fn commit(
     plugin: &str,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Refusal> {
-    let label = scope.label().to_owned();
-    check_open(shared, plugin, &label)?;
+    check_open(shared, plugin, scope)?;
     let manifest: ResultManifest = read_json(shared, request).await?;
     // One commit at a time: the check, the move on disk and the record must not interleave.
     let _guard = shared.commit_lock.lock().await;
-    check_open(shared, plugin, &label)?;
+    check_open(shared, plugin, scope)?;
     let committed = shared
         .storage
-        .commit(plugin, &label, &manifest)
+        .commit(plugin, scope.label(), &manifest)
         .map_err(|e| refuse(StatusCode::BAD_REQUEST, "bad-manifest", e.to_string()))?;
     shared
         .state
@@ -401,7 +402,7 @@ async fn commit(
         .record_commit(
             &shared.run_dir,
             plugin,
-            &label,
+            scope,
             PairStatus::Complete,
             committed,
         )
@@ -434,7 +435,7 @@ async fn progress(
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Refusal> {
     let label = scope.label().to_owned();
-    if shared.state.lock().unwrap().pair(plugin, &label).is_none() {
+    if shared.state.lock().unwrap().pair(plugin, scope).is_none() {
         return Err(refuse(
             StatusCode::FORBIDDEN,
             "unexpected",
@@ -444,20 +445,20 @@ async fn progress(
     let mut update: ProgressUpdate = read_json(shared, request).await?;
     // The route, checked against the certificate, says whose progress this is.
     update.plugin = plugin.to_owned();
-    update.node = label.clone();
+    update.node = label;
     if update.timestamp.is_empty() {
         update.timestamp = now_rfc3339();
     }
     let mut state = shared.state.lock().unwrap();
-    state.mark_running(plugin, &label);
-    if let Some(pair) = state.pair_mut(plugin, &label) {
+    state.mark_running(plugin, scope);
+    if let Some(pair) = state.pair_mut(plugin, scope) {
         pair.progress = Some(update);
     }
     Ok(empty(StatusCode::ACCEPTED))
 }
 
-fn plan(shared: &Shared, node: &str) -> Plan {
-    let expected = shared.config.nodes.iter().any(|n| n == node);
+fn plan(shared: &Shared, node: &NodeName) -> Plan {
+    let expected = shared.config.nodes.contains(node);
     Plan {
         run_id: shared.config.run_id.clone(),
         plugins: shared
@@ -576,23 +577,24 @@ mod tests {
 
     #[test]
     fn agents_speak_only_for_their_node_and_operators_only_read() {
-        let agent = Role::Agent { node: "a".into() };
+        let node = |n: &str| NodeName::parse(n).unwrap();
+        let agent = Role::Agent { node: node("a") };
         let operator = Role::Operator { name: "cli".into() };
         let global = Role::Global { name: "g".into() };
         let commit = |scope| Route::ResultCommit {
             scope,
             plugin: "p".into(),
         };
-        assert!(authorize(&agent, &commit(Scope::Node("a".into()))).is_ok());
-        assert!(authorize(&agent, &commit(Scope::Node("b".into()))).is_err());
+        assert!(authorize(&agent, &commit(Scope::Node(node("a")))).is_ok());
+        assert!(authorize(&agent, &commit(Scope::Node(node("b")))).is_err());
         assert!(authorize(&agent, &commit(Scope::Global)).is_err());
         assert!(authorize(&global, &commit(Scope::Global)).is_ok());
         assert!(authorize(&agent, &Route::Status).is_err());
         assert!(authorize(&agent, &Route::Bundle).is_err());
         assert!(authorize(&operator, &Route::Status).is_ok());
-        assert!(authorize(&operator, &commit(Scope::Node("a".into()))).is_err());
-        assert!(authorize(&operator, &Route::Heartbeat { node: "a".into() }).is_err());
-        assert!(authorize(&agent, &Route::Heartbeat { node: "b".into() }).is_err());
+        assert!(authorize(&operator, &commit(Scope::Node(node("a")))).is_err());
+        assert!(authorize(&operator, &Route::Heartbeat { node: node("a") }).is_err());
+        assert!(authorize(&agent, &Route::Heartbeat { node: node("b") }).is_err());
     }
 
     #[test]

@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use factbuoy_pki::{Issued, RunCa};
 use factbuoy_protocol::identity::Role;
+use factbuoy_protocol::routes::Scope;
 use factbuoy_protocol::types::{PairStatus, RunStatus, now_rfc3339};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::JoinHandle;
@@ -291,20 +292,22 @@ async fn watchdog(shared: Arc<Shared>) {
             )
         };
         let committing = shared.commit_lock.lock().await;
-        for (plugin, node) in lost {
+        for (plugin, scope) in lost {
             let message = format!(
-                "node {node:?} sent no heartbeat for {}s and no result of {plugin}; it was marked lost",
+                "node {:?} sent no heartbeat for {}s and no result of {plugin}; it was marked lost",
+                scope.label(),
                 window.as_secs()
             );
-            stand_in(&shared, &plugin, &node, PairStatus::Lost, &message);
+            stand_in(&shared, &plugin, &scope, PairStatus::Lost, &message);
         }
         if timed_out {
-            for (plugin, node) in missing {
+            for (plugin, scope) in missing {
                 let message = format!(
-                    "no result of {plugin} for {node} within the run timeout of {}s",
+                    "no result of {plugin} for {} within the run timeout of {}s",
+                    scope.label(),
                     timeout.as_secs()
                 );
-                stand_in(&shared, &plugin, &node, PairStatus::TimedOut, &message);
+                stand_in(&shared, &plugin, &scope, PairStatus::TimedOut, &message);
             }
         }
         {
@@ -326,24 +329,30 @@ async fn watchdog(shared: Arc<Shared>) {
     }
 }
 
-/// Commits an error result in place of a missing one.
-fn stand_in(shared: &Shared, plugin: &str, node: &str, status: PairStatus, message: &str) {
+/// Commits an error result in place of a missing one. A failure to write it is logged once and
+/// the pair still counts as ended, in memory: nothing may keep a run from ending.
+fn stand_in(shared: &Shared, plugin: &str, scope: &Scope, status: PairStatus, message: &str) {
     tracing::warn!("{message}");
-    let recorded = shared
+    let label = scope.label();
+    let committed = shared
         .storage
-        .synthetic_error(plugin, node, message)
-        .map_err(anyhow::Error::from)
-        .and_then(|committed| {
-            shared.state.lock().unwrap().record_commit(
-                &shared.run_dir,
-                plugin,
-                node,
-                status,
-                committed,
-            )
+        .synthetic_error(plugin, label, message)
+        .unwrap_or_else(|e| {
+            tracing::error!(
+                "writing the error result of {plugin} for {label}: {e}; the bundle will have no error.json for it"
+            );
+            state::Committed {
+                outcome: factbuoy_protocol::types::Outcome::Failed,
+                files: Default::default(),
+                synthetic: true,
+            }
         });
-    if let Err(e) = recorded {
-        tracing::error!("recording the error result of {plugin} for {node}: {e:#}");
+    let mut state = shared.state.lock().unwrap();
+    if let Err(e) = state.record_commit(&shared.run_dir, plugin, scope, status, committed.clone()) {
+        tracing::error!(
+            "recording the error result of {plugin} for {label}: {e:#}; the run goes on with it in memory only"
+        );
+        state.apply(plugin, scope, status, Some(committed));
     }
 }
 
