@@ -222,3 +222,208 @@ fn a_run_ends_even_when_an_error_result_cannot_be_recorded() {
         "{log}"
     );
 }
+
+#[test]
+fn names_unsafe_on_windows_or_macos_are_refused_where_they_enter() {
+    for node in ["con", "nul.example.com", "com1"] {
+        let refused = create_fails(&["a", node]);
+        assert!(refused.contains("device name on Windows"), "{refused}");
+    }
+    let aggregator = Aggregator::create(&["a"], &[]);
+    let agent = aggregator.issue("agent:a");
+    for (encoded, rule) in [
+        ("CON", "device name"),
+        ("logs/nul.txt", "device name"),
+        ("a.json%3Astream", "Windows refuses"),
+        ("a%2A", "Windows refuses"),
+        ("a%3F", "Windows refuses"),
+        ("a%3Cb%3E", "Windows refuses"),
+        ("a%7Cb", "Windows refuses"),
+        ("a%22b", "Windows refuses"),
+        ("trailing.", "ending in `.`"),
+        ("trailing%20", "ending in `.`"),
+        ("evil%E2%80%AEnosj.exe", "invisible"),
+        ("zero%E2%80%8Bwidth.json", "invisible"),
+        ("bom%EF%BB%BF.json", "invisible"),
+        ("bell%07.json", "control character"),
+        ("error.json", "reserved"),
+        ("Error.JSON", "reserved"),
+    ] {
+        let path = format!("/api/v1/results/by-node/a/hello/files/{encoded}");
+        let answer = aggregator.put(&agent, &path, b"{}");
+        assert_eq!(answer.status, 400, "{encoded}: {}", answer.text());
+        assert!(answer.text().contains(rule), "{encoded}: {}", answer.text());
+    }
+    assert!(!aggregator.run_dir().join("staging/hello/a").exists());
+    // A manifest cannot name them either: a failed result's `error.json` is the aggregator's.
+    let answer = curl(
+        &agent,
+        "PUT",
+        &format!(
+            "https://{}/api/v1/results/by-node/a/hello",
+            aggregator.agent
+        ),
+        Some(&manifest("failed", &[("error.json", b"{}")])),
+        &[],
+    );
+    assert_eq!(answer.status, 400, "{}", answer.text());
+    assert!(answer.text().contains("reserved"), "{}", answer.text());
+}
+
+#[test]
+fn an_upload_finishing_after_its_result_is_complete_gets_409_and_leaves_nothing() {
+    // Node b keeps the run open once a's result is complete.
+    let aggregator = Aggregator::create(&["a", "b"], &[]);
+    let agent = aggregator.issue("agent:a");
+    let late = vec![b'l'; 4096];
+    // The late upload is accepted as the pair is still open, then its body stalls.
+    let upload = aggregator.start_upload(
+        &agent,
+        "/api/v1/results/by-node/a/hello/files/late.json",
+        &late,
+        100,
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let facts = br#"{"ok":true}"#;
+    let answer = aggregator.put(
+        &agent,
+        "/api/v1/results/by-node/a/hello/files/facts.json",
+        facts,
+    );
+    assert_eq!(answer.status, 201, "{}", answer.text());
+    let answer = curl(
+        &agent,
+        "PUT",
+        &format!(
+            "https://{}/api/v1/results/by-node/a/hello",
+            aggregator.agent
+        ),
+        Some(&manifest("succeeded", &[("facts.json", facts)])),
+        &[],
+    );
+    assert_eq!(answer.status, 201, "{}", answer.text());
+    // The result is complete: the rest of the late body arrives too late.
+    let answer = upload.finish();
+    assert!(answer.starts_with("HTTP/1.1 409"), "{answer}");
+    assert!(answer.contains("already stored"), "{answer}");
+    let staging = aggregator.run_dir().join("staging/hello/a");
+    assert!(
+        !staging.exists(),
+        "{:?}",
+        std::fs::read_dir(&staging).map(|d| d.count())
+    );
+    let incoming = aggregator.run_dir().join("staging/.incoming");
+    assert_eq!(std::fs::read_dir(incoming).unwrap().count(), 0);
+    let result = aggregator.run_dir().join("results/plugins/hello/results/a");
+    assert!(result.join("facts.json").exists() && !result.join("late.json").exists());
+}
+
+#[test]
+fn progress_past_its_caps_is_refused_and_status_stays_small() {
+    let aggregator = Aggregator::create(&["a"], &[]);
+    let agent = aggregator.issue("agent:a");
+    let url = format!(
+        "https://{}/api/v1/progress/by-node/a/hello",
+        aggregator.agent
+    );
+    let send = |update: serde_json::Value| {
+        curl(
+            &agent,
+            "POST",
+            &url,
+            Some(&serde_json::to_vec(&update).unwrap()),
+            &[],
+        )
+    };
+    let update = |msg: String, warnings: Vec<String>| {
+        serde_json::json!({
+            "plugin": "hello", "node": "a", "timestamp": "", "msg": msg,
+            "total": 10, "completed": 1, "warnings": warnings,
+        })
+    };
+    for (hostile, field) in [
+        (update("m".repeat(4_000_000), vec![]), "`msg`"),
+        (update("m".repeat(1025), vec![]), "`msg`"),
+        (update("ok".into(), vec!["w".into(); 17]), "`warnings`"),
+        (update("ok".into(), vec!["w".repeat(513)]), "`warnings`"),
+    ] {
+        let answer = send(hostile);
+        assert_eq!(answer.status, 413, "{field}: {}", answer.text());
+        assert!(answer.text().contains(field), "{}", answer.text());
+    }
+    let largest = update("m".repeat(1024), vec!["w".repeat(512); 16]);
+    assert_eq!(send(largest).status, 202);
+    let status = aggregator.operator_get("/status", &[]);
+    assert_eq!(status.status, 200);
+    assert!(status.body.len() < 16 << 10, "{} bytes", status.body.len());
+    assert!(status.text().contains(&"m".repeat(1024)));
+}
+
+#[test]
+fn a_finished_bundle_is_private_and_served_by_rfc_9110_ranges() {
+    use std::os::unix::fs::PermissionsExt;
+    let aggregator = Aggregator::create(&["a"], &[]);
+    assert!(aggregator.agent_run("a").status.success());
+    let status = aggregator.wait_for("complete", Duration::from_secs(60));
+    let path = aggregator
+        .out_dir()
+        .join(status["tar-info"]["name"].as_str().unwrap());
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{}", path.display());
+    let whole = std::fs::read(&path).unwrap();
+    let size = whole.len();
+
+    let get = |range: &str| aggregator.operator_get("/bundle", &[format!("range: {range}")]);
+    let full = aggregator.operator_get("/bundle", &[]);
+    assert_eq!((full.status, full.body.as_slice()), (200, whole.as_slice()));
+    for (range, first, last) in [
+        ("bytes=0-0".to_owned(), 0, 0),
+        ("bytes=-5".to_owned(), size - 5, size - 1),
+        ("bytes=10-19".to_owned(), 10, 19),
+        (format!("bytes={}-", size - 3), size - 3, size - 1),
+        (format!("bytes=5-{}", size + 100), 5, size - 1),
+    ] {
+        let answer = get(&range);
+        assert_eq!(answer.status, 206, "{range}: {}", answer.text());
+        assert_eq!(answer.body, &whole[first..=last], "{range}");
+        assert_eq!(
+            answer.header("content-range").as_deref(),
+            Some(format!("bytes {first}-{last}/{size}").as_str()),
+            "{range}"
+        );
+    }
+    for range in [
+        "bytes=10-5".to_owned(),
+        format!("bytes={size}-"),
+        "bytes=-0".to_owned(),
+        "bytes=abc".to_owned(),
+    ] {
+        let answer = get(&range);
+        assert_eq!(answer.status, 416, "{range}: {}", answer.text());
+        assert_eq!(
+            answer.header("content-range").as_deref(),
+            Some(format!("bytes */{size}").as_str()),
+            "{range}"
+        );
+    }
+    // Several ranges, and other units, are answered with the whole bundle.
+    for range in ["bytes=0-1,5-6", "items=0-1"] {
+        let answer = get(range);
+        assert_eq!(answer.status, 200, "{range}");
+        assert_eq!(answer.body, whole, "{range}");
+    }
+    // The operator's downloaded copy is private too.
+    let out = aggregator.dir.path().join("retrieved");
+    let output = support::aggregator::run(
+        support::factbuoy()
+            .args(["retrieve", "-o", "json", "--run-dir"])
+            .arg(aggregator.run_dir())
+            .arg("--out")
+            .arg(&out),
+    );
+    let retrieved: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let copy = PathBuf::from(retrieved["path"].as_str().unwrap());
+    assert_eq!(std::fs::read(&copy).unwrap(), whole);
+    let mode = std::fs::metadata(&copy).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+}

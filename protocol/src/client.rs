@@ -360,11 +360,13 @@ impl Client {
             other => other?,
         };
         let resumed = response.status() == StatusCode::PARTIAL_CONTENT;
+        // Readable by its owner only, as the aggregator writes it.
         let mut file = tokio::fs::OpenOptions::new()
             .create(true)
             .write(true)
             .append(resumed)
             .truncate(!resumed)
+            .mode(0o600)
             .open(dest)
             .await?;
         let mut body = response.into_body();

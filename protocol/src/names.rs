@@ -1,19 +1,117 @@
 //! Names that arrive from plugins or over the wire, checked before anything is stored under them.
 //!
 //! Artifact names are relative paths chosen by plugins. The rules are strict on purpose, so that
-//! a name is safe as a file path on any system and as a tar entry: `/`-separated components of
-//! printable characters, none of them empty, `.` or `..`, no backslash, no leading `/`, bounded
-//! length and depth. Node and plugin names follow Kubernetes' DNS-subdomain rules.
+//! a name is safe as a file path on Linux, macOS and Windows and as a tar entry: `/`-separated
+//! components, none of them empty, `.` or `..`, bounded length and depth, and each component a
+//! file name every system can hold ([`check_component`]). Node and plugin names follow
+//! Kubernetes' DNS-subdomain rules, and are file names too.
 
 use std::fmt;
 use std::path::PathBuf;
 
+use unicode_general_category::{GeneralCategory, get_general_category};
+
 /// Longest accepted name, in bytes.
 pub const MAX_NAME_BYTES: usize = 512;
 /// Longest accepted component, in bytes (most file systems allow 255).
-pub const MAX_COMPONENT_BYTES: usize = 255;
+pub const MAX_COMPONENT_BYTES: usize = MAX_FILE_NAME_BYTES;
 /// Deepest accepted nesting.
 pub const MAX_DEPTH: usize = 8;
+/// The file that says why a result failed, beside the plugin's artifacts
+/// (`plugins/<plugin>/errors/<node>/error.json`).
+pub const ERROR_FILE: &str = "error.json";
+/// Artifact names a plugin may not use, in any letter case: the aggregator writes them.
+pub const RESERVED_ARTIFACT_NAMES: &[&str] = &[ERROR_FILE];
+/// Characters Windows refuses in file names (besides `/`, `\\` and control characters).
+pub const WINDOWS_FORBIDDEN: &[char] = &['<', '>', ':', '"', '|', '?', '*'];
+/// Names Windows keeps for devices, whatever follows the first `.` and in any letter case.
+const WINDOWS_DEVICES: &[&str] = &[
+    "CON",
+    "PRN",
+    "AUX",
+    "NUL",
+    "CONIN$",
+    "CONOUT$",
+    "COM0",
+    "COM1",
+    "COM2",
+    "COM3",
+    "COM4",
+    "COM5",
+    "COM6",
+    "COM7",
+    "COM8",
+    "COM9",
+    "COM\u{b9}",
+    "COM\u{b2}",
+    "COM\u{b3}",
+    "LPT0",
+    "LPT1",
+    "LPT2",
+    "LPT3",
+    "LPT4",
+    "LPT5",
+    "LPT6",
+    "LPT7",
+    "LPT8",
+    "LPT9",
+    "LPT\u{b9}",
+    "LPT\u{b2}",
+    "LPT\u{b3}",
+];
+
+/// Checks one file or directory name for being storable and unambiguous on Linux, macOS and
+/// Windows. Refused, with the reason worded to follow the name: empty, `.` and `..`, longer than
+/// [`MAX_FILE_NAME_BYTES`], `/` or `\\`, any of [`WINDOWS_FORBIDDEN`], a trailing `.` or space
+/// (Windows drops them), a Windows device name (`CON`, `nul.txt`, `COM1`, ...), and invisible or
+/// reordering characters: control and format characters (bidi overrides and isolates, zero-width
+/// spaces and joiners, byte order marks) and line or paragraph separators.
+pub fn check_component(component: &str) -> Result<(), &'static str> {
+    if component.is_empty() {
+        return Err("has an empty component (`//` or a trailing `/`)");
+    }
+    if component == "." || component == ".." {
+        return Err("contains `.` or `..`");
+    }
+    if component.len() > MAX_FILE_NAME_BYTES {
+        return Err("has a component longer than 255 bytes");
+    }
+    if component.contains('\\') {
+        return Err("contains a backslash; separate directories with `/`");
+    }
+    if component.contains('/') {
+        return Err("contains `/`");
+    }
+    if component.contains(WINDOWS_FORBIDDEN) {
+        return Err("contains one of < > : \" | ? *, which Windows refuses in file names");
+    }
+    if component.chars().any(|c| {
+        matches!(
+            get_general_category(c),
+            GeneralCategory::Control
+                | GeneralCategory::Format
+                | GeneralCategory::LineSeparator
+                | GeneralCategory::ParagraphSeparator
+        )
+    }) {
+        return Err(
+            "contains a control character or an invisible one (a bidi override, a zero-width space, ...)",
+        );
+    }
+    if component.ends_with(['.', ' ']) {
+        return Err("has a component ending in `.` or a space, which Windows drops");
+    }
+    let stem = component.split('.').next().unwrap_or_default().trim_end();
+    if WINDOWS_DEVICES
+        .iter()
+        .any(|device| device.eq_ignore_ascii_case(stem))
+    {
+        return Err(
+            "has a component that is a device name on Windows (CON, PRN, AUX, NUL, COM1, LPT1, ...)",
+        );
+    }
+    Ok(())
+}
 
 /// A name that passed the rules above.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -48,25 +146,22 @@ impl ArtifactName {
         if name.starts_with('/') {
             return refuse("is absolute; use a relative path such as `facts.json`");
         }
-        if name.contains('\\') {
-            return refuse("contains a backslash; separate directories with `/`");
-        }
-        if name.chars().any(char::is_control) {
-            return refuse("contains a control character");
-        }
         let components: Vec<&str> = name.split('/').collect();
         if components.len() > MAX_DEPTH {
             return refuse("is nested too deeply (at most 8 components)");
         }
-        for component in components {
-            match component {
-                "" => return refuse("has an empty component (`//` or a trailing `/`)"),
-                "." | ".." => return refuse("contains `.` or `..`"),
-                c if c.len() > MAX_COMPONENT_BYTES => {
-                    return refuse("has a component longer than 255 bytes");
-                }
-                _ => {}
+        for component in &components {
+            if let Err(reason) = check_component(component) {
+                return refuse(reason);
             }
+        }
+        if RESERVED_ARTIFACT_NAMES
+            .iter()
+            .any(|reserved| reserved.eq_ignore_ascii_case(name))
+        {
+            return refuse(
+                "is reserved: the aggregator writes `error.json` beside a failed result's artifacts",
+            );
         }
         Ok(ArtifactName(name.to_owned()))
     }
@@ -176,6 +271,9 @@ pub fn check_identifier(kind: IdentifierKind, name: &str) -> Result<(), InvalidI
             "must be 1-{max} characters of a-z, 0-9, `-` and `.`, starting and ending with a letter or digit"
         ));
     }
+    if let Err(reason) = check_component(name) {
+        return refuse(reason.to_owned());
+    }
     if kind == IdentifierKind::Node && RESERVED_NODE_NAMES.contains(&name) {
         return refuse(format!(
             "is reserved: it names the results of global plugins (reserved: {})",
@@ -279,6 +377,59 @@ mod tests {
         }
         assert!(ArtifactName::parse(&"x".repeat(256)).is_err());
         assert!(ArtifactName::parse(&"x/".repeat(300)).is_err());
+    }
+
+    #[test]
+    fn names_unsafe_on_windows_or_macos_or_invisible_are_refused() {
+        for bad in [
+            "CON",
+            "con",
+            "nul.txt",
+            "logs/Aux.tar.gz",
+            "COM1",
+            "lpt9.json",
+            "COM\u{b9}",
+            "conin$",
+            "a.json:stream",
+            "trailing.",
+            "trailing ",
+            "dir./a",
+            "a*b",
+            "a?b",
+            "a<b",
+            "a>b",
+            "a|b",
+            "a\"b",
+            "evil\u{202e}nosj.exe",
+            "a\u{2066}b",
+            "zero\u{200b}width",
+            "joiner\u{200d}",
+            "bom\u{feff}",
+            "line\u{2028}sep",
+            "del\u{7f}",
+            "error.json",
+            "Error.JSON",
+        ] {
+            assert!(ArtifactName::parse(bad).is_err(), "{bad:?}");
+        }
+        for ok in [
+            "console.json",
+            "com10",
+            "lpt",
+            "nul-ish/a",
+            "logs/error.json",
+            ".hidden",
+        ] {
+            assert!(ArtifactName::parse(ok).is_ok(), "{ok:?}");
+        }
+        for bad in ["con", "nul.example.com", "com1", "aux"] {
+            assert!(NodeName::parse(bad).is_err(), "{bad}");
+            assert!(
+                check_identifier(IdentifierKind::Plugin, bad).is_err(),
+                "{bad}"
+            );
+        }
+        assert!(NodeName::parse("console.example.com").is_ok());
     }
 
     #[test]

@@ -380,7 +380,7 @@ impl RelayHandle {
 
 impl ProgressObserver for ProgressRelay {
     fn progress(&self, plugin: &str, update: &PluginProgress) {
-        let update = ProgressUpdate {
+        let mut update = ProgressUpdate {
             plugin: plugin.to_owned(),
             node: self.node.clone(),
             timestamp: now_rfc3339(),
@@ -390,6 +390,8 @@ impl ProgressObserver for ProgressRelay {
             errors: update.errors.clone(),
             warnings: update.warnings.clone(),
         };
+        // The aggregator refuses what is past the caps; the run's report keeps it all.
+        update.truncate_to_caps();
         let _ = self.sender.try_send(update);
     }
 

@@ -20,7 +20,7 @@ use factbuoy_protocol::types::{
 use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
 use hyper::body::{Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode, header};
-use tokio::io::AsyncSeekExt;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::config::PlanScope;
 use crate::shared::Shared;
@@ -333,6 +333,23 @@ async fn receive_file(
         };
         refuse(status, reason, e.to_string())
     })?;
+    // The result may have been completed while the body streamed in. Commits hold this lock
+    // from their check to their record, so the pair is either still open, or complete with
+    // this file not part of it (then it is deleted and the answer is 409).
+    let _commits = shared.commit_lock.lock().await;
+    if let Err(refusal) = check_open(shared, plugin, scope) {
+        shared
+            .storage
+            .discard(plugin, label, name, size, &expected)
+            .map_err(|e| {
+                refuse(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "storage",
+                    format!("deleting an upload that came too late: {e}"),
+                )
+            })?;
+        return Err(refusal);
+    }
     shared.metrics.bytes_received.inc_by(size);
     shared
         .metrics
@@ -443,6 +460,10 @@ async fn progress(
         ));
     }
     let mut update: ProgressUpdate = read_json(shared, request).await?;
+    // Every pair's latest update is in each status document: each must stay small.
+    update
+        .check_caps()
+        .map_err(|e| refuse(StatusCode::PAYLOAD_TOO_LARGE, "too-large", e))?;
     // The route, checked against the certificate, says whose progress this is.
     update.plugin = plugin.to_owned();
     update.node = label;
@@ -521,54 +542,76 @@ async fn bundle(shared: &Shared, request: &Request<Incoming>) -> Result<Response
     let range = request
         .headers()
         .get(header::RANGE)
-        .and_then(|v| v.to_str().ok());
-    let start = match range {
-        None => 0,
-        Some(text) => parse_range_start(text).ok_or_else(|| {
-            refuse(
-                StatusCode::RANGE_NOT_SATISFIABLE,
-                "range",
-                format!("only `bytes=N-` ranges are served, got {text:?}"),
-            )
-        })?,
+        .map(|v| v.to_str().unwrap_or_default());
+    let (start, end, partial) = match range.map(|text| byte_range(text, size)) {
+        None | Some(RangeAnswer::Whole) => (0, size, false),
+        Some(RangeAnswer::Part(start, last)) => (start, last + 1, true),
+        Some(RangeAnswer::Refused(why)) => {
+            shared.metrics.reject("range");
+            return Ok(Response::builder()
+                .status(StatusCode::RANGE_NOT_SATISFIABLE)
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(header::CONTENT_RANGE, format!("bytes */{size}"))
+                .body(full(
+                    serde_json::to_vec(&ErrorBody {
+                        error: format!(
+                            "{why}: the bundle has {size} bytes; ask for one range such as `bytes=N-`, `bytes=N-M` or `bytes=-N`"
+                        ),
+                    })
+                    .expect("serialising an error"),
+                ))
+                .expect("a valid response"));
+        }
     };
-    if start >= size && size > 0 {
-        return Err(refuse(
-            StatusCode::RANGE_NOT_SATISFIABLE,
-            "range",
-            format!("the bundle has {size} bytes"),
-        ));
-    }
     file.seek(std::io::SeekFrom::Start(start))
         .await
         .map_err(|e| refuse(StatusCode::INTERNAL_SERVER_ERROR, "storage", e.to_string()))?;
-    let stream = tokio_util::io::ReaderStream::with_capacity(file, 256 << 10);
+    let stream = tokio_util::io::ReaderStream::with_capacity(file.take(end - start), 256 << 10);
     let body = StreamBody::new(futures_util::StreamExt::map(stream, |chunk| {
         chunk.map(Frame::data)
     }))
     .boxed();
     let mut response = Response::builder()
         .header(header::CONTENT_TYPE, "application/gzip")
-        .header(header::CONTENT_LENGTH, size - start)
+        .header(header::CONTENT_LENGTH, end - start)
         .header(header::ACCEPT_RANGES, "bytes")
         .header(
             "content-digest",
             digest::header_value(&tar_info.sha256).unwrap_or_default(),
         );
-    if range.is_some() {
+    if partial {
         response = response.status(StatusCode::PARTIAL_CONTENT).header(
             header::CONTENT_RANGE,
-            format!("bytes {start}-{}/{size}", size.saturating_sub(1)),
+            format!("bytes {start}-{}/{size}", end - 1),
         );
     }
     Ok(response.body(body).expect("a valid response"))
 }
 
-/// The start of a `bytes=N-` or `bytes=N-M` range (the end is ignored: the rest is sent).
-fn parse_range_start(text: &str) -> Option<u64> {
-    let spec = text.strip_prefix("bytes=")?;
-    let (start, _) = spec.split_once('-')?;
-    start.trim().parse().ok()
+/// How a `Range` header is answered (RFC 9110, section 14).
+#[derive(Debug, PartialEq, Eq)]
+enum RangeAnswer {
+    /// Serve the whole bundle with 200: a unit other than `bytes`, which must be ignored, or
+    /// several ranges, which a server may ignore (no multipart answers are made).
+    Whole,
+    /// Serve bytes `start..=last` with 206.
+    Part(u64, u64),
+    /// Answer 416: unsatisfiable, or malformed (which a server may refuse); holds why.
+    Refused(String),
+}
+
+fn byte_range(text: &str, size: u64) -> RangeAnswer {
+    use http_range_header::{RangeInvalid, RangeUnsatisfiableError};
+    let ranges =
+        http_range_header::parse_range_header(text).and_then(|parsed| parsed.validate(size));
+    match ranges.as_deref() {
+        Ok([one]) => RangeAnswer::Part(*one.start(), *one.end()),
+        Ok(_) => RangeAnswer::Whole,
+        Err(RangeUnsatisfiableError::Invalid(RangeInvalid::DoesNotStartWithToken)) => {
+            RangeAnswer::Whole
+        }
+        Err(e) => RangeAnswer::Refused(format!("{e} ({text:?})")),
+    }
 }
 
 #[cfg(test)]
@@ -598,10 +641,19 @@ mod tests {
     }
 
     #[test]
-    fn ranges_resume_from_their_start() {
-        assert_eq!(parse_range_start("bytes=100-"), Some(100));
-        assert_eq!(parse_range_start("bytes=5-9"), Some(5));
-        assert_eq!(parse_range_start("items=1-"), None);
-        assert_eq!(parse_range_start("bytes=-5"), None);
+    fn ranges_follow_rfc_9110() {
+        use RangeAnswer::*;
+        assert_eq!(byte_range("bytes=100-", 1000), Part(100, 999));
+        assert_eq!(byte_range("bytes=0-0", 1000), Part(0, 0));
+        assert_eq!(byte_range("bytes=5-9", 1000), Part(5, 9));
+        assert_eq!(byte_range("bytes=990-5000", 1000), Part(990, 999));
+        assert_eq!(byte_range("bytes=-5", 1000), Part(995, 999));
+        assert_eq!(byte_range("bytes=-5000", 1000), Part(0, 999));
+        assert_eq!(byte_range("items=1-", 1000), Whole);
+        assert_eq!(byte_range("bytes=0-1,5-6", 1000), Whole);
+        assert_eq!(byte_range("bytes=0-5,3-8", 1000), Whole);
+        for refused in ["bytes=10-5", "bytes=1000-", "bytes=-0", "bytes=x-"] {
+            assert!(matches!(byte_range(refused, 1000), Refused(_)), "{refused}");
+        }
     }
 }

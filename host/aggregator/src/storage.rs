@@ -225,6 +225,27 @@ impl Storage {
         Ok(size)
     }
 
+    /// Deletes a staged upload that arrived after its pair's result was completed, and the pair's
+    /// staging folder if that leaves it empty. A file the commit already took is not there.
+    pub fn discard(
+        &self,
+        plugin: &str,
+        label: &str,
+        name: &ArtifactName,
+        size: u64,
+        sha256: &str,
+    ) -> std::io::Result<()> {
+        let staging = self.staging(plugin, label);
+        let _settling = self.settle.lock().unwrap();
+        match std::fs::remove_file(staging.join(StagedFile::file_name(name, size, sha256))) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        // Fails, as it should, while other uploads wait there.
+        let _ = std::fs::remove_dir(&staging);
+        Ok(())
+    }
+
     /// Commits the staged files the manifest names, replacing an earlier failed result.
     pub fn commit(
         &self,

@@ -20,8 +20,9 @@ pub const RUN: &str = "meta/run.json";
 pub const STATUS: &str = "meta/status.json";
 /// Every other entry with its size and sha-256; written last.
 pub const INDEX: &str = "meta/index.json";
-/// The file in a failed result's folder that says why it failed.
-pub const ERROR_FILE: &str = "error.json";
+/// The file in a failed result's folder that says why it failed; plugins may not name an
+/// artifact so ([`factbuoy_protocol::names::RESERVED_ARTIFACT_NAMES`]).
+pub use factbuoy_protocol::names::ERROR_FILE;
 
 /// Whether a result holds a plugin's artifacts or the reason it has none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

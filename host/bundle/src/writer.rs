@@ -71,7 +71,16 @@ pub fn write<R: serde::Serialize>(
     let name = layout::file_name(meta.run_id, created);
     let path = bundle_dir.join(&name);
     let temporary = bundle_dir.join(format!(".{name}.partial"));
-    let file = File::create(&temporary)?;
+    // Private, like the run's other outputs: the bundle holds every host's facts.
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temporary)?
+    };
     let hashing = HashingWriter {
         inner: BufWriter::with_capacity(BUFFER_BYTES, file),
         hasher: Sha256::new(),
