@@ -285,11 +285,16 @@ pub fn check_identifier(kind: IdentifierKind, name: &str) -> Result<(), InvalidI
 
 /// A node's name that passed [`check_identifier`]: it fits every file name the layout builds
 /// from it and can never be mistaken for the `global` scope.
-#[derive(
-    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct NodeName(String);
+
+/// Quoted like a string, as messages quote names (`node "a"`).
+impl fmt::Debug for NodeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
 
 impl NodeName {
     /// Checks `name` as a node name.
@@ -471,6 +476,7 @@ mod tests {
         let error = NodeName::parse("global").unwrap_err();
         assert!(error.to_string().contains("reserved"), "{error}");
         assert!(check_identifier(IdentifierKind::Plugin, "global").is_ok());
+        assert_eq!(format!("{:?}", NodeName::parse("n1").unwrap()), "\"n1\"");
         assert!(serde_json::from_str::<NodeName>("\"global\"").is_err());
         assert_eq!(
             serde_json::from_str::<NodeName>("\"n1\"").unwrap(),
