@@ -86,22 +86,7 @@ fn create_fails(nodes: &[&str]) -> String {
 
 #[test]
 fn no_node_certificate_can_speak_for_the_global_scope() {
-    // `global` is refused as a node where names enter: creating a run and issuing a certificate.
-    let refused = create_fails(&["a", "global"]);
-    assert!(refused.contains("\"global\" is reserved"), "{refused}");
     let aggregator = Aggregator::create(&["a"], &["--plugin", "setup", "--global", "setup"]);
-    let (output, _) = aggregator.try_issue("agent:global");
-    assert!(!output.status.success());
-    assert!(stderr(&output).contains("reserved"), "{}", stderr(&output));
-    // A certificate for a node that is not part of the run is not issued either.
-    let (output, _) = aggregator.try_issue("agent:b");
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("not a node of run"),
-        "{}",
-        stderr(&output)
-    );
-
     // A certificate for node `global` made with the CA key itself gets nowhere near the global
     // result: neither through the node route nor through the global one.
     let forged = forge(&aggregator, "urn:factbuoy:agent:global");
@@ -134,6 +119,21 @@ fn no_node_certificate_can_speak_for_the_global_scope() {
     );
     assert!(matches!(answer.status, 400 | 403), "{}", answer.text());
     assert!(!aggregator.run_dir().join("staging/setup/global").exists());
+
+    // `global` is refused as a node where names enter: creating a run and issuing a certificate.
+    let refused = create_fails(&["a", "global"]);
+    assert!(refused.contains("\"global\" is reserved"), "{refused}");
+    let (output, _) = aggregator.try_issue("agent:global");
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("reserved"), "{}", stderr(&output));
+    // A certificate for a node that is not part of the run is not issued either.
+    let (output, _) = aggregator.try_issue("agent:b");
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("not a node of run"),
+        "{}",
+        stderr(&output)
+    );
 
     // The real global uploader delivers the result, and it is what the bundle holds.
     let global = aggregator.issue("global:cluster");
