@@ -265,7 +265,7 @@ async fn artifact_names_that_escape_are_refused() {
         .iter()
         .map(|r| r.as_str().unwrap())
         .collect();
-    assert_eq!(results.len(), 6);
+    assert_eq!(results.len(), 10);
     for result in results {
         assert!(result.contains("invalid artifact name"), "{result}");
     }

@@ -20,6 +20,7 @@ use tokio_rustls::TlsConnector;
 use tokio_util::io::ReaderStream;
 
 use crate::digest;
+use crate::names::NodeName;
 use crate::routes::{Route, Scope};
 use crate::tls::{Identity, TlsError, client_config};
 use crate::types::{ErrorBody, Plan, ProgressUpdate, ResultManifest, StatusDocument};
@@ -228,11 +229,8 @@ impl Client {
     }
 
     /// What this node's agent is to run.
-    pub async fn plan(&self, node: &str) -> Result<Plan, ClientError> {
-        self.json(&Route::Plan {
-            node: node.to_owned(),
-        })
-        .await
+    pub async fn plan(&self, node: &NodeName) -> Result<Plan, ClientError> {
+        self.json(&Route::Plan { node: node.clone() }).await
     }
 
     /// Downloads a plugin component and checks its digest.
@@ -314,10 +312,8 @@ impl Client {
     }
 
     /// Tells the aggregator that `node`'s agent is still alive.
-    pub async fn heartbeat(&self, node: &str) -> Result<(), ClientError> {
-        let route = Route::Heartbeat {
-            node: node.to_owned(),
-        };
+    pub async fn heartbeat(&self, node: &NodeName) -> Result<(), ClientError> {
+        let route = Route::Heartbeat { node: node.clone() };
         self.call(Method::POST, &route, &[], empty(), self.timeout)
             .await?;
         Ok(())
@@ -364,11 +360,13 @@ impl Client {
             other => other?,
         };
         let resumed = response.status() == StatusCode::PARTIAL_CONTENT;
+        // Readable by its owner only, as the aggregator writes it.
         let mut file = tokio::fs::OpenOptions::new()
             .create(true)
             .write(true)
             .append(resumed)
             .truncate(!resumed)
+            .mode(0o600)
             .open(dest)
             .await?;
         let mut body = response.into_body();

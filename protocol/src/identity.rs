@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use crate::names::{IdentifierKind, NodeName, check_identifier};
+
 const PREFIX: &str = "urn:factbuoy:";
 
 /// The role a certificate grants.
@@ -11,8 +13,8 @@ const PREFIX: &str = "urn:factbuoy:";
 pub enum Role {
     /// May upload results, progress and heartbeats for this node only.
     Agent {
-        /// The node this agent speaks for.
-        node: String,
+        /// The node this agent speaks for; never `global`, which is no node.
+        node: NodeName,
     },
     /// May read status, metrics and the bundle; may not upload.
     Operator {
@@ -36,17 +38,32 @@ impl Role {
         }
     }
 
-    /// Reads a role back from a certificate's URI.
+    /// Reads a role back from a certificate's URI; `None` for anything that is not exactly one
+    /// of the three forms with a valid name (an agent for the reserved node `global` included).
     pub fn from_uri(uri: &str) -> Option<Role> {
-        let rest = uri.strip_prefix(PREFIX)?;
-        let (kind, name) = rest.split_once(':')?;
-        crate::names::check_identifier("role", name).ok()?;
-        let name = name.to_owned();
+        Role::parse(uri.strip_prefix(PREFIX)?).ok()
+    }
+
+    /// Reads a role as written on the command line: `agent:NODE`, `operator:NAME` or
+    /// `global:NAME`; the error says what is wrong with it.
+    pub fn parse(text: &str) -> Result<Role, String> {
+        let (kind, name) = text.split_once(':').ok_or_else(|| {
+            format!("expected agent:NODE, operator:NAME or global:NAME, got {text:?}")
+        })?;
+        let named = |name: &str| {
+            check_identifier(IdentifierKind::Role, name)
+                .map(|()| name.to_owned())
+                .map_err(|e| e.to_string())
+        };
         match kind {
-            "agent" => Some(Role::Agent { node: name }),
-            "operator" => Some(Role::Operator { name }),
-            "global" => Some(Role::Global { name }),
-            _ => None,
+            "agent" => Ok(Role::Agent {
+                node: NodeName::parse(name).map_err(|e| e.to_string())?,
+            }),
+            "operator" => Ok(Role::Operator { name: named(name)? }),
+            "global" => Ok(Role::Global { name: named(name)? }),
+            _ => Err(format!(
+                "expected agent:NODE, operator:NAME or global:NAME, got {text:?}"
+            )),
         }
     }
 }
@@ -69,7 +86,7 @@ mod tests {
     fn roles_round_trip_through_their_uri() {
         for role in [
             Role::Agent {
-                node: "node-1".into(),
+                node: NodeName::parse("node-1").unwrap(),
             },
             Role::Operator { name: "cli".into() },
             Role::Global {
@@ -83,6 +100,7 @@ mod tests {
             "urn:other:agent:x",
             "urn:factbuoy:agent:../x",
             "urn:factbuoy:agent:",
+            "urn:factbuoy:agent:global",
         ] {
             assert_eq!(Role::from_uri(bad), None, "{bad}");
         }

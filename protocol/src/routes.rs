@@ -5,7 +5,9 @@
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
-use crate::names::{ArtifactName, InvalidIdentifier, InvalidName, check_identifier};
+use crate::names::{
+    ArtifactName, IdentifierKind, InvalidIdentifier, InvalidName, NodeName, check_identifier,
+};
 
 /// Prefix of every agent-side route.
 pub const API_PREFIX: &str = "/api/v1";
@@ -17,14 +19,15 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'_')
     .remove(b'~');
 
-/// Whose result or progress a route is about.
+/// Whose result or progress a route is about. The two cannot be confused: a [`NodeName`] is
+/// never `global`.
 #[derive(
     Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
 #[serde(rename_all = "kebab-case", tag = "kind", content = "node")]
 pub enum Scope {
     /// One node's result of a per-node plugin.
-    Node(String),
+    Node(NodeName),
     /// The single result of a plugin that runs once per run, not per node.
     Global,
 }
@@ -32,15 +35,15 @@ pub enum Scope {
 impl Scope {
     fn segments(&self) -> String {
         match self {
-            Scope::Node(node) => format!("by-node/{}", encode(node)),
+            Scope::Node(node) => format!("by-node/{}", encode(node.as_str())),
             Scope::Global => "global".to_owned(),
         }
     }
 
-    /// The node's name, or `global`.
+    /// The node's name, or `global`: the name of the scope's folder in the bundle.
     pub fn label(&self) -> &str {
         match self {
-            Scope::Node(node) => node,
+            Scope::Node(node) => node.as_str(),
             Scope::Global => "global",
         }
     }
@@ -75,12 +78,12 @@ pub enum Route {
     /// `POST /api/v1/heartbeat/by-node/{node}`.
     Heartbeat {
         /// The node whose agent is alive.
-        node: String,
+        node: NodeName,
     },
     /// `GET /api/v1/plan/by-node/{node}`: what the node's agent is to run.
     Plan {
         /// The node asking.
-        node: String,
+        node: NodeName,
     },
     /// `GET /api/v1/plugins/{sha256}`: a plugin component by its digest.
     Component {
@@ -154,8 +157,10 @@ impl Route {
                     encode(plugin)
                 )
             }
-            Route::Heartbeat { node } => format!("{API_PREFIX}/heartbeat/by-node/{}", encode(node)),
-            Route::Plan { node } => format!("{API_PREFIX}/plan/by-node/{}", encode(node)),
+            Route::Heartbeat { node } => {
+                format!("{API_PREFIX}/heartbeat/by-node/{}", encode(node.as_str()))
+            }
+            Route::Plan { node } => format!("{API_PREFIX}/plan/by-node/{}", encode(node.as_str())),
             Route::Component { sha256 } => format!("{API_PREFIX}/plugins/{}", encode(sha256)),
             Route::Status => "/status".to_owned(),
             Route::Bundle => "/bundle".to_owned(),
@@ -176,12 +181,9 @@ impl Route {
         let raw: Vec<&str> = rest.split('/').skip(1).collect();
         let segments: Vec<String> = raw.iter().map(|s| decode(s)).collect::<Result<_, _>>()?;
         let seg: Vec<&str> = segments.iter().map(String::as_str).collect();
-        let node = |name: &str| -> Result<String, RouteError> {
-            check_identifier("node", name)?;
-            Ok(name.to_owned())
-        };
+        let node = |name: &str| -> Result<NodeName, RouteError> { Ok(NodeName::parse(name)?) };
         let plugin = |name: &str| -> Result<String, RouteError> {
-            check_identifier("plugin", name)?;
+            check_identifier(IdentifierKind::Plugin, name)?;
             Ok(name.to_owned())
         };
         // Splits `by-node/{node}/...` or `global/...` into the scope and what follows.
@@ -237,7 +239,7 @@ mod tests {
     use super::*;
 
     fn node(n: &str) -> Scope {
-        Scope::Node(n.into())
+        Scope::Node(NodeName::parse(n).unwrap())
     }
 
     #[test]
@@ -269,8 +271,12 @@ mod tests {
                 scope: Scope::Global,
                 plugin: "p".into(),
             },
-            Route::Heartbeat { node: "n1".into() },
-            Route::Plan { node: "n1".into() },
+            Route::Heartbeat {
+                node: NodeName::parse("n1").unwrap(),
+            },
+            Route::Plan {
+                node: NodeName::parse("n1").unwrap(),
+            },
             Route::Component {
                 sha256: "ab".repeat(32),
             },
@@ -299,6 +305,11 @@ mod tests {
             "/api/v1/results/by-node/n1/se%00tup",
             "/api/v1/results/by-node/n1/setup/files/a%5Cb",
             "/api/v1/results/by-node/n1/setup/files/%ff",
+            // `global` is a scope of its own, never a node.
+            "/api/v1/results/by-node/global/setup",
+            "/api/v1/results/by-node/global/setup/files/a.json",
+            "/api/v1/progress/by-node/global/setup",
+            "/api/v1/heartbeat/by-node/global",
         ];
         for path in refused {
             let error = Route::parse(path).unwrap_err();

@@ -39,6 +39,78 @@ pub struct ProgressUpdate {
     pub warnings: Vec<String>,
 }
 
+/// Longest `msg` of a [`ProgressUpdate`], in bytes.
+pub const MAX_PROGRESS_MESSAGE_BYTES: usize = 1024;
+/// Most `errors`, and most `warnings`, in one [`ProgressUpdate`].
+pub const MAX_PROGRESS_ENTRIES: usize = 16;
+/// Longest entry of `errors` or `warnings`, in bytes.
+pub const MAX_PROGRESS_ENTRY_BYTES: usize = 512;
+/// Longest `timestamp`, in bytes (an RFC 3339 time needs about 35).
+pub const MAX_PROGRESS_TIMESTAMP_BYTES: usize = 64;
+
+impl ProgressUpdate {
+    /// Whether every field is within its cap; the error names the first that is not. The
+    /// aggregator refuses updates that break a cap, so that the status document stays small.
+    pub fn check_caps(&self) -> Result<(), String> {
+        let too_long = |field: &str, len: usize, max: usize| {
+            format!("progress `{field}` is {len} bytes; at most {max} are accepted")
+        };
+        if self.msg.len() > MAX_PROGRESS_MESSAGE_BYTES {
+            return Err(too_long("msg", self.msg.len(), MAX_PROGRESS_MESSAGE_BYTES));
+        }
+        if self.timestamp.len() > MAX_PROGRESS_TIMESTAMP_BYTES {
+            return Err(too_long(
+                "timestamp",
+                self.timestamp.len(),
+                MAX_PROGRESS_TIMESTAMP_BYTES,
+            ));
+        }
+        for (field, entries) in [("errors", &self.errors), ("warnings", &self.warnings)] {
+            if entries.len() > MAX_PROGRESS_ENTRIES {
+                return Err(format!(
+                    "progress `{field}` has {} entries; at most {MAX_PROGRESS_ENTRIES} are accepted",
+                    entries.len()
+                ));
+            }
+            if let Some(long) = entries.iter().find(|e| e.len() > MAX_PROGRESS_ENTRY_BYTES) {
+                return Err(too_long(field, long.len(), MAX_PROGRESS_ENTRY_BYTES));
+            }
+        }
+        Ok(())
+    }
+
+    /// Cuts every field to its cap, as an agent does before sending: longer texts end in `…`,
+    /// and entries past the cap are replaced by one saying how many more there were (the run's
+    /// report keeps them all).
+    pub fn truncate_to_caps(&mut self) {
+        truncate(&mut self.msg, MAX_PROGRESS_MESSAGE_BYTES);
+        truncate(&mut self.timestamp, MAX_PROGRESS_TIMESTAMP_BYTES);
+        for entries in [&mut self.errors, &mut self.warnings] {
+            if entries.len() > MAX_PROGRESS_ENTRIES {
+                let more = entries.len() - (MAX_PROGRESS_ENTRIES - 1);
+                entries.truncate(MAX_PROGRESS_ENTRIES - 1);
+                entries.push(format!("… and {more} more, in the run's report"));
+            }
+            for entry in entries.iter_mut() {
+                truncate(entry, MAX_PROGRESS_ENTRY_BYTES);
+            }
+        }
+    }
+}
+
+/// Cuts `text` to at most `max` bytes on a character boundary, ending in `…` when cut.
+fn truncate(text: &mut String, max: usize) {
+    if text.len() <= max {
+        return;
+    }
+    let mut end = max - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push('…');
+}
+
 /// One artifact named in a [`ResultManifest`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ManifestFile {
@@ -212,4 +284,34 @@ pub struct StatusDocument {
 pub struct ErrorBody {
     /// What went wrong and, where there is one, what to do.
     pub error: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_is_cut_to_its_caps_and_checked_against_them() {
+        let mut update = ProgressUpdate {
+            msg: "é".repeat(MAX_PROGRESS_MESSAGE_BYTES),
+            warnings: vec!["w".repeat(MAX_PROGRESS_ENTRY_BYTES + 1); MAX_PROGRESS_ENTRIES + 5],
+            ..ProgressUpdate::default()
+        };
+        assert!(update.check_caps().unwrap_err().contains("`msg`"));
+        update.truncate_to_caps();
+        assert!(update.check_caps().is_ok());
+        assert!(update.msg.len() <= MAX_PROGRESS_MESSAGE_BYTES && update.msg.ends_with('…'));
+        assert_eq!(update.warnings.len(), MAX_PROGRESS_ENTRIES);
+        assert_eq!(
+            update.warnings.last().unwrap(),
+            "… and 6 more, in the run's report"
+        );
+        let fits = ProgressUpdate {
+            msg: "m".repeat(MAX_PROGRESS_MESSAGE_BYTES),
+            ..ProgressUpdate::default()
+        };
+        let mut cut = fits.clone();
+        cut.truncate_to_caps();
+        assert_eq!(cut, fits);
+    }
 }

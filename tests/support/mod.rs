@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
+pub mod aggregator;
 mod fixtures;
 #[allow(unused_imports)] // each test binary uses a different part
 pub use fixtures::{fixture, workspace};

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use factbuoy_protocol::names::ArtifactName;
+use factbuoy_protocol::names::{ArtifactName, NodeName};
 use factbuoy_protocol::types::{
     ManifestFile, Outcome, PlannedPlugin, ProgressUpdate, ResultManifest, now_rfc3339,
 };
@@ -39,7 +39,7 @@ const RELAY_FINISH: Duration = Duration::from_secs(5);
 /// Where and as what the agent runs.
 pub struct AgentConfig {
     /// This node's name, as its certificate names it.
-    pub node: String,
+    pub node: NodeName,
     /// The host directory plugins' granted paths are mapped onto.
     pub host_root: PathBuf,
     /// Where artifacts wait for upload.
@@ -120,7 +120,7 @@ pub async fn run(
     Ok(AgentSummary { results })
 }
 
-async fn send_heartbeats(client: Client, node: String, every: Duration) {
+async fn send_heartbeats(client: Client, node: NodeName, every: Duration) {
     loop {
         if let Err(e) = client.heartbeat(&node).await {
             tracing::debug!("heartbeat: {e}");
@@ -129,7 +129,8 @@ async fn send_heartbeats(client: Client, node: String, every: Duration) {
     }
 }
 
-/// Runs one plugin and delivers its result (or its failure). Returns what was delivered.
+/// Runs one plugin and delivers its result (or its failure). Returns what was delivered: failed
+/// when the aggregator did not take the result.
 async fn run_plugin(
     client: &Client,
     runtime: &Runtime,
@@ -175,11 +176,15 @@ async fn run_plugin(
         &files,
     )
     .await;
-    if let Err(e) = &delivered {
-        tracing::error!(plugin = %planned.name, "could not deliver the result: {e}");
-    }
     let _ = tokio::fs::remove_dir_all(&spool).await;
-    manifest.outcome
+    match delivered {
+        Ok(()) => manifest.outcome,
+        // A result the aggregator does not hold is no success, whatever the plugin did.
+        Err(e) => {
+            tracing::error!(plugin = %planned.name, "could not deliver the result: {e}");
+            Outcome::Failed
+        }
+    }
 }
 
 struct Gathered {
@@ -227,11 +232,14 @@ async fn gather(
         .map_err(|e| format!("creating {}: {e}", spool.display()))?;
     let scope = Scope::Node(config.node.clone());
     let relay_client = client.clone();
-    let (observer, relay) =
-        ProgressRelay::start(config.node.clone(), planned.name.clone(), move |update| {
+    let (observer, relay) = ProgressRelay::start(
+        config.node.to_string(),
+        planned.name.clone(),
+        move |update| {
             let (client, scope) = (relay_client.clone(), scope.clone());
             async move { client.progress(&scope, &update).await }
-        });
+        },
+    );
     let limits = Limits {
         deadline: Duration::from_secs(planned.deadline_seconds),
         ..runtime.limits().clone()
@@ -372,7 +380,7 @@ impl RelayHandle {
 
 impl ProgressObserver for ProgressRelay {
     fn progress(&self, plugin: &str, update: &PluginProgress) {
-        let update = ProgressUpdate {
+        let mut update = ProgressUpdate {
             plugin: plugin.to_owned(),
             node: self.node.clone(),
             timestamp: now_rfc3339(),
@@ -382,6 +390,8 @@ impl ProgressObserver for ProgressRelay {
             errors: update.errors.clone(),
             warnings: update.warnings.clone(),
         };
+        // The aggregator refuses what is past the caps; the run's report keeps it all.
+        update.truncate_to_caps();
         let _ = self.sender.try_send(update);
     }
 

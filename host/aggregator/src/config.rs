@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use factbuoy_protocol::names::NodeName;
 use serde::{Deserialize, Serialize};
 
 use super::run_dir::RunDir;
@@ -112,8 +113,9 @@ pub struct RunConfig {
     pub factbuoy_version: String,
     /// The plugins the run expects results of.
     pub plugins: Vec<PluginPlan>,
-    /// Nodes expected to send per-node results.
-    pub nodes: Vec<String>,
+    /// Nodes expected to send per-node results; `run.json` naming an invalid or reserved node
+    /// does not load.
+    pub nodes: Vec<NodeName>,
     /// Interval between an agent's heartbeats, in seconds, as plans tell agents.
     pub heartbeat_seconds: u64,
     /// Silence, in seconds, after which a node is marked lost.

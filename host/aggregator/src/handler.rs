@@ -12,6 +12,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use factbuoy_protocol::digest;
 use factbuoy_protocol::identity::Role;
+use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::routes::{Route, RouteError, Scope};
 use factbuoy_protocol::types::{
     ErrorBody, Outcome, PairStatus, Plan, PlannedPlugin, ProgressUpdate, ResultManifest, RunStatus,
@@ -19,7 +20,7 @@ use factbuoy_protocol::types::{
 use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
 use hyper::body::{Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode, header};
-use tokio::io::AsyncSeekExt;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::config::PlanScope;
 use crate::shared::Shared;
@@ -256,8 +257,9 @@ fn authorize(role: &Role, route: &Route) -> Result<(), Refusal> {
 }
 
 /// The pair a result or progress is for must be one this run expects, and still open.
-fn check_open(shared: &Shared, plugin: &str, label: &str) -> Result<(), Refusal> {
-    match shared.state.lock().unwrap().check_commit(plugin, label) {
+fn check_open(shared: &Shared, plugin: &str, scope: &Scope) -> Result<(), Refusal> {
+    let label = scope.label();
+    match shared.state.lock().unwrap().check_commit(plugin, scope) {
         CommitCheck::Open => Ok(()),
         CommitCheck::Duplicate => Err(refuse(
             StatusCode::CONFLICT,
@@ -285,7 +287,7 @@ async fn receive_file(
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Refusal> {
     let label = scope.label();
-    check_open(shared, plugin, label)?;
+    check_open(shared, plugin, scope)?;
     let limits = &shared.config.limits;
     let declared = request
         .headers()
@@ -334,12 +336,30 @@ async fn receive_file(
         };
         refuse(status, reason, e.to_string())
     })?;
+    // The result may have been completed while the body streamed in. Commits hold the pair's
+    // lock from their check until the state records them, so the pair is either still open (a
+    // later commit takes or clears this file), or complete without it (then it is deleted and
+    // the answer is 409).
+    let _pair = shared.storage.lock_pair(plugin, label).await;
+    if let Err(refusal) = check_open(shared, plugin, scope) {
+        shared
+            .storage
+            .discard(plugin, label, name, size, &expected)
+            .map_err(|e| {
+                refuse(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "storage",
+                    format!("deleting an upload that came too late: {e}"),
+                )
+            })?;
+        return Err(refusal);
+    }
     shared.metrics.bytes_received.inc_by(size);
     shared
         .metrics
         .upload_seconds
         .observe(started.elapsed().as_secs_f64());
-    shared.state.lock().unwrap().mark_running(plugin, label);
+    shared.state.lock().unwrap().mark_running(plugin, scope);
     Ok(json_response(
         StatusCode::CREATED,
         &serde_json::json!({ "size": size, "sha256": expected }),
@@ -385,20 +405,20 @@ async fn commit(
     plugin: &str,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Refusal> {
-    let label = scope.label().to_owned();
-    check_open(shared, plugin, &label)?;
+    let label = scope.label();
+    check_open(shared, plugin, scope)?;
     let manifest: ResultManifest = read_json(shared, request).await?;
     // Commits of one pair take turns (the check, the tree on disk and the record must not
     // interleave); other pairs and every other request go on. The run stays open until the
     // commit is recorded: packaging waits for it.
     let _open = shared.open.read().await;
-    let pair = shared.storage.lock_pair(plugin, &label).await;
-    check_open(shared, plugin, &label)?;
+    let pair = shared.storage.lock_pair(plugin, label).await;
+    check_open(shared, plugin, scope)?;
     if shared
         .state
         .lock()
         .unwrap()
-        .pair(plugin, &label)
+        .pair(plugin, scope)
         .and_then(|p| p.committed.as_ref())
         .is_some_and(|c| !c.synthetic && c.outcome == manifest.outcome && same_files(c, &manifest))
     {
@@ -406,11 +426,12 @@ async fn commit(
         return Ok(empty(StatusCode::CREATED));
     }
     let worker = shared.clone();
-    let (plugin_name, label_name) = (plugin.to_owned(), label.clone());
-    let (committed, manifest) = tokio::task::spawn_blocking(move || {
-        let _pair = pair;
+    let (plugin_name, label_name) = (plugin.to_owned(), label.to_owned());
+    // The pair's lock comes back with the outcome and is held until the state says so: an
+    // upload that checks the pair after it sees the result complete.
+    let (committed, manifest, _pair) = tokio::task::spawn_blocking(move || {
         let committed = worker.storage.commit(&plugin_name, &label_name, &manifest);
-        (committed, manifest)
+        (committed, manifest, pair)
     })
     .await
     .map_err(|e| {
@@ -428,7 +449,7 @@ async fn commit(
             tracing::error!("the result of {plugin} for {label} is recorded but not in place: {e}");
             shared.state.lock().unwrap().apply_commit(
                 plugin,
-                &label,
+                scope,
                 PairStatus::Complete,
                 *committed,
             );
@@ -462,7 +483,7 @@ async fn commit(
         .state
         .lock()
         .unwrap()
-        .apply_commit(plugin, &label, PairStatus::Complete, committed);
+        .apply_commit(plugin, scope, PairStatus::Complete, committed);
     let outcome = match manifest.outcome {
         Outcome::Succeeded => "succeeded",
         Outcome::Failed => "failed",
@@ -496,7 +517,7 @@ async fn progress(
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Refusal> {
     let label = scope.label().to_owned();
-    if shared.state.lock().unwrap().pair(plugin, &label).is_none() {
+    if shared.state.lock().unwrap().pair(plugin, scope).is_none() {
         return Err(refuse(
             StatusCode::FORBIDDEN,
             "unexpected",
@@ -504,22 +525,26 @@ async fn progress(
         ));
     }
     let mut update: ProgressUpdate = read_json(shared, request).await?;
+    // Every pair's latest update is in each status document: each must stay small.
+    update
+        .check_caps()
+        .map_err(|e| refuse(StatusCode::PAYLOAD_TOO_LARGE, "too-large", e))?;
     // The route, checked against the certificate, says whose progress this is.
     update.plugin = plugin.to_owned();
-    update.node = label.clone();
+    update.node = label;
     if update.timestamp.is_empty() {
         update.timestamp = now_rfc3339();
     }
     let mut state = shared.state.lock().unwrap();
-    state.mark_running(plugin, &label);
-    if let Some(pair) = state.pair_mut(plugin, &label) {
+    state.mark_running(plugin, scope);
+    if let Some(pair) = state.pair_mut(plugin, scope) {
         pair.progress = Some(update);
     }
     Ok(empty(StatusCode::ACCEPTED))
 }
 
-fn plan(shared: &Shared, node: &str) -> Plan {
-    let expected = shared.config.nodes.iter().any(|n| n == node);
+fn plan(shared: &Shared, node: &NodeName) -> Plan {
+    let expected = shared.config.nodes.contains(node);
     Plan {
         run_id: shared.config.run_id.clone(),
         plugins: shared
@@ -582,54 +607,76 @@ async fn bundle(shared: &Shared, request: &Request<Incoming>) -> Result<Response
     let range = request
         .headers()
         .get(header::RANGE)
-        .and_then(|v| v.to_str().ok());
-    let start = match range {
-        None => 0,
-        Some(text) => parse_range_start(text).ok_or_else(|| {
-            refuse(
-                StatusCode::RANGE_NOT_SATISFIABLE,
-                "range",
-                format!("only `bytes=N-` ranges are served, got {text:?}"),
-            )
-        })?,
+        .map(|v| v.to_str().unwrap_or_default());
+    let (start, end, partial) = match range.map(|text| byte_range(text, size)) {
+        None | Some(RangeAnswer::Whole) => (0, size, false),
+        Some(RangeAnswer::Part(start, last)) => (start, last + 1, true),
+        Some(RangeAnswer::Refused(why)) => {
+            shared.metrics.reject("range");
+            return Ok(Response::builder()
+                .status(StatusCode::RANGE_NOT_SATISFIABLE)
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(header::CONTENT_RANGE, format!("bytes */{size}"))
+                .body(full(
+                    serde_json::to_vec(&ErrorBody {
+                        error: format!(
+                            "{why}: the bundle has {size} bytes; ask for one range such as `bytes=N-`, `bytes=N-M` or `bytes=-N`"
+                        ),
+                    })
+                    .expect("serialising an error"),
+                ))
+                .expect("a valid response"));
+        }
     };
-    if start >= size && size > 0 {
-        return Err(refuse(
-            StatusCode::RANGE_NOT_SATISFIABLE,
-            "range",
-            format!("the bundle has {size} bytes"),
-        ));
-    }
     file.seek(std::io::SeekFrom::Start(start))
         .await
         .map_err(|e| refuse(StatusCode::INTERNAL_SERVER_ERROR, "storage", e.to_string()))?;
-    let stream = tokio_util::io::ReaderStream::with_capacity(file, 256 << 10);
+    let stream = tokio_util::io::ReaderStream::with_capacity(file.take(end - start), 256 << 10);
     let body = StreamBody::new(futures_util::StreamExt::map(stream, |chunk| {
         chunk.map(Frame::data)
     }))
     .boxed();
     let mut response = Response::builder()
         .header(header::CONTENT_TYPE, "application/gzip")
-        .header(header::CONTENT_LENGTH, size - start)
+        .header(header::CONTENT_LENGTH, end - start)
         .header(header::ACCEPT_RANGES, "bytes")
         .header(
             "content-digest",
             digest::header_value(&tar_info.sha256).unwrap_or_default(),
         );
-    if range.is_some() {
+    if partial {
         response = response.status(StatusCode::PARTIAL_CONTENT).header(
             header::CONTENT_RANGE,
-            format!("bytes {start}-{}/{size}", size.saturating_sub(1)),
+            format!("bytes {start}-{}/{size}", end - 1),
         );
     }
     Ok(response.body(body).expect("a valid response"))
 }
 
-/// The start of a `bytes=N-` or `bytes=N-M` range (the end is ignored: the rest is sent).
-fn parse_range_start(text: &str) -> Option<u64> {
-    let spec = text.strip_prefix("bytes=")?;
-    let (start, _) = spec.split_once('-')?;
-    start.trim().parse().ok()
+/// How a `Range` header is answered (RFC 9110, section 14).
+#[derive(Debug, PartialEq, Eq)]
+enum RangeAnswer {
+    /// Serve the whole bundle with 200: a unit other than `bytes`, which must be ignored, or
+    /// several ranges, which a server may ignore (no multipart answers are made).
+    Whole,
+    /// Serve bytes `start..=last` with 206.
+    Part(u64, u64),
+    /// Answer 416: unsatisfiable, or malformed (which a server may refuse); holds why.
+    Refused(String),
+}
+
+fn byte_range(text: &str, size: u64) -> RangeAnswer {
+    use http_range_header::{RangeInvalid, RangeUnsatisfiableError};
+    let ranges =
+        http_range_header::parse_range_header(text).and_then(|parsed| parsed.validate(size));
+    match ranges.as_deref() {
+        Ok([one]) => RangeAnswer::Part(*one.start(), *one.end()),
+        Ok(_) => RangeAnswer::Whole,
+        Err(RangeUnsatisfiableError::Invalid(RangeInvalid::DoesNotStartWithToken)) => {
+            RangeAnswer::Whole
+        }
+        Err(e) => RangeAnswer::Refused(format!("{e} ({text:?})")),
+    }
 }
 
 #[cfg(test)]
@@ -638,30 +685,40 @@ mod tests {
 
     #[test]
     fn agents_speak_only_for_their_node_and_operators_only_read() {
-        let agent = Role::Agent { node: "a".into() };
+        let node = |n: &str| NodeName::parse(n).unwrap();
+        let agent = Role::Agent { node: node("a") };
         let operator = Role::Operator { name: "cli".into() };
         let global = Role::Global { name: "g".into() };
         let commit = |scope| Route::ResultCommit {
             scope,
             plugin: "p".into(),
         };
-        assert!(authorize(&agent, &commit(Scope::Node("a".into()))).is_ok());
-        assert!(authorize(&agent, &commit(Scope::Node("b".into()))).is_err());
+        assert!(authorize(&agent, &commit(Scope::Node(node("a")))).is_ok());
+        assert!(authorize(&agent, &commit(Scope::Node(node("b")))).is_err());
         assert!(authorize(&agent, &commit(Scope::Global)).is_err());
         assert!(authorize(&global, &commit(Scope::Global)).is_ok());
         assert!(authorize(&agent, &Route::Status).is_err());
         assert!(authorize(&agent, &Route::Bundle).is_err());
         assert!(authorize(&operator, &Route::Status).is_ok());
-        assert!(authorize(&operator, &commit(Scope::Node("a".into()))).is_err());
-        assert!(authorize(&operator, &Route::Heartbeat { node: "a".into() }).is_err());
-        assert!(authorize(&agent, &Route::Heartbeat { node: "b".into() }).is_err());
+        assert!(authorize(&operator, &commit(Scope::Node(node("a")))).is_err());
+        assert!(authorize(&operator, &Route::Heartbeat { node: node("a") }).is_err());
+        assert!(authorize(&agent, &Route::Heartbeat { node: node("b") }).is_err());
     }
 
     #[test]
-    fn ranges_resume_from_their_start() {
-        assert_eq!(parse_range_start("bytes=100-"), Some(100));
-        assert_eq!(parse_range_start("bytes=5-9"), Some(5));
-        assert_eq!(parse_range_start("items=1-"), None);
-        assert_eq!(parse_range_start("bytes=-5"), None);
+    fn ranges_follow_rfc_9110() {
+        use RangeAnswer::*;
+        assert_eq!(byte_range("bytes=100-", 1000), Part(100, 999));
+        assert_eq!(byte_range("bytes=0-0", 1000), Part(0, 0));
+        assert_eq!(byte_range("bytes=5-9", 1000), Part(5, 9));
+        assert_eq!(byte_range("bytes=990-5000", 1000), Part(990, 999));
+        assert_eq!(byte_range("bytes=-5", 1000), Part(995, 999));
+        assert_eq!(byte_range("bytes=-5000", 1000), Part(0, 999));
+        assert_eq!(byte_range("items=1-", 1000), Whole);
+        assert_eq!(byte_range("bytes=0-1,5-6", 1000), Whole);
+        assert_eq!(byte_range("bytes=0-5,3-8", 1000), Whole);
+        for refused in ["bytes=10-5", "bytes=1000-", "bytes=-0", "bytes=x-"] {
+            assert!(matches!(byte_range(refused, 1000), Refused(_)), "{refused}");
+        }
     }
 }

@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use factbuoy_pki::{Issued, RunCa};
 use factbuoy_protocol::identity::Role;
+use factbuoy_protocol::routes::Scope;
 use factbuoy_protocol::types::{PairStatus, RunStatus, now_rfc3339};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::JoinHandle;
@@ -303,32 +304,35 @@ async fn watchdog(shared: Arc<Shared>) {
                 state.missing_pairs(),
             )
         };
-        let mut stand_ins: Vec<(String, String, PairStatus, String)> = lost
+        let mut stand_ins: Vec<(String, Scope, PairStatus, String)> = lost
             .into_iter()
-            .map(|(plugin, node)| {
+            .map(|(plugin, scope)| {
                 let message = format!(
-                    "node {node:?} sent no heartbeat for {}s and no result of {plugin}; it was marked lost",
+                    "node {:?} sent no heartbeat for {}s and no result of {plugin}; it was marked lost",
+                    scope.label(),
                     window.as_secs()
                 );
-                (plugin, node, PairStatus::Lost, message)
+                (plugin, scope, PairStatus::Lost, message)
             })
             .collect();
         if timed_out {
-            stand_ins.extend(missing.into_iter().map(|(plugin, node)| {
+            stand_ins.extend(missing.into_iter().map(|(plugin, scope)| {
                 let message = format!(
-                    "no result of {plugin} for {node} within the run timeout of {}s",
+                    "no result of {plugin} for {} within the run timeout of {}s",
+                    scope.label(),
                     timeout.as_secs()
                 );
-                (plugin, node, PairStatus::TimedOut, message)
+                (plugin, scope, PairStatus::TimedOut, message)
             }));
         }
-        for (plugin, node, status, message) in stand_ins {
-            if let Err(e) = stand_in(&shared, &plugin, &node, status, &message).await {
+        for (plugin, scope, status, message) in stand_ins {
+            if let Err(e) = stand_in(&shared, &plugin, &scope, status, &message).await {
                 // A run must end: one that cannot record an error result ends failed.
                 fail_run(
                     &shared,
                     format!(
-                        "recording the error result of {plugin} for {node} failed: {e}{}",
+                        "recording the error result of {plugin} for {} failed: {e}{}",
+                        scope.label(),
                         disk_full_hint(&shared, e.is_disk_full())
                     ),
                 );
@@ -384,28 +388,33 @@ fn fail_run(shared: &Shared, message: String) {
 async fn stand_in(
     shared: &Arc<Shared>,
     plugin: &str,
-    node: &str,
+    scope: &Scope,
     status: PairStatus,
     message: &str,
 ) -> Result<(), storage::CommitError> {
-    let pair = shared.storage.lock_pair(plugin, node).await;
+    let pair = shared.storage.lock_pair(plugin, scope.label()).await;
     if shared
         .state
         .lock()
         .unwrap()
-        .pair(plugin, node)
+        .pair(plugin, scope)
         .is_none_or(|p| p.committed.is_some())
     {
         return Ok(()); // a commit came first
     }
     tracing::warn!("{message}");
     let worker = shared.clone();
-    let (plugin_name, node_name, text) = (plugin.to_owned(), node.to_owned(), message.to_owned());
-    let committed = tokio::task::spawn_blocking(move || {
-        let _pair = pair;
-        worker
+    let (plugin_name, label, text) = (
+        plugin.to_owned(),
+        scope.label().to_owned(),
+        message.to_owned(),
+    );
+    // The pair's lock is held until the state records the result (see the commit handler).
+    let (committed, _pair) = tokio::task::spawn_blocking(move || {
+        let committed = worker
             .storage
-            .synthetic_error(&plugin_name, &node_name, status, &text)
+            .synthetic_error(&plugin_name, &label, status, &text);
+        (committed, pair)
     })
     .await
     .map_err(|e| storage::CommitError::Io(std::io::Error::other(e.to_string())))?;
@@ -419,7 +428,7 @@ async fn stand_in(
         .state
         .lock()
         .unwrap()
-        .apply_commit(plugin, node, status, committed);
+        .apply_commit(plugin, scope, status, committed);
     Ok(())
 }
 

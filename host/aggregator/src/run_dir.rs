@@ -15,6 +15,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use factbuoy_bundle::layout;
+
 /// A run's directory and the path of everything in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunDir {
@@ -42,12 +44,13 @@ impl RunDir {
         self.root.join("state.json")
     }
 
-    /// The record of one committed result (`label` is a node, or `global`).
+    /// The record of one committed result (`label` is a node, or `global`). Named as the
+    /// bundle's reports are, so the same longest node name fits.
     pub fn commit_record(&self, plugin: &str, label: &str) -> PathBuf {
         self.root
             .join("commits")
             .join(plugin)
-            .join(format!("{label}.json"))
+            .join(format!("{label}{}", layout::NODE_FILE_SUFFIX))
     }
 
     /// The run's certificates and keys.

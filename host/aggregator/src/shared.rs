@@ -3,6 +3,7 @@
 use std::sync::Mutex;
 use std::time::SystemTime;
 
+use factbuoy_protocol::routes::Scope;
 use factbuoy_protocol::types::{PairStatus, RunStatus, StatusDocument};
 
 use crate::BundledComponents;
@@ -63,7 +64,7 @@ impl Shared {
             let statuses: Vec<PairStatus> = state
                 .pairs
                 .values()
-                .filter_map(|nodes| nodes.get(node).map(|p| p.status))
+                .filter_map(|scopes| scopes.get(&Scope::Node(node.clone())).map(|p| p.status))
                 .collect();
             let label = if statuses.contains(&PairStatus::Lost) {
                 "lost"

@@ -10,6 +10,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use factbuoy_protocol::names::NodeName;
+use factbuoy_protocol::routes::Scope;
 use factbuoy_protocol::types::{
     Outcome, PairStatus, PluginStatus, ProgressUpdate, ResultStatus, RunStatus, StatusDocument,
     TarInfo,
@@ -58,9 +60,9 @@ pub struct Pair {
 pub struct RunState {
     /// Where the run is.
     pub status: RunStatus,
-    /// plugin -> node label (`global` for global plugins) -> pair; rebuilt from commit records.
+    /// plugin -> scope (a node, or global) -> pair; rebuilt from commit records.
     #[serde(skip)]
-    pub pairs: BTreeMap<String, BTreeMap<String, Pair>>,
+    pub pairs: BTreeMap<String, BTreeMap<Scope, Pair>>,
     /// The bundle, once it is written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tar_info: Option<TarInfo>,
@@ -71,7 +73,7 @@ pub struct RunState {
     pub finished: Option<String>,
     /// node -> last heartbeat.
     #[serde(skip)]
-    pub heartbeats: BTreeMap<String, SystemTime>,
+    pub heartbeats: BTreeMap<NodeName, SystemTime>,
     /// Why a failed run failed (a full disk, say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -115,14 +117,14 @@ impl RunState {
     pub fn new(config: &RunConfig) -> Self {
         let mut pairs = BTreeMap::new();
         for plugin in &config.plugins {
-            let labels: Vec<String> = match plugin.scope {
-                PlanScope::PerNode => config.nodes.clone(),
-                PlanScope::Global => vec!["global".to_owned()],
+            let scopes: Vec<Scope> = match plugin.scope {
+                PlanScope::PerNode => config.nodes.iter().cloned().map(Scope::Node).collect(),
+                PlanScope::Global => vec![Scope::Global],
             };
-            let entry: &mut BTreeMap<String, Pair> = pairs.entry(plugin.name.clone()).or_default();
-            for label in labels {
+            let entry: &mut BTreeMap<Scope, Pair> = pairs.entry(plugin.name.clone()).or_default();
+            for scope in scopes {
                 entry.insert(
-                    label,
+                    scope,
                     Pair {
                         status: PairStatus::Pending,
                         committed: None,
@@ -155,8 +157,8 @@ impl RunState {
             state.error = saved.error;
         }
         for (plugin, nodes) in state.pairs.iter_mut() {
-            for (label, pair) in nodes.iter_mut() {
-                let record = run_dir.commit_record(plugin, label);
+            for (scope, pair) in nodes.iter_mut() {
+                let record = run_dir.commit_record(plugin, scope.label());
                 if let Ok(bytes) = std::fs::read(&record) {
                     *pair = serde_json::from_slice(&bytes)
                         .map_err(|e| anyhow::anyhow!("{}: {e}", record.display()))?;
@@ -179,15 +181,16 @@ impl RunState {
         &mut self,
         run_dir: &RunDir,
         plugin: &str,
-        label: &str,
+        scope: &Scope,
         status: PairStatus,
         committed: Committed,
     ) -> anyhow::Result<()> {
-        if self.pair(plugin, label).is_none() {
+        let label = scope.label();
+        if self.pair(plugin, scope).is_none() {
             anyhow::bail!("no pair {plugin}/{label} in this run");
         }
         write_record(run_dir, plugin, label, status, &committed)?;
-        self.apply_commit(plugin, label, status, committed);
+        self.apply_commit(plugin, scope, status, committed);
         Ok(())
     }
 
@@ -195,29 +198,29 @@ impl RunState {
     pub fn apply_commit(
         &mut self,
         plugin: &str,
-        label: &str,
+        scope: &Scope,
         status: PairStatus,
         committed: Committed,
     ) {
-        if let Some(pair) = self.pair_mut(plugin, label) {
+        if let Some(pair) = self.pair_mut(plugin, scope) {
             pair.status = status;
             pair.committed = Some(committed);
         }
     }
 
-    /// The pair of `plugin` and `label` (a node, or `global`), if the run expects it.
-    pub fn pair(&self, plugin: &str, label: &str) -> Option<&Pair> {
-        self.pairs.get(plugin)?.get(label)
+    /// The pair of `plugin` and `scope`, if the run expects it.
+    pub fn pair(&self, plugin: &str, scope: &Scope) -> Option<&Pair> {
+        self.pairs.get(plugin)?.get(scope)
     }
 
     /// The pair, to change in memory only; a result is committed with [`RunState::record_commit`].
-    pub fn pair_mut(&mut self, plugin: &str, label: &str) -> Option<&mut Pair> {
-        self.pairs.get_mut(plugin)?.get_mut(label)
+    pub fn pair_mut(&mut self, plugin: &str, scope: &Scope) -> Option<&mut Pair> {
+        self.pairs.get_mut(plugin)?.get_mut(scope)
     }
 
     /// Notes that something arrived for a pair that had nothing yet.
-    pub fn mark_running(&mut self, plugin: &str, label: &str) {
-        if let Some(pair) = self.pair_mut(plugin, label)
+    pub fn mark_running(&mut self, plugin: &str, scope: &Scope) {
+        if let Some(pair) = self.pair_mut(plugin, scope)
             && pair.status == PairStatus::Pending
         {
             pair.status = PairStatus::Running;
@@ -225,11 +228,11 @@ impl RunState {
     }
 
     /// Whether a result (an upload or a commit) for the pair may be accepted now.
-    pub fn check_commit(&self, plugin: &str, label: &str) -> CommitCheck {
+    pub fn check_commit(&self, plugin: &str, scope: &Scope) -> CommitCheck {
         if self.status != RunStatus::Running {
             return CommitCheck::Closed;
         }
-        match self.pair(plugin, label) {
+        match self.pair(plugin, scope) {
             None => CommitCheck::Unexpected,
             Some(Pair {
                 committed: Some(c), ..
@@ -253,21 +256,23 @@ impl RunState {
         now: SystemTime,
         since: SystemTime,
         window: Duration,
-    ) -> Vec<(String, String)> {
+    ) -> Vec<(String, Scope)> {
         let mut lost = Vec::new();
-        for (plugin, nodes) in &self.pairs {
-            for (label, pair) in nodes {
-                if pair.committed.is_some() || label == "global" {
+        for (plugin, scopes) in &self.pairs {
+            for (scope, pair) in scopes {
+                // A global result has no node whose heartbeats could stop.
+                let Scope::Node(node) = scope else { continue };
+                if pair.committed.is_some() {
                     continue;
                 }
                 let last = self
                     .heartbeats
-                    .get(label)
+                    .get(node)
                     .copied()
                     .unwrap_or(since)
                     .max(since);
                 if now.duration_since(last).unwrap_or_default() > window {
-                    lost.push((plugin.clone(), label.clone()));
+                    lost.push((plugin.clone(), scope.clone()));
                 }
             }
         }
@@ -275,14 +280,14 @@ impl RunState {
     }
 
     /// Pairs still waiting for a result.
-    pub fn missing_pairs(&self) -> Vec<(String, String)> {
+    pub fn missing_pairs(&self) -> Vec<(String, Scope)> {
         self.pairs
             .iter()
-            .flat_map(|(plugin, nodes)| {
-                nodes
+            .flat_map(|(plugin, scopes)| {
+                scopes
                     .iter()
                     .filter(|(_, pair)| pair.committed.is_none())
-                    .map(|(label, _)| (plugin.clone(), label.clone()))
+                    .map(|(scope, _)| (plugin.clone(), scope.clone()))
             })
             .collect()
     }
@@ -290,18 +295,22 @@ impl RunState {
     /// The status document operators see.
     pub fn document(&self, run_id: &str) -> StatusDocument {
         let mut plugins = Vec::new();
-        for (plugin, nodes) in &self.pairs {
-            for (label, pair) in nodes {
+        for (plugin, scopes) in &self.pairs {
+            for (scope, pair) in scopes {
+                let last_heartbeat = match scope {
+                    Scope::Node(node) => self.heartbeats.get(node).map(|at| rfc3339(*at)),
+                    Scope::Global => None,
+                };
                 plugins.push(PluginStatus {
                     plugin: plugin.clone(),
-                    node: label.clone(),
+                    node: scope.label().to_owned(),
                     status: pair.status,
                     result_status: pair.committed.as_ref().map(|c| match c.outcome {
                         Outcome::Succeeded => ResultStatus::Passed,
                         Outcome::Failed => ResultStatus::Failed,
                     }),
                     progress: pair.progress.clone(),
-                    last_heartbeat: self.heartbeats.get(label).map(|at| rfc3339(*at)),
+                    last_heartbeat,
                 });
             }
         }
@@ -341,7 +350,7 @@ mod tests {
                 plugin("setup", PlanScope::PerNode),
                 plugin("cluster", PlanScope::Global),
             ],
-            nodes: vec!["a".into(), "b".into()],
+            nodes: vec![name("a"), name("b")],
             heartbeat_seconds: 5,
             lost_after_seconds: 60,
             run_timeout_seconds: 600,
@@ -353,8 +362,16 @@ mod tests {
         }
     }
 
+    fn name(node: &str) -> NodeName {
+        NodeName::parse(node).unwrap()
+    }
+
+    fn node(node: &str) -> Scope {
+        Scope::Node(name(node))
+    }
+
     fn commit(state: &mut RunState, plugin: &str, node: &str, outcome: Outcome) {
-        let pair = state.pair_mut(plugin, node).unwrap();
+        let pair = state.pair_mut(plugin, &self::node(node)).unwrap();
         pair.status = PairStatus::Complete;
         pair.committed = Some(Committed {
             outcome,
@@ -369,21 +386,41 @@ mod tests {
     fn expects_one_pair_per_node_and_one_per_global_plugin() {
         let state = RunState::new(&config());
         assert_eq!(state.missing_pairs().len(), 3);
-        assert_eq!(state.check_commit("setup", "a"), CommitCheck::Open);
-        assert_eq!(state.check_commit("setup", "zzz"), CommitCheck::Unexpected);
-        assert_eq!(state.check_commit("nope", "a"), CommitCheck::Unexpected);
-        assert_eq!(state.check_commit("cluster", "global"), CommitCheck::Open);
+        // The global pair belongs to no node: it is never lost for want of heartbeats.
+        let later = SystemTime::now() + Duration::from_secs(3600);
+        let lost = state.lost_pairs(later, SystemTime::now(), Duration::from_secs(1));
+        assert_eq!(lost.len(), 2);
+        assert!(
+            lost.iter()
+                .all(|(_, scope)| matches!(scope, Scope::Node(_)))
+        );
+        assert_eq!(state.check_commit("setup", &node("a")), CommitCheck::Open);
+        assert_eq!(
+            state.check_commit("setup", &node("zzz")),
+            CommitCheck::Unexpected
+        );
+        assert_eq!(
+            state.check_commit("nope", &node("a")),
+            CommitCheck::Unexpected
+        );
+        assert_eq!(
+            state.check_commit("cluster", &Scope::Global),
+            CommitCheck::Open
+        );
     }
 
     #[test]
     fn only_a_successful_result_makes_a_duplicate() {
         let mut state = RunState::new(&config());
         commit(&mut state, "setup", "a", Outcome::Failed);
-        assert_eq!(state.check_commit("setup", "a"), CommitCheck::Open);
+        assert_eq!(state.check_commit("setup", &node("a")), CommitCheck::Open);
         commit(&mut state, "setup", "a", Outcome::Succeeded);
-        assert_eq!(state.check_commit("setup", "a"), CommitCheck::Duplicate);
+        assert_eq!(
+            state.check_commit("setup", &node("a")),
+            CommitCheck::Duplicate
+        );
         state.status = RunStatus::Complete;
-        assert_eq!(state.check_commit("setup", "b"), CommitCheck::Closed);
+        assert_eq!(state.check_commit("setup", &node("b")), CommitCheck::Closed);
     }
 
     #[test]
@@ -393,7 +430,7 @@ mod tests {
         let window = Duration::from_secs(60);
         state
             .heartbeats
-            .insert("a".into(), start + Duration::from_secs(50));
+            .insert(name("a"), start + Duration::from_secs(50));
         assert!(
             state
                 .lost_pairs(start + Duration::from_secs(59), start, window)
@@ -402,12 +439,12 @@ mod tests {
         // b never spoke: lost 60 s after the start; a spoke at 50 s: lost after 110 s.
         assert_eq!(
             state.lost_pairs(start + Duration::from_secs(61), start, window),
-            [("setup".to_owned(), "b".to_owned())]
+            [("setup".to_owned(), node("b"))]
         );
         commit(&mut state, "setup", "b", Outcome::Succeeded);
         assert_eq!(
             state.lost_pairs(start + Duration::from_secs(111), start, window),
-            [("setup".to_owned(), "a".to_owned())]
+            [("setup".to_owned(), node("a"))]
         );
     }
 
@@ -425,7 +462,7 @@ mod tests {
             report: false,
         };
         state
-            .record_commit(&dir, "setup", "a", PairStatus::Complete, committed)
+            .record_commit(&dir, "setup", &node("a"), PairStatus::Complete, committed)
             .unwrap();
         state.status = RunStatus::PostProcessing;
         state.save(&dir).unwrap();
@@ -438,7 +475,7 @@ mod tests {
                 .record_commit(
                     &dir,
                     "setup",
-                    "zzz",
+                    &node("zzz"),
                     PairStatus::Complete,
                     Committed {
                         outcome: Outcome::Failed,

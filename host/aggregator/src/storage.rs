@@ -245,7 +245,8 @@ impl Storage {
     /// files stay, so the agent's retry succeeds). Then empties the trash.
     pub fn recover(&self, state: &RunState) -> std::io::Result<()> {
         for (plugin, nodes) in &state.pairs {
-            for (label, pair) in nodes {
+            for (scope, pair) in nodes {
+                let label = scope.label();
                 if let Some(committed) = &pair.committed
                     && !committed.commit_id.is_empty()
                     && self.assembly(plugin, label, &committed.commit_id).exists()
@@ -390,6 +391,27 @@ impl Storage {
             return Err(e.into());
         }
         Ok(size)
+    }
+
+    /// Deletes a staged upload that arrived after its pair's result was completed, and the pair's
+    /// staging folder if that leaves it empty. A file the commit already took is not there.
+    /// Call it holding the pair's lock ([`Storage::lock_pair`]).
+    pub fn discard(
+        &self,
+        plugin: &str,
+        label: &str,
+        name: &ArtifactName,
+        size: u64,
+        sha256: &str,
+    ) -> std::io::Result<()> {
+        let staging = self.staging(plugin, label);
+        match std::fs::remove_file(staging.join(StagedFile::file_name(name, size, sha256))) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        // Fails, as it should, while other uploads wait there.
+        let _ = std::fs::remove_dir(&staging);
+        Ok(())
     }
 
     /// Commits the staged files the manifest names, replacing an earlier failed result, all or

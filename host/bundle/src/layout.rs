@@ -12,14 +12,17 @@
 //! resources/                                      cluster resources (Kubernetes runs)
 //! ```
 
+pub use factbuoy_protocol::names::NODE_FILE_SUFFIX;
+
 /// The run's configuration and versions.
 pub const RUN: &str = "meta/run.json";
 /// The final status document.
 pub const STATUS: &str = "meta/status.json";
 /// Every other entry with its size and sha-256; written last.
 pub const INDEX: &str = "meta/index.json";
-/// The file in a failed result's folder that says why it failed.
-pub const ERROR_FILE: &str = "error.json";
+/// The file in a failed result's folder that says why it failed; plugins may not name an
+/// artifact so ([`factbuoy_protocol::names::RESERVED_ARTIFACT_NAMES`]).
+pub use factbuoy_protocol::names::ERROR_FILE;
 
 /// Whether a result holds a plugin's artifacts or the reason it has none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,9 +47,11 @@ pub fn definition(plugin: &str) -> String {
     format!("plugins/{plugin}/definition.json")
 }
 
-/// The report of one plugin run, as its agent sent it.
+/// The report of one plugin run, as its agent sent it. The longest file name built from a node
+/// name: [`NODE_FILE_SUFFIX`] sets the longest node name
+/// ([`factbuoy_protocol::names::MAX_NODE_BYTES`]).
 pub fn report(plugin: &str, node: &str) -> String {
-    format!("meta/reports/{plugin}/{node}.json")
+    format!("meta/reports/{plugin}/{node}{NODE_FILE_SUFFIX}")
 }
 
 /// The bundle's file name for a run started at `created`.
@@ -80,5 +85,31 @@ mod tests {
             "plugins/setup/errors/global"
         );
         assert_eq!(report("setup", "n1"), "meta/reports/setup/n1.json");
+    }
+
+    #[test]
+    fn every_file_name_built_from_the_longest_names_fits() {
+        use factbuoy_protocol::names::{MAX_FILE_NAME_BYTES, MAX_IDENTIFIER_BYTES, MAX_NODE_BYTES};
+        let plugin = "p".repeat(MAX_IDENTIFIER_BYTES);
+        let node = "n".repeat(MAX_NODE_BYTES);
+        let paths = [
+            result_dir(&plugin, &node, ResultKind::Results),
+            result_dir(&plugin, &node, ResultKind::Errors),
+            format!(
+                "{}/{ERROR_FILE}",
+                result_dir(&plugin, &node, ResultKind::Errors)
+            ),
+            definition(&plugin),
+            report(&plugin, &node),
+        ];
+        for path in paths {
+            for component in path.split('/') {
+                assert!(component.len() <= MAX_FILE_NAME_BYTES, "{path}");
+            }
+        }
+        assert_eq!(
+            report(&plugin, &node).rsplit('/').next().unwrap().len(),
+            MAX_FILE_NAME_BYTES
+        );
     }
 }

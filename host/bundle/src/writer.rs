@@ -124,7 +124,16 @@ fn write_to<R: serde::Serialize>(
     temporary: &Path,
     path: &Path,
 ) -> anyhow::Result<(String, u64)> {
-    let file = File::create(temporary)?;
+    // Private, like the run's other outputs: the bundle holds every host's facts.
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(temporary)?
+    };
     let hashing = HashingWriter {
         inner: BufWriter::with_capacity(BUFFER_BYTES, file),
         hasher: Sha256::new(),

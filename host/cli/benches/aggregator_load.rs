@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use factbuoy_aggregator::{Run, RunDir};
 use factbuoy_protocol::identity::Role;
-use factbuoy_protocol::names::ArtifactName;
+use factbuoy_protocol::names::{ArtifactName, NodeName};
 use factbuoy_protocol::{Client, Scope};
 use tokio::sync::Semaphore;
 
@@ -130,7 +130,7 @@ async fn load(clients: &[Client], file: &Path, sha256: &str, server: &Server) ->
         tasks.push(tokio::spawn(async move {
             let _slot = slots.acquire_owned().await.unwrap();
             let began = Instant::now();
-            let scope = Scope::Node(format!("node-{i}"));
+            let scope = Scope::Node(NodeName::parse(&format!("node-{i}")).unwrap());
             let result = client
                 .put_file(&scope, "hello", &name, &file, &sha256)
                 .await;
@@ -294,8 +294,10 @@ async fn main() {
             .iter()
             .map(|node| {
                 ca.identity(
-                    &ca.issue_client(&Role::Agent { node: node.clone() })
-                        .unwrap(),
+                    &ca.issue_client(&Role::Agent {
+                        node: NodeName::parse(node).unwrap(),
+                    })
+                    .unwrap(),
                 )
             })
             .collect();

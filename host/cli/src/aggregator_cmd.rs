@@ -11,6 +11,7 @@ use bytesize::ByteSize;
 use clap::{Args, Subcommand};
 use factbuoy_protocol::Client;
 use factbuoy_protocol::identity::Role;
+use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::tls::Identity;
 
 use factbuoy_agent::AgentConfig;
@@ -32,8 +33,8 @@ pub enum AggregatorCommand {
     Issue {
         #[arg(long, value_name = "DIR")]
         run_dir: PathBuf,
-        /// `agent:NODE`, `operator:NAME` or `global:NAME`.
-        #[arg(long, value_parser = parse_role)]
+        /// `agent:NODE`, `operator:NAME` or `global:NAME`; NODE must be one of the run's nodes.
+        #[arg(long, value_parser = Role::parse)]
         role: Role,
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
@@ -48,18 +49,13 @@ pub enum AggregatorCommand {
     },
 }
 
-fn parse_role(text: &str) -> Result<Role, String> {
-    Role::from_uri(&format!("urn:factbuoy:{text}"))
-        .ok_or_else(|| format!("expected agent:NODE, operator:NAME or global:NAME, got {text:?}"))
-}
-
 #[derive(Debug, Args)]
 pub struct CreateArgs {
     #[arg(long, value_name = "DIR")]
     run_dir: PathBuf,
     /// A node expected to send results; repeat for each.
     #[arg(long = "node", required = true)]
-    nodes: Vec<String>,
+    nodes: Vec<NodeName>,
     /// Plugins to run, by bundled name or path [default: as for `factbuoy run`].
     #[arg(long = "plugin", value_name = "NAME|PATH")]
     plugins: Vec<String>,
@@ -115,7 +111,7 @@ pub struct AgentArgs {
     aggregator: String,
     /// This node's name, as in its certificate.
     #[arg(long)]
-    node: String,
+    node: NodeName,
     /// Directory with ca.pem, client.pem and client.key.
     #[arg(long, value_name = "DIR")]
     credentials: PathBuf,
@@ -134,7 +130,16 @@ pub async fn aggregator(command: AggregatorCommand, format: Format) -> anyhow::R
     match command {
         AggregatorCommand::Create(args) => create(args, format).await,
         AggregatorCommand::Issue { run_dir, role, out } => {
-            Run::open(RunDir::new(run_dir))?.issue_to_files(&role, &out)?;
+            let run = Run::open(RunDir::new(run_dir))?;
+            if let Role::Agent { node } = &role
+                && !run.config().nodes.contains(node)
+            {
+                anyhow::bail!(
+                    "node {node:?} is not a node of run {}; its nodes are given to `aggregator create --node`",
+                    run.config().run_id
+                );
+            }
+            run.issue_to_files(&role, &out)?;
             emit(&format!(
                 "issued a certificate for the {role} into {}",
                 out.display()
@@ -168,9 +173,6 @@ pub async fn aggregator(command: AggregatorCommand, format: Format) -> anyhow::R
 }
 
 async fn create(args: CreateArgs, format: Format) -> anyhow::Result<ExitStatus> {
-    for node in &args.nodes {
-        factbuoy_protocol::names::check_identifier("node", node)?;
-    }
     let runtime = Runtime::new(RuntimeOptions::default())?;
     let plugins = if args.plugins.is_empty() {
         plan::default_plugins(std::path::Path::new("/"))

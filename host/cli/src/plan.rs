@@ -178,7 +178,7 @@ mod tests {
             ("--", "localhost"),
         ] {
             assert_eq!(node_name(host), node);
-            factbuoy_protocol::names::check_identifier("node", &node_name(host)).unwrap();
+            factbuoy_protocol::names::NodeName::parse(&node_name(host)).unwrap();
         }
     }
 

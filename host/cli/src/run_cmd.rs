@@ -14,6 +14,7 @@ use anyhow::Context;
 use clap::Args;
 use factbuoy_protocol::Client;
 use factbuoy_protocol::identity::Role;
+use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::tls::Identity;
 use factbuoy_protocol::types::{PairStatus, ResultStatus, RunStatus, StatusDocument};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -51,7 +52,7 @@ pub struct RunArgs {
     run_dir: Option<PathBuf>,
     /// This host's node name [default: its host name].
     #[arg(long)]
-    node: Option<String>,
+    node: Option<NodeName>,
     /// Host directory plugins' paths are mapped onto.
     #[arg(long, default_value = "/", value_name = "DIR")]
     root: PathBuf,
@@ -141,9 +142,11 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
     };
     let node = match &args.node {
         Some(node) => node.clone(),
-        None => plan::node_name(&sysinfo::System::host_name().unwrap_or_default()),
+        None => NodeName::parse(&plan::node_name(
+            &sysinfo::System::host_name().unwrap_or_default(),
+        ))
+        .context("this host's name makes no valid node name; name it with --node")?,
     };
-    factbuoy_protocol::names::check_identifier("node", &node)?;
     let runtime = Arc::new(Runtime::new(RuntimeOptions {
         limits: Limits {
             deadline: *args.plugin_timeout,

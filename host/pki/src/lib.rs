@@ -258,7 +258,7 @@ mod tests {
     fn client_certificates_carry_their_role() {
         let ca = RunCa::create("test").unwrap();
         let role = Role::Agent {
-            node: "node-1".into(),
+            node: factbuoy_protocol::names::NodeName::parse("node-1").unwrap(),
         };
         let issued = ca.issue_client(&role).unwrap();
         let der = tls::certificates(&issued.cert_pem, "cert").unwrap();

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use crate::bindings::PluginInfo;
 use crate::grants::Grant;
 use crate::params::parse_value;
-use factbuoy_protocol::names::ArtifactName;
+use factbuoy_protocol::names::{ArtifactName, IdentifierKind, check_identifier};
 
 /// Longest plugin or parameter name.
 pub const MAX_NAME_LEN: usize = 63;
@@ -37,6 +37,9 @@ pub fn problems(info: &PluginInfo) -> Vec<String> {
             "name {:?} must be 1-63 characters of a-z, 0-9 and `-`, not starting with `-`",
             info.name
         ));
+    } else if let Err(e) = check_identifier(IdentifierKind::Plugin, &info.name) {
+        // The rules every name of a run follows: no Windows device name, for one.
+        problems.push(e.to_string());
     }
     if info.version.trim().is_empty() {
         problems.push("version is empty".to_owned());

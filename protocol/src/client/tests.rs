@@ -227,7 +227,10 @@ async fn an_unreachable_aggregator_is_retryable_and_bad_addresses_are_not() {
         .local_addr()
         .unwrap();
     let client = Client::new(&free.to_string(), &identity).unwrap();
-    let error = client.heartbeat("n1").await.unwrap_err();
+    let error = client
+        .heartbeat(&crate::names::NodeName::parse("n1").unwrap())
+        .await
+        .unwrap_err();
     assert!(
         matches!(error, ClientError::Connect { .. }) && error.is_retryable(),
         "{error}"

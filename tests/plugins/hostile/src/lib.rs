@@ -104,6 +104,12 @@ impl Gatherer for Hostile {
                     "",
                     "a\\b",
                     "ok/../x",
+                    // The aggregator's own file beside a failed result's artifacts.
+                    "error.json",
+                    // Unsafe on Windows, or invisible.
+                    "CON",
+                    "a.json:stream",
+                    "evil\u{202e}nosj.exe",
                 ];
                 let results: Vec<String> = names
                     .iter()

@@ -1,0 +1,378 @@
+//! An aggregator served by the real binary in a child process, with curl and `openssl s_client`
+//! as independent TLS clients. Used by `tests/aggregator_names.rs`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+use super::factbuoy;
+
+/// Runs `command` and asserts that it succeeded.
+pub fn run(command: &mut Command) -> Output {
+    let output = command.output().expect("running factbuoy");
+    assert!(
+        output.status.success(),
+        "{:?} failed: {}",
+        command,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Lower-case hex sha-256 of `bytes`.
+pub fn sha256(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// `sha-256=:<base64>:` for `bytes`.
+pub fn content_digest(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    format!(
+        "sha-256=:{}:",
+        base64::engine::general_purpose::STANDARD.encode(Sha256::digest(bytes))
+    )
+}
+
+/// A manifest committing `files` with `outcome` (`succeeded` or `failed`).
+pub fn manifest(outcome: &str, files: &[(&str, &[u8])]) -> Vec<u8> {
+    let files: Vec<serde_json::Value> = files
+        .iter()
+        .map(|(name, bytes)| serde_json::json!({"name": name, "size": bytes.len(), "sha256": sha256(bytes)}))
+        .collect();
+    serde_json::to_vec(&serde_json::json!({
+        "outcome": outcome, "error": "it broke", "files": files, "plugin_version": "0.1.0"
+    }))
+    .unwrap()
+}
+
+/// A run directory with its aggregator serving in a child process whose log is kept.
+pub struct Aggregator {
+    /// Holds the run directory, the bundle's folder and issued credentials.
+    pub dir: tempfile::TempDir,
+    child: Option<Child>,
+    /// The agent listener, HOST:PORT.
+    pub agent: String,
+    /// The operator listener, HOST:PORT.
+    pub operator: String,
+}
+
+/// `factbuoy aggregator create` for a run in `dir` expecting `nodes` to run `hello`.
+pub fn create_command(dir: &Path, nodes: &[&str], extra: &[&str]) -> Command {
+    let mut command = factbuoy();
+    command
+        .args(["aggregator", "create", "--plugin", "hello"])
+        .arg("--run-dir")
+        .arg(dir.join("run"))
+        .arg("--out")
+        .arg(dir.join("out"));
+    for node in nodes {
+        command.args(["--node", node]);
+    }
+    command.args(extra);
+    command
+}
+
+impl Aggregator {
+    /// Creates a run expecting `nodes` to run `hello`, with extra `aggregator create` flags, and
+    /// serves it.
+    pub fn create(nodes: &[&str], extra: &[&str]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        run(&mut create_command(dir.path(), nodes, extra));
+        let mut aggregator = Aggregator {
+            dir,
+            child: None,
+            agent: String::new(),
+            operator: String::new(),
+        };
+        aggregator.serve();
+        aggregator
+    }
+
+    /// The run directory.
+    pub fn run_dir(&self) -> PathBuf {
+        self.dir.path().join("run")
+    }
+
+    /// Where the bundle is written.
+    pub fn out_dir(&self) -> PathBuf {
+        self.dir.path().join("out")
+    }
+
+    /// The aggregator's log (its stderr).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("serve.log")).unwrap_or_default()
+    }
+
+    fn serve(&mut self) {
+        let log = std::fs::File::create(self.dir.path().join("serve.log")).unwrap();
+        let mut child = factbuoy()
+            .args(["aggregator", "serve", "--run-dir"])
+            .arg(self.run_dir())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addresses: serde_json::Value = serde_json::from_str(&line).expect("the serve line");
+        self.agent = addresses["agent_address"].as_str().unwrap().to_owned();
+        self.operator = addresses["operator_address"].as_str().unwrap().to_owned();
+        self.child = Some(child);
+    }
+
+    /// `factbuoy aggregator issue --role ROLE` into a fresh directory, as it ended.
+    pub fn try_issue(&self, role: &str) -> (Output, PathBuf) {
+        let out = self
+            .dir
+            .path()
+            .join(format!("creds-{}", sha256(role.as_bytes())));
+        let output = factbuoy()
+            .args(["aggregator", "issue", "--role", role])
+            .arg("--run-dir")
+            .arg(self.run_dir())
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        (output, out)
+    }
+
+    /// Credentials for `role` (`agent:a`, `operator:x`, `global:y`) in a fresh directory.
+    pub fn issue(&self, role: &str) -> PathBuf {
+        let (output, out) = self.try_issue(role);
+        assert!(
+            output.status.success(),
+            "issuing {role}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        out
+    }
+
+    /// The run directory's own operator credentials.
+    pub fn operator_credentials(&self) -> PathBuf {
+        let out = self.dir.path().join("operator-creds");
+        std::fs::create_dir_all(&out).unwrap();
+        let pki = self.run_dir().join("pki");
+        std::fs::copy(pki.join("ca.pem"), out.join("ca.pem")).unwrap();
+        std::fs::copy(pki.join("operator.pem"), out.join("client.pem")).unwrap();
+        std::fs::copy(pki.join("operator.key"), out.join("client.key")).unwrap();
+        out
+    }
+
+    /// Runs the real agent for `node` to its end.
+    pub fn agent_run(&self, node: &str) -> Output {
+        let credentials = self.issue(&format!("agent:{node}"));
+        factbuoy()
+            .args([
+                "agent",
+                "--aggregator",
+                &self.agent,
+                "--node",
+                node,
+                "--retry-for",
+                "60s",
+            ])
+            .arg("--credentials")
+            .arg(credentials)
+            .output()
+            .unwrap()
+    }
+
+    /// The status document, through the operator's real client.
+    pub fn status(&self) -> serde_json::Value {
+        let output = run(factbuoy()
+            .args(["status", "-o", "json", "--run-dir"])
+            .arg(self.run_dir()));
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+
+    /// Waits up to `within` for the run to reach `status`.
+    pub fn wait_for(&self, status: &str, within: Duration) -> serde_json::Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let document = self.status();
+            if document["status"] == status {
+                return document;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the run never became {status}: {document}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// `PUT`s `bytes` with a correct digest to `path` on the agent listener.
+    pub fn put(&self, credentials: &Path, path: &str, bytes: &[u8]) -> Answer {
+        let url = format!("https://{}{path}", self.agent);
+        curl(
+            credentials,
+            "PUT",
+            &url,
+            Some(bytes),
+            &[format!("content-digest: {}", content_digest(bytes))],
+        )
+    }
+
+    /// A request to the operator listener with the run's operator credentials.
+    pub fn operator_get(&self, path: &str, headers: &[String]) -> Answer {
+        let credentials = self.operator_credentials();
+        let url = format!("https://{}{path}", self.operator);
+        curl(&credentials, "GET", &url, None, headers)
+    }
+
+    /// An upload whose head and first `sent` bytes of `bytes` are on the wire, the rest held
+    /// back until [`SlowUpload::finish`].
+    pub fn start_upload(
+        &self,
+        credentials: &Path,
+        path: &str,
+        bytes: &[u8],
+        sent: usize,
+    ) -> SlowUpload {
+        let mut child = Command::new("openssl")
+            .args(["s_client", "-quiet", "-connect", &self.agent])
+            .arg("-CAfile")
+            .arg(credentials.join("ca.pem"))
+            .arg("-cert")
+            .arg(credentials.join("client.pem"))
+            .arg("-key")
+            .arg(credentials.join("client.key"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stdout.read_to_string(&mut text);
+            text
+        });
+        let head = format!(
+            "PUT {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n\
+             content-digest: {}\r\n\r\n",
+            bytes.len(),
+            content_digest(bytes)
+        );
+        stdin.write_all(head.as_bytes()).unwrap();
+        stdin.write_all(&bytes[..sent]).unwrap();
+        stdin.flush().unwrap();
+        SlowUpload {
+            child,
+            stdin: Some(stdin),
+            rest: bytes[sent..].to_vec(),
+            reader: Some(reader),
+        }
+    }
+}
+
+impl Drop for Aggregator {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// An upload held open by [`Aggregator::start_upload`].
+pub struct SlowUpload {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    rest: Vec<u8>,
+    reader: Option<std::thread::JoinHandle<String>>,
+}
+
+impl SlowUpload {
+    /// Sends the rest of the body and returns the raw HTTP answer.
+    pub fn finish(mut self) -> String {
+        let mut stdin = self.stdin.take().unwrap();
+        stdin.write_all(&self.rest).unwrap();
+        stdin.flush().unwrap();
+        let text = self.reader.take().unwrap().join().unwrap();
+        drop(stdin);
+        text
+    }
+}
+
+impl Drop for SlowUpload {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An answer from curl: HTTP status, body and response headers. Status 0 means no HTTP
+/// exchange happened.
+pub struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The body, as bytes.
+    pub body: Vec<u8>,
+    /// The response headers, lower-cased names.
+    pub headers: String,
+}
+
+impl Answer {
+    /// The body as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The value of response header `name` (lower case), if present.
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers.lines().find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            (key.trim().eq_ignore_ascii_case(name)).then(|| value.trim().to_owned())
+        })
+    }
+}
+
+/// curl with `credentials` (a directory with ca.pem, client.pem, client.key).
+pub fn curl(
+    credentials: &Path,
+    method: &str,
+    url: &str,
+    body: Option<&[u8]>,
+    headers: &[String],
+) -> Answer {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut command = Command::new("curl");
+    command
+        .args(["-sS", "--path-as-is", "-X", method, "-o"])
+        .arg(scratch.path().join("body"))
+        .arg("-D")
+        .arg(scratch.path().join("headers"))
+        .args(["-w", "%{http_code}"])
+        .arg("--cacert")
+        .arg(credentials.join("ca.pem"))
+        .arg("--cert")
+        .arg(credentials.join("client.pem"))
+        .arg("--key")
+        .arg(credentials.join("client.key"));
+    for header in headers {
+        command.args(["-H", header]);
+    }
+    if let Some(body) = body {
+        std::fs::write(scratch.path().join("upload"), body).unwrap();
+        command
+            .arg("--data-binary")
+            .arg(format!("@{}", scratch.path().join("upload").display()));
+    }
+    let output = command.arg(url).output().expect("running curl");
+    Answer {
+        status: String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0),
+        body: std::fs::read(scratch.path().join("body")).unwrap_or_default(),
+        headers: std::fs::read_to_string(scratch.path().join("headers")).unwrap_or_default(),
+    }
+}
