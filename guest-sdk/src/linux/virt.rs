@@ -37,19 +37,6 @@ pub fn detect(fs: &HostFs, markers: &[String]) -> Virtualization {
             d.guest("containerd", "guest");
         }
     }
-    if let Ok(environ) = fs.read("/proc/1/environ") {
-        for var in environ.split(|b| *b == 0).map(String::from_utf8_lossy) {
-            if var.contains("container=lxc") {
-                d.guest("lxc", "guest");
-            }
-            if var.contains("container=podman") {
-                d.guest("podman", "guest");
-            }
-            if var.len() > "container=".len() && var.starts_with("container=") {
-                d.guest("container", "guest");
-            }
-        }
-    }
     if fs.exists("/proc/vz") && !fs.exists("/proc/lve") {
         d.kind = Some("openvz".into());
         if fs.exists("/proc/bc") {
@@ -64,8 +51,14 @@ pub fn detect(fs: &HostFs, markers: &[String]) -> Virtualization {
     let systemd_container = fs
         .read_optional("/run/systemd/container")
         .filter(|c| !c.is_empty());
+    // Ansible reads `container=` from process 1's environment, which the sandbox never shows;
+    // systemd (and systemd-detect-virt) keeps that value in /run/systemd/container, and podman
+    // marks its containers with /run/.containerenv.
     if let Some(container) = &systemd_container {
         d.guest(container, "guest");
+    }
+    if fs.exists("/run/.containerenv") {
+        d.guest("podman", "guest");
     }
     if has_marker("/.dockerenv") || has_marker("/.dockerinit") {
         d.guest("docker", "guest");
@@ -365,9 +358,13 @@ mod tests {
 
     #[test]
     fn container_env_and_cgroup_patterns() {
-        let (_d, fs) = host(&[("/proc/1/environ", "PATH=/bin\0container=podman\0")]);
+        let (_d, fs) = host(&[("/run/.containerenv", "engine=\"podman-4.9\"\n")]);
         let v = detect(&fs, &[]);
         assert_eq!(v.kind, "podman");
+        assert!(v.guest_tech.contains("container"));
+        let (_d, fs) = host(&[("/run/systemd/container", "lxc\n")]);
+        let v = detect(&fs, &[]);
+        assert_eq!(v.kind, "lxc");
         assert!(v.guest_tech.contains("container"));
         assert!(contains_docker_scope("0::/system.slice/docker-0af3.scope"));
         assert!(contains_docker_scope("12:pids:/docker/abc"));

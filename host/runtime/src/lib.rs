@@ -12,6 +12,7 @@ pub mod capture;
 pub mod description;
 pub mod engine;
 pub mod failure;
+pub mod fsguard;
 pub mod grants;
 pub mod interfaces;
 pub mod limits;
@@ -224,6 +225,7 @@ impl Runtime {
         engine::start_epoch_ticker(&engine);
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasm_error)?;
+        interfaces::wasi_filesystem::add_to_linker(&mut linker).map_err(wasm_error)?;
         bindings::Gatherer::add_to_linker::<_, wasmtime::component::HasSelf<InstanceState>>(
             &mut linker,
             |state| state,
@@ -383,7 +385,8 @@ impl Runtime {
     ) -> Store<InstanceState> {
         let stdout = CaptureStream::new(limits.captured_stdio_bytes);
         let stderr = CaptureStream::new(limits.captured_stdio_bytes);
-        // Deny by default: no environment, no arguments, no network, no stdin.
+        // Deny by default: no arguments, no network, no stdin; the environment only as `run`
+        // passes it (`PASSED_ENVIRONMENT`).
         wasi.stdout(stdout.clone())
             .stderr(stderr.clone())
             .allow_tcp(false)
@@ -395,6 +398,8 @@ impl Runtime {
             host_info_granted: access.host_info,
             host_root: access.host_root,
             read_paths: access.read_paths,
+            fs_guard: Default::default(),
+            deadline_at: Instant::now() + limits.deadline,
             output: OutputState::new(sink),
             progress: ProgressState::new(observer),
             stdout,
@@ -462,11 +467,24 @@ impl Runtime {
         }
 
         let mut wasi = wasi_builder();
+        wasi.envs(&passed_environment(std::env::vars_os()));
         let mut mapped = Vec::new();
+        let mut guard = fsguard::FsGuard::default();
         for guest_path in &effective.read_paths {
             let host_path = host_path(&request.host_root, guest_path);
             if !host_path.is_dir() {
                 report.absent_paths.push(guest_path.clone());
+                continue;
+            }
+            // A grant is a path the plugin opens too: `read:/proc/1/fd` maps nothing.
+            let checked = std::fs::File::open(&host_path)
+                .map_err(fsguard::Refusal::from)
+                .and_then(|dir| guard.check(&dir, fsguard::ProcUse::Open));
+            if let Err(refusal) = checked {
+                report.warnings.push(format!(
+                    "did not map {guest_path} from {}: {refusal}",
+                    host_path.display()
+                ));
                 continue;
             }
             match wasi.preopened_dir(&host_path, guest_path, FsPerms::ReadOnly) {
@@ -543,6 +561,27 @@ fn wasi_builder() -> WasiCtxBuilder {
     builder
 }
 
+/// The variables of the factbuoy process's environment a plugin sees (through
+/// `wasi:cli/environment`), besides every `LC_*`: who and where the process runs, never a
+/// token or password. Ansible's `env` and `user_id` facts come from them.
+pub const PASSED_ENVIRONMENT: &[&str] = &[
+    "HOME", "LANG", "LANGUAGE", "LOGNAME", "USER", "PATH", "SHELL", "TERM", "TZ", "PWD",
+];
+
+/// The part of `vars` a plugin sees: [`PASSED_ENVIRONMENT`] and `LC_*`, when valid UTF-8.
+fn passed_environment(
+    vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<(String, String)> {
+    vars.filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+        .filter(|(name, _)| {
+            PASSED_ENVIRONMENT.contains(&name.as_str())
+                || name.strip_prefix("LC_").is_some_and(|rest| {
+                    !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
+                })
+        })
+        .collect()
+}
+
 /// Where a guest path lives on the host: below `root`.
 fn host_path(root: &Path, guest_path: &str) -> PathBuf {
     root.join(guest_path.trim_start_matches('/'))
@@ -578,6 +617,25 @@ mod tests {
         assert!(!contract_compatible("0.2.0"));
         assert!(!contract_compatible("1.0.0"));
         assert!(!contract_compatible("garbage"));
+    }
+
+    #[test]
+    fn only_named_variables_are_passed() {
+        let vars = [
+            ("HOME", "/root"),
+            ("LC_TIME", "C"),
+            ("LC_", "x"),
+            ("LC_lower", "x"),
+            ("AWS_SECRET_ACCESS_KEY", "k"),
+            ("USER", "root"),
+            ("FACTBUOY_TOKEN", "t"),
+        ]
+        .map(|(n, v)| (n.into(), v.into()));
+        assert_eq!(
+            passed_environment(vars.into_iter()),
+            [("HOME", "/root"), ("LC_TIME", "C"), ("USER", "root")]
+                .map(|(n, v)| (n.to_owned(), v.to_owned()))
+        );
     }
 
     #[test]

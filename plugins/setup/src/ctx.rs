@@ -144,23 +144,16 @@ impl Ctx {
     }
 
     /// The environment of the process running factbuoy (what Ansible reports for the
-    /// process running the module), from `/proc/self/environ`.
+    /// process running the module), as far as the host passes it to plugins: the non-secret
+    /// variables docs/sandbox.md lists (HOME, LANG, LC_*, LOGNAME, USER, PATH, ...).
     pub fn process_environ(&self) -> Vec<(String, String)> {
         if let Some(cached) = self.environ.borrow().as_ref() {
             return cached.clone();
         }
-        let parsed: Vec<(String, String)> = self
-            .read_bytes("/proc/self/environ")
-            .unwrap_or_default()
-            .split(|b| *b == 0)
-            .filter_map(|var| {
-                let var = String::from_utf8_lossy(var);
-                let (name, value) = var.split_once('=')?;
-                Some((name.to_owned(), value.to_owned()))
-            })
-            .collect();
-        *self.environ.borrow_mut() = Some(parsed.clone());
-        parsed
+        let mut vars: Vec<(String, String)> = std::env::vars().collect();
+        vars.sort();
+        *self.environ.borrow_mut() = Some(vars.clone());
+        vars
     }
 
     /// One variable of that environment.

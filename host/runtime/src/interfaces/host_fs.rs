@@ -6,18 +6,30 @@
 use std::path::{Path, PathBuf};
 
 use crate::bindings::factbuoy::plugin::host_fs::{self, LinkError};
+use crate::fsguard::{FsGuard, Refusal};
 use crate::interfaces::InstanceState;
+use crate::interfaces::wasi_filesystem::open_parent;
 
 impl host_fs::Host for InstanceState {
     fn read_link(&mut self, path: String) -> wasmtime::Result<Result<String, LinkError>> {
         self.check_call_size("host-fs.read-link", path.len())?;
-        Ok(read_link(&self.host_root, &self.read_paths, &path))
+        Ok(read_link(
+            &self.host_root,
+            &self.read_paths,
+            &path,
+            &mut self.fs_guard,
+        ))
     }
 }
 
 /// The target of the symlink at guest path `path`, if it lies strictly below one of `grants`
-/// (guest paths mapped below `root`).
-pub(crate) fn read_link(root: &Path, grants: &[String], path: &str) -> Result<String, LinkError> {
+/// (guest paths mapped below `root`) and `guard` allows reading it (the /proc rule).
+pub(crate) fn read_link(
+    root: &Path,
+    grants: &[String],
+    path: &str,
+    guard: &mut FsGuard,
+) -> Result<String, LinkError> {
     let not_granted = || LinkError::NotGranted(format!("{path}: not below a granted read path"));
     if path.contains('\0') {
         return Err(LinkError::Io(format!("{path:?}: contains a NUL byte")));
@@ -42,7 +54,19 @@ pub(crate) fn read_link(root: &Path, grants: &[String], path: &str) -> Result<St
     // Resolved inside the grant's directory: an intermediate symlink that leaves it (`..`
     // past the grant, or an absolute target) is refused rather than followed.
     let relative: PathBuf = below.iter().collect();
-    match cap_primitives::fs::read_link_contents(&dir, &relative) {
+    let (Some(parent), Some(name)) = (relative.parent(), relative.file_name()) else {
+        return Err(not_granted());
+    };
+    let read = open_parent(&dir, parent).and_then(|parent| {
+        guard
+            .check_link(&parent, &name.to_string_lossy())
+            .map_err(|refusal| match refusal {
+                Refusal::Io(e) => e,
+                refused => std::io::Error::new(std::io::ErrorKind::PermissionDenied, refused),
+            })?;
+        cap_primitives::fs::read_link_contents(&parent, Path::new(name))
+    });
+    match read {
         Ok(target) => Ok(target.to_string_lossy().into_owned()),
         Err(e) => Err(match e.kind() {
             std::io::ErrorKind::NotFound => LinkError::NotFound(format!("{path}: {e}")),
@@ -87,7 +111,7 @@ mod tests {
     #[test]
     fn links_below_a_grant_are_revealed() {
         let dir = root();
-        let read = |p: &str| read_link(dir.path(), &grants(), p);
+        let read = |p: &str| read_link(dir.path(), &grants(), p, &mut FsGuard::default());
         assert_eq!(read("/etc/localtime").unwrap(), "/usr/share/zoneinfo/UTC");
         assert_eq!(read("/etc/./sub/deep").unwrap(), "/usr/x");
         assert_eq!(
@@ -102,7 +126,7 @@ mod tests {
     #[test]
     fn everything_else_is_refused() {
         let dir = root();
-        let read = |p: &str| read_link(dir.path(), &grants(), p);
+        let read = |p: &str| read_link(dir.path(), &grants(), p, &mut FsGuard::default());
         for refused in [
             "/root/link",
             "/etc/../root/link",
@@ -127,6 +151,6 @@ mod tests {
         assert!(matches!(read("/etc/hostname"), Err(LinkError::NotALink(_))));
         assert!(matches!(read("/etc/absent"), Err(LinkError::NotFound(_))));
         assert!(matches!(read("/etc/a\0b"), Err(LinkError::Io(_))));
-        assert!(read_link(dir.path(), &[], "/etc/localtime").is_err());
+        assert!(read_link(dir.path(), &[], "/etc/localtime", &mut FsGuard::default()).is_err());
     }
 }

@@ -6,6 +6,7 @@ pub mod host_fs;
 pub mod host_info;
 pub mod output;
 pub mod progress;
+pub mod wasi_filesystem;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::bindings::factbuoy::plugin::types;
 use crate::capture::CaptureStream;
+use crate::fsguard::FsGuard;
 use crate::limits::Limits;
 use crate::violation::Violation;
 use output::OutputState;
@@ -33,6 +35,10 @@ pub struct InstanceState {
     /// The granted read paths that were mapped (preopened), normalised guest paths. `host-fs`
     /// reveals nothing outside them.
     pub(crate) read_paths: Vec<String>,
+    /// What every path the plugin opens is checked against (`fsguard`).
+    pub(crate) fs_guard: FsGuard,
+    /// When the run's deadline passes: host calls that wait give up by then.
+    pub(crate) deadline_at: std::time::Instant,
     pub(crate) output: OutputState,
     pub(crate) progress: ProgressState,
     pub(crate) stdout: CaptureStream,

@@ -1,7 +1,7 @@
 //! Facts about the process that gathers: its environment and user, and the load average.
 //!
 //! Ansible reports the process running its module; here that is the factbuoy process, whose
-//! `/proc/self` the sandbox shows.
+//! `/proc/self/status` the sandbox shows, and the part of its environment the host passes on.
 
 use serde_json::{Map, Value, json};
 

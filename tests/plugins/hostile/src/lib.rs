@@ -6,6 +6,8 @@
 
 use std::io::Write;
 
+mod fs_modes;
+
 use factbuoy_guest::prelude::*;
 
 struct Hostile;
@@ -20,7 +22,7 @@ impl Gatherer for Hostile {
         .param(Param::string("mode").required().describe(
             "well-behaved | loop | alloc | recurse | recurse-shadow | flood | panic | fail | read | list | \
                  write | connect | host-info | host-root | read-link | hostfs-read | stdout-flood | \
-                 log-flood | huge-chunk | bad-name",
+                 log-flood | huge-chunk | bad-name | fs-proc | fs-read | fs-usage",
         ))
         .param(
             Param::string("path").default("/").describe(
@@ -35,6 +37,7 @@ impl Gatherer for Hostile {
         )
         .optional_capability(Capability::HostInfo, "mode host-info")
         .optional_capability(Capability::read("/data"), "modes read, list and write")
+        .optional_capability(Capability::read("/"), "the fs-… modes (fs_modes.rs)")
         .artifact("probe.json", "application/json", "what a probe saw")
     }
 
@@ -198,6 +201,7 @@ impl Gatherer for Hostile {
                     Err(e) => serde_json::json!({"error": e.to_string()}),
                 },
             ),
+            fs if fs.starts_with("fs-") => fs_modes::run(fs, path, params.integer("count")?),
             other => Err(GatherError::InvalidParameters(format!(
                 "unknown mode `{other}`"
             ))),

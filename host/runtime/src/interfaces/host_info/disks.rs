@@ -2,7 +2,8 @@
 //! would list them, with statvfs(3) of each.
 
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use nix::sys::statvfs::{FsFlags, Statvfs};
@@ -10,25 +11,29 @@ use nix::sys::statvfs::{FsFlags, Statvfs};
 use super::root::{read_below, resolve_below};
 use crate::bindings::factbuoy::plugin::host_info::{Disk, FilesystemStats};
 
-/// The mount table that describes the host root, chosen by the rule the guest SDK follows
-/// ([`factbuoy_linux::mounts::table_dir`]): the root's process 1's when factbuoy runs in another
-/// mount namespace (a pod's `/host/proc/self` is still the agent, in the pod's namespace), else
-/// the factbuoy process's own.
-fn mount_table(root: &Path) -> Option<String> {
+/// Where the mount table that describes the host root is, chosen by the rule the guest SDK
+/// follows ([`factbuoy_linux::mounts::table_dir`]): the root's process 1's when factbuoy runs in
+/// another mount namespace (a pod's `/host/proc/self` is still the agent, in the pod's
+/// namespace), else the factbuoy process's own.
+fn table_dir(root: &Path) -> &'static str {
     use factbuoy_linux::mounts::{INIT_NAMESPACE, OWN_NAMESPACE, table_dir};
     let namespace = |link: &str| {
         std::fs::read_link(root.join(link.trim_start_matches('/')))
             .ok()
             .map(|target| target.to_string_lossy().into_owned())
     };
-    let dir = table_dir(
+    table_dir(
         namespace(OWN_NAMESPACE).as_deref(),
         namespace(INIT_NAMESPACE).as_deref(),
         resolve_below(root, "/proc/1/mounts")
             .and_then(std::fs::File::open)
             .is_ok(),
-    );
-    let guest = format!("{dir}/mounts");
+    )
+}
+
+/// The mount table (`mounts`) that describes the host root.
+fn mount_table(root: &Path) -> Option<String> {
+    let guest = format!("{}/mounts", table_dir(root));
     match read_below(root, &guest) {
         Ok(table) => Some(table),
         Err(e) => {
@@ -41,9 +46,30 @@ fn mount_table(root: &Path) -> Option<String> {
     }
 }
 
+/// The mount points of the host root's mount table, as `mounts` or `mountinfo` (which plugins
+/// read) names them, normalised.
+pub(super) fn mount_points(root: &Path) -> Vec<String> {
+    use factbuoy_linux::mounts::{parse_mountinfo, parse_mounts};
+    let dir = table_dir(root);
+    let read = |name: &str| read_below(root, &format!("{dir}/{name}")).unwrap_or_default();
+    let mut points: Vec<String> = parse_mounts(&read("mounts"))
+        .into_iter()
+        .map(|entry| entry.mount_point)
+        .chain(
+            parse_mountinfo(&read("mountinfo"))
+                .into_iter()
+                .map(|entry| entry.mount_point),
+        )
+        .filter_map(|point| normalized(&point))
+        .collect();
+    points.sort();
+    points.dedup();
+    points
+}
+
 /// Mounted file systems below the host root, as sysinfo lists them (the same file systems
 /// left out), with statvfs below the root.
-pub(super) fn disks(root: &Path) -> Vec<Disk> {
+pub(super) fn disks(root: &Path, timeout: Duration) -> Vec<Disk> {
     let Some(table) = mount_table(root) else {
         return Vec::new();
     };
@@ -55,7 +81,7 @@ pub(super) fn disks(root: &Path) -> Vec<Disk> {
     let stats = statvfs_all(
         root,
         entries.iter().map(|(_, point, _)| point.clone()).collect(),
-        STATVFS_TIMEOUT,
+        timeout,
     );
     let removable = removable_devices(root);
     entries
@@ -77,6 +103,11 @@ pub(super) fn disks(root: &Path) -> Vec<Disk> {
             })
         })
         .collect()
+}
+
+/// `path` with `.` and `..` applied, or `None` when it is not absolute.
+pub(super) fn normalized(path: &str) -> Option<String> {
+    factbuoy_linux::paths::normalize(path).map(|parts| format!("/{}", parts.join("/")))
 }
 
 /// sysinfo's choice of what is a disk: no pseudo file systems, nothing below `/sys`, `/proc`
@@ -126,35 +157,66 @@ fn removable_devices(root: &Path) -> Vec<String> {
         .collect()
 }
 
-/// How long `filesystem-usage` waits for all answers: statvfs on a hung network mount never
-/// returns, and a host call cannot be interrupted by the run's deadline.
+/// How long `filesystem-usage` and `disks` wait for all answers at most: statvfs on a hung
+/// network mount never returns, and a host call cannot be interrupted by the run's deadline
+/// (which also bounds the wait).
 pub(super) const STATVFS_TIMEOUT: Duration = Duration::from_secs(5);
+/// Threads one call asks statvfs with; each takes the next path when done, so a hung mount
+/// costs one thread, not the others' answers.
+const STATVFS_THREADS: usize = 4;
+/// Threads of all runs together that may be blocked in statvfs (left behind by a call that
+/// timed out) before calls stop starting new ones and answer `none` at once.
+const MAX_LIVE_STATVFS_THREADS: usize = 32;
+static LIVE_STATVFS_THREADS: AtomicUsize = AtomicUsize::new(0);
 
-/// statvfs of every guest path below `root`, each in its own thread so one hung mount costs
-/// only its own answer. A thread still blocked at the deadline is left behind; it ends when the
-/// kernel gives up.
+/// statvfs of every guest path below `root`, in order, by a few threads taking paths in turn;
+/// `None` for a path that failed or was not answered within `timeout`. Threads still blocked
+/// then are left behind (they end when the kernel gives up) and counted against
+/// [`MAX_LIVE_STATVFS_THREADS`].
 pub(super) fn statvfs_all(
     root: &Path,
     paths: Vec<String>,
     timeout: Duration,
 ) -> Vec<Option<Statvfs>> {
-    let (sender, receiver) = mpsc::channel();
     let count = paths.len();
-    for (index, path) in paths.into_iter().enumerate() {
-        let sender = sender.clone();
-        let root = root.to_owned();
+    let queue = Arc::new(Mutex::new(paths.into_iter().enumerate()));
+    let abandoned = Arc::new(AtomicBool::new(false));
+    let (sender, receiver) = mpsc::channel();
+    for _ in 0..STATVFS_THREADS.min(count) {
+        let live = LIVE_STATVFS_THREADS.fetch_add(1, Ordering::SeqCst);
+        if live >= MAX_LIVE_STATVFS_THREADS {
+            LIVE_STATVFS_THREADS.fetch_sub(1, Ordering::SeqCst);
+            tracing::warn!(
+                "host-info: {live} statvfs threads are still blocked (a hung mount?); \
+                 not starting more"
+            );
+            break;
+        }
+        let (queue, abandoned, sender, root) = (
+            queue.clone(),
+            abandoned.clone(),
+            sender.clone(),
+            root.to_owned(),
+        );
         let spawned = std::thread::Builder::new()
             .name("factbuoy-statvfs".into())
             .spawn(move || {
-                // Resolving walks the path too, which can hang on the same mount.
-                let stat = resolve_below(&root, &path)
-                    .ok()
-                    .and_then(|host_path| nix::sys::statvfs::statvfs(&host_path).ok());
-                let _ = sender.send((index, stat));
+                while !abandoned.load(Ordering::Relaxed) {
+                    let Some((index, path)) = queue.lock().ok().and_then(|mut q| q.next()) else {
+                        break;
+                    };
+                    // Resolving walks the path too, which can hang on the same mount.
+                    let stat = resolve_below(&root, &path)
+                        .ok()
+                        .and_then(|host_path| nix::sys::statvfs::statvfs(&host_path).ok());
+                    if sender.send((index, stat)).is_err() {
+                        break;
+                    }
+                }
+                LIVE_STATVFS_THREADS.fetch_sub(1, Ordering::SeqCst);
             });
         if spawned.is_err() {
-            // Out of threads: that path goes unanswered, like a hung one.
-            continue;
+            LIVE_STATVFS_THREADS.fetch_sub(1, Ordering::SeqCst);
         }
     }
     drop(sender);
@@ -163,9 +225,10 @@ pub(super) fn statvfs_all(
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
         match receiver.recv_timeout(left) {
             Ok((index, usage)) => answers[index] = usage,
-            Err(_) => break, // every sender is done, or the time is up
+            Err(_) => break, // every thread is done, or the time is up
         }
     }
+    abandoned.store(true, Ordering::Relaxed);
     answers
 }
 

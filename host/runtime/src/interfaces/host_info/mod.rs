@@ -25,6 +25,14 @@ use crate::interfaces::InstanceState;
 use crate::violation::Violation;
 
 impl InstanceState {
+    /// How long a statvfs answer is waited for: a few seconds, never past the run's deadline.
+    fn statvfs_timeout(&self) -> std::time::Duration {
+        let left = self
+            .deadline_at
+            .saturating_duration_since(std::time::Instant::now());
+        disks::STATVFS_TIMEOUT.min(left)
+    }
+
     fn require_host_info(&mut self) -> wasmtime::Result<()> {
         if self.host_info_granted {
             return Ok(());
@@ -92,7 +100,8 @@ impl host_info::Host for InstanceState {
 
     fn disks(&mut self) -> wasmtime::Result<Vec<Disk>> {
         self.require_host_info()?;
-        Ok(disks::disks(&self.host_root))
+        let timeout = self.statvfs_timeout();
+        Ok(disks::disks(&self.host_root, timeout))
     }
 
     fn network_interfaces(&mut self) -> wasmtime::Result<Vec<NetworkInterface>> {
@@ -125,12 +134,35 @@ impl host_info::Host for InstanceState {
         mount_points: Vec<String>,
     ) -> wasmtime::Result<Vec<Option<FilesystemStats>>> {
         self.require_host_info()?;
-        Ok(
-            disks::statvfs_all(&self.host_root, mount_points, disks::STATVFS_TIMEOUT)
-                .into_iter()
-                .map(|stat| stat.map(|stat| disks::filesystem_stats(&stat)))
-                .collect(),
-        )
+        // What the list takes in the plugin's memory: each string and its pointer and length.
+        let size = mount_points.iter().map(|p| p.len() + 8).sum();
+        self.check_call_size("host-info.filesystem-usage", size)?;
+        // Only what `disks` already reveals, or what the plugin may read: anything else gets
+        // `none`, as a path that does not exist does.
+        let known = disks::mount_points(&self.host_root);
+        let answerable: Vec<Option<String>> = mount_points
+            .into_iter()
+            .map(|path| {
+                let path = disks::normalized(&path)?;
+                let granted = known.binary_search(&path).is_ok()
+                    || self
+                        .read_paths
+                        .iter()
+                        .any(|grant| crate::grants::is_within(&path, grant));
+                granted.then_some(path)
+            })
+            .collect();
+        let asked: Vec<String> = answerable.iter().flatten().cloned().collect();
+        let mut stats =
+            disks::statvfs_all(&self.host_root, asked, self.statvfs_timeout()).into_iter();
+        Ok(answerable
+            .iter()
+            .map(|path| {
+                path.as_ref()
+                    .and_then(|_| stats.next().flatten())
+                    .map(|stat| disks::filesystem_stats(&stat))
+            })
+            .collect())
     }
 
     fn ipv4_addresses(&mut self) -> wasmtime::Result<Vec<Ipv4Address>> {
@@ -159,6 +191,7 @@ impl host_info::Host for InstanceState {
 
     fn ethtool(&mut self, name: String) -> wasmtime::Result<host_info::EthtoolInfo> {
         self.require_host_info()?;
+        self.check_call_size("host-info.ethtool", name.len())?;
         Ok(ethtool::ethtool_info(&name))
     }
 }
