@@ -49,8 +49,10 @@ impl ProgressState {
         }
     }
 
-    /// Whether `bytes` more fit in the budget; counts a drop when they do not.
+    /// Whether a record of `bytes` more fits in the budget (with its overhead, so that empty
+    /// records are bounded too); counts a drop when it does not.
     fn admit(&mut self, bytes: usize, budget: usize) -> bool {
+        let bytes = bytes + crate::limits::RECORD_OVERHEAD_BYTES;
         if self.recorded_bytes + bytes > budget {
             self.dropped += 1;
             return false;
@@ -74,6 +76,9 @@ impl progress::Host for InstanceState {
     fn report(&mut self, update: PluginProgress) -> wasmtime::Result<()> {
         let size = update_size(&update);
         self.check_call_size("progress.report", size)?;
+        if let Err(violation) = self.charge_metadata(size) {
+            return Err(self.violate(violation));
+        }
         if let Some(observer) = &self.progress.observer {
             observer.progress(&self.plugin, &update);
         }
@@ -106,6 +111,9 @@ impl progress::Host for InstanceState {
 impl logging::Host for InstanceState {
     fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
         self.check_call_size("logging.log", message.len())?;
+        if let Err(violation) = self.charge_metadata(message.len()) {
+            return Err(self.violate(violation));
+        }
         let plugin = &self.plugin;
         match level {
             Level::Trace => tracing::trace!(%plugin, "{message}"),

@@ -1,0 +1,326 @@
+//! The budgets on what a plugin hands the host (issue 10, classes 3, 4, 6 and 7): metadata,
+//! relays to the operator's terminal, the host's own output path and secret parameters. Each
+//! misbehaviour is tried by the hostile fixture's `budget-…` modes through the runtime API (the
+//! same runtime then runs a well-behaved plugin) and through the real binary, whose peak RSS,
+//! run time and stderr are measured.
+
+mod support;
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use factbuoy_runtime::failure::{LimitKind, PluginFailure};
+use factbuoy_runtime::grants::GrantSet;
+use factbuoy_runtime::limits::{
+    DEFAULT_METADATA_BYTES, DEFAULT_OPEN_ARTIFACTS, DEFAULT_RECORDED_LOG_BYTES,
+    RECORD_OVERHEAD_BYTES,
+};
+use factbuoy_runtime::params;
+use factbuoy_runtime::sink::MemorySink;
+use factbuoy_runtime::{Limits, LoadedPlugin, RunReport, RunRequest, Runtime, RuntimeOptions};
+
+use support::factbuoy;
+
+const DEADLINE: Duration = Duration::from_secs(5);
+/// How far past its deadline a run may end: epoch ticks, scheduling, and loading the plugin.
+const MARGIN: Duration = Duration::from_secs(3);
+/// The plugin's memory limit in every run here.
+const PLUGIN_MEMORY: u64 = 64 << 20;
+/// What the host may use beyond the plugin's own memory: the engine, the compiled plugin, the
+/// budgets' worth of metadata and buffers. A debug build; measured at about 60 MiB.
+const HOST_OVERHEAD: u64 = 128 << 20;
+
+fn limits() -> Limits {
+    Limits {
+        deadline: DEADLINE,
+        memory_bytes: PLUGIN_MEMORY,
+        ..Limits::default()
+    }
+}
+
+struct Sandbox {
+    runtime: Runtime,
+    hostile: LoadedPlugin,
+}
+
+impl Sandbox {
+    async fn new() -> Self {
+        let runtime = Runtime::new(RuntimeOptions {
+            limits: limits(),
+            cache_dir: Some(support::cache_dir()),
+        })
+        .unwrap();
+        let wasm = std::fs::read(support::fixture("hostile")).unwrap();
+        let hostile = runtime.load("hostile", &wasm, None).await.unwrap();
+        Sandbox { runtime, hostile }
+    }
+
+    async fn run(&self, args: &[&str]) -> (RunReport, MemorySink) {
+        let given: Vec<(String, String)> = args
+            .iter()
+            .map(|a| params::parse_assignment(a).unwrap())
+            .collect();
+        let params = params::resolve(&self.hostile.info.parameters, &given).unwrap();
+        let sink = MemorySink::default();
+        let report = self
+            .runtime
+            .run(
+                &self.hostile,
+                RunRequest {
+                    params,
+                    grants: GrantSet::default(),
+                    host_root: "/".into(),
+                    sink: Arc::new(sink.clone()),
+                    observer: None,
+                    limits: None,
+                },
+            )
+            .await;
+        (report, sink)
+    }
+
+    /// Runs a misbehaving mode within its deadline, then checks the same runtime still runs a
+    /// well-behaved plugin correctly.
+    async fn contain(&self, args: &[&str]) -> RunReport {
+        let started = Instant::now();
+        let (report, _) = self.run(args).await;
+        assert!(started.elapsed() < DEADLINE + MARGIN, "{args:?} ran late");
+        assert!(!report.succeeded, "{args:?} should fail: {report:#?}");
+        let (after, sink) = self.run(&["mode=well-behaved"]).await;
+        assert!(after.succeeded, "after {args:?}: {after:#?}");
+        assert_eq!(sink.contents()[0].1, b"{\"ok\":true}\n");
+        report
+    }
+}
+
+fn limit_of(report: &RunReport) -> Option<LimitKind> {
+    match report.failure {
+        Some(PluginFailure::LimitExceeded { limit, .. }) => Some(limit),
+        _ => None,
+    }
+}
+
+/// Bytes of plugin-controlled text a report holds.
+fn report_text_bytes(report: &RunReport) -> usize {
+    let artifacts: usize = report
+        .artifacts
+        .iter()
+        .map(|a| a.name.as_str().len() + a.media_type.len())
+        .sum();
+    let records: usize = report
+        .warnings
+        .iter()
+        .chain(&report.errors)
+        .map(String::len)
+        .chain(report.logs.iter().map(|l| l.message.len()))
+        .sum();
+    artifacts + records
+}
+
+/// A finished child process, measured.
+struct Measured {
+    code: i32,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    /// Peak resident set size, from `wait4`'s rusage.
+    peak_rss: u64,
+    elapsed: Duration,
+}
+
+impl Measured {
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.stdout)
+            .unwrap_or_else(|e| panic!("no JSON on stdout ({e}); stderr: {}", self.stderr()))
+    }
+
+    fn assert_contained(&self, what: &str) {
+        assert!(
+            self.peak_rss < PLUGIN_MEMORY + HOST_OVERHEAD,
+            "{what}: the host peaked at {} MiB",
+            self.peak_rss >> 20
+        );
+        assert!(
+            self.elapsed < DEADLINE + MARGIN,
+            "{what}: ran {:?}",
+            self.elapsed
+        );
+    }
+}
+
+/// Runs `command` to its end, reading its output as it comes, and measures it.
+#[allow(clippy::zombie_processes)] // reaped by wait4, which std's Child does not know of
+fn measure(command: &mut Command) -> Measured {
+    let started = Instant::now();
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting factbuoy");
+    let drain = |mut stream: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            stream.read_to_end(&mut bytes).unwrap();
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: rusage is plain data, and wait4 fills both out-parameters for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(waited, pid, "wait4: {}", std::io::Error::last_os_error());
+    let elapsed = started.elapsed();
+    Measured {
+        code: if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            -1
+        },
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+        // ru_maxrss is in KiB on Linux.
+        peak_rss: usage.ru_maxrss as u64 * 1024,
+        elapsed,
+    }
+}
+
+/// The hostile fixture, compiled into the test binary's cache once, so that no measured run
+/// includes compiling it.
+fn hostile_wasm() -> std::path::PathBuf {
+    static WARM: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    WARM.get_or_init(|| {
+        let path = support::fixture("hostile");
+        let status = factbuoy()
+            .args(["plugin", "validate"])
+            .arg(&path)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        path
+    })
+    .clone()
+}
+
+/// `factbuoy plugin run` of the hostile fixture with the test's deadline and memory limit.
+fn plugin_run(args: &[&str]) -> Command {
+    let mut command = factbuoy();
+    command.args(["plugin", "run"]).arg(hostile_wasm()).args([
+        "--deadline",
+        "5s",
+        "--memory",
+        "64MiB",
+    ]);
+    for arg in args {
+        command.args(["-p", arg]);
+    }
+    command
+}
+
+// Class 3: metadata the plugin controls.
+
+#[tokio::test(flavor = "multi_thread")]
+async fn artifact_metadata_counts_against_the_metadata_budget() {
+    let sandbox = Sandbox::new().await;
+    let report = sandbox
+        .contain(&["mode=budget-media-types", "count=1536"])
+        .await;
+    assert_eq!(limit_of(&report), Some(LimitKind::Metadata), "{report:#?}");
+    assert!(
+        report
+            .failure_line()
+            .unwrap()
+            .contains("metadata limit of 16777216 bytes")
+    );
+    // Only what fitted was kept: 16 of the 1,536 artifacts.
+    assert_eq!(report.artifacts.len(), 16);
+    assert!(report_text_bytes(&report) <= DEFAULT_METADATA_BYTES);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn open_artifacts_are_capped_and_still_finished() {
+    let sandbox = Sandbox::new().await;
+    let report = sandbox
+        .contain(&["mode=budget-open-artifacts", "count=10000"])
+        .await;
+    assert_eq!(
+        limit_of(&report),
+        Some(LimitKind::OpenArtifacts),
+        "{report:#?}"
+    );
+    assert!(
+        report
+            .failure_line()
+            .unwrap()
+            .contains("more than 64 artifacts open at once")
+    );
+    assert_eq!(report.artifacts.len(), DEFAULT_OPEN_ARTIFACTS);
+    assert!(report.artifacts.iter().all(|a| a.sha256.is_some()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn log_and_progress_floods_end_at_the_metadata_budget() {
+    let sandbox = Sandbox::new().await;
+    let report = sandbox
+        .contain(&["mode=budget-log-flood", "count=10000"])
+        .await;
+    assert_eq!(limit_of(&report), Some(LimitKind::Metadata), "{report:#?}");
+    // What the report keeps stays within the recording budget.
+    assert!(report_text_bytes(&report) <= DEFAULT_RECORDED_LOG_BYTES);
+    assert!(report.dropped_records > 0);
+    // Empty records count too: each is worth its overhead.
+    let report = sandbox
+        .contain(&["mode=budget-empty-records", "count=1000000"])
+        .await;
+    assert_eq!(limit_of(&report), Some(LimitKind::Metadata), "{report:#?}");
+    assert!(report.logs.len() <= DEFAULT_RECORDED_LOG_BYTES / RECORD_OVERHEAD_BYTES);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_error_message_is_cut_at_the_call_limit() {
+    let sandbox = Sandbox::new().await;
+    let report = sandbox
+        .contain(&["mode=budget-long-error", "count=32"])
+        .await;
+    match &report.failure {
+        Some(PluginFailure::Failed { message }) => {
+            assert!(message.len() < (1 << 20) + 64, "{} bytes", message.len());
+            assert!(
+                message.ends_with("more bytes cut)"),
+                "{}",
+                &message[1 << 20..]
+            );
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn metadata_floods_keep_the_host_small() {
+    for (mode, count, limit) in [
+        ("budget-media-types", "1536", "metadata"),
+        ("budget-open-artifacts", "100000", "open-artifacts"),
+        ("budget-log-flood", "10000", "metadata"),
+    ] {
+        let out = tempfile::tempdir().unwrap();
+        let run = measure(
+            plugin_run(&[&format!("mode={mode}"), &format!("count={count}")])
+                .arg("--out")
+                .arg(out.path())
+                .args(["-o", "json"]),
+        );
+        assert_eq!(run.code, 1, "{mode}: {}", run.stderr());
+        assert_eq!(run.json()["failure"]["limit"], limit, "{mode}");
+        run.assert_contained(mode);
+        eprintln!("{mode}: peak RSS {} MiB", run.peak_rss >> 20);
+    }
+}
