@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use factbuoy_runtime::failure::{LimitKind, PluginFailure};
 use factbuoy_runtime::grants::GrantSet;
+use factbuoy_runtime::interfaces::progress::{Level, PluginProgress, ProgressObserver};
 use factbuoy_runtime::limits::{
     DEFAULT_METADATA_BYTES, DEFAULT_OPEN_ARTIFACTS, DEFAULT_RECORDED_LOG_BYTES,
     RECORD_OVERHEAD_BYTES,
@@ -58,6 +59,14 @@ impl Sandbox {
     }
 
     async fn run(&self, args: &[&str]) -> (RunReport, MemorySink) {
+        self.run_observed(args, None).await
+    }
+
+    async fn run_observed(
+        &self,
+        args: &[&str],
+        observer: Option<Arc<dyn ProgressObserver>>,
+    ) -> (RunReport, MemorySink) {
         let given: Vec<(String, String)> = args
             .iter()
             .map(|a| params::parse_assignment(a).unwrap())
@@ -73,7 +82,7 @@ impl Sandbox {
                     grants: GrantSet::default(),
                     host_root: "/".into(),
                     sink: Arc::new(sink.clone()),
-                    observer: None,
+                    observer,
                     limits: None,
                 },
             )
@@ -140,6 +149,12 @@ impl Measured {
     }
 
     fn assert_contained(&self, what: &str) {
+        eprintln!(
+            "{what}: peak RSS {} MiB, {:?}, {} bytes on stderr",
+            self.peak_rss >> 20,
+            self.elapsed,
+            self.stderr.len()
+        );
         assert!(
             self.peak_rss < PLUGIN_MEMORY + HOST_OVERHEAD,
             "{what}: the host peaked at {} MiB",
@@ -199,9 +214,11 @@ fn hostile_wasm() -> std::path::PathBuf {
     static WARM: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     WARM.get_or_init(|| {
         let path = support::fixture("hostile");
+        // The engine's settings (the memory limit among them) are part of the cache's key.
         let status = factbuoy()
-            .args(["plugin", "validate"])
+            .args(["plugin", "run"])
             .arg(&path)
+            .args(["--memory", "64MiB", "-p", "mode=well-behaved"])
             .stdout(Stdio::null())
             .status()
             .unwrap();
@@ -321,6 +338,107 @@ fn metadata_floods_keep_the_host_small() {
         assert_eq!(run.code, 1, "{mode}: {}", run.stderr());
         assert_eq!(run.json()["failure"]["limit"], limit, "{mode}");
         run.assert_contained(mode);
-        eprintln!("{mode}: peak RSS {} MiB", run.peak_rss >> 20);
+    }
+}
+
+// Class 4: relays to the operator's terminal.
+
+/// Counts what a relay is handed.
+#[derive(Default)]
+struct CountingObserver {
+    records: std::sync::Mutex<(usize, usize)>,
+}
+
+impl ProgressObserver for CountingObserver {
+    fn progress(&self, _: &str, update: &PluginProgress) {
+        let mut records = self.records.lock().unwrap();
+        for text in update.warnings.iter().chain(&update.errors) {
+            records.0 += 1;
+            records.1 += text.len();
+        }
+    }
+
+    fn log(&self, _: &str, _: Level, message: &str) {
+        let mut records = self.records.lock().unwrap();
+        records.0 += 1;
+        records.1 += message.len();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn relays_carry_no_more_than_the_report_keeps() {
+    let sandbox = Sandbox::new().await;
+    let observer = Arc::new(CountingObserver::default());
+    let (report, _) = sandbox
+        .run_observed(
+            &["mode=budget-log-flood", "count=10000"],
+            Some(observer.clone()),
+        )
+        .await;
+    assert!(!report.succeeded);
+    let (records, bytes) = *observer.records.lock().unwrap();
+    assert_eq!(
+        records,
+        report.logs.len() + report.warnings.len() + report.errors.len()
+    );
+    assert_eq!(bytes, report_text_bytes(&report));
+    assert!(bytes <= DEFAULT_RECORDED_LOG_BYTES, "{bytes} bytes relayed");
+    sandbox
+        .contain(&["mode=budget-empty-records", "count=1000000"])
+        .await;
+}
+
+/// Bytes a terminal acts on: ESC, BEL, CSI (C1, as UTF-8), CR, and the right-to-left override.
+fn terminal_controls(bytes: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(bytes);
+    text.char_indices()
+        .filter(|(_, c)| matches!(c, '\u{1b}' | '\u{7}' | '\u{9b}' | '\r' | '\u{202e}'))
+        .map(|(i, c)| format!("{c:?} at {i}"))
+        .collect()
+}
+
+#[test]
+fn plugin_text_reaches_the_terminal_escaped() {
+    let out = tempfile::tempdir().unwrap();
+    let run = measure(
+        plugin_run(&["mode=budget-terminal"])
+            .arg("--out")
+            .arg(out.path()),
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr());
+    for (stream, bytes) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
+        let found = terminal_controls(bytes);
+        assert!(found.is_empty(), "{stream} carries {found:?}");
+    }
+    // The operator still sees what the plugin said, escaped: the log record, the warning, the
+    // error, the media type, its stderr and its own error message.
+    let shown = "\\u{1b}]52;c;aGFja2Vk\\u{7}";
+    assert!(run.stderr().matches(shown).count() >= 6, "{}", run.stderr());
+    run.assert_contained("budget-terminal");
+}
+
+#[test]
+fn relays_to_stderr_stay_within_the_recording_cap() {
+    // What the runtime logs as it comes and the summary's warnings and errors: twice the
+    // recording limit, and each line's prefix.
+    let cap = 2 * DEFAULT_RECORDED_LOG_BYTES + (1 << 20);
+    for (mode, count) in [
+        ("budget-log-flood", "10000"),
+        ("budget-empty-records", "1000000"),
+    ] {
+        let out = tempfile::tempdir().unwrap();
+        let run = measure(
+            plugin_run(&[&format!("mode={mode}"), &format!("count={count}")])
+                .arg("--out")
+                .arg(out.path()),
+        );
+        assert_eq!(run.code, 1, "{mode}");
+        assert!(
+            run.stderr.len() < cap,
+            "{mode}: {} bytes on stderr",
+            run.stderr.len()
+        );
+        assert!(run.stderr().contains("further ones are dropped"), "{mode}");
+        run.assert_contained(mode);
     }
 }

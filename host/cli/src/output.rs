@@ -46,7 +46,11 @@ pub fn emit(text: &str) {
 /// Prints an error that ended a command: a sentence on stderr, or a JSON object on stdout.
 pub fn report_error(error: &anyhow::Error, format: Format) {
     match format {
-        Format::Text => eprintln!("error: {error:#}"),
+        // A plugin's describe failure carries its own text (a panic message).
+        Format::Text => eprintln!(
+            "error: {}",
+            factbuoy_protocol::text::printable(&format!("{error:#}"))
+        ),
         Format::Json => emit(&serde_json::json!({ "error": format!("{error:#}") }).to_string()),
     }
 }

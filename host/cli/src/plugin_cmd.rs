@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::output::{ExitStatus, Format, emit};
 use factbuoy_catalog::{BUNDLED, PluginRef};
+use factbuoy_protocol::text::printable;
 use factbuoy_runtime::bindings::{Capability, PluginInfo};
 use factbuoy_runtime::params::{self, type_name};
 use factbuoy_runtime::sink::{ArtifactSink, DirectorySink, MemorySink, StdoutSink};
@@ -208,7 +209,8 @@ fn describe_text(info: &PluginInfo) -> String {
             ));
         }
     }
-    text
+    // Every string here is the plugin's.
+    text.lines().map(|l| printable(l) + "\n").collect()
 }
 
 async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> {
@@ -274,9 +276,14 @@ fn embed_contents(report: &mut Value, memory: &MemorySink) {
 /// The text summary: on stdout when artifacts went to files, on stderr when they went to stdout.
 fn print_summary(report: &RunReport, artifacts_in_files: bool) {
     let mut lines = Vec::new();
+    // Everything below but the numbers is the plugin's text.
     let status = match report.failure_line() {
-        Some(line) => format!("error: {line}"),
-        None => format!("{} {}: succeeded", report.plugin, report.version),
+        Some(line) => format!("error: {}", printable(&line)),
+        None => format!(
+            "{} {}: succeeded",
+            report.plugin,
+            printable(&report.version)
+        ),
     };
     lines.push(format!("{status} ({:.1} ms)", report.duration_ms));
     for artifact in &report.artifacts {
@@ -287,7 +294,9 @@ fn print_summary(report: &RunReport, artifacts_in_files: bool) {
         };
         lines.push(format!(
             "  artifact {} ({}, {} bytes{cut})",
-            artifact.name, artifact.media_type, artifact.size_bytes
+            artifact.name,
+            printable(&artifact.media_type),
+            artifact.size_bytes
         ));
     }
     for path in &report.absent_paths {
@@ -296,10 +305,10 @@ fn print_summary(report: &RunReport, artifacts_in_files: bool) {
         ));
     }
     for warning in &report.warnings {
-        lines.push(format!("  warning: {warning}"));
+        lines.push(format!("  warning: {}", printable(warning)));
     }
     for error in &report.errors {
-        lines.push(format!("  error: {error}"));
+        lines.push(format!("  error: {}", printable(error)));
     }
     if report.failure.is_some() && !report.stderr.text.is_empty() {
         lines.push(format!("  plugin stderr:\n{}", indent(&report.stderr.text)));
@@ -314,7 +323,7 @@ fn print_summary(report: &RunReport, artifacts_in_files: bool) {
 
 fn indent(text: &str) -> String {
     text.lines()
-        .map(|l| format!("    {l}"))
+        .map(|l| format!("    {}", printable(l)))
         .collect::<Vec<_>>()
         .join("\n")
 }
