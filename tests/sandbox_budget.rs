@@ -169,12 +169,16 @@ impl Measured {
 }
 
 /// Runs `command` to its end, reading its output as it comes, and measures it.
-#[allow(clippy::zombie_processes)] // reaped by wait4, which std's Child does not know of
 fn measure(command: &mut Command) -> Measured {
+    measure_into(command.stdout(Stdio::piped()))
+}
+
+/// As [`measure`], with stdout where `command` already sends it.
+#[allow(clippy::zombie_processes)] // reaped by wait4, which std's Child does not know of
+fn measure_into(command: &mut Command) -> Measured {
     let started = Instant::now();
     let mut child = command
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("starting factbuoy");
@@ -185,7 +189,7 @@ fn measure(command: &mut Command) -> Measured {
             bytes
         })
     };
-    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stdout = child.stdout.take().map(|out| drain(Box::new(out)));
     let stderr = drain(Box::new(child.stderr.take().unwrap()));
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
@@ -200,7 +204,7 @@ fn measure(command: &mut Command) -> Measured {
         } else {
             -1
         },
-        stdout: stdout.join().unwrap(),
+        stdout: stdout.map_or_else(Vec::new, |t| t.join().unwrap()),
         stderr: stderr.join().unwrap(),
         // ru_maxrss is in KiB on Linux.
         peak_rss: usage.ru_maxrss as u64 * 1024,
@@ -441,4 +445,49 @@ fn relays_to_stderr_stay_within_the_recording_cap() {
         assert!(run.stderr().contains("further ones are dropped"), "{mode}");
         run.assert_contained(mode);
     }
+}
+
+// Class 6: the host's own output path.
+
+#[test]
+fn a_large_json_artifact_is_streamed_into_the_json_report() {
+    // 16 MiB of small JSON values: parsed into a tree and pretty-printed, as before, the host
+    // peaked at over 20 times that.
+    let dir = tempfile::tempdir().unwrap();
+    let report_path = dir.path().join("report.json");
+    let run = measure_into(
+        plugin_run(&["mode=budget-big-json", "count=16"])
+            .args(["-o", "json"])
+            .stdout(std::fs::File::create(&report_path).unwrap()),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr());
+    eprintln!(
+        "big-json: peak RSS {} MiB, {:?}, report {} MiB",
+        run.peak_rss >> 20,
+        run.elapsed,
+        std::fs::metadata(&report_path).unwrap().len() >> 20
+    );
+    assert!(
+        run.peak_rss < PLUGIN_MEMORY + HOST_OVERHEAD,
+        "the host peaked at {} MiB",
+        run.peak_rss >> 20
+    );
+    // The report is whole, its content the artifact's values, counted without keeping them.
+    #[derive(serde::Deserialize)]
+    struct Report {
+        succeeded: bool,
+        duration_ms: f64,
+        artifacts: Vec<Artifact>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Artifact {
+        size_bytes: u64,
+        content: Vec<serde::de::IgnoredAny>,
+    }
+    let file = std::io::BufReader::new(std::fs::File::open(&report_path).unwrap());
+    let report: Report = serde_json::from_reader(file).unwrap();
+    assert!(report.succeeded && report.duration_ms < DEADLINE.as_millis() as f64);
+    let row = "{\"k\":[1,2,3],\"v\":\"x\"},".len();
+    assert_eq!(report.artifacts[0].content.len(), (16 << 20) / row + 1);
+    assert!(report.artifacts[0].size_bytes > 15 << 20);
 }

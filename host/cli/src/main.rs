@@ -6,6 +6,7 @@
 
 mod aggregator_cmd;
 mod ansible_cmd;
+mod json_report;
 mod output;
 mod plan;
 mod plugin_cmd;

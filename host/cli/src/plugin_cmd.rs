@@ -6,14 +6,15 @@ use std::sync::Arc;
 use anyhow::Context;
 use bytesize::ByteSize;
 use clap::{Args, Subcommand};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::output::{ExitStatus, Format, emit};
+use crate::json_report::JsonReport;
+use crate::output::{ExitStatus, Format, emit, emit_json};
 use factbuoy_catalog::{BUNDLED, PluginRef};
 use factbuoy_protocol::text::printable;
 use factbuoy_runtime::bindings::{Capability, PluginInfo};
 use factbuoy_runtime::params::{self, type_name};
-use factbuoy_runtime::sink::{ArtifactSink, DirectorySink, MemorySink, StdoutSink};
+use factbuoy_runtime::sink::{ArtifactSink, DirectorySink, StdoutSink};
 use factbuoy_runtime::{Limits, RunReport, RunRequest, Runtime, RuntimeOptions, limits};
 
 #[derive(Debug, Subcommand)]
@@ -224,12 +225,18 @@ async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> 
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     }
-    // Artifacts go to --out when given; otherwise to stdout, or into the JSON report.
-    let memory = MemorySink::default();
-    let sink: Arc<dyn ArtifactSink> = match (&args.out, format) {
+    // Artifacts go to --out when given; otherwise to stdout, or into the JSON report, streamed
+    // from files in a private directory that is removed afterwards.
+    let embedded = match (&args.out, format) {
+        (None, Format::Json) => {
+            Some(tempfile::tempdir().context("creating a temporary directory")?)
+        }
+        _ => None,
+    };
+    let sink: Arc<dyn ArtifactSink> = match (&args.out, &embedded) {
         (Some(out), _) => Arc::new(DirectorySink::new(out)),
-        (None, Format::Json) => Arc::new(memory.clone()),
-        (None, Format::Text) => Arc::new(StdoutSink),
+        (None, Some(dir)) => Arc::new(DirectorySink::new(dir.path())),
+        (None, None) => Arc::new(StdoutSink),
     };
     let report = runtime
         .run(
@@ -245,13 +252,10 @@ async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> 
         )
         .await;
     match format {
-        Format::Json => {
-            let mut value = serde_json::to_value(&report)?;
-            if args.out.is_none() {
-                embed_contents(&mut value, &memory);
-            }
-            emit(&serde_json::to_string_pretty(&value)?);
-        }
+        Format::Json => match &embedded {
+            Some(dir) => emit_json(&JsonReport::new(&report, dir.path())?),
+            None => emit_json(&report),
+        },
         Format::Text => print_summary(&report, args.out.is_some()),
     }
     Ok(if report.succeeded {
@@ -259,18 +263,6 @@ async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> 
     } else {
         ExitStatus::PluginFailed
     })
-}
-
-/// Puts each artifact's content into its report entry: JSON as JSON, other text as a string.
-fn embed_contents(report: &mut Value, memory: &MemorySink) {
-    let Some(entries) = report.get_mut("artifacts").and_then(Value::as_array_mut) else {
-        return;
-    };
-    for ((_, bytes), entry) in memory.contents().into_iter().zip(entries) {
-        let content = serde_json::from_slice::<Value>(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-        entry["content"] = content;
-    }
 }
 
 /// The text summary: on stdout when artifacts went to files, on stderr when they went to stdout.
