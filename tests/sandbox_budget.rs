@@ -7,6 +7,7 @@
 mod support;
 
 use std::io::Read;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -490,4 +491,146 @@ fn a_large_json_artifact_is_streamed_into_the_json_report() {
     let row = "{\"k\":[1,2,3],\"v\":\"x\"},".len();
     assert_eq!(report.artifacts[0].content.len(), (16 << 20) / row + 1);
     assert!(report.artifacts[0].size_bytes > 15 << 20);
+}
+
+// Class 7: secret parameters.
+
+const SECRET: &str = "s3cr3t-Tok3n-XYZZY-42";
+
+/// Every file below `dir` that holds `needle`, looking inside `.tar.gz` bundles too.
+fn files_holding(dir: &Path, needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_owned()];
+    while let Some(path) = pending.pop() {
+        if path.is_dir() {
+            pending.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        if contains(&bytes, needle) {
+            found.push(path.display().to_string());
+        }
+        if path.to_string_lossy().ends_with(".tar.gz") {
+            let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(&bytes[..]));
+            for entry in archive.entries().unwrap() {
+                let mut entry = entry.unwrap();
+                let mut content = Vec::new();
+                entry.read_to_end(&mut content).unwrap();
+                if contains(&content, needle) {
+                    let name = entry.path().unwrap().display().to_string();
+                    found.push(format!("{} in {}", name, path.display()));
+                }
+            }
+        }
+    }
+    found
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle.as_bytes())
+}
+
+/// `aggregator serve` in the background, logging at debug level into `log`.
+fn serve(run_dir: &Path, log: &Path) -> (std::process::Child, String) {
+    let mut child = factbuoy()
+        .args([
+            "-vv",
+            "aggregator",
+            "serve",
+            "--exit-when-complete",
+            "--run-dir",
+        ])
+        .arg(run_dir)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let addresses: serde_json::Value = serde_json::from_str(&line).expect("the serve line");
+    let agent = addresses["agent_address"].as_str().unwrap().to_owned();
+    (child, agent)
+}
+
+#[test]
+fn a_secret_parameter_reaches_the_plugin_and_nothing_else() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (run_dir, out) = (dir.path().join("run"), dir.path().join("out"));
+    let mut said = Vec::new();
+    let create = factbuoy()
+        .args(["-vv", "aggregator", "create", "--node", "n1", "--plugin"])
+        .arg(hostile_wasm())
+        .args(["-p", "hostile:mode=budget-secret"])
+        .args(["-p", &format!("hostile:token={SECRET}")])
+        .arg("--run-dir")
+        .arg(&run_dir)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(create.status.success(), "{create:?}");
+    said.extend([create.stdout, create.stderr]);
+
+    // Until the run ends, a restarted aggregator needs the secret: on disk, for the owner only.
+    let secrets = run_dir.join("secrets.json");
+    let mode = std::fs::metadata(&secrets).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let others: Vec<String> = files_holding(&run_dir, SECRET)
+        .into_iter()
+        .filter(|f| *f != secrets.display().to_string())
+        .collect();
+    assert!(others.is_empty(), "the secret is written in {others:?}");
+
+    // Stopped and restarted before any agent came: the plan still carries the secret.
+    let (mut first, _) = serve(&run_dir, &dir.path().join("serve-1.log"));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let (mut aggregator, address) = serve(&run_dir, &dir.path().join("serve-2.log"));
+    let credentials = dir.path().join("agent-n1");
+    let issue = factbuoy()
+        .args(["aggregator", "issue", "--role", "agent:n1", "--run-dir"])
+        .arg(&run_dir)
+        .arg("--out")
+        .arg(&credentials)
+        .output()
+        .unwrap();
+    assert!(issue.status.success(), "{issue:?}");
+    let agent = factbuoy()
+        .args(["-vv", "agent", "--aggregator", &address, "--node", "n1"])
+        .args(["--retry-for", "30s", "--credentials"])
+        .arg(&credentials)
+        .output()
+        .unwrap();
+    assert!(agent.status.success(), "{agent:?}");
+    said.extend([agent.stdout, agent.stderr]);
+    let served = aggregator.wait().unwrap();
+    assert!(served.success());
+    for log in ["serve-1.log", "serve-2.log"] {
+        said.push(std::fs::read(dir.path().join(log)).unwrap());
+    }
+
+    // The plugin got it: its artifact holds it reversed.
+    let reversed: String = SECRET.chars().rev().collect();
+    assert!(
+        !files_holding(&out, &reversed).is_empty(),
+        "the plugin never saw the secret"
+    );
+    // Nowhere else: not in the run directory, the bundle, or anything a process printed.
+    assert!(!secrets.exists(), "the secret outlived the run");
+    let written = [files_holding(&run_dir, SECRET), files_holding(&out, SECRET)].concat();
+    assert!(written.is_empty(), "the secret is written in {written:?}");
+    for (i, output) in said.iter().enumerate() {
+        assert!(
+            !contains(output, SECRET),
+            "output {i} carries the secret: {}",
+            String::from_utf8_lossy(output)
+        );
+    }
 }

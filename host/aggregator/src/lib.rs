@@ -352,9 +352,10 @@ async fn package(shared: &Arc<Shared>) {
     let document = shared.status_document();
     let worker = shared.clone();
     let written = tokio::task::spawn_blocking(move || {
+        let public_config = worker.config.without_secrets();
         let meta = factbuoy_bundle::writer::Meta {
             run_id: &worker.config.run_id,
-            run: &worker.config,
+            run: &public_config,
             status: &document,
             definitions: worker
                 .config
@@ -387,6 +388,10 @@ async fn package(shared: &Arc<Shared>) {
         }
     }
     state.finished = Some(now_rfc3339());
+    // Every result is in: no plan will be handed out again, so the secrets go.
+    if let Err(e) = RunConfig::forget_secrets(&shared.run_dir) {
+        tracing::error!("removing the run's secret parameters: {e}");
+    }
     if let Err(e) = state.save(&shared.run_dir) {
         tracing::error!("saving the run state: {e:#}");
     }
