@@ -146,6 +146,19 @@ mod tests {
         };
         let found = problems(&info);
         assert_eq!(found.len(), 7, "{found:#?}");
+        // Every string counts against the metadata budget, each part with its overhead.
+        let text = "Bad_Name".len()
+            + " ".len()
+            + "n".len()
+            + "x".len()
+            + "n".len()
+            + "1".len()
+            + "Big".len()
+            + "relative".len();
+        assert_eq!(
+            text_bytes(&info),
+            text + 4 * crate::limits::RECORD_OVERHEAD_BYTES
+        );
         assert!(is_valid_plugin_name("systemd-logs") && !is_valid_plugin_name("-x"));
     }
 }
