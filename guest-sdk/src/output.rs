@@ -18,7 +18,7 @@ pub const CHUNK_BYTES: usize = 64 * 1024;
 pub fn message(e: &OutputError) -> String {
     match e {
         OutputError::InvalidName(m) => format!("invalid artifact name: {m}"),
-        OutputError::LimitExceeded(m) => format!("output limit exceeded: {m}"),
+        OutputError::LimitExceeded(m) => format!("limit exceeded: {m}"),
         OutputError::Io(m) => format!("host could not store output: {m}"),
         OutputError::Closed => "artifact already finished".to_owned(),
     }

@@ -12,6 +12,7 @@ pub mod digest;
 pub mod identity;
 pub mod names;
 pub mod routes;
+pub mod text;
 pub mod tls;
 pub mod types;
 

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use factbuoy_protocol::names::{ArtifactName, NodeName};
+use factbuoy_protocol::text::printable;
 use factbuoy_protocol::types::{
     ManifestFile, Outcome, PlannedPlugin, ProgressUpdate, ResultManifest, now_rfc3339,
 };
@@ -156,7 +157,8 @@ async fn run_plugin(
             (manifest, files)
         }
         Err(message) => {
-            tracing::error!(plugin = %planned.name, "{message}");
+            // A load failure can carry the plugin's own text (a panic in describe).
+            tracing::error!(plugin = %planned.name, "{}", printable(&message));
             let manifest = ResultManifest {
                 outcome: Outcome::Failed,
                 error: Some(message),

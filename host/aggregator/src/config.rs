@@ -134,8 +134,23 @@ pub struct RunConfig {
     pub limits: ServerLimits,
 }
 
+impl PluginPlan {
+    /// Whether the plugin's description declares parameter `name` secret.
+    pub fn is_secret(&self, name: &str) -> bool {
+        self.definition["parameters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|p| p["name"] == name && p["secret"] == true)
+    }
+}
+
+/// A secret parameter, as `secrets.json` keeps it: `(plugin, NAME, VALUE)`.
+type Secret = (String, String, String);
+
 impl RunConfig {
-    /// Reads `run.json` from `run_dir`.
+    /// Reads `run.json` from `run_dir`, and the secret parameters beside it while the run has
+    /// them.
     pub fn load(run_dir: &RunDir) -> anyhow::Result<Self> {
         let path = run_dir.config();
         let text = std::fs::read_to_string(&path).map_err(|e| {
@@ -144,15 +159,61 @@ impl RunConfig {
                 path.display()
             )
         })?;
-        Ok(serde_json::from_str(&text)?)
+        let mut config: RunConfig = serde_json::from_str(&text)?;
+        let secrets = run_dir.secrets();
+        if secrets.exists() {
+            let text = std::fs::read_to_string(&secrets)
+                .map_err(|e| anyhow::anyhow!("reading {}: {e}", secrets.display()))?;
+            let secrets: Vec<Secret> = serde_json::from_str(&text)?;
+            for (plugin, name, value) in secrets {
+                if let Some(plan) = config.plugins.iter_mut().find(|p| p.name == plugin) {
+                    plan.params.push((name, value));
+                }
+            }
+        }
+        Ok(config)
     }
 
-    /// Writes `run.json` into `run_dir`, atomically.
+    /// Writes `run.json` into `run_dir`, atomically, without secret parameters; those go to
+    /// `secrets.json`, readable by the owner only.
     pub fn save(&self, run_dir: &RunDir) -> anyhow::Result<()> {
+        let secrets: Vec<Secret> = self
+            .plugins
+            .iter()
+            .flat_map(|plan| {
+                plan.params
+                    .iter()
+                    .filter(|(name, _)| plan.is_secret(name))
+                    .map(|(name, value)| (plan.name.clone(), name.clone(), value.clone()))
+            })
+            .collect();
+        if !secrets.is_empty() {
+            factbuoy_pki::write_private(&run_dir.secrets(), &serde_json::to_string(&secrets)?)?;
+        }
         Ok(super::run_dir::write_atomically(
             &run_dir.config(),
-            &serde_json::to_vec_pretty(self)?,
+            &serde_json::to_vec_pretty(&self.without_secrets())?,
         )?)
+    }
+
+    /// This configuration without the values of secret parameters: what may be written into
+    /// `run.json` and the bundle.
+    pub fn without_secrets(&self) -> RunConfig {
+        let mut public = self.clone();
+        for plan in &mut public.plugins {
+            let secret: Vec<bool> = plan.params.iter().map(|(n, _)| plan.is_secret(n)).collect();
+            let mut secret = secret.into_iter();
+            plan.params.retain(|_| !secret.next().unwrap_or(false));
+        }
+        public
+    }
+
+    /// Removes the run's secret parameters from disk, once no plan will be handed out again.
+    pub fn forget_secrets(run_dir: &RunDir) -> std::io::Result<()> {
+        match std::fs::remove_file(run_dir.secrets()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
     }
 
     /// The plugin of this run called `name`.

@@ -371,9 +371,17 @@ fn disk_full_hint(shared: &Shared, full: bool) -> String {
     }
 }
 
+/// Removes the run's secret parameters from disk.
+fn forget_secrets(shared: &Shared) {
+    if let Err(e) = RunConfig::forget_secrets(&shared.run_dir) {
+        tracing::error!("removing the run's secret parameters: {e}");
+    }
+}
+
 /// Ends the run as failed, with `message` in its status document.
 fn fail_run(shared: &Shared, message: String) {
     tracing::error!("the run failed: {message}");
+    forget_secrets(shared);
     let mut state = shared.state.lock().unwrap();
     state.status = RunStatus::Failed;
     state.error = Some(message);
@@ -435,6 +443,8 @@ async fn stand_in(
 /// Writes the bundle and completes the run: first finishes any recorded commit not yet in
 /// place, and removes what an earlier packaging left (a `.partial` from a stop).
 async fn package(shared: &Arc<Shared>) {
+    // Every result is in: no plan will be handed out again, so the secrets go.
+    forget_secrets(shared);
     let document = shared.status_document();
     let worker = shared.clone();
     let written = tokio::task::spawn_blocking(move || {
@@ -444,9 +454,10 @@ async fn package(shared: &Arc<Shared>) {
             .recover(&state)
             .context("moving recorded results into place")?;
         factbuoy_bundle::writer::remove_earlier(&worker.config.bundle_dir, &worker.config.run_id)?;
+        let public_config = worker.config.without_secrets();
         let meta = factbuoy_bundle::writer::Meta {
             run_id: &worker.config.run_id,
-            run: &worker.config,
+            run: &public_config,
             status: &document,
             definitions: worker
                 .config

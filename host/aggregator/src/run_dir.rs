@@ -2,7 +2,8 @@
 //! the run's CA key.
 //!
 //! ```text
-//! <run dir>/run.json                         the run's configuration (RunConfig)
+//! <run dir>/run.json                         the run's configuration (RunConfig), secrets left out
+//! <run dir>/secrets.json                     secret parameters, 0600, while the run is running
 //! <run dir>/state.json                       run-level status (RunState)
 //! <run dir>/commits/<plugin>/<node>.json     one record per committed result
 //! <run dir>/pki/                             CA, server and operator certificates and keys
@@ -37,6 +38,12 @@ impl RunDir {
     /// The run's configuration.
     pub fn config(&self) -> PathBuf {
         self.root.join("run.json")
+    }
+
+    /// The run's secret parameters, kept apart from its configuration (0600) only while the run
+    /// may still hand out plans, so that a restarted aggregator can.
+    pub fn secrets(&self) -> PathBuf {
+        self.root.join("secrets.json")
     }
 
     /// The run-level status.

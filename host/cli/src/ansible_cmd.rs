@@ -155,7 +155,7 @@ async fn fact_cache(args: FactCacheArgs, format: Format) -> anyhow::Result<ExitS
                 emit(&format!("{}: {} facts -> {}", w.host, w.facts, files.join(", ")));
             }
             for e in &errors {
-                eprintln!("error: {e}");
+                eprintln!("error: {}", factbuoy_protocol::text::printable(e));
             }
         }
     }
@@ -192,7 +192,7 @@ async fn gather_here(args: &FactCacheArgs) -> anyhow::Result<Map<String, Value>>
         )
         .await;
     for warning in &report.warnings {
-        tracing::warn!("setup: {warning}");
+        tracing::warn!("setup: {}", factbuoy_protocol::text::printable(warning));
     }
     if let Some(line) = report.failure_line() {
         bail!("{line}");

@@ -6,6 +6,7 @@
 
 mod aggregator_cmd;
 mod ansible_cmd;
+mod json_report;
 mod output;
 mod plan;
 mod plugin_cmd;
@@ -113,6 +114,8 @@ fn init_logging(verbose: u8) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: escape sequences in a log file or a pipe are noise.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .init();
 }

@@ -43,10 +43,33 @@ pub fn emit(text: &str) {
     }
 }
 
+/// Writes `value` as pretty JSON and a newline to stdout as it is serialised, without building
+/// it in memory first; a closed pipe ends the output quietly, as [`emit`] does.
+pub fn emit_json(value: &impl serde::Serialize) {
+    use std::io::Write;
+    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    let written = serde_json::to_writer_pretty(&mut stdout, value)
+        .map_err(std::io::Error::from)
+        .and_then(|()| writeln!(stdout))
+        .and_then(|()| stdout.flush());
+    match written {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => {
+            eprintln!("error: writing the report to stdout: {e}");
+            std::process::exit(2)
+        }
+        Ok(()) => {}
+    }
+}
+
 /// Prints an error that ended a command: a sentence on stderr, or a JSON object on stdout.
 pub fn report_error(error: &anyhow::Error, format: Format) {
     match format {
-        Format::Text => eprintln!("error: {error:#}"),
+        // A plugin's describe failure carries its own text (a panic message).
+        Format::Text => eprintln!(
+            "error: {}",
+            factbuoy_protocol::text::printable(&format!("{error:#}"))
+        ),
         Format::Json => emit(&serde_json::json!({ "error": format!("{error:#}") }).to_string()),
     }
 }

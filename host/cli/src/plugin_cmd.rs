@@ -6,13 +6,15 @@ use std::sync::Arc;
 use anyhow::Context;
 use bytesize::ByteSize;
 use clap::{Args, Subcommand};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::output::{ExitStatus, Format, emit};
+use crate::json_report::JsonReport;
+use crate::output::{ExitStatus, Format, emit, emit_json};
 use factbuoy_catalog::{BUNDLED, PluginRef};
+use factbuoy_protocol::text::printable;
 use factbuoy_runtime::bindings::{Capability, PluginInfo};
 use factbuoy_runtime::params::{self, type_name};
-use factbuoy_runtime::sink::{ArtifactSink, DirectorySink, MemorySink, StdoutSink};
+use factbuoy_runtime::sink::{ArtifactSink, DirectorySink, StdoutSink};
 use factbuoy_runtime::{Limits, RunReport, RunRequest, Runtime, RuntimeOptions, limits};
 
 #[derive(Debug, Subcommand)]
@@ -208,7 +210,8 @@ fn describe_text(info: &PluginInfo) -> String {
             ));
         }
     }
-    text
+    // Every string here is the plugin's.
+    text.lines().map(|l| printable(l) + "\n").collect()
 }
 
 async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> {
@@ -222,12 +225,18 @@ async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> 
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     }
-    // Artifacts go to --out when given; otherwise to stdout, or into the JSON report.
-    let memory = MemorySink::default();
-    let sink: Arc<dyn ArtifactSink> = match (&args.out, format) {
+    // Artifacts go to --out when given; otherwise to stdout, or into the JSON report, streamed
+    // from files in a private directory that is removed afterwards.
+    let embedded = match (&args.out, format) {
+        (None, Format::Json) => {
+            Some(tempfile::tempdir().context("creating a temporary directory")?)
+        }
+        _ => None,
+    };
+    let sink: Arc<dyn ArtifactSink> = match (&args.out, &embedded) {
         (Some(out), _) => Arc::new(DirectorySink::new(out)),
-        (None, Format::Json) => Arc::new(memory.clone()),
-        (None, Format::Text) => Arc::new(StdoutSink),
+        (None, Some(dir)) => Arc::new(DirectorySink::new(dir.path())),
+        (None, None) => Arc::new(StdoutSink),
     };
     let report = runtime
         .run(
@@ -243,13 +252,10 @@ async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> 
         )
         .await;
     match format {
-        Format::Json => {
-            let mut value = serde_json::to_value(&report)?;
-            if args.out.is_none() {
-                embed_contents(&mut value, &memory);
-            }
-            emit(&serde_json::to_string_pretty(&value)?);
-        }
+        Format::Json => match &embedded {
+            Some(dir) => emit_json(&JsonReport::new(&report, dir.path())?),
+            None => emit_json(&report),
+        },
         Format::Text => print_summary(&report, args.out.is_some()),
     }
     Ok(if report.succeeded {
@@ -259,24 +265,17 @@ async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> 
     })
 }
 
-/// Puts each artifact's content into its report entry: JSON as JSON, other text as a string.
-fn embed_contents(report: &mut Value, memory: &MemorySink) {
-    let Some(entries) = report.get_mut("artifacts").and_then(Value::as_array_mut) else {
-        return;
-    };
-    for ((_, bytes), entry) in memory.contents().into_iter().zip(entries) {
-        let content = serde_json::from_slice::<Value>(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-        entry["content"] = content;
-    }
-}
-
 /// The text summary: on stdout when artifacts went to files, on stderr when they went to stdout.
 fn print_summary(report: &RunReport, artifacts_in_files: bool) {
     let mut lines = Vec::new();
+    // Everything below but the numbers is the plugin's text.
     let status = match report.failure_line() {
-        Some(line) => format!("error: {line}"),
-        None => format!("{} {}: succeeded", report.plugin, report.version),
+        Some(line) => format!("error: {}", printable(&line)),
+        None => format!(
+            "{} {}: succeeded",
+            report.plugin,
+            printable(&report.version)
+        ),
     };
     lines.push(format!("{status} ({:.1} ms)", report.duration_ms));
     for artifact in &report.artifacts {
@@ -287,7 +286,9 @@ fn print_summary(report: &RunReport, artifacts_in_files: bool) {
         };
         lines.push(format!(
             "  artifact {} ({}, {} bytes{cut})",
-            artifact.name, artifact.media_type, artifact.size_bytes
+            artifact.name,
+            printable(&artifact.media_type),
+            artifact.size_bytes
         ));
     }
     for path in &report.absent_paths {
@@ -296,10 +297,10 @@ fn print_summary(report: &RunReport, artifacts_in_files: bool) {
         ));
     }
     for warning in &report.warnings {
-        lines.push(format!("  warning: {warning}"));
+        lines.push(format!("  warning: {}", printable(warning)));
     }
     for error in &report.errors {
-        lines.push(format!("  error: {error}"));
+        lines.push(format!("  error: {}", printable(error)));
     }
     if report.failure.is_some() && !report.stderr.text.is_empty() {
         lines.push(format!("  plugin stderr:\n{}", indent(&report.stderr.text)));
@@ -314,7 +315,7 @@ fn print_summary(report: &RunReport, artifacts_in_files: bool) {
 
 fn indent(text: &str) -> String {
     text.lines()
-        .map(|l| format!("    {l}"))
+        .map(|l| format!("    {}", printable(l)))
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -15,6 +15,7 @@ use clap::Args;
 use factbuoy_protocol::Client;
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::names::NodeName;
+use factbuoy_protocol::text::printable;
 use factbuoy_protocol::tls::Identity;
 use factbuoy_protocol::types::{PairStatus, ResultStatus, RunStatus, StatusDocument};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -267,10 +268,13 @@ fn show(bar: &ProgressBar, document: &StatusDocument) {
         Some(progress) if progress.total > 0 => {
             format!(
                 "{}: {}/{} {}",
-                progress.plugin, progress.completed, progress.total, progress.msg
+                progress.plugin,
+                progress.completed,
+                progress.total,
+                printable(&progress.msg)
             )
         }
-        Some(progress) => format!("{}: {}", progress.plugin, progress.msg),
+        Some(progress) => format!("{}: {}", progress.plugin, printable(&progress.msg)),
         None => String::new(),
     };
     bar.set_message(message);
@@ -331,7 +335,7 @@ fn status_table(document: &StatusDocument) -> String {
             .progress
             .as_ref()
             .filter(|_| p.result_status.is_none())
-            .map(|pr| format!("  {}/{} {}", pr.completed, pr.total, pr.msg))
+            .map(|pr| format!("  {}/{} {}", pr.completed, pr.total, printable(&pr.msg)))
             .unwrap_or_default();
         let status = format!("{:?}", p.status).to_lowercase();
         lines.push(format!(

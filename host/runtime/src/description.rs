@@ -29,6 +29,42 @@ fn is_valid_param_name(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
 }
 
+/// Bytes of text in a description, and one record's overhead for each part of it, as counted
+/// against the metadata budget.
+pub fn text_bytes(info: &PluginInfo) -> usize {
+    use crate::bindings::Capability;
+    use crate::limits::RECORD_OVERHEAD_BYTES as RECORD;
+    let params: usize = info
+        .parameters
+        .iter()
+        .map(|p| {
+            RECORD + p.name.len() + p.description.len() + p.default.as_ref().map_or(0, String::len)
+        })
+        .sum();
+    let capabilities: usize = info
+        .capabilities
+        .iter()
+        .map(|c| {
+            let path = match &c.capability {
+                Capability::HostInfo => 0,
+                Capability::ReadPath(path) => path.len(),
+            };
+            RECORD + path + c.reason.len()
+        })
+        .sum();
+    let artifacts: usize = info
+        .artifacts
+        .iter()
+        .map(|a| RECORD + a.name.len() + a.media_type.len() + a.description.len())
+        .sum();
+    info.name.len()
+        + info.version.len()
+        + info.description.len()
+        + params
+        + capabilities
+        + artifacts
+}
+
 /// Every problem with a description, or nothing.
 pub fn problems(info: &PluginInfo) -> Vec<String> {
     let mut problems = Vec::new();
@@ -113,6 +149,19 @@ mod tests {
         };
         let found = problems(&info);
         assert_eq!(found.len(), 7, "{found:#?}");
+        // Every string counts against the metadata budget, each part with its overhead.
+        let text = "Bad_Name".len()
+            + " ".len()
+            + "n".len()
+            + "x".len()
+            + "n".len()
+            + "1".len()
+            + "Big".len()
+            + "relative".len();
+        assert_eq!(
+            text_bytes(&info),
+            text + 4 * crate::limits::RECORD_OVERHEAD_BYTES
+        );
         assert!(is_valid_plugin_name("systemd-logs") && !is_valid_plugin_name("-x"));
     }
 }

@@ -82,6 +82,10 @@ pub enum LimitKind {
     Output,
     /// The bytes one host call may carry.
     HostCall,
+    /// The metadata (names, media types, progress, logs) of the whole run.
+    Metadata,
+    /// The artifacts open at once.
+    OpenArtifacts,
 }
 
 fn grant_flags(missing: &[String]) -> String {
@@ -100,6 +104,8 @@ impl From<Violation> for PluginFailure {
             Violation::Table { .. } => LimitKind::Table,
             Violation::Output(_) => LimitKind::Output,
             Violation::HostCall { .. } => LimitKind::HostCall,
+            Violation::Metadata(_) => LimitKind::Metadata,
+            Violation::OpenArtifacts(_) => LimitKind::OpenArtifacts,
             Violation::CapabilityDenied { capability, .. } => {
                 return PluginFailure::CapabilityDenied {
                     capability: (*capability).to_owned(),
@@ -121,6 +127,28 @@ impl From<GatherError> for PluginFailure {
             GatherError::Unavailable(message) => PluginFailure::Unavailable { message },
             GatherError::Failed(message) => PluginFailure::Failed { message },
         }
+    }
+}
+
+/// The plugin's own error with its message cut to `max_bytes`: the message is plugin-controlled
+/// text that the report, the terminal and the bundle carry.
+pub fn bounded(error: GatherError, max_bytes: usize) -> GatherError {
+    let cut = |mut message: String| {
+        if message.len() > max_bytes {
+            let total = message.len();
+            let mut end = max_bytes;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+            message.push_str(&format!("... ({} more bytes cut)", total - end));
+        }
+        message
+    };
+    match error {
+        GatherError::InvalidParameters(m) => GatherError::InvalidParameters(cut(m)),
+        GatherError::Unavailable(m) => GatherError::Unavailable(cut(m)),
+        GatherError::Failed(m) => GatherError::Failed(cut(m)),
     }
 }
 

@@ -361,7 +361,15 @@ impl Runtime {
                 .await
         };
         match tokio::time::timeout(deadline, call).await {
-            Ok(Ok(info)) => Ok(info),
+            // The description is kept for as long as the plugin is loaded: it counts against
+            // the same metadata budget as a run's records.
+            Ok(Ok(info)) => match store
+                .data_mut()
+                .charge_metadata(description::text_bytes(&info))
+            {
+                Ok(()) => Ok(info),
+                Err(violation) => Err(describe_error(violation.into())),
+            },
             Ok(Err(e)) => {
                 let stderr = store.data().stderr.last_text(PANIC_SEARCH_BYTES);
                 Err(describe_error(failure::classify_trap(
@@ -406,6 +414,7 @@ impl Runtime {
             stderr,
             violation: None,
             plugin: Arc::from(plugin),
+            metadata_spent: 0,
             limits,
         };
         let mut store = Store::new(&self.engine, state);
@@ -528,7 +537,9 @@ impl Runtime {
                 None
             }
             Ok(Err(e)) => Some(failure::classify_trap(&e, &stderr_tail, stack_bytes)),
-            Ok(Ok(Err(gather_error))) => Some(gather_error.into()),
+            Ok(Ok(Err(gather_error))) => {
+                Some(failure::bounded(gather_error, state.limits.host_call_bytes).into())
+            }
             Ok(Ok(Ok(()))) => None,
         };
         // A limit the plugin was told about through a WIT error (the output limit) decides the

@@ -21,6 +21,16 @@ pub const DEFAULT_HOST_CALL_BYTES: usize = 1 << 20;
 /// Default cap on the log records and progress warnings kept for the report, in bytes. Past it
 /// records are counted and dropped.
 pub const DEFAULT_RECORDED_LOG_BYTES: usize = 1 << 20;
+/// Default cap on the metadata one run hands the host: the text of every artifact name and
+/// media type, progress report, warning, error and log record (and the plugin's description),
+/// each record also counting [`RECORD_OVERHEAD_BYTES`]. The call that crosses it fails: `create`
+/// with `limit-exceeded`, the others by ending the run; either way the run fails naming it.
+pub const DEFAULT_METADATA_BYTES: usize = 16 << 20;
+/// What each record (an artifact, a progress report, a log record) counts against the metadata
+/// budget beyond its text, so that a flood of empty records is bounded too.
+pub const RECORD_OVERHEAD_BYTES: usize = 64;
+/// Default cap on artifacts open (created and not finished) at once.
+pub const DEFAULT_OPEN_ARTIFACTS: usize = 64;
 /// Default cap on table elements (function references) a plugin may create.
 pub const DEFAULT_TABLE_ELEMENTS: usize = 1 << 20;
 /// How often the epoch ticks: the granularity of the deadline and of yielding to other tasks.
@@ -45,6 +55,11 @@ pub struct Limits {
     pub recorded_log_bytes: usize,
     /// Largest number of elements of each table.
     pub table_elements: usize,
+    /// Bytes of metadata (names, media types, progress, warnings, errors, logs) one run may hand
+    /// the host in all.
+    pub metadata_bytes: usize,
+    /// Artifacts open at once.
+    pub open_artifacts: usize,
 }
 
 impl Default for Limits {
@@ -58,6 +73,8 @@ impl Default for Limits {
             host_call_bytes: DEFAULT_HOST_CALL_BYTES,
             recorded_log_bytes: DEFAULT_RECORDED_LOG_BYTES,
             table_elements: DEFAULT_TABLE_ELEMENTS,
+            metadata_bytes: DEFAULT_METADATA_BYTES,
+            open_artifacts: DEFAULT_OPEN_ARTIFACTS,
         }
     }
 }

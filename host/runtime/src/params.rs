@@ -72,7 +72,8 @@ fn split_list(text: &str) -> Vec<String> {
 }
 
 /// Resolves the user's parameters against `specs`: unknown names, missing required ones, values
-/// of the wrong type and repeated single values are errors; defaults fill the rest.
+/// of the wrong type and repeated single values are errors; defaults fill the rest. A secret
+/// parameter's value is never quoted in an error.
 pub fn resolve(
     specs: &[ParamSpec],
     given: &[(String, String)],
@@ -125,6 +126,12 @@ pub fn resolve(
         };
         match value {
             Ok(value) => resolved.push((spec.name.clone(), value)),
+            // The message would quote the value, which must never be written down.
+            Err(_) if spec.secret => errors.push(format!(
+                "parameter `{}` expects a value of type {} (its value is secret, so it is not shown)",
+                spec.name,
+                type_name(spec.type_)
+            )),
             Err(e) => errors.push(format!("parameter `{}` {e}", spec.name)),
         }
     }
@@ -138,6 +145,23 @@ pub fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_value_is_never_quoted_in_an_error() {
+        let spec = ParamSpec {
+            name: "pin".into(),
+            description: String::new(),
+            type_: ParamType::Integer,
+            required: true,
+            default: None,
+            secret: true,
+        };
+        let error = resolve(&[spec], &[("pin".into(), "hunter2".into())]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "parameter `pin` expects a value of type integer (its value is secret, so it is not shown)"
+        );
+    }
 
     fn spec(name: &str, ty: ParamType, required: bool, default: Option<&str>) -> ParamSpec {
         ParamSpec {

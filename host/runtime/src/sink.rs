@@ -54,7 +54,8 @@ impl ArtifactSink for StdoutSink {
 /// One artifact's bytes, shared between its writer and the sink.
 type SharedBytes = Arc<Mutex<Vec<u8>>>;
 
-/// Keeps artifacts in memory, for `-o json` reports and tests. The run's output limit bounds it.
+/// Keeps artifacts in memory, for tests and callers that need an artifact whole. The run's output
+/// limit bounds it; `plugin run -o json` streams from a [`DirectorySink`]'s files instead.
 #[derive(Default, Clone)]
 pub struct MemorySink {
     artifacts: Arc<Mutex<Vec<(ArtifactName, SharedBytes)>>>,

@@ -38,6 +38,15 @@ pub enum Violation {
         /// The limit, in bytes.
         limit: usize,
     },
+    /// The metadata handed to the host reached the metadata limit it holds, in bytes.
+    #[error(
+        "handed the host more than the metadata limit of {0} bytes (artifact names and media \
+         types, progress, warnings, errors and log records together)"
+    )]
+    Metadata(usize),
+    /// More artifacts were open at once than the limit it holds.
+    #[error("had more than {0} artifacts open at once; finish one before creating another")]
+    OpenArtifacts(usize),
     /// The plugin called an interface it was not granted.
     #[error(
         "called `{interface}` without the `{capability}` capability; grant it with --grant {capability}"

@@ -18,7 +18,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::bindings::factbuoy::plugin::types;
 use crate::capture::CaptureStream;
 use crate::fsguard::FsGuard;
-use crate::limits::Limits;
+use crate::limits::{Limits, RECORD_OVERHEAD_BYTES};
 use crate::violation::Violation;
 use output::OutputState;
 use progress::ProgressState;
@@ -47,6 +47,8 @@ pub struct InstanceState {
     /// normally.
     pub(crate) violation: Option<Violation>,
     pub(crate) plugin: Arc<str>,
+    /// Bytes of metadata counted against `limits.metadata_bytes` so far.
+    pub(crate) metadata_spent: usize,
 }
 
 /// What a run may reach on the host, as granted: the `host-info` capability, and the read
@@ -126,6 +128,22 @@ impl InstanceState {
         let limit = self.limits.host_call_bytes;
         if size > limit {
             return Err(self.violate(Violation::HostCall { call, size, limit }));
+        }
+        Ok(())
+    }
+}
+
+impl InstanceState {
+    /// Counts one record carrying `text_bytes` of plugin-controlled text against the run's
+    /// metadata budget. Once the budget is crossed it stays crossed: every later record is
+    /// refused too, so nothing more reaches the report or a relay.
+    pub(crate) fn charge_metadata(&mut self, text_bytes: usize) -> Result<(), Violation> {
+        let limit = self.limits.metadata_bytes;
+        self.metadata_spent = self
+            .metadata_spent
+            .saturating_add(text_bytes.saturating_add(RECORD_OVERHEAD_BYTES));
+        if self.metadata_spent > limit {
+            return Err(Violation::Metadata(limit));
         }
         Ok(())
     }

@@ -94,6 +94,17 @@ impl output::Host for InstanceState {
         media_type: String,
     ) -> wasmtime::Result<Result<Resource<OpenArtifact>, OutputError>> {
         self.check_call_size("output.create", name.len() + media_type.len())?;
+        // Limits the plugin is told about: it may stop, but the run fails either way.
+        let refusal = if self.output.open.len() >= self.limits.open_artifacts {
+            Some(Violation::OpenArtifacts(self.limits.open_artifacts))
+        } else {
+            self.charge_metadata(name.len() + media_type.len()).err()
+        };
+        if let Some(violation) = refusal {
+            let message = violation.to_string();
+            self.violation.get_or_insert(violation);
+            return Ok(Err(OutputError::LimitExceeded(message)));
+        }
         let name = match ArtifactName::parse(&name) {
             Ok(name) => name,
             Err(e) => return Ok(Err(OutputError::InvalidName(e.to_string()))),

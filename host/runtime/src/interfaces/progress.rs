@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use factbuoy_protocol::text::printable;
+
 use crate::bindings::factbuoy::plugin::{logging, progress};
 use crate::interfaces::InstanceState;
 
@@ -12,9 +14,11 @@ pub use progress::ProgressUpdate as PluginProgress;
 
 /// Receives a plugin's progress and logs as they happen.
 pub trait ProgressObserver: Send + Sync {
-    /// A progress report from `plugin`, as sent: its warnings and errors are the new ones only.
+    /// A progress report from `plugin`. Its warnings and errors are the new ones that fit the
+    /// report's recording limit: a relay carries no more than the report keeps.
     fn progress(&self, plugin: &str, update: &PluginProgress);
-    /// A log record from `plugin`.
+    /// A log record from `plugin`, one that fits the report's recording limit. The text is the
+    /// plugin's: escape it ([`factbuoy_protocol::text::printable`]) before printing it.
     fn log(&self, plugin: &str, level: Level, message: &str);
 }
 
@@ -49,9 +53,18 @@ impl ProgressState {
         }
     }
 
-    /// Whether `bytes` more fit in the budget; counts a drop when they do not.
-    fn admit(&mut self, bytes: usize, budget: usize) -> bool {
+    /// Whether a record of `bytes` more fits in the budget (with its overhead, so that empty
+    /// records are bounded too); counts a drop when it does not.
+    fn admit(&mut self, plugin: &str, bytes: usize, budget: usize) -> bool {
+        let bytes = bytes + crate::limits::RECORD_OVERHEAD_BYTES;
         if self.recorded_bytes + bytes > budget {
+            if self.dropped == 0 {
+                tracing::warn!(
+                    %plugin,
+                    "the plugin's log records and warnings reached the recording limit of \
+                     {budget} bytes; further ones are dropped (counted in the report)"
+                );
+            }
             self.dropped += 1;
             return false;
         }
@@ -74,22 +87,44 @@ impl progress::Host for InstanceState {
     fn report(&mut self, update: PluginProgress) -> wasmtime::Result<()> {
         let size = update_size(&update);
         self.check_call_size("progress.report", size)?;
+        if let Err(violation) = self.charge_metadata(size) {
+            return Err(self.violate(violation));
+        }
+        // Only what the report keeps is relayed, so relays share the report's cap.
+        let budget = self.limits.recorded_log_bytes;
+        let PluginProgress {
+            message,
+            total,
+            completed,
+            warnings,
+            errors,
+        } = update;
+        let warnings: Vec<String> = warnings
+            .into_iter()
+            .filter(|w| self.progress.admit(&self.plugin, w.len(), budget))
+            .collect();
+        let errors: Vec<String> = errors
+            .into_iter()
+            .filter(|e| self.progress.admit(&self.plugin, e.len(), budget))
+            .collect();
+        for warning in &warnings {
+            tracing::warn!(plugin = %self.plugin, "{}", printable(warning));
+        }
+        for error in &errors {
+            tracing::error!(plugin = %self.plugin, "{}", printable(error));
+        }
+        let update = PluginProgress {
+            message,
+            total,
+            completed,
+            warnings,
+            errors,
+        };
         if let Some(observer) = &self.progress.observer {
             observer.progress(&self.plugin, &update);
         }
-        let budget = self.limits.recorded_log_bytes;
-        for warning in &update.warnings {
-            tracing::warn!(plugin = %self.plugin, "{warning}");
-            if self.progress.admit(warning.len(), budget) {
-                self.progress.warnings.push(warning.clone());
-            }
-        }
-        for error in &update.errors {
-            tracing::error!(plugin = %self.plugin, "{error}");
-            if self.progress.admit(error.len(), budget) {
-                self.progress.errors.push(error.clone());
-            }
-        }
+        self.progress.warnings.extend(update.warnings);
+        self.progress.errors.extend(update.errors);
         // An update carrying only warnings or errors does not move the counters.
         let moves = update.total != 0 || update.completed != 0 || !update.message.is_empty();
         if moves {
@@ -106,23 +141,29 @@ impl progress::Host for InstanceState {
 impl logging::Host for InstanceState {
     fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
         self.check_call_size("logging.log", message.len())?;
+        if let Err(violation) = self.charge_metadata(message.len()) {
+            return Err(self.violate(violation));
+        }
         let plugin = &self.plugin;
+        // Only what the report keeps is relayed, so relays share the report's cap.
+        if !self
+            .progress
+            .admit(plugin, message.len(), self.limits.recorded_log_bytes)
+        {
+            return Ok(());
+        }
+        let shown = printable(&message);
         match level {
-            Level::Trace => tracing::trace!(%plugin, "{message}"),
-            Level::Debug => tracing::debug!(%plugin, "{message}"),
-            Level::Info => tracing::info!(%plugin, "{message}"),
-            Level::Warn => tracing::warn!(%plugin, "{message}"),
-            Level::Error => tracing::error!(%plugin, "{message}"),
+            Level::Trace => tracing::trace!(%plugin, "{shown}"),
+            Level::Debug => tracing::debug!(%plugin, "{shown}"),
+            Level::Info => tracing::info!(%plugin, "{shown}"),
+            Level::Warn => tracing::warn!(%plugin, "{shown}"),
+            Level::Error => tracing::error!(%plugin, "{shown}"),
         }
         if let Some(observer) = &self.progress.observer {
             observer.log(plugin, level, &message);
         }
-        if self
-            .progress
-            .admit(message.len(), self.limits.recorded_log_bytes)
-        {
-            self.progress.logs.push(LogRecord { level, message });
-        }
+        self.progress.logs.push(LogRecord { level, message });
         Ok(())
     }
 }

@@ -4,6 +4,8 @@
 //! Modes that probe the sandbox (reads, writes, sockets) report what happened in `probe.json`
 //! instead of failing, so a test can assert the exact outcome.
 
+mod budget_modes;
+
 use std::io::Write;
 
 mod fs_modes;
@@ -22,7 +24,8 @@ impl Gatherer for Hostile {
         .param(Param::string("mode").required().describe(
             "well-behaved | loop | alloc | recurse | recurse-shadow | flood | panic | fail | read | list | \
                  write | connect | host-info | host-root | read-link | hostfs-read | stdout-flood | \
-                 log-flood | huge-chunk | bad-name | fs-proc | fs-read | fs-usage",
+                 log-flood | huge-chunk | bad-name | fs-proc | fs-read | fs-usage | \
+                 budget-… (see budget_modes.rs)",
         ))
         .param(
             Param::string("path").default("/").describe(
@@ -34,6 +37,12 @@ impl Gatherer for Hostile {
             Param::integer("count")
                 .default("1")
                 .describe("How many times to repeat."),
+        )
+        .param(
+            Param::string("token")
+                .default("")
+                .secret()
+                .describe("A secret for mode budget-secret."),
         )
         .optional_capability(Capability::HostInfo, "mode host-info")
         .optional_capability(Capability::read("/data"), "modes read, list and write")
@@ -123,6 +132,7 @@ impl Gatherer for Hostile {
                     .collect();
                 probe(serde_json::json!({"results": results}))
             }
+            mode if mode.starts_with("budget-") => budget_modes::gather(mode, params),
             "panic" => panic!("hostile plugin panicked on purpose"),
             "fail" => Err(GatherError::Failed("failed on purpose".into())),
             "read" => probe(match std::fs::read(path) {
