@@ -274,6 +274,32 @@ fn names_unsafe_on_windows_or_macos_are_refused_where_they_enter() {
     );
     assert_eq!(answer.status, 400, "{}", answer.text());
     assert!(answer.text().contains("reserved"), "{}", answer.text());
+    // Nor two names that are one path on macOS and Windows, each uploaded as it may be.
+    let (lower, upper) = (b"{\"n\":1}", b"{\"n\":2}");
+    for (name, bytes) in [("twin.json", &lower[..]), ("TWIN.json", &upper[..])] {
+        let path = format!("/api/v1/results/by-node/a/hello/files/{name}");
+        let answer = aggregator.put(&agent, &path, bytes);
+        assert_eq!(answer.status, 201, "{name}: {}", answer.text());
+    }
+    let answer = curl(
+        &agent,
+        "PUT",
+        &format!(
+            "https://{}/api/v1/results/by-node/a/hello",
+            aggregator.agent
+        ),
+        Some(&manifest(
+            "succeeded",
+            &[("twin.json", lower), ("TWIN.json", upper)],
+        )),
+        &[],
+    );
+    assert_eq!(answer.status, 400, "{}", answer.text());
+    assert!(
+        answer.text().contains("case-insensitive"),
+        "{}",
+        answer.text()
+    );
 }
 
 #[test]

@@ -183,6 +183,54 @@ impl fmt::Display for ArtifactName {
     }
 }
 
+/// The artifact names of one result, as they will be unpacked: refuses a name that would land on
+/// another one on a case-insensitive file system (macOS, Windows), or a file where another name
+/// needs a directory (`logs` and `logs/a`). Case is folded with Unicode's lowercase mapping;
+/// names that differ only in Unicode normalisation are not compared.
+#[derive(Debug, Default)]
+pub struct UnpackedNames {
+    /// Case-folded path -> the name it came from, and whether it is a file (else a directory).
+    paths: std::collections::HashMap<String, (String, bool)>,
+}
+
+/// Two names of one result that cannot both be unpacked; holds the earlier and the later one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "artifact names {0:?} and {1:?} cannot both be unpacked on a case-insensitive file system \
+     (macOS, Windows), or one is a file where the other needs a directory; rename one"
+)]
+pub struct NameCollision(pub String, pub String);
+
+impl UnpackedNames {
+    /// Adds `name`, unless it collides with a name added before. A collision is always found
+    /// before anything of `name` is added: a known path's parents are known too.
+    pub fn insert(&mut self, name: &ArtifactName) -> Result<(), NameCollision> {
+        let folded = name.as_str().to_lowercase();
+        let collision = |other: &str| NameCollision(other.to_owned(), name.as_str().to_owned());
+        let mut parts: Vec<&str> = folded.split('/').collect();
+        let file = parts.pop().unwrap_or_default();
+        let mut path = String::new();
+        for dir in parts {
+            path.push_str(dir);
+            match self.paths.get(&path) {
+                Some((other, true)) => return Err(collision(other)),
+                Some(_) => {}
+                None => {
+                    self.paths
+                        .insert(path.clone(), (name.as_str().to_owned(), false));
+                }
+            }
+            path.push('/');
+        }
+        path.push_str(file);
+        if let Some((other, _)) = self.paths.get(&path) {
+            return Err(collision(other));
+        }
+        self.paths.insert(path, (name.as_str().to_owned(), true));
+        Ok(())
+    }
+}
+
 /// Longest file name (one path component) the file systems a run is kept or unpacked on hold.
 pub const MAX_FILE_NAME_BYTES: usize = 255;
 /// What the layout appends to a node's name to make a file name: `commits/<plugin>/<node>.json`
@@ -341,6 +389,32 @@ impl fmt::Display for NodeName {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_that_collide_when_unpacked_are_refused() {
+        let insert_all = |names: &[&str]| {
+            let mut set = UnpackedNames::default();
+            names
+                .iter()
+                .try_for_each(|n| set.insert(&ArtifactName::parse(n).unwrap()))
+        };
+        for apart in [
+            &["a.json", "b.json"][..],
+            &["logs/a", "logs/b", "logs2"],
+            &["x/y/z", "x/y2", "X2"],
+        ] {
+            assert!(insert_all(apart).is_ok(), "{apart:?}");
+        }
+        for colliding in [
+            &["a.json", "A.json"][..],
+            &["logs/a", "LOGS/b", "Logs"],
+            &["logs", "logs/a"],
+            &["logs/a/b", "logs/A"],
+            &["Ä.txt", "ä.txt"],
+        ] {
+            assert!(insert_all(colliding).is_err(), "{colliding:?}");
+        }
+    }
 
     #[test]
     fn accepts_ordinary_relative_paths() {

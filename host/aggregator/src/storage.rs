@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use factbuoy_bundle::layout::{self, ResultKind};
-use factbuoy_protocol::names::ArtifactName;
+use factbuoy_protocol::names::{ArtifactName, UnpackedNames};
 use factbuoy_protocol::types::{Outcome, ResultManifest};
 use http_body_util::BodyExt;
 use sha2::{Digest, Sha256};
@@ -101,6 +101,9 @@ pub enum CommitError {
     /// The manifest names a file with an invalid artifact name.
     #[error(transparent)]
     Name(#[from] factbuoy_protocol::names::InvalidName),
+    /// Two names of the manifest cannot both be unpacked (letter case, or file and directory).
+    #[error("the manifest: {0}")]
+    Collision(#[from] factbuoy_protocol::names::NameCollision),
     /// The file system failed before the commit took effect: nothing changed, and the staged
     /// files are kept for a retry.
     #[error(
@@ -448,6 +451,10 @@ impl Storage {
                 });
             }
             files.insert(entry.name.clone(), (name, entry.size, entry.sha256.clone()));
+        }
+        let mut unpacked = UnpackedNames::default();
+        for (name, _, _) in files.values() {
+            unpacked.insert(name)?;
         }
         let commit_id = format!("{:016x}", rand::random::<u64>());
         let assembly = self.assembly(plugin, label, &commit_id);

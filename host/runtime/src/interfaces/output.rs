@@ -13,7 +13,7 @@ use crate::bindings::factbuoy::plugin::output::{self, OutputError};
 use crate::interfaces::InstanceState;
 use crate::sink::{ArtifactSink, ArtifactWriter};
 use crate::violation::Violation;
-use factbuoy_protocol::names::ArtifactName;
+use factbuoy_protocol::names::{ArtifactName, UnpackedNames};
 
 /// The writing side of an artifact not yet finished.
 struct OpenWriter {
@@ -44,6 +44,9 @@ pub struct ArtifactRecord {
 pub struct OutputState {
     sink: Arc<dyn ArtifactSink>,
     names: HashSet<ArtifactName>,
+    /// The same names as they will be unpacked, case-folded: a bundle must unpack on macOS and
+    /// Windows too.
+    unpacked: UnpackedNames,
     pub(crate) records: Vec<ArtifactRecord>,
     /// Artifacts not yet finished, by record index; kept here rather than in the resource table
     /// so that those a trapped plugin left open can still be finished.
@@ -57,6 +60,7 @@ impl OutputState {
         OutputState {
             sink,
             names: HashSet::new(),
+            unpacked: UnpackedNames::default(),
             records: Vec::new(),
             open: BTreeMap::new(),
             written_bytes: 0,
@@ -114,6 +118,10 @@ impl output::Host for InstanceState {
                 "artifact name {:?} is already used in this run",
                 name.as_str()
             ))));
+        }
+        if let Err(e) = self.output.unpacked.insert(&name) {
+            self.output.names.remove(&name);
+            return Ok(Err(OutputError::InvalidName(e.to_string())));
         }
         let writer = match self.output.sink.create(&name, &media_type) {
             Ok(writer) => writer,

@@ -109,6 +109,8 @@ impl Gatherer for Hostile {
                 probe(serde_json::json!({"result": format!("{result:?}")}))
             }
             "bad-name" => {
+                // A name the next ones collide with where the bundle is unpacked.
+                let _twin = output::create("case/twin.txt", "text/plain");
                 let names = [
                     "../escape.json",
                     "/etc/passwd",
@@ -122,6 +124,10 @@ impl Gatherer for Hostile {
                     "CON",
                     "a.json:stream",
                     "evil\u{202e}nosj.exe",
+                    // One path on macOS and Windows; a file where a directory is needed.
+                    "CASE/Twin.TXT",
+                    "case/twin.txt/x",
+                    "Case",
                 ];
                 let results: Vec<String> = names
                     .iter()
