@@ -242,3 +242,68 @@ fn a_bundle_gives_one_file_per_node_and_bad_nodes_are_reported() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("not a .tar.gz bundle"), "{stderr}");
 }
+
+/// A node's facts document as big as a bundle may carry (a hostile agent's), made of small
+/// values: parsed into a tree it would take about 16 times its size. The cache files are
+/// transcoded from it entry by entry, so the peak RSS stays near the document's own size.
+#[test]
+fn a_huge_facts_document_is_transcoded_not_parsed_into_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = dir.path().join("bundle/plugins/setup/results/node-a");
+    std::fs::create_dir_all(&node).unwrap();
+    let document = {
+        let mut file = std::io::BufWriter::new(
+            std::fs::File::create(node.join("ansible_facts.json")).unwrap(),
+        );
+        write!(file, r#"{{"ansible_nodename": "node-a""#).unwrap();
+        // 24 facts of 1 MiB, each an array of 1-digit numbers.
+        let array = format!("[{}0]", "1,".repeat(512 * 1024 - 1));
+        for i in 0..24 {
+            write!(file, r#", "fact_{i}": {array}"#).unwrap();
+        }
+        write!(file, "}}").unwrap();
+        file.flush().unwrap();
+        24 << 20
+    };
+    let cache = dir.path().join("cache");
+    let usage = dir.path().join("usage");
+    // GNU time forks factbuoy from its own small image: a child of this test process would
+    // report the test's high-water mark, which Linux carries across exec.
+    let output = Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(&usage)
+        .arg(env!("CARGO_BIN_EXE_factbuoy"))
+        .args(["ansible", "fact-cache"])
+        .arg(&cache)
+        .arg("--from")
+        .arg(dir.path().join("bundle"))
+        .output()
+        .expect("running factbuoy under /usr/bin/time (apt-get install time)");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let peak_kib: u64 = std::fs::read_to_string(&usage)
+        .unwrap()
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .expect("a peak RSS from time");
+    let bound = document + (64 << 20);
+    assert!(
+        peak_kib * 1024 < bound,
+        "peak RSS {} MiB, above the document's {} MiB + 64 MiB",
+        peak_kib >> 10,
+        document >> 20
+    );
+    let plain: Value = serde_json::from_slice(&std::fs::read(cache.join("node-a")).unwrap())
+        .expect("the plain cache file is JSON");
+    assert_eq!(plain["_ansible_facts_gathered"], true);
+    assert_eq!(plain["fact_23"].as_array().unwrap().len(), 512 * 1024);
+    eprintln!(
+        "peak RSS {} MiB for a {} MiB document",
+        peak_kib >> 10,
+        document >> 20
+    );
+}

@@ -4,14 +4,18 @@
 //! ansible-core 2.19 changed the cache's layout: it reads `s1_<host>` holding
 //! `{"__payload__": "<facts as JSON>"}`, where earlier versions read `<host>` holding the facts.
 //! Files are written atomically (a temporary file renamed into place) and readable as Ansible's
-//! own.
+//! own. The facts are transcoded entry by entry from the artifact's bytes into each file, never
+//! parsed into a tree: memory stays at the artifact's size plus its largest single string, not a
+//! multiple of it.
 
+use std::fmt;
 use std::fs::File;
-use std::io::Write;
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use serde_json::{Map, Value, json};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::ser::{SerializeMap, Serializer};
 
 /// The setup plugin's name, whose results hold the facts.
 pub const SETUP_PLUGIN: &str = "setup";
@@ -22,6 +26,10 @@ pub const MAX_FACTS_BYTES: u64 = 64 * 1024 * 1024;
 /// ansible-core 2.19's cache schema: keys are prefixed `s<id>_`, values wrapped.
 const SCHEMA_PREFIX: &str = "s1_";
 const PAYLOAD_KEY: &str = "__payload__";
+/// What Ansible's gather_facts records; `gathering = smart` skips hosts that have it.
+const GATHERED_KEY: &str = "_ansible_facts_gathered";
+/// The fact that names the host when no inventory name is given.
+const NODENAME_KEY: &str = "ansible_nodename";
 
 /// Which cache file layout to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,53 +53,67 @@ pub struct Written {
     pub facts: usize,
 }
 
-/// A facts file's JSON object, or why it is not one.
-pub fn parse_facts(bytes: &[u8]) -> Result<Map<String, Value>, String> {
-    match serde_json::from_slice::<Value>(bytes) {
-        Ok(Value::Object(facts)) => Ok(facts),
-        Ok(other) => Err(format!(
-            "{FACTS_ARTIFACT} holds a JSON {}, not an object of facts",
-            json_kind(&other)
-        )),
-        Err(e) => Err(format!("{FACTS_ARTIFACT} is not valid JSON: {e}")),
+/// The host's `ansible_nodename` in a facts document, if it has one as a string; fails if the
+/// document is not a JSON object. Reads the document once, keeping nothing but that value.
+pub fn node_name(facts: &[u8]) -> Result<Option<String>, String> {
+    struct Find;
+    impl<'de> Visitor<'de> for Find {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an object of facts")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut found = None;
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == NODENAME_KEY {
+                    found = map
+                        .next_value::<serde_json::Value>()?
+                        .as_str()
+                        .map(str::to_owned);
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(found)
+        }
     }
+    let mut document = serde_json::Deserializer::from_slice(facts);
+    let found = document
+        .deserialize_map(Find)
+        .and_then(|found| document.end().map(|()| found));
+    found.map_err(|e| not_facts(&e))
 }
 
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
+fn not_facts(e: &serde_json::Error) -> String {
+    format!("{FACTS_ARTIFACT} is not a JSON object of facts: {e}")
 }
 
-/// Writes one host's cache file(s) in the chosen layout into `dir` (Ansible's
-/// `fact_caching_connection`), each name starting with `prefix` (its `fact_caching_prefix`).
+/// Writes one host's cache files from its facts document (`ansible_facts.json`'s bytes), with
+/// the gathered marker added.
 pub fn write_host(
     dir: &Path,
     prefix: &str,
     host: &str,
-    mut facts: Map<String, Value>,
+    facts: &[u8],
     layout: Layout,
 ) -> anyhow::Result<Written> {
     check_host_name(host)?;
-    // What Ansible's gather_facts records; `gathering = smart` skips hosts that have it.
-    facts.insert("_ansible_facts_gathered".into(), Value::Bool(true));
-    let count = facts.len();
-    let facts = Value::Object(facts);
     let mut files = Vec::new();
+    let mut count = 0;
     if matches!(layout, Layout::Both | Layout::Schema1) {
-        let payload = json!({ PAYLOAD_KEY: facts.to_string() });
+        // `{"__payload__": "<the facts as JSON>"}`: the facts document, escaped into a string.
         let path = dir.join(format!("{prefix}{SCHEMA_PREFIX}{host}"));
-        write_atomically(&path, payload.to_string().as_bytes())?;
+        count = write_atomically(&path, |file| {
+            write!(file, "{{\"{PAYLOAD_KEY}\":\"")?;
+            let count = transcode_facts(facts, JsonStringEscape(&mut *file))?;
+            file.write_all(b"\"}")?;
+            Ok(count)
+        })?;
         files.push(path);
     }
     if matches!(layout, Layout::Both | Layout::Plain) {
         let path = dir.join(format!("{prefix}{host}"));
-        write_atomically(&path, facts.to_string().as_bytes())?;
+        count = write_atomically(&path, |file| transcode_facts(facts, file))?;
         files.push(path);
     }
     Ok(Written {
@@ -99,6 +121,104 @@ pub fn write_host(
         files,
         facts: count,
     })
+}
+
+/// Copies the facts object into `out` as compact JSON, the gathered marker first, entry by entry;
+/// returns how many facts it wrote.
+fn transcode_facts<W: Write>(facts: &[u8], out: W) -> io::Result<usize> {
+    let mut serializer = serde_json::Serializer::new(out);
+    let mut document = serde_json::Deserializer::from_slice(facts);
+    let count = document
+        .deserialize_map(Facts {
+            serializer: &mut serializer,
+        })
+        .and_then(|count| document.end().map(|()| count))
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, not_facts(&e)))?;
+    Ok(count)
+}
+
+/// Visits the facts object, writing each entry as it is read.
+struct Facts<'s, W: Write> {
+    serializer: &'s mut serde_json::Serializer<W>,
+}
+
+impl<'de, W: Write> Visitor<'de> for Facts<'_, W> {
+    type Value = usize;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object of facts")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<usize, A::Error> {
+        let mut out = self
+            .serializer
+            .serialize_map(None)
+            .map_err(de::Error::custom)?;
+        out.serialize_entry(GATHERED_KEY, &true)
+            .map_err(de::Error::custom)?;
+        let mut count = 1;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == GATHERED_KEY {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            map.next_value_seed(Entry {
+                out: &mut out,
+                key: &key,
+            })?;
+            count += 1;
+        }
+        SerializeMap::end(out).map_err(de::Error::custom)?;
+        Ok(count)
+    }
+}
+
+/// One fact's value, transcoded into the output map under its key.
+struct Entry<'a, M> {
+    out: &'a mut M,
+    key: &'a str,
+}
+
+impl<'de, M: SerializeMap> DeserializeSeed<'de> for Entry<'_, M> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, value: D) -> Result<(), D::Error> {
+        self.out
+            .serialize_entry(self.key, &serde_transcode::Transcoder::new(value))
+            .map_err(de::Error::custom)
+    }
+}
+
+/// Writes what it is given as the inside of a JSON string: quotes, backslashes and control
+/// characters escaped (the facts' own JSON, compact, has no raw control characters, but the
+/// escape does not rely on it).
+struct JsonStringEscape<W>(W);
+
+impl<W: Write> Write for JsonStringEscape<W> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let mut plain = 0;
+        for (i, &b) in bytes.iter().enumerate() {
+            let escaped: Option<&[u8]> = match b {
+                b'"' => Some(b"\\\""),
+                b'\\' => Some(b"\\\\"),
+                b'\n' => Some(b"\\n"),
+                b'\r' => Some(b"\\r"),
+                b'\t' => Some(b"\\t"),
+                _ => None,
+            };
+            if escaped.is_none() && b >= 0x20 {
+                continue;
+            }
+            self.0.write_all(&bytes[plain..i])?;
+            match escaped {
+                Some(escape) => self.0.write_all(escape)?,
+                None => write!(self.0, "\\u{:04x}", b)?,
+            }
+            plain = i + 1;
+        }
+        self.0.write_all(&bytes[plain..])?;
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
 }
 
 /// An inventory name becomes a file name: it must stay one.
@@ -109,9 +229,12 @@ fn check_host_name(host: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes `bytes` to a temporary file next to `path` and renames it into place, so Ansible
-/// never reads half a file; mode 0644 as Ansible's own cache files.
-fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+/// Writes a file through `fill` into a temporary file next to `path` and renames it into place,
+/// so Ansible never reads half a file; mode 0644 as Ansible's own cache files.
+fn write_atomically<T>(
+    path: &Path,
+    fill: impl FnOnce(&mut BufWriter<File>) -> io::Result<T>,
+) -> anyhow::Result<T> {
     use std::os::unix::fs::PermissionsExt;
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
@@ -120,11 +243,13 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         .unwrap_or_default();
     let temporary = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let result = (|| {
-        let mut file = File::create(&temporary)?;
-        file.write_all(bytes)?;
+        let mut file = BufWriter::new(File::create(&temporary)?);
+        let filled = fill(&mut file)?;
+        let file = file.into_inner().map_err(io::IntoInnerError::into_error)?;
         file.sync_all()?;
         file.set_permissions(std::fs::Permissions::from_mode(0o644))?;
-        std::fs::rename(&temporary, path)
+        std::fs::rename(&temporary, path)?;
+        Ok::<_, io::Error>(filled)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&temporary);
@@ -135,34 +260,52 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
+
+    fn read(path: PathBuf) -> Value {
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+    }
 
     #[test]
     fn writes_both_layouts_with_the_gathered_marker() {
         let dir = tempfile::tempdir().unwrap();
-        let facts = parse_facts(br#"{"ansible_hostname": "web1", "module_setup": true}"#).unwrap();
+        let facts = br#"{"ansible_hostname": "web1", "module_setup": true,
+            "_ansible_facts_gathered": false, "odd": "a \"quote\", a \\ and a \n\u0001"}"#;
         let done = write_host(dir.path(), "", "web1", facts, Layout::Both).unwrap();
-        assert_eq!(done.facts, 3);
-        let wrapped: Value =
-            serde_json::from_slice(&std::fs::read(dir.path().join("s1_web1")).unwrap()).unwrap();
+        assert_eq!(done.facts, 4);
+        let wrapped = read(dir.path().join("s1_web1"));
         let inner: Value = serde_json::from_str(wrapped["__payload__"].as_str().unwrap()).unwrap();
         assert_eq!(inner["ansible_hostname"], "web1");
         assert_eq!(inner["_ansible_facts_gathered"], true);
-        let plain: Value =
-            serde_json::from_slice(&std::fs::read(dir.path().join("web1")).unwrap()).unwrap();
-        assert_eq!(plain, inner);
+        assert_eq!(inner["odd"], "a \"quote\", a \\ and a \n\u{1}");
+        assert_eq!(inner.as_object().unwrap().len(), 4);
+        assert_eq!(read(dir.path().join("web1")), inner);
+    }
+
+    #[test]
+    fn finds_the_node_name() {
+        assert_eq!(
+            node_name(br#"{"a": [1, {"ansible_nodename": "no"}], "ansible_nodename": "web1"}"#),
+            Ok(Some("web1".to_owned()))
+        );
+        assert_eq!(node_name(br#"{"ansible_nodename": 7}"#), Ok(None));
     }
 
     #[test]
     fn refuses_names_and_documents_that_are_not_facts() {
         let dir = tempfile::tempdir().unwrap();
         for bad in ["", "..", "a/b"] {
-            assert!(write_host(dir.path(), "", bad, Map::new(), Layout::Plain).is_err());
+            assert!(write_host(dir.path(), "", bad, b"{}", Layout::Plain).is_err());
         }
-        assert!(parse_facts(b"[1, 2]").unwrap_err().contains("JSON array"));
-        assert!(
-            parse_facts(b"{truncated")
-                .unwrap_err()
-                .contains("not valid JSON")
-        );
+        for bad in [&b"[1, 2]"[..], b"{truncated", b"{} {}"] {
+            assert!(node_name(bad).unwrap_err().contains("not a JSON object"));
+            let error = write_host(dir.path(), "", "h", bad, Layout::Both).unwrap_err();
+            assert!(
+                format!("{error:#}").contains("not a JSON object"),
+                "{error:#}"
+            );
+        }
+        // Nothing half-written is left behind.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

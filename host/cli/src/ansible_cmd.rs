@@ -10,14 +10,14 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use factbuoy_bundle::ansible_cache::{
-    self, FACTS_ARTIFACT, MAX_FACTS_BYTES, SETUP_PLUGIN, parse_facts, write_host,
+    self, FACTS_ARTIFACT, MAX_FACTS_BYTES, SETUP_PLUGIN, node_name, write_host,
 };
 use factbuoy_bundle::layout::{self, ResultKind};
 use factbuoy_catalog::PluginRef;
 use factbuoy_runtime::params;
 use factbuoy_runtime::sink::MemorySink;
 use factbuoy_runtime::{Limits, RunRequest, Runtime, RuntimeOptions};
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
 use crate::output::{ExitStatus, Format, emit};
 
@@ -92,7 +92,8 @@ async fn fact_cache(args: FactCacheArgs, format: Format) -> anyhow::Result<ExitS
             "--host and --param apply to facts gathered now; with --from, hosts are the bundle's nodes"
         );
     }
-    let mut facts_by_host: BTreeMap<String, Result<Map<String, Value>, String>> = BTreeMap::new();
+    // Each host's facts document as bytes; the cache files are transcoded from them.
+    let mut facts_by_host: BTreeMap<String, Result<Vec<u8>, String>> = BTreeMap::new();
     match &args.from {
         Some(bundle) => {
             for (node, read) in factbuoy_bundle::reader::node_files(
@@ -101,7 +102,7 @@ async fn fact_cache(args: FactCacheArgs, format: Format) -> anyhow::Result<ExitS
                 FACTS_ARTIFACT,
                 MAX_FACTS_BYTES,
             )? {
-                facts_by_host.insert(node, read.and_then(|bytes| parse_facts(&bytes)));
+                facts_by_host.insert(node, read);
             }
             if facts_by_host.is_empty() {
                 bail!(
@@ -115,10 +116,8 @@ async fn fact_cache(args: FactCacheArgs, format: Format) -> anyhow::Result<ExitS
             let facts = gather_here(&args).await?;
             let host = match &args.host {
                 Some(host) => host.clone(),
-                None => facts
-                    .get("ansible_nodename")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
+                None => node_name(&facts)
+                    .map_err(anyhow::Error::msg)?
                     .context("the facts have no ansible_nodename; name the host with --host")?,
             };
             facts_by_host.insert(host, Ok(facts));
@@ -131,7 +130,7 @@ async fn fact_cache(args: FactCacheArgs, format: Format) -> anyhow::Result<ExitS
     let mut errors = Vec::new();
     for (host, facts) in facts_by_host {
         let result = facts.and_then(|facts| {
-            write_host(&args.dir, &args.prefix, &host, facts, args.layout.into())
+            write_host(&args.dir, &args.prefix, &host, &facts, args.layout.into())
                 .map_err(|e| format!("{e:#}"))
         });
         match result {
@@ -166,8 +165,8 @@ async fn fact_cache(args: FactCacheArgs, format: Format) -> anyhow::Result<ExitS
     })
 }
 
-/// Runs the bundled setup plugin on this host and returns its facts.
-async fn gather_here(args: &FactCacheArgs) -> anyhow::Result<Map<String, Value>> {
+/// Runs the bundled setup plugin on this host and returns its facts document.
+async fn gather_here(args: &FactCacheArgs) -> anyhow::Result<Vec<u8>> {
     let defaults = RuntimeOptions::default();
     let runtime = Runtime::new(RuntimeOptions {
         limits: Limits::default(),
@@ -197,11 +196,10 @@ async fn gather_here(args: &FactCacheArgs) -> anyhow::Result<Map<String, Value>>
     if let Some(line) = report.failure_line() {
         bail!("{line}");
     }
-    let bytes = memory
+    memory
         .contents()
         .into_iter()
         .find(|(name, _)| name.as_str() == FACTS_ARTIFACT)
         .map(|(_, bytes)| bytes)
-        .context("the setup plugin wrote no ansible_facts.json")?;
-    parse_facts(&bytes).map_err(anyhow::Error::msg)
+        .context("the setup plugin wrote no ansible_facts.json")
 }
