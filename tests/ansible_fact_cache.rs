@@ -203,7 +203,7 @@ fn a_bundle_gives_one_file_per_node_and_bad_nodes_are_reported() {
         "{errors}"
     );
     assert!(
-        errors.contains("node-d") && errors.contains("JSON array"),
+        errors.contains("node-d") && errors.contains("not a JSON object of facts"),
         "{errors}"
     );
     for node in ["node-a", "node-b"] {

@@ -85,7 +85,12 @@ pub fn node_name(facts: &[u8]) -> Result<Option<String>, String> {
 }
 
 fn not_facts(e: &serde_json::Error) -> String {
-    format!("{FACTS_ARTIFACT} is not a JSON object of facts: {e}")
+    match e.classify() {
+        serde_json::error::Category::Data => {
+            format!("{FACTS_ARTIFACT} is not a JSON object of facts: {e}")
+        }
+        _ => format!("{FACTS_ARTIFACT} is not valid JSON: {e}"),
+    }
 }
 
 /// Writes one host's cache files from its facts document (`ansible_facts.json`'s bytes), with
@@ -98,6 +103,8 @@ pub fn write_host(
     layout: Layout,
 ) -> anyhow::Result<Written> {
     check_host_name(host)?;
+    // The whole document is checked before any file is written.
+    node_name(facts).map_err(anyhow::Error::msg)?;
     let mut files = Vec::new();
     let mut count = 0;
     if matches!(layout, Layout::Both | Layout::Schema1) {
@@ -297,13 +304,14 @@ mod tests {
         for bad in ["", "..", "a/b"] {
             assert!(write_host(dir.path(), "", bad, b"{}", Layout::Plain).is_err());
         }
-        for bad in [&b"[1, 2]"[..], b"{truncated", b"{} {}"] {
-            assert!(node_name(bad).unwrap_err().contains("not a JSON object"));
+        for (bad, why) in [
+            (&b"[1, 2]"[..], "not a JSON object of facts"),
+            (b"{truncated", "not valid JSON"),
+            (b"{} {}", "not valid JSON"),
+        ] {
+            assert!(node_name(bad).unwrap_err().contains(why));
             let error = write_host(dir.path(), "", "h", bad, Layout::Both).unwrap_err();
-            assert!(
-                format!("{error:#}").contains("not a JSON object"),
-                "{error:#}"
-            );
+            assert!(format!("{error:#}").contains(why), "{error:#}");
         }
         // Nothing half-written is left behind.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
