@@ -1,0 +1,10 @@
+//! Kubernetes dispatch: what `factbuoy run --kubernetes` needs from a cluster. It reaches the
+//! API server, builds the run's manifests, watches the nodes and the agent pods, admits agents by
+//! their pods' ServiceAccount tokens, and tunnels the operator's requests through port-forward.
+//!
+//! The aggregator never imports this crate: the binary connects the two, through the
+//! aggregator's node-set and admission interfaces.
+
+pub mod connect;
+
+pub use connect::{Cluster, ConnectError, Target, connect, in_cluster};
