@@ -6,5 +6,7 @@
 //! aggregator's node-set and admission interfaces.
 
 pub mod connect;
+pub mod resources;
+pub mod status_annotation;
 
 pub use connect::{Cluster, ConnectError, Target, connect, in_cluster};
