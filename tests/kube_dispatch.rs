@@ -177,3 +177,71 @@ fn the_status_annotation_is_patched_when_the_status_changes_and_not_otherwise() 
     );
     assert_eq!(published["pairs"]["complete"], 1);
 }
+
+#[test]
+fn port_forward_opens_a_new_tunnel_per_connection_to_the_pods_port() {
+    use factbuoy_dispatch::forward::PodPort;
+    use k8s_openapi::api::core::v1::Pod;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let cluster = cluster();
+    let image = cluster.busybox_image();
+    cluster.kubectl(["create", "namespace", "forwarded"]);
+    // Answers each connection with its first line, echoed after "pong ".
+    cluster.kubectl([
+        "-n",
+        "forwarded",
+        "run",
+        "server",
+        &format!("--image={image}"),
+        "--image-pull-policy=Never",
+        "--command",
+        "--",
+        "/bin/sh",
+        "-c",
+        "exec nc -ll -p 8080 -e /bin/sh -c 'read line; echo pong $line'",
+    ]);
+    cluster.kubectl([
+        "-n",
+        "forwarded",
+        "wait",
+        "--for=condition=Ready",
+        "pod/server",
+        "--timeout=60s",
+    ]);
+    let target = Target {
+        kubeconfig: Some(cluster.kubeconfig()),
+        context: None,
+    };
+    let (answers, refused) = cluster.block_on(|| async {
+        let client = factbuoy_dispatch::connect(&target).await.unwrap().client;
+        let pods = kube::Api::<Pod>::namespaced(client, "forwarded");
+        let port = PodPort::new(pods.clone(), "server", 8080);
+        let mut answers = Vec::new();
+        for word in ["one", "two"] {
+            let mut stream = port.connect().await.unwrap();
+            stream
+                .write_all(format!("{word}\n").as_bytes())
+                .await
+                .unwrap();
+            // Read the whole answer without closing our side: v4 cannot half-close.
+            let mut answer = Vec::new();
+            let mut buffer = [0; 64];
+            while !answer.ends_with(b"\n") {
+                let n = stream.read(&mut buffer).await.unwrap();
+                assert!(n > 0, "the tunnel ended before the answer");
+                answer.extend_from_slice(&buffer[..n]);
+            }
+            answers.push(String::from_utf8(answer).unwrap());
+        }
+        let refused = PodPort::new(pods, "no-such-pod", 8080)
+            .connect()
+            .await
+            .err()
+            .expect("no pod, no tunnel")
+            .to_string();
+        (answers, refused)
+    });
+    assert_eq!(answers, ["pong one\n", "pong two\n"]);
+    assert!(refused.contains("no-such-pod"), "{refused}");
+}

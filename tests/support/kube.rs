@@ -82,6 +82,54 @@ impl Cluster {
         String::from_utf8(output.stdout).expect("kubectl prints UTF-8")
     }
 
+    /// A busybox image (busybox-static and its applets, `/bin/sh` its entrypoint) packed by
+    /// tests/kube/mkimage.sh and imported into every node; built on first use. Pods name it
+    /// with `imagePullPolicy: Never`.
+    pub fn busybox_image(&self) -> &'static str {
+        const IMAGE: &str = "factbuoy.local/test-busybox:1";
+        static IMPORTED: OnceLock<()> = OnceLock::new();
+        IMPORTED.get_or_init(|| {
+            let work = tempfile::tempdir().unwrap();
+            let root = work.path().join("rootfs");
+            for dir in ["bin", "etc", "tmp", "proc", "sys", "dev", "var/run"] {
+                std::fs::create_dir_all(root.join(dir)).unwrap();
+            }
+            std::fs::copy("/bin/busybox", root.join("bin/busybox")).unwrap();
+            let applets = Command::new("/bin/busybox").arg("--list").output().unwrap();
+            for applet in String::from_utf8(applets.stdout).unwrap().lines() {
+                if applet != "busybox" {
+                    std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).unwrap();
+                }
+            }
+            std::fs::write(
+                root.join("etc/passwd"),
+                "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n",
+            )
+            .unwrap();
+            std::fs::write(root.join("etc/group"), "root:x:0:\nnogroup:x:65534:\n").unwrap();
+            let archive = work.path().join("busybox.tar");
+            let packed = Command::new(workspace().join("tests/kube/mkimage.sh"))
+                .arg(&root)
+                .arg(IMAGE)
+                .arg(&archive)
+                .arg("/bin/sh")
+                .output()
+                .unwrap();
+            assert!(
+                packed.status.success(),
+                "mkimage.sh: {}",
+                String::from_utf8_lossy(&packed.stderr)
+            );
+            let imported = self.script([std::ffi::OsStr::new("import"), archive.as_os_str()]);
+            assert!(
+                imported.status.success(),
+                "cluster.sh import: {}",
+                String::from_utf8_lossy(&imported.stderr)
+            );
+        });
+        IMAGE
+    }
+
     /// The admin kubeconfig (context `factbuoy-kube`).
     pub fn kubeconfig(&self) -> PathBuf {
         self.dir.join("kubeconfig")

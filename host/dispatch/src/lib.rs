@@ -6,6 +6,7 @@
 //! aggregator's node-set and admission interfaces.
 
 pub mod connect;
+pub mod forward;
 pub mod resources;
 pub mod status_annotation;
 
