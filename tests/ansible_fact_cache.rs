@@ -266,30 +266,15 @@ fn a_huge_facts_document_is_transcoded_not_parsed_into_memory() {
         24 << 20
     };
     let cache = dir.path().join("cache");
-    let usage = dir.path().join("usage");
-    // GNU time forks factbuoy from its own small image: a child of this test process would
-    // report the test's high-water mark, which Linux carries across exec.
-    let output = Command::new("/usr/bin/time")
-        .args(["-f", "%M", "-o"])
-        .arg(&usage)
-        .arg(env!("CARGO_BIN_EXE_factbuoy"))
+    let mut export = Command::new(env!("CARGO_BIN_EXE_factbuoy"));
+    export
         .args(["ansible", "fact-cache"])
         .arg(&cache)
         .arg("--from")
-        .arg(dir.path().join("bundle"))
-        .output()
-        .expect("running factbuoy under /usr/bin/time (apt-get install time)");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let peak_kib: u64 = std::fs::read_to_string(&usage)
-        .unwrap()
-        .lines()
-        .last()
-        .and_then(|l| l.trim().parse().ok())
-        .expect("a peak RSS from time");
+        .arg(dir.path().join("bundle"));
+    let measured = support::measure::measure(&export);
+    assert_eq!(measured.code, 0, "{}", measured.stderr());
+    let peak_kib = measured.peak_rss >> 10;
     let bound = document + (64 << 20);
     assert!(
         peak_kib * 1024 < bound,

@@ -4,14 +4,12 @@
 mod support;
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use factbuoy_runtime::failure::{LimitKind, PluginFailure};
-use factbuoy_runtime::grants::GrantSet;
-use factbuoy_runtime::params;
 use factbuoy_runtime::sink::MemorySink;
-use factbuoy_runtime::{Limits, LoadedPlugin, RunReport, RunRequest, Runtime, RuntimeOptions};
+use factbuoy_runtime::{Limits, RunReport};
+use support::sandbox::{Hostile, limit_of};
 
 const DEADLINE: Duration = Duration::from_millis(1500);
 /// How far past its deadline a looping plugin may run: a few epoch ticks and scheduling.
@@ -29,24 +27,14 @@ fn limits() -> Limits {
 }
 
 struct Sandbox {
-    runtime: Runtime,
-    hostile: LoadedPlugin,
+    hostile: Hostile,
     root: tempfile::TempDir,
 }
 
 impl Sandbox {
     async fn new() -> Self {
-        let runtime = Runtime::new(RuntimeOptions {
-            limits: limits(),
-            cache_dir: Some(support::cache_dir()),
-        })
-        .unwrap();
-        let path = support::fixture("hostile");
-        let wasm = std::fs::read(&path).unwrap();
-        let hostile = runtime.load("hostile", &wasm, None).await.unwrap();
         Sandbox {
-            runtime,
-            hostile,
+            hostile: Hostile::load(limits()).await,
             root: host_root(),
         }
     }
@@ -57,30 +45,7 @@ impl Sandbox {
 
     /// Runs the plugin with `root` as the host root.
     async fn run_in(&self, root: &Path, args: &[&str], grants: &[&str]) -> (RunReport, MemorySink) {
-        let given: Vec<(String, String)> = args
-            .iter()
-            .map(|a| params::parse_assignment(a).unwrap())
-            .collect();
-        let params = params::resolve(&self.hostile.info.parameters, &given).unwrap();
-        let sink = MemorySink::default();
-        let report = self
-            .runtime
-            .run(
-                &self.hostile,
-                RunRequest {
-                    params,
-                    grants: GrantSet {
-                        granted: grants.iter().map(|g| g.parse().unwrap()).collect(),
-                        ..GrantSet::default()
-                    },
-                    host_root: root.to_owned(),
-                    sink: Arc::new(sink.clone()),
-                    observer: None,
-                    limits: None,
-                },
-            )
-            .await;
-        (report, sink)
+        self.hostile.run(root, args, grants, None).await
     }
 
     async fn run(&self, args: &[&str]) -> (RunReport, MemorySink) {
@@ -130,13 +95,6 @@ fn host_root() -> tempfile::TempDir {
     std::os::unix::fs::symlink("../..", links.join("up")).unwrap();
     std::os::unix::fs::symlink("/data/file.txt", root.path().join("outside-link")).unwrap();
     root
-}
-
-fn limit_of(report: &RunReport) -> Option<LimitKind> {
-    match report.failure {
-        Some(PluginFailure::LimitExceeded { limit, .. }) => Some(limit),
-        _ => None,
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -13,17 +13,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use factbuoy_runtime::failure::{LimitKind, PluginFailure};
-use factbuoy_runtime::grants::GrantSet;
 use factbuoy_runtime::interfaces::progress::{Level, PluginProgress, ProgressObserver};
 use factbuoy_runtime::limits::{
     DEFAULT_METADATA_BYTES, DEFAULT_OPEN_ARTIFACTS, DEFAULT_RECORDED_LOG_BYTES,
     RECORD_OVERHEAD_BYTES,
 };
-use factbuoy_runtime::params;
 use factbuoy_runtime::sink::MemorySink;
-use factbuoy_runtime::{Limits, LoadedPlugin, RunReport, RunRequest, Runtime, RuntimeOptions};
+use factbuoy_runtime::{Limits, RunReport};
 
 use support::factbuoy;
+use support::measure::{Measured, measure, measure_into};
+use support::sandbox::{Hostile, limit_of};
 
 const DEADLINE: Duration = Duration::from_secs(5);
 /// How far past its deadline a run may end: epoch ticks, scheduling, and loading the plugin.
@@ -43,20 +43,14 @@ fn limits() -> Limits {
 }
 
 struct Sandbox {
-    runtime: Runtime,
-    hostile: LoadedPlugin,
+    hostile: Hostile,
 }
 
 impl Sandbox {
     async fn new() -> Self {
-        let runtime = Runtime::new(RuntimeOptions {
-            limits: limits(),
-            cache_dir: Some(support::cache_dir()),
-        })
-        .unwrap();
-        let wasm = std::fs::read(support::fixture("hostile")).unwrap();
-        let hostile = runtime.load("hostile", &wasm, None).await.unwrap();
-        Sandbox { runtime, hostile }
+        Sandbox {
+            hostile: Hostile::load(limits()).await,
+        }
     }
 
     async fn run(&self, args: &[&str]) -> (RunReport, MemorySink) {
@@ -68,27 +62,7 @@ impl Sandbox {
         args: &[&str],
         observer: Option<Arc<dyn ProgressObserver>>,
     ) -> (RunReport, MemorySink) {
-        let given: Vec<(String, String)> = args
-            .iter()
-            .map(|a| params::parse_assignment(a).unwrap())
-            .collect();
-        let params = params::resolve(&self.hostile.info.parameters, &given).unwrap();
-        let sink = MemorySink::default();
-        let report = self
-            .runtime
-            .run(
-                &self.hostile,
-                RunRequest {
-                    params,
-                    grants: GrantSet::default(),
-                    host_root: "/".into(),
-                    sink: Arc::new(sink.clone()),
-                    observer,
-                    limits: None,
-                },
-            )
-            .await;
-        (report, sink)
+        self.hostile.run(Path::new("/"), args, &[], observer).await
     }
 
     /// Runs a misbehaving mode within its deadline, then checks the same runtime still runs a
@@ -102,13 +76,6 @@ impl Sandbox {
         assert!(after.succeeded, "after {args:?}: {after:#?}");
         assert_eq!(sink.contents()[0].1, b"{\"ok\":true}\n");
         report
-    }
-}
-
-fn limit_of(report: &RunReport) -> Option<LimitKind> {
-    match report.failure {
-        Some(PluginFailure::LimitExceeded { limit, .. }) => Some(limit),
-        _ => None,
     }
 }
 
@@ -129,100 +96,25 @@ fn report_text_bytes(report: &RunReport) -> usize {
     artifacts + records
 }
 
-/// A finished child process, measured.
-struct Measured {
-    code: i32,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-    /// Peak resident set size, in bytes.
-    peak_rss: u64,
-    elapsed: Duration,
-}
-
-impl Measured {
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.stderr).into_owned()
-    }
-
-    fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.stdout)
-            .unwrap_or_else(|e| panic!("no JSON on stdout ({e}); stderr: {}", self.stderr()))
-    }
-
-    fn assert_contained(&self, what: &str) {
-        eprintln!(
-            "{what}: peak RSS {} MiB, {:?}, {} bytes on stderr",
-            self.peak_rss >> 20,
-            self.elapsed,
-            self.stderr.len()
-        );
-        assert!(
-            self.peak_rss < PLUGIN_MEMORY + HOST_OVERHEAD,
-            "{what}: the host peaked at {} MiB",
-            self.peak_rss >> 20
-        );
-        assert!(
-            self.elapsed < DEADLINE + MARGIN,
-            "{what}: ran {:?}",
-            self.elapsed
-        );
-    }
-}
-
-/// Runs `command` to its end, reading its output as it comes, and measures it.
-fn measure(command: &mut Command) -> Measured {
-    measure_into(command, Stdio::piped())
-}
-
-/// As [`measure`], with stdout sent to `stdout`. The peak RSS comes from GNU time, which forks
-/// the command from its own small image: a child spawned from this (large) test process
-/// directly would report this process's high-water mark, which Linux carries across `exec`.
-fn measure_into(command: &Command, stdout: Stdio) -> Measured {
-    let usage = tempfile::NamedTempFile::new().unwrap();
-    let mut timed = Command::new("/usr/bin/time");
-    timed
-        .args(["-f", "%M", "-o"])
-        .arg(usage.path())
-        .arg(command.get_program())
-        .args(command.get_args());
-    for (key, value) in command.get_envs() {
-        match value {
-            Some(value) => timed.env(key, value),
-            None => timed.env_remove(key),
-        };
-    }
-    let started = Instant::now();
-    let mut child = timed
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting factbuoy under /usr/bin/time (apt-get install time)");
-    let drain = |mut stream: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            stream.read_to_end(&mut bytes).unwrap();
-            bytes
-        })
-    };
-    let stdout = child.stdout.take().map(|out| drain(Box::new(out)));
-    let stderr = drain(Box::new(child.stderr.take().unwrap()));
-    let status = child.wait().unwrap();
-    let elapsed = started.elapsed();
-    // `Command exited with non-zero status N` first when it failed; the figure, in KiB, last.
-    let report = std::fs::read_to_string(usage.path()).unwrap();
-    let kib: u64 = report
-        .lines()
-        .last()
-        .and_then(|l| l.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no peak RSS from time: {report:?}"));
-    Measured {
-        code: status.code().unwrap_or(-1),
-        stdout: stdout.map_or_else(Vec::new, |t| t.join().unwrap()),
-        stderr: stderr.join().unwrap(),
-        peak_rss: kib * 1024,
-        elapsed,
-    }
+/// Fails unless a measured run stayed within the plugin's memory plus the host's overhead, and
+/// ended by its deadline.
+fn assert_contained(measured: &Measured, what: &str) {
+    eprintln!(
+        "{what}: peak RSS {} MiB, {:?}, {} bytes on stderr",
+        measured.peak_rss >> 20,
+        measured.elapsed,
+        measured.stderr.len()
+    );
+    assert!(
+        measured.peak_rss < PLUGIN_MEMORY + HOST_OVERHEAD,
+        "{what}: the host peaked at {} MiB",
+        measured.peak_rss >> 20
+    );
+    assert!(
+        measured.elapsed < DEADLINE + MARGIN,
+        "{what}: ran {:?}",
+        measured.elapsed
+    );
 }
 
 /// The hostile fixture, compiled into the test binary's cache once, so that no measured run
@@ -360,7 +252,7 @@ fn metadata_floods_keep_the_host_small() {
         );
         assert_eq!(run.code, 1, "{mode}: {}", run.stderr());
         assert_eq!(run.json()["failure"]["limit"], limit, "{mode}");
-        run.assert_contained(mode);
+        assert_contained(&run, mode);
     }
 }
 
@@ -437,7 +329,7 @@ fn plugin_text_reaches_the_terminal_escaped() {
     // error, the media type, its stderr and its own error message.
     let shown = "\\u{1b}]52;c;aGFja2Vk\\u{7}";
     assert!(run.stderr().matches(shown).count() >= 6, "{}", run.stderr());
-    run.assert_contained("budget-terminal");
+    assert_contained(&run, "budget-terminal");
 }
 
 #[test]
@@ -462,7 +354,7 @@ fn relays_to_stderr_stay_within_the_recording_cap() {
             run.stderr.len()
         );
         assert!(run.stderr().contains("further ones are dropped"), "{mode}");
-        run.assert_contained(mode);
+        assert_contained(&run, mode);
     }
 }
 

@@ -10,11 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use factbuoy_runtime::failure::{LimitKind, PluginFailure};
-use factbuoy_runtime::grants::GrantSet;
-use factbuoy_runtime::params;
-use factbuoy_runtime::sink::MemorySink;
-use factbuoy_runtime::{Limits, LoadedPlugin, RunReport, RunRequest, Runtime, RuntimeOptions};
+use factbuoy_runtime::{Limits, RunReport};
 use serde_json::Value;
+use support::sandbox::Hostile;
 
 const DEADLINE: Duration = Duration::from_secs(2);
 /// How far past its deadline a run may end: a few epoch ticks, scheduling, process start.
@@ -139,54 +137,23 @@ fn is_error(value: &Value) -> bool {
 
 /// What the runtime API tests share: one runtime, the hostile plugin, a host root with `/data`.
 struct Sandbox {
-    runtime: Runtime,
-    hostile: LoadedPlugin,
+    hostile: Hostile,
     root: tempfile::TempDir,
 }
 
 impl Sandbox {
     async fn new() -> Self {
-        let runtime = Runtime::new(RuntimeOptions {
-            limits: Limits {
-                deadline: DEADLINE,
-                memory_bytes: 256 << 20,
-                host_call_bytes: 1 << 20,
-                ..Limits::default()
-            },
-            cache_dir: Some(support::cache_dir()),
+        let hostile = Hostile::load(Limits {
+            deadline: DEADLINE,
+            memory_bytes: 256 << 20,
+            host_call_bytes: 1 << 20,
+            ..Limits::default()
         })
-        .unwrap();
-        let wasm = std::fs::read(hostile()).unwrap();
-        let hostile = runtime.load("hostile", &wasm, None).await.unwrap();
+        .await;
         let root = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(root.path().join("data")).unwrap();
         std::fs::write(root.path().join("data/file.txt"), "inside").unwrap();
-        Sandbox {
-            runtime,
-            hostile,
-            root,
-        }
-    }
-
-    fn request(&self, root: &Path, args: &[&str], grants: &[&str]) -> (RunRequest, MemorySink) {
-        let given: Vec<(String, String)> = args
-            .iter()
-            .map(|a| params::parse_assignment(a).unwrap())
-            .collect();
-        let params = params::resolve(&self.hostile.info.parameters, &given).unwrap();
-        let sink = MemorySink::default();
-        let request = RunRequest {
-            params,
-            grants: GrantSet {
-                granted: grants.iter().map(|g| g.parse().unwrap()).collect(),
-                ..GrantSet::default()
-            },
-            host_root: root.to_owned(),
-            sink: Arc::new(sink.clone()),
-            observer: None,
-            limits: None,
-        };
-        (request, sink)
+        Sandbox { hostile, root }
     }
 
     /// Runs the plugin on a thread of its own and fails if the run is not back by its deadline
@@ -198,7 +165,7 @@ impl Sandbox {
         args: &[&str],
         grants: &[&str],
     ) -> (RunReport, Option<Value>, Duration) {
-        let (request, sink) = self.request(root, args, grants);
+        let (request, sink) = self.hostile.request(root, args, grants, None);
         let sandbox = self.clone();
         let started = Instant::now();
         let (sender, receiver) = std::sync::mpsc::channel();
@@ -207,7 +174,12 @@ impl Sandbox {
                 .enable_all()
                 .build()
                 .unwrap();
-            let report = executor.block_on(sandbox.runtime.run(&sandbox.hostile, request));
+            let report = executor.block_on(
+                sandbox
+                    .hostile
+                    .runtime
+                    .run(&sandbox.hostile.plugin, request),
+            );
             let _ = sender.send(report);
         });
         let report = tokio::task::block_in_place(|| receiver.recv_timeout(DEADLINE + MARGIN))

@@ -10,6 +10,8 @@ use std::sync::OnceLock;
 pub mod aggregator;
 mod fixtures;
 pub mod kube;
+pub mod measure;
+pub mod sandbox;
 #[allow(unused_imports)] // each test binary uses a different part
 pub use fixtures::{fixture, workspace};
 
