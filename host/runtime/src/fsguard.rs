@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use nix::sys::statfs::{self, FsType};
@@ -120,20 +120,18 @@ pub struct Checked {
     pub local: bool,
 }
 
-/// The kind of a non-regular, non-directory file, for messages; `None` for those two.
-pub fn special_kind(file_type: &std::fs::FileType) -> Option<&'static str> {
-    if file_type.is_file() || file_type.is_dir() {
-        None
-    } else if file_type.is_fifo() {
-        Some("FIFO")
-    } else if file_type.is_socket() {
-        Some("socket")
-    } else if file_type.is_char_device() {
-        Some("character device")
-    } else if file_type.is_block_device() {
-        Some("block device")
-    } else {
-        Some("symlink")
+/// The kind of a file that is not regular, a directory or a symlink, from its `st_mode`, for
+/// messages; `None` for those three. (A final symlink that is not followed fails to open with
+/// ELOOP, as in POSIX; an opened file is never one.)
+pub fn special_kind(mode: u32) -> Option<&'static str> {
+    use nix::sys::stat::SFlag;
+    match SFlag::from_bits_truncate(mode) & SFlag::S_IFMT {
+        SFlag::S_IFREG | SFlag::S_IFDIR | SFlag::S_IFLNK => None,
+        SFlag::S_IFIFO => Some("FIFO"),
+        SFlag::S_IFSOCK => Some("socket"),
+        SFlag::S_IFCHR => Some("character device"),
+        SFlag::S_IFBLK => Some("block device"),
+        _ => Some("file of unknown type"),
     }
 }
 
@@ -180,7 +178,7 @@ impl FsGuard {
     /// Checks a file just opened for the plugin to use as `how`.
     pub fn check(&mut self, file: &File, how: ProcUse) -> Result<Checked, Refusal> {
         let meta = file.metadata()?;
-        if let Some(kind) = special_kind(&meta.file_type()) {
+        if let Some(kind) = special_kind(meta.mode()) {
             return Err(Refusal::Special(kind));
         }
         let kind = statfs::fstatfs(file)

@@ -18,7 +18,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream, FsError, FsResult};
 
-use crate::fsguard::{Checked, FsGuard, ProcUse, Refusal, is_local};
+use crate::fsguard::{Checked, FsGuard, ProcUse, Refusal, is_local, special_kind};
 use crate::interfaces::InstanceState;
 
 /// The store's view for `wasi:filesystem/types`: wasmtime-wasi's, and the run's guard.
@@ -79,7 +79,7 @@ fn open_beneath(dir: &File, path: &str, follow: bool) -> io::Result<File> {
     let path = Path::new(path);
     // Refused unopened: opening a device can have effects (a watchdog starts, a tape rewinds).
     let meta = cap_primitives::fs::stat(dir, path, follow)?;
-    if let Some(kind) = special_kind_of(&meta) {
+    if let Some(kind) = special_kind(cap_primitives::fs::MetadataExt::mode(&meta)) {
         return Err(io::Error::other(Refusal::Special(kind)));
     }
     let mut options = cap_primitives::fs::OpenOptions::new();
@@ -88,23 +88,6 @@ fn open_beneath(dir: &File, path: &str, follow: bool) -> io::Result<File> {
         ._cap_fs_ext_follow(follow)
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY);
     cap_primitives::fs::open(dir, path, &options)
-}
-
-fn special_kind_of(meta: &cap_primitives::fs::Metadata) -> Option<&'static str> {
-    use cap_primitives::fs::FileTypeExt;
-    let file_type = meta.file_type();
-    if file_type.is_file() || file_type.is_dir() || file_type.is_symlink() {
-        // A final symlink not followed: opening it fails with ELOOP, as in POSIX.
-        None
-    } else if file_type.is_fifo() {
-        Some("FIFO")
-    } else if file_type.is_socket() {
-        Some("socket")
-    } else if file_type.is_char_device() {
-        Some("character device")
-    } else {
-        Some("block device")
-    }
 }
 
 /// Runs `body` on the plugin's thread when `dir` is on a file system that cannot hang, else on
