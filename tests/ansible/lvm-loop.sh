@@ -16,8 +16,26 @@ image="$PWD/target/lvm-loop.img"
 
 attached() { losetup -j "$image" 2>/dev/null | cut -d: -f1 | head -n1; }
 
+# Loop devices a killed run left attached to a checkout's image that has since been deleted
+# (a CI clone removed): their physical volumes would show in both tools' lists and in no
+# comparison's expectations, so they go, with any volume group on them.
+remove_orphans() {
+  local dev back vg
+  losetup -nO NAME,BACK-FILE 2>/dev/null | while read -r dev back; do
+    case "$back" in
+      */target/lvm-loop.img*"(deleted)") ;;
+      *) continue ;;
+    esac
+    vg="$(pvs --noheadings -o vg_name "$dev" 2>/dev/null | tr -d ' ')"
+    [ -z "$vg" ] || vgremove -y "$vg" >/dev/null 2>&1
+    pvremove -y "$dev" >/dev/null 2>&1
+    losetup -d "$dev" && echo "lvm-loop: removed $dev, left attached to a deleted $back"
+  done
+}
+
 case "${1:-up}" in
 up)
+  remove_orphans
   if vgs "$vg" >/dev/null 2>&1; then
     echo "lvm-loop: volume group $vg is already there"
     exit 0
