@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 
 pub mod aggregator;
 mod fixtures;
+pub mod served;
 #[allow(unused_imports)] // each test binary uses a different part
 pub use fixtures::{fixture, workspace};
 
