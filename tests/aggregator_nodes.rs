@@ -142,6 +142,12 @@ async fn a_skipped_node_is_not_waited_for_and_the_bundle_says_why() {
     );
     let why = error_of(&files, "plugins/hello/errors/c/error.json");
     assert!(why.contains("node selector"), "{why}");
+    running.shared.update_node_gauges();
+    let metrics = running.shared.metrics.encode();
+    assert!(
+        metrics.contains("factbuoy_aggregator_nodes{state=\"skipped\"} 2\n"),
+        "{metrics}"
+    );
     assert!(files.contains_key("plugins/hello/results/a/greeting.json"));
 }
 
