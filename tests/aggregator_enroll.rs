@@ -79,6 +79,10 @@ fn enrolling_agent(running: &RunningAggregator, run_dir: &RunDir, token: &str) -
         .unwrap()
         .join(format!("token-file-{:016x}", rand::random::<u64>()));
     std::fs::write(&file, format!("{token}\n")).unwrap();
+    agent_with_token_file(running, run_dir, &file)
+}
+
+fn agent_with_token_file(running: &RunningAggregator, run_dir: &RunDir, file: &Path) -> Command {
     let mut command = factbuoy();
     command
         .args(["agent", "--aggregator"])
@@ -515,5 +519,39 @@ async fn a_staying_agent_waits_for_sigterm_after_delivering_and_runs_nothing_aga
     assert!(
         metrics.contains("factbuoy_aggregator_results_total{outcome=\"succeeded\"} 1\n"),
         "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_credential_file_is_read_again_at_each_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = create(dir.path(), &["a"], false, &[]);
+    let tokens = tokens();
+    let running = enrolling(&run_dir, &tokens).await;
+    // The admission cannot decide yet; meanwhile kubelet rotates the token.
+    let file = dir.path().join("token");
+    std::fs::write(&file, "down").unwrap();
+    let child = agent_with_token_file(&running, &run_dir, &file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tokens.calls.load(Ordering::SeqCst) < 2 {
+        assert!(Instant::now() < deadline, "the agent did not retry");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    std::fs::write(&file, "token-a").unwrap();
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        pair_status(&running.shared.status_document(), "hello", "a").as_deref(),
+        Some("complete")
     );
 }

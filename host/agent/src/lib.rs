@@ -346,8 +346,14 @@ pub async fn enroll(
     .map_err(|e| match e {
         ClientError::Status {
             status, message, ..
-        } => anyhow::anyhow!(
+        } if status.is_client_error() => anyhow::anyhow!(
             "the aggregator refused to enroll this agent ({status}): {}",
+            printable(&message)
+        ),
+        ClientError::Status {
+            status, message, ..
+        } => anyhow::anyhow!(
+            "the aggregator could not enroll this agent within {retry_for:?} ({status}): {}",
             printable(&message)
         ),
         other => anyhow::anyhow!("enrolling with the aggregator failed: {other}"),
