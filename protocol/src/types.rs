@@ -2,6 +2,7 @@
 
 use std::time::SystemTime;
 
+use crate::names::NodeName;
 use serde::{Deserialize, Serialize};
 
 /// `at` as the protocol writes times: RFC 3339, UTC.
@@ -208,6 +209,13 @@ pub enum PairStatus {
     Lost,
     /// The run timed out before a result arrived; an error result stands in for it.
     TimedOut,
+    /// The node is not waited for (its dispatcher skipped it, e.g. for a taint the run does not
+    /// tolerate); an error result saying why stands in for its result.
+    Skipped,
+    /// The node's agent cannot deliver, as its dispatcher saw (it cannot be scheduled, its
+    /// image cannot be pulled, it crash-loops); an error result with the dispatcher's message
+    /// stands in, and a result the agent still sends replaces it.
+    AgentFailed,
 }
 
 /// Whether a committed result says the plugin succeeded.
@@ -314,4 +322,31 @@ mod tests {
         cut.truncate_to_caps();
         assert_eq!(cut, fits);
     }
+}
+
+/// `POST /api/v1/enroll`: a certificate signing request and the credential that vouches for
+/// the agent (a Kubernetes ServiceAccount token, say; the aggregator's admission decides).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnrollRequest {
+    /// A PEM `CERTIFICATE REQUEST` signed with the agent's own key; only its public key is used.
+    pub csr: String,
+    /// The credential; secret, never logged.
+    pub credential: String,
+}
+
+impl std::fmt::Debug for EnrollRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EnrollRequest { credential: <redacted> }")
+    }
+}
+
+/// The answer to [`EnrollRequest`]: a certificate for the admitted node only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnrollResponse {
+    /// The node the credential admitted, which the certificate names.
+    pub node: NodeName,
+    /// The agent's certificate, PEM, for the role `agent:<node>`.
+    pub certificate: String,
+    /// The run's CA certificate, PEM.
+    pub ca: String,
 }
