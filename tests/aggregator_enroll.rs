@@ -555,3 +555,69 @@ async fn the_credential_file_is_read_again_at_each_attempt() {
         Some("complete")
     );
 }
+
+/// A Kubernetes run's operator holds a certificate from an operator CA of its own, whose key
+/// never leaves its machine (docs/kubernetes.md); the run's `operator_ca` names that CA.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_operator_ca_named_by_the_run_reaches_status_and_nothing_else() {
+    use factbuoy_protocol::tls::Identity;
+
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = create(dir.path(), &["a"], false, &[]);
+    let operator_ca = factbuoy_pki::RunCa::create("operator").unwrap();
+    let run_ca = std::fs::read_to_string(run_dir.pki().join("ca.pem")).unwrap();
+    // A certificate from the operator CA, presented to the run's server (trusting the run's CA).
+    let holding = |role: &Role| {
+        let issued = operator_ca.issue_client(role).unwrap();
+        Identity {
+            ca_pem: run_ca.clone(),
+            cert_pem: issued.cert_pem,
+            key_pem: issued.key_pem,
+        }
+    };
+    let operator = holding(&Role::Operator {
+        name: "laptop".into(),
+    });
+    let agent = holding(&Role::Agent { node: node("a") });
+
+    // Not named by the run: refused at the handshake.
+    let running = serve(&run_dir).await;
+    let status = Client::new(&running.operator_address.to_string(), &operator)
+        .unwrap()
+        .status()
+        .await;
+    assert!(
+        matches!(
+            status,
+            Err(ClientError::Handshake { .. }) | Err(ClientError::Http(_))
+        ),
+        "{status:?}"
+    );
+    drop(running);
+
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run_dir.config()).unwrap()).unwrap();
+    config["operator_ca"] = operator_ca.cert_pem().into();
+    std::fs::write(run_dir.config(), serde_json::to_vec(&config).unwrap()).unwrap();
+    let running = serve(&run_dir).await;
+    let operators = Client::new(&running.operator_address.to_string(), &operator).unwrap();
+    assert_eq!(operators.status().await.unwrap().run_id, config["run_id"]);
+    // The operator CA's certificates are no agents': not at the agent listener...
+    let plan = Client::new(&running.agent_address.to_string(), &agent)
+        .unwrap()
+        .plan(&node("a"))
+        .await;
+    assert!(
+        matches!(
+            plan,
+            Err(ClientError::Handshake { .. }) | Err(ClientError::Http(_))
+        ),
+        "{plan:?}"
+    );
+    // ...and at the operator listener, only the operator role may read status.
+    let status = Client::new(&running.operator_address.to_string(), &agent)
+        .unwrap()
+        .status()
+        .await;
+    assert_eq!(status.unwrap_err().status().map(|s| s.as_u16()), Some(403));
+}

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
-use factbuoy_pki::{Issued, RunCa};
+use factbuoy_pki::{ClientTrust, Issued, RunCa};
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::routes::Scope;
 use factbuoy_protocol::types::{PairStatus, RunStatus, now_rfc3339};
@@ -224,8 +224,20 @@ pub async fn start_with(
         ca,
         server,
     } = run;
-    let tls = ca.server_config(&server)?;
-    let agent_tls = ca.server_config_with(&server, admission.is_some())?;
+    let operator_tls = ca.server_config_with(
+        &server,
+        ClientTrust {
+            also: config.operator_ca.as_deref(),
+            ..ClientTrust::default()
+        },
+    )?;
+    let agent_tls = ca.server_config_with(
+        &server,
+        ClientTrust {
+            anonymous: admission.is_some(),
+            ..ClientTrust::default()
+        },
+    )?;
     let agent_listener = bind(config.agent_listen)
         .with_context(|| format!("binding the agent listener to {}", config.agent_listen))?;
     let operator_listener = bind(config.operator_listen).with_context(|| {
@@ -279,7 +291,7 @@ pub async fn start_with(
         )),
         tokio::spawn(server::serve(
             operator_listener,
-            tls,
+            operator_tls,
             Listener::Operator,
             shared.clone(),
             budget,

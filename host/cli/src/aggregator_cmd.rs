@@ -246,6 +246,7 @@ async fn create(args: CreateArgs, format: Format) -> anyhow::Result<ExitStatus> 
         operator_listen: args.operator_listen,
         server_names: args.server_names,
         bundle_dir: std::path::absolute(&args.out)?,
+        operator_ca: None,
         limits: ServerLimits {
             max_file_bytes: args.max_file.as_u64(),
             min_upload_bytes_per_second: args.min_upload_rate.as_u64(),

@@ -191,23 +191,27 @@ impl RunCa {
 
     /// A server configuration that requires a client certificate signed by this CA.
     pub fn server_config(&self, server: &Issued) -> Result<Arc<rustls::ServerConfig>, PkiError> {
-        self.server_config_with(server, false)
+        self.server_config_with(server, ClientTrust::default())
     }
 
-    /// A server configuration that checks a client certificate against this CA, and with
-    /// `anonymous` also lets clients without one finish the handshake (for enrollment: the
-    /// server must then refuse them every request but that one).
+    /// A server configuration that checks a client certificate against this CA, and against
+    /// more as `trust` says.
     pub fn server_config_with(
         &self,
         server: &Issued,
-        anonymous: bool,
+        trust: ClientTrust<'_>,
     ) -> Result<Arc<rustls::ServerConfig>, PkiError> {
         let mut roots = rustls::RootCertStore::empty();
         for ca in tls::certificates(&self.cert_pem, "CA certificate")? {
             roots.add(ca)?;
         }
+        if let Some(also) = trust.also {
+            for ca in tls::certificates(also, "trusted client CA certificate")? {
+                roots.add(ca)?;
+            }
+        }
         let builder = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), tls::provider());
-        let verifier = if anonymous {
+        let verifier = if trust.anonymous {
             builder.allow_unauthenticated().build()?
         } else {
             builder.build()?
@@ -221,6 +225,18 @@ impl RunCa {
             )?;
         Ok(Arc::new(config))
     }
+}
+
+/// Which clients a server of the run lets finish the TLS handshake, besides those holding a
+/// certificate from the run's CA. What each may then do is the server's to decide, by role.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClientTrust<'a> {
+    /// Clients without a certificate (enrollment: the server must then refuse them every
+    /// request but that one).
+    pub anonymous: bool,
+    /// Clients whose certificate this other CA (PEM) signed: the operator CA of a Kubernetes
+    /// run, which never leaves the operator's machine.
+    pub also: Option<&'a str>,
 }
 
 fn client_params(role: &Role) -> Result<CertificateParams, PkiError> {
