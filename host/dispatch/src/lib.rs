@@ -6,5 +6,6 @@
 //! aggregator's node-set and admission interfaces.
 
 pub mod connect;
+pub mod nodes;
 
 pub use connect::{Cluster, ConnectError, Target, connect, in_cluster};
