@@ -5,7 +5,9 @@
 //! The aggregator never imports this crate: the binary connects the two, through the
 //! aggregator's node-set and admission interfaces.
 
+pub mod admission;
 pub mod connect;
 pub mod nodes;
+pub mod pods;
 
 pub use connect::{Cluster, ConnectError, Target, connect, in_cluster};
