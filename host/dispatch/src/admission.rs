@@ -72,13 +72,15 @@ pub enum Refusal {
         found: usize,
     },
     /// The pod the token is bound to no longer exists.
-    #[error("pod {pod} the token is bound to does not exist")]
+    #[error("the token's pod {pod} no longer exists")]
     PodGone {
         /// The pod's name.
         pod: String,
     },
     /// A pod of that name exists, but it is not the one the token was issued to.
-    #[error("pod {pod} was re-created since the token was issued (uid {uid}, the token's {token_uid})")]
+    #[error(
+        "pod {pod} was re-created since the token was issued (uid {uid}, the token's {token_uid})"
+    )]
     PodReplaced {
         /// The pod's name.
         pod: String,
