@@ -560,6 +560,22 @@ fn an_agent_token_names_its_pods_node_and_nothing_else() {
             refused(admission.admit(&token).await, &token),
             Refusal::NotDaemonSetPod { pod, .. } if pod == "no-daemonset"
         ));
+        // Owned by the DaemonSet, but not as its controller (the DaemonSet did not make it).
+        let daemonset = kube::Api::<DaemonSet>::namespaced(client.clone(), ns)
+            .get("factbuoy-agent")
+            .await
+            .unwrap();
+        let mut adopted = bare("not-controlled", "factbuoy-agent", 1, "sleep 3600");
+        adopted["metadata"]["ownerReferences"] = serde_json::json!([{
+            "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "factbuoy-agent",
+            "uid": daemonset.metadata.uid, "controller": false}]);
+        create::<Pod>(&client, ns, adopted).await;
+        let not_controlled = running_pod(&client, ns, "not-controlled").await;
+        let token = bound_token(&client, ns, "factbuoy-agent", &not_controlled, &audience).await;
+        assert!(matches!(
+            refused(admission.admit(&token).await, &token),
+            Refusal::NotDaemonSetPod { pod, .. } if pod == "not-controlled"
+        ));
         let terminating = running_pod(&client, ns, "terminating").await;
         let token = bound_token(&client, ns, "factbuoy-agent", &terminating, &audience).await;
         assert_eq!(admission.admit(&token).await.err().map(|e| e.to_string()).as_deref().map(|e| e.contains("DaemonSet")), Some(true));
