@@ -244,13 +244,16 @@ fn pod_spec(image: &str, placement: serde_json::Value, command: &str) -> serde_j
 use factbuoy_dispatch::pods::{PodEvent, ProblemKind, follow_pods};
 use k8s_openapi::api::core::v1::Pod;
 
+/// What a test waits for: a description and a test on events.
+type Want<'a, T> = (&'a str, &'a dyn Fn(&T) -> bool);
+
 /// Receives from `rx` until every one of `wants` has matched an event, within `secs`; returns
 /// the matching events in the order of `wants`, and adds every event received to `seen`.
 async fn wait_all<T: std::fmt::Debug + Clone>(
     rx: &mut mpsc::Receiver<T>,
     secs: u64,
     seen: &mut Vec<T>,
-    wants: &[(&str, &dyn Fn(&T) -> bool)],
+    wants: &[Want<'_, T>],
 ) -> Vec<T> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
     loop {
