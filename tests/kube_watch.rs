@@ -605,6 +605,26 @@ fn an_agent_token_names_its_pods_node_and_nothing_else() {
             matches!(gone, Some(Refusal::NotAuthenticated { .. } | Refusal::PodGone { .. } | Refusal::PodTerminating { .. })),
             "{gone:?}"
         );
+        // A pod re-created under the same name is another pod: its predecessor's token is refused.
+        create::<Pod>(&client, ns, bare("fixed", "factbuoy-agent", 2, "sleep 3600")).await;
+        let fixed = running_pod(&client, ns, "fixed").await;
+        let token = bound_token(&client, ns, "factbuoy-agent", &fixed, &audience).await;
+        pods.delete("fixed", &kube::api::DeleteParams::default().grace_period(0))
+            .await
+            .unwrap();
+        for _ in 0..60 {
+            if pods.get_opt("fixed").await.unwrap().is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        create::<Pod>(&client, ns, bare("fixed", "factbuoy-agent", 2, "sleep 3600")).await;
+        let replaced = refused(admission.admit(&token).await, &token);
+        assert!(
+            matches!(&replaced, Refusal::PodReplaced { pod, .. } if pod == "fixed")
+                || matches!(&replaced, Refusal::NotAuthenticated { .. }),
+            "{replaced:?}"
+        );
         for garbage in ["garbage", "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln"] {
             assert!(matches!(refused(admission.admit(garbage).await, garbage), Refusal::NotAuthenticated { .. }));
         }
