@@ -442,6 +442,21 @@ async fn running_pod(client: &kube::Client, ns: &str, name: &str) -> Pod {
     panic!("pod {ns}/{name} never ran");
 }
 
+/// How many `verb` requests on `resource` (no subresource) the API server has served.
+fn requests(cluster: &Cluster, resource: &str, verb: &str) -> u64 {
+    let metrics = cluster.kubectl(["get", "--raw", "/metrics"]);
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("apiserver_request_total{")
+                && l.contains(&format!("resource=\"{resource}\""))
+                && l.contains("subresource=\"\"")
+                && l.contains(&format!("verb=\"{verb}\""))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
 /// The refusal `result` must be; its message never holds `token`.
 fn refused(
     result: Result<factbuoy_protocol::names::NodeName, AdmissionError>,
@@ -538,6 +553,17 @@ fn an_agent_token_names_its_pods_node_and_nothing_else() {
         assert_eq!(admission.admit(&token_b).await.unwrap().as_str(), "node-2");
         // The token as read from a projected volume ends in a newline.
         assert_eq!(admission.admit(&format!("{token_a}\n")).await.unwrap().as_str(), "node-1");
+
+        // What an admission costs the API server (its own request counters): one TokenReview
+        // and one pod read.
+        let before = (requests(cluster, "tokenreviews", "POST"), requests(cluster, "pods", "GET"));
+        for _ in 0..10 {
+            admission.admit(&token_a).await.unwrap();
+        }
+        let after = (requests(cluster, "tokenreviews", "POST"), requests(cluster, "pods", "GET"));
+        eprintln!("10 admissions: {} TokenReviews, {} pod reads", after.0 - before.0, after.1 - before.1);
+        assert_eq!(after.0 - before.0, 10);
+        assert!((10..=12).contains(&(after.1 - before.1)), "{before:?} {after:?}");
 
         // Refusals, each naming the check that failed.
         let wrong_audience = bound_token(&client, ns, "factbuoy-agent", &a, "factbuoy:another-run").await;
