@@ -64,6 +64,9 @@ fn nodes_are_expected_skipped_lost_and_gone_as_the_cluster_changes() {
         "node-1",
         &format!("{TAINT_KEY}=x:NoSchedule"),
     ]);
+    let lists = || requests(cluster, "nodes", "LIST");
+    let watches = || requests(cluster, "nodes", "WATCH");
+    let before = (lists(), watches());
     cluster.block_on(|| async {
         let client = client(cluster).await;
         // Without a toleration for the test's taint: node-1 is skipped, naming the taint.
@@ -154,6 +157,11 @@ fn nodes_are_expected_skipped_lost_and_gone_as_the_cluster_changes() {
         .await;
         eprintln!("{gone:?}");
     });
+    // Two watches for the whole test, however many nodes joined, changed or left (other
+    // clients' watches may be renewed meanwhile: a little slack).
+    let (list, watch) = (lists() - before.0, watches() - before.1);
+    eprintln!("node requests during the test: {list} LIST, {watch} WATCH");
+    assert!(list <= 3 && watch <= 4, "{list} LIST, {watch} WATCH");
 }
 
 /// busybox as an image every node has (tests/kube/mkimage.sh, cluster.sh import), as
