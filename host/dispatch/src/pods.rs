@@ -634,6 +634,24 @@ mod tests {
     }
 
     #[test]
+    fn an_evicted_pod_is_terminated_with_the_kubelets_reason() {
+        let mut pod = fixture("running");
+        let status = pod.status.as_mut().unwrap();
+        status.phase = Some("Failed".into());
+        status.reason = Some("Evicted".into());
+        status.message = Some("The node was low on resource: memory.".into());
+        status.container_statuses = None;
+        let message = match &diagnose(&pod, DEFAULT_RESTART_LIMIT, &BTreeMap::new())[..] {
+            [(ProblemKind::Terminated, message)] => message.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            message.contains("Evicted: The node was low on resource: memory."),
+            "{message}"
+        );
+    }
+
+    #[test]
     fn a_daemonset_pod_not_yet_scheduled_names_its_node_from_its_affinity() {
         let pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "agent-x", "uid": "u"},
