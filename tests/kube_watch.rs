@@ -571,7 +571,8 @@ fn an_agent_token_names_its_pods_node_and_nothing_else() {
         let after = (requests(cluster, "tokenreviews", "POST"), requests(cluster, "pods", "GET"));
         eprintln!("10 admissions: {} TokenReviews, {} pod reads", after.0 - before.0, after.1 - before.1);
         assert_eq!(after.0 - before.0, 10);
-        assert!((10..=12).contains(&(after.1 - before.1)), "{before:?} {after:?}");
+        // Other tests read pods meanwhile: a second read per admission would make 20.
+        assert!((10..20).contains(&(after.1 - before.1)), "{before:?} {after:?}");
 
         // Refusals, each naming the check that failed.
         let wrong_audience = bound_token(&client, ns, "factbuoy-agent", &a, "factbuoy:another-run").await;
