@@ -5,8 +5,11 @@
 //! The aggregator never imports this crate: the binary connects the two, through the
 //! aggregator's node-set and admission interfaces.
 
+pub mod admission;
 pub mod connect;
 pub mod forward;
+pub mod nodes;
+pub mod pods;
 pub mod resources;
 pub mod status_annotation;
 
