@@ -465,3 +465,55 @@ async fn granted_paths_missing_on_the_host_are_reported() {
     assert_eq!(report.absent_paths, ["/data"]);
     assert!(Path::new(&sandbox.root.path()).exists());
 }
+
+/// Compiling a component takes seconds of CPU (more in a debug build or on a slow node); the
+/// async threads stay free meanwhile, so an agent's heartbeats and uploads go on while it
+/// compiles its plugins. Before this held, a 2-core node's agent compiling two plugins sent no
+/// heartbeat for minutes and the aggregator marked it lost.
+#[test]
+fn compiling_a_plugin_leaves_the_async_threads_free() {
+    use factbuoy_runtime::{Runtime, RuntimeOptions};
+    use std::sync::{Arc, Mutex};
+
+    // One async thread: a compile that blocked it would stop the ticker until it ended.
+    let executor = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (compile, longest_gap) = executor.block_on(async {
+        // No cache: this load compiles.
+        let runtime = Runtime::new(RuntimeOptions {
+            limits: limits(),
+            cache_dir: None,
+        })
+        .unwrap();
+        let wasm = std::fs::read(support::fixture("hostile")).unwrap();
+        let longest = Arc::new(Mutex::new(Duration::ZERO));
+        let ticker = {
+            let longest = longest.clone();
+            tokio::spawn(async move {
+                let mut last = Instant::now();
+                loop {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    let mut longest = longest.lock().unwrap();
+                    *longest = (*longest).max(last.elapsed());
+                    last = Instant::now();
+                }
+            })
+        };
+        tokio::task::yield_now().await;
+        let started = Instant::now();
+        runtime.load("hostile", &wasm, None).await.unwrap();
+        let compile = started.elapsed();
+        // Let the ticker see the end of any pause before it stops.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        ticker.abort();
+        let longest_gap = *longest.lock().unwrap();
+        (compile, longest_gap)
+    });
+    eprintln!("load took {compile:?}; the async thread's longest pause {longest_gap:?}");
+    assert!(
+        longest_gap < Duration::from_millis(500) && longest_gap * 4 < compile,
+        "the async thread paused {longest_gap:?} during a {compile:?} load"
+    );
+}

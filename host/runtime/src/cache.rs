@@ -22,6 +22,7 @@ pub fn default_dir() -> Option<PathBuf> {
 }
 
 /// The on-disk cache of compiled components for one engine configuration.
+#[derive(Clone)]
 pub struct ComponentCache {
     /// `None` disables the cache: every load compiles.
     dir: Option<PathBuf>,

@@ -259,7 +259,7 @@ impl Runtime {
         wasm: &[u8],
         sha256: Option<&str>,
     ) -> Result<LoadedPlugin, LoadError> {
-        let component = self.compile(label, wasm, sha256)?;
+        let component = self.compile(label, wasm, sha256).await?;
         self.check_world(label, &component)?;
         let link_error = |e: wasmtime::Error| LoadError::Link {
             plugin: label.to_owned(),
@@ -285,7 +285,7 @@ impl Runtime {
         })
     }
 
-    fn compile(
+    async fn compile(
         &self,
         label: &str,
         wasm: &[u8],
@@ -301,12 +301,17 @@ impl Runtime {
             Some(digest) => digest.to_owned(),
             None => factbuoy_protocol::digest::sha256_hex(wasm),
         };
-        self.cache
-            .load(&self.engine, wasm, &digest)
-            .map_err(|e| LoadError::Compile {
-                plugin: label.to_owned(),
-                message: format!("{e:#}"),
-            })
+        let compile_error = |message: String| LoadError::Compile {
+            plugin: label.to_owned(),
+            message,
+        };
+        // Compiling takes seconds of CPU, minutes on a slow node or in a debug build: off the
+        // async threads, so that an agent's heartbeats, uploads and progress go on meanwhile.
+        let (cache, engine, wasm) = (self.cache.clone(), self.engine.clone(), wasm.to_vec());
+        tokio::task::spawn_blocking(move || cache.load(&engine, &wasm, &digest))
+            .await
+            .map_err(|e| compile_error(e.to_string()))?
+            .map_err(|e| compile_error(format!("{e:#}")))
     }
 
     /// Tells a component of another world, or of an incompatible contract version, from a
