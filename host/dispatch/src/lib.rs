@@ -5,6 +5,10 @@
 //! The aggregator never imports this crate: the binary connects the two, through the
 //! aggregator's node-set and admission interfaces.
 
+pub mod apply;
 pub mod connect;
+pub mod delete;
+pub mod manifest;
+pub mod names;
 
 pub use connect::{Cluster, ConnectError, Target, connect, in_cluster};
