@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/kube/mkimage.sh ROOTFS_DIR NAME:TAG OUT.tar [ENTRYPOINT...]
+# deploy/mkimage.sh ROOTFS_DIR NAME:TAG OUT.tar [ENTRYPOINT...]
 #
 # Packs a directory as a one-layer container image, offline: no registry, no base image, no
 # docker daemon. The output is an OCI image layout archive (oci-layout, index.json, blobs/) that
@@ -16,7 +16,7 @@
 #
 # Example, a static (musl) binary:
 #   mkdir -p r/bin r/tmp && cp target/x86_64-unknown-linux-musl/release/app r/bin/ && chmod 1777 r/tmp
-#   tests/kube/mkimage.sh r factbuoy.local/app:dev app.tar /bin/app
+#   deploy/mkimage.sh r factbuoy.local/app:dev app.tar /bin/app
 set -euo pipefail
 [ $# -ge 3 ] || { sed -n '2,20p' "$0" >&2; exit 2; }
 ROOTFS=$1 REF=$2 OUT=$3
@@ -63,7 +63,7 @@ cat > "$W/config" <<EOF
  "config":{"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
            "Entrypoint":$ENTRYPOINT,"WorkingDir":"/"},
  "rootfs":{"type":"layers","diff_ids":["$LAYER_DIGEST"]},
- "history":[{"created":"1970-01-01T00:00:00Z","created_by":"tests/kube/mkimage.sh"}]}
+ "history":[{"created":"1970-01-01T00:00:00Z","created_by":"factbuoy deploy/mkimage.sh"}]}
 EOF
 put "$W/config" application/vnd.oci.image.config.v1+json
 CONFIG=$DESC

@@ -1,0 +1,1 @@
+../../deploy/mkimage.sh
