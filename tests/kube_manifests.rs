@@ -479,7 +479,23 @@ fn agents_run_on_every_node_as_non_root_under_runtime_default_seccomp_and_read_t
         .spec
         .as_mut()
         .unwrap();
-    pod.containers[0].command = Some(sleep.clone());
+    // The agent's --aggregator argument, as the kubelet expands it, kept for a look.
+    let address = pod.containers[0].command.as_ref().unwrap()[3].clone();
+    assert!(
+        address.starts_with("$(FACTBUOY_AGGREGATOR_SERVICE_HOST)"),
+        "{address}"
+    );
+    pod.containers[0].command = Some(
+        [
+            "/bin/sh",
+            "-c",
+            "echo \"$1\" > /tmp/aggregator; exec sleep 3600",
+            "sh",
+            &address,
+        ]
+        .map(String::from)
+        .to_vec(),
+    );
     m.aggregator.spec.as_mut().unwrap().containers[0].command = Some(sleep);
     apply_with_ca(cluster, &mut m);
     let running = eventually(Duration::from_secs(120), || {
@@ -488,6 +504,15 @@ fn agents_run_on_every_node_as_non_root_under_runtime_default_seccomp_and_read_t
     });
     assert!(running, "{:#?}", agent_pods(cluster, &namespace));
     let pods = agent_pods(cluster, &namespace);
+    let cluster_ip = cluster.kubectl([
+        "-n",
+        &namespace,
+        "get",
+        "service",
+        "factbuoy-aggregator",
+        "-o",
+        "jsonpath={.spec.clusterIP}",
+    ]);
     let mut on = BTreeSet::new();
     for pod in &pods {
         on.insert(pod["spec"]["nodeName"].as_str().unwrap().to_owned());
@@ -518,6 +543,17 @@ fn agents_run_on_every_node_as_non_root_under_runtime_default_seccomp_and_read_t
         assert!(seen.contains("etc\nproc\nsys\nusr\n"), "{seen}");
         assert!(!seen.contains("writable"), "{seen}");
         assert!(seen.contains("done"), "{seen}");
+        // $(VAR) in the argv expands to the Service's address (no DNS needed).
+        let address = cluster.kubectl([
+            "-n",
+            &namespace,
+            "exec",
+            name,
+            "--",
+            "cat",
+            "/tmp/aggregator",
+        ]);
+        assert_eq!(address.trim(), format!("{cluster_ip}:8443"));
     }
     assert_eq!(on.len(), NODES as usize, "a pod on every node");
 
