@@ -618,3 +618,73 @@ fn run_and_wait_delete(cluster: &Cluster, run_id: &str) {
             .unwrap();
     });
 }
+
+#[test]
+fn in_an_existing_namespace_the_aggregator_pod_is_the_root() {
+    let cluster = cluster();
+    images(cluster);
+    let run_id = "existing000g";
+    let namespace = "tools-existing";
+    cluster.kubectl(["create", "namespace", namespace]);
+    let mut m = RunManifests::build(&RunSpec {
+        namespace: Some(namespace.into()),
+        ..spec(run_id, BUSYBOX)
+    })
+    .unwrap();
+    let sleep = ["/bin/sleep", "3600"].map(String::from).to_vec();
+    m.aggregator.spec.as_mut().unwrap().containers[0].command = Some(sleep);
+    let target = target(cluster);
+    cluster.block_on(|| async {
+        let c = connect(&target).await.unwrap();
+        apply::apply(&c.client, &mut m, Mode::Apply).await.unwrap();
+    });
+    let pod_uid = cluster.kubectl([
+        "-n",
+        namespace,
+        "get",
+        "pod",
+        "factbuoy-aggregator",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    for kind in [
+        "serviceaccount/factbuoy-agent",
+        "daemonset/factbuoy-agent",
+        "configmap/factbuoy-run",
+        "role/factbuoy-aggregator",
+    ] {
+        let owner = cluster.kubectl([
+            "-n",
+            namespace,
+            "get",
+            kind,
+            "-o",
+            "jsonpath={.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].uid}",
+        ]);
+        assert_eq!(owner, format!("Pod/{pod_uid}"), "{kind}");
+    }
+    // Deleting the root removes every namespaced object; nothing can own the cluster-scoped ones.
+    // (Forced: the point is the garbage collector, not how fast a kubelet confirms a kill.)
+    cluster.kubectl([
+        "-n",
+        namespace,
+        "delete",
+        "pod",
+        "factbuoy-aggregator",
+        "--grace-period=0",
+        "--force",
+    ]);
+    let only_cluster_scoped: BTreeSet<String> = [
+        format!("ClusterRole /factbuoy-{run_id}"),
+        format!("ClusterRoleBinding /factbuoy-{run_id}"),
+    ]
+    .into();
+    let collected = eventually(Duration::from_secs(90), || {
+        left(cluster, run_id) == only_cluster_scoped
+    });
+    assert!(collected, "left: {:?}", left(cluster, run_id));
+    run_and_wait_delete(cluster, run_id);
+    assert_eq!(left(cluster, run_id), BTreeSet::new());
+    // The namespace was not the run's: it stays.
+    cluster.kubectl(["get", "namespace", namespace]);
+}
