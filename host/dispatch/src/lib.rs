@@ -6,8 +6,12 @@
 //! aggregator's node-set and admission interfaces.
 
 pub mod admission;
+pub mod apply;
 pub mod connect;
+pub mod delete;
 pub mod forward;
+pub mod manifest;
+pub mod names;
 pub mod nodes;
 pub mod pods;
 pub mod resources;
