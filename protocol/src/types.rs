@@ -208,6 +208,13 @@ pub enum PairStatus {
     Lost,
     /// The run timed out before a result arrived; an error result stands in for it.
     TimedOut,
+    /// The node is not waited for (its dispatcher skipped it, e.g. for a taint the run does not
+    /// tolerate); an error result saying why stands in for its result.
+    Skipped,
+    /// The node's agent cannot deliver, as its dispatcher saw (it cannot be scheduled, its
+    /// image cannot be pulled, it crash-loops); an error result with the dispatcher's message
+    /// stands in, and a result the agent still sends replaces it.
+    AgentFailed,
 }
 
 /// Whether a committed result says the plugin succeeded.

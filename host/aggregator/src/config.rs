@@ -116,6 +116,12 @@ pub struct RunConfig {
     /// Nodes expected to send per-node results; `run.json` naming an invalid or reserved node
     /// does not load.
     pub nodes: Vec<NodeName>,
+    /// Whether the set of nodes changes while the run serves: a dispatcher names nodes as it
+    /// learns them ([`crate::nodes::NodeSet`]), and the run cannot end before it says its
+    /// first listing is complete. `nodes` are then only the first expected ones. Absent in
+    /// `run.json` files written before it existed: fixed.
+    #[serde(default)]
+    pub dynamic_nodes: bool,
     /// Interval between an agent's heartbeats, in seconds, as plans tell agents.
     pub heartbeat_seconds: u64,
     /// Silence, in seconds, after which a node is marked lost.
@@ -219,5 +225,26 @@ impl RunConfig {
     /// The plugin of this run called `name`.
     pub fn plugin(&self, name: &str) -> Option<&PluginPlan> {
         self.plugins.iter().find(|p| p.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_file_from_before_dynamic_nodes_loads_as_fixed() {
+        let temporary = tempfile::tempdir().unwrap();
+        let dir = RunDir::new(temporary.path());
+        let old = serde_json::json!({
+            "run_id": "r", "created": "", "factbuoy_version": "0.1.0", "plugins": [],
+            "nodes": ["a"], "heartbeat_seconds": 5, "lost_after_seconds": 60,
+            "run_timeout_seconds": 600, "agent_listen": "127.0.0.1:0",
+            "operator_listen": "127.0.0.1:0", "server_names": [], "bundle_dir": "/tmp",
+            "limits": ServerLimits::default(),
+        });
+        std::fs::write(dir.config(), old.to_string()).unwrap();
+        let config = RunConfig::load(&dir).unwrap();
+        assert!(!config.dynamic_nodes);
     }
 }

@@ -271,6 +271,7 @@ fn check_open(shared: &Shared, plugin: &str, scope: &Scope) -> Result<(), Refusa
             "closed",
             "the run has ended; no more results are accepted",
         )),
+        CommitCheck::NodeClosed(why) => Err(refuse(StatusCode::CONFLICT, "node-closed", why)),
         CommitCheck::Unexpected => Err(refuse(
             StatusCode::FORBIDDEN,
             "unexpected",
@@ -544,7 +545,7 @@ async fn progress(
 }
 
 fn plan(shared: &Shared, node: &NodeName) -> Plan {
-    let expected = shared.config.nodes.contains(node);
+    let expected = shared.state.lock().unwrap().plans_for(node);
     Plan {
         run_id: shared.config.run_id.clone(),
         plugins: shared

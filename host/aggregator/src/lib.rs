@@ -10,6 +10,7 @@
 pub mod config;
 pub mod handler;
 pub mod metrics;
+pub mod nodes;
 pub mod run_dir;
 pub mod server;
 pub mod shared;
@@ -156,6 +157,13 @@ pub struct RunningAggregator {
 }
 
 impl RunningAggregator {
+    /// The handle that changes the run's set of nodes while it serves.
+    pub fn nodes(&self) -> nodes::NodeSet {
+        nodes::NodeSet {
+            shared: self.shared.clone(),
+        }
+    }
+
     /// Waits until the run is complete or failed.
     pub async fn finished(&mut self) -> RunStatus {
         let status = self
@@ -239,6 +247,7 @@ pub async fn start(run: Run, bundled: BundledComponents) -> anyhow::Result<Runni
         metrics: Metrics::default(),
         open: tokio::sync::RwLock::new(()),
         changed: tokio::sync::Notify::new(),
+        node_changes: tokio::sync::Mutex::new(()),
         status: status_tx,
         started_at: SystemTime::now(),
         config,
@@ -297,24 +306,24 @@ async fn watchdog(shared: Arc<Shared>) {
         }
         let now = SystemTime::now();
         let timed_out = now.duration_since(created).unwrap_or_default() > timeout;
-        let (lost, missing) = {
+        let (decided, lost, missing) = {
             let state = shared.state.lock().unwrap();
             (
+                // Those a stop cut short, or a node-set change could not write.
+                state.disposition_stand_ins(),
                 state.lost_pairs(now, shared.started_at, window),
                 state.missing_pairs(),
             )
         };
-        let mut stand_ins: Vec<(String, Scope, PairStatus, String)> = lost
-            .into_iter()
-            .map(|(plugin, scope)| {
-                let message = format!(
-                    "node {:?} sent no heartbeat for {}s and no result of {plugin}; it was marked lost",
-                    scope.label(),
-                    window.as_secs()
-                );
-                (plugin, scope, PairStatus::Lost, message)
-            })
-            .collect();
+        let mut stand_ins: Vec<(String, Scope, PairStatus, String)> = decided;
+        stand_ins.extend(lost.into_iter().map(|(plugin, scope)| {
+            let message = format!(
+                "node {:?} sent no heartbeat for {}s and no result of {plugin}; it was marked lost",
+                scope.label(),
+                window.as_secs()
+            );
+            (plugin, scope, PairStatus::Lost, message)
+        }));
         if timed_out {
             stand_ins.extend(missing.into_iter().map(|(plugin, scope)| {
                 let message = format!(
@@ -339,11 +348,16 @@ async fn watchdog(shared: Arc<Shared>) {
                 break;
             }
         }
-        if shared.state.lock().unwrap().all_done() {
-            // Commits in flight finish first; later ones find the run closed.
+        // A dynamic run waits for its dispatcher's first listing of nodes, or the timeout.
+        let can_end = |state: &RunState| {
+            state.all_done() && (!shared.config.dynamic_nodes || state.settled || timed_out)
+        };
+        if can_end(&shared.state.lock().unwrap()) {
+            // Commits and node-set changes in flight finish first; later ones find the run
+            // closed.
             let _closing = shared.open.write().await;
             let mut state = shared.state.lock().unwrap();
-            if state.status == RunStatus::Running && state.all_done() {
+            if state.status == RunStatus::Running && can_end(&state) {
                 state.status = RunStatus::PostProcessing;
                 if let Err(e) = state.save(&shared.run_dir) {
                     tracing::error!("saving the run state: {e:#}");
@@ -393,7 +407,7 @@ fn fail_run(shared: &Shared, message: String) {
 }
 
 /// Commits an error result in place of a missing one.
-async fn stand_in(
+pub(crate) async fn stand_in(
     shared: &Arc<Shared>,
     plugin: &str,
     scope: &Scope,

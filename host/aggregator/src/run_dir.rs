@@ -6,6 +6,7 @@
 //! <run dir>/secrets.json                     secret parameters, 0600, while the run is running
 //! <run dir>/state.json                       run-level status (RunState)
 //! <run dir>/commits/<plugin>/<node>.json     one record per committed result
+//! <run dir>/nodes/<node>.json                 one record per node the dispatcher named (NodeSet)
 //! <run dir>/pki/                             CA, server and operator certificates and keys
 //! <run dir>/components/<sha256>.wasm        plugin components not bundled in the binary
 //! <run dir>/staging/                         uploads in progress and accepted (Storage)
@@ -58,6 +59,18 @@ impl RunDir {
             .join("commits")
             .join(plugin)
             .join(format!("{label}{}", layout::NODE_FILE_SUFFIX))
+    }
+
+    /// The record of what the dispatcher said about a node: expected, skipped, failed, gone
+    /// ([`crate::nodes::NodeSet`]). Named as commit records are, so every node name fits.
+    pub fn node_record(&self, node: &str) -> PathBuf {
+        self.nodes()
+            .join(format!("{node}{}", layout::NODE_FILE_SUFFIX))
+    }
+
+    /// The node records.
+    pub fn nodes(&self) -> PathBuf {
+        self.root.join("nodes")
     }
 
     /// The run's certificates and keys.

@@ -30,6 +30,8 @@ pub struct Shared {
     pub open: tokio::sync::RwLock<()>,
     /// Wakes the watchdog when a result arrives.
     pub changed: tokio::sync::Notify,
+    /// Taken by each change of the node set ([`crate::nodes::NodeSet`]), so they take turns.
+    pub(crate) node_changes: tokio::sync::Mutex<()>,
     pub(crate) status: tokio::sync::watch::Sender<RunStatus>,
     /// When this aggregator process started serving: silence is counted from here at least.
     pub(crate) started_at: SystemTime,
@@ -51,7 +53,7 @@ impl Shared {
             Err(e) => Err(e),
         }
     }
-    /// Sets the `nodes` gauges: how many nodes are pending, running, done or lost.
+    /// Sets the `nodes` gauges: how many nodes are pending, running, done, lost or skipped.
     pub fn update_node_gauges(&self) {
         let state = self.state.lock().unwrap();
         let mut counts = std::collections::BTreeMap::from([
@@ -59,8 +61,9 @@ impl Shared {
             ("running", 0),
             ("done", 0),
             ("lost", 0),
+            ("skipped", 0),
         ]);
-        for node in &self.config.nodes {
+        for node in state.nodes.keys() {
             let statuses: Vec<PairStatus> = state
                 .pairs
                 .values()
@@ -68,10 +71,14 @@ impl Shared {
                 .collect();
             let label = if statuses.contains(&PairStatus::Lost) {
                 "lost"
-            } else if statuses
-                .iter()
-                .all(|s| matches!(s, PairStatus::Complete | PairStatus::TimedOut))
-            {
+            } else if statuses.contains(&PairStatus::Skipped) {
+                "skipped"
+            } else if statuses.iter().all(|s| {
+                matches!(
+                    s,
+                    PairStatus::Complete | PairStatus::TimedOut | PairStatus::AgentFailed
+                )
+            }) {
                 "done"
             } else if statuses.iter().any(|s| *s != PairStatus::Pending)
                 || state.heartbeats.contains_key(node)

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use factbuoy_protocol::types::{now_rfc3339, rfc3339};
 
 use super::config::{PlanScope, RunConfig};
+use super::nodes::{self, Disposition};
 use super::run_dir::{RunDir, write_atomically};
 
 /// A committed result.
@@ -54,6 +55,16 @@ pub struct Pair {
     pub progress: Option<ProgressUpdate>,
 }
 
+impl Pair {
+    fn pending() -> Self {
+        Pair {
+            status: PairStatus::Pending,
+            committed: None,
+            progress: None,
+        }
+    }
+}
+
 /// The whole run's state. Only the run-level fields are saved in `state.json`; pairs come back
 /// from their commit records, and heartbeats start afresh.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -77,6 +88,17 @@ pub struct RunState {
     /// Why a failed run failed (a full disk, say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The run's nodes and what its dispatcher said about each; rebuilt from the configured
+    /// nodes and the node records.
+    #[serde(skip)]
+    pub nodes: BTreeMap<NodeName, Disposition>,
+    /// node -> when it became expected in this process: its lost window counts from here at
+    /// least. Not saved.
+    #[serde(skip)]
+    pub expected_at: BTreeMap<NodeName, SystemTime>,
+    /// Whether the dispatcher said its first listing of nodes is complete (dynamic runs).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub settled: bool,
 }
 
 /// What a commit attempt meets.
@@ -90,6 +112,8 @@ pub enum CommitCheck {
     Closed,
     /// No such pair in this run.
     Unexpected,
+    /// The node was skipped or left the run; holds why.
+    NodeClosed(String),
 }
 
 /// Writes the durable record of a pair's committed result, atomically: once it is on disk the
@@ -117,23 +141,12 @@ impl RunState {
     pub fn new(config: &RunConfig) -> Self {
         let mut pairs = BTreeMap::new();
         for plugin in &config.plugins {
-            let scopes: Vec<Scope> = match plugin.scope {
-                PlanScope::PerNode => config.nodes.iter().cloned().map(Scope::Node).collect(),
-                PlanScope::Global => vec![Scope::Global],
-            };
             let entry: &mut BTreeMap<Scope, Pair> = pairs.entry(plugin.name.clone()).or_default();
-            for scope in scopes {
-                entry.insert(
-                    scope,
-                    Pair {
-                        status: PairStatus::Pending,
-                        committed: None,
-                        progress: None,
-                    },
-                );
+            if plugin.scope == PlanScope::Global {
+                entry.insert(Scope::Global, Pair::pending());
             }
         }
-        RunState {
+        let mut state = RunState {
             status: RunStatus::Running,
             pairs,
             tar_info: None,
@@ -141,7 +154,68 @@ impl RunState {
             finished: None,
             heartbeats: BTreeMap::new(),
             error: None,
+            nodes: BTreeMap::new(),
+            expected_at: BTreeMap::new(),
+            settled: false,
+        };
+        for node in &config.nodes {
+            state.set_node(config, node, Disposition::Expected, SystemTime::UNIX_EPOCH);
         }
+        state
+    }
+
+    /// Makes `node` one of the run's nodes with `disposition`, adding its per-node pairs
+    /// (pending) if it had none; `now` starts its lost window. In memory: the caller writes the
+    /// node record first.
+    pub fn set_node(
+        &mut self,
+        config: &RunConfig,
+        node: &NodeName,
+        disposition: Disposition,
+        now: SystemTime,
+    ) {
+        for (plugin, scope) in nodes::scopes_of(config, node) {
+            self.pairs
+                .entry(plugin)
+                .or_default()
+                .entry(scope)
+                .or_insert_with(Pair::pending);
+        }
+        if !self.nodes.contains_key(node) {
+            self.expected_at.insert(node.clone(), now);
+        }
+        self.nodes.insert(node.clone(), disposition);
+    }
+
+    /// Whether `node`'s agent gets a plan: it is one of the run's nodes, neither skipped nor
+    /// gone.
+    pub fn plans_for(&self, node: &NodeName) -> bool {
+        self.nodes
+            .get(node)
+            .is_some_and(|d| d.refusal(node).is_none())
+    }
+
+    /// The error results that stand in for `node`'s missing ones, as its disposition says:
+    /// (plugin, scope, status, message).
+    pub fn stand_ins_for(&self, node: &NodeName) -> Vec<(String, Scope, PairStatus, String)> {
+        let Some((status, message)) = self.nodes.get(node).and_then(|d| d.stand_in(node)) else {
+            return Vec::new();
+        };
+        let scope = Scope::Node(node.clone());
+        self.pairs
+            .iter()
+            .filter(|(_, scopes)| scopes.get(&scope).is_some_and(|p| p.committed.is_none()))
+            .map(|(plugin, _)| (plugin.clone(), scope.clone(), status, message.clone()))
+            .collect()
+    }
+
+    /// Every stand-in the dispositions call for and a stop may have cut short.
+    pub fn disposition_stand_ins(&self) -> Vec<(String, Scope, PairStatus, String)> {
+        self.nodes
+            .iter()
+            .filter(|(_, d)| **d != Disposition::Expected)
+            .flat_map(|(node, _)| self.stand_ins_for(node))
+            .collect()
     }
 
     /// The state saved in `run_dir`: run-level status from `state.json` (if any), pairs from
@@ -155,6 +229,11 @@ impl RunState {
             state.started = saved.started;
             state.finished = saved.finished;
             state.error = saved.error;
+            state.settled = saved.settled;
+        }
+        let now = SystemTime::now();
+        for record in nodes::read_records(run_dir)? {
+            state.set_node(config, &record.node, record.disposition, now);
         }
         for (plugin, nodes) in state.pairs.iter_mut() {
             for (scope, pair) in nodes.iter_mut() {
@@ -232,6 +311,11 @@ impl RunState {
         if self.status != RunStatus::Running {
             return CommitCheck::Closed;
         }
+        if let Scope::Node(node) = scope
+            && let Some(why) = self.nodes.get(node).and_then(|d| d.refusal(node))
+        {
+            return CommitCheck::NodeClosed(why);
+        }
         match self.pair(plugin, scope) {
             None => CommitCheck::Unexpected,
             Some(Pair {
@@ -262,9 +346,19 @@ impl RunState {
             for (scope, pair) in scopes {
                 // A global result has no node whose heartbeats could stop.
                 let Scope::Node(node) = scope else { continue };
-                if pair.committed.is_some() {
+                if pair.committed.is_some()
+                    || self
+                        .nodes
+                        .get(node)
+                        .is_some_and(|d| d.refusal(node).is_some())
+                {
                     continue;
                 }
+                // A node added mid-run gets its whole window.
+                let since = self
+                    .expected_at
+                    .get(node)
+                    .map_or(since, |at| since.max(*at));
                 let last = self
                     .heartbeats
                     .get(node)
@@ -351,6 +445,7 @@ mod tests {
                 plugin("cluster", PlanScope::Global),
             ],
             nodes: vec![name("a"), name("b")],
+            dynamic_nodes: false,
             heartbeat_seconds: 5,
             lost_after_seconds: 60,
             run_timeout_seconds: 600,
@@ -446,6 +541,35 @@ mod tests {
             state.lost_pairs(start + Duration::from_secs(111), start, window),
             [("setup".to_owned(), node("a"))]
         );
+    }
+
+    #[test]
+    fn a_node_added_mid_run_gets_its_whole_lost_window() {
+        let mut config = config();
+        config.dynamic_nodes = true;
+        let mut state = RunState::new(&config);
+        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+        let window = Duration::from_secs(60);
+        state.set_node(
+            &config,
+            &name("c"),
+            Disposition::Expected,
+            start + Duration::from_secs(100),
+        );
+        let lost = state.lost_pairs(start + Duration::from_secs(150), start, window);
+        assert!(!lost.contains(&("setup".to_owned(), node("c"))), "{lost:?}");
+        let lost = state.lost_pairs(start + Duration::from_secs(161), start, window);
+        assert!(lost.contains(&("setup".to_owned(), node("c"))), "{lost:?}");
+        // Skipped: never lost, never waited for.
+        state.set_node(
+            &config,
+            &name("c"),
+            Disposition::Skipped { reason: "x".into() },
+            start,
+        );
+        let lost = state.lost_pairs(start + Duration::from_secs(500), start, window);
+        assert!(!lost.contains(&("setup".to_owned(), node("c"))), "{lost:?}");
+        assert_eq!(state.stand_ins_for(&name("c")).len(), 1);
     }
 
     #[test]

@@ -203,6 +203,7 @@ async fn create(args: CreateArgs, format: Format) -> anyhow::Result<ExitStatus> 
         factbuoy_version: env!("CARGO_PKG_VERSION").to_owned(),
         plugins: plans,
         nodes: args.nodes,
+        dynamic_nodes: false,
         heartbeat_seconds: args.heartbeat.as_secs().max(1),
         lost_after_seconds: args.lost_after.as_secs().max(1),
         run_timeout_seconds: args.timeout.as_secs().max(1),

@@ -174,6 +174,7 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
         factbuoy_version: env!("CARGO_PKG_VERSION").to_owned(),
         plugins: planned.plans,
         nodes: vec![node.clone()],
+        dynamic_nodes: false,
         heartbeat_seconds: config::DEFAULT_HEARTBEAT.as_secs(),
         lost_after_seconds: config::DEFAULT_LOST_AFTER.as_secs(),
         run_timeout_seconds: args.timeout.as_secs().max(1),
