@@ -5,8 +5,12 @@
 //! The aggregator never imports this crate: the binary connects the two, through the
 //! aggregator's node-set and admission interfaces.
 
+pub mod apply;
 pub mod connect;
+pub mod delete;
 pub mod forward;
+pub mod manifest;
+pub mod names;
 pub mod resources;
 pub mod status_annotation;
 

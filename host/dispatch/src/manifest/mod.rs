@@ -1,0 +1,535 @@
+//! The objects one run applies, built from a [`RunSpec`] with no I/O: what `factbuoy run
+//! --kubernetes` applies and `factbuoy gen` prints are these, in [`RunManifests::objects`]'s
+//! order. Every object carries the run's labels ([`crate::names::labels`]).
+
+pub mod rbac;
+pub mod scheduling;
+pub mod security;
+pub mod volumes;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Container, ContainerPort, EnvVar, EnvVarSource, Namespace, ObjectFieldSelector, Pod,
+    PodSpec, PodTemplateSpec, ResourceRequirements, Service, ServiceAccount, ServicePort,
+    ServiceSpec, Toleration, Volume, VolumeMount,
+};
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::names::{
+    self, AGENT, AGENT_PORT, AGENT_PORT_NAME, AGGREGATOR, CA_CONFIG_MAP, CA_KEY, Component,
+    OPERATOR_CA_KEY, OPERATOR_PORT, OPERATOR_PORT_NAME, RUN_CONFIG_MAP, RUN_PLAN_KEY, TOKEN_PATH,
+};
+
+/// Where the aggregator pod mounts ConfigMap `factbuoy-run`.
+pub const RUN_CONFIG_DIR: &str = "/etc/factbuoy/run";
+/// The aggregator's run directory (an emptyDir): CA key, results, the bundle.
+pub const AGGREGATOR_RUN_DIR: &str = "/var/lib/factbuoy";
+/// Where agent pods mount ConfigMap `factbuoy-ca`.
+pub const CA_DIR: &str = "/etc/factbuoy/ca";
+/// The agents' spool (an emptyDir): results not yet accepted by the aggregator.
+pub const SPOOL_DIR: &str = "/var/spool/factbuoy";
+/// The binary inside the image (deploy/build-image.sh puts it there).
+pub const BINARY: &str = "/bin/factbuoy";
+/// Largest ConfigMap the API server accepts (its data and binaryData together).
+pub const MAX_CONFIG_MAP_BYTES: usize = 1024 * 1024;
+/// The aggregator's memory limit (its RSS target is 150 MB).
+pub const AGGREGATOR_MEMORY_LIMIT: &str = "512Mi";
+
+/// What a run's manifests are made from.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// The run id (checked by [`names::check_run_id`]).
+    pub run_id: String,
+    /// `-n`: an existing namespace to run in; `None` creates `factbuoy-<run-id>`, the run's root.
+    pub namespace: Option<String>,
+    /// The image of the aggregator and the agents (deploy/build-image.sh builds it).
+    pub image: String,
+    /// `imagePullPolicy` of both containers (`IfNotPresent`, `Never` for an imported image).
+    pub image_pull_policy: String,
+    /// `--node-selector`: the nodes agents run on.
+    pub node_selector: BTreeMap<String, String>,
+    /// The agents' tolerations ([`scheduling::tolerations`]).
+    pub tolerations: Vec<Toleration>,
+    /// Host paths the run's plugins are granted (their effective read grants).
+    pub read_paths: Vec<String>,
+    /// Whether a plugin is granted `host-info`.
+    pub host_info: bool,
+    /// The agents' memory limit, a Kubernetes quantity (`768Mi`).
+    pub agent_memory_limit: String,
+    /// The operator CA certificate (PEM): the aggregator's operator listener trusts it.
+    pub operator_ca_pem: String,
+    /// The run plan, `run.json` without secrets.
+    pub plan_json: String,
+    /// Plugin components that are not bundled in the image, by SHA-256 (hex).
+    pub components: Vec<(String, Vec<u8>)>,
+}
+
+/// Why a run's manifests cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The run id cannot name objects.
+    #[error(transparent)]
+    RunId(#[from] names::BadRunId),
+    /// A granted host path is malformed.
+    #[error(transparent)]
+    HostPath(#[from] volumes::NotAbsolute),
+    /// The plan and the components do not fit in one ConfigMap.
+    #[error(
+        "the run plan and plugin components take {0} bytes, more than a ConfigMap holds ({MAX_CONFIG_MAP_BYTES}); run fewer plugins from files, or bundle them in the image"
+    )]
+    TooLarge(usize),
+}
+
+/// A run's objects. Cluster-scoped objects get an owner reference to the run's Namespace once
+/// its uid is known ([`RunManifests::set_namespace_uid`]); in a namespace that is not the run's,
+/// namespaced objects get one to the aggregator Pod ([`RunManifests::set_aggregator_uid`]).
+#[derive(Debug, Clone)]
+pub struct RunManifests {
+    /// The run id.
+    pub run_id: String,
+    /// The namespace the run's namespaced objects are in.
+    pub namespace_name: String,
+    /// The run's own Namespace; `None` with `-n EXISTING`.
+    pub namespace: Option<Namespace>,
+    /// `factbuoy-aggregator` and `factbuoy-agent`.
+    pub service_accounts: Vec<ServiceAccount>,
+    /// The aggregator's cluster-wide permissions.
+    pub cluster_role: ClusterRole,
+    /// Binds [`Self::cluster_role`] to the aggregator's ServiceAccount.
+    pub cluster_role_binding: ClusterRoleBinding,
+    /// The aggregator's permissions in the run namespace.
+    pub role: Role,
+    /// Binds [`Self::role`] to the aggregator's ServiceAccount.
+    pub role_binding: RoleBinding,
+    /// `factbuoy-run`: the plan and the operator CA certificate.
+    pub run_config: ConfigMap,
+    /// `factbuoy-aggregator`: the ports agents dial and operators forward to.
+    pub service: Service,
+    /// The aggregator, a bare Pod.
+    pub aggregator: Pod,
+    /// The agents.
+    pub agents: DaemonSet,
+    /// Granted host paths the agents do not mount ([`volumes::HostDirs::left_out`]).
+    pub left_out: Vec<String>,
+}
+
+fn meta(spec: &RunSpec, namespace: Option<&str>, name: &str, component: Component) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: namespace.map(str::to_owned),
+        labels: Some(names::labels(&spec.run_id, component)),
+        ..ObjectMeta::default()
+    }
+}
+
+fn tcp_port(name: &str, port: u16) -> ContainerPort {
+    ContainerPort {
+        name: Some(name.to_owned()),
+        container_port: i32::from(port),
+        // Explicit: server-side apply on 1.20 refuses a port without it.
+        protocol: Some("TCP".to_owned()),
+        ..ContainerPort::default()
+    }
+}
+
+fn field_env(name: &str, path: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                api_version: None,
+                field_path: path.to_owned(),
+            }),
+            ..EnvVarSource::default()
+        }),
+        value: None,
+    }
+}
+
+fn resources(cpu: &str, memory: &str, memory_limit: &str) -> ResourceRequirements {
+    ResourceRequirements {
+        requests: Some(
+            [("cpu", cpu), ("memory", memory)]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), Quantity(v.to_owned())))
+                .collect(),
+        ),
+        limits: Some([("memory".to_owned(), Quantity(memory_limit.to_owned()))].into()),
+        ..ResourceRequirements::default()
+    }
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// The argv of the aggregator container: `factbuoy aggregator serve-kubernetes --plan ...`.
+pub fn aggregator_command() -> Vec<String> {
+    strings(&[
+        BINARY,
+        "aggregator",
+        "serve-kubernetes",
+        "--plan",
+        &format!("{RUN_CONFIG_DIR}/{RUN_PLAN_KEY}"),
+        "--operator-ca",
+        &format!("{RUN_CONFIG_DIR}/{OPERATOR_CA_KEY}"),
+        "--run-dir",
+        AGGREGATOR_RUN_DIR,
+    ])
+}
+
+/// The argv of the agent container. The aggregator's address comes from the Service's
+/// environment variables, which the kubelet expands (the cluster may have no DNS).
+pub fn agent_command(namespace: &str) -> Vec<String> {
+    strings(&[
+        BINARY,
+        "agent",
+        "--aggregator",
+        "$(FACTBUOY_AGGREGATOR_SERVICE_HOST):$(FACTBUOY_AGGREGATOR_SERVICE_PORT_AGENT)",
+        "--server-name",
+        &names::server_name(namespace),
+        "--ca",
+        &format!("{CA_DIR}/{CA_KEY}"),
+        "--enroll-credential-file",
+        TOKEN_PATH,
+        "--root",
+        volumes::HOST_ROOT,
+        "--spool",
+        SPOOL_DIR,
+        "--stay-alive",
+    ])
+}
+
+impl RunManifests {
+    /// Builds every object of the run `spec` describes.
+    pub fn build(spec: &RunSpec) -> Result<Self, ManifestError> {
+        names::check_run_id(&spec.run_id)?;
+        let run = spec.run_id.as_str();
+        let owned = spec.namespace.is_none();
+        let ns_name = spec
+            .namespace
+            .clone()
+            .unwrap_or_else(|| names::default_namespace(run));
+        let ns = Some(ns_name.as_str());
+        let host = volumes::host_dirs(&spec.read_paths, spec.host_info)?;
+
+        let namespace = owned.then(|| {
+            let mut meta = meta(spec, None, &ns_name, Component::Namespace);
+            let labels = meta.labels.get_or_insert_default();
+            // Pod Security baseline forbids hostPath volumes, which the agents need.
+            labels.insert(
+                "pod-security.kubernetes.io/enforce".into(),
+                "privileged".into(),
+            );
+            labels.insert(
+                "pod-security.kubernetes.io/enforce-version".into(),
+                "latest".into(),
+            );
+            Namespace {
+                metadata: meta,
+                ..Namespace::default()
+            }
+        });
+
+        let service_accounts = vec![
+            ServiceAccount {
+                metadata: meta(spec, ns, AGGREGATOR, Component::Aggregator),
+                ..ServiceAccount::default()
+            },
+            ServiceAccount {
+                metadata: meta(spec, ns, AGENT, Component::Agent),
+                // Agents talk to the aggregator only, never to the API server.
+                automount_service_account_token: Some(false),
+                ..ServiceAccount::default()
+            },
+        ];
+        let subject = Subject {
+            kind: "ServiceAccount".to_owned(),
+            name: AGGREGATOR.to_owned(),
+            namespace: Some(ns_name.clone()),
+            api_group: None,
+        };
+        let cluster_name = names::cluster_role_name(run);
+        let cluster_role = ClusterRole {
+            metadata: meta(spec, None, &cluster_name, Component::Rbac),
+            rules: Some(rbac::cluster_rules().into_iter().map(|r| r.rule).collect()),
+            aggregation_rule: None,
+        };
+        let cluster_role_binding = ClusterRoleBinding {
+            metadata: meta(spec, None, &cluster_name, Component::Rbac),
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".to_owned(),
+                kind: "ClusterRole".to_owned(),
+                name: cluster_name.clone(),
+            },
+            subjects: Some(vec![subject.clone()]),
+        };
+        let role = Role {
+            metadata: meta(spec, ns, AGGREGATOR, Component::Rbac),
+            rules: Some(
+                rbac::namespace_rules()
+                    .into_iter()
+                    .map(|r| r.rule)
+                    .collect(),
+            ),
+        };
+        let role_binding = RoleBinding {
+            metadata: meta(spec, ns, AGGREGATOR, Component::Rbac),
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".to_owned(),
+                kind: "Role".to_owned(),
+                name: AGGREGATOR.to_owned(),
+            },
+            subjects: Some(vec![subject]),
+        };
+
+        let size = spec.plan_json.len()
+            + spec.operator_ca_pem.len()
+            + spec.components.iter().map(|(_, c)| c.len()).sum::<usize>();
+        if size > MAX_CONFIG_MAP_BYTES {
+            return Err(ManifestError::TooLarge(size));
+        }
+        let binary_data: BTreeMap<String, ByteString> = spec
+            .components
+            .iter()
+            .map(|(sha256, wasm)| (format!("{sha256}.wasm"), ByteString(wasm.clone())))
+            .collect();
+        let run_config = ConfigMap {
+            metadata: meta(spec, ns, RUN_CONFIG_MAP, Component::Config),
+            data: Some(
+                [
+                    (RUN_PLAN_KEY.to_owned(), spec.plan_json.clone()),
+                    (OPERATOR_CA_KEY.to_owned(), spec.operator_ca_pem.clone()),
+                ]
+                .into(),
+            ),
+            binary_data: (!binary_data.is_empty()).then_some(binary_data),
+            immutable: None,
+        };
+
+        let service = Service {
+            metadata: meta(spec, ns, AGGREGATOR, Component::Aggregator),
+            spec: Some(ServiceSpec {
+                type_: Some("ClusterIP".to_owned()),
+                selector: Some(names::selector(run, Component::Aggregator)),
+                ports: Some(
+                    [
+                        (AGENT_PORT_NAME, AGENT_PORT),
+                        (OPERATOR_PORT_NAME, OPERATOR_PORT),
+                    ]
+                    .into_iter()
+                    .map(|(name, port)| ServicePort {
+                        name: Some(name.to_owned()),
+                        port: i32::from(port),
+                        target_port: Some(IntOrString::String(name.to_owned())),
+                        protocol: Some("TCP".to_owned()),
+                        ..ServicePort::default()
+                    })
+                    .collect(),
+                ),
+                ..ServiceSpec::default()
+            }),
+            status: None,
+        };
+
+        let aggregator = Pod {
+            metadata: meta(spec, ns, AGGREGATOR, Component::Aggregator),
+            spec: Some(aggregator_pod_spec(spec)),
+            status: None,
+        };
+
+        let mut agent_meta = meta(spec, ns, AGENT, Component::Agent);
+        agent_meta.namespace = None;
+        agent_meta.name = None;
+        let agents = DaemonSet {
+            metadata: meta(spec, ns, AGENT, Component::Agent),
+            spec: Some(DaemonSetSpec {
+                selector: LabelSelector {
+                    match_labels: Some(names::selector(run, Component::Agent)),
+                    match_expressions: None,
+                },
+                // A re-apply mid-run never replaces running agents.
+                update_strategy: Some(DaemonSetUpdateStrategy {
+                    type_: Some("OnDelete".to_owned()),
+                    rolling_update: None,
+                }),
+                revision_history_limit: Some(1),
+                template: PodTemplateSpec {
+                    metadata: Some(agent_meta),
+                    spec: Some(agent_pod_spec(spec, &ns_name, &host.mounted)),
+                },
+                min_ready_seconds: None,
+            }),
+            status: None,
+        };
+
+        Ok(RunManifests {
+            run_id: spec.run_id.clone(),
+            namespace_name: ns_name,
+            namespace,
+            service_accounts,
+            cluster_role,
+            cluster_role_binding,
+            role,
+            role_binding,
+            run_config,
+            service,
+            aggregator,
+            agents,
+            left_out: host.left_out,
+        })
+    }
+
+    /// Whether the run has its own Namespace (the root of everything it makes).
+    pub fn owns_namespace(&self) -> bool {
+        self.namespace.is_some()
+    }
+
+    /// Makes the run's ClusterRole and ClusterRoleBinding dependents of its Namespace (uid
+    /// `uid`), so deleting the Namespace deletes them too. Cluster-scoped objects cannot be owned
+    /// by a namespaced object: with `-n EXISTING` nothing owns them and `factbuoy delete` finds
+    /// them by label.
+    pub fn set_namespace_uid(&mut self, uid: &str) {
+        let owner = OwnerReference {
+            api_version: "v1".to_owned(),
+            kind: "Namespace".to_owned(),
+            name: self.namespace_name.clone(),
+            uid: uid.to_owned(),
+            controller: None,
+            block_owner_deletion: None,
+        };
+        self.cluster_role.metadata.owner_references = Some(vec![owner.clone()]);
+        self.cluster_role_binding.metadata.owner_references = Some(vec![owner]);
+    }
+
+    /// Makes the run's namespaced objects dependents of the aggregator Pod (uid `uid`): in a
+    /// namespace that is not the run's, the Pod is the root.
+    pub fn set_aggregator_uid(&mut self, uid: &str) {
+        let owner = Some(vec![OwnerReference {
+            api_version: "v1".to_owned(),
+            kind: "Pod".to_owned(),
+            name: AGGREGATOR.to_owned(),
+            uid: uid.to_owned(),
+            controller: None,
+            block_owner_deletion: None,
+        }]);
+        for sa in &mut self.service_accounts {
+            sa.metadata.owner_references.clone_from(&owner);
+        }
+        self.role.metadata.owner_references.clone_from(&owner);
+        self.role_binding
+            .metadata
+            .owner_references
+            .clone_from(&owner);
+        self.run_config.metadata.owner_references.clone_from(&owner);
+        self.service.metadata.owner_references.clone_from(&owner);
+        self.agents.metadata.owner_references = owner;
+    }
+
+    /// Every object as JSON, in the order they are applied: Namespace, ServiceAccounts,
+    /// ClusterRole and binding, Role and binding, ConfigMap, Service (before any pod: only pods
+    /// created after it get its environment variables), the aggregator Pod, the DaemonSet.
+    pub fn objects(&self) -> Vec<serde_json::Value> {
+        fn json<T: serde::Serialize>(value: &T) -> serde_json::Value {
+            serde_json::to_value(value).expect("Kubernetes objects serialise")
+        }
+        let mut all = Vec::new();
+        if let Some(namespace) = &self.namespace {
+            all.push(json(namespace));
+        }
+        all.extend(self.service_accounts.iter().map(json));
+        all.push(json(&self.cluster_role));
+        all.push(json(&self.cluster_role_binding));
+        all.push(json(&self.role));
+        all.push(json(&self.role_binding));
+        all.push(json(&self.run_config));
+        all.push(json(&self.service));
+        all.push(json(&self.aggregator));
+        all.push(json(&self.agents));
+        all
+    }
+}
+
+fn aggregator_pod_spec(spec: &RunSpec) -> PodSpec {
+    let (config_volume, config_mount) = volumes::config_map("run", RUN_CONFIG_MAP, RUN_CONFIG_DIR);
+    let (state_volume, state_mount) = volumes::empty_dir("state", AGGREGATOR_RUN_DIR, None);
+    let (tmp_volume, tmp_mount) = volumes::empty_dir("tmp", "/tmp", Some("64Mi"));
+    PodSpec {
+        service_account_name: Some(AGGREGATOR.to_owned()),
+        // The aggregator talks to the API server with its ServiceAccount's token.
+        automount_service_account_token: Some(true),
+        restart_policy: Some("Never".to_owned()),
+        termination_grace_period_seconds: Some(10),
+        security_context: Some(security::pod_security_context()),
+        host_network: Some(false),
+        containers: vec![Container {
+            name: "aggregator".to_owned(),
+            image: Some(spec.image.clone()),
+            image_pull_policy: Some(spec.image_pull_policy.clone()),
+            command: Some(aggregator_command()),
+            env: Some(vec![
+                field_env("POD_NAME", "metadata.name"),
+                field_env("POD_NAMESPACE", "metadata.namespace"),
+            ]),
+            ports: Some(vec![
+                tcp_port(AGENT_PORT_NAME, AGENT_PORT),
+                tcp_port(OPERATOR_PORT_NAME, OPERATOR_PORT),
+            ]),
+            resources: Some(resources("100m", "128Mi", AGGREGATOR_MEMORY_LIMIT)),
+            security_context: Some(security::container_security_context()),
+            volume_mounts: Some(vec![config_mount, state_mount, tmp_mount]),
+            ..Container::default()
+        }],
+        volumes: Some(vec![config_volume, state_volume, tmp_volume]),
+        ..PodSpec::default()
+    }
+}
+
+fn agent_pod_spec(spec: &RunSpec, namespace: &str, host_dirs: &[String]) -> PodSpec {
+    let (mut volumes, mut mounts): (Vec<Volume>, Vec<VolumeMount>) =
+        volumes::host_mounts(host_dirs);
+    for (volume, mount) in [
+        volumes::empty_dir("spool", SPOOL_DIR, Some(volumes::SPOOL_SIZE_LIMIT)),
+        volumes::empty_dir("tmp", "/tmp", Some("64Mi")),
+        volumes::config_map("ca", CA_CONFIG_MAP, CA_DIR),
+        volumes::projected_token(&names::token_audience(&spec.run_id), TOKEN_PATH),
+    ] {
+        volumes.push(volume);
+        mounts.push(mount);
+    }
+    PodSpec {
+        service_account_name: Some(AGENT.to_owned()),
+        automount_service_account_token: Some(false),
+        termination_grace_period_seconds: Some(5),
+        security_context: Some(security::pod_security_context()),
+        host_network: Some(false),
+        host_pid: Some(false),
+        host_ipc: Some(false),
+        node_selector: (!spec.node_selector.is_empty()).then(|| spec.node_selector.clone()),
+        tolerations: Some(spec.tolerations.clone()),
+        containers: vec![Container {
+            name: "agent".to_owned(),
+            image: Some(spec.image.clone()),
+            image_pull_policy: Some(spec.image_pull_policy.clone()),
+            command: Some(agent_command(namespace)),
+            env: Some(vec![field_env("NODE_NAME", "spec.nodeName")]),
+            resources: Some(resources("50m", "64Mi", &spec.agent_memory_limit)),
+            security_context: Some(security::container_security_context()),
+            volume_mounts: Some(mounts),
+            ..Container::default()
+        }],
+        volumes: Some(volumes),
+        ..PodSpec::default()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,185 @@
+//! The aggregator's permissions, least privilege, each rule with the reason it exists
+//! (docs/kubernetes.md lists them; a test keeps that table equal to [`rules_table`]). Agents get
+//! no RBAC at all: they hold no API token.
+
+use k8s_openapi::api::rbac::v1::PolicyRule;
+
+use crate::names::{AGENT, AGGREGATOR, CA_CONFIG_MAP};
+
+/// One permission and why the aggregator needs it.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// The rule as the Role or ClusterRole carries it.
+    pub rule: PolicyRule,
+    /// Why it is there, for docs/kubernetes.md.
+    pub reason: &'static str,
+}
+
+fn rule(
+    group: &str,
+    resources: &[&str],
+    verbs: &[&str],
+    names: &[&str],
+    reason: &'static str,
+) -> Rule {
+    let strings = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    Rule {
+        rule: PolicyRule {
+            api_groups: Some(vec![group.to_owned()]),
+            resources: Some(strings(resources)),
+            verbs: strings(verbs),
+            resource_names: (!names.is_empty()).then(|| strings(names)),
+            non_resource_urls: None,
+        },
+        reason,
+    }
+}
+
+/// The aggregator's cluster-wide rules (its ClusterRole).
+pub fn cluster_rules() -> Vec<Rule> {
+    vec![
+        rule(
+            "",
+            &["nodes"],
+            &["get", "list", "watch"],
+            &[],
+            "Expected nodes: a live watch of Nodes tells which nodes must report, which the node selector or untolerated taints skip, and which leave mid-run.",
+        ),
+        rule(
+            "",
+            &["namespaces"],
+            &["list"],
+            &[],
+            "`resources/`: the bundle's list of namespaces (nodes come from the rule above; `/version` is open to every authenticated user).",
+        ),
+        rule(
+            "authentication.k8s.io",
+            &["tokenreviews"],
+            &["create"],
+            &[],
+            "Agent admission: each agent's projected, audience-bound token is checked with a TokenReview before its node gets a certificate.",
+        ),
+    ]
+}
+
+/// The aggregator's rules in the run's namespace (its Role).
+pub fn namespace_rules() -> Vec<Rule> {
+    vec![
+        rule(
+            "",
+            &["pods"],
+            &["get", "list", "watch"],
+            &[],
+            "Agent admission finds the pod a token names (and its node); the pod watch turns unschedulable, unpullable or crashing agents into error results.",
+        ),
+        rule(
+            "",
+            &["pods"],
+            &["patch"],
+            &[AGGREGATOR],
+            "The status annotation on the aggregator's own pod, and nothing else.",
+        ),
+        rule(
+            "",
+            &["pods/log", "events"],
+            &["get", "list"],
+            &[],
+            "Error results quote a failing agent's events and last log lines.",
+        ),
+        rule(
+            "apps",
+            &["daemonsets"],
+            &["get", "delete"],
+            &[AGENT],
+            "The run ends by deleting its agent DaemonSet, so finished agents neither linger nor restart.",
+        ),
+        rule(
+            "",
+            &["services"],
+            &["get"],
+            &[AGGREGATOR],
+            "Its own Service's ClusterIP, which agents dial, goes into its certificate.",
+        ),
+        rule(
+            "",
+            &["configmaps"],
+            &["create"],
+            &[],
+            "Publishes its CA certificate in ConfigMap `factbuoy-ca` (create cannot be limited by name).",
+        ),
+        rule(
+            "",
+            &["configmaps"],
+            &["get", "update", "patch"],
+            &[CA_CONFIG_MAP],
+            "Replaces `factbuoy-ca` when it restarts with a new CA.",
+        ),
+    ]
+}
+
+/// The rules as a Markdown table (scope, API group, resources, verbs, names, reason): what
+/// docs/kubernetes.md shows.
+pub fn rules_table() -> String {
+    let mut table = String::from(
+        "| scope | API group | resources | verbs | names | why |\n|---|---|---|---|---|---|\n",
+    );
+    let scoped = cluster_rules()
+        .into_iter()
+        .map(|r| ("cluster", r))
+        .chain(namespace_rules().into_iter().map(|r| ("run namespace", r)));
+    for (scope, Rule { rule, reason }) in scoped {
+        let group = rule.api_groups.unwrap_or_default().join(",");
+        table.push_str(&format!(
+            "| {scope} | {} | {} | {} | {} | {reason} |\n",
+            if group.is_empty() { "core" } else { &group },
+            rule.resources.unwrap_or_default().join(", "),
+            rule.verbs.join(", "),
+            rule.resource_names
+                .map(|n| n.join(", "))
+                .unwrap_or_else(|| "any".to_owned()),
+        ));
+    }
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_rule_is_a_wildcard_or_writes_widely() {
+        for Rule { rule, reason } in cluster_rules().into_iter().chain(namespace_rules()) {
+            assert!(!reason.is_empty());
+            let everything = rule
+                .verbs
+                .iter()
+                .chain(rule.resources.iter().flatten())
+                .chain(rule.api_groups.iter().flatten());
+            assert!(everything.into_iter().all(|s| s != "*"), "{rule:?}");
+            let writes = rule
+                .verbs
+                .iter()
+                .any(|v| matches!(v.as_str(), "update" | "patch" | "delete"));
+            assert!(
+                !writes || rule.resource_names.is_some(),
+                "writes without names: {rule:?}"
+            );
+            for secret in ["secrets", "serviceaccounts/token"] {
+                assert!(
+                    !rule.resources.iter().flatten().any(|r| r == secret),
+                    "{rule:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_docs_list_every_rule_with_its_reason() {
+        let docs = include_str!("../../../../docs/kubernetes.md");
+        assert!(
+            docs.contains(&rules_table()),
+            "docs/kubernetes.md must contain this table, as is:\n{}",
+            rules_table()
+        );
+    }
+}

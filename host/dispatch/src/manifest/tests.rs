@@ -1,0 +1,335 @@
+use serde_json::Value;
+
+use super::*;
+use crate::names::RUN_LABEL;
+
+/// Field names Kubernetes added after 1.20: server-side apply on a 1.20 API server refuses an
+/// object that writes any of them ("field not declared in schema").
+const NEWER_THAN_1_20: &[&str] = &[
+    "appArmorProfile",
+    "recursiveReadOnly",
+    "hostUsers",
+    "os",
+    "resizePolicy",
+    "maxSurge",
+    "schedulingGates",
+    "resourceClaims",
+    "claims",
+    "supplementalGroupsPolicy",
+    "seLinuxChangePolicy",
+    "internalTrafficPolicy",
+    "loadBalancerClass",
+    "trafficDistribution",
+    "matchLabelKeys",
+    "mismatchLabelKeys",
+    "nodeAffinityPolicy",
+    "nodeTaintsPolicy",
+    "minDomains",
+    "grpc",
+    "sleep",
+    "stopSignal",
+    "clusterTrustBundle",
+    "podCertificate",
+    "volumeAttributesClassName",
+    "fileKeyRef",
+    "hostnameOverride",
+    "restartPolicyRules",
+    "ephemeral",
+];
+
+pub(crate) fn spec() -> RunSpec {
+    RunSpec {
+        run_id: "0123456789ab".into(),
+        namespace: None,
+        image: "factbuoy.local/factbuoy:0.1.0".into(),
+        image_pull_policy: "IfNotPresent".into(),
+        node_selector: [("kubernetes.io/os".to_owned(), "linux".to_owned())].into(),
+        tolerations: scheduling::tolerations(&[], true),
+        read_paths: vec!["/var/log/journal".into(), "/dev/disk".into(), "/sys".into()],
+        host_info: true,
+        agent_memory_limit: "768Mi".into(),
+        operator_ca_pem: "-----BEGIN CERTIFICATE-----\n...\n".into(),
+        plan_json: "{}".into(),
+        components: vec![],
+    }
+}
+
+fn walk<'a>(value: &'a Value, path: &str, visit: &mut dyn FnMut(&str, &str, &'a Value)) {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                visit(path, key, child);
+                walk(child, &format!("{path}.{key}"), visit);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| walk(item, path, visit)),
+        _ => {}
+    }
+}
+
+/// Dotted paths of the fields newer than 1.20 that `object` writes.
+fn newer_fields(object: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    walk(object, "", &mut |path, key, child| {
+        let newer = NEWER_THAN_1_20.contains(&key)
+            // A container's restartPolicy is the 1.28 sidecar field; the pod's is old.
+            || (key == "restartPolicy" && path.ends_with("containers"))
+            // An `image` volume (1.31), not a container's image name.
+            || (key == "image" && child.is_object());
+        if newer {
+            found.push(format!("{path}.{key}"));
+        }
+    });
+    found
+}
+
+fn pod_specs(m: &RunManifests) -> Vec<&PodSpec> {
+    vec![
+        m.aggregator.spec.as_ref().unwrap(),
+        m.agents
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap(),
+    ]
+}
+
+#[test]
+fn every_object_carries_the_run_labels() {
+    for spec in [
+        spec(),
+        RunSpec {
+            namespace: Some("tools".into()),
+            ..spec()
+        },
+    ] {
+        let m = RunManifests::build(&spec).unwrap();
+        let objects = m.objects();
+        assert_eq!(
+            objects.len(),
+            if spec.namespace.is_some() { 10 } else { 11 }
+        );
+        for object in &objects {
+            let labels = &object["metadata"]["labels"];
+            for (key, value) in names::labels(&spec.run_id, Component::Agent) {
+                if key != names::COMPONENT_LABEL {
+                    assert_eq!(labels[&key], value.as_str(), "{key} on {object}");
+                }
+            }
+            assert!(labels[names::COMPONENT_LABEL].is_string(), "{object}");
+            assert!(object["apiVersion"].is_string() && object["kind"].is_string());
+        }
+        let template = &m.agents.spec.as_ref().unwrap().template;
+        assert_eq!(
+            template.metadata.as_ref().unwrap().labels.as_ref().unwrap()[RUN_LABEL],
+            spec.run_id
+        );
+    }
+}
+
+#[test]
+fn objects_come_in_apply_order() {
+    let kinds: Vec<String> = RunManifests::build(&spec())
+        .unwrap()
+        .objects()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "Namespace",
+            "ServiceAccount",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "ConfigMap",
+            "Service",
+            "Pod",
+            "DaemonSet"
+        ]
+    );
+}
+
+#[test]
+fn every_port_says_tcp() {
+    let m = RunManifests::build(&spec()).unwrap();
+    let mut ports = 0;
+    for object in m.objects() {
+        walk(&object, "", &mut |_, key, child| {
+            if key == "ports" {
+                for port in child.as_array().unwrap() {
+                    ports += 1;
+                    assert_eq!(port["protocol"], "TCP", "{port}");
+                }
+            }
+        });
+    }
+    assert_eq!(ports, 4, "two container ports and two Service ports");
+}
+
+#[test]
+fn no_field_is_newer_than_1_20() {
+    let m = RunManifests::build(&spec()).unwrap();
+    for object in m.objects() {
+        assert_eq!(newer_fields(&object), Vec::<String>::new(), "{object}");
+    }
+    // The check sees such fields.
+    let mut broken = m.clone();
+    broken
+        .agents
+        .spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap()
+        .host_users = Some(false);
+    broken.aggregator.spec.as_mut().unwrap().containers[0].restart_policy = Some("Always".into());
+    let found: Vec<String> = broken.objects().iter().flat_map(newer_fields).collect();
+    assert_eq!(
+        found,
+        [
+            ".spec.containers.restartPolicy",
+            ".spec.template.spec.hostUsers"
+        ]
+    );
+}
+
+#[test]
+fn pods_meet_restricted_except_host_paths() {
+    let m = RunManifests::build(&spec()).unwrap();
+    for pod in pod_specs(&m) {
+        assert_eq!(security::restricted_violations(pod), Vec::<String>::new());
+        let sc = pod.security_context.as_ref().unwrap();
+        assert_eq!(sc.run_as_non_root, Some(true));
+        assert_ne!(sc.run_as_user, Some(0));
+        assert_eq!(sc.seccomp_profile.as_ref().unwrap().type_, "RuntimeDefault");
+        for container in &pod.containers {
+            let caps = container
+                .security_context
+                .as_ref()
+                .unwrap()
+                .capabilities
+                .as_ref()
+                .unwrap();
+            assert_eq!(caps.add, None, "no capability is added");
+            assert_eq!(caps.drop.as_deref(), Some(&["ALL".to_owned()][..]));
+        }
+    }
+    // The only volumes restricted forbids are the read-only host paths, none of them `/` or /dev.
+    let agent = pod_specs(&m)[1];
+    let host: Vec<&str> = agent
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.host_path.as_ref().map(|h| h.path.as_str()))
+        .collect();
+    assert_eq!(host, ["/etc", "/proc", "/sys", "/usr", "/var"]);
+    assert_eq!(m.left_out, ["/dev/disk"]);
+    for mount in agent.containers[0].volume_mounts.iter().flatten() {
+        if mount.name.starts_with("host-") {
+            assert_eq!(mount.read_only, Some(true));
+            assert!(mount.mount_path.starts_with("/host/"));
+        }
+    }
+    assert!(
+        pod_specs(&m)[0]
+            .volumes
+            .iter()
+            .flatten()
+            .all(|v| v.host_path.is_none())
+    );
+}
+
+#[test]
+fn the_daemonset_selects_by_the_immutable_label_pair() {
+    let m = RunManifests::build(&spec()).unwrap();
+    let ds = m.agents.spec.as_ref().unwrap();
+    assert_eq!(
+        ds.selector.match_labels.as_ref().unwrap(),
+        &names::selector("0123456789ab", Component::Agent)
+    );
+    assert_eq!(ds.selector.match_expressions, None);
+    assert_eq!(
+        ds.update_strategy.as_ref().unwrap().type_.as_deref(),
+        Some("OnDelete")
+    );
+    let pod = ds.template.spec.as_ref().unwrap();
+    assert_eq!(pod.termination_grace_period_seconds, Some(5));
+    assert_eq!(pod.automount_service_account_token, Some(false));
+    assert_eq!(
+        pod.tolerations.as_ref().unwrap()[0].operator.as_deref(),
+        Some("Exists")
+    );
+    let command = pod.containers[0].command.as_ref().unwrap().join(" ");
+    assert!(
+        command.contains("--server-name factbuoy-aggregator.factbuoy-0123456789ab.svc"),
+        "{command}"
+    );
+    assert!(
+        command.contains("--enroll-credential-file /var/run/secrets/factbuoy/token"),
+        "{command}"
+    );
+    let service = m.service.spec.as_ref().unwrap();
+    assert_eq!(
+        service.selector.as_ref().unwrap(),
+        &names::selector("0123456789ab", Component::Aggregator)
+    );
+}
+
+#[test]
+fn owner_references_point_at_the_root() {
+    let mut m = RunManifests::build(&spec()).unwrap();
+    assert!(m.owns_namespace());
+    assert!(
+        m.objects()
+            .iter()
+            .all(|o| o["metadata"].get("ownerReferences").is_none())
+    );
+    m.set_namespace_uid("u-1");
+    let owner = &m.cluster_role.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+        ("Namespace", "factbuoy-0123456789ab", "u-1")
+    );
+    assert!(m.cluster_role_binding.metadata.owner_references.is_some());
+
+    let mut m = RunManifests::build(&RunSpec {
+        namespace: Some("tools".into()),
+        ..spec()
+    })
+    .unwrap();
+    assert!(!m.owns_namespace());
+    m.set_aggregator_uid("p-1");
+    let owned = m
+        .objects()
+        .iter()
+        .filter(|o| o["metadata"]["ownerReferences"][0]["kind"] == "Pod")
+        .count();
+    assert_eq!(
+        owned, 7,
+        "ServiceAccounts, Role, RoleBinding, ConfigMap, Service, DaemonSet"
+    );
+}
+
+#[test]
+fn a_plan_too_large_for_a_config_map_is_refused() {
+    let big = RunSpec {
+        components: vec![("ab".into(), vec![0; MAX_CONFIG_MAP_BYTES])],
+        ..spec()
+    };
+    let error = RunManifests::build(&big).unwrap_err().to_string();
+    assert!(error.contains("more than a ConfigMap holds"), "{error}");
+    let bad = RunSpec {
+        run_id: "Bad".into(),
+        ..spec()
+    };
+    assert!(RunManifests::build(&bad).is_err());
+}
