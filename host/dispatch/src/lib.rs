@@ -5,12 +5,15 @@
 //! The aggregator never imports this crate: the binary connects the two, through the
 //! aggregator's node-set and admission interfaces.
 
+pub mod admission;
 pub mod apply;
 pub mod connect;
 pub mod delete;
 pub mod forward;
 pub mod manifest;
 pub mod names;
+pub mod nodes;
+pub mod pods;
 pub mod resources;
 pub mod status_annotation;
 

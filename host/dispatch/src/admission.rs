@@ -1,0 +1,305 @@
+//! Admitting an agent by its pod's ServiceAccount token: a TokenReview for the run's audience
+//! says which pod the token was issued to; that pod, if it is the run's agent and still alive,
+//! names the node. The node comes from the API server only, so an agent cannot claim another.
+
+use std::time::Duration;
+
+use factbuoy_protocol::names::NodeName;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
+use kube::{Api, Client, ResourceExt};
+use tokio::sync::OnceCell;
+
+/// The label every object of a run carries: `factbuoy/run=<run-id>`.
+pub const RUN_LABEL: &str = "factbuoy/run";
+/// The agents' ServiceAccount in the run's namespace.
+pub const AGENT_SERVICE_ACCOUNT: &str = "factbuoy-agent";
+/// The agents' DaemonSet in the run's namespace.
+pub const AGENT_DAEMONSET: &str = "factbuoy-agent";
+/// The key of `user.extra` where a TokenReview names the pod a token is bound to.
+pub const POD_NAME_EXTRA: &str = "authentication.kubernetes.io/pod-name";
+/// The key of `user.extra` where a TokenReview gives that pod's uid.
+pub const POD_UID_EXTRA: &str = "authentication.kubernetes.io/pod-uid";
+/// How long one admission (the TokenReview and the reads after it) may take before it is
+/// reported unavailable.
+pub const DEFAULT_REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The audience agents' tokens are issued for: `factbuoy:<run-id>`. No other service accepts
+/// it, and the API server refuses it, so a stolen agent token calls nothing.
+pub fn agent_audience(run_id: &str) -> String {
+    format!("factbuoy:{run_id}")
+}
+
+/// Why an agent was refused: the check that failed. Never holds the token.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// No token was presented.
+    #[error("the agent presented no token")]
+    NoToken,
+    /// The API server does not accept the token for the run's audience (garbage, expired, for
+    /// another audience, or its pod is gone).
+    #[error("the token is not valid for audience {audience}{}", error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default())]
+    NotAuthenticated {
+        /// The run's audience.
+        audience: String,
+        /// What the API server said, if anything.
+        error: Option<String>,
+    },
+    /// The review authenticated the token but did not confirm the run's audience.
+    #[error("the token's audiences {audiences:?} do not include {audience}")]
+    WrongAudience {
+        /// The run's audience.
+        audience: String,
+        /// The audiences the review confirmed.
+        audiences: Vec<String>,
+    },
+    /// The token belongs to another identity than the run's agent ServiceAccount.
+    #[error("the token belongs to {username:?}, not {expected:?}")]
+    WrongServiceAccount {
+        /// Who the token belongs to.
+        username: String,
+        /// The run's agent ServiceAccount.
+        expected: String,
+    },
+    /// The token is not bound to exactly one pod.
+    #[error("the token does not name exactly one pod in user.extra[{key}]: {found} values")]
+    NoPod {
+        /// The `user.extra` key.
+        key: &'static str,
+        /// How many values it had.
+        found: usize,
+    },
+    /// The pod the token is bound to no longer exists.
+    #[error("the token's pod {pod} no longer exists")]
+    PodGone {
+        /// The pod's name.
+        pod: String,
+    },
+    /// A pod of that name exists, but it is not the one the token was issued to.
+    #[error(
+        "pod {pod} was re-created since the token was issued (uid {uid}, the token's {token_uid})"
+    )]
+    PodReplaced {
+        /// The pod's name.
+        pod: String,
+        /// The pod's uid now.
+        uid: String,
+        /// The uid the token names.
+        token_uid: String,
+    },
+    /// The pod is being deleted.
+    #[error("pod {pod} is terminating")]
+    PodTerminating {
+        /// The pod's name.
+        pod: String,
+    },
+    /// The pod does not carry the run's label.
+    #[error("pod {pod} does not carry the label {RUN_LABEL}={run_id}")]
+    NotRunPod {
+        /// The pod's name.
+        pod: String,
+        /// The run.
+        run_id: String,
+    },
+    /// The pod is not controlled by the run's agent DaemonSet.
+    #[error("pod {pod} is not controlled by the run's DaemonSet {AGENT_DAEMONSET}{}", daemonset_uid.as_deref().map(|u| format!(" (uid {u})")).unwrap_or_default())]
+    NotDaemonSetPod {
+        /// The pod's name.
+        pod: String,
+        /// The DaemonSet's uid, when it exists.
+        daemonset_uid: Option<String>,
+    },
+    /// The pod is not bound to a node.
+    #[error("pod {pod} is not scheduled on a node")]
+    NotScheduled {
+        /// The pod's name.
+        pod: String,
+    },
+    /// The pod's node has a name factbuoy cannot store results under.
+    #[error("pod {pod} runs on a node whose name factbuoy refuses: {error}")]
+    NodeName {
+        /// The pod's name.
+        pod: String,
+        /// Why the name is refused.
+        error: factbuoy_protocol::names::InvalidIdentifier,
+    },
+}
+
+/// Why an agent was not admitted.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmissionError {
+    /// A check failed: the agent is not who it must be. Retrying does not help.
+    #[error("agent refused: {0}")]
+    Refused(#[from] Refusal),
+    /// The API server could not be asked (unreachable, overloaded, the aggregator's RBAC): the
+    /// agent may try again later.
+    #[error("cannot verify the agent's token now ({0}); the agent should retry")]
+    Unavailable(String),
+}
+
+/// Admits agents of one run by their pods' projected ServiceAccount tokens.
+#[derive(Clone)]
+pub struct PodTokenAdmission {
+    client: Client,
+    namespace: String,
+    run_id: String,
+    timeout: Duration,
+    /// The agent DaemonSet's uid, once read: it is the run's for the run's lifetime.
+    daemonset_uid: std::sync::Arc<OnceCell<String>>,
+}
+
+impl PodTokenAdmission {
+    /// Admission for run `run_id`, whose agents run in `namespace`, with
+    /// [`DEFAULT_REVIEW_TIMEOUT`].
+    pub fn new(client: Client, namespace: &str, run_id: &str) -> PodTokenAdmission {
+        PodTokenAdmission {
+            client,
+            namespace: namespace.to_owned(),
+            run_id: run_id.to_owned(),
+            timeout: DEFAULT_REVIEW_TIMEOUT,
+            daemonset_uid: Default::default(),
+        }
+    }
+
+    /// The same, bounding each admission by `timeout` instead.
+    pub fn with_timeout(mut self, timeout: Duration) -> PodTokenAdmission {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The node whose agent presented `token`: the node its pod is bound to, whatever the agent
+    /// claims. Costs a TokenReview and a pod read (and, once, a DaemonSet read).
+    pub async fn admit(&self, token: &str) -> Result<NodeName, AdmissionError> {
+        if token.trim().is_empty() {
+            return Err(Refusal::NoToken.into());
+        }
+        tokio::time::timeout(self.timeout, self.check(token.trim()))
+            .await
+            .unwrap_or_else(|_| {
+                Err(AdmissionError::Unavailable(format!(
+                    "the API server did not answer within {} s",
+                    self.timeout.as_secs()
+                )))
+            })
+    }
+
+    async fn check(&self, token: &str) -> Result<NodeName, AdmissionError> {
+        let audience = agent_audience(&self.run_id);
+        let review = TokenReview {
+            spec: TokenReviewSpec {
+                token: Some(token.to_owned()),
+                audiences: Some(vec![audience.clone()]),
+            },
+            ..TokenReview::default()
+        };
+        let status = Api::<TokenReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|e| unavailable("TokenReview", e))?
+            .status
+            .unwrap_or_default();
+        if status.authenticated != Some(true) {
+            return Err(Refusal::NotAuthenticated {
+                audience,
+                error: status.error.filter(|e| !e.is_empty()),
+            }
+            .into());
+        }
+        let audiences = status.audiences.unwrap_or_default();
+        if !audiences.contains(&audience) {
+            return Err(Refusal::WrongAudience {
+                audience,
+                audiences,
+            }
+            .into());
+        }
+        let user = status.user.unwrap_or_default();
+        let expected = format!(
+            "system:serviceaccount:{}:{AGENT_SERVICE_ACCOUNT}",
+            self.namespace
+        );
+        let username = user.username.unwrap_or_default();
+        if username != expected {
+            return Err(Refusal::WrongServiceAccount { username, expected }.into());
+        }
+        let extra = user.extra.unwrap_or_default();
+        let one = |key: &'static str| match extra.get(key).map(Vec::as_slice) {
+            Some([value]) => Ok(value.clone()),
+            other => Err(Refusal::NoPod {
+                key,
+                found: other.map_or(0, <[String]>::len),
+            }),
+        };
+        let (name, token_uid) = (one(POD_NAME_EXTRA)?, one(POD_UID_EXTRA)?);
+
+        let pods = Api::<Pod>::namespaced(self.client.clone(), &self.namespace);
+        let pod = pods
+            .get_opt(&name)
+            .await
+            .map_err(|e| unavailable("reading the agent's pod", e))?
+            .ok_or_else(|| Refusal::PodGone { pod: name.clone() })?;
+        let uid = pod.uid().unwrap_or_default();
+        if uid != token_uid {
+            return Err(Refusal::PodReplaced {
+                pod: name,
+                uid,
+                token_uid,
+            }
+            .into());
+        }
+        if pod.metadata.deletion_timestamp.is_some() {
+            return Err(Refusal::PodTerminating { pod: name }.into());
+        }
+        if pod.labels().get(RUN_LABEL) != Some(&self.run_id) {
+            return Err(Refusal::NotRunPod {
+                pod: name,
+                run_id: self.run_id.clone(),
+            }
+            .into());
+        }
+        let daemonset_uid = self.daemonset_uid().await?;
+        let owned = pod.owner_references().iter().any(|o| {
+            o.kind == "DaemonSet"
+                && o.name == AGENT_DAEMONSET
+                && o.controller == Some(true)
+                && daemonset_uid.as_deref() == Some(o.uid.as_str())
+        });
+        if !owned {
+            return Err(Refusal::NotDaemonSetPod {
+                pod: name,
+                daemonset_uid,
+            }
+            .into());
+        }
+        let node = pod
+            .spec
+            .and_then(|s| s.node_name)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| Refusal::NotScheduled { pod: name.clone() })?;
+        NodeName::parse(&node).map_err(|error| Refusal::NodeName { pod: name, error }.into())
+    }
+
+    /// The run's agent DaemonSet's uid; `None` when there is no such DaemonSet of the run.
+    async fn daemonset_uid(&self) -> Result<Option<String>, AdmissionError> {
+        if let Some(uid) = self.daemonset_uid.get() {
+            return Ok(Some(uid.clone()));
+        }
+        let daemonset = Api::<DaemonSet>::namespaced(self.client.clone(), &self.namespace)
+            .get_opt(AGENT_DAEMONSET)
+            .await
+            .map_err(|e| unavailable("reading the agent DaemonSet", e))?;
+        let uid = daemonset
+            .filter(|d| d.labels().get(RUN_LABEL) == Some(&self.run_id))
+            .and_then(|d| d.uid());
+        if let Some(uid) = &uid {
+            let _ = self.daemonset_uid.set(uid.clone());
+        }
+        Ok(uid)
+    }
+}
+
+fn unavailable(what: &str, error: kube::Error) -> AdmissionError {
+    AdmissionError::Unavailable(format!("{what}: {error}"))
+}
