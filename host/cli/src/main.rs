@@ -7,6 +7,7 @@
 mod aggregator_cmd;
 mod ansible_cmd;
 mod json_report;
+mod kube_serve;
 mod output;
 mod plan;
 mod plugin_cmd;
