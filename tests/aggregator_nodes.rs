@@ -142,6 +142,12 @@ async fn a_skipped_node_is_not_waited_for_and_the_bundle_says_why() {
     );
     let why = error_of(&files, "plugins/hello/errors/c/error.json");
     assert!(why.contains("node selector"), "{why}");
+    running.shared.update_node_gauges();
+    let metrics = running.shared.metrics.encode();
+    assert!(
+        metrics.contains("factbuoy_aggregator_nodes{state=\"skipped\"} 2\n"),
+        "{metrics}"
+    );
     assert!(files.contains_key("plugins/hello/results/a/greeting.json"));
 }
 
@@ -285,5 +291,53 @@ async fn a_committed_result_survives_a_later_gone() {
         !files
             .keys()
             .any(|f| f.starts_with("plugins/hello/errors/a/"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_the_failed_agent_still_sends_replaces_its_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = create(dir.path(), &["a", "b"], true, &[]);
+    let running = serve(&run_dir).await;
+    let nodes = running.nodes();
+    nodes.settled().await.unwrap();
+    nodes
+        .fail(&node("a"), "the pod crash-loops; see its logs")
+        .await
+        .unwrap();
+    let document = running.shared.status_document();
+    assert_eq!(
+        pair_status(&document, "hello", "a").as_deref(),
+        Some("agent-failed")
+    );
+    // The pod recovered after all.
+    let a = issue(&run_dir, &Role::Agent { node: node("a") });
+    assert_success(&agent(&running, "a", &a).await);
+    let b = issue(&run_dir, &Role::Agent { node: node("b") });
+    assert_success(&agent(&running, "b", &b).await);
+    let document = wait_for(&running, RunStatus::Complete, WITHIN).await;
+    assert_eq!(
+        pair_status(&document, "hello", "a").as_deref(),
+        Some("complete")
+    );
+    let files = bundle_files(&running);
+    assert!(files.contains_key("plugins/hello/results/a/greeting.json"));
+    assert!(
+        !files
+            .keys()
+            .any(|f| f.starts_with("plugins/hello/errors/a/"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unsettled_dynamic_run_still_ends_at_its_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = create(dir.path(), &[], true, &["--timeout", "4s"]);
+    let running = serve(&run_dir).await;
+    running.nodes().expect(&node("a")).await.unwrap();
+    let document = wait_for(&running, RunStatus::Complete, Duration::from_secs(20)).await;
+    assert_eq!(
+        pair_status(&document, "hello", "a").as_deref(),
+        Some("timed-out")
     );
 }

@@ -237,8 +237,7 @@ fn port_forward_opens_a_new_tunnel_per_connection_to_the_pods_port() {
         let refused = PodPort::new(pods, "no-such-pod", 8080)
             .connect()
             .await
-            .err()
-            .expect("no pod, no tunnel")
+            .expect_err("no pod, no tunnel")
             .to_string();
         (answers, refused)
     });

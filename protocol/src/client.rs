@@ -4,7 +4,10 @@
 //! Each request opens its own mutually authenticated TLS connection: simple, and what an agent
 //! retrying across an aggregator restart needs anyway.
 
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,7 +17,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_util::io::ReaderStream;
@@ -22,8 +25,10 @@ use tokio_util::io::ReaderStream;
 use crate::digest;
 use crate::names::NodeName;
 use crate::routes::{Route, Scope};
-use crate::tls::{Identity, TlsError, client_config};
-use crate::types::{ErrorBody, Plan, ProgressUpdate, ResultManifest, StatusDocument};
+use crate::tls::{Identity, TlsError, anonymous_client_config, client_config};
+use crate::types::{
+    EnrollRequest, EnrollResponse, ErrorBody, Plan, ProgressUpdate, ResultManifest, StatusDocument,
+};
 
 /// Default time allowed for one request, connection included (uploads get longer per byte).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -108,18 +113,46 @@ impl ClientError {
     }
 }
 
-/// A client of one aggregator listener, with one identity.
+/// A byte stream a request travels over: a TCP connection, or anything that carries bytes to
+/// the listener (a Kubernetes port-forward, say).
+pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+/// The future a [`Dial`] returns.
+pub type Dialing<'a> = Pin<Box<dyn Future<Output = std::io::Result<Box<dyn Stream>>> + Send + 'a>>;
+
+/// Opens the stream each request is sent over, in place of a TCP connection to the address
+/// (TLS still runs inside it, against the server name).
+pub trait Dial: Send + Sync {
+    /// A new stream to the listener at `address` (the `HOST:PORT` the client was made with).
+    fn dial<'a>(&'a self, address: &'a str) -> Dialing<'a>;
+}
+
+/// A client of one aggregator listener, with one identity (or none, to enroll).
 #[derive(Clone)]
 pub struct Client {
     address: String,
     server_name: ServerName<'static>,
     connector: TlsConnector,
     timeout: Duration,
+    dialer: Option<Arc<dyn Dial>>,
 }
 
 impl Client {
-    /// `address` is `HOST:PORT`; the host must be a name or address in the server certificate.
+    /// `address` is `HOST:PORT`; the host must be a name or address in the server certificate,
+    /// unless [`Client::with_server_name`] names another.
     pub fn new(address: &str, identity: &Identity) -> Result<Self, ClientError> {
+        Client::with_config(address, client_config(identity)?)
+    }
+
+    /// A client that presents no certificate and trusts only `ca_pem`: it can only enroll
+    /// ([`Client::enroll`]); the aggregator refuses it everything else.
+    pub fn anonymous(address: &str, ca_pem: &str) -> Result<Self, ClientError> {
+        Client::with_config(address, anonymous_client_config(ca_pem)?)
+    }
+
+    fn with_config(address: &str, config: Arc<rustls::ClientConfig>) -> Result<Self, ClientError> {
         let host = address
             .rsplit_once(':')
             .map(|(host, _)| host.trim_start_matches('[').trim_end_matches(']'))
@@ -129,9 +162,25 @@ impl Client {
         Ok(Client {
             address: address.to_owned(),
             server_name,
-            connector: TlsConnector::from(client_config(identity)?),
+            connector: TlsConnector::from(config),
             timeout: DEFAULT_TIMEOUT,
+            dialer: None,
         })
+    }
+
+    /// Verifies the server's certificate against `name` instead of the dialled host: in a pod,
+    /// the agent dials the Service's address from its environment but the aggregator's
+    /// certificate names a fixed DNS name.
+    pub fn with_server_name(mut self, name: &str) -> Result<Self, ClientError> {
+        self.server_name = ServerName::try_from(name.to_owned())
+            .map_err(|_| ClientError::Address(name.to_owned()))?;
+        Ok(self)
+    }
+
+    /// Opens each request's stream with `dialer` instead of a TCP connection to the address.
+    pub fn with_dialer(mut self, dialer: Arc<dyn Dial>) -> Self {
+        self.dialer = Some(dialer);
+        self
     }
 
     /// Sets the time allowed for one request, connection included (default
@@ -148,16 +197,21 @@ impl Client {
 
     async fn send(&self, request: Request<Body>) -> Result<Response<Incoming>, ClientError> {
         let address = self.address.clone();
-        let tcp = TcpStream::connect(&address)
-            .await
-            .map_err(|source| ClientError::Connect {
-                address: address.clone(),
-                source,
-            })?;
-        tcp.set_nodelay(true)?;
+        let connect_error = |source| ClientError::Connect {
+            address: address.clone(),
+            source,
+        };
+        let stream: Box<dyn Stream> = match &self.dialer {
+            Some(dialer) => dialer.dial(&address).await.map_err(connect_error)?,
+            None => {
+                let tcp = TcpStream::connect(&address).await.map_err(connect_error)?;
+                tcp.set_nodelay(true)?;
+                Box::new(tcp)
+            }
+        };
         let tls = self
             .connector
-            .connect(self.server_name.clone(), tcp)
+            .connect(self.server_name.clone(), stream)
             .await
             .map_err(|source| ClientError::Handshake { address, source })?;
         let (mut sender, connection) =
@@ -226,6 +280,34 @@ impl Client {
         self.call(method, route, &headers, full(body), self.timeout)
             .await?;
         Ok(())
+    }
+
+    /// Asks for a certificate for this agent's node: `csr_pem` is a PEM certificate signing
+    /// request made with the agent's own key, `credential` what vouches for it. 403 means the
+    /// credential admits no node (the message says why); 503 and transport errors are
+    /// retryable.
+    pub async fn enroll(
+        &self,
+        csr_pem: &str,
+        credential: &str,
+    ) -> Result<EnrollResponse, ClientError> {
+        let body = serde_json::to_vec(&EnrollRequest {
+            csr: csr_pem.to_owned(),
+            credential: credential.to_owned(),
+        })
+        .map_err(|e| ClientError::Decode(e.to_string()))?;
+        let headers = [("content-type", "application/json".to_owned())];
+        let response = self
+            .call(
+                Method::POST,
+                &Route::Enroll,
+                &headers,
+                full(body),
+                self.timeout,
+            )
+            .await?;
+        let bytes = read_limited(response.into_body(), MAX_JSON_RESPONSE).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
     }
 
     /// What this node's agent is to run.

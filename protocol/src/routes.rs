@@ -90,6 +90,9 @@ pub enum Route {
         /// Lower-case hex sha-256 of the component's bytes.
         sha256: String,
     },
+    /// `POST /api/v1/enroll`: an agent without a certificate asks for one, presenting a
+    /// credential; the only route served to clients without a certificate.
+    Enroll,
     /// `GET /status` (operator).
     Status,
     /// `GET /bundle` (operator), with HTTP Range.
@@ -162,6 +165,7 @@ impl Route {
             }
             Route::Plan { node } => format!("{API_PREFIX}/plan/by-node/{}", encode(node.as_str())),
             Route::Component { sha256 } => format!("{API_PREFIX}/plugins/{}", encode(sha256)),
+            Route::Enroll => format!("{API_PREFIX}/enroll"),
             Route::Status => "/status".to_owned(),
             Route::Bundle => "/bundle".to_owned(),
             Route::Metrics => "/metrics".to_owned(),
@@ -220,6 +224,7 @@ impl Route {
                     _ => Err(not_found()),
                 }
             }
+            ["enroll"] => Ok(Route::Enroll),
             ["heartbeat", "by-node", n] => Ok(Route::Heartbeat { node: node(n)? }),
             ["plan", "by-node", n] => Ok(Route::Plan { node: node(n)? }),
             ["plugins", digest]

@@ -81,6 +81,19 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// A client configuration that trusts only `ca_pem` and presents no certificate (to enroll).
+pub fn anonymous_client_config(ca_pem: &str) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in certificates(ca_pem, "CA certificate")? {
+        roots.add(ca)?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
 /// A client configuration: trusts only `identity.ca_pem`, presents `identity`'s certificate.
 pub fn client_config(identity: &Identity) -> Result<Arc<rustls::ClientConfig>, TlsError> {
     let mut roots = rustls::RootCertStore::empty();

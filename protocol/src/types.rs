@@ -2,6 +2,7 @@
 
 use std::time::SystemTime;
 
+use crate::names::NodeName;
 use serde::{Deserialize, Serialize};
 
 /// `at` as the protocol writes times: RFC 3339, UTC.
@@ -321,4 +322,31 @@ mod tests {
         cut.truncate_to_caps();
         assert_eq!(cut, fits);
     }
+}
+
+/// `POST /api/v1/enroll`: a certificate signing request and the credential that vouches for
+/// the agent (a Kubernetes ServiceAccount token, say; the aggregator's admission decides).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnrollRequest {
+    /// A PEM `CERTIFICATE REQUEST` signed with the agent's own key; only its public key is used.
+    pub csr: String,
+    /// The credential; secret, never logged.
+    pub credential: String,
+}
+
+impl std::fmt::Debug for EnrollRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EnrollRequest { credential: <redacted> }")
+    }
+}
+
+/// The answer to [`EnrollRequest`]: a certificate for the admitted node only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnrollResponse {
+    /// The node the credential admitted, which the certificate names.
+    pub node: NodeName,
+    /// The agent's certificate, PEM, for the role `agent:<node>`.
+    pub certificate: String,
+    /// The run's CA certificate, PEM.
+    pub ca: String,
 }

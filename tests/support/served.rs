@@ -42,10 +42,24 @@ pub fn create(dir: &Path, nodes: &[&str], dynamic: bool, extra: &[&str]) -> RunD
 /// Serves the run in `run_dir` (new or stopped), retrying while a stopped aggregator's ports
 /// are being released.
 pub async fn serve(run_dir: &RunDir) -> RunningAggregator {
+    serve_with(run_dir, None).await
+}
+
+/// Serves as [`serve`] does, enrolling agents through `admission` if there is one.
+pub async fn serve_with(
+    run_dir: &RunDir,
+    admission: Option<std::sync::Arc<dyn factbuoy_aggregator::enroll::Admission>>,
+) -> RunningAggregator {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let run = Run::open(run_dir.clone()).unwrap();
-        match factbuoy_aggregator::start(run, factbuoy_catalog::bundled_component).await {
+        let started = factbuoy_aggregator::start_with(
+            run,
+            factbuoy_catalog::bundled_component,
+            admission.clone(),
+        )
+        .await;
+        match started {
             Ok(running) => return running,
             Err(e) if Instant::now() < deadline => {
                 eprintln!("serving again: {e:#}");

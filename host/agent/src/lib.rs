@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use factbuoy_protocol::names::{ArtifactName, NodeName};
 use factbuoy_protocol::text::printable;
+use factbuoy_protocol::tls::Identity;
 use factbuoy_protocol::types::{
     ManifestFile, Outcome, PlannedPlugin, ProgressUpdate, ResultManifest, now_rfc3339,
 };
@@ -307,6 +308,65 @@ async fn deliver(
         Err(e) if e.status() == Some(StatusCode::CONFLICT) => Ok(()),
         other => other,
     }
+}
+
+/// What enrolling gave: the node the aggregator admitted this agent for, and the identity to
+/// speak for it with.
+#[derive(Debug)]
+pub struct Enrolled {
+    /// The admitted node, which the certificate names.
+    pub node: NodeName,
+    /// The run's CA (as the caller trusts it), the certificate and the key made here.
+    pub identity: Identity,
+}
+
+/// Gets a certificate for this agent's node from the aggregator: makes a private key here (it
+/// never leaves this process), and sends its signing request with the credential read from
+/// `credential_file` (read again at each attempt: kubelet rotates projected tokens). Transport
+/// errors and 5xx are retried with backoff for `retry_for`; a refusal (403, say) ends it with
+/// the aggregator's message. `client` presents no certificate ([`Client::anonymous`]) and
+/// trusts `ca_pem`.
+pub async fn enroll(
+    client: &Client,
+    ca_pem: &str,
+    credential_file: &Path,
+    retry_for: Duration,
+) -> anyhow::Result<Enrolled> {
+    let request = factbuoy_pki::KeyRequest::new("factbuoy agent")?;
+    let answer = retry(retry_for, "enrolling", || async {
+        let credential = std::fs::read_to_string(credential_file).map_err(|e| {
+            ClientError::Io(std::io::Error::new(
+                e.kind(),
+                format!("{}: {e}", credential_file.display()),
+            ))
+        })?;
+        client.enroll(&request.csr_pem, credential.trim()).await
+    })
+    .await
+    .map_err(|e| match e {
+        ClientError::Status {
+            status, message, ..
+        } if status.is_client_error() => anyhow::anyhow!(
+            "the aggregator refused to enroll this agent ({status}): {}",
+            printable(&message)
+        ),
+        ClientError::Status {
+            status, message, ..
+        } => anyhow::anyhow!(
+            "the aggregator could not enroll this agent within {retry_for:?} ({status}): {}",
+            printable(&message)
+        ),
+        other => anyhow::anyhow!("enrolling with the aggregator failed: {other}"),
+    })?;
+    tracing::info!(node = %answer.node, "enrolled");
+    Ok(Enrolled {
+        node: answer.node,
+        identity: Identity {
+            ca_pem: ca_pem.to_owned(),
+            cert_pem: answer.certificate,
+            key_pem: request.key_pem,
+        },
+    })
 }
 
 /// Calls `attempt` until it succeeds, fails for good, or `budget` has passed, waiting with

@@ -136,6 +136,12 @@ pub struct RunConfig {
     pub server_names: Vec<String>,
     /// Where the finished bundle is written.
     pub bundle_dir: PathBuf,
+    /// Another CA (PEM) whose certificates the operator listener accepts, besides the run's:
+    /// in a Kubernetes run, the CLI's operator CA, whose key never leaves the operator's
+    /// machine while the run's CA is made inside the aggregator's pod. Agents' certificates
+    /// come from the run's CA only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_ca: Option<String>,
     /// Limits of both listeners.
     pub limits: ServerLimits,
 }

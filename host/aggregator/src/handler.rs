@@ -112,11 +112,22 @@ async fn respond(
         RouteError::NotFound(_) => refuse(StatusCode::NOT_FOUND, "not-found", e.to_string()),
         other => refuse(StatusCode::BAD_REQUEST, "bad-name", other.to_string()),
     })?;
+    if route == Route::Enroll && listener == Listener::Agent {
+        // The one route open to clients without a certificate.
+        if request.method() != Method::POST {
+            return Err(refuse(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method",
+                format!("use POST for {}", route.path()),
+            ));
+        }
+        return enroll(shared, request).await;
+    }
     let role = role.ok_or_else(|| {
         refuse(
             StatusCode::FORBIDDEN,
             "no-role",
-            "the client certificate carries no factbuoy role",
+            "no client certificate, or one that carries no factbuoy role: only enrollment is open without one",
         )
     })?;
     authorize(&role, &route)?;
@@ -203,6 +214,12 @@ async fn respond(
             expect(Method::GET)?;
             bundle(shared, &request).await
         }
+        // Answered above on the agent listener.
+        Route::Enroll => Err(refuse(
+            StatusCode::NOT_FOUND,
+            "wrong-listener",
+            "enrollment is served on the agent listener",
+        )),
     }
 }
 
@@ -371,7 +388,14 @@ async fn read_json<T: serde::de::DeserializeOwned>(
     shared: &Shared,
     request: Request<Incoming>,
 ) -> Result<T, Refusal> {
-    let limit = shared.config.limits.max_json_bytes;
+    read_json_within(shared, request, shared.config.limits.max_json_bytes).await
+}
+
+async fn read_json_within<T: serde::de::DeserializeOwned>(
+    shared: &Shared,
+    request: Request<Incoming>,
+    limit: u64,
+) -> Result<T, Refusal> {
     let mut body = request.into_body();
     let mut bytes = Vec::new();
     // The same pace rules as file uploads: a slow body must not hold a connection slot.
@@ -542,6 +566,108 @@ async fn progress(
         pair.progress = Some(update);
     }
     Ok(empty(StatusCode::ACCEPTED))
+}
+
+/// `POST /api/v1/enroll`: a certificate for the node the credential admits.
+async fn enroll(
+    shared: &Arc<Shared>,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Refusal> {
+    use crate::enroll::{ADMISSION_TIMEOUT, MAX_ENROLL_BYTES, RETRY_AFTER_SECONDS, Refusal as Why};
+    use crate::nodes::{NodeSet, NodeSetError, note};
+    use factbuoy_pki::SigningRequest;
+    use factbuoy_protocol::types::{EnrollRequest, EnrollResponse};
+
+    let Some(enrollment) = &shared.enrollment else {
+        return Err(refuse(
+            StatusCode::NOT_FOUND,
+            "no-enrollment",
+            "this run enrolls no agents: use a certificate issued with `factbuoy aggregator issue`",
+        ));
+    };
+    let refused = |status: StatusCode, reason: &'static str, message: String| {
+        tracing::warn!(%status, "enrollment refused: {message}");
+        refuse(status, reason, message)
+    };
+    let body: EnrollRequest = read_json_within(shared, request, MAX_ENROLL_BYTES).await?;
+    let csr = SigningRequest::parse(&body.csr)
+        .map_err(|e| refused(StatusCode::BAD_REQUEST, "bad-csr", e.to_string()))?;
+    let unavailable = |message: String| {
+        shared.metrics.reject("enroll-unavailable");
+        tracing::warn!("enrollment deferred: {message}");
+        Response::builder()
+            .status(StatusCode::SERVICE_UNAVAILABLE)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::RETRY_AFTER, RETRY_AFTER_SECONDS)
+            .body(full(
+                serde_json::to_vec(&ErrorBody { error: message }).expect("serialising an error"),
+            ))
+            .expect("a valid response")
+    };
+    let Ok(_permit) = enrollment.in_flight.try_acquire() else {
+        return Ok(unavailable(format!(
+            "{} enrollments are being admitted already; retry after {RETRY_AFTER_SECONDS}s",
+            crate::enroll::MAX_ADMISSIONS_IN_FLIGHT
+        )));
+    };
+    let admitted = tokio::time::timeout(
+        ADMISSION_TIMEOUT,
+        enrollment.admission.admit(&body.credential),
+    )
+    .await;
+    let node = match admitted {
+        Err(_) => {
+            return Ok(unavailable(format!(
+                "the admission did not decide within {}s; retry",
+                ADMISSION_TIMEOUT.as_secs()
+            )));
+        }
+        Ok(Err(Why::Unavailable(why))) => {
+            return Ok(unavailable(format!(
+                "the admission cannot decide now: {}; retry",
+                note(&why)
+            )));
+        }
+        Ok(Err(Why::Refused(why))) => {
+            return Err(refused(
+                StatusCode::FORBIDDEN,
+                "enroll-refused",
+                format!("the credential was refused: {}", note(&why)),
+            ));
+        }
+        Ok(Ok(node)) => node,
+    };
+    let nodes = NodeSet {
+        shared: shared.clone(),
+    };
+    nodes.expect(&node).await.map_err(|e| match e {
+        NodeSetError::NotInRun(_) | NodeSetError::Final(_) => {
+            refused(StatusCode::FORBIDDEN, "enroll-node", e.to_string())
+        }
+        NodeSetError::Ended(_) => refused(StatusCode::CONFLICT, "closed", e.to_string()),
+        NodeSetError::Io(_) | NodeSetError::StandIn(_) => refused(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "storage",
+            format!("{e}; retry"),
+        ),
+    })?;
+    let role = Role::Agent { node: node.clone() };
+    let certificate = enrollment.ca.sign_request(&csr, &role).map_err(|e| {
+        refused(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "sign",
+            format!("signing the certificate: {e}"),
+        )
+    })?;
+    tracing::info!(%node, "enrolled an agent");
+    Ok(json_response(
+        StatusCode::OK,
+        &EnrollResponse {
+            node,
+            certificate,
+            ca: enrollment.ca.cert_pem().to_owned(),
+        },
+    ))
 }
 
 fn plan(shared: &Shared, node: &NodeName) -> Plan {

@@ -8,6 +8,7 @@
 //! are dispatched.
 
 pub mod config;
+pub mod enroll;
 pub mod handler;
 pub mod metrics;
 pub mod nodes;
@@ -22,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
-use factbuoy_pki::{Issued, RunCa};
+use factbuoy_pki::{ClientTrust, Issued, RunCa};
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::routes::Scope;
 use factbuoy_protocol::types::{PairStatus, RunStatus, now_rfc3339};
@@ -202,8 +203,20 @@ fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 /// Serves `run`. `bundled` finds components of this binary's bundled plugins for agents that
-/// ask for one.
+/// ask for one. Agents need a certificate from the run's CA ([`start_with`] also enrolls them).
 pub async fn start(run: Run, bundled: BundledComponents) -> anyhow::Result<RunningAggregator> {
+    start_with(run, bundled, None).await
+}
+
+/// Serves `run` as [`start`] does; with an `admission`, the agent listener also lets clients
+/// without a certificate finish the TLS handshake, for `POST /api/v1/enroll` only (every other
+/// route refuses them with 403), and signs a certificate for the node each credential admits
+/// ([`enroll`]).
+pub async fn start_with(
+    run: Run,
+    bundled: BundledComponents,
+    admission: Option<Arc<dyn enroll::Admission>>,
+) -> anyhow::Result<RunningAggregator> {
     let Run {
         dir: run_dir,
         mut config,
@@ -211,7 +224,20 @@ pub async fn start(run: Run, bundled: BundledComponents) -> anyhow::Result<Runni
         ca,
         server,
     } = run;
-    let tls = ca.server_config(&server)?;
+    let operator_tls = ca.server_config_with(
+        &server,
+        ClientTrust {
+            also: config.operator_ca.as_deref(),
+            ..ClientTrust::default()
+        },
+    )?;
+    let agent_tls = ca.server_config_with(
+        &server,
+        ClientTrust {
+            anonymous: admission.is_some(),
+            ..ClientTrust::default()
+        },
+    )?;
     let agent_listener = bind(config.agent_listen)
         .with_context(|| format!("binding the agent listener to {}", config.agent_listen))?;
     let operator_listener = bind(config.operator_listen).with_context(|| {
@@ -252,19 +278,20 @@ pub async fn start(run: Run, bundled: BundledComponents) -> anyhow::Result<Runni
         started_at: SystemTime::now(),
         config,
         bundled,
+        enrollment: admission.map(|admission| enroll::Enrollment::new(admission, ca)),
     });
     let budget = server::budget(shared.config.limits.max_connections);
     let tasks = vec![
         tokio::spawn(server::serve(
             agent_listener,
-            tls.clone(),
+            agent_tls,
             Listener::Agent,
             shared.clone(),
             budget,
         )),
         tokio::spawn(server::serve(
             operator_listener,
-            tls,
+            operator_tls,
             Listener::Operator,
             shared.clone(),
             budget,

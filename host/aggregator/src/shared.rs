@@ -36,6 +36,8 @@ pub struct Shared {
     /// When this aggregator process started serving: silence is counted from here at least.
     pub(crate) started_at: SystemTime,
     pub(crate) bundled: BundledComponents,
+    /// How agents without a certificate get one, if the run enrolls agents.
+    pub(crate) enrollment: Option<crate::enroll::Enrollment>,
 }
 
 impl Shared {

@@ -453,6 +453,7 @@ mod tests {
             operator_listen: "127.0.0.1:0".parse().unwrap(),
             server_names: vec![],
             bundle_dir: PathBuf::new(),
+            operator_ca: None,
             limits: ServerLimits::default(),
         }
     }

@@ -107,17 +107,52 @@ pub struct CreateArgs {
     max_connections: usize,
 }
 
+/// Examples shown by `factbuoy agent --help`.
+const AGENT_EXAMPLES: &str = "\
+Examples:
+  # With a certificate issued by `factbuoy aggregator issue --role agent:node-1`:
+  factbuoy agent --aggregator 10.0.0.5:7443 --node node-1 --credentials ./creds
+
+  # In a pod: enroll with the projected ServiceAccount token, verify the aggregator by the
+  # name in its certificate, and stay up once the results are delivered:
+  factbuoy agent --aggregator $FACTBUOY_SERVICE_HOST:7443 --ca /etc/factbuoy/ca.pem \\
+      --server-name aggregator.factbuoy.svc \\
+      --enroll-credential-file /var/run/secrets/factbuoy/token --root /host --stay-alive";
+
 #[derive(Debug, Args)]
+#[command(after_help = AGENT_EXAMPLES)]
+#[command(group(clap::ArgGroup::new("identity").required(true).args(["credentials", "enroll_credential_file"])))]
 pub struct AgentArgs {
     /// The aggregator's agent listener, HOST:PORT.
     #[arg(long)]
     aggregator: String,
-    /// This node's name, as in its certificate.
+    /// This node's name, as in its certificate (with --credentials).
+    #[arg(
+        long,
+        requires = "credentials",
+        conflicts_with = "enroll_credential_file"
+    )]
+    node: Option<NodeName>,
+    /// Directory with ca.pem, client.pem and client.key, issued for --node.
+    #[arg(long, value_name = "DIR", requires = "node")]
+    credentials: Option<PathBuf>,
+    /// Instead of --credentials and --node: make a key on this node and ask the aggregator for
+    /// a certificate, presenting the credential in FILE (a ServiceAccount token; read again at
+    /// each attempt). The aggregator decides which node it is for. Needs --ca.
+    #[arg(long, value_name = "FILE", requires = "ca")]
+    enroll_credential_file: Option<PathBuf>,
+    /// The run's CA certificate (PEM), to verify the aggregator when enrolling.
+    #[arg(long, value_name = "FILE", requires = "enroll_credential_file")]
+    ca: Option<PathBuf>,
+    /// The name to verify in the aggregator's certificate, when it differs from the host
+    /// dialled (a Service's address from the environment, say).
+    #[arg(long, value_name = "NAME")]
+    server_name: Option<String>,
+    /// Once the results are delivered (or delivery failed for good), free the plugin engine
+    /// and wait for SIGTERM or SIGINT, then exit 0: a DaemonSet pod must neither restart nor
+    /// run its plugins again.
     #[arg(long)]
-    node: NodeName,
-    /// Directory with ca.pem, client.pem and client.key.
-    #[arg(long, value_name = "DIR")]
-    credentials: PathBuf,
+    stay_alive: bool,
     /// Host directory plugins' paths are mapped onto (`/host` in a pod).
     #[arg(long, default_value = "/", value_name = "DIR")]
     root: PathBuf,
@@ -215,6 +250,7 @@ async fn create(args: CreateArgs, format: Format) -> anyhow::Result<ExitStatus> 
         operator_listen: args.operator_listen,
         server_names: args.server_names,
         bundle_dir: std::path::absolute(&args.out)?,
+        operator_ca: None,
         limits: ServerLimits {
             max_file_bytes: args.max_file.as_u64(),
             min_upload_bytes_per_second: args.min_upload_rate.as_u64(),
@@ -237,12 +273,55 @@ async fn create(args: CreateArgs, format: Format) -> anyhow::Result<ExitStatus> 
 }
 
 pub async fn agent(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> {
-    let identity = Identity::from_files(
-        &args.credentials.join("ca.pem"),
-        &args.credentials.join("client.pem"),
-        &args.credentials.join("client.key"),
-    )?;
-    let client = Client::new(&args.aggregator, &identity)?;
+    if !args.stay_alive {
+        return deliver(args, format).await;
+    }
+    // The engine and everything else of the run are dropped when `deliver` returns.
+    match deliver(args, format).await {
+        Ok(_) => tracing::info!("the agent is done; waiting for SIGTERM or SIGINT"),
+        Err(e) => tracing::error!("the agent failed: {e:#}; waiting for SIGTERM or SIGINT"),
+    }
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// Applies `--server-name` to `client`.
+fn named(client: Client, server_name: Option<&str>) -> anyhow::Result<Client> {
+    Ok(match server_name {
+        Some(name) => client.with_server_name(name)?,
+        None => client,
+    })
+}
+
+/// Runs the node's plan and delivers the results.
+async fn deliver(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let server_name = args.server_name.as_deref();
+    let (identity, node) = match (&args.enroll_credential_file, &args.credentials, args.node) {
+        (Some(credential_file), _, _) => {
+            let ca_file = args.ca.as_ref().expect("clap requires --ca");
+            let ca_pem = std::fs::read_to_string(ca_file)
+                .with_context(|| format!("reading the CA certificate {}", ca_file.display()))?;
+            let anonymous = named(Client::anonymous(&args.aggregator, &ca_pem)?, server_name)?;
+            let enrolled =
+                factbuoy_agent::enroll(&anonymous, &ca_pem, credential_file, *args.retry_for)
+                    .await?;
+            (enrolled.identity, enrolled.node)
+        }
+        (None, Some(credentials), Some(node)) => (
+            Identity::from_files(
+                &credentials.join("ca.pem"),
+                &credentials.join("client.pem"),
+                &credentials.join("client.key"),
+            )?,
+            node,
+        ),
+        _ => anyhow::bail!("give --credentials and --node, or --enroll-credential-file and --ca"),
+    };
+    let client = named(Client::new(&args.aggregator, &identity)?, server_name)?;
     let runtime = Arc::new(Runtime::new(RuntimeOptions {
         limits: Limits::default(),
         ..RuntimeOptions::default()
@@ -252,7 +331,7 @@ pub async fn agent(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus
         None => private_temp_dir()?,
     };
     let config = Arc::new(AgentConfig {
-        node: args.node,
+        node,
         host_root: args.root,
         spool_dir,
         retry_for: *args.retry_for,

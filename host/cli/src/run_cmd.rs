@@ -182,6 +182,7 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
         operator_listen: loopback,
         server_names: vec!["localhost".into(), "127.0.0.1".into()],
         bundle_dir: std::path::absolute(&args.out)?,
+        operator_ca: None,
         limits: ServerLimits::default(),
     };
     let run = Run::create(RunDir::new(&run_dir), config.clone(), &planned.components)?;

@@ -14,8 +14,9 @@ use std::sync::Arc;
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::tls::{self, Identity};
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, SanType,
+    BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName,
+    DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+    PKCS_ECDSA_P256_SHA256, SanType,
 };
 use rustls::server::WebPkiClientVerifier;
 use time::{Duration, OffsetDateTime};
@@ -48,6 +49,12 @@ pub enum PkiError {
     /// rustls could not build the verifier of client certificates.
     #[error("building the client verifier: {0}")]
     Verifier(#[from] rustls::server::VerifierBuilderError),
+    /// A certificate signing request was not PEM, not a CSR, had a broken self-signature or
+    /// asked for an extension this CA does not read.
+    #[error(
+        "the certificate signing request is unusable: {0}; send one PEM `CERTIFICATE REQUEST` signed with its own key"
+    )]
+    BadRequest(rcgen::Error),
 }
 
 /// A certificate and its private key, PEM-encoded.
@@ -149,13 +156,17 @@ impl RunCa {
 
     /// A client certificate for `role`.
     pub fn issue_client(&self, role: &Role) -> Result<Issued, PkiError> {
-        let mut params = CertificateParams::default();
-        params
-            .distinguished_name
-            .push(DnType::CommonName, role.to_string());
-        params.subject_alt_names = vec![SanType::URI(role.uri().try_into()?)];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        self.sign(params)
+        self.sign(client_params(role)?)
+    }
+
+    /// A client certificate for `role` over the public key of `request`. Nothing else the
+    /// request says (subject, alternative names, key usages) is used: the role is the caller's
+    /// decision.
+    pub fn sign_request(&self, request: &SigningRequest, role: &Role) -> Result<String, PkiError> {
+        let mut params = client_params(role)?;
+        validity(&mut params);
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        Ok(params.signed_by(&request.0.public_key, &self.issuer)?.pem())
     }
 
     fn sign(&self, mut params: CertificateParams) -> Result<Issued, PkiError> {
@@ -180,13 +191,31 @@ impl RunCa {
 
     /// A server configuration that requires a client certificate signed by this CA.
     pub fn server_config(&self, server: &Issued) -> Result<Arc<rustls::ServerConfig>, PkiError> {
+        self.server_config_with(server, ClientTrust::default())
+    }
+
+    /// A server configuration that checks a client certificate against this CA, and against
+    /// more as `trust` says.
+    pub fn server_config_with(
+        &self,
+        server: &Issued,
+        trust: ClientTrust<'_>,
+    ) -> Result<Arc<rustls::ServerConfig>, PkiError> {
         let mut roots = rustls::RootCertStore::empty();
         for ca in tls::certificates(&self.cert_pem, "CA certificate")? {
             roots.add(ca)?;
         }
-        let verifier =
-            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), tls::provider())
-                .build()?;
+        if let Some(also) = trust.also {
+            for ca in tls::certificates(also, "trusted client CA certificate")? {
+                roots.add(ca)?;
+            }
+        }
+        let builder = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), tls::provider());
+        let verifier = if trust.anonymous {
+            builder.allow_unauthenticated().build()?
+        } else {
+            builder.build()?
+        };
         let config = rustls::ServerConfig::builder_with_provider(tls::provider())
             .with_safe_default_protocol_versions()?
             .with_client_cert_verifier(verifier)
@@ -195,6 +224,72 @@ impl RunCa {
                 tls::private_key(&server.key_pem, "server key")?,
             )?;
         Ok(Arc::new(config))
+    }
+}
+
+/// Which clients a server of the run lets finish the TLS handshake, besides those holding a
+/// certificate from the run's CA. What each may then do is the server's to decide, by role.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClientTrust<'a> {
+    /// Clients without a certificate (enrollment: the server must then refuse them every
+    /// request but that one).
+    pub anonymous: bool,
+    /// Clients whose certificate this other CA (PEM) signed: the operator CA of a Kubernetes
+    /// run, which never leaves the operator's machine.
+    pub also: Option<&'a str>,
+}
+
+fn client_params(role: &Role) -> Result<CertificateParams, PkiError> {
+    let mut params = CertificateParams::default();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, role.to_string());
+    params.subject_alt_names = vec![SanType::URI(role.uri().try_into()?)];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    Ok(params)
+}
+
+/// A certificate signing request whose self-signature was checked.
+pub struct SigningRequest(CertificateSigningRequestParams);
+
+impl SigningRequest {
+    /// Parses a PEM `CERTIFICATE REQUEST` and checks its signature against its own key.
+    pub fn parse(csr_pem: &str) -> Result<Self, PkiError> {
+        CertificateSigningRequestParams::from_pem(csr_pem)
+            .map(SigningRequest)
+            .map_err(PkiError::BadRequest)
+    }
+}
+
+/// A private key made where it is used (ECDSA P-256) and a certificate signing request for it:
+/// what an agent sends to enroll. The key never leaves the process that made it.
+pub struct KeyRequest {
+    /// The request, PEM (`CERTIFICATE REQUEST`); it names `subject` as its common name, which
+    /// the signer ignores.
+    pub csr_pem: String,
+    /// The private key, PKCS#8 PEM; secret, never logged.
+    pub key_pem: String,
+}
+
+impl KeyRequest {
+    /// A fresh key and its request naming `subject`.
+    pub fn new(subject: &str) -> Result<Self, PkiError> {
+        let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
+        let mut params = CertificateParams::default();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, subject.to_owned());
+        let csr = params.serialize_request(&key)?;
+        Ok(KeyRequest {
+            csr_pem: csr.pem()?,
+            key_pem: key.serialize_pem(),
+        })
+    }
+}
+
+impl std::fmt::Debug for KeyRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyRequest { key: <redacted> }")
     }
 }
 
@@ -269,6 +364,62 @@ mod tests {
         let der = tls::certificates(&server.cert_pem, "cert").unwrap();
         assert_eq!(role_of(&der[0]), None);
         assert!(ca.server_config(&server).is_ok());
+    }
+
+    #[test]
+    fn a_request_gets_the_role_it_is_given_over_its_own_key_only() {
+        let ca = RunCa::create("test").unwrap();
+        let node = |n: &str| Role::Agent {
+            node: factbuoy_protocol::names::NodeName::parse(n).unwrap(),
+        };
+        // The request asks for node b, in its subject and as a role URI.
+        let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut params = client_params(&node("b")).unwrap();
+        params.distinguished_name = DistinguishedName::new();
+        params.distinguished_name.push(DnType::CommonName, "b");
+        let csr = params.serialize_request(&key).unwrap().pem().unwrap();
+        let cert_pem = ca
+            .sign_request(&SigningRequest::parse(&csr).unwrap(), &node("a"))
+            .unwrap();
+        let der = tls::certificates(&cert_pem, "cert").unwrap().remove(0);
+        assert_eq!(role_of(&der), Some(node("a")));
+        let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
+        use rcgen::PublicKeyData;
+        assert_eq!(&*cert.public_key().subject_public_key.data, key.der_bytes());
+        // The certificate works with the key that stayed with the requester.
+        let identity = Identity {
+            ca_pem: ca.cert_pem().to_owned(),
+            cert_pem,
+            key_pem: key.serialize_pem(),
+        };
+        assert!(tls::client_config(&identity).is_ok());
+
+        // A request whose signature does not match its contents is refused.
+        let request = KeyRequest::new("a").unwrap();
+        let forged = flip_in_signature(&request.csr_pem);
+        assert!(matches!(
+            SigningRequest::parse(&forged),
+            Err(PkiError::BadRequest(
+                rcgen::Error::InvalidCertificationRequestSignature
+            ))
+        ));
+        assert!(matches!(
+            SigningRequest::parse("not a pem"),
+            Err(PkiError::BadRequest(_))
+        ));
+        assert!(SigningRequest::parse(&request.csr_pem).is_ok());
+        assert!(format!("{request:?}").contains("redacted"));
+    }
+
+    /// `pem` with one base64 character near its end changed: a byte of the signature.
+    fn flip_in_signature(pem: &str) -> String {
+        let mut lines: Vec<String> = pem.lines().map(str::to_owned).collect();
+        let last = lines.len() - 2; // the last line of base64, before the footer
+        let mut chars: Vec<char> = lines[last].chars().collect();
+        let at = chars.len() - 4;
+        chars[at] = if chars[at] == 'A' { 'B' } else { 'A' };
+        lines[last] = chars.into_iter().collect();
+        lines.join("\n")
     }
 
     #[test]

@@ -13,6 +13,11 @@ use super::*;
 
 /// A CA, a server certificate for 127.0.0.1 and a client identity, as PEM.
 fn credentials() -> (Arc<rustls::ServerConfig>, Identity) {
+    credentials_for(SanType::IpAddress("127.0.0.1".parse().unwrap()))
+}
+
+/// A CA, a server certificate naming only `server`, and a client identity.
+fn credentials_for(server: SanType) -> (Arc<rustls::ServerConfig>, Identity) {
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::default();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -27,7 +32,7 @@ fn credentials() -> (Arc<rustls::ServerConfig>, Identity) {
             key.serialize_pem(),
         )
     };
-    let (server_cert, server_key) = sign(SanType::IpAddress("127.0.0.1".parse().unwrap()));
+    let (server_cert, server_key) = sign(server);
     let (client_cert, client_key) = sign(SanType::URI(
         "urn:factbuoy:operator:test".try_into().unwrap(),
     ));
@@ -66,7 +71,13 @@ type Handler = Arc<dyn Fn(&Request<Incoming>) -> Response<Full<Bytes>> + Send + 
 
 /// Serves `handler` over mutual TLS on a loopback port; records each request's path and Range.
 async fn serve(handler: Handler) -> (String, Identity, Arc<Mutex<Vec<(String, Option<String>)>>>) {
-    let (tls, identity) = credentials();
+    serve_as(handler, credentials()).await
+}
+
+async fn serve_as(
+    handler: Handler,
+    (tls, identity): (Arc<rustls::ServerConfig>, Identity),
+) -> (String, Identity, Arc<Mutex<Vec<(String, Option<String>)>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -240,4 +251,79 @@ async fn an_unreachable_aggregator_is_retryable_and_bad_addresses_are_not() {
         Err(ClientError::Address(_))
     ));
     assert!(Client::new("[::1]:8443", &identity).is_ok());
+}
+
+#[tokio::test]
+async fn the_server_is_verified_against_the_name_given_not_the_address_dialled() {
+    let name = "aggregator.factbuoy.svc";
+    let status = Arc::new(|_: &Request<Incoming>| {
+        Response::new(Full::new(Bytes::from_static(
+            b"{\"run_id\":\"r\",\"status\":\"running\",\"plugins\":[]}",
+        )))
+    });
+    let (address, identity, seen) = serve_as(
+        status,
+        credentials_for(SanType::DnsName(name.try_into().unwrap())),
+    )
+    .await;
+    // Dialled by address, the certificate (naming only the DNS name) does not match.
+    let by_address = Client::new(&address, &identity).unwrap();
+    assert!(matches!(
+        by_address.status().await,
+        Err(ClientError::Handshake { .. })
+    ));
+    let named = Client::new(&address, &identity)
+        .unwrap()
+        .with_server_name(name)
+        .unwrap();
+    assert_eq!(named.status().await.unwrap().run_id, "r");
+    // Another name is refused even though the address is the same.
+    let wrong = Client::new(&address, &identity)
+        .unwrap()
+        .with_server_name("other.factbuoy.svc")
+        .unwrap();
+    assert!(matches!(
+        wrong.status().await,
+        Err(ClientError::Handshake { .. })
+    ));
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}
+
+/// Carries every request to one fixed TCP address, whatever the client was told to dial.
+struct Tunnel {
+    to: String,
+    dialled: Mutex<Vec<String>>,
+}
+
+impl Dial for Tunnel {
+    fn dial<'a>(&'a self, address: &'a str) -> Dialing<'a> {
+        Box::pin(async move {
+            self.dialled.lock().unwrap().push(address.to_owned());
+            let tcp = TcpStream::connect(&self.to).await?;
+            Ok(Box::new(tcp) as Box<dyn Stream>)
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_dialer_carries_the_requests() {
+    let (address, identity, seen) = serve(bundle_server()).await;
+    let tunnel = Arc::new(Tunnel {
+        to: address.clone(),
+        dialled: Mutex::new(Vec::new()),
+    });
+    // Nothing listens on port 9 of 127.0.0.1: only the tunnel reaches the server.
+    let client = Client::new("127.0.0.1:9", &identity)
+        .unwrap()
+        .with_dialer(tunnel.clone());
+    let bytes = client.metrics().await.unwrap();
+    assert_eq!(bytes.as_bytes(), BUNDLE);
+    assert_eq!(*tunnel.dialled.lock().unwrap(), ["127.0.0.1:9"]);
+    assert_eq!(seen.lock().unwrap().len(), 1);
+    // Without it, the same client finds nothing there.
+    let direct = Client::new("127.0.0.1:9", &identity).unwrap();
+    assert!(matches!(
+        direct.metrics().await,
+        Err(ClientError::Connect { .. })
+    ));
 }

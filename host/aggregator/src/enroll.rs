@@ -1,0 +1,66 @@
+//! Enrollment: an agent that holds no certificate generates its key where it runs and asks for
+//! a certificate for its node, presenting a credential. Who the credential admits is decided
+//! by an [`Admission`] the serving binary supplies (a Kubernetes TokenReview, say; this crate
+//! knows nothing of Kubernetes). The certificate names the **admitted** node, whatever the
+//! request asks for: only the request's public key is used, once its self-signature is checked.
+//!
+//! Every enrollment is bounded: its body ([`MAX_ENROLL_BYTES`]), the admissions in flight at
+//! once ([`MAX_ADMISSIONS_IN_FLIGHT`]; more are answered 503 with `Retry-After`), and each
+//! admission's time ([`ADMISSION_TIMEOUT`], then 503). Credentials are never logged.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use factbuoy_pki::RunCa;
+use factbuoy_protocol::names::NodeName;
+use tokio::sync::Semaphore;
+
+/// Largest enrollment request body.
+pub const MAX_ENROLL_BYTES: u64 = 16 << 10;
+/// Admissions running at once; more are answered 503 with `Retry-After`.
+pub const MAX_ADMISSIONS_IN_FLIGHT: usize = 32;
+/// Longest an admission may take before the agent is answered 503 (and retries).
+pub const ADMISSION_TIMEOUT: Duration = Duration::from_secs(10);
+/// Seconds an agent is asked to wait before it retries after a 503.
+pub const RETRY_AFTER_SECONDS: u64 = 1;
+
+/// Why an admission admitted no node.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The credential admits no node (answered 403 with the message, escaped and bounded): it
+    /// should say what is wrong and what to do.
+    #[error("{0}")]
+    Refused(String),
+    /// The admission cannot decide now (its backend is down, say): answered 503, and the agent
+    /// retries.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// The future an admission returns.
+pub type Admitting<'a> = Pin<Box<dyn Future<Output = Result<NodeName, Refusal>> + Send + 'a>>;
+
+/// Decides which node, if any, a credential speaks for.
+pub trait Admission: Send + Sync {
+    /// The node `credential` admits. Never log the credential.
+    fn admit<'a>(&'a self, credential: &'a str) -> Admitting<'a>;
+}
+
+/// What the agent listener needs to enroll agents.
+pub(crate) struct Enrollment {
+    pub(crate) admission: Arc<dyn Admission>,
+    pub(crate) in_flight: Semaphore,
+    pub(crate) ca: RunCa,
+}
+
+impl Enrollment {
+    pub(crate) fn new(admission: Arc<dyn Admission>, ca: RunCa) -> Self {
+        Enrollment {
+            admission,
+            in_flight: Semaphore::new(MAX_ADMISSIONS_IN_FLIGHT),
+            ca,
+        }
+    }
+}
