@@ -7,6 +7,7 @@
 mod aggregator_cmd;
 mod ansible_cmd;
 mod json_report;
+mod kube_cmd;
 mod kube_serve;
 mod output;
 mod plan;
@@ -59,6 +60,10 @@ enum Command {
     /// Hand facts to Ansible: write setup facts into its jsonfile fact cache.
     #[command(subcommand)]
     Ansible(ansible_cmd::AnsibleCommand),
+    /// Print the Kubernetes manifests `run --kubernetes` would apply (YAML; -o json: a List).
+    Gen(kube_cmd::GenArgs),
+    /// Delete what Kubernetes runs made: every object with the run's label, cluster-scoped too.
+    Delete(kube_cmd::DeleteArgs),
     /// Print a shell completion script, e.g. `factbuoy completions bash > /etc/bash_completion.d/factbuoy`.
     Completions {
         #[arg(value_enum)]
@@ -91,6 +96,8 @@ async fn execute(command: Command, format: Format) -> anyhow::Result<ExitStatus>
         Command::Aggregator(command) => aggregator_cmd::aggregator(command, format).await,
         Command::Agent(args) => aggregator_cmd::agent(args, format).await,
         Command::Ansible(command) => ansible_cmd::execute(command, format).await,
+        Command::Gen(args) => kube_cmd::gen_cmd(args, format).await,
+        Command::Delete(args) => kube_cmd::delete_cmd(args, format).await,
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,

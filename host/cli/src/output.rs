@@ -7,6 +7,8 @@ use clap::ValueEnum;
 /// Output format: text for people, json for machines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
+    /// `yaml` is the same: `gen` and `delete --dry-run` print YAML as their text.
+    #[value(alias = "yaml")]
     Text,
     Json,
 }

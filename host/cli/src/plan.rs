@@ -44,6 +44,35 @@ pub fn split_scoped(text: &str) -> Result<(String, String), String> {
     }
 }
 
+/// The plugin flags `run` and `gen` share.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PluginArgs {
+    /// Plugins to run, by bundled name or path [default: host-facts, setup, and systemd-logs where a journal exists].
+    #[arg(long = "plugin", value_name = "NAME|PATH")]
+    pub plugins: Vec<String>,
+    /// A plugin parameter: PLUGIN:NAME=VALUE.
+    #[arg(short, long = "param", value_name = "PLUGIN:NAME=VALUE", value_parser = split_scoped)]
+    pub params: Vec<(String, String)>,
+    /// A capability for a plugin from a file: PLUGIN:CAPABILITY (bundled plugins get what they ask).
+    #[arg(long, value_name = "PLUGIN:CAPABILITY", value_parser = split_scoped)]
+    pub grant: Vec<(String, String)>,
+    /// Deadline of each plugin.
+    #[arg(long, default_value_t = factbuoy_runtime::limits::DEFAULT_DEADLINE.into())]
+    pub plugin_timeout: humantime::Duration,
+}
+
+impl PluginArgs {
+    /// The choices for planning `plugins` (these flags' plugins, or a default list).
+    pub fn choices<'a>(&'a self, plugins: &'a [String]) -> PluginChoices<'a> {
+        PluginChoices {
+            plugins,
+            params: &self.params,
+            grants: &self.grant,
+            deadline: *self.plugin_timeout,
+        }
+    }
+}
+
 /// What the command line says about the run's plugins.
 pub struct PluginChoices<'a> {
     pub plugins: &'a [String],

@@ -26,25 +26,18 @@ use factbuoy_aggregator::config::{self, RunConfig, ServerLimits};
 use factbuoy_aggregator::state::RunState;
 use factbuoy_aggregator::{Run, RunDir};
 use factbuoy_protocol::types::now_rfc3339;
-use factbuoy_runtime::{Limits, Runtime, RuntimeOptions, limits};
+use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
 
 use crate::output::{ExitStatus, Format, emit};
-use crate::plan::{self, PluginChoices};
+use crate::plan;
 
 /// Environment variable that overrides where the CLI keeps its state file.
 pub const STATE_DIR_ENV: &str = "FACTBUOY_STATE_DIR";
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Plugins to run, by bundled name or path [default: host-facts, setup, and systemd-logs where a journal exists].
-    #[arg(long = "plugin", value_name = "NAME|PATH")]
-    plugins: Vec<String>,
-    /// A plugin parameter: PLUGIN:NAME=VALUE.
-    #[arg(short, long = "param", value_name = "PLUGIN:NAME=VALUE", value_parser = plan::split_scoped)]
-    params: Vec<(String, String)>,
-    /// A capability for a plugin from a file: PLUGIN:CAPABILITY (bundled plugins get what they ask).
-    #[arg(long, value_name = "PLUGIN:CAPABILITY", value_parser = plan::split_scoped)]
-    grant: Vec<(String, String)>,
+    #[command(flatten)]
+    plugin_args: plan::PluginArgs,
     /// Where the bundle is written.
     #[arg(long, default_value = ".", value_name = "DIR")]
     out: PathBuf,
@@ -57,9 +50,6 @@ pub struct RunArgs {
     /// Host directory plugins' paths are mapped onto.
     #[arg(long, default_value = "/", value_name = "DIR")]
     root: PathBuf,
-    /// Deadline of each plugin.
-    #[arg(long, default_value_t = limits::DEFAULT_DEADLINE.into())]
-    plugin_timeout: humantime::Duration,
     /// Deadline of the whole run; what is missing then becomes error results.
     #[arg(long, default_value_t = config::DEFAULT_RUN_TIMEOUT.into())]
     timeout: humantime::Duration,
@@ -150,22 +140,17 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
     };
     let runtime = Arc::new(Runtime::new(RuntimeOptions {
         limits: Limits {
-            deadline: *args.plugin_timeout,
+            deadline: *args.plugin_args.plugin_timeout,
             ..Limits::default()
         },
         ..RuntimeOptions::default()
     })?);
-    let plugins = if args.plugins.is_empty() {
+    let plugins = if args.plugin_args.plugins.is_empty() {
         plan::default_plugins(&args.root)
     } else {
-        args.plugins.clone()
+        args.plugin_args.plugins.clone()
     };
-    let choices = PluginChoices {
-        plugins: &plugins,
-        params: &args.params,
-        grants: &args.grant,
-        deadline: *args.plugin_timeout,
-    };
+    let choices = args.plugin_args.choices(&plugins);
     let planned = plan::build(&runtime, &choices).await?;
     let loopback: SocketAddr = "127.0.0.1:0".parse().expect("a valid address");
     let config = RunConfig {

@@ -5,13 +5,14 @@
 use std::fmt::Debug;
 
 use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::manifest::RunManifests;
-use crate::names::FIELD_MANAGER;
+use crate::names::{AGGREGATOR, FIELD_MANAGER};
 
 /// Apply for real, or only ask the API server whether it would accept the objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,8 +39,10 @@ pub struct Applied {
 pub struct ApplyReport {
     /// Objects applied (or accepted by the dry run), in order.
     pub applied: Vec<Applied>,
-    /// Objects a dry run could not check: they go into the run's Namespace, which does not exist
-    /// yet, and the API server refuses any object in a missing namespace, dry run or not.
+    /// Objects a dry run could not check, because admission looks up what they refer to and it
+    /// does not exist yet: everything in a Namespace that is not there (the API server refuses
+    /// any object in a missing namespace, dry run or not), and the aggregator Pod while its
+    /// ServiceAccount is not there.
     pub not_checked: Vec<Applied>,
 }
 
@@ -149,7 +152,7 @@ pub async fn apply(
         let exists = match mode {
             Mode::Apply => true,
             Mode::ServerDryRun => {
-                let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+                let api: Api<Namespace> = Api::all(client.clone());
                 api.get_opt(&manifests.namespace_name)
                     .await
                     .map_err(|source| ApplyError {
@@ -178,7 +181,26 @@ pub async fn apply(
     applier.namespaced(&manifests.role_binding).await?;
     applier.namespaced(&manifests.run_config).await?;
     applier.namespaced(&manifests.service).await?;
-    let pod = applier.namespaced(&manifests.aggregator).await?;
+    let pod = if mode == Mode::ServerDryRun && applier.namespaced {
+        let api: Api<ServiceAccount> = Api::namespaced(client.clone(), &manifests.namespace_name);
+        let account = api.get_opt(AGGREGATOR).await.map_err(|source| ApplyError {
+            kind: "ServiceAccount".into(),
+            namespace: Some(manifests.namespace_name.clone()),
+            name: AGGREGATOR.into(),
+            source,
+        })?;
+        if account.is_none() {
+            applier
+                .report
+                .not_checked
+                .push(describe(&manifests.aggregator));
+            None
+        } else {
+            applier.namespaced(&manifests.aggregator).await?
+        }
+    } else {
+        applier.namespaced(&manifests.aggregator).await?
+    };
     if mode == Mode::Apply
         && !manifests.owns_namespace()
         && let Some(uid) = pod.and_then(|p| p.uid())

@@ -36,6 +36,10 @@ pub const AGGREGATOR_RUN_DIR: &str = "/var/lib/factbuoy";
 pub const CA_DIR: &str = "/etc/factbuoy/ca";
 /// The agents' spool (an emptyDir): results not yet accepted by the aggregator.
 pub const SPOOL_DIR: &str = "/var/spool/factbuoy";
+/// Scratch space of both containers (an emptyDir), the compiled-plugin cache included.
+pub const TMP_DIR: &str = "/tmp";
+/// Size limit of [`TMP_DIR`].
+pub const TMP_SIZE_LIMIT: &str = "256Mi";
 /// The binary inside the image (deploy/build-image.sh puts it there).
 pub const BINARY: &str = "/bin/factbuoy";
 /// Largest ConfigMap the API server accepts (its data and binaryData together).
@@ -151,6 +155,15 @@ fn field_env(name: &str, path: &str) -> EnvVar {
             ..EnvVarSource::default()
         }),
         value: None,
+    }
+}
+
+/// Compiled plugins are cached in the `tmp` emptyDir: the root file system is read-only.
+fn cache_env() -> EnvVar {
+    EnvVar {
+        name: "FACTBUOY_CACHE_DIR".to_owned(),
+        value: Some(format!("{TMP_DIR}/cache")),
+        value_from: None,
     }
 }
 
@@ -461,7 +474,7 @@ impl RunManifests {
 fn aggregator_pod_spec(spec: &RunSpec) -> PodSpec {
     let (config_volume, config_mount) = volumes::config_map("run", RUN_CONFIG_MAP, RUN_CONFIG_DIR);
     let (state_volume, state_mount) = volumes::empty_dir("state", AGGREGATOR_RUN_DIR, None);
-    let (tmp_volume, tmp_mount) = volumes::empty_dir("tmp", "/tmp", Some("64Mi"));
+    let (tmp_volume, tmp_mount) = volumes::empty_dir("tmp", TMP_DIR, Some(TMP_SIZE_LIMIT));
     PodSpec {
         service_account_name: Some(AGGREGATOR.to_owned()),
         // The aggregator talks to the API server with its ServiceAccount's token.
@@ -478,6 +491,7 @@ fn aggregator_pod_spec(spec: &RunSpec) -> PodSpec {
             env: Some(vec![
                 field_env("POD_NAME", "metadata.name"),
                 field_env("POD_NAMESPACE", "metadata.namespace"),
+                cache_env(),
             ]),
             ports: Some(vec![
                 tcp_port(AGENT_PORT_NAME, AGENT_PORT),
@@ -498,7 +512,7 @@ fn agent_pod_spec(spec: &RunSpec, namespace: &str, host_dirs: &[String]) -> PodS
         volumes::host_mounts(host_dirs);
     for (volume, mount) in [
         volumes::empty_dir("spool", SPOOL_DIR, Some(volumes::SPOOL_SIZE_LIMIT)),
-        volumes::empty_dir("tmp", "/tmp", Some("64Mi")),
+        volumes::empty_dir("tmp", TMP_DIR, Some(TMP_SIZE_LIMIT)),
         volumes::config_map("ca", CA_CONFIG_MAP, CA_DIR),
         volumes::projected_token(&names::token_audience(&spec.run_id), TOKEN_PATH),
     ] {
@@ -520,7 +534,7 @@ fn agent_pod_spec(spec: &RunSpec, namespace: &str, host_dirs: &[String]) -> PodS
             image: Some(spec.image.clone()),
             image_pull_policy: Some(spec.image_pull_policy.clone()),
             command: Some(agent_command(namespace)),
-            env: Some(vec![field_env("NODE_NAME", "spec.nodeName")]),
+            env: Some(vec![field_env("NODE_NAME", "spec.nodeName"), cache_env()]),
             resources: Some(resources("50m", "64Mi", &spec.agent_memory_limit)),
             security_context: Some(security::container_security_context()),
             volume_mounts: Some(mounts),

@@ -170,7 +170,8 @@ mod tests {
 
     #[test]
     fn each_restricted_rule_is_checked() {
-        let breakers: Vec<(&str, Box<dyn Fn(&mut PodSpec)>)> = vec![
+        type Breaker = Box<dyn Fn(&mut PodSpec)>;
+        let breakers: Vec<(&str, Breaker)> = vec![
             ("hostNetwork", Box::new(|s| s.host_network = Some(true))),
             ("hostPID", Box::new(|s| s.host_pid = Some(true))),
             (
