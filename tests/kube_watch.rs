@@ -64,6 +64,9 @@ fn nodes_are_expected_skipped_lost_and_gone_as_the_cluster_changes() {
         "node-1",
         &format!("{TAINT_KEY}=x:NoSchedule"),
     ]);
+    let lists = || requests(cluster, "nodes", "LIST");
+    let watches = || requests(cluster, "nodes", "WATCH");
+    let before = (lists(), watches());
     cluster.block_on(|| async {
         let client = client(cluster).await;
         // Without a toleration for the test's taint: node-1 is skipped, naming the taint.
@@ -154,6 +157,11 @@ fn nodes_are_expected_skipped_lost_and_gone_as_the_cluster_changes() {
         .await;
         eprintln!("{gone:?}");
     });
+    // Two watches for the whole test, however many nodes joined, changed or left (other
+    // clients' watches may be renewed meanwhile: a little slack).
+    let (list, watch) = (lists() - before.0, watches() - before.1);
+    eprintln!("node requests during the test: {list} LIST, {watch} WATCH");
+    assert!(list <= 3 && watch <= 4, "{list} LIST, {watch} WATCH");
 }
 
 /// busybox as an image every node has (tests/kube/mkimage.sh, cluster.sh import), as
@@ -244,13 +252,16 @@ fn pod_spec(image: &str, placement: serde_json::Value, command: &str) -> serde_j
 use factbuoy_dispatch::pods::{PodEvent, ProblemKind, follow_pods};
 use k8s_openapi::api::core::v1::Pod;
 
+/// What a test waits for: a description and a test on events.
+type Want<'a, T> = (&'a str, &'a dyn Fn(&T) -> bool);
+
 /// Receives from `rx` until every one of `wants` has matched an event, within `secs`; returns
 /// the matching events in the order of `wants`, and adds every event received to `seen`.
 async fn wait_all<T: std::fmt::Debug + Clone>(
     rx: &mut mpsc::Receiver<T>,
     secs: u64,
     seen: &mut Vec<T>,
-    wants: &[(&str, &dyn Fn(&T) -> bool)],
+    wants: &[Want<'_, T>],
 ) -> Vec<T> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
     loop {
@@ -439,6 +450,21 @@ async fn running_pod(client: &kube::Client, ns: &str, name: &str) -> Pod {
     panic!("pod {ns}/{name} never ran");
 }
 
+/// How many `verb` requests on `resource` (no subresource) the API server has served.
+fn requests(cluster: &Cluster, resource: &str, verb: &str) -> u64 {
+    let metrics = cluster.kubectl(["get", "--raw", "/metrics"]);
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("apiserver_request_total{")
+                && l.contains(&format!("resource=\"{resource}\""))
+                && l.contains("subresource=\"\"")
+                && l.contains(&format!("verb=\"{verb}\""))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
 /// The refusal `result` must be; its message never holds `token`.
 fn refused(
     result: Result<factbuoy_protocol::names::NodeName, AdmissionError>,
@@ -536,6 +562,18 @@ fn an_agent_token_names_its_pods_node_and_nothing_else() {
         // The token as read from a projected volume ends in a newline.
         assert_eq!(admission.admit(&format!("{token_a}\n")).await.unwrap().as_str(), "node-1");
 
+        // What an admission costs the API server (its own request counters): one TokenReview
+        // and one pod read.
+        let before = (requests(cluster, "tokenreviews", "POST"), requests(cluster, "pods", "GET"));
+        for _ in 0..10 {
+            admission.admit(&token_a).await.unwrap();
+        }
+        let after = (requests(cluster, "tokenreviews", "POST"), requests(cluster, "pods", "GET"));
+        eprintln!("10 admissions: {} TokenReviews, {} pod reads", after.0 - before.0, after.1 - before.1);
+        assert_eq!(after.0 - before.0, 10);
+        // Other tests read pods meanwhile: a second read per admission would make 20.
+        assert!((10..20).contains(&(after.1 - before.1)), "{before:?} {after:?}");
+
         // Refusals, each naming the check that failed.
         let wrong_audience = bound_token(&client, ns, "factbuoy-agent", &a, "factbuoy:another-run").await;
         assert!(matches!(
@@ -559,6 +597,22 @@ fn an_agent_token_names_its_pods_node_and_nothing_else() {
         assert!(matches!(
             refused(admission.admit(&token).await, &token),
             Refusal::NotDaemonSetPod { pod, .. } if pod == "no-daemonset"
+        ));
+        // Owned by the DaemonSet, but not as its controller (the DaemonSet did not make it).
+        let daemonset = kube::Api::<DaemonSet>::namespaced(client.clone(), ns)
+            .get("factbuoy-agent")
+            .await
+            .unwrap();
+        let mut adopted = bare("not-controlled", "factbuoy-agent", 1, "sleep 3600");
+        adopted["metadata"]["ownerReferences"] = serde_json::json!([{
+            "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "factbuoy-agent",
+            "uid": daemonset.metadata.uid, "controller": false}]);
+        create::<Pod>(&client, ns, adopted).await;
+        let not_controlled = running_pod(&client, ns, "not-controlled").await;
+        let token = bound_token(&client, ns, "factbuoy-agent", &not_controlled, &audience).await;
+        assert!(matches!(
+            refused(admission.admit(&token).await, &token),
+            Refusal::NotDaemonSetPod { pod, .. } if pod == "not-controlled"
         ));
         let terminating = running_pod(&client, ns, "terminating").await;
         let token = bound_token(&client, ns, "factbuoy-agent", &terminating, &audience).await;
@@ -585,6 +639,26 @@ fn an_agent_token_names_its_pods_node_and_nothing_else() {
         assert!(
             matches!(gone, Some(Refusal::NotAuthenticated { .. } | Refusal::PodGone { .. } | Refusal::PodTerminating { .. })),
             "{gone:?}"
+        );
+        // A pod re-created under the same name is another pod: its predecessor's token is refused.
+        create::<Pod>(&client, ns, bare("fixed", "factbuoy-agent", 2, "sleep 3600")).await;
+        let fixed = running_pod(&client, ns, "fixed").await;
+        let token = bound_token(&client, ns, "factbuoy-agent", &fixed, &audience).await;
+        pods.delete("fixed", &kube::api::DeleteParams::default().grace_period(0))
+            .await
+            .unwrap();
+        for _ in 0..60 {
+            if pods.get_opt("fixed").await.unwrap().is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        create::<Pod>(&client, ns, bare("fixed", "factbuoy-agent", 2, "sleep 3600")).await;
+        let replaced = refused(admission.admit(&token).await, &token);
+        assert!(
+            matches!(&replaced, Refusal::PodReplaced { pod, .. } if pod == "fixed")
+                || matches!(&replaced, Refusal::NotAuthenticated { .. }),
+            "{replaced:?}"
         );
         for garbage in ["garbage", "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln"] {
             assert!(matches!(refused(admission.admit(garbage).await, garbage), Refusal::NotAuthenticated { .. }));

@@ -38,9 +38,6 @@ const READINESS_TAINTS: &[&str] = &[
 /// `Unknown`.
 pub const DEFAULT_LOST_AFTER: Duration = Duration::from_secs(60);
 
-/// Events queued for the receiver before the watch waits for it.
-pub const CHANNEL_CAPACITY: usize = 256;
-
 /// Which nodes the run's DaemonSet places agents on: its pod template's node selector and
 /// tolerations, exactly as written in the manifest (the DaemonSet controller's automatic
 /// tolerations are added here, as the controller adds them).

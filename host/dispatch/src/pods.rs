@@ -354,8 +354,7 @@ impl PodTracker {
             .filter(|uid| !listed.contains_key(*uid))
             .cloned()
             .collect();
-        let mut events: Vec<PodEvent> =
-            missing.iter().filter_map(|uid| self.delete(uid)).collect();
+        let mut events: Vec<PodEvent> = missing.iter().filter_map(|uid| self.delete(uid)).collect();
         for pod in listed.into_values() {
             events.extend(self.apply(&pod));
         }
@@ -477,7 +476,9 @@ mod tests {
     fn fixture(name: &str) -> Pod {
         let text = match name {
             "running" => include_str!("../../../tests/fixtures/pods/running.json"),
-            "killed-restarted" => include_str!("../../../tests/fixtures/pods/killed-restarted.json"),
+            "killed-restarted" => {
+                include_str!("../../../tests/fixtures/pods/killed-restarted.json")
+            }
             "missing-image" => include_str!("../../../tests/fixtures/pods/missing-image.json"),
             "crash-loop" => include_str!("../../../tests/fixtures/pods/crash-loop.json"),
             "oom" => include_str!("../../../tests/fixtures/pods/oom.json"),
@@ -509,7 +510,12 @@ mod tests {
     #[test]
     fn an_image_the_node_lacks_is_named_with_what_to_do() {
         let message = only("missing-image", ProblemKind::Image);
-        for want in ["factbuoy.local/not-imported:1", "ErrImageNeverPull", "import", "--image"] {
+        for want in [
+            "factbuoy.local/not-imported:1",
+            "ErrImageNeverPull",
+            "import",
+            "--image",
+        ] {
             assert!(message.contains(want), "{want:?} not in {message}");
         }
     }
@@ -517,19 +523,29 @@ mod tests {
     #[test]
     fn a_crash_loop_gives_the_last_exit_code() {
         let message = only("crash-loop", ProblemKind::CrashLoop);
-        assert!(message.contains("exit code 3") && message.contains("kubectl logs --previous crash-loop"), "{message}");
+        assert!(
+            message.contains("exit code 3")
+                && message.contains("kubectl logs --previous crash-loop"),
+            "{message}"
+        );
     }
 
     #[test]
     fn an_out_of_memory_crash_loop_says_to_raise_the_memory_limit() {
         let message = only("oom", ProblemKind::CrashLoop);
-        assert!(message.contains("OOMKilled") && message.contains("memory limit"), "{message}");
+        assert!(
+            message.contains("OOMKilled") && message.contains("memory limit"),
+            "{message}"
+        );
     }
 
     #[test]
     fn a_missing_configmap_is_a_container_config_problem() {
         let message = only("no-configmap", ProblemKind::ContainerConfig);
-        assert!(message.contains("configmap \"no-such-configmap\" not found"), "{message}");
+        assert!(
+            message.contains("configmap \"no-such-configmap\" not found"),
+            "{message}"
+        );
     }
 
     #[test]
@@ -547,10 +563,20 @@ mod tests {
         let events = tracker.apply(&fixture("killed-restarted"));
         match &events[..] {
             [
-                PodEvent::Problem { kind: ProblemKind::Terminated, message, pod },
-                PodEvent::Recovered { kind: ProblemKind::Terminated, .. },
+                PodEvent::Problem {
+                    kind: ProblemKind::Terminated,
+                    message,
+                    pod,
+                },
+                PodEvent::Recovered {
+                    kind: ProblemKind::Terminated,
+                    ..
+                },
             ] => {
-                assert!(message.contains("exit code 137") && message.contains("signal 9"), "{message}");
+                assert!(
+                    message.contains("exit code 137") && message.contains("signal 9"),
+                    "{message}"
+                );
                 assert_eq!(pod.node.as_ref().map(NodeName::as_str), Some("node-1"));
             }
             other => panic!("{other:?}"),
@@ -564,13 +590,31 @@ mod tests {
         let mut tracker = PodTracker::new(DEFAULT_RESTART_LIMIT);
         let crashing = fixture("crash-loop");
         let events = tracker.apply(&crashing);
-        assert!(matches!(&events[..], [PodEvent::Problem { kind: ProblemKind::CrashLoop, .. }]), "{events:?}");
+        assert!(
+            matches!(
+                &events[..],
+                [PodEvent::Problem {
+                    kind: ProblemKind::CrashLoop,
+                    ..
+                }]
+            ),
+            "{events:?}"
+        );
         assert_eq!(tracker.apply(&crashing), vec![]);
         // The same pod, running again.
         let mut running = fixture("running");
         running.metadata = crashing.metadata.clone();
         let events = tracker.apply(&running);
-        assert!(matches!(&events[..], [PodEvent::Recovered { kind: ProblemKind::CrashLoop, .. }]), "{events:?}");
+        assert!(
+            matches!(
+                &events[..],
+                [PodEvent::Recovered {
+                    kind: ProblemKind::CrashLoop,
+                    ..
+                }]
+            ),
+            "{events:?}"
+        );
     }
 
     #[test]
@@ -583,7 +627,28 @@ mod tests {
         tracker.init();
         tracker.init_apply(fixture("running"));
         let events = tracker.init_done();
-        assert!(matches!(&events[..], [PodEvent::Deleted { pod }] if pod.name == "missing-image"), "{events:?}");
+        assert!(
+            matches!(&events[..], [PodEvent::Deleted { pod }] if pod.name == "missing-image"),
+            "{events:?}"
+        );
+    }
+
+    #[test]
+    fn an_evicted_pod_is_terminated_with_the_kubelets_reason() {
+        let mut pod = fixture("running");
+        let status = pod.status.as_mut().unwrap();
+        status.phase = Some("Failed".into());
+        status.reason = Some("Evicted".into());
+        status.message = Some("The node was low on resource: memory.".into());
+        status.container_statuses = None;
+        let message = match &diagnose(&pod, DEFAULT_RESTART_LIMIT, &BTreeMap::new())[..] {
+            [(ProblemKind::Terminated, message)] => message.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            message.contains("Evicted: The node was low on resource: memory."),
+            "{message}"
+        );
     }
 
     #[test]
@@ -596,6 +661,9 @@ mod tests {
                 ]}}}}
         }))
         .unwrap();
-        assert_eq!(pod_node(&pod).as_ref().map(NodeName::as_str), Some("node-7"));
+        assert_eq!(
+            pod_node(&pod).as_ref().map(NodeName::as_str),
+            Some("node-7")
+        );
     }
 }
