@@ -5,12 +5,15 @@
 //! nothing of Kubernetes: this module connects it to the dispatch crate.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use factbuoy_aggregator::nodes::NodeSet;
+use factbuoy_aggregator::enroll::{Admission, Admitting, Refusal};
+use factbuoy_aggregator::nodes::{NodeSet, NodeSetError};
 use factbuoy_aggregator::{Run, RunDir};
+use factbuoy_dispatch::admission::{AdmissionError, PodTokenAdmission};
 use factbuoy_dispatch::names;
 use factbuoy_dispatch::nodes::{NodeChange, NodeFilter};
 use factbuoy_dispatch::pods::PodEvent;
@@ -27,6 +30,8 @@ use crate::output::ExitStatus;
 /// How often the status annotation is brought up to date (each patch only when it changed, and
 /// at most every few seconds: see `status_annotation`).
 const STATUS_TICK: Duration = Duration::from_secs(1);
+/// Watch events waiting to be applied to the run: the watches wait while the queue is full.
+const WATCH_EVENTS: usize = 256;
 /// How long the aggregator waits for its run's DaemonSet to be applied after it.
 const DAEMONSET_WAIT: Duration = Duration::from_secs(120);
 
@@ -79,8 +84,14 @@ pub async fn serve(args: ServeKubernetesArgs) -> anyhow::Result<ExitStatus> {
 
     let filter = agents_filter(&client, &me.namespace).await?;
 
-    let mut running = factbuoy_aggregator::start(run, factbuoy_catalog::bundled_component).await?;
-    let (node_tx, node_rx) = mpsc::channel(factbuoy_dispatch::nodes::CHANNEL_CAPACITY);
+    let admission = PodTokens(PodTokenAdmission::new(client.clone(), &me.namespace, &run_id));
+    let mut running = factbuoy_aggregator::start_with(
+        run,
+        factbuoy_catalog::bundled_component,
+        Some(Arc::new(admission)),
+    )
+    .await?;
+    let (node_tx, node_rx) = mpsc::channel(WATCH_EVENTS);
     tokio::spawn(factbuoy_dispatch::nodes::follow_nodes(
         client.clone(),
         filter,
@@ -88,7 +99,7 @@ pub async fn serve(args: ServeKubernetesArgs) -> anyhow::Result<ExitStatus> {
         node_tx,
     ));
     tokio::spawn(apply_node_changes(running.nodes(), node_rx));
-    let (pod_tx, pod_rx) = mpsc::channel(factbuoy_dispatch::nodes::CHANNEL_CAPACITY);
+    let (pod_tx, pod_rx) = mpsc::channel(WATCH_EVENTS);
     let run_pods = Api::<Pod>::namespaced(client.clone(), &me.namespace);
     {
         let (pods, run_id) = (run_pods.clone(), run_id.clone());
@@ -147,6 +158,10 @@ fn open_or_create(args: &ServeKubernetesArgs, namespace: &str) -> anyhow::Result
     // Agents dial the Service's address but check this name: the cluster may have no DNS.
     config.server_names = vec![names::server_name(namespace)];
     config.bundle_dir = args.run_dir.join("bundle");
+    let operator_ca = std::fs::read_to_string(&args.operator_ca).with_context(|| {
+        format!("reading the operator CA certificate {}", args.operator_ca.display())
+    })?;
+    config.operator_ca = Some(operator_ca);
     let components = components_beside(&args.plan)?;
     let run = Run::create(dir, config, &components)?;
     Ok(run)
@@ -171,6 +186,21 @@ fn components_beside(plan: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         }
     }
     Ok(components)
+}
+
+/// The aggregator's admission, answered by a TokenReview of the agent pod's projected token:
+/// the certificate names the node that pod is bound to.
+struct PodTokens(PodTokenAdmission);
+
+impl Admission for PodTokens {
+    fn admit<'a>(&'a self, credential: &'a str) -> Admitting<'a> {
+        Box::pin(async move {
+            self.0.admit(credential).await.map_err(|e| match e {
+                AdmissionError::Refused(refusal) => Refusal::Refused(refusal.to_string()),
+                AdmissionError::Unavailable(why) => Refusal::Unavailable(why),
+            })
+        })
+    }
 }
 
 /// Which nodes the run's agent DaemonSet places agents on, as applied: its node selector and
@@ -279,7 +309,8 @@ async fn apply_node_changes(nodes: NodeSet, mut changes: mpsc::Receiver<NodeChan
         let applied = match &change {
             NodeChange::Expected(node) => nodes.expect(node).await,
             NodeChange::Skipped { node, reason } => nodes.skip(node, reason).await,
-            // A kubelet that stopped: its results are given up, as for a node that left.
+            // A kubelet that stopped: its missing results are given up as lost at once, as for
+            // a node that left; a node that comes back later is not waited for again.
             NodeChange::Lost { node, reason } | NodeChange::Gone { node, reason } => {
                 nodes.gone(node, reason).await
             }
@@ -289,8 +320,11 @@ async fn apply_node_changes(nodes: NodeSet, mut changes: mpsc::Receiver<NodeChan
             }
             NodeChange::Settled => nodes.settled().await,
         };
-        if let Err(e) = applied {
-            tracing::error!(?change, "applying a node change: {e}");
+        match applied {
+            Ok(()) => tracing::debug!(?change, "node change applied"),
+            // Skipped and gone are final: a node back after either is not waited for.
+            Err(NodeSetError::Final(why)) => tracing::info!(?change, "{why}"),
+            Err(e) => tracing::error!(?change, "applying a node change: {e}"),
         }
     }
 }
