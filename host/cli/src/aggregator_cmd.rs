@@ -47,6 +47,9 @@ pub enum AggregatorCommand {
         #[arg(long)]
         exit_when_complete: bool,
     },
+    /// Serve a run as a pod of a Kubernetes cluster: what the aggregator pod of
+    /// `factbuoy run --kubernetes` (and of `factbuoy gen`'s manifests) runs.
+    ServeKubernetes(crate::kube_serve::ServeKubernetesArgs),
 }
 
 #[derive(Debug, Args)]
@@ -181,6 +184,7 @@ pub async fn aggregator(command: AggregatorCommand, format: Format) -> anyhow::R
             ));
             Ok(ExitStatus::Success)
         }
+        AggregatorCommand::ServeKubernetes(args) => crate::kube_serve::serve(args).await,
         AggregatorCommand::Serve {
             run_dir,
             exit_when_complete,

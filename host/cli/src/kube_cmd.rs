@@ -190,6 +190,7 @@ pub async fn prepare(
         plugins: planned.plans,
         // Expected nodes come from the aggregator's live watch of the cluster's nodes.
         nodes: Vec::new(),
+        dynamic_nodes: true,
         heartbeat_seconds: config::DEFAULT_HEARTBEAT.as_secs(),
         lost_after_seconds: config::DEFAULT_LOST_AFTER.as_secs(),
         run_timeout_seconds: run_timeout.as_secs().max(1),
@@ -197,6 +198,8 @@ pub async fn prepare(
         operator_listen: SocketAddr::new(any.ip(), OPERATOR_PORT),
         server_names: vec![names::server_name(&namespace)],
         bundle_dir: PathBuf::from(AGGREGATOR_RUN_DIR).join("bundle"),
+        // The aggregator reads it from the ConfigMap's own key (`--operator-ca`).
+        operator_ca: None,
         limits: ServerLimits::default(),
     };
     let plan_json = serde_json::to_string_pretty(&config)?;

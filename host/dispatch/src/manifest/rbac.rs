@@ -89,9 +89,9 @@ pub fn namespace_rules() -> Vec<Rule> {
         rule(
             "apps",
             &["daemonsets"],
-            &["get", "delete"],
+            &["get", "list", "watch", "delete"],
             &[AGENT],
-            "The run ends by deleting its agent DaemonSet, so finished agents neither linger nor restart.",
+            "Its agent DaemonSet's node selector and tolerations say which nodes are expected (watched by name until `run` has applied it); the run ends by deleting it, so finished agents neither linger nor restart.",
         ),
         rule(
             "",
