@@ -26,7 +26,7 @@ use support::{factbuoy, workspace};
 
 const NODES: u32 = 2;
 /// The image deploy/build-image.sh builds in these tests.
-const IMAGE: &str = "factbuoy.local/factbuoy:kube-manifests";
+const IMAGE: &str = support::kube::FACTBUOY_IMAGE;
 /// A busybox image with a shell, for looking inside a pod built from the same spec.
 const BUSYBOX: &str = "factbuoy.local/manifests-busybox:1";
 
@@ -45,26 +45,8 @@ fn target(cluster: &Cluster) -> Target {
 fn images(cluster: &Cluster) {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
+        cluster.factbuoy_image();
         let dir = tempfile::tempdir().unwrap();
-        // The debug binary without its debug sections: the image stays about 100 MB.
-        let binary = dir.path().join("factbuoy");
-        run(Command::new("objcopy")
-            .arg("--strip-debug")
-            .arg(env!("CARGO_BIN_EXE_factbuoy"))
-            .arg(&binary));
-        let started = Instant::now();
-        let tar = dir.path().join("factbuoy.tar");
-        run(Command::new(workspace().join("deploy/build-image.sh"))
-            .arg(&binary)
-            .arg(IMAGE)
-            .arg(&tar));
-        eprintln!(
-            "build-image.sh: {:.1} s, {} bytes",
-            started.elapsed().as_secs_f64(),
-            std::fs::metadata(&tar).unwrap().len()
-        );
-        import(cluster, &tar);
-
         let root = dir.path().join("busybox");
         for sub in ["bin", "etc", "tmp"] {
             std::fs::create_dir_all(root.join(sub)).unwrap();

@@ -13,6 +13,9 @@ use std::sync::OnceLock;
 
 use super::workspace;
 
+/// The name [`Cluster::factbuoy_image`] gives factbuoy's image.
+pub const FACTBUOY_IMAGE: &str = "factbuoy.local/factbuoy:test";
+
 /// A running cluster.
 pub struct Cluster {
     name: String,
@@ -80,6 +83,47 @@ impl Cluster {
             String::from_utf8_lossy(&output.stderr)
         );
         String::from_utf8(output.stdout).expect("kubectl prints UTF-8")
+    }
+
+    /// factbuoy's own image, as deploy/build-image.sh builds it from this test binary's
+    /// `factbuoy` (without its debug sections: about 130 MB), imported into every node; built on
+    /// first use. Pods name it [`FACTBUOY_IMAGE`] with `imagePullPolicy: Never`.
+    pub fn factbuoy_image(&self) -> &'static str {
+        static IMPORTED: OnceLock<()> = OnceLock::new();
+        IMPORTED.get_or_init(|| {
+            let work = tempfile::tempdir().unwrap();
+            let binary = work.path().join("factbuoy");
+            let stripped = Command::new("objcopy")
+                .arg("--strip-debug")
+                .arg(env!("CARGO_BIN_EXE_factbuoy"))
+                .arg(&binary)
+                .output()
+                .unwrap();
+            assert!(
+                stripped.status.success(),
+                "objcopy: {}",
+                String::from_utf8_lossy(&stripped.stderr)
+            );
+            let archive = work.path().join("factbuoy.tar");
+            let built = Command::new(workspace().join("deploy/build-image.sh"))
+                .arg(&binary)
+                .arg(FACTBUOY_IMAGE)
+                .arg(&archive)
+                .output()
+                .unwrap();
+            assert!(
+                built.status.success(),
+                "build-image.sh: {}",
+                String::from_utf8_lossy(&built.stderr)
+            );
+            let imported = self.script([std::ffi::OsStr::new("import"), archive.as_os_str()]);
+            assert!(
+                imported.status.success(),
+                "cluster.sh import: {}",
+                String::from_utf8_lossy(&imported.stderr)
+            );
+        });
+        FACTBUOY_IMAGE
     }
 
     /// A busybox image (busybox-static and its applets, `/bin/sh` its entrypoint) packed by

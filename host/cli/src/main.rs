@@ -8,6 +8,7 @@ mod aggregator_cmd;
 mod ansible_cmd;
 mod json_report;
 mod kube_cmd;
+mod kube_run;
 mod kube_serve;
 mod output;
 mod plan;

@@ -53,6 +53,15 @@ pub struct RunArgs {
     /// Deadline of the whole run; what is missing then becomes error results.
     #[arg(long, default_value_t = config::DEFAULT_RUN_TIMEOUT.into())]
     timeout: humantime::Duration,
+    /// Collect every node of a Kubernetes cluster: apply the run's manifests (what `factbuoy gen`
+    /// prints), follow the run, download the bundle into --out. See docs/kubernetes.md.
+    #[arg(long)]
+    kubernetes: bool,
+    /// With --kubernetes: return once the manifests are applied, without waiting for the run.
+    #[arg(long, requires = "kubernetes")]
+    detach: bool,
+    #[command(flatten, next_help_heading = "Kubernetes (with --kubernetes)")]
+    kube: crate::kube_cmd::KubeArgs,
 }
 
 #[derive(Debug, Args)]
@@ -127,6 +136,17 @@ pub fn new_run_id() -> String {
 
 pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let run_id = new_run_id();
+    if args.kubernetes {
+        return crate::kube_run::run(
+            &args.kube,
+            &args.plugin_args,
+            *args.timeout,
+            &run_id,
+            &args.out,
+            args.detach,
+        )
+        .await;
+    }
     let run_dir = match &args.run_dir {
         Some(dir) => dir.clone(),
         None => default_run_dir(&run_id)?,
