@@ -84,7 +84,11 @@ pub async fn serve(args: ServeKubernetesArgs) -> anyhow::Result<ExitStatus> {
 
     let filter = agents_filter(&client, &me.namespace).await?;
 
-    let admission = PodTokens(PodTokenAdmission::new(client.clone(), &me.namespace, &run_id));
+    let admission = PodTokens(PodTokenAdmission::new(
+        client.clone(),
+        &me.namespace,
+        &run_id,
+    ));
     let mut running = factbuoy_aggregator::start_with(
         run,
         factbuoy_catalog::bundled_component,
@@ -159,7 +163,10 @@ fn open_or_create(args: &ServeKubernetesArgs, namespace: &str) -> anyhow::Result
     config.server_names = vec![names::server_name(namespace)];
     config.bundle_dir = args.run_dir.join("bundle");
     let operator_ca = std::fs::read_to_string(&args.operator_ca).with_context(|| {
-        format!("reading the operator CA certificate {}", args.operator_ca.display())
+        format!(
+            "reading the operator CA certificate {}",
+            args.operator_ca.display()
+        )
     })?;
     config.operator_ca = Some(operator_ca);
     let components = components_beside(&args.plan)?;
