@@ -53,7 +53,16 @@ pub async fn run(
         return Ok(ExitStatus::Success);
     }
     let operator = operator_client(&cluster, &namespace, run_id).await?;
+    // The aggregator ends the run by its timeout; past that (and its packaging), something is
+    // wrong with the aggregator itself.
+    let give_up = tokio::time::Instant::now() + timeout + AGGREGATOR_START;
     let status = loop {
+        if tokio::time::Instant::now() > give_up {
+            anyhow::bail!(
+                "run {run_id}: no end from the aggregator {}s after the run's timeout; see `kubectl -n {namespace} describe pod {AGGREGATOR}`",
+                AGGREGATOR_START.as_secs()
+            );
+        }
         match operator.status().await {
             Ok(document) => {
                 let done = document
