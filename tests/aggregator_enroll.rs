@@ -621,3 +621,34 @@ async fn an_operator_ca_named_by_the_run_reaches_status_and_nothing_else() {
         .await;
     assert_eq!(status.unwrap_err().status().map(|s| s.as_u16()), Some(403));
 }
+
+/// Without `--spool` an agent spools into a private temporary directory, which goes with it:
+/// agents run over and over (a DaemonSet, a timer) must not fill the temporary directory.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_without_spool_leaves_no_directory_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = create(dir.path(), &["a"], false, &[]);
+    let running = serve(&run_dir).await;
+    let credentials = issue(&run_dir, &Role::Agent { node: node("a") });
+    let temporary = tempfile::tempdir().unwrap();
+    let mut command = factbuoy();
+    command
+        .env("TMPDIR", temporary.path())
+        .args(["agent", "--aggregator"])
+        .arg(running.agent_address.to_string())
+        .args(["--node", "a", "--retry-for", "30s", "--credentials"])
+        .arg(&credentials);
+    let output = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let left: Vec<_> = std::fs::read_dir(temporary.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "the agent left {left:?} behind");
+}

@@ -326,9 +326,19 @@ async fn deliver(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> 
         limits: Limits::default(),
         ..RuntimeOptions::default()
     })?);
+    // Without --spool: a private temporary directory, removed when the agent ends.
+    let temporary_spool;
     let spool_dir = match args.spool {
         Some(dir) => dir,
-        None => private_temp_dir()?,
+        None => {
+            use std::os::unix::fs::PermissionsExt;
+            temporary_spool = tempfile::Builder::new()
+                .prefix("factbuoy-spool-")
+                .permissions(std::fs::Permissions::from_mode(0o700))
+                .tempdir()
+                .context("creating a spool directory under the temporary directory; name one with --spool")?;
+            temporary_spool.path().to_owned()
+        }
     };
     let config = Arc::new(AgentConfig {
         node,
@@ -357,12 +367,4 @@ async fn deliver(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> 
     } else {
         ExitStatus::PluginFailed
     })
-}
-
-/// A fresh private spool directory under the system's temporary directory.
-fn private_temp_dir() -> anyhow::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
-    let dir = std::env::temp_dir().join(format!("factbuoy-spool-{:016x}", rand::random::<u64>()));
-    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-    Ok(dir)
 }
