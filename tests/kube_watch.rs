@@ -406,7 +406,8 @@ fn agent_pods_problems_are_classified_with_what_to_do() {
     });
 }
 
-use factbuoy_dispatch::admission::{AdmissionError, PodTokenAdmission, Refusal, agent_audience};
+use factbuoy_dispatch::admission::{AdmissionError, PodTokenAdmission, Refusal};
+use factbuoy_dispatch::names::token_audience;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -491,7 +492,7 @@ fn an_agent_token_names_its_pods_node_and_nothing_else() {
     cluster.block_on(|| async {
         let client = client(cluster).await;
         let ns = "watch-adm";
-        let audience = agent_audience(RUN);
+        let audience = token_audience(RUN);
         namespace(&client, ns).await;
         namespace(&client, "watch-adm-other").await;
         for (namespace, sa) in [(ns, "factbuoy-agent"), (ns, "other"), ("watch-adm-other", "factbuoy-agent")] {

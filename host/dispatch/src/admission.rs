@@ -12,12 +12,8 @@ use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::OnceCell;
 
-/// The label every object of a run carries: `factbuoy/run=<run-id>`.
-pub const RUN_LABEL: &str = "factbuoy/run";
-/// The agents' ServiceAccount in the run's namespace.
-pub const AGENT_SERVICE_ACCOUNT: &str = "factbuoy-agent";
-/// The agents' DaemonSet in the run's namespace.
-pub const AGENT_DAEMONSET: &str = "factbuoy-agent";
+use crate::names::{AGENT, RUN_LABEL, agent_username, token_audience};
+
 /// The key of `user.extra` where a TokenReview names the pod a token is bound to.
 pub const POD_NAME_EXTRA: &str = "authentication.kubernetes.io/pod-name";
 /// The key of `user.extra` where a TokenReview gives that pod's uid.
@@ -25,12 +21,6 @@ pub const POD_UID_EXTRA: &str = "authentication.kubernetes.io/pod-uid";
 /// How long one admission (the TokenReview and the reads after it) may take before it is
 /// reported unavailable.
 pub const DEFAULT_REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The audience agents' tokens are issued for: `factbuoy:<run-id>`. No other service accepts
-/// it, and the API server refuses it, so a stolen agent token calls nothing.
-pub fn agent_audience(run_id: &str) -> String {
-    format!("factbuoy:{run_id}")
-}
 
 /// Why an agent was refused: the check that failed. Never holds the token.
 #[derive(Debug, thiserror::Error)]
@@ -104,7 +94,7 @@ pub enum Refusal {
         run_id: String,
     },
     /// The pod is not controlled by the run's agent DaemonSet.
-    #[error("pod {pod} is not controlled by the run's DaemonSet {AGENT_DAEMONSET}{}", daemonset_uid.as_deref().map(|u| format!(" (uid {u})")).unwrap_or_default())]
+    #[error("pod {pod} is not controlled by the run's DaemonSet {AGENT}{}", daemonset_uid.as_deref().map(|u| format!(" (uid {u})")).unwrap_or_default())]
     NotDaemonSetPod {
         /// The pod's name.
         pod: String,
@@ -186,7 +176,7 @@ impl PodTokenAdmission {
     }
 
     async fn check(&self, token: &str) -> Result<NodeName, AdmissionError> {
-        let audience = agent_audience(&self.run_id);
+        let audience = token_audience(&self.run_id);
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: Some(token.to_owned()),
@@ -216,10 +206,7 @@ impl PodTokenAdmission {
             .into());
         }
         let user = status.user.unwrap_or_default();
-        let expected = format!(
-            "system:serviceaccount:{}:{AGENT_SERVICE_ACCOUNT}",
-            self.namespace
-        );
+        let expected = agent_username(&self.namespace);
         let username = user.username.unwrap_or_default();
         if username != expected {
             return Err(Refusal::WrongServiceAccount { username, expected }.into());
@@ -262,7 +249,7 @@ impl PodTokenAdmission {
         let daemonset_uid = self.daemonset_uid().await?;
         let owned = pod.owner_references().iter().any(|o| {
             o.kind == "DaemonSet"
-                && o.name == AGENT_DAEMONSET
+                && o.name == AGENT
                 && o.controller == Some(true)
                 && daemonset_uid.as_deref() == Some(o.uid.as_str())
         });
@@ -287,7 +274,7 @@ impl PodTokenAdmission {
             return Ok(Some(uid.clone()));
         }
         let daemonset = Api::<DaemonSet>::namespaced(self.client.clone(), &self.namespace)
-            .get_opt(AGENT_DAEMONSET)
+            .get_opt(AGENT)
             .await
             .map_err(|e| unavailable("reading the agent DaemonSet", e))?;
         let uid = daemonset

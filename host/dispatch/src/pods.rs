@@ -13,10 +13,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use tokio::sync::mpsc;
 
-/// The label every object of a run carries: `factbuoy/run=<run-id>`.
-pub const RUN_LABEL: &str = "factbuoy/run";
-/// The label that tells the run's objects apart by role; agents have `agent`.
-pub const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
+use crate::names::agent_selector;
 
 /// Restarts after which a container that is not running counts as crash-looping, as Sonobuoy's
 /// `IsPodFailing` counts them.
@@ -25,11 +22,6 @@ pub const DEFAULT_RESTART_LIMIT: i32 = 2;
 /// Longest piece of text quoted from the cluster (a scheduler or kubelet message, a termination
 /// message) in a problem's message, in bytes.
 pub const MAX_QUOTED_BYTES: usize = 512;
-
-/// The label selector of a run's agent pods.
-pub fn agent_selector(run_id: &str) -> String {
-    format!("{RUN_LABEL}={run_id},{COMPONENT_LABEL}=agent")
-}
 
 /// What keeps an agent pod from delivering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
