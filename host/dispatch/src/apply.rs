@@ -3,6 +3,7 @@
 //! order, or a server-side dry run of the same.
 
 use std::fmt::Debug;
+use std::time::Duration;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
@@ -74,18 +75,35 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
 {
     let name = object.name_any();
-    api.patch(&name, params, &Patch::Apply(object))
-        .await
-        .map_err(|source| {
-            let what = describe(object);
-            ApplyError {
-                kind: what.kind,
-                namespace: what.namespace,
-                name: what.name,
-                source,
+    let mut waited = Duration::ZERO;
+    loop {
+        match api.patch(&name, params, &Patch::Apply(object)).await {
+            // The API server asks to try again: on 1.20, a Pod right after its ServiceAccount
+            // waits for the account's token, which a controller makes moments later.
+            Err(kube::Error::Api(status))
+                if status.code == 500 && status.reason == "ServerTimeout" && waited < RETRY_FOR =>
+            {
+                tokio::time::sleep(RETRY_EVERY).await;
+                waited += RETRY_EVERY;
             }
-        })
+            result => {
+                return result.map_err(|source| {
+                    let what = describe(object);
+                    ApplyError {
+                        kind: what.kind,
+                        namespace: what.namespace,
+                        name: what.name,
+                        source,
+                    }
+                });
+            }
+        }
+    }
 }
+
+/// How long an object the API server answers "retry" for is tried again, and how often.
+const RETRY_FOR: Duration = Duration::from_secs(30);
+const RETRY_EVERY: Duration = Duration::from_secs(1);
 
 struct Applier<'a> {
     client: &'a Client,
