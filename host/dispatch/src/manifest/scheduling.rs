@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Taint, Toleration};
+use k8s_openapi::api::core::v1::Toleration;
 
 /// The taint effects a toleration may name.
 pub const EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
@@ -99,23 +99,6 @@ pub fn parse_node_selector(text: &str) -> Result<BTreeMap<String, String>, Sched
     Ok(selector)
 }
 
-/// Whether a pod with `tolerations` may run on a node with `taint` (Kubernetes' rule: an empty
-/// key with `Exists` matches every key, an empty effect every effect, `Equal` compares values).
-pub fn tolerates(tolerations: &[Toleration], taint: &Taint) -> bool {
-    tolerations.iter().any(|t| {
-        let effect_ok = t
-            .effect
-            .as_deref()
-            .is_none_or(|e| e.is_empty() || e == taint.effect);
-        let key = t.key.as_deref().unwrap_or_default();
-        let exists = t.operator.as_deref() == Some("Exists");
-        let key_ok = (key.is_empty() && exists) || key == taint.key;
-        let value_ok = exists
-            || t.value.as_deref().unwrap_or_default() == taint.value.as_deref().unwrap_or_default();
-        effect_ok && key_ok && value_ok
-    })
-}
-
 /// A label key: `[PREFIX/]NAME`, NAME at most 63 bytes of alphanumerics, `-`, `_`, `.`, starting
 /// and ending alphanumeric; PREFIX a DNS subdomain.
 fn check_qualified_name(key: &str) -> Result<(), String> {
@@ -169,6 +152,7 @@ fn check_label_value(value: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Taint;
 
     fn taint(key: &str, value: Option<&str>, effect: &str) -> Taint {
         Taint {
@@ -237,19 +221,26 @@ mod tests {
         }
     }
 
+    /// Whether any of `tolerations` tolerates `taint`, by the node watch's rule.
+    fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
+        tolerations
+            .iter()
+            .any(|t| crate::nodes::tolerates(t, taint))
+    }
+
     #[test]
     fn tolerations_default_to_everything() {
         let gpu = parse_toleration("gpu:NoSchedule").unwrap();
         let all = tolerations(std::slice::from_ref(&gpu), true);
         assert_eq!(all.len(), 2);
-        assert!(tolerates(&all, &taint("anything", Some("x"), "NoExecute")));
+        assert!(tolerated(&all, &taint("anything", Some("x"), "NoExecute")));
         let narrow = tolerations(&[gpu], false);
-        assert!(tolerates(&narrow, &taint("gpu", Some("x"), "NoSchedule")));
-        assert!(!tolerates(&narrow, &taint("gpu", None, "NoExecute")));
-        assert!(!tolerates(&narrow, &taint("other", None, "NoSchedule")));
+        assert!(tolerated(&narrow, &taint("gpu", Some("x"), "NoSchedule")));
+        assert!(!tolerated(&narrow, &taint("gpu", None, "NoExecute")));
+        assert!(!tolerated(&narrow, &taint("other", None, "NoSchedule")));
         let equal = [parse_toleration("k=v").unwrap()];
-        assert!(tolerates(&equal, &taint("k", Some("v"), "NoExecute")));
-        assert!(!tolerates(&equal, &taint("k", Some("w"), "NoExecute")));
+        assert!(tolerated(&equal, &taint("k", Some("v"), "NoExecute")));
+        assert!(!tolerated(&equal, &taint("k", Some("w"), "NoExecute")));
     }
 
     #[test]
