@@ -750,6 +750,7 @@ fn a_run_with_real_agents_ends_in_a_bundle_that_resumes_downloading() {
     std::fs::write(&path, &whole[..whole.len() / 2]).unwrap();
     let resumed = retrieve(&out);
     assert_eq!(resumed["sha256"], tar["sha256"]);
+    assert_eq!(resumed["resumed_from"], whole.len() / 2, "{resumed}");
     assert_eq!(std::fs::read(&path).unwrap(), whole);
 
     // The bundle is a valid tar.gz whose index matches every file in it.

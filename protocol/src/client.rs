@@ -415,9 +415,8 @@ impl Client {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
-    /// Downloads the bundle to `dest`, resuming a partial download already there. Returns the
-    /// bundle's size.
-    pub async fn download_bundle(&self, dest: &Path) -> Result<u64, ClientError> {
+    /// Downloads the bundle to `dest`, resuming a partial download already there.
+    pub async fn download_bundle(&self, dest: &Path) -> Result<Downloaded, ClientError> {
         let have = match tokio::fs::metadata(dest).await {
             Ok(meta) => meta.len(),
             Err(_) => 0,
@@ -438,7 +437,12 @@ impl Client {
             .await;
         let response = match response {
             // Already complete: the server has nothing past what we hold.
-            Err(e) if e.status() == Some(StatusCode::RANGE_NOT_SATISFIABLE) => return Ok(have),
+            Err(e) if e.status() == Some(StatusCode::RANGE_NOT_SATISFIABLE) => {
+                return Ok(Downloaded {
+                    size: have,
+                    resumed_from: have,
+                });
+            }
             other => other?,
         };
         let resumed = response.status() == StatusCode::PARTIAL_CONTENT;
@@ -460,8 +464,20 @@ impl Client {
             }
         }
         file.flush().await?;
-        Ok(written)
+        Ok(Downloaded {
+            size: written,
+            resumed_from: if resumed { have } else { 0 },
+        })
     }
+}
+
+/// A finished bundle download.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Downloaded {
+    /// The file's size.
+    pub size: u64,
+    /// The bytes that were already there and kept: 0 for a download from the start.
+    pub resumed_from: u64,
 }
 
 fn empty() -> Body {

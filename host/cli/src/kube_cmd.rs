@@ -25,7 +25,8 @@ use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
 
 use crate::output::{ExitStatus, Format, emit};
 use crate::plan::{self, PluginArgs};
-use crate::run_cmd::{STATE_DIR_ENV, new_run_id};
+use crate::run_cmd::new_run_id;
+use crate::runs::{KubeRun, state_dir};
 
 /// The image `gen` and `run --kubernetes` use by default: what deploy/build-image.sh names it.
 pub const DEFAULT_IMAGE: &str = concat!("factbuoy.local/factbuoy:", env!("CARGO_PKG_VERSION"));
@@ -127,17 +128,14 @@ pub struct Prepared {
     /// The directory holding the operator CA (`ca.pem`, `ca.key`) and the operator's
     /// certificate (`operator.pem`, `operator.key`), all but the certificates 0600.
     pub operator_dir: PathBuf,
+    /// Where the run is, as `status` and `retrieve` find it (saved in `operator_dir`).
+    pub record: KubeRun,
 }
 
-/// Where the CLI keeps a Kubernetes run's operator credentials:
-/// `$FACTBUOY_STATE_DIR/kube/<run id>`, else `$XDG_STATE_HOME/factbuoy/kube/<run id>`
-/// (`~/.local/state/factbuoy/kube/<run id>`).
+/// Where the CLI keeps a Kubernetes run's operator credentials and its record (`runs`):
+/// `kube/<run id>` in the state directory (`~/.local/state/factbuoy/kube/<run id>`).
 pub fn operator_dir(run_id: &str) -> anyhow::Result<PathBuf> {
-    let base = std::env::var_os(STATE_DIR_ENV)
-        .map(PathBuf::from)
-        .or_else(|| dirs::state_dir().map(|d| d.join("factbuoy")))
-        .context("no state directory: set FACTBUOY_STATE_DIR")?;
-    Ok(base.join("kube").join(run_id))
+    Ok(state_dir()?.join("kube").join(run_id))
 }
 
 /// Plans a Kubernetes run: loads and checks the plugins, creates the operator CA and
@@ -217,6 +215,13 @@ pub async fn prepare(
             .create(&dir)
             .with_context(|| format!("creating {}", dir.display()))?;
     }
+    let record = KubeRun {
+        run_id: run_id.to_owned(),
+        namespace: namespace.clone(),
+        kubeconfig: kube.cluster.kubeconfig.clone(),
+        context: kube.cluster.context.clone(),
+    };
+    record.save()?;
     let operator_ca = RunCa::create(&format!("{run_id} operator"))?;
     operator_ca.save(&dir)?;
     operator_ca
@@ -248,6 +253,7 @@ pub async fn prepare(
     Ok(Prepared {
         manifests,
         operator_dir: dir,
+        record,
     })
 }
 

@@ -23,6 +23,7 @@ use kube::Api;
 use crate::kube_cmd::{KubeArgs, operator_dir, prepare};
 use crate::output::{ExitStatus, emit};
 use crate::plan::PluginArgs;
+use crate::runs::{self, RunAt};
 
 /// How often `--wait` asks the aggregator for the run's status.
 const STATUS_EVERY: Duration = Duration::from_secs(2);
@@ -46,9 +47,10 @@ pub async fn run(
         .await
         .context("applying the run's manifests")?;
     eprintln!("run {run_id}: applied in namespace {namespace}");
+    runs::remember(&RunAt::Kubernetes(prepared.record.clone()))?;
     if detach {
         emit(&format!(
-            "run {run_id} started in namespace {namespace}; `factbuoy delete {run_id}` removes it"
+            "run {run_id} started in namespace {namespace}; `factbuoy status` follows it, `factbuoy retrieve` downloads its bundle, `factbuoy delete {run_id}` removes it"
         ));
         return Ok(ExitStatus::Success);
     }
@@ -96,11 +98,13 @@ pub async fn run(
         .as_ref()
         .context("the run is complete but names no bundle")?;
     let path = out.join(&tar.name);
-    let bytes = operator
-        .download_bundle(&path)
-        .await
-        .with_context(|| format!("downloading the bundle into {}", path.display()))?;
-    emit(&format!("{} ({bytes} bytes)", path.display()));
+    let downloaded = operator.download_bundle(&path).await.with_context(|| {
+        format!(
+            "downloading the bundle into {}; `factbuoy retrieve {run_id}` resumes it",
+            path.display()
+        )
+    })?;
+    emit(&format!("{} ({} bytes)", path.display(), downloaded.size));
     Ok(ExitStatus::Success)
 }
 

@@ -14,6 +14,7 @@ mod output;
 mod plan;
 mod plugin_cmd;
 mod run_cmd;
+mod runs;
 
 use std::process::ExitCode;
 
@@ -46,9 +47,9 @@ struct Cli {
 enum Command {
     /// Collect facts from this host: an aggregator on loopback, an agent over mutual TLS, one bundle.
     Run(run_cmd::RunArgs),
-    /// Show the current run's status (or a run directory's).
+    /// Show a run's status: the current run's, or the one named (local or Kubernetes).
     Status(run_cmd::StatusArgs),
-    /// Download the current run's bundle, resuming a partial download.
+    /// Download a run's bundle, resuming a partial download (through port-forward for a Kubernetes run).
     Retrieve(run_cmd::RetrieveArgs),
     /// List, inspect, validate and run gatherer plugins on this host.
     #[command(subcommand)]

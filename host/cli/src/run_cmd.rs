@@ -2,8 +2,8 @@
 //! host, over the same mutual-TLS protocol as in a cluster), `factbuoy status` and
 //! `factbuoy retrieve`.
 //!
-//! The CLI remembers the current run in a private state file (its directory, where its operator
-//! listener is), so `status` and `retrieve` from another terminal just work.
+//! The CLI remembers the current run (`runs`), so `status` and `retrieve` from another terminal
+//! just work, for a local run as for a Kubernetes one.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -19,7 +19,6 @@ use factbuoy_protocol::text::printable;
 use factbuoy_protocol::tls::Identity;
 use factbuoy_protocol::types::{PairStatus, ResultStatus, RunStatus, StatusDocument};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::{Deserialize, Serialize};
 
 use factbuoy_agent::{AgentConfig, LoadedPlugins};
 use factbuoy_aggregator::config::{self, RunConfig, ServerLimits};
@@ -28,11 +27,10 @@ use factbuoy_aggregator::{Run, RunDir};
 use factbuoy_protocol::types::now_rfc3339;
 use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
 
+use crate::kube_cmd::ClusterArgs;
 use crate::output::{ExitStatus, Format, emit};
 use crate::plan;
-
-/// Environment variable that overrides where the CLI keeps its state file.
-pub const STATE_DIR_ENV: &str = "FACTBUOY_STATE_DIR";
+use crate::runs::{self, RunAt};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -64,69 +62,46 @@ pub struct RunArgs {
     kube: crate::kube_cmd::KubeArgs,
 }
 
+/// Which run `status` and `retrieve` talk about.
 #[derive(Debug, Args)]
-pub struct StatusArgs {
-    /// The run directory [default: the current run's].
+pub struct WhichRun {
+    /// The run: a Kubernetes run started from this machine, or a local run [default: the current run].
+    #[arg(value_name = "RUN-ID", conflicts_with = "run_dir")]
+    run_id: Option<String>,
+    /// A local run's directory.
     #[arg(long, value_name = "DIR")]
     run_dir: Option<PathBuf>,
+    /// For a Kubernetes run: reach its cluster otherwise than the command that started it did.
+    #[command(flatten)]
+    cluster: ClusterArgs,
 }
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  factbuoy status\n  factbuoy status 3f2a9c01d4e7 -o json\n  factbuoy status --run-dir ./my-run"
+)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    run: WhichRun,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  factbuoy retrieve --out bundles/\n  factbuoy retrieve 3f2a9c01d4e7 --context prod"
+)]
 pub struct RetrieveArgs {
+    #[command(flatten)]
+    run: WhichRun,
     /// Where to write the bundle; a partial download there is resumed.
     #[arg(long, default_value = ".", value_name = "DIR")]
     out: PathBuf,
-    /// The run directory [default: the current run's].
-    #[arg(long, value_name = "DIR")]
-    run_dir: Option<PathBuf>,
-}
-
-/// What the CLI remembers about the current run.
-#[derive(Debug, Serialize, Deserialize)]
-struct CurrentRun {
-    run_id: String,
-    run_dir: PathBuf,
-    operator_address: SocketAddr,
-}
-
-fn state_file() -> anyhow::Result<PathBuf> {
-    let dir = std::env::var_os(STATE_DIR_ENV)
-        .map(PathBuf::from)
-        .or_else(|| dirs::state_dir().map(|d| d.join("factbuoy")))
-        .or_else(|| dirs::home_dir().map(|d| d.join(".factbuoy")))
-        .context("no state directory: set FACTBUOY_STATE_DIR")?;
-    Ok(dir.join("current-run.json"))
-}
-
-fn remember(run: &CurrentRun) -> anyhow::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    let path = state_file()?;
-    let dir = path.parent().expect("the state file has a directory");
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    factbuoy_pki::write_private(&path, &serde_json::to_string_pretty(run)?)?;
-    Ok(())
-}
-
-fn recall() -> anyhow::Result<CurrentRun> {
-    let path = state_file()?;
-    let text = std::fs::read_to_string(&path).with_context(|| {
-        format!(
-            "no current run ({} is missing); start one with `factbuoy run`",
-            path.display()
-        )
-    })?;
-    Ok(serde_json::from_str(&text)?)
 }
 
 fn default_run_dir(run_id: &str) -> anyhow::Result<PathBuf> {
-    let base = std::env::var_os(STATE_DIR_ENV)
-        .map(PathBuf::from)
-        .or_else(|| dirs::state_dir().map(|d| d.join("factbuoy")))
-        .context("no state directory: pass --run-dir or set FACTBUOY_STATE_DIR")?;
-    Ok(base.join("runs").join(run_id))
+    Ok(runs::state_dir()
+        .context("pass --run-dir")?
+        .join("runs")
+        .join(run_id))
 }
 
 /// A new run id: 12 hex digits.
@@ -196,7 +171,7 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
         .identity(&run.issue(&Role::Agent { node: node.clone() })?);
     let spool_dir = run.dir().spool();
     let mut running = factbuoy_aggregator::start(run, factbuoy_catalog::bundled_component).await?;
-    remember(&CurrentRun {
+    runs::remember(&RunAt::Local {
         run_id: run_id.clone(),
         run_dir: run_dir.clone(),
         operator_address: running.operator_address,
@@ -363,31 +338,35 @@ fn operator(run_dir: &Path, address: SocketAddr) -> anyhow::Result<Client> {
     )
 }
 
-/// The run to talk about: `--run-dir`, or the current one.
-fn locate(run_dir: Option<PathBuf>) -> anyhow::Result<(PathBuf, SocketAddr)> {
-    match run_dir {
-        Some(dir) => {
-            let config = RunConfig::load(&RunDir::new(&dir))?;
-            Ok((dir, config.operator_listen))
-        }
-        None => {
-            let current = recall()?;
-            Ok((current.run_dir, current.operator_address))
+/// The operator client of a run.
+async fn operator_for(at: &RunAt, cluster: &ClusterArgs) -> anyhow::Result<Client> {
+    match at {
+        RunAt::Local {
+            run_dir,
+            operator_address,
+            ..
+        } => operator(run_dir, *operator_address),
+        RunAt::Kubernetes(kube) => {
+            let connected = factbuoy_dispatch::connect(&kube.cluster(cluster).target()).await?;
+            crate::kube_run::operator_client(&connected, &kube.namespace, &kube.run_id).await
         }
     }
 }
 
 pub async fn status(args: StatusArgs, format: Format) -> anyhow::Result<ExitStatus> {
-    let (run_dir, address) = locate(args.run_dir)?;
-    let document = match operator(&run_dir, address)?.status().await {
-        Ok(document) => document,
+    let at = runs::locate(args.run.run_dir, args.run.run_id.as_deref())?;
+    let document = match (
+        operator_for(&at, &args.run.cluster).await?.status().await,
+        &at,
+    ) {
+        (Ok(document), _) => document,
         // The aggregator has exited (a finished local run): its saved state still answers.
-        Err(e) if e.is_retryable() => {
-            let run_dir = RunDir::new(&run_dir);
+        (Err(e), RunAt::Local { run_dir, .. }) if e.is_retryable() => {
+            let run_dir = RunDir::new(run_dir);
             let config = RunConfig::load(&run_dir)?;
             RunState::load(&run_dir, &config)?.document(&config.run_id)
         }
-        Err(e) => return Err(e.into()),
+        (Err(e), _) => return Err(e.into()),
     };
     match format {
         Format::Json => emit(&serde_json::to_string_pretty(&document)?),
@@ -397,31 +376,48 @@ pub async fn status(args: StatusArgs, format: Format) -> anyhow::Result<ExitStat
 }
 
 pub async fn retrieve(args: RetrieveArgs, format: Format) -> anyhow::Result<ExitStatus> {
-    let (run_dir, address) = locate(args.run_dir)?;
-    let client = operator(&run_dir, address)?;
-    let document = client.status().await.map_err(|e| {
-        let config = RunConfig::load(&RunDir::new(&run_dir)).ok();
-        let bundle = config.map(|c| c.bundle_dir.display().to_string()).unwrap_or_default();
-        anyhow::anyhow!("the run's aggregator does not answer ({e}); a finished local run left its bundle in {bundle}")
+    let at = runs::locate(args.run.run_dir, args.run.run_id.as_deref())?;
+    let client = operator_for(&at, &args.run.cluster).await?;
+    let document = client.status().await.map_err(|e| match &at {
+        RunAt::Local { run_dir, .. } => {
+            let config = RunConfig::load(&RunDir::new(run_dir)).ok();
+            let bundle = config
+                .map(|c| c.bundle_dir.display().to_string())
+                .unwrap_or_default();
+            anyhow::anyhow!(
+                "the run's aggregator does not answer ({e}); a finished local run left its bundle in {bundle}"
+            )
+        }
+        RunAt::Kubernetes(kube) => anyhow::anyhow!(
+            "the run's aggregator does not answer ({e}); see `kubectl -n {} describe pod {}`",
+            kube.namespace,
+            factbuoy_dispatch::names::AGGREGATOR
+        ),
     })?;
     let tar = document.tar_info.with_context(|| {
         format!("the bundle is not ready: the run is {:?}", document.status).to_lowercase()
     })?;
     std::fs::create_dir_all(&args.out)?;
     let dest = args.out.join(&tar.name);
-    let size = client.download_bundle(&dest).await?;
+    let downloaded = client.download_bundle(&dest).await?;
     let sha256 = factbuoy_protocol::digest::sha256_file(&dest)?;
     anyhow::ensure!(
-        size == tar.size && sha256 == tar.sha256,
+        downloaded.size == tar.size && sha256 == tar.sha256,
         "the downloaded bundle {} does not match the aggregator's ({} bytes, sha256 {}); delete it and retrieve again",
         dest.display(),
         tar.size,
         tar.sha256
     );
     match format {
-        Format::Json => {
-            emit(&serde_json::json!({ "path": dest, "size": size, "sha256": sha256 }).to_string())
-        }
+        Format::Json => emit(
+            &serde_json::json!({
+                "path": dest,
+                "size": downloaded.size,
+                "resumed_from": downloaded.resumed_from,
+                "sha256": sha256,
+            })
+            .to_string(),
+        ),
         Format::Text => emit(&dest.display().to_string()),
     }
     Ok(ExitStatus::Success)

@@ -147,21 +147,19 @@ async fn a_partial_download_resumes_where_it_stopped() {
     std::fs::create_dir_all(&dir).unwrap();
     let dest = dir.join("bundle.tar.gz");
     std::fs::write(&dest, &BUNDLE[..7]).unwrap();
-    assert_eq!(
-        client.download_bundle(&dest).await.unwrap(),
-        BUNDLE.len() as u64
-    );
+    let whole = |resumed_from| Downloaded {
+        size: BUNDLE.len() as u64,
+        resumed_from,
+    };
+    assert_eq!(client.download_bundle(&dest).await.unwrap(), whole(7));
     assert_eq!(std::fs::read(&dest).unwrap(), BUNDLE);
     // Complete already: the server's 416 means there is nothing more, not an error.
     assert_eq!(
         client.download_bundle(&dest).await.unwrap(),
-        BUNDLE.len() as u64
+        whole(BUNDLE.len() as u64)
     );
     std::fs::remove_file(&dest).unwrap();
-    assert_eq!(
-        client.download_bundle(&dest).await.unwrap(),
-        BUNDLE.len() as u64
-    );
+    assert_eq!(client.download_bundle(&dest).await.unwrap(), whole(0));
     assert_eq!(std::fs::read(&dest).unwrap(), BUNDLE);
     std::fs::remove_dir_all(&dir).unwrap();
     let ranges: Vec<Option<String>> = seen
