@@ -35,7 +35,7 @@ use handler::Listener;
 use metrics::Metrics;
 pub use run_dir::RunDir;
 pub use shared::Shared;
-use state::RunState;
+use state::{RunState, Unheard};
 use storage::Storage;
 
 /// How often the watchdog looks for lost nodes, timeouts and a finished run.
@@ -318,6 +318,11 @@ async fn watchdog(shared: Arc<Shared>) {
     .unwrap_or(shared.started_at);
     let window = Duration::from_secs(shared.config.lost_after_seconds);
     let timeout = Duration::from_secs(shared.config.run_timeout_seconds);
+    let unheard = if shared.config.dynamic_nodes {
+        Unheard::Dispatcher
+    } else {
+        Unheard::Silent
+    };
     loop {
         let status = shared.state.lock().unwrap().status;
         match status {
@@ -338,7 +343,7 @@ async fn watchdog(shared: Arc<Shared>) {
             (
                 // Those a stop cut short, or a node-set change could not write.
                 state.disposition_stand_ins(),
-                state.lost_pairs(now, shared.started_at, window),
+                state.lost_pairs(now, shared.started_at, window, unheard),
                 state.missing_pairs(),
             )
         };

@@ -65,6 +65,15 @@ impl Pair {
     }
 }
 
+/// Who speaks for a node never heard from (see [`RunState::lost_pairs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unheard {
+    /// Nobody: its silence past the lost window makes it lost.
+    Silent,
+    /// The run's dispatcher, which watches the node and its agent.
+    Dispatcher,
+}
+
 /// The whole run's state. Only the run-level fields are saved in `state.json`; pairs come back
 /// from their commit records, and heartbeats start afresh.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -333,13 +342,17 @@ impl RunState {
             .all(|pair| pair.committed.is_some())
     }
 
-    /// Pairs of nodes silent for longer than `window` (counted from `since` for nodes never
-    /// heard from), still waiting for a result.
+    /// Pairs of nodes silent for longer than `window`, still waiting for a result. A node never
+    /// heard from is counted from `since` (or from when it became expected), unless `unheard`
+    /// is [`Unheard::Dispatcher`]: a dispatcher then watches the node and its agent (a pod
+    /// pulling its image, a node whose kubelet stopped) and says what became of it, so silence
+    /// before the first word is no loss; the run timeout still bounds the wait.
     pub fn lost_pairs(
         &self,
         now: SystemTime,
         since: SystemTime,
         window: Duration,
+        unheard: Unheard,
     ) -> Vec<(String, Scope)> {
         let mut lost = Vec::new();
         for (plugin, scopes) in &self.pairs {
@@ -359,12 +372,11 @@ impl RunState {
                     .expected_at
                     .get(node)
                     .map_or(since, |at| since.max(*at));
-                let last = self
-                    .heartbeats
-                    .get(node)
-                    .copied()
-                    .unwrap_or(since)
-                    .max(since);
+                let last = match (self.heartbeats.get(node), unheard) {
+                    (Some(beat), _) => (*beat).max(since),
+                    (None, Unheard::Silent) => since,
+                    (None, Unheard::Dispatcher) => continue,
+                };
                 if now.duration_since(last).unwrap_or_default() > window {
                     lost.push((plugin.clone(), scope.clone()));
                 }
@@ -484,7 +496,12 @@ mod tests {
         assert_eq!(state.missing_pairs().len(), 3);
         // The global pair belongs to no node: it is never lost for want of heartbeats.
         let later = SystemTime::now() + Duration::from_secs(3600);
-        let lost = state.lost_pairs(later, SystemTime::now(), Duration::from_secs(1));
+        let lost = state.lost_pairs(
+            later,
+            SystemTime::now(),
+            Duration::from_secs(1),
+            Unheard::Silent,
+        );
         assert_eq!(lost.len(), 2);
         assert!(
             lost.iter()
@@ -529,17 +546,62 @@ mod tests {
             .insert(name("a"), start + Duration::from_secs(50));
         assert!(
             state
-                .lost_pairs(start + Duration::from_secs(59), start, window)
+                .lost_pairs(
+                    start + Duration::from_secs(59),
+                    start,
+                    window,
+                    Unheard::Silent
+                )
                 .is_empty()
         );
         // b never spoke: lost 60 s after the start; a spoke at 50 s: lost after 110 s.
         assert_eq!(
-            state.lost_pairs(start + Duration::from_secs(61), start, window),
+            state.lost_pairs(
+                start + Duration::from_secs(61),
+                start,
+                window,
+                Unheard::Silent
+            ),
             [("setup".to_owned(), node("b"))]
         );
         commit(&mut state, "setup", "b", Outcome::Succeeded);
         assert_eq!(
-            state.lost_pairs(start + Duration::from_secs(111), start, window),
+            state.lost_pairs(
+                start + Duration::from_secs(111),
+                start,
+                window,
+                Unheard::Silent
+            ),
+            [("setup".to_owned(), node("a"))]
+        );
+    }
+
+    #[test]
+    fn a_dispatcher_speaks_for_nodes_never_heard_from_and_silence_after_a_word_is_loss() {
+        let mut state = RunState::new(&config());
+        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+        let window = Duration::from_secs(60);
+        state
+            .heartbeats
+            .insert(name("a"), start + Duration::from_secs(50));
+        // b's agent may still be pulling its image: only the run timeout bounds that wait.
+        assert!(
+            state
+                .lost_pairs(
+                    start + Duration::from_secs(109),
+                    start,
+                    window,
+                    Unheard::Dispatcher
+                )
+                .is_empty()
+        );
+        assert_eq!(
+            state.lost_pairs(
+                start + Duration::from_secs(500),
+                start,
+                window,
+                Unheard::Dispatcher
+            ),
             [("setup".to_owned(), node("a"))]
         );
     }
@@ -557,9 +619,19 @@ mod tests {
             Disposition::Expected,
             start + Duration::from_secs(100),
         );
-        let lost = state.lost_pairs(start + Duration::from_secs(150), start, window);
+        let lost = state.lost_pairs(
+            start + Duration::from_secs(150),
+            start,
+            window,
+            Unheard::Silent,
+        );
         assert!(!lost.contains(&("setup".to_owned(), node("c"))), "{lost:?}");
-        let lost = state.lost_pairs(start + Duration::from_secs(161), start, window);
+        let lost = state.lost_pairs(
+            start + Duration::from_secs(161),
+            start,
+            window,
+            Unheard::Silent,
+        );
         assert!(lost.contains(&("setup".to_owned(), node("c"))), "{lost:?}");
         // Skipped: never lost, never waited for.
         state.set_node(
@@ -568,7 +640,12 @@ mod tests {
             Disposition::Skipped { reason: "x".into() },
             start,
         );
-        let lost = state.lost_pairs(start + Duration::from_secs(500), start, window);
+        let lost = state.lost_pairs(
+            start + Duration::from_secs(500),
+            start,
+            window,
+            Unheard::Silent,
+        );
         assert!(!lost.contains(&("setup".to_owned(), node("c"))), "{lost:?}");
         assert_eq!(state.stand_ins_for(&name("c")).len(), 1);
     }
