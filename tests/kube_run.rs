@@ -1,75 +1,41 @@
 //! `factbuoy run --kubernetes` end to end on a real cluster (tests/kube/: v1.20.2, three real
 //! kubelets), with the image deploy/build-image.sh builds: the real binary applies the run,
-//! follows it through port-forward and downloads the bundle.
+//! follows it through port-forward and downloads the bundle; `status`, `retrieve` and `delete`
+//! reach it afterwards. Runs here never change the nodes (tests/kube_nodes.rs does), so they
+//! share one cluster.
 
 mod support;
 
-use std::collections::BTreeMap;
-use std::io::Read;
+use std::time::Duration;
 
 use support::kube::Cluster;
+use support::kube_runs::{self, factbuoy_json, pair};
 
 fn cluster() -> &'static Cluster {
     Cluster::shared("run", 3)
 }
 
-/// The bundle's files and their contents.
-fn unpack(bundle: &std::path::Path) -> BTreeMap<String, Vec<u8>> {
-    let file = std::fs::File::open(bundle).unwrap();
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
-    archive
-        .entries()
-        .unwrap()
-        .map(|entry| {
-            let mut entry = entry.unwrap();
-            let path = entry.path().unwrap().to_string_lossy().into_owned();
-            let mut content = Vec::new();
-            entry.read_to_end(&mut content).unwrap();
-            (path, content)
-        })
-        .collect()
-}
-
 #[test]
 fn a_kubernetes_run_ends_in_a_bundle_with_every_nodes_results_and_the_clusters_resources() {
     let cluster = cluster();
-    let image = cluster.factbuoy_image();
     let state = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
-    let ran = cluster
-        .command(env!("CARGO_BIN_EXE_factbuoy"))
-        .env("FACTBUOY_STATE_DIR", state.path())
-        .env("FACTBUOY_CACHE_DIR", support::cache_dir())
-        .args(["run", "--kubernetes", "--image", image])
-        .args(["--image-pull-policy", "Never", "--plugin", "host-facts"])
-        .args(["--plugin", "setup", "--timeout", "5m", "--out"])
-        .arg(out.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&ran.stderr);
-    assert!(ran.status.success(), "run --kubernetes failed: {stderr}");
-    let bundle = std::fs::read_dir(out.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
-        .unwrap_or_else(|| panic!("no bundle in --out; {stderr}"));
-    let files = unpack(&bundle);
+    let bundle = kube_runs::run(
+        cluster,
+        state.path(),
+        out.path(),
+        &["--plugin", "host-facts", "--plugin", "setup"],
+    );
     for node in ["node-1", "node-2", "node-3"] {
         for (plugin, artifact) in [
             ("host-facts", "host-facts.json"),
             ("setup", "ansible_facts.json"),
         ] {
-            let path = format!("plugins/{plugin}/results/{node}/{artifact}");
-            let facts: serde_json::Value = serde_json::from_slice(
-                files
-                    .get(&path)
-                    .unwrap_or_else(|| panic!("{path} missing: {:?}", files.keys())),
-            )
-            .unwrap();
-            assert!(facts.is_object(), "{path}");
+            let facts = bundle.json(&format!("plugins/{plugin}/results/{node}/{artifact}"));
+            assert!(facts.is_object(), "{plugin} on {node}: {facts}");
         }
     }
-    let status: serde_json::Value = serde_json::from_slice(&files["meta/status.json"]).unwrap();
+    let status = bundle.status();
     // The bundle's status is written as it is packed, so the run itself is still packaging.
     assert_eq!(status["status"], "post-processing");
     assert!(
@@ -80,11 +46,12 @@ fn a_kubernetes_run_ends_in_a_bundle_with_every_nodes_results_and_the_clusters_r
             .all(|p| p["status"] == "complete"),
         "{status:#}"
     );
-    let nodes: serde_json::Value = serde_json::from_slice(&files["resources/nodes.json"]).unwrap();
+    let nodes = bundle.json("resources/nodes.json");
     assert_eq!(nodes["items"].as_array().unwrap().len(), 3);
-    let version: serde_json::Value =
-        serde_json::from_slice(&files["resources/version.json"]).unwrap();
-    assert_eq!(version["gitVersion"], "v1.20.2");
+    assert_eq!(
+        bundle.json("resources/version.json")["gitVersion"],
+        "v1.20.2"
+    );
 
     // The run ended its DaemonSet: no agent lingers or restarts.
     let run_id = status["run_id"].as_str().unwrap().to_owned();
@@ -95,15 +62,154 @@ fn a_kubernetes_run_ends_in_a_bundle_with_every_nodes_results_and_the_clusters_r
         "",
         "the agents' DaemonSet outlived the run"
     );
-    let deleted = cluster
-        .command(env!("CARGO_BIN_EXE_factbuoy"))
-        .env("FACTBUOY_STATE_DIR", state.path())
-        .args(["delete", &run_id])
-        .output()
-        .unwrap();
-    assert!(
-        deleted.status.success(),
-        "{}",
-        String::from_utf8_lossy(&deleted.stderr)
+
+    // `status` and `retrieve` reach the finished run through port-forward, as the current run
+    // or by its id; a cut download resumes where it stopped.
+    let current = factbuoy_json(cluster, state.path(), &["status"]);
+    assert_eq!(current["run_id"], run_id.as_str());
+    assert_eq!(current["status"], "complete", "{current:#}");
+    let named = factbuoy_json(cluster, state.path(), &["status", &run_id]);
+    assert_eq!(named["status"], "complete");
+    let retrieved = tempfile::tempdir().unwrap();
+    let retrieve = [
+        "retrieve",
+        &run_id,
+        "--out",
+        retrieved.path().to_str().unwrap(),
+    ];
+    let first = factbuoy_json(cluster, state.path(), &retrieve);
+    assert_eq!(first["resumed_from"], 0);
+    let path = first["path"].as_str().unwrap();
+    let whole = std::fs::read(&bundle.path).unwrap();
+    assert_eq!(std::fs::read(path).unwrap(), whole);
+    std::fs::write(path, &whole[..whole.len() / 2]).unwrap();
+    let resumed = factbuoy_json(cluster, state.path(), &retrieve);
+    assert_eq!(resumed["resumed_from"], whole.len() / 2, "{resumed}");
+    assert_eq!(std::fs::read(path).unwrap(), whole);
+
+    factbuoy_json(cluster, state.path(), &["delete", &run_id]);
+}
+
+/// Removes a taint from a node when dropped, so a failing test leaves the cluster as it was.
+struct Taint<'a> {
+    cluster: &'a Cluster,
+    node: &'a str,
+    key: &'a str,
+}
+
+impl<'a> Taint<'a> {
+    /// Taints `node` with `key=yes:NoSchedule`.
+    fn add(cluster: &'a Cluster, node: &'a str, key: &'a str) -> Taint<'a> {
+        cluster.kubectl(["taint", "nodes", node, &format!("{key}=yes:NoSchedule")]);
+        Taint { cluster, node, key }
+    }
+}
+
+impl Drop for Taint<'_> {
+    fn drop(&mut self) {
+        self.cluster
+            .kubectl(["taint", "nodes", self.node, &format!("{}-", self.key)]);
+    }
+}
+
+#[test]
+fn a_node_with_a_taint_the_run_does_not_tolerate_is_skipped_and_not_waited_for() {
+    let cluster = cluster();
+    let _taint = Taint::add(cluster, "node-2", "factbuoy-test/keep-out");
+    let state = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let bundle = kube_runs::run(
+        cluster,
+        state.path(),
+        out.path(),
+        &["--plugin", "host-facts", "--no-tolerate-all"],
     );
+    let status = bundle.status();
+    // Waiting for it would have ended in the run's timeout: timed-out, not skipped.
+    assert_eq!(
+        pair(&status, "host-facts", "node-2")["status"],
+        "skipped",
+        "{status:#}"
+    );
+    let error = bundle.json("plugins/host-facts/errors/node-2/error.json");
+    assert!(
+        error.to_string().contains("factbuoy-test/keep-out"),
+        "{error}"
+    );
+    for node in ["node-1", "node-3"] {
+        assert_eq!(pair(&status, "host-facts", node)["status"], "complete");
+    }
+    let run_id = status["run_id"].as_str().unwrap();
+    factbuoy_json(cluster, state.path(), &["delete", run_id]);
+}
+
+#[test]
+fn an_agent_pod_killed_mid_run_is_replaced_and_the_run_completes() {
+    let cluster = cluster();
+    let state = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = kube_runs::start_run(
+        cluster,
+        state.path(),
+        out.path(),
+        &["--plugin", "host-facts", "--plugin", "setup"],
+    );
+    let run_id = kube_runs::run_id_in(state.path());
+    let namespace = format!("factbuoy-{run_id}");
+    let selector = format!("factbuoy/run={run_id},app.kubernetes.io/component=agent");
+    // The first agent whose container runs is killed, before it can have delivered everything.
+    let (pod, node) = (0..1200)
+        .find_map(|_| {
+            let running = cluster.kubectl([
+                "-n",
+                &namespace,
+                "get",
+                "pods",
+                "-l",
+                &selector,
+                "--field-selector",
+                "status.phase=Running",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{\"\\n\"}{end}",
+            ]);
+            let found = running.lines().next().and_then(|line| {
+                let (pod, node) = line.split_once(' ')?;
+                Some((pod.to_owned(), node.to_owned()))
+            });
+            if found.is_none() {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            found
+        })
+        .expect("no agent pod ran within 2 minutes");
+    cluster.kubectl([
+        "-n",
+        &namespace,
+        "delete",
+        "pod",
+        &pod,
+        "--grace-period=0",
+        "--force",
+    ]);
+    // What the killed agent had delivered: not everything, or this test proves nothing.
+    let at_kill = factbuoy_json(cluster, state.path(), &["status", &run_id]);
+    assert!(
+        ["host-facts", "setup"]
+            .iter()
+            .any(|plugin| pair(&at_kill, plugin, &node)["status"] != "complete"),
+        "agent pod {pod} was killed after it had delivered everything: {at_kill:#}"
+    );
+    let bundle = kube_runs::finish_run(run, out.path());
+    let status = bundle.status();
+    // The DaemonSet's replacement pod enrolled and delivered for the same node.
+    for plugin in ["host-facts", "setup"] {
+        for node in ["node-1", "node-2", "node-3"] {
+            assert_eq!(
+                pair(&status, plugin, node)["status"],
+                "complete",
+                "{plugin} on {node} (agent pod {pod} on {node} was killed): {status:#}"
+            );
+        }
+    }
+    factbuoy_json(cluster, state.path(), &["delete", &run_id]);
 }

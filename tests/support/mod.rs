@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 pub mod aggregator;
 mod fixtures;
 pub mod kube;
+pub mod kube_runs;
 pub mod measure;
 pub mod sandbox;
 pub mod served;

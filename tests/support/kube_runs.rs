@@ -1,0 +1,128 @@
+//! `factbuoy run --kubernetes` on a test cluster ([`super::kube::Cluster`]), and the bundle it
+//! downloads.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::kube::Cluster;
+
+/// `factbuoy` inside the cluster's network namespace, with its state in `state`.
+pub fn factbuoy(cluster: &Cluster, state: &Path) -> Command {
+    let mut command = cluster.command(env!("CARGO_BIN_EXE_factbuoy"));
+    command
+        .env("FACTBUOY_STATE_DIR", state)
+        .env("FACTBUOY_CACHE_DIR", super::cache_dir());
+    command
+}
+
+/// `factbuoy ARGS -o json` in the cluster: its output. Panics unless it succeeds.
+pub fn factbuoy_json(cluster: &Cluster, state: &Path, args: &[&str]) -> serde_json::Value {
+    let output = factbuoy(cluster, state)
+        .args(args)
+        .args(["-o", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "factbuoy {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// `factbuoy run --kubernetes` with the test image and `args` (a 5-minute run timeout), started;
+/// the bundle goes into `out`.
+pub fn start_run(cluster: &Cluster, state: &Path, out: &Path, args: &[&str]) -> Child {
+    factbuoy(cluster, state)
+        .args(["run", "--kubernetes", "--image", cluster.factbuoy_image()])
+        .args(["--image-pull-policy", "Never", "--timeout", "5m", "--out"])
+        .arg(out)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for a run [`start_run`] started and reads its bundle. Panics unless the run succeeded.
+pub fn finish_run(run: Child, out: &Path) -> Bundle {
+    let ran = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert!(ran.status.success(), "run --kubernetes failed: {stderr}");
+    let path = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
+        .unwrap_or_else(|| panic!("no bundle in --out; {stderr}"));
+    Bundle::read(path)
+}
+
+/// [`start_run`], then [`finish_run`].
+pub fn run(cluster: &Cluster, state: &Path, out: &Path, args: &[&str]) -> Bundle {
+    finish_run(start_run(cluster, state, out, args), out)
+}
+
+/// The id of the run being started with state directory `state`, once it is planned.
+pub fn run_id_in(state: &Path) -> String {
+    let kube = state.join("kube");
+    for _ in 0..600 {
+        if let Some(entry) = std::fs::read_dir(&kube).ok().and_then(|mut d| d.next()) {
+            return entry.unwrap().file_name().into_string().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("no run planned in {} within 60 s", kube.display());
+}
+
+/// A downloaded bundle: its path and its files' contents.
+pub struct Bundle {
+    pub path: PathBuf,
+    pub files: BTreeMap<String, Vec<u8>>,
+}
+
+impl Bundle {
+    /// Reads the bundle at `path`.
+    pub fn read(path: PathBuf) -> Bundle {
+        let file = std::fs::File::open(&path).unwrap();
+        let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
+        let files = archive
+            .entries()
+            .unwrap()
+            .map(|entry| {
+                let mut entry = entry.unwrap();
+                let name = entry.path().unwrap().to_string_lossy().into_owned();
+                let mut content = Vec::new();
+                entry.read_to_end(&mut content).unwrap();
+                (name, content)
+            })
+            .collect();
+        Bundle { path, files }
+    }
+
+    /// The file `name`, parsed as JSON; panics naming the files there are if it is missing.
+    pub fn json(&self, name: &str) -> serde_json::Value {
+        let bytes = self
+            .files
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} missing: {:?}", self.files.keys()));
+        serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("{name}: {e}"))
+    }
+
+    /// The run's status document (`meta/status.json`).
+    pub fn status(&self) -> serde_json::Value {
+        self.json("meta/status.json")
+    }
+}
+
+/// The entry of `plugin` on `node` in a status document.
+pub fn pair<'a>(status: &'a serde_json::Value, plugin: &str, node: &str) -> &'a serde_json::Value {
+    status["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["plugin"] == plugin && p["node"] == node)
+        .unwrap_or_else(|| panic!("no {plugin} on {node} in {status:#}"))
+}
