@@ -30,6 +30,11 @@
 #   FACTBUOY_KUBE_CACHE  build.sh's cache (default /var/cache/factbuoy/kube-v1.20.2)
 #   FACTBUOY_KUBE_DIR    runtime state (default /run/factbuoy-kube); deleted by `down`
 #   FACTBUOY_KUBE_NETNS  network namespace and cgroup name (default factbuoy-kube)
+#   FACTBUOY_KUBE_NODE_GRACE   the node controller's --node-monitor-grace-period (default 20s)
+#   FACTBUOY_KUBE_API_QPS      --kube-api-qps of the controller manager and the scheduler (burst
+#                              twice that); default: Kubernetes' own (20 and 50)
+#   FACTBUOY_KUBE_AUDIT_POLICY an audit policy file: the API server logs what it selects to
+#                              $FACTBUOY_KUBE_DIR/logs/audit.log (default: no audit log)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -43,6 +48,9 @@ CG=$NS                          # cgroup subtree, relative to each hierarchy's r
 LOGS=$STATE/logs
 PKI=$STATE/pki
 KUBECONFIG_FILE=$STATE/kubeconfig
+NODE_GRACE=${FACTBUOY_KUBE_NODE_GRACE:-20s}
+API_QPS=${FACTBUOY_KUBE_API_QPS:-}
+AUDIT_POLICY=${FACTBUOY_KUBE_AUDIT_POLICY:-}
 
 # Addresses exist only inside the network namespace.
 API_IP=10.200.0.1               # on bridge nodes0: the API server's advertised address
@@ -420,7 +428,17 @@ cmd_up() {
   # The API server. It advertises API_IP (the `kubernetes` Service's endpoint, which pods reach
   # through kube-proxy at 10.96.0.1:443). TokenRequest and TokenReview need the issuer and the
   # signing key; audience-bound tokens are checked against the audiences a TokenReview names.
-  spawn control/kube-apiserver kube-apiserver kube-apiserver \
+  local audit=() qps=()
+  if [ -n "$AUDIT_POLICY" ]; then
+    [ -f "$AUDIT_POLICY" ] || die "FACTBUOY_KUBE_AUDIT_POLICY: $AUDIT_POLICY is not a file"
+    cp "$AUDIT_POLICY" "$STATE/audit-policy.yaml"
+    audit=(--audit-policy-file "$STATE/audit-policy.yaml" --audit-log-path "$LOGS/audit.log")
+  fi
+  if [ -n "$API_QPS" ]; then
+    [[ $API_QPS =~ ^[0-9]+$ ]] || die "FACTBUOY_KUBE_API_QPS must be a whole number, not $API_QPS"
+    qps=(--kube-api-qps "$API_QPS" --kube-api-burst "$((API_QPS * 2))")
+  fi
+  spawn control/kube-apiserver kube-apiserver kube-apiserver "${audit[@]}" \
     --etcd-servers http://127.0.0.1:2379 \
     --bind-address 0.0.0.0 --advertise-address "$API_IP" --secure-port "$API_PORT" \
     --cert-dir "$STATE/apiserver" \
@@ -440,15 +458,16 @@ cmd_up() {
 
   # Controllers (per-controller service accounts; the token controller signs legacy tokens),
   # the scheduler, and one kube-proxy in iptables mode for the whole namespace. A node is marked
-  # NotReady 20 s after its last heartbeat (default 40 s).
-  spawn control/kube-controller-manager kube-controller-manager kube-controller-manager \
+  # NotReady 20 s after its last heartbeat (default 40 s), unless FACTBUOY_KUBE_NODE_GRACE says
+  # otherwise (bench/kube-scale.sh: Node objects with no kubelet must stay Ready).
+  spawn control/kube-controller-manager kube-controller-manager kube-controller-manager "${qps[@]}" \
     --kubeconfig "$KUBECONFIG_FILE" --authentication-kubeconfig "$KUBECONFIG_FILE" \
     --authorization-kubeconfig "$KUBECONFIG_FILE" \
     --bind-address 127.0.0.1 --secure-port 10257 --port 0 --cert-dir "$STATE/kcm" \
     --leader-elect=false --use-service-account-credentials=true \
     --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
-    --service-cluster-ip-range "$SERVICE_CIDR" --node-monitor-grace-period 20s --profiling=false
-  spawn control/kube-scheduler kube-scheduler kube-scheduler \
+    --service-cluster-ip-range "$SERVICE_CIDR" --node-monitor-grace-period "$NODE_GRACE" --profiling=false
+  spawn control/kube-scheduler kube-scheduler kube-scheduler "${qps[@]}" \
     --kubeconfig "$KUBECONFIG_FILE" --authentication-kubeconfig "$KUBECONFIG_FILE" \
     --authorization-kubeconfig "$KUBECONFIG_FILE" \
     --bind-address 127.0.0.1 --secure-port 10259 --port 0 --cert-dir "$STATE/scheduler" \
