@@ -111,6 +111,7 @@ fn spec(run_id: &str, image: &str) -> RunSpec {
         read_paths: vec!["/etc".into(), "/proc".into(), "/sys".into()],
         host_info: true,
         agent_memory_limit: "768Mi".into(),
+        resources: factbuoy_dispatch::resources::default_kinds(),
         operator_ca_pem: "not used".into(),
         plan_json: "{}".into(),
         components: vec![],

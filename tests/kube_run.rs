@@ -24,7 +24,14 @@ fn a_kubernetes_run_ends_in_a_bundle_with_every_nodes_results_and_the_clusters_r
         cluster,
         state.path(),
         out.path(),
-        &["--plugin", "host-facts", "--plugin", "setup"],
+        &[
+            "--plugin",
+            "host-facts",
+            "--plugin",
+            "setup",
+            "--resources",
+            "nodes,namespaces,pods,storageclasses",
+        ],
     );
     for node in ["node-1", "node-2", "node-3"] {
         for (plugin, artifact) in [
@@ -51,6 +58,33 @@ fn a_kubernetes_run_ends_in_a_bundle_with_every_nodes_results_and_the_clusters_r
     assert_eq!(
         bundle.json("resources/version.json")["gitVersion"],
         "v1.20.2"
+    );
+    // --resources: each kind named is saved (the RBAC rules follow the flag), nothing else.
+    let pods = bundle.json("resources/pods.json");
+    assert!(
+        pods["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["metadata"]["name"] == "factbuoy-aggregator"),
+        "{pods:#}"
+    );
+    assert!(bundle.json("resources/storageclasses.json")["items"].is_array());
+    let saved: Vec<_> = bundle
+        .files
+        .keys()
+        .filter(|name| name.starts_with("resources/"))
+        .collect();
+    assert_eq!(
+        saved,
+        [
+            "resources/namespaces.json",
+            "resources/nodes.json",
+            "resources/pods.json",
+            "resources/storageclasses.json",
+            "resources/version.json",
+        ],
+        "no resources/errors.json, nothing unasked"
     );
 
     // The run ended its DaemonSet: no agent lingers or restarts.

@@ -16,6 +16,7 @@ use factbuoy_dispatch::delete::{self, DeleteOptions, Selection};
 use factbuoy_dispatch::manifest::scheduling::{self, parse_node_selector, parse_toleration};
 use factbuoy_dispatch::manifest::{AGGREGATOR_RUN_DIR, RunManifests, RunSpec};
 use factbuoy_dispatch::names::{self, AGENT_PORT, OPERATOR_PORT};
+use factbuoy_dispatch::resources::{self, ResourceKind};
 use factbuoy_dispatch::{Target, connect};
 use factbuoy_pki::RunCa;
 use factbuoy_protocol::identity::Role;
@@ -78,6 +79,11 @@ pub struct KubeArgs {
     /// Memory limit of each agent container (the plugin sandbox's cap plus the agent's own).
     #[arg(long, default_value = "768Mi", value_name = "QUANTITY")]
     pub agent_memory_limit: String,
+    /// Cluster objects to save into the bundle's resources/, as lists (the aggregator may list
+    /// exactly these): any of nodes, namespaces, pods, services, persistentvolumes, daemonsets,
+    /// deployments, storageclasses.
+    #[arg(long, value_name = "KIND,...", value_delimiter = ',', default_value = "nodes,namespaces", value_parser = resources::kind)]
+    pub resources: Vec<&'static ResourceKind>,
 }
 
 /// `factbuoy gen`.
@@ -240,6 +246,7 @@ pub async fn prepare(
         read_paths,
         host_info,
         agent_memory_limit: kube.agent_memory_limit.clone(),
+        resources: kube.resources.clone(),
         operator_ca_pem: operator_ca.cert_pem().to_owned(),
         plan_json,
         components: planned.components,

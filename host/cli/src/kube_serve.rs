@@ -17,7 +17,7 @@ use factbuoy_dispatch::admission::{AdmissionError, PodTokenAdmission};
 use factbuoy_dispatch::names;
 use factbuoy_dispatch::nodes::{NodeChange, NodeFilter};
 use factbuoy_dispatch::pods::PodEvent;
-use factbuoy_dispatch::resources;
+use factbuoy_dispatch::resources::{self, ResourceKind};
 use factbuoy_dispatch::status_annotation::Publisher;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -32,6 +32,8 @@ use crate::output::ExitStatus;
 const STATUS_TICK: Duration = Duration::from_secs(1);
 /// Watch events waiting to be applied to the run: the watches wait while the queue is full.
 const WATCH_EVENTS: usize = 256;
+/// How long the aggregator waits for the API server to answer at its start.
+const API_WAIT: Duration = Duration::from_secs(60);
 /// How long the aggregator waits for its run's DaemonSet to be applied after it.
 const DAEMONSET_WAIT: Duration = Duration::from_secs(120);
 
@@ -51,6 +53,10 @@ pub struct ServeKubernetesArgs {
     /// lost.
     #[arg(long, default_value = "60s")]
     lost_after: humantime::Duration,
+    /// The kinds of cluster objects saved into the bundle's resources/ (the run's RBAC lets it
+    /// list exactly these).
+    #[arg(long, value_name = "KIND,...", value_delimiter = ',', default_value = "nodes,namespaces", value_parser = resources::kind)]
+    resources: Vec<&'static ResourceKind>,
 }
 
 /// The pod's own name and namespace, from the downward API.
@@ -77,10 +83,16 @@ pub async fn serve(args: ServeKubernetesArgs) -> anyhow::Result<ExitStatus> {
     let me = Me::from_env()?;
     let cluster = factbuoy_dispatch::in_cluster()?;
     let client = cluster.client;
+    wait_for_api(&client).await?;
     let run = open_or_create(&args, &me.namespace)?;
     let run_id = run.config().run_id.clone();
     publish_ca(&client, &me, run.ca().cert_pem()).await?;
-    save_resources(&client, &run.dir().results().join("resources")).await;
+    save_resources(
+        &client,
+        &args.resources,
+        &run.dir().results().join("resources"),
+    )
+    .await;
 
     let filter = agents_filter(&client, &me.namespace).await?;
 
@@ -142,6 +154,29 @@ pub async fn serve(args: ServeKubernetesArgs) -> anyhow::Result<ExitStatus> {
         _ = tokio::signal::ctrl_c() => {}
     }
     Ok(ExitStatus::Success)
+}
+
+/// Waits for the API server to answer: a new pod's network (its CNI routes, the `kubernetes`
+/// Service's rules) can lag its start by moments, and the pod is not restarted.
+async fn wait_for_api(client: &Client) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + API_WAIT;
+    loop {
+        match client.apiserver_version().await {
+            Ok(_) => return Ok(()),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::warn!("the API server does not answer yet ({e}); trying again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!(
+                        "the API server did not answer within {} s; check the pod network of the aggregator's node",
+                        API_WAIT.as_secs()
+                    )
+                });
+            }
+        }
+    }
 }
 
 /// The run in `--run-dir`, created from the plan on first start and read back after a restart
@@ -277,9 +312,9 @@ async fn publish_ca(client: &Client, me: &Me, ca_pem: &str) -> anyhow::Result<()
     Ok(())
 }
 
-/// Saves the server's version and the default kinds into `dir`. A kind that cannot be listed
-/// is noted in `dir/errors.json` and the run goes on: the nodes' facts matter more.
-async fn save_resources(client: &Client, dir: &Path) {
+/// Saves the server's version and the `kinds` into `dir`. A kind that cannot be listed is noted
+/// in `dir/errors.json` and the run goes on: the nodes' facts matter more.
+async fn save_resources(client: &Client, kinds: &[&'static ResourceKind], dir: &Path) {
     if let Err(e) = std::fs::create_dir_all(dir) {
         tracing::error!(
             "creating {}: {e}; the bundle will have no resources/",
@@ -291,13 +326,9 @@ async fn save_resources(client: &Client, dir: &Path) {
     if let Err(e) = resources::save_version(client, dir).await {
         errors.push(e.to_string());
     }
-    for name in resources::DEFAULT_KINDS {
-        let saved = match resources::kind(name) {
-            Ok(kind) => resources::save_kind(client, kind, dir, resources::PAGE_SIZE).await,
-            Err(e) => Err(e),
-        };
-        match saved {
-            Ok(count) => tracing::info!("resources/{name}.json: {count} objects"),
+    for kind in kinds {
+        match resources::save_kind(client, kind, dir, resources::PAGE_SIZE).await {
+            Ok(count) => tracing::info!("resources/{}.json: {count} objects", kind.name),
             Err(e) => errors.push(e.to_string()),
         }
     }

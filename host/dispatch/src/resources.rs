@@ -76,6 +76,14 @@ pub const KINDS: &[ResourceKind] = &[
 /// What `resources/` holds unless the run names other kinds.
 pub const DEFAULT_KINDS: &[&str] = &["nodes", "namespaces"];
 
+/// [`DEFAULT_KINDS`], as kinds.
+pub fn default_kinds() -> Vec<&'static ResourceKind> {
+    DEFAULT_KINDS
+        .iter()
+        .map(|name| kind(name).expect("the default kinds are known"))
+        .collect()
+}
+
 /// The kind `name` names.
 pub fn kind(name: &str) -> Result<&'static ResourceKind, ResourceError> {
     KINDS

@@ -27,6 +27,7 @@ use crate::names::{
     self, AGENT, AGENT_PORT, AGENT_PORT_NAME, AGGREGATOR, CA_CONFIG_MAP, CA_KEY, Component,
     OPERATOR_CA_KEY, OPERATOR_PORT, OPERATOR_PORT_NAME, RUN_CONFIG_MAP, RUN_PLAN_KEY, TOKEN_PATH,
 };
+use crate::resources::ResourceKind;
 
 /// Where the aggregator pod mounts ConfigMap `factbuoy-run`.
 pub const RUN_CONFIG_DIR: &str = "/etc/factbuoy/run";
@@ -68,6 +69,8 @@ pub struct RunSpec {
     pub host_info: bool,
     /// The agents' memory limit, a Kubernetes quantity (`768Mi`).
     pub agent_memory_limit: String,
+    /// The kinds of cluster objects the aggregator saves into the bundle's `resources/`.
+    pub resources: Vec<&'static ResourceKind>,
     /// The operator CA certificate (PEM): the aggregator's operator listener trusts it.
     pub operator_ca_pem: String,
     /// The run plan, `run.json` without secrets.
@@ -185,7 +188,8 @@ fn strings(items: &[&str]) -> Vec<String> {
 }
 
 /// The argv of the aggregator container: `factbuoy aggregator serve-kubernetes --plan ...`.
-pub fn aggregator_command() -> Vec<String> {
+pub fn aggregator_command(resources: &[&ResourceKind]) -> Vec<String> {
+    let kinds: Vec<&str> = resources.iter().map(|k| k.name).collect();
     strings(&[
         BINARY,
         "aggregator",
@@ -196,6 +200,8 @@ pub fn aggregator_command() -> Vec<String> {
         &format!("{RUN_CONFIG_DIR}/{OPERATOR_CA_KEY}"),
         "--run-dir",
         AGGREGATOR_RUN_DIR,
+        "--resources",
+        &kinds.join(","),
     ])
 }
 
@@ -273,7 +279,12 @@ impl RunManifests {
         let cluster_name = names::cluster_role_name(run);
         let cluster_role = ClusterRole {
             metadata: meta(spec, None, &cluster_name, Component::Rbac),
-            rules: Some(rbac::cluster_rules().into_iter().map(|r| r.rule).collect()),
+            rules: Some(
+                rbac::cluster_rules(&spec.resources)
+                    .into_iter()
+                    .map(|r| r.rule)
+                    .collect(),
+            ),
             aggregation_rule: None,
         };
         let cluster_role_binding = ClusterRoleBinding {
@@ -487,7 +498,7 @@ fn aggregator_pod_spec(spec: &RunSpec) -> PodSpec {
             name: "aggregator".to_owned(),
             image: Some(spec.image.clone()),
             image_pull_policy: Some(spec.image_pull_policy.clone()),
-            command: Some(aggregator_command()),
+            command: Some(aggregator_command(&spec.resources)),
             env: Some(vec![
                 field_env("POD_NAME", "metadata.name"),
                 field_env("POD_NAMESPACE", "metadata.namespace"),

@@ -4,7 +4,10 @@
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
 
+use std::collections::BTreeMap;
+
 use crate::names::{AGENT, AGGREGATOR, CA_CONFIG_MAP};
+use crate::resources::{self, ResourceKind};
 
 /// One permission and why the aggregator needs it.
 #[derive(Debug, Clone)]
@@ -35,31 +38,37 @@ fn rule(
     }
 }
 
-/// The aggregator's cluster-wide rules (its ClusterRole).
-pub fn cluster_rules() -> Vec<Rule> {
-    vec![
-        rule(
-            "",
-            &["nodes"],
-            &["get", "list", "watch"],
-            &[],
-            "Expected nodes: a live watch of Nodes tells which nodes must report, which the node selector or untolerated taints skip, and which leave mid-run.",
-        ),
-        rule(
-            "",
-            &["namespaces"],
+/// The aggregator's cluster-wide rules (its ClusterRole), for a run that saves `resources`
+/// into the bundle: `list` on exactly those kinds, by API group.
+pub fn cluster_rules(resources: &[&ResourceKind]) -> Vec<Rule> {
+    let mut rules = vec![rule(
+        "",
+        &["nodes"],
+        &["get", "list", "watch"],
+        &[],
+        "Expected nodes: a live watch of Nodes tells which nodes must report, which the node selector or untolerated taints skip, and which leave mid-run.",
+    )];
+    let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for kind in resources.iter().filter(|k| k.name != "nodes") {
+        groups.entry(kind.group).or_default().push(kind.name);
+    }
+    for (group, names) in groups {
+        rules.push(rule(
+            group,
+            &names,
             &["list"],
             &[],
-            "`resources/`: the bundle's list of namespaces (nodes come from the rule above; `/version` is open to every authenticated user).",
-        ),
-        rule(
-            "authentication.k8s.io",
-            &["tokenreviews"],
-            &["create"],
-            &[],
-            "Agent admission: each agent's projected, audience-bound token is checked with a TokenReview before its node gets a certificate.",
-        ),
-    ]
+            "`resources/`: the kinds the run saves into the bundle (`--resources`; nodes come from the rule above, `/version` is open to every authenticated user).",
+        ));
+    }
+    rules.push(rule(
+        "authentication.k8s.io",
+        &["tokenreviews"],
+        &["create"],
+        &[],
+        "Agent admission: each agent's projected, audience-bound token is checked with a TokenReview before its node gets a certificate.",
+    ));
+    rules
 }
 
 /// The aggregator's rules in the run's namespace (its Role).
@@ -117,13 +126,13 @@ pub fn namespace_rules() -> Vec<Rule> {
     ]
 }
 
-/// The rules as a Markdown table (scope, API group, resources, verbs, names, reason): what
-/// docs/kubernetes.md shows.
+/// The rules of a run that saves the default resources, as a Markdown table (scope, API group,
+/// resources, verbs, names, reason): what docs/kubernetes.md shows.
 pub fn rules_table() -> String {
     let mut table = String::from(
         "| scope | API group | resources | verbs | names | why |\n|---|---|---|---|---|---|\n",
     );
-    let scoped = cluster_rules()
+    let scoped = cluster_rules(&resources::default_kinds())
         .into_iter()
         .map(|r| ("cluster", r))
         .chain(namespace_rules().into_iter().map(|r| ("run namespace", r)));
@@ -148,7 +157,11 @@ mod tests {
 
     #[test]
     fn no_rule_is_a_wildcard_or_writes_widely() {
-        for Rule { rule, reason } in cluster_rules().into_iter().chain(namespace_rules()) {
+        let every_kind: Vec<_> = resources::KINDS.iter().collect();
+        for Rule { rule, reason } in cluster_rules(&every_kind)
+            .into_iter()
+            .chain(namespace_rules())
+        {
             assert!(!reason.is_empty());
             let everything = rule
                 .verbs
@@ -171,6 +184,41 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_aggregator_may_list_exactly_the_kinds_the_run_saves() {
+        let listed = |kinds: &[&str]| {
+            let kinds: Vec<_> = kinds.iter().map(|k| resources::kind(k).unwrap()).collect();
+            let mut listed: Vec<(String, String)> = cluster_rules(&kinds)
+                .into_iter()
+                .filter(|r| r.rule.verbs.iter().any(|v| v == "list"))
+                .flat_map(|r| {
+                    let group = r.rule.api_groups.unwrap()[0].clone();
+                    r.rule
+                        .resources
+                        .unwrap()
+                        .into_iter()
+                        .map(move |resource| (group.clone(), resource))
+                })
+                .collect();
+            listed.sort();
+            listed
+        };
+        let pair = |g: &str, r: &str| (g.to_owned(), r.to_owned());
+        assert_eq!(
+            listed(&["namespaces"]),
+            [pair("", "namespaces"), pair("", "nodes")]
+        );
+        assert_eq!(
+            listed(&["pods", "daemonsets", "storageclasses"]),
+            [
+                pair("", "nodes"),
+                pair("", "pods"),
+                pair("apps", "daemonsets"),
+                pair("storage.k8s.io", "storageclasses"),
+            ]
+        );
     }
 
     #[test]

@@ -48,6 +48,7 @@ pub(crate) fn spec() -> RunSpec {
         read_paths: vec!["/var/log/journal".into(), "/dev/disk".into(), "/sys".into()],
         host_info: true,
         agent_memory_limit: "768Mi".into(),
+        resources: crate::resources::default_kinds(),
         operator_ca_pem: "-----BEGIN CERTIFICATE-----\n...\n".into(),
         plan_json: "{}".into(),
         components: vec![],
