@@ -287,19 +287,28 @@ fn report(document: &StatusDocument, config: &RunConfig, format: Format) {
                     tar.size,
                     tar.sha256
                 )),
-                None => {
-                    emit(&format!("\nno bundle: the run is {:?}", document.status).to_lowercase())
-                }
+                None => emit(&format!(
+                    "\nno bundle: the run is {}",
+                    wire_name(&document.status)
+                )),
             }
         }
     }
+}
+
+/// A status as the wire, `-o json` and the docs spell it (`agent-failed`, `post-processing`).
+fn wire_name<T: serde::Serialize>(status: &T) -> String {
+    serde_json::to_value(status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 fn status_table(document: &StatusDocument) -> String {
     let mut lines = vec![format!(
         "run {}: {}",
         document.run_id,
-        format!("{:?}", document.status).to_lowercase()
+        wire_name(&document.status)
     )];
     let width = document
         .plugins
@@ -319,7 +328,7 @@ fn status_table(document: &StatusDocument) -> String {
             .filter(|_| p.result_status.is_none())
             .map(|pr| format!("  {}/{} {}", pr.completed, pr.total, printable(&pr.msg)))
             .unwrap_or_default();
-        let status = format!("{:?}", p.status).to_lowercase();
+        let status = wire_name(&p.status);
         lines.push(format!(
             "  {:width$}  {:20}  {status:9}  {result}{progress}",
             p.plugin, p.node
@@ -395,7 +404,10 @@ pub async fn retrieve(args: RetrieveArgs, format: Format) -> anyhow::Result<Exit
         ),
     })?;
     let tar = document.tar_info.with_context(|| {
-        format!("the bundle is not ready: the run is {:?}", document.status).to_lowercase()
+        format!(
+            "the bundle is not ready: the run is {}",
+            wire_name(&document.status)
+        )
     })?;
     std::fs::create_dir_all(&args.out)?;
     let dest = args.out.join(&tar.name);
@@ -421,4 +433,32 @@ pub async fn retrieve(args: RetrieveArgs, format: Format) -> anyhow::Result<Exit
         Format::Text => emit(&dest.display().to_string()),
     }
     Ok(ExitStatus::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use factbuoy_protocol::types::PluginStatus;
+
+    #[test]
+    fn the_status_table_spells_statuses_as_the_wire_does() {
+        let pair = |status| PluginStatus {
+            plugin: "setup".into(),
+            node: "node-1".into(),
+            status,
+            result_status: Some(ResultStatus::Failed),
+            progress: None,
+            last_heartbeat: None,
+        };
+        let table = status_table(&StatusDocument {
+            run_id: "r".into(),
+            status: RunStatus::PostProcessing,
+            plugins: vec![pair(PairStatus::AgentFailed), pair(PairStatus::TimedOut)],
+            tar_info: None,
+            error: None,
+        });
+        for spelled in ["post-processing", "agent-failed", "timed-out"] {
+            assert!(table.contains(spelled), "{table}");
+        }
+    }
 }
