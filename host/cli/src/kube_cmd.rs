@@ -224,7 +224,13 @@ pub async fn prepare(
     let record = KubeRun {
         run_id: run_id.to_owned(),
         namespace: namespace.clone(),
-        kubeconfig: kube.cluster.kubeconfig.clone(),
+        // Absolute: `status` may run from another directory.
+        kubeconfig: kube
+            .cluster
+            .kubeconfig
+            .as_deref()
+            .map(std::path::absolute)
+            .transpose()?,
         context: kube.cluster.context.clone(),
     };
     record.save()?;
