@@ -536,42 +536,29 @@ mod tests {
         assert_eq!(state.check_commit("setup", &node("b")), CommitCheck::Closed);
     }
 
+    /// A moment `secs` after the start of the runs these tests look at.
+    fn at(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1000 + secs)
+    }
+
+    /// The pairs lost `secs` after the start, with a 60 s window.
+    fn lost_at(state: &RunState, secs: u64, unheard: Unheard) -> Vec<(String, Scope)> {
+        state.lost_pairs(at(secs), at(0), Duration::from_secs(60), unheard)
+    }
+
     #[test]
     fn silent_nodes_are_lost_after_the_window() {
         let mut state = RunState::new(&config());
-        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
-        let window = Duration::from_secs(60);
-        state
-            .heartbeats
-            .insert(name("a"), start + Duration::from_secs(50));
-        assert!(
-            state
-                .lost_pairs(
-                    start + Duration::from_secs(59),
-                    start,
-                    window,
-                    Unheard::Silent
-                )
-                .is_empty()
-        );
+        state.heartbeats.insert(name("a"), at(50));
+        assert!(lost_at(&state, 59, Unheard::Silent).is_empty());
         // b never spoke: lost 60 s after the start; a spoke at 50 s: lost after 110 s.
         assert_eq!(
-            state.lost_pairs(
-                start + Duration::from_secs(61),
-                start,
-                window,
-                Unheard::Silent
-            ),
+            lost_at(&state, 61, Unheard::Silent),
             [("setup".to_owned(), node("b"))]
         );
         commit(&mut state, "setup", "b", Outcome::Succeeded);
         assert_eq!(
-            state.lost_pairs(
-                start + Duration::from_secs(111),
-                start,
-                window,
-                Unheard::Silent
-            ),
+            lost_at(&state, 111, Unheard::Silent),
             [("setup".to_owned(), node("a"))]
         );
     }
@@ -579,29 +566,11 @@ mod tests {
     #[test]
     fn a_dispatcher_speaks_for_nodes_never_heard_from_and_silence_after_a_word_is_loss() {
         let mut state = RunState::new(&config());
-        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
-        let window = Duration::from_secs(60);
-        state
-            .heartbeats
-            .insert(name("a"), start + Duration::from_secs(50));
+        state.heartbeats.insert(name("a"), at(50));
         // b's agent may still be pulling its image: only the run timeout bounds that wait.
-        assert!(
-            state
-                .lost_pairs(
-                    start + Duration::from_secs(109),
-                    start,
-                    window,
-                    Unheard::Dispatcher
-                )
-                .is_empty()
-        );
+        assert!(lost_at(&state, 109, Unheard::Dispatcher).is_empty());
         assert_eq!(
-            state.lost_pairs(
-                start + Duration::from_secs(500),
-                start,
-                window,
-                Unheard::Dispatcher
-            ),
+            lost_at(&state, 500, Unheard::Dispatcher),
             [("setup".to_owned(), node("a"))]
         );
     }
@@ -611,41 +580,19 @@ mod tests {
         let mut config = config();
         config.dynamic_nodes = true;
         let mut state = RunState::new(&config);
-        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
-        let window = Duration::from_secs(60);
-        state.set_node(
-            &config,
-            &name("c"),
-            Disposition::Expected,
-            start + Duration::from_secs(100),
-        );
-        let lost = state.lost_pairs(
-            start + Duration::from_secs(150),
-            start,
-            window,
-            Unheard::Silent,
-        );
+        state.set_node(&config, &name("c"), Disposition::Expected, at(100));
+        let lost = lost_at(&state, 150, Unheard::Silent);
         assert!(!lost.contains(&("setup".to_owned(), node("c"))), "{lost:?}");
-        let lost = state.lost_pairs(
-            start + Duration::from_secs(161),
-            start,
-            window,
-            Unheard::Silent,
-        );
+        let lost = lost_at(&state, 161, Unheard::Silent);
         assert!(lost.contains(&("setup".to_owned(), node("c"))), "{lost:?}");
         // Skipped: never lost, never waited for.
         state.set_node(
             &config,
             &name("c"),
             Disposition::Skipped { reason: "x".into() },
-            start,
+            at(0),
         );
-        let lost = state.lost_pairs(
-            start + Duration::from_secs(500),
-            start,
-            window,
-            Unheard::Silent,
-        );
+        let lost = lost_at(&state, 500, Unheard::Silent);
         assert!(!lost.contains(&("setup".to_owned(), node("c"))), "{lost:?}");
         assert_eq!(state.stand_ins_for(&name("c")).len(), 1);
     }
