@@ -25,22 +25,20 @@ fn a_node_that_stops_is_reported_lost_and_one_that_joins_is_collected() {
 
     // Stop a node the aggregator does not run on, as soon as it is placed: before the agents
     // can start (they wait for the CA the aggregator publishes once it runs).
-    let aggregator_node = (0..600)
-        .find_map(|_| {
-            let node = cluster
+    let aggregator_node = kube_runs::poll(
+        Duration::from_secs(60),
+        "scheduling the aggregator pod",
+        || {
+            cluster
                 .command("kubectl")
                 .args(["-n", &namespace, "get", "pod", "factbuoy-aggregator"])
                 .args(["-o", "jsonpath={.spec.nodeName}"])
                 .output()
                 .ok()
                 .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-                .filter(|n| !n.is_empty());
-            if node.is_none() {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            node
-        })
-        .expect("the aggregator pod was not scheduled within 60 s");
+                .filter(|n| !n.is_empty())
+        },
+    );
     let stopped = ["node-1", "node-2", "node-3"]
         .into_iter()
         .find(|n| *n != aggregator_node)

@@ -192,30 +192,22 @@ fn an_agent_pod_killed_mid_run_is_replaced_and_the_run_completes() {
     let namespace = format!("factbuoy-{run_id}");
     let selector = format!("factbuoy/run={run_id},app.kubernetes.io/component=agent");
     // The first agent whose container runs is killed, before it can have delivered everything.
-    let (pod, node) = (0..1200)
-        .find_map(|_| {
-            let running = cluster.kubectl([
-                "-n",
-                &namespace,
-                "get",
-                "pods",
-                "-l",
-                &selector,
-                "--field-selector",
-                "status.phase=Running",
-                "-o",
-                "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{\"\\n\"}{end}",
-            ]);
-            let found = running.lines().next().and_then(|line| {
-                let (pod, node) = line.split_once(' ')?;
-                Some((pod.to_owned(), node.to_owned()))
-            });
-            if found.is_none() {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            found
-        })
-        .expect("no agent pod ran within 2 minutes");
+    let (pod, node) = kube_runs::poll(Duration::from_secs(120), "an agent pod running", || {
+        let running = cluster.kubectl([
+            "-n",
+            &namespace,
+            "get",
+            "pods",
+            "-l",
+            &selector,
+            "--field-selector",
+            "status.phase=Running",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{\"\\n\"}{end}",
+        ]);
+        let (pod, node) = running.lines().next()?.split_once(' ')?;
+        Some((pod.to_owned(), node.to_owned()))
+    });
     cluster.kubectl([
         "-n",
         &namespace,

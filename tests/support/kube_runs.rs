@@ -65,16 +65,29 @@ pub fn run(cluster: &Cluster, state: &Path, out: &Path, args: &[&str]) -> Bundle
     finish_run(start_run(cluster, state, out, args), out)
 }
 
+/// Calls `check` every 100 ms until it finds something, for at most `timeout`; panics saying
+/// what never happened.
+pub fn poll<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(found) = check() {
+            return found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} did not happen within {timeout:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// The id of the run being started with state directory `state`, once it is planned.
 pub fn run_id_in(state: &Path) -> String {
     let kube = state.join("kube");
-    for _ in 0..600 {
-        if let Some(entry) = std::fs::read_dir(&kube).ok().and_then(|mut d| d.next()) {
-            return entry.unwrap().file_name().into_string().unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("no run planned in {} within 60 s", kube.display());
+    poll(Duration::from_secs(60), "planning the run", || {
+        let entry = std::fs::read_dir(&kube).ok()?.next()?;
+        Some(entry.unwrap().file_name().into_string().unwrap())
+    })
 }
 
 /// A downloaded bundle: its path and its files' contents.
