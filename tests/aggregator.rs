@@ -721,6 +721,57 @@ fn a_global_result_comes_from_a_global_certificate_and_completes_the_run() {
 }
 
 #[test]
+fn factbuoy_agent_global_runs_the_global_plugins_once_and_node_agents_skip_them() {
+    let aggregator = Aggregator::create(&["a"], &["--plugin", "setup", "--global", "hello"]);
+    // A node's certificate cannot fetch the global plan.
+    let agent = aggregator.issue("agent:a");
+    let forged = factbuoy()
+        .args(["agent", "--global", "--aggregator", &aggregator.agent])
+        .arg("--credentials")
+        .arg(&agent)
+        .output()
+        .unwrap();
+    assert!(!forged.status.success());
+    let stderr = String::from_utf8_lossy(&forged.stderr);
+    assert!(
+        stderr.contains("403") && stderr.contains("plan/global"),
+        "{stderr}"
+    );
+
+    let global = aggregator.issue("global:runner");
+    let ran = run(factbuoy()
+        .args(["agent", "--global", "--aggregator", &aggregator.agent])
+        .arg("--credentials")
+        .arg(&global));
+    assert_eq!(
+        String::from_utf8_lossy(&ran.stdout).trim(),
+        "hello: succeeded"
+    );
+    let ran = aggregator.agent_run("a");
+    assert_eq!(
+        String::from_utf8_lossy(&ran.stdout).trim(),
+        "setup: succeeded"
+    );
+    let status = aggregator.wait_for("complete");
+    let mut pairs: Vec<(String, String, String)> = status["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let text = |key: &str| p[key].as_str().unwrap_or_default().to_owned();
+            (text("plugin"), text("node"), text("result-status"))
+        })
+        .collect();
+    pairs.sort();
+    let pair = |plugin: &str, node: &str| (plugin.into(), node.into(), "passed".into());
+    assert_eq!(pairs, [pair("hello", "global"), pair("setup", "a")]);
+    let greeting = aggregator
+        .run_dir()
+        .join("results/plugins/hello/results/global/greeting.json");
+    assert!(greeting.is_file(), "{} is missing", greeting.display());
+}
+
+#[test]
 fn a_run_with_real_agents_ends_in_a_bundle_that_resumes_downloading() {
     let aggregator = Aggregator::create(&["a"], &[]);
     let output = aggregator.agent_run("a");

@@ -18,7 +18,7 @@ use factbuoy_aggregator::{RunDir, RunningAggregator};
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::types::RunStatus;
-use factbuoy_protocol::{Client, ClientError};
+use factbuoy_protocol::{Client, ClientError, Scope};
 use support::aggregator::Answer;
 use support::factbuoy;
 use support::served::{
@@ -605,7 +605,7 @@ async fn an_operator_ca_named_by_the_run_reaches_status_and_nothing_else() {
     // The operator CA's certificates are no agents': not at the agent listener...
     let plan = Client::new(&running.agent_address.to_string(), &agent)
         .unwrap()
-        .plan(&node("a"))
+        .plan(&Scope::Node(node("a")))
         .await;
     assert!(
         matches!(

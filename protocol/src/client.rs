@@ -310,9 +310,12 @@ impl Client {
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
     }
 
-    /// What this node's agent is to run.
-    pub async fn plan(&self, node: &NodeName) -> Result<Plan, ClientError> {
-        self.json(&Route::Plan { node: node.clone() }).await
+    /// What a node's agent, or the runner of the global plugins, is to run.
+    pub async fn plan(&self, scope: &Scope) -> Result<Plan, ClientError> {
+        self.json(&Route::Plan {
+            scope: scope.clone(),
+        })
+        .await
     }
 
     /// Downloads a plugin component and checks its digest.

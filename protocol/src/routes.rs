@@ -80,10 +80,11 @@ pub enum Route {
         /// The node whose agent is alive.
         node: NodeName,
     },
-    /// `GET /api/v1/plan/by-node/{node}`: what the node's agent is to run.
+    /// `GET /api/v1/plan/{scope}`: what a node's agent (`by-node/{node}`) or the runner of the
+    /// global plugins (`global`) is to run.
     Plan {
-        /// The node asking.
-        node: NodeName,
+        /// Whose plan.
+        scope: Scope,
     },
     /// `GET /api/v1/plugins/{sha256}`: a plugin component by its digest.
     Component {
@@ -163,7 +164,7 @@ impl Route {
             Route::Heartbeat { node } => {
                 format!("{API_PREFIX}/heartbeat/by-node/{}", encode(node.as_str()))
             }
-            Route::Plan { node } => format!("{API_PREFIX}/plan/by-node/{}", encode(node.as_str())),
+            Route::Plan { scope } => format!("{API_PREFIX}/plan/{}", scope.segments()),
             Route::Component { sha256 } => format!("{API_PREFIX}/plugins/{}", encode(sha256)),
             Route::Enroll => format!("{API_PREFIX}/enroll"),
             Route::Status => "/status".to_owned(),
@@ -226,7 +227,10 @@ impl Route {
             }
             ["enroll"] => Ok(Route::Enroll),
             ["heartbeat", "by-node", n] => Ok(Route::Heartbeat { node: node(n)? }),
-            ["plan", "by-node", n] => Ok(Route::Plan { node: node(n)? }),
+            ["plan", tail @ ..] => match scoped(tail)? {
+                (scope, used) if used == tail.len() => Ok(Route::Plan { scope }),
+                _ => Err(not_found()),
+            },
             ["plugins", digest]
                 if digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()) =>
             {
@@ -279,8 +283,9 @@ mod tests {
             Route::Heartbeat {
                 node: NodeName::parse("n1").unwrap(),
             },
+            Route::Plan { scope: node("n1") },
             Route::Plan {
-                node: NodeName::parse("n1").unwrap(),
+                scope: Scope::Global,
             },
             Route::Component {
                 sha256: "ab".repeat(32),

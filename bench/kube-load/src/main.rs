@@ -529,7 +529,8 @@ async fn play(load: &Arc<Load>, pod: Pod) -> anyhow::Result<Played> {
     };
     let node = answer.node;
     let client = Client::new(&load.address, &identity)?.with_server_name(&load.server_name)?;
-    let plan = retried(load, "plan", || client.plan(&node)).await?;
+    let scope = Scope::Node(node.clone());
+    let plan = retried(load, "plan", || client.plan(&scope)).await?;
     let heartbeats = {
         let (client, node) = (client.clone(), node.clone());
         let every = Duration::from_secs(plan.heartbeat_seconds.max(1));

@@ -1,5 +1,5 @@
-//! The agent: runs the plugins its aggregator's plan names on this node, and phones the results
-//! home over mutual TLS. Not here: the sandbox (factbuoy-runtime) and the wire protocol
+//! The agent: runs the plugins its aggregator's plan names on this node (or, as the runner of
+//! a run's global plugins, once for the run), and phones the results home over mutual TLS. Not here: the sandbox (factbuoy-runtime) and the wire protocol
 //! (factbuoy-protocol), which it uses.
 //!
 //! Artifacts are spooled to disk first, so that each upload carries its digest and a retry after
@@ -40,14 +40,24 @@ const RELAY_FINISH: Duration = Duration::from_secs(5);
 
 /// Where and as what the agent runs.
 pub struct AgentConfig {
-    /// This node's name, as its certificate names it.
-    pub node: NodeName,
+    /// Whom it speaks for, as its certificate says: a node (`agent:NODE`), or the run's global
+    /// plugins (`global:NAME`).
+    pub scope: Scope,
     /// The host directory plugins' granted paths are mapped onto.
     pub host_root: PathBuf,
     /// Where artifacts wait for upload.
     pub spool_dir: PathBuf,
     /// How long each request is retried.
     pub retry_for: Duration,
+    /// Plugins run at once: each may use the sandbox's whole memory limit.
+    pub parallel: usize,
+}
+
+impl AgentConfig {
+    /// As many plugins at once as the machine has cores.
+    pub fn all_cores() -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
 }
 
 /// Plugins already loaded (compiled, linked and described), by the sha-256 of their component:
@@ -73,8 +83,9 @@ pub struct AgentSummary {
     pub results: Vec<(String, Outcome)>,
 }
 
-/// Runs the node's plan to the end. The plan's plugins are independent, so they run at once,
-/// as many as the machine has cores.
+/// Runs the plan to the end. The plan's plugins are independent, so they run at once, up to
+/// `config.parallel`. A node's agent sends heartbeats meanwhile; the global runner has no node
+/// whose heartbeats could stop, so it sends none.
 pub async fn run(
     client: Client,
     runtime: Arc<Runtime>,
@@ -82,17 +93,19 @@ pub async fn run(
     loaded: Arc<LoadedPlugins>,
 ) -> anyhow::Result<AgentSummary> {
     let plan = retry(config.retry_for, "fetching the plan", || {
-        client.plan(&config.node)
+        client.plan(&config.scope)
     })
     .await?;
-    tracing::info!(run = %plan.run_id, plugins = plan.plugins.len(), "agent starting");
-    let heartbeats = tokio::spawn(send_heartbeats(
-        client.clone(),
-        config.node.clone(),
-        Duration::from_secs(plan.heartbeat_seconds.max(1)),
-    ));
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let slots = Arc::new(tokio::sync::Semaphore::new(cores));
+    tracing::info!(run = %plan.run_id, scope = config.scope.label(), plugins = plan.plugins.len(), "agent starting");
+    let heartbeats = match &config.scope {
+        Scope::Node(node) => Some(tokio::spawn(send_heartbeats(
+            client.clone(),
+            node.clone(),
+            Duration::from_secs(plan.heartbeat_seconds.max(1)),
+        ))),
+        Scope::Global => None,
+    };
+    let slots = Arc::new(tokio::sync::Semaphore::new(config.parallel.max(1)));
     let tasks: Vec<_> = plan
         .plugins
         .into_iter()
@@ -118,7 +131,9 @@ pub async fn run(
     for task in tasks {
         results.push(task.await?);
     }
-    heartbeats.abort();
+    if let Some(heartbeats) = heartbeats {
+        heartbeats.abort();
+    }
     Ok(AgentSummary { results })
 }
 
@@ -140,7 +155,7 @@ async fn run_plugin(
     loaded: &LoadedPlugins,
     planned: &PlannedPlugin,
 ) -> Outcome {
-    let scope = Scope::Node(config.node.clone());
+    let scope = &config.scope;
     let spool = config.spool_dir.join(&planned.name);
     let (manifest, files) = match gather(client, runtime, config, loaded, planned, &spool).await {
         Ok(Gathered { report, files }) => {
@@ -173,7 +188,7 @@ async fn run_plugin(
     let delivered = deliver(
         client,
         config.retry_for,
-        &scope,
+        scope,
         &planned.name,
         &manifest,
         &files,
@@ -233,10 +248,10 @@ async fn gather(
     tokio::fs::create_dir_all(spool)
         .await
         .map_err(|e| format!("creating {}: {e}", spool.display()))?;
-    let scope = Scope::Node(config.node.clone());
+    let scope = config.scope.clone();
     let relay_client = client.clone();
     let (observer, relay) = ProgressRelay::start(
-        config.node.to_string(),
+        scope.label().to_owned(),
         planned.name.clone(),
         move |update| {
             let (client, scope) = (relay_client.clone(), scope.clone());

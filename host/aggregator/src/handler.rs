@@ -12,7 +12,6 @@ use std::time::Instant;
 use bytes::Bytes;
 use factbuoy_protocol::digest;
 use factbuoy_protocol::identity::Role;
-use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::routes::{Route, RouteError, Scope};
 use factbuoy_protocol::types::{
     ErrorBody, Outcome, PairStatus, Plan, PlannedPlugin, ProgressUpdate, ResultManifest, RunStatus,
@@ -189,9 +188,9 @@ async fn respond(
                 .insert(node.clone(), std::time::SystemTime::now());
             Ok(empty(StatusCode::NO_CONTENT))
         }
-        Route::Plan { node } => {
+        Route::Plan { scope } => {
             expect(Method::GET)?;
-            Ok(json_response(StatusCode::OK, &plan(shared, node)))
+            Ok(json_response(StatusCode::OK, &plan(shared, scope)))
         }
         Route::Component { sha256 } => {
             expect(Method::GET)?;
@@ -240,7 +239,9 @@ fn authorize(role: &Role, route: &Route) -> Result<(), Refusal> {
                 ..
             }
             | Route::Heartbeat { node: n }
-            | Route::Plan { node: n },
+            | Route::Plan {
+                scope: Scope::Node(n),
+            },
             Role::Agent { node },
         ) => n == node,
         (
@@ -255,6 +256,9 @@ fn authorize(role: &Role, route: &Route) -> Result<(), Refusal> {
             | Route::Progress {
                 scope: Scope::Global,
                 ..
+            }
+            | Route::Plan {
+                scope: Scope::Global,
             },
             Role::Global { .. },
         ) => true,
@@ -670,15 +674,25 @@ async fn enroll(
     ))
 }
 
-fn plan(shared: &Shared, node: &NodeName) -> Plan {
-    let expected = shared.state.lock().unwrap().plans_for(node);
+/// A node's agent runs the per-node plugins (none for a node the run does not expect); the
+/// global runner runs the global ones.
+fn plan(shared: &Shared, scope: &Scope) -> Plan {
+    let wanted = match scope {
+        Scope::Node(node) => shared
+            .state
+            .lock()
+            .unwrap()
+            .plans_for(node)
+            .then_some(PlanScope::PerNode),
+        Scope::Global => Some(PlanScope::Global),
+    };
     Plan {
         run_id: shared.config.run_id.clone(),
         plugins: shared
             .config
             .plugins
             .iter()
-            .filter(|p| expected && p.scope == PlanScope::PerNode)
+            .filter(|p| Some(p.scope) == wanted)
             .map(|p| PlannedPlugin {
                 name: p.name.clone(),
                 sha256: p.sha256.clone(),
@@ -809,6 +823,7 @@ fn byte_range(text: &str, size: u64) -> RangeAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use factbuoy_protocol::names::NodeName;
 
     #[test]
     fn agents_speak_only_for_their_node_and_operators_only_read() {
@@ -830,6 +845,13 @@ mod tests {
         assert!(authorize(&operator, &commit(Scope::Node(node("a")))).is_err());
         assert!(authorize(&operator, &Route::Heartbeat { node: node("a") }).is_err());
         assert!(authorize(&agent, &Route::Heartbeat { node: node("b") }).is_err());
+        let plan = |scope| Route::Plan { scope };
+        assert!(authorize(&agent, &plan(Scope::Node(node("a")))).is_ok());
+        assert!(authorize(&agent, &plan(Scope::Node(node("b")))).is_err());
+        assert!(authorize(&agent, &plan(Scope::Global)).is_err());
+        assert!(authorize(&global, &plan(Scope::Global)).is_ok());
+        assert!(authorize(&global, &plan(Scope::Node(node("a")))).is_err());
+        assert!(authorize(&operator, &plan(Scope::Global)).is_err());
     }
 
     #[test]

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use bytesize::ByteSize;
 use clap::{Args, Subcommand};
-use factbuoy_protocol::Client;
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::tls::Identity;
+use factbuoy_protocol::{Client, Scope};
 
 use factbuoy_agent::AgentConfig;
 use factbuoy_aggregator::config::{self, PlanScope, RunConfig, ServerLimits};
@@ -113,6 +113,9 @@ Examples:
   # With a certificate issued by `factbuoy aggregator issue --role agent:node-1`:
   factbuoy agent --aggregator 10.0.0.5:7443 --node node-1 --credentials ./creds
 
+  # Run the run's global plugins once, with a certificate for `--role global:runner`:
+  factbuoy agent --aggregator 10.0.0.5:7443 --global --credentials ./global-creds
+
   # In a pod: enroll with the projected ServiceAccount token, verify the aggregator by the
   # name in its certificate, and stay up once the results are delivered:
   factbuoy agent --aggregator $FACTBUOY_SERVICE_HOST:7443 --ca /etc/factbuoy/ca.pem \\
@@ -122,6 +125,7 @@ Examples:
 #[derive(Debug, Args)]
 #[command(after_help = AGENT_EXAMPLES)]
 #[command(group(clap::ArgGroup::new("identity").required(true).args(["credentials", "enroll_credential_file"])))]
+#[command(group(clap::ArgGroup::new("speaks_for").args(["node", "global"])))]
 pub struct AgentArgs {
     /// The aggregator's agent listener, HOST:PORT.
     #[arg(long)]
@@ -133,8 +137,12 @@ pub struct AgentArgs {
         conflicts_with = "enroll_credential_file"
     )]
     node: Option<NodeName>,
-    /// Directory with ca.pem, client.pem and client.key, issued for --node.
-    #[arg(long, value_name = "DIR", requires = "node")]
+    /// Run the run's global plugins (once for the whole run) instead of a node's plugins;
+    /// --credentials are then issued for a `global:NAME` role.
+    #[arg(long, requires = "credentials")]
+    global: bool,
+    /// Directory with ca.pem, client.pem and client.key, issued for --node (or --global).
+    #[arg(long, value_name = "DIR", requires = "speaks_for")]
     credentials: Option<PathBuf>,
     /// Instead of --credentials and --node: make a key on this node and ask the aggregator for
     /// a certificate, presenting the credential in FILE (a ServiceAccount token; read again at
@@ -300,7 +308,7 @@ fn named(client: Client, server_name: Option<&str>) -> anyhow::Result<Client> {
 /// Runs the node's plan and delivers the results.
 async fn deliver(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let server_name = args.server_name.as_deref();
-    let (identity, node) = match (&args.enroll_credential_file, &args.credentials, args.node) {
+    let (identity, scope) = match (&args.enroll_credential_file, &args.credentials, args.node) {
         (Some(credential_file), _, _) => {
             let ca_file = args.ca.as_ref().expect("clap requires --ca");
             let ca_pem = std::fs::read_to_string(ca_file)
@@ -309,17 +317,22 @@ async fn deliver(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> 
             let enrolled =
                 factbuoy_agent::enroll(&anonymous, &ca_pem, credential_file, *args.retry_for)
                     .await?;
-            (enrolled.identity, enrolled.node)
+            (enrolled.identity, Scope::Node(enrolled.node))
         }
-        (None, Some(credentials), Some(node)) => (
+        (None, Some(credentials), node) => (
             Identity::from_files(
                 &credentials.join("ca.pem"),
                 &credentials.join("client.pem"),
                 &credentials.join("client.key"),
             )?,
-            node,
+            match node {
+                Some(node) => Scope::Node(node),
+                None => Scope::Global,
+            },
         ),
-        _ => anyhow::bail!("give --credentials and --node, or --enroll-credential-file and --ca"),
+        _ => anyhow::bail!(
+            "give --credentials with --node or --global, or --enroll-credential-file and --ca"
+        ),
     };
     let client = named(Client::new(&args.aggregator, &identity)?, server_name)?;
     let runtime = Arc::new(Runtime::new(RuntimeOptions {
@@ -341,10 +354,11 @@ async fn deliver(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> 
         }
     };
     let config = Arc::new(AgentConfig {
-        node,
+        scope,
         host_root: args.root,
         spool_dir,
         retry_for: *args.retry_for,
+        parallel: AgentConfig::all_cores(),
     });
     let summary = factbuoy_agent::run(client, runtime, config, Arc::default()).await?;
     match format {

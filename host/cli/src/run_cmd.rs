@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use factbuoy_protocol::Client;
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::text::printable;
 use factbuoy_protocol::tls::Identity;
 use factbuoy_protocol::types::{PairStatus, ResultStatus, RunStatus, StatusDocument};
+use factbuoy_protocol::{Client, Scope};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use factbuoy_agent::{AgentConfig, LoadedPlugins};
@@ -182,10 +182,11 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
         &identity,
     )?;
     let agent_config = Arc::new(AgentConfig {
-        node,
+        scope: Scope::Node(node),
         host_root: args.root.clone(),
         spool_dir,
         retry_for: factbuoy_agent::RETRY_FOR,
+        parallel: AgentConfig::all_cores(),
     });
     let loaded = Arc::new(LoadedPlugins::default());
     for (sha256, plugin) in planned.loaded {
