@@ -111,6 +111,8 @@ fn spec(run_id: &str, image: &str) -> RunSpec {
         read_paths: vec!["/etc".into(), "/proc".into(), "/sys".into()],
         host_info: true,
         agent_memory_limit: "768Mi".into(),
+        journal_groups: Vec::new(),
+        global_plugins: false,
         resources: factbuoy_dispatch::resources::default_kinds(),
         operator_ca_pem: "not used".into(),
         plan_json: "{}".into(),
@@ -252,6 +254,70 @@ fn gen_prints_what_run_applies_and_the_api_server_accepts_it() {
     ];
     assert_eq!(left(cluster, run_id), stored.into_iter().collect());
     run_and_wait_delete(cluster, run_id);
+}
+
+/// `gen --global` and `--journal-group`, offline: what they change in the objects.
+#[test]
+fn gen_runs_global_plugins_in_the_aggregator_and_gives_agents_the_journal_group() {
+    let state = tempfile::tempdir().unwrap();
+    let args = [
+        "-o",
+        "json",
+        "--plugin",
+        "hello",
+        "--plugin",
+        "systemd-logs",
+        "--global",
+        "systemd-logs",
+        "--journal-group",
+        "999",
+    ];
+    let list: Value = serde_json::from_str(&gen_output(state.path(), &args)).unwrap();
+    let items = list["items"].as_array().unwrap();
+    let kind = |k: &str| items.iter().find(|o| o["kind"] == k).unwrap();
+    let plan: Value =
+        serde_json::from_str(kind("ConfigMap")["data"]["run.json"].as_str().unwrap()).unwrap();
+    let plugin = |name: &str| {
+        let plugins = plan["plugins"].as_array().unwrap();
+        plugins.iter().find(|p| p["name"] == name).unwrap().clone()
+    };
+    assert_eq!(plugin("hello")["scope"], "per-node");
+    assert_eq!(plugin("systemd-logs")["scope"], "global");
+    assert_eq!(
+        plugin("systemd-logs")["denies"],
+        serde_json::json!(["host-info"])
+    );
+    let aggregator = &kind("Pod")["spec"];
+    assert_eq!(
+        aggregator["containers"][0]["resources"]["limits"]["memory"],
+        "1Gi"
+    );
+    // The agents mount what hello needs, not the journal the global plugin is granted.
+    let agents = &kind("DaemonSet")["spec"]["template"]["spec"];
+    let mounted: Vec<&str> = agents["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["hostPath"]["path"].as_str())
+        .collect();
+    assert_eq!(mounted, ["/etc", "/proc", "/usr"]);
+    assert_eq!(
+        agents["securityContext"]["supplementalGroups"],
+        serde_json::json!([999])
+    );
+
+    // A global plugin that requires host-info is refused before anything is made.
+    let refused = factbuoy()
+        .env("FACTBUOY_STATE_DIR", state.path())
+        .args(["gen", "--plugin", "hello", "--global", "hello"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("\"hello\" requires host-info") && stderr.contains("run it per node"),
+        "{stderr}"
+    );
 }
 
 #[test]

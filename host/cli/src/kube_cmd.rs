@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::Args;
 use k8s_openapi::api::core::v1::Toleration;
 
-use factbuoy_aggregator::config::{self, RunConfig, ServerLimits};
+use factbuoy_aggregator::config::{self, PlanScope, RunConfig, ServerLimits};
 use factbuoy_dispatch::delete::{self, DeleteOptions, Selection};
 use factbuoy_dispatch::manifest::scheduling::{self, parse_node_selector, parse_toleration};
 use factbuoy_dispatch::manifest::{AGGREGATOR_RUN_DIR, RunManifests, RunSpec};
@@ -25,7 +25,7 @@ use factbuoy_runtime::grants::GrantSet;
 use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
 
 use crate::output::{ExitStatus, Format, emit};
-use crate::plan::{self, PluginArgs};
+use crate::plan::{self, Planned, PluginArgs};
 use crate::run_cmd::new_run_id;
 use crate::runs::{KubeRun, state_dir};
 
@@ -84,6 +84,15 @@ pub struct KubeArgs {
     /// deployments, storageclasses.
     #[arg(long, value_name = "KIND,...", value_delimiter = ',', default_value = "nodes,namespaces", value_parser = resources::kind)]
     pub resources: Vec<&'static ResourceKind>,
+    /// Run PLUGIN once for the whole run, in the aggregator's pod, instead of on every node. It
+    /// reads the cluster objects saved for resources/ (`read:/nodes.json`), never a node's files
+    /// or host-info. Name it with --plugin too.
+    #[arg(long = "global", value_name = "PLUGIN")]
+    pub global: Vec<String>,
+    /// A group ID the agents run with as well, to read the nodes' journals: the GID of
+    /// systemd-journal (or adm) on the nodes, `getent group systemd-journal` there. Repeatable.
+    #[arg(long, value_name = "GID")]
+    pub journal_group: Vec<u32>,
 }
 
 /// `factbuoy gen`.
@@ -170,17 +179,23 @@ pub async fn prepare(
     } else {
         plugin_args.plugins.clone()
     };
-    let planned = plan::build(&runtime, &plugin_args.choices(&plugins)).await?;
+    let mut planned = plan::build(&runtime, &plugin_args.choices(&plugins)).await?;
+    make_global(&mut planned, &kube.global)?;
 
+    // What the agents mount follows the per-node plugins' grants.
     let mut read_paths = Vec::new();
     let mut host_info = false;
     for (plan, (_, loaded)) in planned.plans.iter().zip(&planned.loaded) {
+        if plan.scope == PlanScope::Global {
+            continue;
+        }
         let mut grants = GrantSet::default();
         grants.extend_written(&plan.grants, &plan.denies)?;
         let effective = grants.effective(&loaded.info.capabilities)?;
         host_info |= effective.host_info;
         read_paths.extend(effective.read_paths);
     }
+    let global_plugins = planned.plans.iter().any(|p| p.scope == PlanScope::Global);
 
     let namespace = kube
         .namespace
@@ -252,6 +267,12 @@ pub async fn prepare(
         read_paths,
         host_info,
         agent_memory_limit: kube.agent_memory_limit.clone(),
+        journal_groups: kube
+            .journal_group
+            .iter()
+            .map(|&gid| i64::from(gid))
+            .collect(),
+        global_plugins,
         resources: kube.resources.clone(),
         operator_ca_pem: operator_ca.cert_pem().to_owned(),
         plan_json,
@@ -268,6 +289,33 @@ pub async fn prepare(
         operator_dir: dir,
         record,
     })
+}
+
+/// Makes the `--global` plugins run once, in the aggregator's pod: there `host-info` would
+/// describe whichever node that pod is on, so it is denied, and a plugin that requires it is
+/// refused here.
+fn make_global(planned: &mut Planned, global: &[String]) -> anyhow::Result<()> {
+    for name in global {
+        let (plan, (_, loaded)) = planned
+            .plans
+            .iter_mut()
+            .zip(&planned.loaded)
+            .find(|(plan, _)| plan.name == *name)
+            .with_context(|| {
+                format!("--global {name:?} names no plugin of this run; add it with --plugin")
+            })?;
+        plan.scope = PlanScope::Global;
+        plan.denies.push("host-info".to_owned());
+        let mut grants = GrantSet::default();
+        grants.extend_written(&plan.grants, &plan.denies)?;
+        let effective = grants.effective(&loaded.info.capabilities)?;
+        anyhow::ensure!(
+            effective.missing_required.is_empty(),
+            "plugin {name:?} requires {}, which a global plugin does not get: it runs in the aggregator's pod and reads only the cluster objects saved for resources/; run it per node instead",
+            effective.missing_required.join(", ")
+        );
+    }
+    Ok(())
 }
 
 pub async fn gen_cmd(args: GenArgs, format: Format) -> anyhow::Result<ExitStatus> {

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use factbuoy_agent::AgentConfig;
+use factbuoy_aggregator::config::PlanScope;
 use factbuoy_aggregator::enroll::{Admission, Admitting, Refusal};
 use factbuoy_aggregator::nodes::{NodeSet, NodeSetError};
 use factbuoy_aggregator::{Run, RunDir};
@@ -19,6 +21,10 @@ use factbuoy_dispatch::nodes::{NodeChange, NodeFilter};
 use factbuoy_dispatch::pods::PodEvent;
 use factbuoy_dispatch::resources::{self, ResourceKind};
 use factbuoy_dispatch::status_annotation::Publisher;
+use factbuoy_protocol::identity::Role;
+use factbuoy_protocol::tls::Identity;
+use factbuoy_protocol::{Client as AgentClient, Scope};
+use factbuoy_runtime::{Runtime, RuntimeOptions};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -34,6 +40,8 @@ const STATUS_TICK: Duration = Duration::from_secs(1);
 const WATCH_EVENTS: usize = 256;
 /// How long the aggregator waits for the API server to answer at its start.
 const API_WAIT: Duration = Duration::from_secs(60);
+/// The bundle's folder of cluster objects, which global plugins read.
+const RESOURCES_DIR: &str = "resources";
 /// How long the aggregator waits for its run's DaemonSet to be applied after it.
 const DAEMONSET_WAIT: Duration = Duration::from_secs(120);
 
@@ -90,11 +98,12 @@ pub async fn serve(args: ServeKubernetesArgs) -> anyhow::Result<ExitStatus> {
     save_resources(
         &client,
         &args.resources,
-        &run.dir().results().join("resources"),
+        &run.dir().results().join(RESOURCES_DIR),
     )
     .await;
 
     let filter = agents_filter(&client, &me.namespace).await?;
+    let global = GlobalRunner::for_run(&run)?;
 
     let admission = PodTokens(PodTokenAdmission::new(
         client.clone(),
@@ -107,6 +116,9 @@ pub async fn serve(args: ServeKubernetesArgs) -> anyhow::Result<ExitStatus> {
         Some(Arc::new(admission)),
     )
     .await?;
+    if let Some(global) = global {
+        tokio::spawn(global.run(running.agent_address.port()));
+    }
     let (node_tx, node_rx) = mpsc::channel(WATCH_EVENTS);
     tokio::spawn(factbuoy_dispatch::nodes::follow_nodes(
         client.clone(),
@@ -175,6 +187,61 @@ async fn wait_for_api(client: &Client) -> anyhow::Result<()> {
                     )
                 });
             }
+        }
+    }
+}
+
+/// The aggregator's own agent for the run's global plugins: it runs them once, one at a time
+/// (the pod's memory limit allows for one sandbox), with a `global:` certificate and through
+/// the agent listener like any agent. Their host root is the cluster objects saved for
+/// resources/: a global plugin reads `/nodes.json`, never the files of the node this pod is on.
+struct GlobalRunner {
+    identity: Identity,
+    server_name: String,
+    host_root: PathBuf,
+    spool_dir: PathBuf,
+}
+
+impl GlobalRunner {
+    /// The runner for `run`, if it has global plugins.
+    fn for_run(run: &Run) -> anyhow::Result<Option<GlobalRunner>> {
+        let config = run.config();
+        if !config.plugins.iter().any(|p| p.scope == PlanScope::Global) {
+            return Ok(None);
+        }
+        let role = Role::Global {
+            name: "aggregator".to_owned(),
+        };
+        Ok(Some(GlobalRunner {
+            identity: run.ca().identity(&run.issue(&role)?),
+            server_name: config
+                .server_names
+                .first()
+                .context("the run names no server name")?
+                .clone(),
+            host_root: run.dir().results().join(RESOURCES_DIR),
+            spool_dir: run.dir().spool(),
+        }))
+    }
+
+    async fn run(self, agent_port: u16) {
+        let ran = async {
+            let client = AgentClient::new(&format!("127.0.0.1:{agent_port}"), &self.identity)?
+                .with_server_name(&self.server_name)?;
+            let runtime = Arc::new(Runtime::new(RuntimeOptions::default())?);
+            let config = Arc::new(AgentConfig {
+                scope: Scope::Global,
+                host_root: self.host_root,
+                spool_dir: self.spool_dir,
+                retry_for: factbuoy_agent::RETRY_FOR,
+                parallel: 1,
+            });
+            factbuoy_agent::run(client, runtime, config, Arc::default()).await
+        };
+        match ran.await {
+            Ok(summary) => tracing::info!(?summary.results, "the global plugins ran"),
+            // The global results then stay missing until the run's deadline fills them in.
+            Err(e) => tracing::error!("running the global plugins: {e:#}"),
         }
     }
 }

@@ -29,7 +29,7 @@ pub fn journal_files(problems: &mut Problems) -> Found {
         if !dir.is_dir() {
             continue;
         }
-        match scan(dir, true, &mut found.files) {
+        match scan(dir, true, &mut found.files, problems) {
             Ok(()) => found.directories += 1,
             Err(e) => problems.warn(&dir.display().to_string(), format!("cannot list it: {e}")),
         }
@@ -37,7 +37,12 @@ pub fn journal_files(problems: &mut Problems) -> Found {
     found
 }
 
-fn scan(dir: &Path, root: bool, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
+fn scan(
+    dir: &Path,
+    root: bool,
+    files: &mut Vec<PathBuf>,
+    problems: &mut Problems,
+) -> std::io::Result<()> {
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name();
@@ -46,8 +51,11 @@ fn scan(dir: &Path, root: bool, files: &mut Vec<PathBuf>) -> std::io::Result<()>
         if is_journal_file(&name) {
             files.push(path);
         } else if root && Id128::parse(&name).is_some_and(|_| name.len() == 32) && path.is_dir() {
-            // A machine's journal: an unreadable one is left out, as journalctl leaves it.
-            let _ = scan(&path, false, files);
+            // A machine's journal: an unreadable one is left out, as journalctl leaves it, but
+            // not silently (a reader without the journal's group sees nothing else).
+            if let Err(e) = scan(&path, false, files, problems) {
+                problems.warn(&path.display().to_string(), format!("cannot list it: {e}"));
+            }
         }
     }
     Ok(())
@@ -88,7 +96,7 @@ mod tests {
             fs::write(path, b"").unwrap();
         }
         let mut files = Vec::new();
-        scan(&root, true, &mut files).unwrap();
+        scan(&root, true, &mut files, &mut Problems::default()).unwrap();
         let mut names: Vec<String> = files
             .iter()
             .map(|p| p.strip_prefix(&root).unwrap().display().to_string())

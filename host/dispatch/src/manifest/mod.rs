@@ -13,8 +13,8 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy};
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, ContainerPort, EnvVar, EnvVarSource, Namespace, ObjectFieldSelector, Pod,
-    PodSpec, PodTemplateSpec, ResourceRequirements, Service, ServiceAccount, ServicePort,
-    ServiceSpec, Toleration, Volume, VolumeMount,
+    PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, Service, ServiceAccount,
+    ServicePort, ServiceSpec, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject,
@@ -47,6 +47,9 @@ pub const BINARY: &str = "/bin/factbuoy";
 pub const MAX_CONFIG_MAP_BYTES: usize = 1024 * 1024;
 /// The aggregator's memory limit (its RSS target is 150 MB).
 pub const AGGREGATOR_MEMORY_LIMIT: &str = "512Mi";
+/// The aggregator's memory limit when it runs global plugins, one at a time: its own, plus one
+/// plugin sandbox's memory cap (`factbuoy_runtime::limits::DEFAULT_MEMORY_BYTES`, 512 MiB).
+pub const AGGREGATOR_GLOBAL_MEMORY_LIMIT: &str = "1Gi";
 
 /// What a run's manifests are made from.
 #[derive(Debug, Clone)]
@@ -69,6 +72,10 @@ pub struct RunSpec {
     pub host_info: bool,
     /// The agents' memory limit, a Kubernetes quantity (`768Mi`).
     pub agent_memory_limit: String,
+    /// Groups the agents run with as well (`supplementalGroups`), to read journal files.
+    pub journal_groups: Vec<i64>,
+    /// Whether the aggregator runs global plugins (it then gets their memory too).
+    pub global_plugins: bool,
     /// The kinds of cluster objects the aggregator saves into the bundle's `resources/`.
     pub resources: Vec<&'static ResourceKind>,
     /// The operator CA certificate (PEM): the aggregator's operator listener trusts it.
@@ -508,7 +515,15 @@ fn aggregator_pod_spec(spec: &RunSpec) -> PodSpec {
                 tcp_port(AGENT_PORT_NAME, AGENT_PORT),
                 tcp_port(OPERATOR_PORT_NAME, OPERATOR_PORT),
             ]),
-            resources: Some(resources("100m", "128Mi", AGGREGATOR_MEMORY_LIMIT)),
+            resources: Some(resources(
+                "100m",
+                "128Mi",
+                if spec.global_plugins {
+                    AGGREGATOR_GLOBAL_MEMORY_LIMIT
+                } else {
+                    AGGREGATOR_MEMORY_LIMIT
+                },
+            )),
             security_context: Some(security::container_security_context()),
             volume_mounts: Some(vec![config_mount, state_mount, tmp_mount]),
             ..Container::default()
@@ -534,7 +549,11 @@ fn agent_pod_spec(spec: &RunSpec, namespace: &str, host_dirs: &[String]) -> PodS
         service_account_name: Some(AGENT.to_owned()),
         automount_service_account_token: Some(false),
         termination_grace_period_seconds: Some(5),
-        security_context: Some(security::pod_security_context()),
+        security_context: Some(PodSecurityContext {
+            supplemental_groups: (!spec.journal_groups.is_empty())
+                .then(|| spec.journal_groups.clone()),
+            ..security::pod_security_context()
+        }),
         host_network: Some(false),
         host_pid: Some(false),
         host_ipc: Some(false),

@@ -48,6 +48,8 @@ pub(crate) fn spec() -> RunSpec {
         read_paths: vec!["/var/log/journal".into(), "/dev/disk".into(), "/sys".into()],
         host_info: true,
         agent_memory_limit: "768Mi".into(),
+        journal_groups: Vec::new(),
+        global_plugins: false,
         resources: crate::resources::default_kinds(),
         operator_ca_pem: "-----BEGIN CERTIFICATE-----\n...\n".into(),
         plan_json: "{}".into(),
@@ -333,4 +335,43 @@ fn a_plan_too_large_for_a_config_map_is_refused() {
         ..spec()
     };
     assert!(RunManifests::build(&bad).is_err());
+}
+
+#[test]
+fn journal_groups_reach_only_the_agents_and_global_plugins_raise_only_the_aggregators_memory() {
+    let memory_limit = |m: &RunManifests| {
+        let pod = pod_specs(m)[0];
+        let limits = pod.containers[0]
+            .resources
+            .as_ref()
+            .unwrap()
+            .limits
+            .as_ref();
+        limits.unwrap()["memory"].0.clone()
+    };
+    let supplemental = |pod: &PodSpec| {
+        let context = pod.security_context.as_ref().unwrap();
+        context.supplemental_groups.clone()
+    };
+    let plain = RunManifests::build(&spec()).unwrap();
+    assert_eq!(memory_limit(&plain), AGGREGATOR_MEMORY_LIMIT);
+    assert_eq!(supplemental(pod_specs(&plain)[1]), None);
+
+    let m = RunManifests::build(&RunSpec {
+        journal_groups: vec![999, 101],
+        global_plugins: true,
+        ..spec()
+    })
+    .unwrap();
+    assert_eq!(memory_limit(&m), AGGREGATOR_GLOBAL_MEMORY_LIMIT);
+    assert_eq!(supplemental(pod_specs(&m)[1]), Some(vec![999, 101]));
+    assert_eq!(
+        supplemental(pod_specs(&m)[0]),
+        None,
+        "the aggregator reads no journal"
+    );
+    // A supplemental group breaks no rule of the restricted profile.
+    for pod in pod_specs(&m) {
+        assert_eq!(security::restricted_violations(pod), Vec::<String>::new());
+    }
 }
