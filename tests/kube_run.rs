@@ -6,7 +6,9 @@
 
 mod support;
 
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use support::kube::Cluster;
 use support::kube_runs::{self, factbuoy_json, pair};
@@ -237,5 +239,170 @@ fn an_agent_pod_killed_mid_run_is_replaced_and_the_run_completes() {
             );
         }
     }
+    factbuoy_json(cluster, state.path(), &["delete", &run_id]);
+}
+
+/// A journal file systemd-journal-remote writes for one test, kept as journald keeps its files
+/// (directory `2750` and file `0640`, owner root, group [`JOURNAL_GID`]) in a machine
+/// directory of its own under /run/log/journal: the test nodes are this machine. Removed when
+/// dropped, with the directories it had to create.
+struct TestJournal {
+    machine_dir: PathBuf,
+    created: Vec<PathBuf>,
+    /// The MESSAGE of its one entry.
+    marker: String,
+}
+
+/// The group the test journals belong to: no account needs it, only the number matters.
+const JOURNAL_GID: u32 = 4242;
+
+impl TestJournal {
+    fn write() -> TestJournal {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        let id = format!(
+            "{:032x}",
+            now.as_nanos() ^ (u128::from(std::process::id()) << 96)
+        );
+        let marker = format!("factbuoy test journal {id}");
+        let mut created = Vec::new();
+        for dir in ["/run/log", "/run/log/journal"] {
+            if std::fs::create_dir(dir).is_ok() {
+                created.push(PathBuf::from(dir));
+            }
+        }
+        let machine_dir = Path::new("/run/log/journal").join(&id);
+        std::fs::create_dir(&machine_dir).unwrap();
+        let file = machine_dir.join("system.journal");
+        let mut remote = Command::new("/lib/systemd/systemd-journal-remote")
+            .arg(format!("--output={}", file.display()))
+            .arg("-")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("running systemd-journal-remote (apt-get install systemd-journal-remote)");
+        let entry = format!(
+            "__REALTIME_TIMESTAMP={}\n__MONOTONIC_TIMESTAMP=1\n_BOOT_ID={id}\nPRIORITY=6\nMESSAGE={marker}\n\n",
+            now.as_micros()
+        );
+        remote
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(entry.as_bytes())
+            .unwrap();
+        assert!(remote.wait().unwrap().success(), "journal-remote failed");
+        for (path, mode) in [(&machine_dir, 0o2750), (&file, 0o640)] {
+            std::os::unix::fs::chown(path, Some(0), Some(JOURNAL_GID)).unwrap();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        TestJournal {
+            machine_dir,
+            created,
+            marker,
+        }
+    }
+}
+
+impl Drop for TestJournal {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.machine_dir);
+        // Another test's journal may still be there: then these stay.
+        for dir in self.created.iter().rev() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+#[test]
+fn agents_given_the_journals_group_read_it_as_non_root() {
+    let cluster = cluster();
+    let journal = TestJournal::write();
+    let state = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let gid = JOURNAL_GID.to_string();
+    let bundle = kube_runs::run(
+        cluster,
+        state.path(),
+        out.path(),
+        &["--plugin", "systemd-logs", "--journal-group", &gid],
+    );
+    for node in ["node-1", "node-2", "node-3"] {
+        let name = format!("plugins/systemd-logs/results/{node}/journal.jsonl");
+        let lines = String::from_utf8_lossy(&bundle.files[&name]).into_owned();
+        assert!(lines.contains(&journal.marker), "{node}: {lines}");
+    }
+    let run_id = bundle.status()["run_id"].as_str().unwrap().to_owned();
+    factbuoy_json(cluster, state.path(), &["delete", &run_id]);
+}
+
+/// One run checks two things: the global plugin's run in the aggregator, and that agents
+/// without --journal-group are refused the journal (and say so).
+#[test]
+fn global_plugins_run_once_in_the_aggregator_on_the_resources_and_agents_without_the_group_miss_the_journal()
+ {
+    let cluster = cluster();
+    let journal = TestJournal::write();
+    let hostile = support::fixture("hostile");
+    let state = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let bundle = kube_runs::run(
+        cluster,
+        state.path(),
+        out.path(),
+        &[
+            "--plugin",
+            "systemd-logs",
+            "--plugin",
+            hostile.to_str().unwrap(),
+            "--global",
+            "hostile",
+            "--grant",
+            "hostile:read:/",
+            "--param",
+            "hostile:mode=fs-read",
+            "--param",
+            "hostile:path=/version.json,/etc/hostname",
+        ],
+    );
+    let status = bundle.status();
+    let hostile_pairs: Vec<&serde_json::Value> = status["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["plugin"] == "hostile")
+        .collect();
+    assert_eq!(hostile_pairs.len(), 1, "{status:#}");
+    assert_eq!(hostile_pairs[0]["node"], "global");
+    assert_eq!(hostile_pairs[0]["status"], "complete");
+    let probe = bundle.json("plugins/hostile/results/global/probe.json");
+    // Its root is resources/: the cluster's version is there, the aggregator's node is not.
+    let version = probe["/version.json"]["read"].as_str().unwrap_or_default();
+    assert!(version.contains("v1.20.2"), "{probe:#}");
+    assert!(probe["/etc/hostname"]["error"].is_string(), "{probe:#}");
+
+    for node in ["node-1", "node-2", "node-3"] {
+        let name = format!("plugins/systemd-logs/results/{node}/journal.jsonl");
+        let lines = bundle
+            .files
+            .get(&name)
+            .map(|b| String::from_utf8_lossy(b).into_owned());
+        assert!(
+            !lines.unwrap_or_default().contains(&journal.marker),
+            "{node} read a journal only its group may read"
+        );
+        let report = String::from_utf8_lossy(
+            &bundle.files[&format!("meta/reports/systemd-logs/{node}.json")],
+        )
+        .into_owned();
+        assert!(
+            report.contains(journal.machine_dir.to_str().unwrap())
+                && report.to_lowercase().contains("permission denied"),
+            "{node}: {report}"
+        );
+    }
+    let run_id = status["run_id"].as_str().unwrap().to_owned();
     factbuoy_json(cluster, state.path(), &["delete", &run_id]);
 }
