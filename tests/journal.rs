@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 
 const MACHINE: &str = "3f2b7c1e9d8a4b6c8e0f1a2b3c4d5e6f";
-const JOURNAL_REMOTE: &str = "/lib/systemd/systemd-journal-remote";
+use support::JOURNAL_REMOTE;
 const BOOT_A: &str = "a1a1a1a1a1a14a1a8a1a1a1a1a1a1a02";
 
 /// A host root with journal files below `var/log/journal`.
@@ -71,17 +71,7 @@ impl Root {
     fn write_journal(&self, relative: &str, stream: &[u8], env: &[(&str, &str)]) {
         let path = self.file(relative);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let mut child = Command::new(JOURNAL_REMOTE)
-            .arg(format!("--output={}", path.display()))
-            .arg("-")
-            .envs(env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("running systemd-journal-remote (apt-get install systemd-journal-remote)");
-        child.stdin.take().unwrap().write_all(stream).unwrap();
-        assert!(child.wait().unwrap().success(), "journal-remote failed");
+        support::write_journal(&path, stream, env);
     }
 }
 

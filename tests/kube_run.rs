@@ -7,7 +7,6 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use support::kube::Cluster;
@@ -258,7 +257,6 @@ const JOURNAL_GID: u32 = 4242;
 
 impl TestJournal {
     fn write() -> TestJournal {
-        use std::io::Write;
         use std::os::unix::fs::PermissionsExt;
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
         let id = format!(
@@ -275,25 +273,11 @@ impl TestJournal {
         let machine_dir = Path::new("/run/log/journal").join(&id);
         std::fs::create_dir(&machine_dir).unwrap();
         let file = machine_dir.join("system.journal");
-        let mut remote = Command::new("/lib/systemd/systemd-journal-remote")
-            .arg(format!("--output={}", file.display()))
-            .arg("-")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("running systemd-journal-remote (apt-get install systemd-journal-remote)");
         let entry = format!(
             "__REALTIME_TIMESTAMP={}\n__MONOTONIC_TIMESTAMP=1\n_BOOT_ID={id}\nPRIORITY=6\nMESSAGE={marker}\n\n",
             now.as_micros()
         );
-        remote
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(entry.as_bytes())
-            .unwrap();
-        assert!(remote.wait().unwrap().success(), "journal-remote failed");
+        support::write_journal(&file, entry.as_bytes(), &[]);
         for (path, mode) in [(&machine_dir, 0o2750), (&file, 0o640)] {
             std::os::unix::fs::chown(path, Some(0), Some(JOURNAL_GID)).unwrap();
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();

@@ -17,6 +17,27 @@ pub mod served;
 #[allow(unused_imports)] // each test binary uses a different part
 pub use fixtures::{fixture, workspace};
 
+/// systemd's own journal writer, which makes the journal files tests read.
+pub const JOURNAL_REMOTE: &str = "/lib/systemd/systemd-journal-remote";
+
+/// Writes export-format `stream` as a new journal file at `path` with systemd-journal-remote,
+/// with `env` (journald's format switches) set.
+pub fn write_journal(path: &std::path::Path, stream: &[u8], env: &[(&str, &str)]) {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new(JOURNAL_REMOTE)
+        .arg(format!("--output={}", path.display()))
+        .arg("-")
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("running systemd-journal-remote (apt-get install systemd-journal-remote)");
+    child.stdin.take().unwrap().write_all(stream).unwrap();
+    assert!(child.wait().unwrap().success(), "journal-remote failed");
+}
+
 /// The real `factbuoy` binary, with this test binary's private component cache.
 pub fn factbuoy() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_factbuoy"));
