@@ -440,7 +440,7 @@ async fn an_ungranted_interface_gives_a_clear_error() {
         }) => {
             assert_eq!(capability, "host-info");
             assert!(
-                message.contains("grant it with --grant host-info"),
+                message.contains("grant it with --grant hostile:host-info"),
                 "{message}"
             );
         }

@@ -86,21 +86,27 @@ impl ProgressUpdate {
     pub fn truncate_to_caps(&mut self) {
         truncate(&mut self.msg, MAX_PROGRESS_MESSAGE_BYTES);
         truncate(&mut self.timestamp, MAX_PROGRESS_TIMESTAMP_BYTES);
-        for entries in [&mut self.errors, &mut self.warnings] {
-            if entries.len() > MAX_PROGRESS_ENTRIES {
-                let more = entries.len() - (MAX_PROGRESS_ENTRIES - 1);
-                entries.truncate(MAX_PROGRESS_ENTRIES - 1);
-                entries.push(format!("… and {more} more, in the run's report"));
-            }
-            for entry in entries.iter_mut() {
-                truncate(entry, MAX_PROGRESS_ENTRY_BYTES);
-            }
-        }
+        truncate_entries(&mut self.errors);
+        truncate_entries(&mut self.warnings);
+    }
+}
+
+/// Cuts a list of errors or warnings to the caps of a [`ProgressUpdate`]'s: entries past
+/// [`MAX_PROGRESS_ENTRIES`] become one saying how many more there were (the run's report keeps
+/// them all), and each entry is cut to [`MAX_PROGRESS_ENTRY_BYTES`].
+pub fn truncate_entries(entries: &mut Vec<String>) {
+    if entries.len() > MAX_PROGRESS_ENTRIES {
+        let more = entries.len() - (MAX_PROGRESS_ENTRIES - 1);
+        entries.truncate(MAX_PROGRESS_ENTRIES - 1);
+        entries.push(format!("… and {more} more, in the run's report"));
+    }
+    for entry in entries.iter_mut() {
+        truncate(entry, MAX_PROGRESS_ENTRY_BYTES);
     }
 }
 
 /// Cuts `text` to at most `max` bytes on a character boundary, ending in `…` when cut.
-fn truncate(text: &mut String, max: usize) {
+pub fn truncate(text: &mut String, max: usize) {
     if text.len() <= max {
         return;
     }
@@ -191,7 +197,8 @@ pub enum RunStatus {
     PostProcessing,
     /// The bundle is written and can be downloaded.
     Complete,
-    /// Writing the bundle failed: the run ended without one.
+    /// The run ended short of what it was asked, as `error` says: writing the bundle failed
+    /// (there is none), or the run was interrupted (its bundle holds what was collected).
     Failed,
 }
 
@@ -209,6 +216,9 @@ pub enum PairStatus {
     Lost,
     /// The run timed out before a result arrived; an error result stands in for it.
     TimedOut,
+    /// The run was interrupted (its operator stopped it) before a result arrived; an error
+    /// result stands in for it.
+    Interrupted,
     /// The node is not waited for (its dispatcher skipped it, e.g. for a taint the run does not
     /// tolerate); an error result saying why stands in for its result.
     Skipped,
@@ -255,6 +265,19 @@ pub struct PluginStatus {
         skip_serializing_if = "Option::is_none"
     )]
     pub last_heartbeat: Option<String>,
+    /// Why the committed result failed: the plugin's error, or why the aggregator made up the
+    /// result (a lost node, the timeout), cut to [`MAX_PROGRESS_MESSAGE_BYTES`]. The bundle
+    /// keeps the whole text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The warnings and partial-output errors the committed result reports, capped as a
+    /// [`ProgressUpdate`]'s are; the bundle's run report keeps them all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// The committed result passed without a single byte of artifacts: there was nothing to
+    /// collect.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub empty: bool,
 }
 
 /// The finished bundle.

@@ -85,7 +85,8 @@ pub struct AgentSummary {
 
 /// Runs the plan to the end. The plan's plugins are independent, so they run at once, up to
 /// `config.parallel`. A node's agent sends heartbeats meanwhile; the global runner has no node
-/// whose heartbeats could stop, so it sends none.
+/// whose heartbeats could stop, so it sends none. Dropping the future (an interrupted run)
+/// stops the plugins and the heartbeats it started.
 pub async fn run(
     client: Client,
     runtime: Arc<Runtime>,
@@ -97,44 +98,46 @@ pub async fn run(
     })
     .await?;
     tracing::info!(run = %plan.run_id, scope = config.scope.label(), plugins = plan.plugins.len(), "agent starting");
-    let heartbeats = match &config.scope {
-        Scope::Node(node) => Some(tokio::spawn(send_heartbeats(
+    // A JoinSet aborts its tasks when dropped.
+    let mut heartbeats = tokio::task::JoinSet::new();
+    if let Scope::Node(node) = &config.scope {
+        heartbeats.spawn(send_heartbeats(
             client.clone(),
             node.clone(),
             Duration::from_secs(plan.heartbeat_seconds.max(1)),
-        ))),
-        Scope::Global => None,
-    };
+        ));
+    }
     let slots = Arc::new(tokio::sync::Semaphore::new(config.parallel.max(1)));
-    let tasks: Vec<_> = plan
-        .plugins
-        .into_iter()
-        .map(|planned| {
-            let (client, runtime, config, slots, loaded) = (
-                client.clone(),
-                runtime.clone(),
-                config.clone(),
-                slots.clone(),
-                loaded.clone(),
-            );
-            tokio::spawn(async move {
-                let _slot = slots
-                    .acquire_owned()
-                    .await
-                    .expect("the semaphore is never closed");
-                let outcome = run_plugin(&client, &runtime, &config, &loaded, &planned).await;
-                (planned.name, outcome)
-            })
-        })
-        .collect();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (index, planned) in plan.plugins.into_iter().enumerate() {
+        let (client, runtime, config, slots, loaded) = (
+            client.clone(),
+            runtime.clone(),
+            config.clone(),
+            slots.clone(),
+            loaded.clone(),
+        );
+        tasks.spawn(async move {
+            let _slot = slots
+                .acquire_owned()
+                .await
+                .expect("the semaphore is never closed");
+            let outcome = run_plugin(&client, &runtime, &config, &loaded, &planned).await;
+            (index, planned.name, outcome)
+        });
+    }
     let mut results = Vec::new();
-    for task in tasks {
-        results.push(task.await?);
+    while let Some(done) = tasks.join_next().await {
+        results.push(done?);
     }
-    if let Some(heartbeats) = heartbeats {
-        heartbeats.abort();
-    }
-    Ok(AgentSummary { results })
+    // In the plan's order.
+    results.sort_by_key(|(index, _, _)| *index);
+    Ok(AgentSummary {
+        results: results
+            .into_iter()
+            .map(|(_, name, outcome)| (name, outcome))
+            .collect(),
+    })
 }
 
 async fn send_heartbeats(client: Client, node: NodeName, every: Duration) {

@@ -165,6 +165,23 @@ impl RunningAggregator {
         }
     }
 
+    /// Ends the run early, for `reason` (the operator pressed Ctrl-C, say): every missing result
+    /// becomes an error result saying so, the bundle holds what was collected, and the run
+    /// ends failed. Does nothing to a run that is no longer running.
+    pub fn interrupt(&self, reason: &str) {
+        let mut state = self.shared.state.lock().unwrap();
+        if state.status != RunStatus::Running || state.interrupted.is_some() {
+            return;
+        }
+        tracing::warn!("interrupting the run: {reason}");
+        state.interrupted = Some(reason.to_owned());
+        if let Err(e) = state.save(&self.shared.run_dir) {
+            tracing::error!("saving the run state: {e:#}");
+        }
+        drop(state);
+        self.shared.changed.notify_one();
+    }
+
     /// Waits until the run is complete or failed.
     pub async fn finished(&mut self) -> RunStatus {
         let status = self
@@ -338,13 +355,14 @@ async fn watchdog(shared: Arc<Shared>) {
         }
         let now = SystemTime::now();
         let timed_out = now.duration_since(created).unwrap_or_default() > timeout;
-        let (decided, lost, missing) = {
+        let (decided, lost, missing, interrupted) = {
             let state = shared.state.lock().unwrap();
             (
                 // Those a stop cut short, or a node-set change could not write.
                 state.disposition_stand_ins(),
                 state.lost_pairs(now, shared.started_at, window, unheard),
                 state.missing_pairs(),
+                state.interrupted.clone(),
             )
         };
         let mut stand_ins: Vec<(String, Scope, PairStatus, String)> = decided;
@@ -356,7 +374,15 @@ async fn watchdog(shared: Arc<Shared>) {
             );
             (plugin, scope, PairStatus::Lost, message)
         }));
-        if timed_out {
+        if let Some(reason) = &interrupted {
+            stand_ins.extend(missing.into_iter().map(|(plugin, scope)| {
+                let message = format!(
+                    "no result of {plugin} for {}: the run was interrupted ({reason})",
+                    scope.label()
+                );
+                (plugin, scope, PairStatus::Interrupted, message)
+            }));
+        } else if timed_out {
             stand_ins.extend(missing.into_iter().map(|(plugin, scope)| {
                 let message = format!(
                     "no result of {plugin} for {} within the run timeout of {}s",
@@ -382,7 +408,11 @@ async fn watchdog(shared: Arc<Shared>) {
         }
         // A dynamic run waits for its dispatcher's first listing of nodes, or the timeout.
         let can_end = |state: &RunState| {
-            state.all_done() && (!shared.config.dynamic_nodes || state.settled || timed_out)
+            state.all_done()
+                && (!shared.config.dynamic_nodes
+                    || state.settled
+                    || timed_out
+                    || state.interrupted.is_some())
         };
         if can_end(&shared.state.lock().unwrap()) {
             // Commits and node-set changes in flight finish first; later ones find the run
@@ -524,8 +554,17 @@ async fn package(shared: &Arc<Shared>) {
             tracing::info!(bundle = %path.display(), "run complete");
             let mut state = shared.state.lock().unwrap();
             state.tar_info = Some(tar_info);
-            state.status = RunStatus::Complete;
             state.finished = Some(now_rfc3339());
+            // An interrupted run has its bundle, yet did not do what it was asked.
+            state.status = match &state.interrupted {
+                Some(reason) => {
+                    state.error = Some(format!(
+                        "interrupted ({reason}); the bundle holds the results collected before"
+                    ));
+                    RunStatus::Failed
+                }
+                None => RunStatus::Complete,
+            };
             if let Err(e) = state.save(&shared.run_dir) {
                 tracing::error!("saving the run state: {e:#}");
             }

@@ -12,12 +12,17 @@
 //! <run dir>/staging/                         uploads in progress and accepted (Storage)
 //! <run dir>/results/                         committed results in the bundle's layout
 //! <run dir>/spool/                           the local agent's artifacts awaiting upload
+//! <run dir>/final-status.json                the status document of a retired run
 //! ```
+//!
+//! A finished run on this host is retired ([`RunDir::retire`]): its bundle holds everything,
+//! so only run.json, state.json and the final status stay, for `factbuoy status`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use factbuoy_bundle::layout;
+use factbuoy_protocol::types::StatusDocument;
 
 /// A run's directory and the path of everything in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +91,49 @@ impl RunDir {
             pki.join("operator.pem"),
             pki.join("operator.key"),
         )
+    }
+
+    /// The final status document of a retired run.
+    pub fn final_status(&self) -> PathBuf {
+        self.root.join("final-status.json")
+    }
+
+    /// Keeps `document` as the run's final status and removes its working copies: results,
+    /// uploads, the spool, components, commit and node records, and the CA's keys and
+    /// certificates (nothing can be issued or served for the run again). For a run that ended,
+    /// its bundle written.
+    pub fn retire(&self, document: &StatusDocument) -> std::io::Result<()> {
+        let text = serde_json::to_vec_pretty(document).map_err(std::io::Error::other)?;
+        write_atomically(&self.final_status(), &text)?;
+        for dir in [
+            self.results(),
+            self.staging(),
+            self.spool(),
+            self.root.join("components"),
+            self.root.join("commits"),
+            self.nodes(),
+            self.pki(),
+        ] {
+            match std::fs::remove_dir_all(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        match std::fs::remove_file(self.secrets()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// The final status of a retired run; `None` for a run not retired.
+    pub fn load_final_status(&self) -> std::io::Result<Option<StatusDocument>> {
+        match std::fs::read(self.final_status()) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(std::io::Error::other),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// A plugin component stored with the run.

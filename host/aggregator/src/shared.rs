@@ -78,7 +78,10 @@ impl Shared {
             } else if statuses.iter().all(|s| {
                 matches!(
                     s,
-                    PairStatus::Complete | PairStatus::TimedOut | PairStatus::AgentFailed
+                    PairStatus::Complete
+                        | PairStatus::TimedOut
+                        | PairStatus::Interrupted
+                        | PairStatus::AgentFailed
                 )
             }) {
                 "done"

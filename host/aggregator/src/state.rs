@@ -40,6 +40,19 @@ pub struct Committed {
     /// Whether the commit brought the agent's run report (else an older report is removed).
     #[serde(default)]
     pub report: bool,
+    /// Why the result failed, cut for the status document (see [`PluginStatus::error`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The result's warnings, capped for the status document (see [`PluginStatus::warnings`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl Committed {
+    /// Whether the result passed without a byte of artifacts.
+    fn is_empty_pass(&self) -> bool {
+        self.outcome == Outcome::Succeeded && self.files.values().all(|(size, _)| *size == 0)
+    }
 }
 
 /// One (plugin, node) pair.
@@ -105,6 +118,10 @@ pub struct RunState {
     /// least. Not saved.
     #[serde(skip)]
     pub expected_at: BTreeMap<NodeName, SystemTime>,
+    /// Why the run was interrupted, when its operator stopped it: the missing results become
+    /// error results, the bundle holds what was collected, and the run ends failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
     /// Whether the dispatcher said its first listing of nodes is complete (dynamic runs).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub settled: bool,
@@ -166,6 +183,7 @@ impl RunState {
             nodes: BTreeMap::new(),
             expected_at: BTreeMap::new(),
             settled: false,
+            interrupted: None,
         };
         for node in &config.nodes {
             state.set_node(config, node, Disposition::Expected, SystemTime::UNIX_EPOCH);
@@ -239,6 +257,7 @@ impl RunState {
             state.finished = saved.finished;
             state.error = saved.error;
             state.settled = saved.settled;
+            state.interrupted = saved.interrupted;
         }
         let now = SystemTime::now();
         for record in nodes::read_records(run_dir)? {
@@ -417,6 +436,16 @@ impl RunState {
                     }),
                     progress: pair.progress.clone(),
                     last_heartbeat,
+                    error: pair.committed.as_ref().and_then(|c| c.error.clone()),
+                    warnings: pair
+                        .committed
+                        .as_ref()
+                        .map(|c| c.warnings.clone())
+                        .unwrap_or_default(),
+                    empty: pair
+                        .committed
+                        .as_ref()
+                        .is_some_and(Committed::is_empty_pass),
                 });
             }
         }
@@ -487,6 +516,8 @@ mod tests {
             synthetic: false,
             commit_id: String::new(),
             report: false,
+            error: None,
+            warnings: Vec::new(),
         });
     }
 
@@ -609,6 +640,8 @@ mod tests {
             synthetic: false,
             commit_id: String::new(),
             report: false,
+            error: None,
+            warnings: Vec::new(),
         };
         state
             .record_commit(&dir, "setup", &node("a"), PairStatus::Complete, committed)
@@ -632,6 +665,8 @@ mod tests {
                         synthetic: true,
                         commit_id: String::new(),
                         report: false,
+                        error: None,
+                        warnings: Vec::new(),
                     }
                 )
                 .is_err()

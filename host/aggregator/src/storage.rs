@@ -35,7 +35,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use factbuoy_bundle::layout::{self, ResultKind};
 use factbuoy_protocol::names::{ArtifactName, UnpackedNames};
-use factbuoy_protocol::types::{Outcome, ResultManifest};
+use factbuoy_protocol::types::{
+    MAX_PROGRESS_MESSAGE_BYTES, Outcome, ResultManifest, truncate_entries,
+};
 use http_body_util::BodyExt;
 use sha2::{Digest, Sha256};
 
@@ -495,6 +497,15 @@ impl Storage {
             synthetic: false,
             commit_id,
             report: manifest.report.is_some(),
+            error: (manifest.outcome == Outcome::Failed).then(|| {
+                cut_message(
+                    manifest
+                        .error
+                        .as_deref()
+                        .unwrap_or("the plugin failed and sent no reason"),
+                )
+            }),
+            warnings: report_warnings(manifest.report.as_ref()),
         };
         self.take_effect(plugin, label, PairStatus::Complete, &committed)?;
         Ok(committed)
@@ -527,6 +538,8 @@ impl Storage {
             synthetic: true,
             commit_id,
             report: false,
+            error: Some(cut_message(message)),
+            warnings: Vec::new(),
         };
         self.take_effect(plugin, label, status, &committed)?;
         Ok(committed)
@@ -682,6 +695,31 @@ impl StagedFile {
         }
         Ok(staged)
     }
+}
+
+/// An error message as the status document carries it: at most a progress message's length.
+fn cut_message(message: &str) -> String {
+    let mut message = message.to_owned();
+    factbuoy_protocol::types::truncate(&mut message, MAX_PROGRESS_MESSAGE_BYTES);
+    message
+}
+
+/// The warnings and errors of an agent's run report (its `warnings` and `errors` lists of
+/// text), capped for the status document: the agent is not trusted to keep them small (the
+/// manifest as a whole is bounded by the request size limit).
+fn report_warnings(report: Option<&serde_json::Value>) -> Vec<String> {
+    let Some(report) = report else {
+        return Vec::new();
+    };
+    let mut warnings: Vec<String> = ["errors", "warnings"]
+        .iter()
+        .filter_map(|key| report.get(key)?.as_array())
+        .flatten()
+        .filter_map(|entry| entry.as_str())
+        .map(str::to_owned)
+        .collect();
+    truncate_entries(&mut warnings);
+    warnings
 }
 
 #[cfg(test)]

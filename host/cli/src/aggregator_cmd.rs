@@ -20,7 +20,7 @@ use factbuoy_aggregator::{Run, RunDir};
 use factbuoy_protocol::types::now_rfc3339;
 use factbuoy_runtime::{Limits, Runtime, RuntimeOptions, limits};
 
-use crate::output::{ExitStatus, Format, emit};
+use crate::output::{Ended, ExitStatus, Format, emit, emit_document};
 use crate::plan::{self, PluginChoices};
 
 // Parsed once per process; boxing the large variant would buy nothing.
@@ -60,18 +60,18 @@ pub struct CreateArgs {
     #[arg(long = "node", required = true)]
     nodes: Vec<NodeName>,
     /// Plugins to run, by bundled name or path [default: as for `factbuoy run`].
-    #[arg(long = "plugin", value_name = "NAME|PATH")]
+    #[arg(long = "plugin", value_name = "NAME|PATH", value_parser = plan::PluginName, hide_possible_values = true)]
     plugins: Vec<String>,
     /// PLUGIN:NAME=VALUE.
-    #[arg(short, long = "param", value_parser = plan::split_scoped)]
+    #[arg(short, long = "param", value_parser = plan::scoped_param)]
     params: Vec<(String, String)>,
     /// One of the run's plugins whose single result covers the whole run (a cluster-level
     /// gatherer) instead of one per node. Agents do not run it; the holder of a `global:`
     /// certificate delivers its result. Repeat for each.
-    #[arg(long = "global", value_name = "PLUGIN")]
+    #[arg(long = "global", value_name = "PLUGIN", value_parser = crate::plan::PluginName, hide_possible_values = true)]
     global: Vec<String>,
     /// PLUGIN:CAPABILITY, for plugins from files.
-    #[arg(long, value_parser = plan::split_scoped)]
+    #[arg(long, value_parser = plan::scoped_grant)]
     grant: Vec<(String, String)>,
     /// Agent listener address; port 0 picks one at the first start, kept for restarts.
     #[arg(long, default_value = "127.0.0.1:0")]
@@ -269,13 +269,14 @@ async fn create(args: CreateArgs, format: Format) -> anyhow::Result<ExitStatus> 
     };
     Run::create(RunDir::new(&args.run_dir), config, &planned.components)?;
     match format {
-        Format::Json => {
-            emit(&serde_json::json!({ "run_id": run_id, "run_dir": args.run_dir }).to_string())
-        }
-        Format::Text => emit(&format!(
+        Format::Table => emit(&format!(
             "created run {run_id} in {}",
             args.run_dir.display()
         )),
+        machine => emit_document(
+            &serde_json::json!({ "run_id": run_id, "run_dir": args.run_dir }),
+            machine,
+        ),
     }
     Ok(ExitStatus::Success)
 }
@@ -360,17 +361,17 @@ async fn deliver(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> 
         retry_for: *args.retry_for,
         parallel: AgentConfig::all_cores(),
     });
-    let summary = factbuoy_agent::run(client, runtime, config, Arc::default()).await?;
+    // Input was fine by now: an agent that cannot deliver failed (exit 1), as a plugin does.
+    let summary = factbuoy_agent::run(client, runtime, config, Arc::default())
+        .await
+        .map_err(|e| Ended::Failed(format!("{e:#}")))?;
     match format {
-        Format::Json => emit(&serde_json::to_string(&summary)?),
-        Format::Text => {
+        Format::Table => {
             for (plugin, outcome) in &summary.results {
-                emit(&format!(
-                    "{plugin}: {}",
-                    format!("{outcome:?}").to_lowercase()
-                ));
+                emit(&format!("{plugin}: {}", crate::summary::wire_name(outcome)));
             }
         }
+        machine => emit_document(&summary, machine),
     }
     let all_succeeded = summary
         .results
@@ -379,6 +380,6 @@ async fn deliver(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> 
     Ok(if all_succeeded {
         ExitStatus::Success
     } else {
-        ExitStatus::PluginFailed
+        ExitStatus::Failed
     })
 }

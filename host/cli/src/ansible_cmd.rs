@@ -19,7 +19,7 @@ use factbuoy_runtime::sink::MemorySink;
 use factbuoy_runtime::{Limits, RunRequest, Runtime, RuntimeOptions};
 use serde_json::json;
 
-use crate::output::{ExitStatus, Format, emit};
+use crate::output::{ExitStatus, Format, emit, emit_document};
 
 #[derive(Debug, Subcommand)]
 pub enum AnsibleCommand {
@@ -140,28 +140,33 @@ async fn fact_cache(args: FactCacheArgs, format: Format) -> anyhow::Result<ExitS
     }
 
     match format {
-        Format::Json => emit(
-            &json!({
-                "directory": args.dir,
-                "written": written.iter().map(|w| json!({"host": w.host, "files": w.files, "facts": w.facts})).collect::<Vec<_>>(),
-                "errors": errors,
-            })
-            .to_string(),
-        ),
-        Format::Text => {
+        Format::Table => {
             for w in &written {
                 let files: Vec<String> = w.files.iter().map(|f| f.display().to_string()).collect();
-                emit(&format!("{}: {} facts -> {}", w.host, w.facts, files.join(", ")));
+                emit(&format!(
+                    "{}: {} facts -> {}",
+                    w.host,
+                    w.facts,
+                    files.join(", ")
+                ));
             }
             for e in &errors {
                 eprintln!("error: {}", factbuoy_protocol::text::printable(e));
             }
         }
+        machine => emit_document(
+            &json!({
+                "directory": args.dir,
+                "written": written.iter().map(|w| json!({"host": w.host, "files": w.files, "facts": w.facts})).collect::<Vec<_>>(),
+                "errors": errors,
+            }),
+            machine,
+        ),
     }
     Ok(if errors.is_empty() {
         ExitStatus::Success
     } else {
-        ExitStatus::PluginFailed
+        ExitStatus::Failed
     })
 }
 

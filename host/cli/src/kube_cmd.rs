@@ -24,7 +24,7 @@ use factbuoy_protocol::types::now_rfc3339;
 use factbuoy_runtime::grants::GrantSet;
 use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
 
-use crate::output::{ExitStatus, Format, emit};
+use crate::output::{ExitStatus, Format, emit, emit_document};
 use crate::plan::{self, Planned, PluginArgs};
 use crate::run_cmd::new_run_id;
 use crate::runs::{KubeRun, state_dir};
@@ -87,7 +87,7 @@ pub struct KubeArgs {
     /// Run PLUGIN once for the whole run, in the aggregator's pod, instead of on every node. It
     /// reads the cluster objects saved for resources/ (`read:/nodes.json`), never a node's files
     /// or host-info. Name it with --plugin too.
-    #[arg(long = "global", value_name = "PLUGIN")]
+    #[arg(long = "global", value_name = "PLUGIN", value_parser = crate::plan::PluginName, hide_possible_values = true)]
     pub global: Vec<String>,
     /// A group ID the agents run with as well, to read the nodes' journals: the GID of
     /// systemd-journal (or adm) on the nodes, `getent group systemd-journal` there. Repeatable.
@@ -323,12 +323,18 @@ pub async fn gen_cmd(args: GenArgs, format: Format) -> anyhow::Result<ExitStatus
     let prepared = prepare(&args.kube, &args.plugins, *args.timeout, &run_id).await?;
     let objects = prepared.manifests.objects();
     match format {
-        Format::Json => emit(&serde_json::to_string_pretty(&serde_json::json!({
-            "apiVersion": "v1",
-            "kind": "List",
-            "items": objects,
-        }))?),
-        Format::Text => emit(serde_saphyr::to_string_multiple(&objects)?.trim_end()),
+        Format::Json => emit_document(
+            &serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": objects,
+            }),
+            Format::Json,
+        ),
+        // YAML is the manifests' own form, and what a person reads too.
+        Format::Table | Format::Yaml => {
+            emit(serde_saphyr::to_string_multiple(&objects)?.trim_end())
+        }
     }
     eprintln!(
         "run {run_id}: operator credentials in {}; `factbuoy delete {run_id}` removes what these manifests create",
@@ -349,15 +355,15 @@ pub async fn delete_cmd(args: DeleteArgs, format: Format) -> anyhow::Result<Exit
     };
     let found = delete::delete(&cluster.client, &selection, options).await?;
     match format {
-        Format::Json => emit(&serde_json::to_string_pretty(&found)?),
-        Format::Text if args.dry_run => {
+        machine @ (Format::Json | Format::Yaml) => emit_document(&found, machine),
+        Format::Table if args.dry_run => {
             if found.is_empty() {
                 emit("[]");
             } else {
                 emit(serde_saphyr::to_string(&found)?.trim_end());
             }
         }
-        Format::Text => {
+        Format::Table => {
             for f in &found {
                 let place = f
                     .namespace

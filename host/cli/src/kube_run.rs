@@ -16,14 +16,15 @@ use factbuoy_dispatch::names::{self, AGGREGATOR, CA_ANNOTATION, OPERATOR_PORT};
 use factbuoy_protocol::Client;
 use factbuoy_protocol::client::{Dial, Dialing};
 use factbuoy_protocol::tls::Identity;
-use factbuoy_protocol::types::RunStatus;
+use factbuoy_protocol::types::{RunStatus, StatusDocument};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 
 use crate::kube_cmd::{KubeArgs, operator_dir, prepare};
-use crate::output::{ExitStatus, emit};
+use crate::output::{ExitStatus, Format, emit, emit_document};
 use crate::plan::PluginArgs;
 use crate::runs::{self, RunAt};
+use crate::summary;
 
 /// How often `--wait` asks the aggregator for the run's status.
 const STATUS_EVERY: Duration = Duration::from_secs(2);
@@ -39,6 +40,7 @@ pub async fn run(
     run_id: &str,
     out: &Path,
     detach: bool,
+    format: Format,
 ) -> anyhow::Result<ExitStatus> {
     let mut prepared = prepare(kube, plugins, timeout, run_id).await?;
     let cluster = factbuoy_dispatch::connect(&kube.cluster.target()).await?;
@@ -55,11 +57,42 @@ pub async fn run(
         return Ok(ExitStatus::Success);
     }
     let operator = operator_client(&cluster, &namespace, run_id).await?;
+    let status = follow(&operator, run_id, &namespace, timeout, format).await?;
+    if let Some(tar) = &status.tar_info {
+        let path = out.join(&tar.name);
+        operator.download_bundle(&path).await.with_context(|| {
+            format!(
+                "downloading the bundle into {}; `factbuoy retrieve {run_id}` resumes it",
+                path.display()
+            )
+        })?;
+    }
+    match format {
+        Format::Table => emit(&summary::text(&status, Some(out))),
+        machine => emit_document(&status, machine),
+    }
+    Ok(if summary::all_passed(&status) {
+        ExitStatus::Success
+    } else {
+        ExitStatus::Failed
+    })
+}
+
+/// Follows the run on its operator listener, with a progress bar for a person, until it ends.
+async fn follow(
+    operator: &Client,
+    run_id: &str,
+    namespace: &str,
+    timeout: Duration,
+    format: Format,
+) -> anyhow::Result<StatusDocument> {
     // The aggregator ends the run by its timeout; past that (and its packaging), something is
     // wrong with the aggregator itself.
     let give_up = tokio::time::Instant::now() + timeout + AGGREGATOR_START;
-    let status = loop {
+    let mut bar = None;
+    let ended = loop {
         if tokio::time::Instant::now() > give_up {
+            crate::logging::hide_bar();
             anyhow::bail!(
                 "run {run_id}: no end from the aggregator {}s after the run's timeout; see `kubectl -n {namespace} describe pod {AGGREGATOR}`",
                 AGGREGATOR_START.as_secs()
@@ -67,45 +100,25 @@ pub async fn run(
         }
         match operator.status().await {
             Ok(document) => {
-                let done = document
-                    .plugins
-                    .iter()
-                    .filter(|p| p.result_status.is_some())
-                    .count();
-                eprintln!(
-                    "run {run_id}: {:?}, {done} of {} results",
-                    document.status,
-                    document.plugins.len()
-                );
+                let bar = bar.get_or_insert_with(|| {
+                    summary::progress_bar(&document, format == Format::Table)
+                });
+                summary::advance(bar, &document);
                 if matches!(document.status, RunStatus::Complete | RunStatus::Failed) {
                     break document;
                 }
             }
             // The tunnel or the pod may blink; the run's own timeout bounds the wait.
             Err(e) if e.is_retryable() => tracing::warn!("asking for the run's status: {e}"),
-            Err(e) => return Err(e).context("asking the aggregator for the run's status"),
+            Err(e) => {
+                crate::logging::hide_bar();
+                return Err(e).context("asking the aggregator for the run's status");
+            }
         }
         tokio::time::sleep(STATUS_EVERY).await;
     };
-    if status.status == RunStatus::Failed {
-        anyhow::bail!(
-            "run {run_id} failed: {}",
-            status.error.as_deref().unwrap_or("no reason given")
-        );
-    }
-    let tar = status
-        .tar_info
-        .as_ref()
-        .context("the run is complete but names no bundle")?;
-    let path = out.join(&tar.name);
-    let downloaded = operator.download_bundle(&path).await.with_context(|| {
-        format!(
-            "downloading the bundle into {}; `factbuoy retrieve {run_id}` resumes it",
-            path.display()
-        )
-    })?;
-    emit(&format!("{} ({} bytes)", path.display(), downloaded.size));
-    Ok(ExitStatus::Success)
+    crate::logging::hide_bar();
+    Ok(ended)
 }
 
 /// A client for the operator listener of the run in `namespace`, through port-forward.

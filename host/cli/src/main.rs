@@ -1,8 +1,7 @@
 //! The `factbuoy` command line: argument parsing and printing only. What the commands do lives
 //! in the library crates under host/ (docs/architecture.md).
 //!
-//! Exit codes: 0 success, 1 a plugin ran and failed, 2 the input was invalid (arguments,
-//! parameters, a file that is not a usable plugin).
+//! Exit codes: see [`output::EXIT_CODES`], which `--help` prints.
 
 mod aggregator_cmd;
 mod ansible_cmd;
@@ -10,17 +9,36 @@ mod json_report;
 mod kube_cmd;
 mod kube_run;
 mod kube_serve;
+mod logging;
 mod output;
 mod plan;
 mod plugin_cmd;
+mod prune_cmd;
 mod run_cmd;
 mod runs;
+mod summary;
+mod version_cmd;
 
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
-use output::{ExitStatus, Format, report_error};
+use output::{EXIT_CODES, ExitStatus, Format, emit_with, exit_status_of, report_error};
+
+/// Examples, then the exit codes, after `factbuoy --help`.
+fn after_help() -> String {
+    format!(
+        "\
+Examples:
+  factbuoy run                                  # collect this host's facts into a bundle
+  factbuoy run --plugin setup -p setup:gather_subset=network
+  factbuoy status -o json                       # the current run, for machines
+  factbuoy run --kubernetes --context prod      # every node of a cluster
+  factbuoy plugin run hello -p hello:greeting=hi
+
+{EXIT_CODES}"
+    )
+}
 
 /// factbuoy gathers facts about hosts with sandboxed WebAssembly gatherer plugins.
 #[derive(Debug, Parser)]
@@ -28,14 +46,15 @@ use output::{ExitStatus, Format, report_error};
     name = "factbuoy",
     version,
     propagate_version = true,
-    max_term_width = 100
+    max_term_width = 100,
+    after_help = after_help(),
 )]
 struct Cli {
-    /// Output format: text for people, json for machines.
-    #[arg(short = 'o', long = "output", global = true, value_enum, default_value_t = Format::Text)]
+    /// Output format: a table for people, json or yaml for machines.
+    #[arg(short = 'o', long = "output", global = true, value_enum, default_value_t = Format::Table)]
     format: Format,
 
-    /// More log output (-v info, -vv debug, -vvv trace). FACTBUOY_LOG overrides it.
+    /// More log output (-v info, -vv debug with timestamps, -vvv trace). FACTBUOY_LOG overrides it.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
 
@@ -66,16 +85,27 @@ enum Command {
     Gen(kube_cmd::GenArgs),
     /// Delete what Kubernetes runs made: every object with the run's label, cluster-scoped too.
     Delete(kube_cmd::DeleteArgs),
-    /// Print a shell completion script, e.g. `factbuoy completions bash > /etc/bash_completion.d/factbuoy`.
+    /// Remove the state of finished local runs: their directories and the current-run record.
+    Prune(prune_cmd::PruneArgs),
+    /// Print this binary's version, the plugin contract it speaks and its bundled plugins.
+    Version,
+    /// Print a shell completion script; it completes subcommands, flags and bundled plugin names.
+    #[command(after_help = "Examples:\n  \
+        factbuoy completions bash > /etc/bash_completion.d/factbuoy\n  \
+        factbuoy completions zsh > \"${fpath[1]}/_factbuoy\"")]
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Print the man page (roff), generated from the same definition as --help.
+    #[command(after_help = "Examples:\n  factbuoy man | man -l -\n  \
+        factbuoy man > /usr/local/share/man/man1/factbuoy.1")]
+    Man,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.verbose);
+    logging::init(cli.verbose);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -84,7 +114,7 @@ fn main() -> ExitCode {
         Ok(outcome) => outcome.into(),
         Err(e) => {
             report_error(&e, cli.format);
-            ExitStatus::InvalidInput.into()
+            exit_status_of(&e).into()
         }
     }
 }
@@ -100,32 +130,18 @@ async fn execute(command: Command, format: Format) -> anyhow::Result<ExitStatus>
         Command::Ansible(command) => ansible_cmd::execute(command, format).await,
         Command::Gen(args) => kube_cmd::gen_cmd(args, format).await,
         Command::Delete(args) => kube_cmd::delete_cmd(args, format).await,
+        Command::Prune(args) => prune_cmd::prune(args, format),
+        Command::Version => version_cmd::version(format).await,
         Command::Completions { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut Cli::command(),
-                "factbuoy",
-                &mut std::io::stdout(),
-            );
+            // Generated in memory: clap_complete panics when a write fails (`| head -1`).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "factbuoy", &mut script);
+            emit_with(|out| out.write_all(&script));
+            Ok(ExitStatus::Success)
+        }
+        Command::Man => {
+            emit_with(|out| clap_mangen::Man::new(Cli::command()).render(out));
             Ok(ExitStatus::Success)
         }
     }
-}
-
-fn init_logging(verbose: u8) {
-    let default = match verbose {
-        0 => "warn",
-        1 => "info",
-        2 => "debug",
-        _ => "trace",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("FACTBUOY_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // Colours only on a terminal: escape sequences in a log file or a pipe are noise.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .init();
 }

@@ -1,77 +1,129 @@
 //! How the CLI speaks: the output format, the exit status, and writing to stdout.
 
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::ValueEnum;
 
-/// Output format: text for people, json for machines.
+/// Output format (`-o`), kubectl's convention: a table for people, JSON or YAML for machines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// `yaml` is the same: `gen` and `delete --dry-run` print YAML as their text.
-    #[value(alias = "yaml")]
-    Text,
+    /// Tables and sentences for people.
+    #[value(alias = "text")]
+    Table,
+    /// One JSON document: pretty on a terminal, one line when piped.
     Json,
+    /// One YAML document.
+    Yaml,
 }
 
-/// How a command ended, mapped to the exit code.
+/// The exit codes, as `factbuoy --help` documents them.
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  a plugin or the run failed (the summary says which and why)
+  2  invalid input: arguments, parameters, a file that is not a usable plugin
+  3  not ready yet: the run is still going (retrieve without --wait)
+  4  no such run: nothing known here by that id or directory";
+
+/// How a command ended, mapped to the exit code ([`EXIT_CODES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitStatus {
     Success,
-    PluginFailed,
+    Failed,
     InvalidInput,
+    NotReady,
+    NoSuchRun,
 }
 
 impl From<ExitStatus> for ExitCode {
     fn from(status: ExitStatus) -> Self {
-        match status {
-            ExitStatus::Success => ExitCode::SUCCESS,
-            ExitStatus::PluginFailed => ExitCode::from(1),
-            ExitStatus::InvalidInput => ExitCode::from(2),
-        }
+        ExitCode::from(match status {
+            ExitStatus::Success => 0,
+            ExitStatus::Failed => 1,
+            ExitStatus::InvalidInput => 2,
+            ExitStatus::NotReady => 3,
+            ExitStatus::NoSuchRun => 4,
+        })
+    }
+}
+
+/// An error that ends a command with its own exit status rather than "invalid input".
+#[derive(Debug, thiserror::Error)]
+pub enum Ended {
+    /// The run is still going and what was asked for does not exist yet.
+    #[error("{0}")]
+    NotReady(String),
+    /// No run is known by the id or directory given.
+    #[error("{0}")]
+    NoSuchRun(String),
+    /// The command ran and what it ran failed (an agent that could not deliver, say).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The exit status an error that ended a command maps to.
+pub fn exit_status_of(error: &anyhow::Error) -> ExitStatus {
+    match error.downcast_ref::<Ended>() {
+        Some(Ended::NotReady(_)) => ExitStatus::NotReady,
+        Some(Ended::NoSuchRun(_)) => ExitStatus::NoSuchRun,
+        Some(Ended::Failed(_)) => ExitStatus::Failed,
+        None => ExitStatus::InvalidInput,
     }
 }
 
 /// Writes `text` and a newline to stdout. A closed pipe (`factbuoy ... | head`) ends the
 /// output quietly, as it does for other Unix tools, instead of panicking.
 pub fn emit(text: &str) {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    match writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
-        Err(e) => {
-            eprintln!("error: writing to stdout: {e}");
-            std::process::exit(2)
-        }
-        Ok(()) => {}
-    }
+    emit_with(|out| writeln!(out, "{text}"));
 }
 
-/// Writes `value` as pretty JSON and a newline to stdout as it is serialised, without building
-/// it in memory first; a closed pipe ends the output quietly, as [`emit`] does.
-pub fn emit_json(value: &impl serde::Serialize) {
-    use std::io::Write;
+/// Writes `value` as one document in `format` (JSON for [`Format::Table`] too, for commands
+/// whose only output is a document): JSON pretty on a terminal and one line when piped, as it
+/// is serialised, without building it in memory first.
+pub fn emit_document(value: &impl serde::Serialize, format: Format) {
+    emit_with(|out| {
+        match format {
+            Format::Yaml => {
+                let text = serde_saphyr::to_string(value).map_err(std::io::Error::other)?;
+                write!(out, "{}", text.trim_end())?;
+            }
+            Format::Json | Format::Table if std::io::stdout().is_terminal() => {
+                serde_json::to_writer_pretty(&mut *out, value)?
+            }
+            Format::Json | Format::Table => serde_json::to_writer(&mut *out, value)?,
+        }
+        writeln!(out)
+    });
+}
+
+/// Runs `write` on buffered stdout (a completion script, a man page, a document): a closed
+/// pipe exits 0 quietly, any other error exits 2.
+pub fn emit_with(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) {
     let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
-    let written = serde_json::to_writer_pretty(&mut stdout, value)
-        .map_err(std::io::Error::from)
-        .and_then(|()| writeln!(stdout))
-        .and_then(|()| stdout.flush());
-    match written {
+    match write(&mut stdout).and_then(|()| stdout.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
         Err(e) => {
-            eprintln!("error: writing the report to stdout: {e}");
+            // Nothing more can be written where the output goes; say why where it can be seen.
+            let _ = writeln!(std::io::stderr(), "error: writing to stdout: {e}");
             std::process::exit(2)
         }
         Ok(()) => {}
     }
 }
 
-/// Prints an error that ended a command: a sentence on stderr, or a JSON object on stdout.
+/// Prints an error that ended a command: a sentence on stderr, or a document on stdout.
 pub fn report_error(error: &anyhow::Error, format: Format) {
+    let text = format!("{error:#}");
     match format {
         // A plugin's describe failure carries its own text (a panic message).
-        Format::Text => eprintln!(
-            "error: {}",
-            factbuoy_protocol::text::printable(&format!("{error:#}"))
-        ),
-        Format::Json => emit(&serde_json::json!({ "error": format!("{error:#}") }).to_string()),
+        Format::Table => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: {}",
+                factbuoy_protocol::text::printable(&text)
+            );
+        }
+        Format::Json | Format::Yaml => emit_document(&serde_json::json!({ "error": text }), format),
     }
 }

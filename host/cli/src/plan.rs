@@ -9,6 +9,8 @@ use anyhow::Context;
 
 use factbuoy_aggregator::config::{PlanScope, PluginPlan};
 use factbuoy_catalog::{BUNDLED, PluginRef};
+use factbuoy_runtime::bindings::PluginInfo;
+use factbuoy_runtime::failure::grant_flags;
 use factbuoy_runtime::grants::GrantSet;
 use factbuoy_runtime::{LoadedPlugin, Runtime, params};
 
@@ -34,13 +36,79 @@ pub fn default_plugins(root: &Path) -> Vec<String> {
     }
 }
 
-/// Splits `PLUGIN:NAME=VALUE` (a parameter) or `PLUGIN:CAPABILITY` (a grant).
-pub fn split_scoped(text: &str) -> Result<(String, String), String> {
+/// Splits `PLUGIN:NAME=VALUE`, a parameter as every command's `-p` takes it.
+pub fn scoped_param(text: &str) -> Result<(String, String), String> {
     match text.split_once(':') {
-        Some((plugin, rest)) if !plugin.is_empty() && !rest.is_empty() => {
-            Ok((plugin.to_owned(), rest.to_owned()))
+        Some((plugin, assignment))
+            if !plugin.is_empty() && !plugin.contains('=') && assignment.contains('=') =>
+        {
+            Ok((plugin.to_owned(), assignment.to_owned()))
         }
-        _ => Err(format!("expected PLUGIN:{{...}}, got {text:?}")),
+        _ => Err(format!(
+            "expected PLUGIN:NAME=VALUE, e.g. setup:gather_subset=network; got {text:?}"
+        )),
+    }
+}
+
+/// Splits `PLUGIN:CAPABILITY`, a grant as every command's `--grant` takes it.
+pub fn scoped_grant(text: &str) -> Result<(String, String), String> {
+    match text.split_once(':') {
+        Some((plugin, capability))
+            if !plugin.is_empty() && !capability.is_empty() && !is_capability(text) =>
+        {
+            Ok((plugin.to_owned(), capability.to_owned()))
+        }
+        _ => Err(format!(
+            "expected PLUGIN:CAPABILITY, e.g. my-plugin:host-info or my-plugin:read:/etc; got {text:?}"
+        )),
+    }
+}
+
+/// Whether `text` is a capability in written form by itself (`host-info`, `read:/etc`, `all`),
+/// rather than one scoped to a plugin.
+pub fn is_capability(text: &str) -> bool {
+    text == "all" || text.parse::<factbuoy_runtime::grants::Grant>().is_ok()
+}
+
+/// Refuses, before anything runs, a plugin that `grants` leave without a capability it
+/// requires, naming the flag that fixes it.
+pub fn check_required(info: &PluginInfo, grants: &GrantSet) -> anyhow::Result<()> {
+    let missing = grants.effective(&info.capabilities)?.missing_required;
+    anyhow::ensure!(
+        missing.is_empty(),
+        "plugin {:?} requires {}, which it is not granted: add {}",
+        info.name,
+        missing.join(" and "),
+        grant_flags(&info.name, &missing)
+    );
+    Ok(())
+}
+
+/// A plugin as the command line names it: a bundled plugin's name or a path. Any text is
+/// accepted (a path is checked when it is loaded); shell completion offers the bundled names.
+#[derive(Debug, Clone, Copy)]
+pub struct PluginName;
+
+impl clap::builder::TypedValueParser for PluginName {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        command: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(command, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            BUNDLED
+                .iter()
+                .map(|b| clap::builder::PossibleValue::new(b.name)),
+        ))
     }
 }
 
@@ -48,13 +116,14 @@ pub fn split_scoped(text: &str) -> Result<(String, String), String> {
 #[derive(Debug, Clone, clap::Args)]
 pub struct PluginArgs {
     /// Plugins to run, by bundled name or path [default: host-facts, setup, and systemd-logs where a journal exists].
-    #[arg(long = "plugin", value_name = "NAME|PATH")]
+    #[arg(long = "plugin", value_name = "NAME|PATH", value_parser = PluginName, hide_possible_values = true)]
     pub plugins: Vec<String>,
-    /// A plugin parameter: PLUGIN:NAME=VALUE.
-    #[arg(short, long = "param", value_name = "PLUGIN:NAME=VALUE", value_parser = split_scoped)]
+    /// A plugin parameter, e.g. setup:gather_subset=network.
+    #[arg(short, long = "param", value_name = "PLUGIN:NAME=VALUE", value_parser = scoped_param)]
     pub params: Vec<(String, String)>,
-    /// A capability for a plugin from a file: PLUGIN:CAPABILITY (bundled plugins get what they ask).
-    #[arg(long, value_name = "PLUGIN:CAPABILITY", value_parser = split_scoped)]
+    /// A capability for a plugin from a file, e.g. my-plugin:host-info or my-plugin:read:/etc
+    /// (bundled plugins get what they ask).
+    #[arg(long, value_name = "PLUGIN:CAPABILITY", value_parser = scoped_grant)]
     pub grant: Vec<(String, String)>,
     /// Deadline of each plugin.
     #[arg(long, default_value_t = factbuoy_runtime::limits::DEFAULT_DEADLINE.into())]
@@ -134,9 +203,11 @@ pub async fn build(runtime: &Runtime, choices: &PluginChoices<'_>) -> anyhow::Re
             .filter(|(p, _)| *p == name || p == text)
             .map(|(_, grant)| grant.clone())
             .collect();
-        GrantSet::default()
+        let mut granted = plugin.default_grants();
+        granted
             .extend_written(&grants, [] as [&str; 0])
             .with_context(|| format!("a --grant for plugin {name:?}"))?;
+        check_required(&loaded.info, &granted)?;
         if matches!(plugin, PluginRef::Bundled(_)) {
             grants.push("all".to_owned());
         }
@@ -214,10 +285,27 @@ mod tests {
     #[test]
     fn scoped_arguments_name_their_plugin() {
         assert_eq!(
-            split_scoped("setup:filter=ansible_*").unwrap(),
+            scoped_param("setup:filter=ansible_*").unwrap(),
             ("setup".into(), "filter=ansible_*".into())
         );
-        assert!(split_scoped("filter=x").is_err());
-        assert!(split_scoped(":x").is_err());
+        assert_eq!(
+            scoped_param("hello:greeting=a:b").unwrap(),
+            ("hello".into(), "greeting=a:b".into())
+        );
+        for unscoped in ["filter=x", "filter=a:b", ":x=1", "setup:filter"] {
+            let error = scoped_param(unscoped).unwrap_err();
+            assert!(
+                error.contains("e.g. setup:gather_subset=network"),
+                "{error}"
+            );
+        }
+        assert_eq!(
+            scoped_grant("my-plugin:read:/etc").unwrap(),
+            ("my-plugin".into(), "read:/etc".into())
+        );
+        for unscoped in ["read:/etc", "host-info", "all", ":host-info"] {
+            let error = scoped_grant(unscoped).unwrap_err();
+            assert!(error.contains("e.g. my-plugin:host-info"), "{error}");
+        }
     }
 }

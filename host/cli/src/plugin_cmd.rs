@@ -9,7 +9,8 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use crate::json_report::JsonReport;
-use crate::output::{ExitStatus, Format, emit, emit_json};
+use crate::output::{ExitStatus, Format, emit, emit_document};
+use crate::plan;
 use factbuoy_catalog::{BUNDLED, PluginRef};
 use factbuoy_protocol::text::printable;
 use factbuoy_runtime::bindings::{Capability, PluginInfo};
@@ -24,6 +25,7 @@ pub enum PluginCommand {
     /// Show a plugin's metadata: parameters, capabilities, artifacts.
     Info {
         /// A bundled plugin's name or a path to a `.wasm` component.
+        #[arg(value_parser = plan::PluginName, hide_possible_values = true)]
         plugin: String,
         #[command(flatten)]
         common: CommonArgs,
@@ -52,17 +54,19 @@ pub struct CommonArgs {
 #[derive(Debug, Args)]
 pub struct PluginRunArgs {
     /// A bundled plugin's name or a path to a `.wasm` component.
+    #[arg(value_parser = plan::PluginName, hide_possible_values = true)]
     plugin: String,
-    /// A parameter as NAME=VALUE; repeat for several (and to add to a list parameter).
-    #[arg(short, long = "param", value_name = "NAME=VALUE", value_parser = params::parse_assignment)]
-    params: Vec<(String, String)>,
-    /// Grant a capability: `host-info`, `read:/PATH`, or `all` for everything the plugin asks.
-    /// Bundled plugins get what they ask for by default; plugins from files get nothing.
-    #[arg(long, value_name = "CAPABILITY")]
-    grant: Vec<String>,
-    /// Take a capability away (wins over --grant): `host-info` or `read:/PATH`.
-    #[arg(long, value_name = "CAPABILITY")]
-    deny: Vec<String>,
+    /// A parameter, e.g. hello:greeting=hi, as `run` takes it (the `hello:` may be left out
+    /// here); repeat for several, and to add to a list parameter.
+    #[arg(short, long = "param", value_name = "PLUGIN:NAME=VALUE", value_parser = Scoped::param)]
+    params: Vec<Scoped>,
+    /// Grant a capability, e.g. hello:host-info or hello:read:/etc (`all`: everything the plugin
+    /// asks). Bundled plugins get what they ask for by default; plugins from files get nothing.
+    #[arg(long, value_name = "PLUGIN:CAPABILITY", value_parser = Scoped::capability)]
+    grant: Vec<Scoped>,
+    /// Take a capability away (wins over --grant), e.g. hello:host-info or hello:read:/etc.
+    #[arg(long, value_name = "PLUGIN:CAPABILITY", value_parser = Scoped::capability)]
+    deny: Vec<Scoped>,
     /// Host directory the plugin's granted paths are mapped onto (`/host` in a pod).
     #[arg(long, default_value = "/", value_name = "DIR")]
     root: PathBuf,
@@ -86,6 +90,57 @@ pub struct PluginRunArgs {
     max_stdio: ByteSize,
     #[command(flatten)]
     common: CommonArgs,
+}
+
+/// A `-p`, `--grant` or `--deny` of `plugin run`: scoped to the plugin as in `run`
+/// (`hello:greeting=hi`), or not, since there is only one plugin.
+#[derive(Debug, Clone)]
+pub struct Scoped {
+    plugin: Option<String>,
+    value: String,
+}
+
+impl Scoped {
+    fn param(text: &str) -> Result<Scoped, String> {
+        match plan::scoped_param(text) {
+            Ok((plugin, value)) => Ok(Scoped {
+                plugin: Some(plugin),
+                value,
+            }),
+            Err(_) if text.contains('=') => Ok(Scoped {
+                plugin: None,
+                value: text.to_owned(),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn capability(text: &str) -> Result<Scoped, String> {
+        if plan::is_capability(text) {
+            return Ok(Scoped {
+                plugin: None,
+                value: text.to_owned(),
+            });
+        }
+        let (plugin, value) = plan::scoped_grant(text)?;
+        Ok(Scoped {
+            plugin: Some(plugin),
+            value,
+        })
+    }
+
+    /// The values, each checked to be for `plugin` (its name, or the argument that named it).
+    fn for_plugin(all: &[Scoped], plugin: &str, argument: &str) -> anyhow::Result<Vec<String>> {
+        all.iter()
+            .map(|scoped| match &scoped.plugin {
+                Some(named) if named != plugin && named != argument => anyhow::bail!(
+                    "{named}:{} is for plugin {named:?}, but this command runs {plugin:?}",
+                    scoped.value
+                ),
+                _ => Ok(scoped.value.clone()),
+            })
+            .collect()
+    }
 }
 
 impl PluginRunArgs {
@@ -120,8 +175,8 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
             let runtime = runtime(&common, Limits::default())?;
             let loaded = PluginRef::parse(&plugin)?.load(&runtime).await?;
             match format {
-                Format::Json => emit(&serde_json::to_string_pretty(&loaded.info)?),
-                Format::Text => emit(describe_text(&loaded.info).trim_end()),
+                Format::Table => emit(describe_text(&loaded.info).trim_end()),
+                machine => emit_document(&loaded.info, machine),
             }
             Ok(ExitStatus::Success)
         }
@@ -129,16 +184,16 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
             let runtime = runtime(&common, Limits::default())?;
             let loaded = PluginRef::File(path.clone()).load(&runtime).await?;
             match format {
-                Format::Json => emit(
-                    &json!({"valid": true, "path": path, "name": loaded.info.name, "version": loaded.info.version})
-                        .to_string(),
-                ),
-                Format::Text => emit(&format!(
+                Format::Table => emit(&format!(
                     "{}: valid factbuoy gatherer {} {}",
                     path.display(),
                     loaded.info.name,
                     loaded.info.version
                 )),
+                machine => emit_document(
+                    &json!({"valid": true, "path": path, "name": loaded.info.name, "version": loaded.info.version}),
+                    machine,
+                ),
             }
             Ok(ExitStatus::Success)
         }
@@ -153,8 +208,8 @@ async fn list(common: &CommonArgs, format: Format) -> anyhow::Result<ExitStatus>
         infos.push(PluginRef::Bundled(bundled.name).load(&runtime).await?.info);
     }
     match format {
-        Format::Json => emit(&serde_json::to_string_pretty(&infos)?),
-        Format::Text => {
+        machine @ (Format::Json | Format::Yaml) => emit_document(&infos, machine),
+        Format::Table => {
             let width = infos.iter().map(|i| i.name.len()).max().unwrap_or(0);
             for info in &infos {
                 emit(&format!(
@@ -217,18 +272,27 @@ fn describe_text(info: &PluginInfo) -> String {
 async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let runtime = runtime(&args.common, args.limits())?;
     let plugin = PluginRef::parse(&args.plugin)?;
-    let mut grants = plugin.default_grants();
-    grants.extend_written(&args.grant, &args.deny)?;
     let loaded = plugin.load(&runtime).await?;
-    let params = params::resolve(&loaded.info.parameters, &args.params)
-        .map_err(|e| anyhow::anyhow!("plugin {:?}: {e}", loaded.info.name))?;
+    let name = &loaded.info.name;
+    let mut grants = plugin.default_grants();
+    grants.extend_written(
+        Scoped::for_plugin(&args.grant, name, &args.plugin)?,
+        Scoped::for_plugin(&args.deny, name, &args.plugin)?,
+    )?;
+    plan::check_required(&loaded.info, &grants)?;
+    let assignments = Scoped::for_plugin(&args.params, name, &args.plugin)?
+        .iter()
+        .map(|text| params::parse_assignment(text).map_err(anyhow::Error::msg))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let params = params::resolve(&loaded.info.parameters, &assignments)
+        .map_err(|e| anyhow::anyhow!("plugin {name:?}: {e}"))?;
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     }
     // Artifacts go to --out when given; otherwise to stdout, or into the JSON report, streamed
     // from files in a private directory that is removed afterwards.
     let embedded = match (&args.out, format) {
-        (None, Format::Json) => {
+        (None, Format::Json | Format::Yaml) => {
             Some(tempfile::tempdir().context("creating a temporary directory")?)
         }
         _ => None,
@@ -252,16 +316,16 @@ async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> 
         )
         .await;
     match format {
-        Format::Json => match &embedded {
-            Some(dir) => emit_json(&JsonReport::new(&report, dir.path())?),
-            None => emit_json(&report),
+        Format::Table => print_summary(&report, args.out.is_some()),
+        machine => match &embedded {
+            Some(dir) => emit_document(&JsonReport::new(&report, dir.path())?, machine),
+            None => emit_document(&report, machine),
         },
-        Format::Text => print_summary(&report, args.out.is_some()),
     }
     Ok(if report.succeeded {
         ExitStatus::Success
     } else {
-        ExitStatus::PluginFailed
+        ExitStatus::Failed
     })
 }
 

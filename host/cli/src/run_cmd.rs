@@ -14,11 +14,9 @@ use anyhow::Context;
 use clap::Args;
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::names::NodeName;
-use factbuoy_protocol::text::printable;
 use factbuoy_protocol::tls::Identity;
-use factbuoy_protocol::types::{PairStatus, ResultStatus, RunStatus, StatusDocument};
+use factbuoy_protocol::types::{RunStatus, StatusDocument};
 use factbuoy_protocol::{Client, Scope};
-use indicatif::{ProgressBar, ProgressStyle};
 
 use factbuoy_agent::{AgentConfig, LoadedPlugins};
 use factbuoy_aggregator::config::{self, RunConfig, ServerLimits};
@@ -28,9 +26,9 @@ use factbuoy_protocol::types::now_rfc3339;
 use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
 
 use crate::kube_cmd::ClusterArgs;
-use crate::output::{ExitStatus, Format, emit};
-use crate::plan;
+use crate::output::{Ended, ExitStatus, Format, emit, emit_document};
 use crate::runs::{self, RunAt};
+use crate::{plan, summary};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -87,7 +85,7 @@ pub struct StatusArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  factbuoy retrieve --out bundles/\n  factbuoy retrieve 3f2a9c01d4e7 --context prod"
+    after_help = "Examples:\n  factbuoy retrieve --out bundles/\n  factbuoy retrieve --wait             # the current run's, once it is written\n  factbuoy retrieve 3f2a9c01d4e7 --context prod"
 )]
 pub struct RetrieveArgs {
     #[command(flatten)]
@@ -95,13 +93,9 @@ pub struct RetrieveArgs {
     /// Where to write the bundle; a partial download there is resumed.
     #[arg(long, default_value = ".", value_name = "DIR")]
     out: PathBuf,
-}
-
-fn default_run_dir(run_id: &str) -> anyhow::Result<PathBuf> {
-    Ok(runs::state_dir()
-        .context("pass --run-dir")?
-        .join("runs")
-        .join(run_id))
+    /// Wait until the run has written its bundle, instead of exiting 3 while it runs.
+    #[arg(long)]
+    wait: bool,
 }
 
 /// A new run id: 12 hex digits.
@@ -119,12 +113,15 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
             &run_id,
             &args.out,
             args.detach,
+            format,
         )
         .await;
     }
     let run_dir = match &args.run_dir {
         Some(dir) => dir.clone(),
-        None => default_run_dir(&run_id)?,
+        None => runs::local_runs_dir()
+            .context("pass --run-dir")?
+            .join(&run_id),
     };
     let node = match &args.node {
         Some(node) => node.clone(),
@@ -163,7 +160,10 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
         server_names: vec!["localhost".into(), "127.0.0.1".into()],
         bundle_dir: std::path::absolute(&args.out)?,
         operator_ca: None,
-        limits: ServerLimits::default(),
+        limits: ServerLimits {
+            max_connections: LOCAL_MAX_CONNECTIONS,
+            ..ServerLimits::default()
+        },
     };
     let run = Run::create(RunDir::new(&run_dir), config.clone(), &planned.components)?;
     let identity = run
@@ -192,153 +192,101 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
     for (sha256, plugin) in planned.loaded {
         loaded.insert(sha256, plugin);
     }
-    let progress = progress_bar(format, &running.shared.status_document());
+    let bar = summary::progress_bar(&running.shared.status_document(), format == Format::Table);
     let shared = running.shared.clone();
     let ticker = {
-        let progress = progress.clone();
+        let bar = bar.clone();
         tokio::spawn(async move {
             loop {
-                show(&progress, &shared.status_document());
+                summary::advance(&bar, &shared.status_document());
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         })
     };
-    let agent_result = factbuoy_agent::run(client, runtime, agent_config, loaded).await;
-    let status = running.finished().await;
-    ticker.abort();
-    progress.finish_and_clear();
-    agent_result.context("the local agent could not finish")?;
-    let document = running.shared.status_document();
-    report(&document, &config, format);
-    let all_passed = document
-        .plugins
-        .iter()
-        .all(|p| p.result_status == Some(ResultStatus::Passed));
-    Ok(if status == RunStatus::Complete && all_passed {
-        ExitStatus::Success
-    } else {
-        ExitStatus::PluginFailed
-    })
-}
-
-fn progress_bar(format: Format, document: &StatusDocument) -> ProgressBar {
-    if format == Format::Json {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(document.plugins.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} results  {wide_msg}",
-        )
-        .expect("a valid template"),
-    );
-    bar.enable_steady_tick(Duration::from_millis(100));
-    bar
-}
-
-fn show(bar: &ProgressBar, document: &StatusDocument) {
-    let done = document
-        .plugins
-        .iter()
-        .filter(|p| p.result_status.is_some())
-        .count();
-    bar.set_position(done as u64);
-    let running = document
-        .plugins
-        .iter()
-        .find(|p| p.result_status.is_none() && p.status == PairStatus::Running);
-    let message = match running.and_then(|p| p.progress.as_ref()) {
-        Some(progress) if progress.total > 0 => {
-            format!(
-                "{}: {}/{} {}",
-                progress.plugin,
-                progress.completed,
-                progress.total,
-                printable(&progress.msg)
-            )
+    let agent = factbuoy_agent::run(client, runtime, agent_config, loaded);
+    let agent_result = tokio::select! {
+        result = agent => Some(result),
+        signal = interrupted() => {
+            // The agent's plugins stopped with its future; what they delivered is kept.
+            running.interrupt(&format!("{signal} from the operator"));
+            None
         }
-        Some(progress) => format!("{}: {}", progress.plugin, printable(&progress.msg)),
-        None => String::new(),
     };
-    bar.set_message(message);
+    let status = tokio::select! {
+        status = running.finished() => status,
+        signal = interrupted() => {
+            crate::logging::hide_bar();
+            anyhow::bail!(
+                "{signal} again: stopped while the bundle was being written; `factbuoy aggregator serve --run-dir {} --exit-when-complete` finishes it",
+                run_dir.display()
+            );
+        }
+    };
+    ticker.abort();
+    crate::logging::hide_bar();
+    let document = running.shared.status_document();
+    drop(running);
+    if let Err(e) = RunDir::new(&run_dir).retire(&document) {
+        tracing::warn!(
+            "removing the finished run's working files from {}: {e}",
+            run_dir.display()
+        );
+    }
+    if let Some(Err(e)) = agent_result {
+        // The results it could not deliver are error results in the bundle; say why.
+        tracing::warn!("the local agent could not finish: {e:#}");
+    }
+    report(&document, &config, format);
+    Ok(
+        if status == RunStatus::Complete && summary::all_passed(&document) {
+            ExitStatus::Success
+        } else {
+            ExitStatus::Failed
+        },
+    )
+}
+
+/// Connections a local run's listeners serve at once: one agent and a few `status` callers.
+const LOCAL_MAX_CONNECTIONS: usize = 64;
+
+/// Waits for Ctrl-C (SIGINT) or SIGTERM and names it.
+async fn interrupted() -> &'static str {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                terminate.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "Ctrl-C",
+        () = terminate => "SIGTERM",
+    }
 }
 
 fn report(document: &StatusDocument, config: &RunConfig, format: Format) {
     match format {
-        Format::Json => {
+        Format::Table => emit(&summary::text(document, Some(&config.bundle_dir))),
+        machine => {
             let bundle = document.tar_info.as_ref().map(|t| {
                 serde_json::json!({ "path": config.bundle_dir.join(&t.name), "sha256": t.sha256, "size": t.size })
             });
-            emit(
-                &serde_json::to_string_pretty(&serde_json::json!({
+            emit_document(
+                &serde_json::json!({
                     "run_id": document.run_id,
                     "status": document.status,
+                    "error": document.error,
                     "results": document.plugins,
                     "bundle": bundle,
-                }))
-                .expect("serialising a summary"),
+                }),
+                machine,
             );
         }
-        Format::Text => {
-            emit(&status_table(document));
-            match &document.tar_info {
-                Some(tar) => emit(&format!(
-                    "\nbundle: {} ({} bytes, sha256 {})",
-                    config.bundle_dir.join(&tar.name).display(),
-                    tar.size,
-                    tar.sha256
-                )),
-                None => emit(&format!(
-                    "\nno bundle: the run is {}",
-                    wire_name(&document.status)
-                )),
-            }
-        }
     }
 }
 
-/// A status as the wire, `-o json` and the docs spell it (`agent-failed`, `post-processing`).
-fn wire_name<T: serde::Serialize>(status: &T) -> String {
-    serde_json::to_value(status)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
-
-fn status_table(document: &StatusDocument) -> String {
-    let mut lines = vec![format!(
-        "run {}: {}",
-        document.run_id,
-        wire_name(&document.status)
-    )];
-    let width = document
-        .plugins
-        .iter()
-        .map(|p| p.plugin.len())
-        .max()
-        .unwrap_or(0);
-    for p in &document.plugins {
-        let result = match p.result_status {
-            Some(ResultStatus::Passed) => "passed",
-            Some(ResultStatus::Failed) => "failed",
-            None => "",
-        };
-        let progress = p
-            .progress
-            .as_ref()
-            .filter(|_| p.result_status.is_none())
-            .map(|pr| format!("  {}/{} {}", pr.completed, pr.total, printable(&pr.msg)))
-            .unwrap_or_default();
-        let status = wire_name(&p.status);
-        lines.push(format!(
-            "  {:width$}  {:20}  {status:9}  {result}{progress}",
-            p.plugin, p.node
-        ));
-    }
-    lines.join("\n")
-}
-
-/// The operator client of a run, and where its bundle will be.
+/// The operator client of a local run.
 fn operator(run_dir: &Path, address: SocketAddr) -> anyhow::Result<Client> {
     let (ca, cert, key) = RunDir::new(run_dir).operator_files();
     let identity = Identity::from_files(&ca, &cert, &key)?;
@@ -348,7 +296,30 @@ fn operator(run_dir: &Path, address: SocketAddr) -> anyhow::Result<Client> {
     )
 }
 
-/// The operator client of a run.
+/// What a run says of itself: its aggregator's status, or for a local run whose aggregator is
+/// gone, the saved status.
+async fn current_status(at: &RunAt, cluster: &ClusterArgs) -> anyhow::Result<StatusDocument> {
+    match at {
+        RunAt::Local {
+            run_dir,
+            operator_address,
+            ..
+        } => {
+            // A retired run's credentials are gone with its aggregator.
+            if let Some(document) = RunDir::new(run_dir).load_final_status()? {
+                return Ok(document);
+            }
+            match operator(run_dir, *operator_address)?.status().await {
+                Ok(document) => Ok(document),
+                Err(e) if e.is_retryable() => saved_status(run_dir),
+                Err(e) => Err(e.into()),
+            }
+        }
+        RunAt::Kubernetes(_) => Ok(operator_for(at, cluster).await?.status().await?),
+    }
+}
+
+/// The operator client of a run that is being served.
 async fn operator_for(at: &RunAt, cluster: &ClusterArgs) -> anyhow::Result<Client> {
     match at {
         RunAt::Local {
@@ -363,103 +334,130 @@ async fn operator_for(at: &RunAt, cluster: &ClusterArgs) -> anyhow::Result<Clien
     }
 }
 
+/// The saved status of a local run whose aggregator does not answer. One that had not ended
+/// is reported failed: its process is gone, and nothing will end it but a new aggregator.
+fn saved_status(run_dir: &Path) -> anyhow::Result<StatusDocument> {
+    let dir = RunDir::new(run_dir);
+    let config = RunConfig::load(&dir)?;
+    let mut document = RunState::load(&dir, &config)?.document(&config.run_id);
+    if matches!(
+        document.status,
+        RunStatus::Running | RunStatus::PostProcessing
+    ) {
+        document.status = RunStatus::Failed;
+        document.error = Some(format!(
+            "the run's process ended before the run did (killed?); `factbuoy aggregator serve --run-dir {} --exit-when-complete` ends it and writes its bundle",
+            run_dir.display()
+        ));
+    }
+    Ok(document)
+}
+
+/// Where a run's bundle is written: its bundle directory, for a local run.
+fn bundle_dir(at: &RunAt) -> Option<PathBuf> {
+    match at {
+        RunAt::Local { run_dir, .. } => RunConfig::load(&RunDir::new(run_dir))
+            .ok()
+            .map(|c| c.bundle_dir),
+        RunAt::Kubernetes(_) => None,
+    }
+}
+
 pub async fn status(args: StatusArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let at = runs::locate(args.run.run_dir, args.run.run_id.as_deref())?;
-    let document = match (
-        operator_for(&at, &args.run.cluster).await?.status().await,
-        &at,
-    ) {
-        (Ok(document), _) => document,
-        // The aggregator has exited (a finished local run): its saved state still answers.
-        (Err(e), RunAt::Local { run_dir, .. }) if e.is_retryable() => {
-            let run_dir = RunDir::new(run_dir);
-            let config = RunConfig::load(&run_dir)?;
-            RunState::load(&run_dir, &config)?.document(&config.run_id)
-        }
-        (Err(e), _) => return Err(e.into()),
-    };
+    let document = current_status(&at, &args.run.cluster).await?;
     match format {
-        Format::Json => emit(&serde_json::to_string_pretty(&document)?),
-        Format::Text => emit(&status_table(&document)),
+        Format::Table => emit(&summary::text(&document, bundle_dir(&at).as_deref())),
+        machine => emit_document(&document, machine),
     }
     Ok(ExitStatus::Success)
 }
 
+/// How often `retrieve --wait` asks for the run's status.
+const WAIT_EVERY: Duration = Duration::from_millis(500);
+
 pub async fn retrieve(args: RetrieveArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let at = runs::locate(args.run.run_dir, args.run.run_id.as_deref())?;
-    let client = operator_for(&at, &args.run.cluster).await?;
-    let document = client.status().await.map_err(|e| match &at {
-        RunAt::Local { run_dir, .. } => {
-            let config = RunConfig::load(&RunDir::new(run_dir)).ok();
-            let bundle = config
-                .map(|c| c.bundle_dir.display().to_string())
-                .unwrap_or_default();
-            anyhow::anyhow!(
-                "the run's aggregator does not answer ({e}); a finished local run left its bundle in {bundle}"
-            )
+    let mut document = current_status(&at, &args.run.cluster).await?;
+    let bar = args
+        .wait
+        .then(|| summary::progress_bar(&document, format == Format::Table));
+    while document.tar_info.is_none() && !ended(document.status) {
+        if !args.wait {
+            return Err(Ended::NotReady(format!(
+                "the bundle is not ready: the run is {}; `factbuoy retrieve --wait` waits for it",
+                summary::wire_name(&document.status)
+            ))
+            .into());
         }
-        RunAt::Kubernetes(kube) => anyhow::anyhow!(
-            "the run's aggregator does not answer ({e}); see `kubectl -n {} describe pod {}`",
-            kube.namespace,
-            factbuoy_dispatch::names::AGGREGATOR
-        ),
-    })?;
+        tokio::time::sleep(WAIT_EVERY).await;
+        document = current_status(&at, &args.run.cluster).await?;
+        if let Some(bar) = &bar {
+            summary::advance(bar, &document);
+        }
+    }
+    crate::logging::hide_bar();
     let tar = document.tar_info.with_context(|| {
         format!(
-            "the bundle is not ready: the run is {}",
-            wire_name(&document.status)
+            "the run ended without a bundle: {}",
+            document.error.as_deref().unwrap_or("no reason was given")
         )
     })?;
-    std::fs::create_dir_all(&args.out)?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
     let dest = args.out.join(&tar.name);
-    let downloaded = client.download_bundle(&dest).await?;
+    let resumed_from = match &at {
+        // A retired local run's aggregator is gone; its bundle is a file on this host.
+        RunAt::Local { run_dir, .. } if RunDir::new(run_dir).load_final_status()?.is_some() => {
+            let source = bundle_dir(&at).unwrap_or_default().join(&tar.name);
+            copy_bundle(&source, &dest)?;
+            0
+        }
+        _ => {
+            let client = operator_for(&at, &args.run.cluster).await?;
+            client.download_bundle(&dest).await?.resumed_from
+        }
+    };
     let sha256 = factbuoy_protocol::digest::sha256_file(&dest)?;
+    let size = std::fs::metadata(&dest)?.len();
     anyhow::ensure!(
-        downloaded.size == tar.size && sha256 == tar.sha256,
-        "the downloaded bundle {} does not match the aggregator's ({} bytes, sha256 {}); delete it and retrieve again",
+        size == tar.size && sha256 == tar.sha256,
+        "the bundle {} does not match the run's ({} bytes, sha256 {}); delete it and retrieve again",
         dest.display(),
         tar.size,
         tar.sha256
     );
     match format {
-        Format::Json => emit(
+        Format::Table => emit(&dest.display().to_string()),
+        machine => emit_document(
             &serde_json::json!({
                 "path": dest,
-                "size": downloaded.size,
-                "resumed_from": downloaded.resumed_from,
+                "size": size,
+                "resumed_from": resumed_from,
                 "sha256": sha256,
-            })
-            .to_string(),
+            }),
+            machine,
         ),
-        Format::Text => emit(&dest.display().to_string()),
     }
     Ok(ExitStatus::Success)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use factbuoy_protocol::types::PluginStatus;
+/// Whether a run has ended, with or without a bundle.
+fn ended(status: RunStatus) -> bool {
+    matches!(status, RunStatus::Complete | RunStatus::Failed)
+}
 
-    #[test]
-    fn the_status_table_spells_statuses_as_the_wire_does() {
-        let pair = |status| PluginStatus {
-            plugin: "setup".into(),
-            node: "node-1".into(),
-            status,
-            result_status: Some(ResultStatus::Failed),
-            progress: None,
-            last_heartbeat: None,
-        };
-        let table = status_table(&StatusDocument {
-            run_id: "r".into(),
-            status: RunStatus::PostProcessing,
-            plugins: vec![pair(PairStatus::AgentFailed), pair(PairStatus::TimedOut)],
-            tar_info: None,
-            error: None,
-        });
-        for spelled in ["post-processing", "agent-failed", "timed-out"] {
-            assert!(table.contains(spelled), "{table}");
-        }
+/// Copies a finished local run's bundle from where the run wrote it, unless that is `dest`.
+fn copy_bundle(source: &Path, dest: &Path) -> anyhow::Result<()> {
+    let same =
+        std::fs::canonicalize(source).ok() == std::fs::canonicalize(dest).ok() && dest.exists();
+    if !same {
+        std::fs::copy(source, dest).with_context(|| {
+            format!(
+                "copying the run's bundle from {} (was it moved or deleted?)",
+                source.display()
+            )
+        })?;
     }
+    Ok(())
 }

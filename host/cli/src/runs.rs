@@ -16,6 +16,7 @@ use factbuoy_aggregator::RunDir;
 use factbuoy_aggregator::config::RunConfig;
 
 use crate::kube_cmd::{ClusterArgs, operator_dir};
+use crate::output::Ended;
 
 /// Environment variable that overrides where the CLI keeps its state.
 pub const STATE_DIR_ENV: &str = "FACTBUOY_STATE_DIR";
@@ -108,6 +109,13 @@ pub fn remember(run: &RunAt) -> anyhow::Result<()> {
 /// `run_id` (a Kubernetes run's record, else a local run directory), else the current one.
 pub fn locate(run_dir: Option<PathBuf>, run_id: Option<&str>) -> anyhow::Result<RunAt> {
     let local = |run_dir: PathBuf| -> anyhow::Result<RunAt> {
+        if !RunDir::new(&run_dir).config().exists() {
+            return Err(Ended::NoSuchRun(format!(
+                "{} holds no run (no run.json there)",
+                run_dir.display()
+            ))
+            .into());
+        }
         let config = RunConfig::load(&RunDir::new(&run_dir))?;
         Ok(RunAt::Local {
             run_id: config.run_id,
@@ -122,20 +130,48 @@ pub fn locate(run_dir: Option<PathBuf>, run_id: Option<&str>) -> anyhow::Result<
         if let Some(kube) = KubeRun::load(run_id)? {
             return Ok(RunAt::Kubernetes(kube));
         }
-        let dir = state_dir()?.join("runs").join(run_id);
-        anyhow::ensure!(
-            dir.exists(),
-            "no run {run_id} is known here: neither a Kubernetes run started from this machine nor a local run in {}",
-            dir.display()
-        );
+        let dir = local_runs_dir()?.join(run_id);
+        if !dir.exists() {
+            return Err(Ended::NoSuchRun(format!(
+                "no run {run_id} is known here: neither a Kubernetes run started from this machine nor a local run in {}",
+                dir.display()
+            ))
+            .into());
+        }
         return local(dir);
     }
     let path = current_file()?;
-    let text = std::fs::read_to_string(&path).with_context(|| {
-        format!(
-            "no current run ({} is missing); start one with `factbuoy run`",
-            path.display()
-        )
-    })?;
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Ended::NoSuchRun(format!(
+                "no current run ({} is missing); start one with `factbuoy run`",
+                path.display()
+            ))
+            .into());
+        }
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
     serde_json::from_str(&text).with_context(|| format!("{} is unreadable", path.display()))
+}
+
+/// Where local runs keep their directories by default: `<state dir>/runs/<run id>`.
+pub fn local_runs_dir() -> anyhow::Result<PathBuf> {
+    Ok(state_dir()?.join("runs"))
+}
+
+/// Forgets the current run if it is the one in `run_dir` (a pruned run).
+pub fn forget_if_current(run_dir: &std::path::Path) -> anyhow::Result<()> {
+    let path = current_file()?;
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(());
+    };
+    if let Ok(RunAt::Local {
+        run_dir: current, ..
+    }) = serde_json::from_str(&text)
+        && current == run_dir
+    {
+        std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+    }
+    Ok(())
 }

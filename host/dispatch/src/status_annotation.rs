@@ -82,7 +82,12 @@ pub fn summarize(document: &StatusDocument) -> Summary {
         if failing {
             failed += 1;
         }
-        if failing || matches!(pair.status, PairStatus::Lost | PairStatus::TimedOut) {
+        if failing
+            || matches!(
+                pair.status,
+                PairStatus::Lost | PairStatus::TimedOut | PairStatus::Interrupted
+            )
+        {
             if problems.len() < MAX_PROBLEMS {
                 problems.push(Problem {
                     plugin: cut(&pair.plugin, MAX_PROBLEM_MESSAGE_BYTES),
@@ -214,6 +219,9 @@ mod tests {
                     result_status: (status == PairStatus::Lost).then_some(ResultStatus::Failed),
                     progress: None,
                     last_heartbeat: None,
+                    error: None,
+                    warnings: Vec::new(),
+                    empty: false,
                 });
             }
         }

@@ -19,8 +19,10 @@ pub enum PluginFailure {
         message: String,
     },
     /// The plugin needs capabilities the run did not grant.
-    #[error("needs capabilities that were not granted: {}; grant them with {}", .missing.join(", "), grant_flags(.missing))]
+    #[error("needs capabilities that were not granted: {}; grant them with {}", .missing.join(", "), grant_flags(.plugin, .missing))]
     MissingCapabilities {
+        /// The plugin's name, for the `--grant PLUGIN:CAPABILITY` that fixes it.
+        plugin: String,
         /// The required capabilities not granted, in written form (`host-info`, `read:/proc`).
         missing: Vec<String>,
     },
@@ -88,12 +90,29 @@ pub enum LimitKind {
     OpenArtifacts,
 }
 
-fn grant_flags(missing: &[String]) -> String {
+/// The `--grant` flags that grant `missing` to `plugin`, as every command takes them.
+pub fn grant_flags(plugin: &str, missing: &[String]) -> String {
     missing
         .iter()
-        .map(|c| format!("--grant {c}"))
+        .map(|c| format!("--grant {plugin}:{c}"))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+impl PluginFailure {
+    /// Adds to a denied call the `--grant` that allows it to `plugin`.
+    pub fn for_plugin(self, plugin: &str) -> Self {
+        match self {
+            PluginFailure::CapabilityDenied {
+                capability,
+                message,
+            } => PluginFailure::CapabilityDenied {
+                message: format!("{message}; grant it with --grant {plugin}:{capability}"),
+                capability,
+            },
+            other => other,
+        }
+    }
 }
 
 impl From<Violation> for PluginFailure {
@@ -214,12 +233,13 @@ mod tests {
     #[test]
     fn missing_capabilities_say_how_to_grant_them() {
         let failure = PluginFailure::MissingCapabilities {
+            plugin: "hello".into(),
             missing: vec!["host-info".into(), "read:/proc".into()],
         };
         assert_eq!(
             failure.to_string(),
             "needs capabilities that were not granted: host-info, read:/proc; \
-             grant them with --grant host-info --grant read:/proc"
+             grant them with --grant hello:host-info --grant hello:read:/proc"
         );
     }
 }

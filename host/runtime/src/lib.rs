@@ -475,6 +475,7 @@ impl Runtime {
         report.granted = effective.clone();
         if !effective.missing_required.is_empty() {
             report.failure = Some(PluginFailure::MissingCapabilities {
+                plugin: info.name.clone(),
                 missing: effective.missing_required,
             });
             return report;
@@ -550,7 +551,7 @@ impl Runtime {
         // A limit the plugin was told about through a WIT error (the output limit) decides the
         // failure even if the plugin went on and returned normally.
         report.failure = match state.violation.clone() {
-            Some(violation) => Some(violation.into()),
+            Some(violation) => Some(PluginFailure::from(violation).for_plugin(&info.name)),
             None => failure,
         };
         report.succeeded = report.failure.is_none();

@@ -48,9 +48,7 @@ pub enum Violation {
     #[error("had more than {0} artifacts open at once; finish one before creating another")]
     OpenArtifacts(usize),
     /// The plugin called an interface it was not granted.
-    #[error(
-        "called `{interface}` without the `{capability}` capability; grant it with --grant {capability}"
-    )]
+    #[error("called `{interface}` without the `{capability}` capability")]
     CapabilityDenied {
         /// The WIT interface called.
         interface: &'static str,

@@ -1,0 +1,275 @@
+//! A run as a person reads it, for `run`, `run --kubernetes` and `status`: a table of every
+//! (plugin, node) pair with its final progress, then why each failed result failed and what
+//! each result warned about, then where the bundle is.
+
+use std::path::Path;
+use std::time::Duration;
+
+use factbuoy_protocol::text::printable;
+use factbuoy_protocol::types::{PairStatus, PluginStatus, ResultStatus, RunStatus, StatusDocument};
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// Failures and warnings listed by name; the rest are counted (a large cluster's status would
+/// otherwise scroll the table away). `-o json` has them all.
+const MAX_LISTED: usize = 20;
+
+/// A status as the wire, `-o json` and the docs spell it (`agent-failed`, `post-processing`).
+pub fn wire_name<T: serde::Serialize>(status: &T) -> String {
+    serde_json::to_value(status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// Whether every pair of a finished run passed.
+pub fn all_passed(document: &StatusDocument) -> bool {
+    document.status == RunStatus::Complete
+        && document
+            .plugins
+            .iter()
+            .all(|p| p.result_status == Some(ResultStatus::Passed))
+}
+
+/// The whole summary: the table, the failures and warnings, and the bundle's place (`bundle`,
+/// a directory, when the bundle is there or will be downloaded there).
+pub fn text(document: &StatusDocument, bundle_dir: Option<&Path>) -> String {
+    let mut text = table(document);
+    let failures = listed(
+        document
+            .plugins
+            .iter()
+            .filter(|p| p.result_status == Some(ResultStatus::Failed))
+            .map(|p| {
+                format!(
+                    "{} on {}: {}",
+                    p.plugin,
+                    p.node,
+                    printable(p.error.as_deref().unwrap_or("no reason was given"))
+                )
+            }),
+    );
+    if !failures.is_empty() {
+        text.push_str("\n\nFailed:\n");
+        text.push_str(&failures);
+    }
+    let warnings = listed(document.plugins.iter().flat_map(|p| {
+        p.warnings
+            .iter()
+            .map(move |w| format!("{} on {}: {}", p.plugin, p.node, printable(w)))
+    }));
+    if !warnings.is_empty() {
+        text.push_str("\n\nWarnings:\n");
+        text.push_str(&warnings);
+    }
+    if let Some(error) = &document.error {
+        text.push_str(&format!("\n\nThe run failed: {}", printable(error)));
+    }
+    match (&document.tar_info, bundle_dir) {
+        (Some(tar), Some(dir)) => text.push_str(&format!(
+            "\n\nbundle: {} ({} bytes, sha256 {})",
+            dir.join(&tar.name).display(),
+            tar.size,
+            tar.sha256
+        )),
+        (Some(tar), None) => text.push_str(&format!(
+            "\n\nbundle: {} ({} bytes); `factbuoy retrieve` downloads it",
+            tar.name, tar.size
+        )),
+        (None, _) if document.status == RunStatus::Running => {}
+        (None, _) => text.push_str(&format!(
+            "\n\nno bundle: the run is {}",
+            wire_name(&document.status)
+        )),
+    }
+    text
+}
+
+/// `  - line` for the first [`MAX_LISTED`] lines, then how many more there are.
+fn listed(lines: impl Iterator<Item = String>) -> String {
+    let lines: Vec<String> = lines.collect();
+    let mut shown: Vec<String> = lines
+        .iter()
+        .take(MAX_LISTED)
+        .map(|l| format!("  - {l}"))
+        .collect();
+    if lines.len() > MAX_LISTED {
+        shown.push(format!(
+            "  … and {} more (`factbuoy status -o json` lists them all)",
+            lines.len() - MAX_LISTED
+        ));
+    }
+    shown.join("\n")
+}
+
+/// The run's headline and one row per (plugin, node) pair.
+pub fn table(document: &StatusDocument) -> String {
+    let results = document
+        .plugins
+        .iter()
+        .filter(|p| p.result_status.is_some())
+        .count();
+    let passed = document
+        .plugins
+        .iter()
+        .filter(|p| p.result_status == Some(ResultStatus::Passed))
+        .count();
+    let mut rows = vec![[
+        "PLUGIN".to_owned(),
+        "NODE".to_owned(),
+        "STATUS".to_owned(),
+        "RESULT".to_owned(),
+        "PROGRESS".to_owned(),
+    ]];
+    for p in &document.plugins {
+        rows.push([
+            p.plugin.clone(),
+            p.node.clone(),
+            wire_name(&p.status),
+            result(p),
+            progress(p),
+        ]);
+    }
+    let widths: Vec<usize> = (0..5)
+        .map(|column| rows.iter().map(|r| r[column].chars().count()).max())
+        .map(Option::unwrap_or_default)
+        .collect();
+    let mut lines = vec![
+        format!(
+            "run {}: {} ({results} of {} results, {passed} passed)",
+            document.run_id,
+            wire_name(&document.status),
+            document.plugins.len()
+        ),
+        String::new(),
+    ];
+    for row in rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:width$}"))
+            .collect();
+        lines.push(line.join("  ").trim_end().to_owned());
+    }
+    lines.join("\n")
+}
+
+/// `passed`, `passed (empty)`, `failed`, or nothing yet.
+fn result(pair: &PluginStatus) -> String {
+    match pair.result_status {
+        Some(ResultStatus::Passed) if pair.empty => "passed (empty: nothing to collect)".into(),
+        Some(status) => wire_name(&status),
+        None => String::new(),
+    }
+}
+
+/// The pair's latest progress: its final state once the result is in.
+fn progress(pair: &PluginStatus) -> String {
+    let Some(progress) = &pair.progress else {
+        return String::new();
+    };
+    let message = printable(&progress.msg).into_owned();
+    if progress.total > 0 {
+        format!("{}/{} {message}", progress.completed, progress.total)
+    } else {
+        message
+    }
+}
+
+/// A progress bar over a run's results, for a person at a terminal (hidden elsewhere, and for
+/// `-o json|yaml`): it shows the pairs done and what a running plugin says it is doing. Log
+/// lines print above it; [`crate::logging::hide_bar`] clears it before the summary prints.
+pub fn progress_bar(document: &StatusDocument, show: bool) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(document.plugins.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} results  {wide_msg}",
+        )
+        .expect("a valid template"),
+    );
+    bar.enable_steady_tick(Duration::from_millis(100));
+    crate::logging::show_bar(&bar);
+    bar
+}
+
+/// Moves `bar` to `document`'s state.
+pub fn advance(bar: &ProgressBar, document: &StatusDocument) {
+    let done = document
+        .plugins
+        .iter()
+        .filter(|p| p.result_status.is_some())
+        .count();
+    bar.set_length(document.plugins.len() as u64);
+    bar.set_position(done as u64);
+    let running = document
+        .plugins
+        .iter()
+        .find(|p| p.result_status.is_none() && p.status == PairStatus::Running);
+    let message = running
+        .filter(|p| p.progress.is_some())
+        .map(|p| format!("{} on {}: {}", p.plugin, p.node, progress(p)))
+        .unwrap_or_default();
+    bar.set_message(message);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(status: PairStatus, result: Option<ResultStatus>) -> PluginStatus {
+        PluginStatus {
+            plugin: "setup".into(),
+            node: "node-1".into(),
+            status,
+            result_status: result,
+            progress: None,
+            last_heartbeat: None,
+            error: None,
+            warnings: Vec::new(),
+            empty: false,
+        }
+    }
+
+    fn document(plugins: Vec<PluginStatus>) -> StatusDocument {
+        StatusDocument {
+            run_id: "r".into(),
+            status: RunStatus::PostProcessing,
+            plugins,
+            tar_info: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn the_table_spells_statuses_as_the_wire_does() {
+        let table = table(&document(vec![
+            pair(PairStatus::AgentFailed, Some(ResultStatus::Failed)),
+            pair(PairStatus::TimedOut, Some(ResultStatus::Failed)),
+        ]));
+        for spelled in ["post-processing", "agent-failed", "timed-out"] {
+            assert!(table.contains(spelled), "{table}");
+        }
+    }
+
+    #[test]
+    fn failures_show_their_reason_and_long_lists_are_counted() {
+        let mut failed = pair(PairStatus::Lost, Some(ResultStatus::Failed));
+        failed.error = Some("node-1 stopped sending heartbeats".into());
+        let mut empty = pair(PairStatus::Complete, Some(ResultStatus::Passed));
+        empty.empty = true;
+        empty.warnings = (0..25).map(|i| format!("warning {i}")).collect();
+        let text = text(&document(vec![failed, empty]), None);
+        assert!(
+            text.contains("setup on node-1: node-1 stopped sending heartbeats"),
+            "{text}"
+        );
+        assert!(text.contains("passed (empty"), "{text}");
+        assert!(
+            text.contains("warning 19") && !text.contains("warning 20"),
+            "{text}"
+        );
+        assert!(text.contains("… and 5 more"), "{text}");
+    }
+}
