@@ -268,10 +268,116 @@ fn an_unknown_plugin_name_lists_the_bundled_ones() {
 }
 
 #[test]
-fn prints_shell_completions() {
+fn prints_shell_completions_that_complete_bundled_plugin_names() {
     let output = factbuoy(&["completions", "bash"]);
     assert!(output.status.success());
-    assert!(stdout(&output).contains("factbuoy__subcmd__plugin__subcmd__run"));
+    let script = stdout(&output);
+    assert!(script.contains("factbuoy__subcmd__plugin__subcmd__run"));
+    // `--plugin` and `plugin info` offer the bundled plugins.
+    assert!(
+        script.contains("compgen -W \"hello host-facts setup systemd-logs\""),
+        "{script}"
+    );
+}
+
+#[test]
+fn a_closed_pipe_ends_output_quietly() {
+    use std::io::{BufRead, BufReader};
+    // `factbuoy completions bash | head -1`, and the same for the man page and --help.
+    for args in [
+        &["completions", "bash"][..],
+        &["man"],
+        &["plugin", "list", "-o", "json"],
+    ] {
+        let mut child = support::factbuoy()
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        // The reader is dropped here: the pipe is closed with most of the output unwritten.
+        let output = child.wait_with_output().unwrap();
+        assert!(!first.is_empty());
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
+    }
+}
+
+#[test]
+fn prints_a_man_page_and_the_versions() {
+    let output = factbuoy(&["man"]);
+    assert!(output.status.success());
+    let page = stdout(&output);
+    assert!(page.contains(".TH factbuoy 1"), "{page}");
+    assert!(page.contains("Exit codes"), "{page}");
+
+    let output = factbuoy(&["version", "-o", "json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let version: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(version["client"], env!("CARGO_PKG_VERSION"));
+    let contract = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../wit/gatherer.wit"),
+    )
+    .unwrap();
+    assert!(
+        contract.contains(&format!(
+            "package factbuoy:plugin@{};",
+            version["contract"].as_str().unwrap()
+        )),
+        "{version}"
+    );
+    let names: Vec<&str> = version["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["hello", "host-facts", "setup", "systemd-logs"]);
+}
+
+#[test]
+fn every_command_documents_examples_and_help_documents_exit_codes() {
+    let top = factbuoy(&["--help"]);
+    let help = stdout(&top);
+    for code in [
+        "0  success",
+        "1  a plugin",
+        "2  invalid input",
+        "3  not ready",
+        "4  no such run",
+    ] {
+        assert!(help.contains(code), "{help}");
+    }
+    // Every subcommand, however deep, shows examples in its --help.
+    let mut missing = Vec::new();
+    let mut pending: Vec<Vec<String>> = vec![Vec::new()];
+    while let Some(path) = pending.pop() {
+        let mut args = path.clone();
+        args.push("--help".into());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let help = stdout(&factbuoy(&args));
+        if !help.contains("Examples:") {
+            missing.push(path.join(" "));
+        }
+        // Subcommands are listed under "Commands:", up to the next blank line.
+        if let Some(commands) = help.split("Commands:\n").nth(1) {
+            // A command's line starts with two spaces; its wrapped description, with more.
+            let lines = commands.lines().take_while(|l| !l.trim().is_empty());
+            for line in lines.filter(|l| !l.starts_with("   ")) {
+                let name = line.split_whitespace().next().unwrap_or_default();
+                if !name.is_empty() && name != "help" {
+                    let mut next = path.clone();
+                    next.push(name.to_owned());
+                    pending.push(next);
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "no examples in --help of: {missing:?}");
 }
 
 #[test]

@@ -28,8 +28,15 @@ use crate::plan::{self, PluginChoices};
 #[derive(Debug, Subcommand)]
 pub enum AggregatorCommand {
     /// Create a run directory: its CA, certificates, plan and expected nodes.
+    #[command(after_help = "Examples:\n  \
+        factbuoy aggregator create --run-dir ./run --node web-1 --node web-2 \\\n      \
+        --listen 0.0.0.0:7443 --server-name aggregator.example.com\n  \
+        factbuoy aggregator create --run-dir ./run --node db-1 --plugin setup -p setup:gather_subset=hardware")]
     Create(CreateArgs),
     /// Issue a client certificate from a run's CA into a directory (ca.pem, client.pem, client.key).
+    #[command(after_help = "Examples:\n  \
+        factbuoy aggregator issue --run-dir ./run --role agent:web-1 --out ./web-1-creds\n  \
+        factbuoy aggregator issue --run-dir ./run --role global:runner --out ./global-creds")]
     Issue {
         #[arg(long, value_name = "DIR")]
         run_dir: PathBuf,
@@ -40,6 +47,9 @@ pub enum AggregatorCommand {
         out: PathBuf,
     },
     /// Serve a run: a new one, or one whose aggregator stopped, continuing where it was.
+    #[command(after_help = "Examples:\n  \
+        factbuoy aggregator serve --run-dir ./run\n  \
+        factbuoy aggregator serve --run-dir ./run --exit-when-complete   # then the bundle is in --out")]
     Serve {
         #[arg(long, value_name = "DIR")]
         run_dir: PathBuf,
@@ -49,6 +59,10 @@ pub enum AggregatorCommand {
     },
     /// Serve a run as a pod of a Kubernetes cluster: what the aggregator pod of
     /// `factbuoy run --kubernetes` (and of `factbuoy gen`'s manifests) runs.
+    #[command(after_help = "Examples:\n  \
+        # As the aggregator pod's container runs it (see `factbuoy gen`):\n  \
+        factbuoy aggregator serve-kubernetes --plan /etc/factbuoy/run.json \\\n      \
+        --operator-ca /etc/factbuoy/operator-ca.pem --run-dir /var/lib/factbuoy --resources nodes")]
     ServeKubernetes(crate::kube_serve::ServeKubernetesArgs),
 }
 

@@ -28,6 +28,10 @@ pub enum AnsibleCommand {
     /// Point Ansible at it with `fact_caching = jsonfile` and `fact_caching_connection = DIR`
     /// (or ANSIBLE_CACHE_PLUGIN=jsonfile ANSIBLE_CACHE_PLUGIN_CONNECTION=DIR), and use
     /// `gathering = smart` or `gather_facts: false`.
+    #[command(after_help = "Examples:\n  \
+        factbuoy ansible fact-cache ./facts                     # this host, now\n  \
+        factbuoy ansible fact-cache ./facts --from run.tar.gz   # every node of a run\n  \
+        ANSIBLE_CACHE_PLUGIN=jsonfile ANSIBLE_CACHE_PLUGIN_CONNECTION=./facts ansible-playbook site.yml")]
     FactCache(FactCacheArgs),
 }
 

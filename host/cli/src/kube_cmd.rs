@@ -97,6 +97,10 @@ pub struct KubeArgs {
 
 /// `factbuoy gen`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    factbuoy gen > run.yaml && kubectl apply -f run.yaml\n  \
+    factbuoy gen --plugin setup -p setup:gather_subset=network -o json\n  \
+    factbuoy gen --global cluster-report --plugin ./cluster-report.wasm")]
 pub struct GenArgs {
     #[command(flatten)]
     pub kube: KubeArgs,
@@ -112,6 +116,10 @@ pub struct GenArgs {
 
 /// `factbuoy delete`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    factbuoy delete 3f2a9c01d4e7\n  \
+    factbuoy delete --all --dry-run      # what would go\n  \
+    factbuoy delete --all --context prod")]
 pub struct DeleteArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,

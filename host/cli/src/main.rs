@@ -65,21 +65,43 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Collect facts from this host: an aggregator on loopback, an agent over mutual TLS, one bundle.
+    #[command(after_help = "Examples:\n  \
+        factbuoy run                                     # the default plugins, bundle here\n  \
+        factbuoy run --plugin setup -p setup:gather_subset=network --out bundles/\n  \
+        factbuoy run --plugin ./my.wasm --grant my-plugin:read:/etc\n  \
+        factbuoy run --kubernetes --context prod         # every node of a cluster\n\n\
+        Ctrl-C ends the run: what was collected is packaged, the rest is marked interrupted.")]
     Run(run_cmd::RunArgs),
     /// Show a run's status: the current run's, or the one named (local or Kubernetes).
     Status(run_cmd::StatusArgs),
     /// Download a run's bundle, resuming a partial download (through port-forward for a Kubernetes run).
     Retrieve(run_cmd::RetrieveArgs),
     /// List, inspect, validate and run gatherer plugins on this host.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  \
+        factbuoy plugin list\n  \
+        factbuoy plugin info setup\n  \
+        factbuoy plugin run hello -p hello:greeting=hi"
+    )]
     Plugin(plugin_cmd::PluginCommand),
     /// Create, serve and issue certificates for a run whose agents are separate processes.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  \
+        factbuoy aggregator create --run-dir ./run --node web-1 --listen 0.0.0.0:7443\n  \
+        factbuoy aggregator issue --run-dir ./run --role agent:web-1 --out ./web-1-creds\n  \
+        factbuoy aggregator serve --run-dir ./run --exit-when-complete"
+    )]
     Aggregator(aggregator_cmd::AggregatorCommand),
     /// Run the plugins an aggregator's plan names on this node and send it the results.
     Agent(aggregator_cmd::AgentArgs),
     /// Hand facts to Ansible: write setup facts into its jsonfile fact cache.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  \
+        factbuoy ansible fact-cache ./facts --from run.tar.gz"
+    )]
     Ansible(ansible_cmd::AnsibleCommand),
     /// Print the Kubernetes manifests `run --kubernetes` would apply (YAML; -o json: a List).
     Gen(kube_cmd::GenArgs),
@@ -88,6 +110,7 @@ enum Command {
     /// Remove the state of finished local runs: their directories and the current-run record.
     Prune(prune_cmd::PruneArgs),
     /// Print this binary's version, the plugin contract it speaks and its bundled plugins.
+    #[command(after_help = "Examples:\n  factbuoy version\n  factbuoy version -o json")]
     Version,
     /// Print a shell completion script; it completes subcommands, flags and bundled plugin names.
     #[command(after_help = "Examples:\n  \

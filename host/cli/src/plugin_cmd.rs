@@ -21,8 +21,12 @@ use factbuoy_runtime::{Limits, RunReport, RunRequest, Runtime, RuntimeOptions, l
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
     /// List the plugins bundled in this binary.
+    #[command(after_help = "Examples:\n  factbuoy plugin list\n  factbuoy plugin list -o json")]
     List(CommonArgs),
     /// Show a plugin's metadata: parameters, capabilities, artifacts.
+    #[command(
+        after_help = "Examples:\n  factbuoy plugin info setup\n  factbuoy plugin info ./my.wasm -o yaml"
+    )]
     Info {
         /// A bundled plugin's name or a path to a `.wasm` component.
         #[arg(value_parser = plan::PluginName, hide_possible_values = true)]
@@ -31,6 +35,9 @@ pub enum PluginCommand {
         common: CommonArgs,
     },
     /// Check that a file is a factbuoy gatherer this binary can run.
+    #[command(
+        after_help = "Examples:\n  factbuoy plugin validate ./target/wasm32-wasip2/release/my_plugin.wasm"
+    )]
     Validate {
         /// Path to a `.wasm` component.
         path: PathBuf,
@@ -38,6 +45,10 @@ pub enum PluginCommand {
         common: CommonArgs,
     },
     /// Run a plugin on this host and print or write its artifacts.
+    #[command(after_help = "Examples:\n  \
+        factbuoy plugin run hello -p hello:greeting=hi      # artifacts to stdout, summary to stderr\n  \
+        factbuoy plugin run setup --out facts/              # artifacts to files\n  \
+        factbuoy plugin run ./my.wasm --grant my-plugin:read:/etc -o json")]
     Run(PluginRunArgs),
 }
 

@@ -22,7 +22,7 @@ impl Gatherer for Hostile {
             "Misbehaves on purpose, to test the sandbox.",
         )
         .param(Param::string("mode").required().describe(
-            "well-behaved | loop | alloc | recurse | recurse-shadow | flood | panic | fail | read | list | \
+            "well-behaved | nothing | loop | alloc | recurse | recurse-shadow | flood | panic | fail | read | list | \
                  write | connect | host-info | host-root | read-link | hostfs-read | stdout-flood | \
                  log-flood | huge-chunk | bad-name | fs-proc | fs-read | fs-usage | \
                  budget-… (see budget_modes.rs)",
@@ -54,6 +54,8 @@ impl Gatherer for Hostile {
         let path = params.string("path")?;
         match params.string("mode")? {
             "well-behaved" => output::write_json("probe.json", &serde_json::json!({"ok": true})),
+            // Succeeds without an artifact: nothing was there to collect.
+            "nothing" => Ok(()),
             "loop" => {
                 let mut n: u64 = 0;
                 loop {

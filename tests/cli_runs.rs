@@ -1,0 +1,381 @@
+//! The real `factbuoy` binary running local collections as a person does: what the summary and
+//! `status` say of failed, warning and empty results, the exit codes, `retrieve` during and
+//! after a run, Ctrl-C, a killed run, and the state a finished run leaves behind.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A private state directory and output directory for local runs.
+struct Host {
+    dir: tempfile::TempDir,
+}
+
+impl Host {
+    fn new() -> Self {
+        Host {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    fn out(&self) -> PathBuf {
+        self.dir.path().join("out")
+    }
+
+    /// `factbuoy` with this host's state directory.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = support::factbuoy();
+        command.env("FACTBUOY_STATE_DIR", self.state()).args(args);
+        command
+    }
+
+    fn output(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    /// `factbuoy run ARGS --node this-host --out <out>`.
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(&["run", "--node", "this-host"])
+            .args(args)
+            .arg("--out")
+            .arg(self.out())
+            .output()
+            .unwrap()
+    }
+
+    /// Starts `factbuoy run ARGS` in the background.
+    fn start(&self, args: &[&str]) -> Child {
+        self.command(&["run", "--node", "this-host"])
+            .args(args)
+            .arg("--out")
+            .arg(self.out())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// `status -o json`, once the current run is known.
+    fn status(&self) -> serde_json::Value {
+        let output = self.output(&["status", "-o", "json"]);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+
+    /// Waits until `status` says `done` of the current run.
+    fn wait_for(&self, what: &str, done: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        let give_up = Instant::now() + Duration::from_secs(60);
+        loop {
+            if self.state().join("current-run.json").exists() {
+                let status = self.status();
+                if done(&status) {
+                    return status;
+                }
+            }
+            assert!(Instant::now() < give_up, "waited a minute for {what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn bundles(&self) -> Vec<PathBuf> {
+        match std::fs::read_dir(self.out()) {
+            Ok(entries) => entries.map(|e| e.unwrap().path()).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn hostile() -> String {
+    support::fixture("hostile").to_str().unwrap().to_owned()
+}
+
+/// The pair of `plugin` in a status document's results.
+fn pair<'a>(results: &'a serde_json::Value, plugin: &str) -> &'a serde_json::Value {
+    results
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["plugin"] == plugin)
+        .unwrap_or_else(|| panic!("no {plugin} in {results}"))
+}
+
+/// The files of a `.tar.gz`, by path.
+fn unpack(bundle: &Path) -> std::collections::BTreeMap<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(bundle).unwrap();
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    archive
+        .entries()
+        .unwrap()
+        .map(|entry| {
+            let mut entry = entry.unwrap();
+            let mut content = String::new();
+            let _ = entry.read_to_string(&mut content);
+            (
+                entry.path().unwrap().to_string_lossy().into_owned(),
+                content,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_failed_plugins_reason_is_on_screen_after_the_run_and_in_status() {
+    let host = Host::new();
+    let output = host.run(&["--plugin", "setup", "-p", "setup:gather_subset=bogus"]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let summary = text(&output.stdout);
+    assert!(summary.contains("Failed:"), "{summary}");
+    assert!(
+        summary.contains("setup on this-host: plugin \"setup\" 0.1.0: rejected its parameters: Bad subset 'bogus' given to Ansible"),
+        "{summary}"
+    );
+    // Piped: no colour or cursor codes anywhere, and no log timestamps.
+    for stream in [&output.stdout, &output.stderr] {
+        assert!(!stream.contains(&0x1b), "escape codes: {}", text(stream));
+    }
+
+    let status = host.output(&["status"]);
+    assert!(status.status.success());
+    assert!(
+        text(&status.stdout).contains("setup on this-host: plugin \"setup\" 0.1.0: rejected its parameters: Bad subset 'bogus'"),
+        "{}",
+        text(&status.stdout)
+    );
+    let document = host.status();
+    assert!(
+        pair(&document["plugins"], "setup")["error"]
+            .as_str()
+            .unwrap()
+            .contains("Bad subset 'bogus'")
+    );
+}
+
+#[test]
+fn warnings_and_empty_results_are_said_not_passed_silently() {
+    let host = Host::new();
+    let hostile = hostile();
+    let output = host.run(&[
+        "--plugin",
+        &hostile,
+        "-p",
+        "hostile:mode=log-flood",
+        "-p",
+        "hostile:count=40",
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let summary = text(&output.stdout);
+    assert!(summary.contains("Warnings:"), "{summary}");
+    assert!(
+        summary.contains("hostile on this-host: warning 0"),
+        "{summary}"
+    );
+    // An agent's warnings are capped in the status document; the bundle's report has them all.
+    let warnings = pair(&host.status()["plugins"], "hostile")["warnings"].clone();
+    assert_eq!(warnings.as_array().unwrap().len(), 16, "{warnings}");
+    assert!(
+        warnings[15].as_str().unwrap().contains("and 25 more"),
+        "{warnings}"
+    );
+
+    let output = host.run(&["--plugin", &hostile, "-p", "hostile:mode=nothing"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let summary = text(&output.stdout);
+    assert!(
+        summary.contains("passed (empty: nothing to collect)"),
+        "{summary}"
+    );
+    assert_eq!(pair(&host.status()["plugins"], "hostile")["empty"], true);
+}
+
+#[test]
+fn a_finished_run_keeps_its_bundle_and_drops_its_working_files_and_ca_key() {
+    let host = Host::new();
+    let output = host.run(&["--plugin", "hello", "-o", "json"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let run_id = summary["run_id"].as_str().unwrap();
+    let run_dir = host.state().join("runs").join(run_id);
+    let mut left: Vec<String> = std::fs::read_dir(&run_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["final-status.json", "run.json", "state.json"]);
+    assert_eq!(host.bundles().len(), 1);
+
+    // status still answers from what is left; retrieve copies the bundle it names.
+    assert_eq!(host.status()["status"], "complete");
+    let copy = host.dir.path().join("copy");
+    let output = host
+        .command(&["retrieve", "--out"])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let copied = PathBuf::from(text(&output.stdout).trim());
+    assert_eq!(
+        std::fs::read(&copied).unwrap(),
+        std::fs::read(&host.bundles()[0]).unwrap()
+    );
+
+    // prune lists, then removes, the finished run; then it is no run at all (exit 4).
+    let dry = host.output(&["prune", "--dry-run"]);
+    assert!(text(&dry.stdout).contains(&format!("would remove run {run_id} (complete)")));
+    assert!(run_dir.exists());
+    let pruned = host.output(&["prune"]);
+    assert!(text(&pruned.stdout).contains(&format!("removed run {run_id}")));
+    assert!(!run_dir.exists());
+    assert_eq!(host.bundles().len(), 1, "prune removed a bundle");
+    let status = host.output(&["status"]);
+    assert_eq!(status.status.code(), Some(4), "{}", text(&status.stderr));
+    assert!(text(&status.stderr).contains("no current run"));
+    let status = host.output(&["status", "0123456789ab"]);
+    assert_eq!(status.status.code(), Some(4), "{}", text(&status.stderr));
+}
+
+#[test]
+fn retrieve_says_not_ready_during_a_run_and_waits_for_its_bundle_with_wait() {
+    let host = Host::new();
+    let hostile = hostile();
+    // A plugin that spins until its deadline keeps the run going for two seconds.
+    let mut run = host.start(&[
+        "--plugin",
+        "hello",
+        "--plugin",
+        &hostile,
+        "-p",
+        "hostile:mode=loop",
+        "--plugin-timeout",
+        "2s",
+    ]);
+    host.wait_for("the run to start", |s| s["status"] == "running");
+    let early = host.output(&["retrieve", "--out", "/nonexistent/never"]);
+    assert_eq!(early.status.code(), Some(3), "{}", text(&early.stderr));
+    assert!(text(&early.stderr).contains("`factbuoy retrieve --wait` waits for it"));
+
+    let fetched = host.dir.path().join("fetched");
+    let waited = host
+        .command(&["retrieve", "--wait", "-o", "json", "--out"])
+        .arg(&fetched)
+        .output()
+        .unwrap();
+    assert!(waited.status.success(), "{}", text(&waited.stderr));
+    let answer: serde_json::Value = serde_json::from_slice(&waited.stdout).unwrap();
+    let path = PathBuf::from(answer["path"].as_str().unwrap());
+    assert!(path.starts_with(&fetched), "{answer}");
+    assert_eq!(
+        run.wait().unwrap().code(),
+        Some(1),
+        "the looping plugin failed"
+    );
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        std::fs::read(&host.bundles()[0]).unwrap()
+    );
+}
+
+#[test]
+fn ctrl_c_ends_a_local_run_failed_with_a_bundle_of_what_was_collected() {
+    let host = Host::new();
+    let hostile = hostile();
+    let run = host.start(&[
+        "--plugin",
+        "hello",
+        "--plugin",
+        &hostile,
+        "-p",
+        "hostile:mode=loop",
+        "--plugin-timeout",
+        "5m",
+    ]);
+    let status = host.wait_for("hello's result", |s| {
+        pair(&s["plugins"], "hello")["result_status"] == "passed"
+            || pair(&s["plugins"], "hello")["result-status"] == "passed"
+    });
+    assert_eq!(status["status"], "running");
+    let interrupted = Instant::now();
+    send_signal(run.id(), libc::SIGINT);
+    let output = run.wait_with_output().unwrap();
+    assert!(
+        interrupted.elapsed() < Duration::from_secs(20),
+        "the run took {:?} to end after Ctrl-C",
+        interrupted.elapsed()
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let summary = text(&output.stdout);
+    assert!(
+        summary.contains("interrupted (Ctrl-C from the operator)"),
+        "{summary}"
+    );
+
+    // The run is over for every later look at it, and its bundle holds what was collected.
+    let document = host.status();
+    assert_eq!(document["status"], "failed");
+    assert_eq!(
+        pair(&document["plugins"], "hostile")["status"],
+        "interrupted"
+    );
+    let bundles = host.bundles();
+    assert_eq!(bundles.len(), 1, "{bundles:?}");
+    let files = unpack(&bundles[0]);
+    assert!(
+        files.contains_key("plugins/hello/results/this-host/greeting.json"),
+        "{:?}",
+        files.keys()
+    );
+    assert!(
+        files["plugins/hostile/errors/this-host/error.json"].contains("the run was interrupted"),
+        "{files:?}"
+    );
+}
+
+#[test]
+fn a_killed_run_is_never_reported_running() {
+    let host = Host::new();
+    let hostile = hostile();
+    let mut run = host.start(&[
+        "--plugin",
+        &hostile,
+        "-p",
+        "hostile:mode=loop",
+        "--plugin-timeout",
+        "5m",
+    ]);
+    host.wait_for("the run to start", |s| s["status"] == "running");
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let document = host.status();
+    assert_eq!(document["status"], "failed", "{document}");
+    assert!(
+        document["error"]
+            .as_str()
+            .unwrap()
+            .contains("the run's process ended before the run did"),
+        "{document}"
+    );
+    // prune takes a run whose aggregator is gone for abandoned.
+    let dry = host.output(&["prune", "--dry-run"]);
+    assert!(
+        text(&dry.stdout).contains("(abandoned)"),
+        "{}",
+        text(&dry.stdout)
+    );
+}
+
+/// Sends `signal` to process `pid`.
+fn send_signal(pid: u32, signal: i32) {
+    // SAFETY: kill(2) with a child's pid; no memory is shared.
+    let sent = unsafe { libc::kill(pid as i32, signal) };
+    assert_eq!(sent, 0, "kill({pid}, {signal})");
+}

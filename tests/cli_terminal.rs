@@ -1,0 +1,116 @@
+//! The real `factbuoy` binary on a terminal, as a person sees it: run under a pseudo-terminal
+//! (util-linux `script`), its transcript replayed through a terminal emulator (vt100) to get
+//! the final screen.
+
+mod support;
+
+use std::process::Command;
+
+/// Screen size of the pseudo-terminal: wide enough that no line wraps.
+const ROWS: u16 = 80;
+const COLUMNS: u16 = 250;
+
+/// What a terminal showed: the final screen and the raw bytes written to it.
+struct Terminal {
+    screen: String,
+    transcript: Vec<u8>,
+    code: Option<i32>,
+}
+
+/// Runs `factbuoy ARGS` on a pseudo-terminal with `state` as its state directory.
+fn on_terminal(state: &std::path::Path, args: &[&str]) -> Terminal {
+    let quote = |word: &str| format!("'{}'", word.replace('\'', "'\\''"));
+    let command_line: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_factbuoy"))
+        .chain(args.iter().copied())
+        .map(quote)
+        .collect();
+    let shell = format!(
+        "stty rows {ROWS} cols {COLUMNS}; exec {}",
+        command_line.join(" ")
+    );
+    let output = Command::new("script")
+        // -q: no banner; -e: the child's exit code; -f: flush as written; -c: the command.
+        .args(["-qefc", &shell, "/dev/null"])
+        .env("FACTBUOY_STATE_DIR", state)
+        .env("FACTBUOY_CACHE_DIR", support::cache_dir())
+        .env("TERM", "xterm-256color")
+        .output()
+        .expect("running script (util-linux)");
+    let mut parser = vt100::Parser::new(ROWS, COLUMNS, 0);
+    parser.process(&output.stdout);
+    Terminal {
+        screen: parser.screen().contents(),
+        transcript: output.stdout,
+        code: output.status.code(),
+    }
+}
+
+/// Whether `text` holds the progress bar's count (`1/2 results`).
+fn shows_the_bar(text: &str) -> bool {
+    text.split("/2 results").count() > 1
+}
+
+#[test]
+fn a_run_on_a_terminal_ends_with_its_summary_and_no_stale_progress_bar() {
+    let dir = tempfile::tempdir().unwrap();
+    let hostile = support::fixture("hostile");
+    let out = dir.path().join("out");
+    // The looping plugin keeps the bar on screen for two seconds, then fails its deadline.
+    let terminal = on_terminal(
+        &dir.path().join("state"),
+        &[
+            "run",
+            "--node",
+            "this-host",
+            "--plugin",
+            "hello",
+            "--plugin",
+            hostile.to_str().unwrap(),
+            "-p",
+            "hostile:mode=loop",
+            "--plugin-timeout",
+            "2s",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let screen = &terminal.screen;
+    assert_eq!(terminal.code, Some(1), "{screen}");
+    // The bar was drawn while the run went on...
+    assert!(
+        shows_the_bar(&String::from_utf8_lossy(&terminal.transcript)),
+        "no progress bar was drawn: {screen}"
+    );
+    // ...and is gone from the final screen, which ends with the summary and the failure's reason.
+    assert!(!shows_the_bar(screen), "a stale progress bar: {screen}");
+    assert!(
+        screen.trim_start().starts_with("run "),
+        "something is above the summary: {screen}"
+    );
+    assert!(
+        screen.contains("hostile on this-host: plugin \"hostile\" 0.1.0:")
+            && screen.contains("deadline"),
+        "{screen}"
+    );
+    assert!(screen.contains("bundle: "), "{screen}");
+}
+
+#[test]
+fn errors_on_a_terminal_are_one_sentence_without_log_noise() {
+    let dir = tempfile::tempdir().unwrap();
+    let terminal = on_terminal(
+        &dir.path().join("state"),
+        &["run", "--plugin", "hello", "-p", "hello:nosuch=1"],
+    );
+    assert_eq!(terminal.code, Some(2), "{}", terminal.screen);
+    let screen = terminal.screen.trim();
+    assert!(
+        screen.starts_with("error: plugin \"hello\": unknown parameter `nosuch`"),
+        "{screen}"
+    );
+    // No log timestamps (2026-...T...Z) and no level banners in normal output.
+    assert!(
+        !screen.contains(" WARN ") && !screen.contains("Z  "),
+        "{screen}"
+    );
+}
