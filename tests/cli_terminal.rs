@@ -114,3 +114,38 @@ fn errors_on_a_terminal_are_one_sentence_without_log_noise() {
         "{screen}"
     );
 }
+
+#[test]
+fn log_lines_print_above_the_progress_bar_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let hostile = support::fixture("hostile");
+    let out = dir.path().join("out");
+    // -v logs while the bar is on screen: the agent starts after the bar is drawn.
+    let terminal = on_terminal(
+        &dir.path().join("state"),
+        &[
+            "run",
+            "-v",
+            "--node",
+            "this-host",
+            "--plugin",
+            "hello",
+            "--plugin",
+            hostile.to_str().unwrap(),
+            "-p",
+            "hostile:mode=loop",
+            "--plugin-timeout",
+            "1s",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let screen = &terminal.screen;
+    assert!(
+        screen
+            .lines()
+            .any(|line| line.starts_with("info: agent starting run=")),
+        "the log line is not whole on its own line: {screen}"
+    );
+    assert!(!shows_the_bar(screen), "a stale progress bar: {screen}");
+}
