@@ -13,6 +13,7 @@ use crate::output::{ExitStatus, Format, emit, emit_json};
 use factbuoy_catalog::{BUNDLED, PluginRef};
 use factbuoy_protocol::text::printable;
 use factbuoy_runtime::bindings::{Capability, PluginInfo};
+use factbuoy_runtime::definition::Definition;
 use factbuoy_runtime::params::{self, type_name};
 use factbuoy_runtime::sink::{ArtifactSink, DirectorySink, StdoutSink};
 use factbuoy_runtime::{Limits, RunReport, RunRequest, Runtime, RuntimeOptions, limits};
@@ -120,7 +121,9 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
             let runtime = runtime(&common, Limits::default())?;
             let loaded = PluginRef::parse(&plugin)?.load(&runtime).await?;
             match format {
-                Format::Json => emit(&serde_json::to_string_pretty(&loaded.info)?),
+                Format::Json => emit(&serde_json::to_string_pretty(&Definition::from(
+                    &loaded.info,
+                ))?),
                 Format::Text => emit(describe_text(&loaded.info).trim_end()),
             }
             Ok(ExitStatus::Success)
@@ -153,7 +156,9 @@ async fn list(common: &CommonArgs, format: Format) -> anyhow::Result<ExitStatus>
         infos.push(PluginRef::Bundled(bundled.name).load(&runtime).await?.info);
     }
     match format {
-        Format::Json => emit(&serde_json::to_string_pretty(&infos)?),
+        Format::Json => emit(&serde_json::to_string_pretty(
+            &infos.iter().map(Definition::from).collect::<Vec<_>>(),
+        )?),
         Format::Text => {
             let width = infos.iter().map(|i| i.name.len()).max().unwrap_or(0);
             for info in &infos {
