@@ -491,7 +491,11 @@ pub(crate) async fn stand_in(
 async fn package(shared: &Arc<Shared>) {
     // Every result is in: no plan will be handed out again, so the secrets go.
     forget_secrets(shared);
-    let document = shared.status_document();
+    let document = shared
+        .state
+        .lock()
+        .unwrap()
+        .bundle_document(&shared.config.run_id);
     let worker = shared.clone();
     let written = tokio::task::spawn_blocking(move || {
         let state = worker.state.lock().unwrap().clone();
@@ -524,7 +528,7 @@ async fn package(shared: &Arc<Shared>) {
             tracing::info!(bundle = %path.display(), "run complete");
             let mut state = shared.state.lock().unwrap();
             state.tar_info = Some(tar_info);
-            state.status = RunStatus::Complete;
+            state.status = state.final_status();
             state.finished = Some(now_rfc3339());
             if let Err(e) = state.save(&shared.run_dir) {
                 tracing::error!("saving the run state: {e:#}");
