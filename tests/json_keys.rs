@@ -150,3 +150,16 @@ fn every_json_document_spells_its_keys_in_snake_case_and_the_bundle_says_complet
     // It cannot hold its own digest: the bundle's name, size and sha-256 are in `status`.
     assert!(status.get("tar_info").is_none(), "{status:#}");
 }
+
+#[test]
+fn log_levels_are_written_in_lower_case_as_the_contract_spells_them() {
+    let output = support::factbuoy()
+        .arg("plugin")
+        .arg("run")
+        .arg(support::fixture("hostile"))
+        .args(["-p", "mode=log-flood", "-p", "count=1", "-o", "json"])
+        .output()
+        .unwrap();
+    let report = json_of("plugin run hostile", &output);
+    assert_eq!(report["logs"][0]["level"], "info", "{report:#}");
+}
