@@ -682,13 +682,13 @@ fn a_global_result_comes_from_a_global_certificate_and_completes_the_run() {
     assert!(
         pairs.iter().any(|p| p["plugin"] == "setup"
             && p["node"] == "global"
-            && p["result-status"] == "passed"),
+            && p["result_status"] == "passed"),
         "{status}"
     );
     assert!(
         pairs
             .iter()
-            .any(|p| p["plugin"] == "hello" && p["node"] == "a" && p["result-status"] == "passed"),
+            .any(|p| p["plugin"] == "hello" && p["node"] == "a" && p["result_status"] == "passed"),
         "{status}"
     );
     let stored = aggregator
@@ -759,7 +759,7 @@ fn factbuoy_agent_global_runs_the_global_plugins_once_and_node_agents_skip_them(
         .iter()
         .map(|p| {
             let text = |key: &str| p[key].as_str().unwrap_or_default().to_owned();
-            (text("plugin"), text("node"), text("result-status"))
+            (text("plugin"), text("node"), text("result_status"))
         })
         .collect();
     pairs.sort();
@@ -781,8 +781,8 @@ fn a_run_with_real_agents_ends_in_a_bundle_that_resumes_downloading() {
         String::from_utf8_lossy(&output.stderr)
     );
     let status = aggregator.wait_for("complete");
-    assert_eq!(status["plugins"][0]["result-status"], "passed");
-    let tar = &status["tar-info"];
+    assert_eq!(status["plugins"][0]["result_status"], "passed");
+    let tar = &status["tar_info"];
 
     // Retrieve, then cut the download short and resume it.
     let out = aggregator.dir.path().join("retrieved");
@@ -898,7 +898,7 @@ fn a_restarted_aggregator_completes_the_run_and_loses_nothing() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|p| p["result-status"] == "passed")
+        .filter(|p| p["result_status"] == "passed")
         .collect();
     assert_eq!(passed.len(), 2, "{status}");
     let results = aggregator.run_dir().join("results/plugins/hello/results");
@@ -918,7 +918,7 @@ fn a_silent_node_is_marked_lost_and_the_run_still_ends() {
         .unwrap()
         .clone();
     assert_eq!(ghost["status"], "lost");
-    assert_eq!(ghost["result-status"], "failed");
+    assert_eq!(ghost["result_status"], "failed");
     let error = aggregator
         .run_dir()
         .join("results/plugins/hello/errors/ghost/error.json");
@@ -1024,7 +1024,7 @@ fn a_failing_plugin_becomes_an_error_result_and_the_others_carry_on() {
             .unwrap()
             .iter()
             .find(|r| r["plugin"] == plugin)
-            .unwrap()["result-status"]
+            .unwrap()["result_status"]
             .clone()
     };
     assert_eq!(result("hello"), "passed");

@@ -438,10 +438,10 @@ fn digests(result: &Result_) -> Vec<(String, String)> {
 /// Checks the bundle the status names: its index matches its entries, and each node's result
 /// in it is what the run directory's record says.
 fn check_bundle(aggregator: &Aggregator, status: &serde_json::Value) {
-    let name = status["tar-info"]["name"].as_str().unwrap();
+    let name = status["tar_info"]["name"].as_str().unwrap();
     let path = aggregator.root.join("out").join(name);
     let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(sha256(&bytes), status["tar-info"]["sha256"]);
+    assert_eq!(sha256(&bytes), status["tar_info"]["sha256"]);
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
     let mut entries = std::collections::BTreeMap::new();
     for entry in archive.entries().unwrap() {
@@ -707,7 +707,6 @@ fn sigkill_at_any_point_of_a_commit_or_of_packaging_tears_no_result() {
             serde_json::from_slice(&std::fs::read(&state_file).unwrap()).unwrap();
         if kill == 0 {
             state["status"] = "post-processing".into();
-            state.as_object_mut().unwrap().remove("tar-info");
             state.as_object_mut().unwrap().remove("tar_info");
             state.as_object_mut().unwrap().remove("finished");
             std::fs::write(&state_file, serde_json::to_vec(&state).unwrap()).unwrap();

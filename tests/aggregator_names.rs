@@ -174,7 +174,7 @@ fn node_names_longer_than_a_file_name_holds_are_refused_where_they_enter() {
     let output = aggregator.agent_run(&longest);
     assert!(output.status.success(), "{}", stderr(&output));
     let status = aggregator.wait_for("complete", Duration::from_secs(60));
-    assert_eq!(status["plugins"][0]["result-status"], "passed", "{status}");
+    assert_eq!(status["plugins"][0]["result_status"], "passed", "{status}");
     let run = aggregator.run_dir();
     assert!(run.join(format!("commits/hello/{longest}.json")).exists());
     assert!(
@@ -399,7 +399,7 @@ fn a_finished_bundle_is_private_and_served_by_rfc_9110_ranges() {
     let status = aggregator.wait_for("complete", Duration::from_secs(60));
     let path = aggregator
         .out_dir()
-        .join(status["tar-info"]["name"].as_str().unwrap());
+        .join(status["tar_info"]["name"].as_str().unwrap());
     let mode = std::fs::metadata(&path).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600, "{}", path.display());
     let whole = std::fs::read(&path).unwrap();

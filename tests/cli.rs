@@ -34,7 +34,8 @@ fn lists_and_describes_the_bundled_plugins() {
     let info: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(info["name"], "hello");
     assert_eq!(info["parameters"][0]["name"], "greeting");
-    assert_eq!(info["capabilities"][0]["capability"], "HostInfo");
+    assert_eq!(info["parameters"][0]["type"], "string");
+    assert_eq!(info["capabilities"][0]["capability"], "host-info");
 }
 
 #[test]

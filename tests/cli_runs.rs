@@ -301,7 +301,6 @@ fn ctrl_c_ends_a_local_run_failed_with_a_bundle_of_what_was_collected() {
     ]);
     let status = host.wait_for("hello's result", |s| {
         pair(&s["plugins"], "hello")["result_status"] == "passed"
-            || pair(&s["plugins"], "hello")["result-status"] == "passed"
     });
     assert_eq!(status["status"], "running");
     let interrupted = Instant::now();

@@ -1,4 +1,5 @@
-//! The JSON documents of the protocol.
+//! The JSON documents of the protocol. Keys are snake_case, as in every JSON document factbuoy
+//! writes; enum values are lower-case kebab-case (`post-processing`, `agent-failed`).
 
 use std::time::SystemTime;
 
@@ -249,21 +250,13 @@ pub struct PluginStatus {
     /// Where the pair is.
     pub status: PairStatus,
     /// Whether the committed result passed; none before a result is committed.
-    #[serde(
-        rename = "result-status",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_status: Option<ResultStatus>,
     /// The latest progress report, if any arrived since the aggregator started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<ProgressUpdate>,
     /// The node's latest heartbeat since the aggregator started, RFC 3339 UTC.
-    #[serde(
-        rename = "last-heartbeat",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_heartbeat: Option<String>,
     /// Why the committed result failed: the plugin's error, or why the aggregator made up the
     /// result (a lost node, the timeout), cut to [`MAX_PROGRESS_MESSAGE_BYTES`]. The bundle
@@ -303,7 +296,7 @@ pub struct StatusDocument {
     /// One entry per expected (plugin, node) pair.
     pub plugins: Vec<PluginStatus>,
     /// The bundle, once it is written.
-    #[serde(rename = "tar-info", default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tar_info: Option<TarInfo>,
     /// Why the run failed, when it did (a full disk, a bundle that could not be written).
     #[serde(default, skip_serializing_if = "Option::is_none")]

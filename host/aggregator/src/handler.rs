@@ -14,7 +14,7 @@ use factbuoy_protocol::digest;
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::routes::{Route, RouteError, Scope};
 use factbuoy_protocol::types::{
-    ErrorBody, Outcome, PairStatus, Plan, PlannedPlugin, ProgressUpdate, ResultManifest, RunStatus,
+    ErrorBody, Outcome, PairStatus, Plan, PlannedPlugin, ProgressUpdate, ResultManifest,
 };
 use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
 use hyper::body::{Frame, Incoming};
@@ -729,11 +729,16 @@ async fn bundle(shared: &Shared, request: &Request<Incoming>) -> Result<Response
         let state = shared.state.lock().unwrap();
         (state.status, state.tar_info.clone())
     };
-    let Some(tar_info) = tar_info.filter(|_| status == RunStatus::Complete) else {
+    // A bundle exists once the run ended complete, or failed after packaging (interrupted).
+    let Some(tar_info) = tar_info else {
+        let spelled = serde_json::to_value(status).unwrap_or_default();
         return Err(refuse(
             StatusCode::CONFLICT,
             "not-ready",
-            format!("the bundle is not ready: the run is {status:?}").to_lowercase(),
+            format!(
+                "the bundle is not ready: the run is {}",
+                spelled.as_str().unwrap_or_default()
+            ),
         ));
     };
     let path = shared.config.bundle_dir.join(&tar_info.name);

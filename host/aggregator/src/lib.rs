@@ -521,7 +521,11 @@ pub(crate) async fn stand_in(
 async fn package(shared: &Arc<Shared>) {
     // Every result is in: no plan will be handed out again, so the secrets go.
     forget_secrets(shared);
-    let document = shared.status_document();
+    let document = shared
+        .state
+        .lock()
+        .unwrap()
+        .bundle_document(&shared.config.run_id);
     let worker = shared.clone();
     let written = tokio::task::spawn_blocking(move || {
         let state = worker.state.lock().unwrap().clone();
@@ -555,16 +559,8 @@ async fn package(shared: &Arc<Shared>) {
             let mut state = shared.state.lock().unwrap();
             state.tar_info = Some(tar_info);
             state.finished = Some(now_rfc3339());
-            // An interrupted run has its bundle, yet did not do what it was asked.
-            state.status = match &state.interrupted {
-                Some(reason) => {
-                    state.error = Some(format!(
-                        "interrupted ({reason}); the bundle holds the results collected before"
-                    ));
-                    RunStatus::Failed
-                }
-                None => RunStatus::Complete,
-            };
+            state.error = state.final_error();
+            state.status = state.final_status();
             if let Err(e) = state.save(&shared.run_dir) {
                 tracing::error!("saving the run state: {e:#}");
             }

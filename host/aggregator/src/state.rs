@@ -457,6 +457,38 @@ impl RunState {
             error: self.error.clone(),
         }
     }
+
+    /// How the run ends once its bundle is written: `failed` when it was interrupted or an
+    /// error was recorded before packaging (what was collected is still packaged), else
+    /// `complete`.
+    pub fn final_status(&self) -> RunStatus {
+        if self.final_error().is_some() {
+            RunStatus::Failed
+        } else {
+            RunStatus::Complete
+        }
+    }
+
+    /// Why the run ends failed once its bundle is written (see [`RunState::final_status`]).
+    pub fn final_error(&self) -> Option<String> {
+        self.error.clone().or_else(|| {
+            self.interrupted.as_ref().map(|reason| {
+                format!("interrupted ({reason}); the bundle holds the results collected before")
+            })
+        })
+    }
+
+    /// The status document the bundle keeps as `meta/status.json`: the run's final status, not
+    /// the `post-processing` it is packaged in. It has no `tar_info`: no file inside the bundle
+    /// can hold the bundle's own digest; `/status` has it once the bundle is written.
+    pub fn bundle_document(&self, run_id: &str) -> StatusDocument {
+        StatusDocument {
+            status: self.final_status(),
+            error: self.final_error(),
+            tar_info: None,
+            ..self.document(run_id)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -626,6 +658,26 @@ mod tests {
         let lost = lost_at(&state, 500, Unheard::Silent);
         assert!(!lost.contains(&("setup".to_owned(), node("c"))), "{lost:?}");
         assert_eq!(state.stand_ins_for(&name("c")).len(), 1);
+    }
+
+    #[test]
+    fn the_bundle_keeps_the_final_status_without_its_own_digest() {
+        let mut state = RunState::new(&config());
+        state.status = RunStatus::PostProcessing;
+        state.tar_info = Some(TarInfo {
+            name: "earlier.tar.gz".into(),
+            created: String::new(),
+            sha256: String::new(),
+            size: 0,
+        });
+        let document = state.bundle_document("r");
+        assert_eq!(document.status, RunStatus::Complete);
+        assert_eq!(document.tar_info, None);
+        assert_eq!(document.plugins, state.document("r").plugins);
+        state.error = Some("interrupted".into());
+        let document = state.bundle_document("r");
+        assert_eq!(document.status, RunStatus::Failed);
+        assert_eq!(document.error.as_deref(), Some("interrupted"));
     }
 
     #[test]

@@ -10,6 +10,7 @@ use anyhow::Context;
 use factbuoy_aggregator::config::{PlanScope, PluginPlan};
 use factbuoy_catalog::{BUNDLED, PluginRef};
 use factbuoy_runtime::bindings::PluginInfo;
+use factbuoy_runtime::definition::Definition;
 use factbuoy_runtime::failure::grant_flags;
 use factbuoy_runtime::grants::GrantSet;
 use factbuoy_runtime::{LoadedPlugin, Runtime, params};
@@ -219,7 +220,7 @@ pub async fn build(runtime: &Runtime, choices: &PluginChoices<'_>) -> anyhow::Re
             grants,
             denies: Vec::new(),
             deadline_seconds: choices.deadline.as_secs().max(1),
-            definition: serde_json::to_value(&loaded.info)?,
+            definition: serde_json::to_value(Definition::from(&loaded.info))?,
         });
         if let Some(wasm) = wasm {
             components.push((sha256.clone(), wasm));

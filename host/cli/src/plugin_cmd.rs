@@ -14,6 +14,7 @@ use crate::plan;
 use factbuoy_catalog::{BUNDLED, PluginRef};
 use factbuoy_protocol::text::printable;
 use factbuoy_runtime::bindings::{Capability, PluginInfo};
+use factbuoy_runtime::definition::Definition;
 use factbuoy_runtime::params::{self, type_name};
 use factbuoy_runtime::sink::{ArtifactSink, DirectorySink, StdoutSink};
 use factbuoy_runtime::{Limits, RunReport, RunRequest, Runtime, RuntimeOptions, limits};
@@ -187,7 +188,7 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
             let loaded = PluginRef::parse(&plugin)?.load(&runtime).await?;
             match format {
                 Format::Table => emit(describe_text(&loaded.info).trim_end()),
-                machine => emit_document(&loaded.info, machine),
+                machine => emit_document(&Definition::from(&loaded.info), machine),
             }
             Ok(ExitStatus::Success)
         }
@@ -219,7 +220,10 @@ async fn list(common: &CommonArgs, format: Format) -> anyhow::Result<ExitStatus>
         infos.push(PluginRef::Bundled(bundled.name).load(&runtime).await?.info);
     }
     match format {
-        machine @ (Format::Json | Format::Yaml) => emit_document(&infos, machine),
+        machine @ (Format::Json | Format::Yaml) => emit_document(
+            &infos.iter().map(Definition::from).collect::<Vec<_>>(),
+            machine,
+        ),
         Format::Table => {
             let width = infos.iter().map(|i| i.name.len()).max().unwrap_or(0);
             for info in &infos {

@@ -9,6 +9,7 @@
 pub mod bindings;
 pub mod cache;
 pub mod capture;
+pub mod definition;
 pub mod description;
 pub mod engine;
 pub mod failure;

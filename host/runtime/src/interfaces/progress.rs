@@ -25,10 +25,27 @@ pub trait ProgressObserver: Send + Sync {
 /// One log record kept for the report.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct LogRecord {
-    /// The severity the plugin gave it.
+    /// The severity the plugin gave it, written in lower case as the contract spells it
+    /// (`info`), not as the bindings' derive would (`Info`).
+    #[serde(serialize_with = "serialize_level")]
     pub level: Level,
     /// The text, as the plugin wrote it.
     pub message: String,
+}
+
+/// A level as the contract spells it: `trace`, `debug`, `info`, `warn`, `error`.
+pub fn level_name(level: Level) -> &'static str {
+    match level {
+        Level::Trace => "trace",
+        Level::Debug => "debug",
+        Level::Info => "info",
+        Level::Warn => "warn",
+        Level::Error => "error",
+    }
+}
+
+fn serialize_level<S: serde::Serializer>(level: &Level, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(level_name(*level))
 }
 
 /// What a run said, bounded by `recorded_log_bytes`.
