@@ -481,3 +481,70 @@ async fn filesystem_usage_answers_only_for_mount_points_and_grants() {
     }
     sandbox.still_works().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ungranted_path_is_denied_and_the_report_names_the_grant_that_allows_it() {
+    let sandbox = Arc::new(Sandbox::new().await);
+    let root = sandbox.root.path().to_owned();
+    std::fs::write(root.join("secret.txt"), SECRET).unwrap();
+    let read = |path: &'static str, grants: &'static [&'static str]| {
+        let (sandbox, root) = (sandbox.clone(), root.clone());
+        async move {
+            let (report, probe, _) = sandbox
+                .run(&root, &["mode=read", &format!("path={path}")], grants)
+                .await;
+            let probe = probe.expect("the read mode always writes its probe");
+            (report, probe)
+        }
+    };
+    // Outside every grant: denied, the same whether or not the file exists (nothing about the
+    // host is revealed), and the report says which of the plugin's requests to grant.
+    for path in ["/secret.txt", "/missing"] {
+        let (report, probe) = read(path, &["read:/data"]).await;
+        assert!(is_error(&probe), "{path}: {probe}");
+        assert!(
+            probe["error"]
+                .as_str()
+                .unwrap()
+                .contains("Permission denied"),
+            "{path}: {probe}"
+        );
+        assert_eq!(report.ungranted_paths, [path]);
+        let warning = format!("opened {path}, which is not granted: add --grant hostile:read:/");
+        assert!(report.warnings.contains(&warning), "{:?}", report.warnings);
+    }
+    // `/` itself is as ungranted as what lies below it.
+    let (report, probe, _) = sandbox
+        .run(&root, &["mode=list", "path=/"], &["read:/data"])
+        .await;
+    assert!(is_error(&probe.unwrap()), "{report:#?}");
+    assert_eq!(report.ungranted_paths, ["/"]);
+
+    // Inside a grant a missing file is only missing, and nothing is reported.
+    let (report, probe) = read("/data/absent", &["read:/data"]).await;
+    assert!(
+        probe["error"]
+            .as_str()
+            .unwrap()
+            .contains("No such file or directory"),
+        "{probe}"
+    );
+    assert!(report.ungranted_paths.is_empty(), "{report:#?}");
+    // So is a file below a granted path that does not exist on this host.
+    let (report, probe) = read("/nowhere/file", &["read:/nowhere"]).await;
+    assert_eq!(report.absent_paths, ["/nowhere"]);
+    assert!(
+        probe["error"]
+            .as_str()
+            .unwrap()
+            .contains("No such file or directory"),
+        "{probe}"
+    );
+    assert!(report.ungranted_paths.is_empty(), "{report:#?}");
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+
+    // Granted `/`, nothing is in between: the file is read.
+    let (report, probe) = read("/secret.txt", &["read:/"]).await;
+    assert_eq!(probe["read"], SECRET, "{report:#?}");
+    sandbox.still_works().await;
+}

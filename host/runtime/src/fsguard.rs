@@ -19,7 +19,7 @@
 //! read off the plugin's thread, so a hung server costs only an abandoned thread, never the
 //! deadline.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -167,14 +167,70 @@ pub(crate) fn is_local(kind: FsType) -> bool {
         || kind.0 as u64 == 0x7371_7368
 }
 
+/// Most paths outside every grant one run records (see [`FsGuard::note_if_ungranted`]).
+pub const MAX_UNGRANTED_PATHS: usize = 16;
+
 /// The checks of one run, with what it learnt about the procfs mounts it met.
 #[derive(Debug, Default)]
 pub struct FsGuard {
     /// Where each procfs mount met so far is mounted, by device number.
     proc_roots: HashMap<u64, PathBuf>,
+    /// The empty directory mapped at `/` when no grant covers `/` (device, inode): a path the
+    /// plugin opens from it is one no grant covers.
+    ungranted_root: Option<(u64, u64)>,
+    /// Granted paths absent below the host root: what lies below them is simply not there.
+    absent: Vec<String>,
+    /// The paths the plugin tried to open outside every grant, the first
+    /// [`MAX_UNGRANTED_PATHS`], normalised.
+    pub ungranted: BTreeSet<String>,
 }
 
 impl FsGuard {
+    /// Takes `dir` for the empty directory mapped at `/`; `absent` are the granted paths that
+    /// do not exist below the host root (opening below them is "not found", as ever).
+    pub fn watch_ungranted_root(&mut self, dir: &File, absent: &[String]) -> io::Result<()> {
+        let meta = dir.metadata()?;
+        self.ungranted_root = Some((meta.dev(), meta.ino()));
+        self.absent = absent.to_vec();
+        Ok(())
+    }
+
+    /// Whether `dir` is the empty directory mapped at `/`; if it is, `path` (relative to it)
+    /// is recorded as a path the plugin wanted that no grant covers. Called only after an open
+    /// below `dir` failed, so a successful open costs nothing more.
+    pub fn note_if_ungranted(&mut self, dir: &File, path: &str) -> bool {
+        let Some(root) = self.ungranted_root else {
+            return false;
+        };
+        match dir.metadata() {
+            Ok(meta) if (meta.dev(), meta.ino()) == root => {}
+            _ => return false,
+        }
+        // Lexically, for the report: `.` goes, `..` takes the component before it.
+        let mut parts: Vec<&str> = Vec::new();
+        for part in path.split('/') {
+            match part {
+                "" | "." => {}
+                ".." => {
+                    parts.pop();
+                }
+                part => parts.push(part),
+            }
+        }
+        let path = format!("/{}", parts.join("/"));
+        if self
+            .absent
+            .iter()
+            .any(|absent| crate::grants::is_within(&path, absent))
+        {
+            return false;
+        }
+        if self.ungranted.len() < MAX_UNGRANTED_PATHS {
+            self.ungranted.insert(path);
+        }
+        true
+    }
+
     /// Checks a file just opened for the plugin to use as `how`.
     pub fn check(&mut self, file: &File, how: ProcUse) -> Result<Checked, Refusal> {
         let meta = file.metadata()?;

@@ -47,7 +47,7 @@ pub fn normalize_path(path: &str) -> Result<String, GrantError> {
 }
 
 /// Whether `path` is `base` or below it (both normalised).
-pub(crate) fn is_within(path: &str, base: &str) -> bool {
+pub fn is_within(path: &str, base: &str) -> bool {
     base == "/"
         || path == base
         || path

@@ -140,6 +140,11 @@ pub struct Runtime {
     linker: Linker<InstanceState>,
     cache: cache::ComponentCache,
     limits: Limits,
+    /// An empty, read-only directory mapped at `/` for runs that are not granted `/`, so that
+    /// opening a path outside every grant reaches the host, which says which grant is missing
+    /// ([`RunReport::ungranted_paths`]). `None` where no temporary directory could be made:
+    /// such paths are then only "not found".
+    ungranted_root: Option<tempfile::TempDir>,
 }
 
 /// A plugin ready to run: compiled, linked and described.
@@ -186,6 +191,9 @@ pub struct RunReport {
     pub granted: Effective,
     /// Granted paths that do not exist below the host root, so nothing was mapped there.
     pub absent_paths: Vec<String>,
+    /// Paths the plugin tried to open that no grant covers (the first 16, normalised); each
+    /// has a warning naming the `--grant` that allows it. The plugin saw "permission denied".
+    pub ungranted_paths: Vec<String>,
     /// Every artifact the plugin created, in the order it created them.
     pub artifacts: Vec<ArtifactRecord>,
     /// The latest progress report that carried counters or a message, without its warnings and
@@ -239,6 +247,11 @@ impl Runtime {
             linker,
             cache,
             limits: options.limits,
+            ungranted_root: empty_directory()
+                .inspect_err(|e| {
+                    tracing::debug!("no empty directory to map at / for ungranted paths: {e}")
+                })
+                .ok(),
         })
     }
 
@@ -454,6 +467,7 @@ impl Runtime {
             failure: None,
             granted: Effective::default(),
             absent_paths: Vec::new(),
+            ungranted_paths: Vec::new(),
             artifacts: Vec::new(),
             progress: None,
             warnings: Vec::new(),
@@ -511,6 +525,16 @@ impl Runtime {
                 )),
             }
         }
+        // Paths outside every grant lead to an empty directory, where the host sees them.
+        let ungranted_root = self
+            .ungranted_root
+            .as_ref()
+            .filter(|_| !mapped.iter().any(|p| p == "/"))
+            .and_then(|dir| {
+                wasi.preopened_dir(dir.path(), "/", FsPerms::ReadOnly)
+                    .ok()?;
+                std::fs::File::open(dir.path()).ok()
+            });
         let deadline = limits.deadline;
         let stack_bytes = self.limits.stack_bytes;
         let mut store = self.new_store(
@@ -525,6 +549,14 @@ impl Runtime {
             request.sink,
             request.observer,
         );
+        if let Some(dir) = &ungranted_root
+            && let Err(e) = store
+                .data_mut()
+                .fs_guard
+                .watch_ungranted_root(dir, &report.absent_paths)
+        {
+            tracing::debug!("cannot watch the empty directory mapped at /: {e}");
+        }
         let call = async {
             let gatherer = plugin.pre.instantiate_async(&mut store).await?;
             gatherer
@@ -559,6 +591,12 @@ impl Runtime {
         report.artifacts = std::mem::take(&mut state.output.records);
         report.progress = state.progress.latest.take();
         report.warnings.append(&mut state.progress.warnings);
+        report.ungranted_paths = std::mem::take(&mut state.fs_guard.ungranted)
+            .into_iter()
+            .collect();
+        for path in &report.ungranted_paths {
+            report.warnings.push(ungranted_warning(info, path));
+        }
         report.errors = std::mem::take(&mut state.progress.errors);
         report.logs = std::mem::take(&mut state.progress.logs);
         report.dropped_records = state.progress.dropped;
@@ -566,6 +604,39 @@ impl Runtime {
         report.stderr = state.stderr.snapshot();
         report.duration_ms = started.elapsed().as_secs_f64() * 1e3;
         report
+    }
+}
+
+/// A new empty directory, read-only even to its owner.
+fn empty_directory() -> std::io::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("factbuoy-ungranted-")
+        .tempdir()?;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o500))?;
+    Ok(dir)
+}
+
+/// What to tell the author of `plugin` about `path`, which it tried to open and no grant covers:
+/// the `--grant` of its own request that covers the path, or that it requests none (grants only
+/// ever give what a plugin asks for).
+fn ungranted_warning(plugin: &PluginInfo, path: &str) -> String {
+    let covering =
+        plugin.capabilities.iter().find_map(|request| {
+            match grants::Grant::from_request(&request.capability) {
+                Ok(grants::Grant::Read(asked)) if grants::is_within(path, &asked) => Some(asked),
+                _ => None,
+            }
+        });
+    match covering {
+        Some(asked) => format!(
+            "opened {path}, which is not granted: add --grant {}:read:{asked}",
+            plugin.name
+        ),
+        None => format!(
+            "opened {path}, which is not granted, and its description asks for no path that covers it \
+             (a plugin only ever gets the read paths it asks for)"
+        ),
     }
 }
 
@@ -627,6 +698,39 @@ fn wasm_error(e: wasmtime::Error) -> anyhow::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ungranted_path_is_answered_with_the_request_that_covers_it_or_none() {
+        use bindings::{Capability, CapabilityRequest};
+        let info = PluginInfo {
+            name: "p".into(),
+            version: "1.0.0".into(),
+            description: String::new(),
+            parameters: Vec::new(),
+            capabilities: vec![
+                CapabilityRequest {
+                    capability: Capability::HostInfo,
+                    required: true,
+                    reason: String::new(),
+                },
+                CapabilityRequest {
+                    capability: Capability::ReadPath("/etc".into()),
+                    required: false,
+                    reason: String::new(),
+                },
+            ],
+            artifacts: Vec::new(),
+        };
+        assert_eq!(
+            ungranted_warning(&info, "/etc/ssh/sshd_config"),
+            "opened /etc/ssh/sshd_config, which is not granted: add --grant p:read:/etc"
+        );
+        let uncovered = ungranted_warning(&info, "/var/log/syslog");
+        assert!(
+            uncovered.contains("its description asks for no path that covers it"),
+            "{uncovered}"
+        );
+    }
 
     #[test]
     fn contract_versions_follow_cargo_semver() {

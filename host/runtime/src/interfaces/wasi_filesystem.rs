@@ -150,13 +150,30 @@ impl HostDescriptor for GuardedFs<'_> {
         ) {
             return Err(ErrorCode::Unsupported.into());
         }
+        // `/` itself, when nothing grants it, is the empty directory: as ungranted as below it.
+        if matches!(path.as_str(), "" | ".") && self.guard.note_if_ungranted(&dir.dir, &path) {
+            return Err(ErrorCode::Access.into());
+        }
         let follow = path_flags.contains(types::PathFlags::SYMLINK_FOLLOW);
         let name = path.clone();
         let opened = on_fitting_thread(&dir.dir, move |d| open_beneath(d, &name, follow)).await;
-        let file = opened.map_err(|e| match e.get_ref().and_then(|e| e.downcast_ref()) {
-            Some(refusal) => refusal_error(refusal, &path),
-            None => io_error(&e),
-        })?;
+        let file = match opened {
+            Ok(file) => file,
+            // Below the empty directory mapped at `/`: a path no grant covers. `access`, not
+            // "no such file": the file may well be there; the report says which grant it needs.
+            Err(e)
+                if e.kind() == io::ErrorKind::NotFound
+                    && self.guard.note_if_ungranted(&dir.dir, &path) =>
+            {
+                return Err(ErrorCode::Access.into());
+            }
+            Err(e) => {
+                return Err(match e.get_ref().and_then(|e| e.downcast_ref()) {
+                    Some(refusal) => refusal_error(refusal, &path),
+                    None => io_error(&e),
+                });
+            }
+        };
         let Checked { is_dir, local } = self
             .guard
             .check(&file, ProcUse::Open)
