@@ -132,9 +132,25 @@ fn unpack(bundle: &Path) -> std::collections::BTreeMap<String, String> {
 #[test]
 fn a_failed_plugins_reason_is_on_screen_after_the_run_and_in_status() {
     let host = Host::new();
-    let output = host.run(&["--plugin", "setup", "-p", "setup:gather_subset=bogus"]);
+    let output = host.run(&[
+        "--plugin",
+        "host-facts",
+        "--plugin",
+        "setup",
+        "-p",
+        "setup:gather_subset=bogus",
+    ]);
     assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
     let summary = text(&output.stdout);
+    // A finished plugin's row shows its final progress (`9/9 collected`).
+    let row = summary
+        .lines()
+        .find(|l| l.starts_with("host-facts"))
+        .unwrap_or_else(|| panic!("no host-facts row: {summary}"));
+    assert!(
+        row.contains("passed") && row.contains(" collected"),
+        "{row}"
+    );
     assert!(summary.contains("Failed:"), "{summary}");
     assert!(
         summary.contains("setup on this-host: plugin \"setup\" 0.1.0: rejected its parameters: Bad subset 'bogus' given to Ansible"),
@@ -259,7 +275,21 @@ fn retrieve_says_not_ready_during_a_run_and_waits_for_its_bundle_with_wait() {
         "--plugin-timeout",
         "2s",
     ]);
-    host.wait_for("the run to start", |s| s["status"] == "running");
+    let running = host.wait_for("the run to start", |s| s["status"] == "running");
+    // While it runs, its CA's and operator's keys are private to their owner.
+    use std::os::unix::fs::PermissionsExt;
+    let pki = host
+        .state()
+        .join("runs")
+        .join(running["run_id"].as_str().unwrap())
+        .join("pki");
+    for key in ["ca.key", "operator.key"] {
+        let mode = std::fs::metadata(pki.join(key))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{key}");
+    }
     let early = host.output(&["retrieve", "--out", "/nonexistent/never"]);
     assert_eq!(early.status.code(), Some(3), "{}", text(&early.stderr));
     assert!(text(&early.stderr).contains("`factbuoy retrieve --wait` waits for it"));

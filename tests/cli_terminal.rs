@@ -149,3 +149,21 @@ fn log_lines_print_above_the_progress_bar_intact() {
     );
     assert!(!shows_the_bar(screen), "a stale progress bar: {screen}");
 }
+
+#[test]
+fn json_is_pretty_on_a_terminal_and_one_line_when_piped() {
+    let dir = tempfile::tempdir().unwrap();
+    let terminal = on_terminal(&dir.path().join("state"), &["plugin", "list", "-o", "json"]);
+    assert_eq!(terminal.code, Some(0), "{}", terminal.screen);
+    // The screen holds only its last rows; the transcript has it all (a pty writes \r\n).
+    let written = String::from_utf8_lossy(&terminal.transcript);
+    assert!(written.starts_with("[\r\n  {\r\n    \"name\""), "{written}");
+
+    let piped = support::factbuoy()
+        .args(["plugin", "list", "-o", "json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(piped.stdout).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let _: serde_json::Value = serde_json::from_str(&text).unwrap();
+}
