@@ -378,7 +378,18 @@ const WAIT_EVERY: Duration = Duration::from_millis(500);
 
 pub async fn retrieve(args: RetrieveArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let at = runs::locate(args.run.run_dir, args.run.run_id.as_deref())?;
-    let mut document = current_status(&at, &args.run.cluster).await?;
+    // A Kubernetes run is asked through one port-forward, kept for the download.
+    let remote = match &at {
+        RunAt::Kubernetes(_) => Some(operator_for(&at, &args.run.cluster).await?),
+        RunAt::Local { .. } => None,
+    };
+    let status_now = || async {
+        match &remote {
+            Some(client) => Ok(client.status().await?),
+            None => current_status(&at, &args.run.cluster).await,
+        }
+    };
+    let mut document = status_now().await?;
     let bar = args
         .wait
         .then(|| summary::progress_bar(&document, format == Format::Table));
@@ -391,7 +402,7 @@ pub async fn retrieve(args: RetrieveArgs, format: Format) -> anyhow::Result<Exit
             .into());
         }
         tokio::time::sleep(WAIT_EVERY).await;
-        document = current_status(&at, &args.run.cluster).await?;
+        document = status_now().await?;
         if let Some(bar) = &bar {
             summary::advance(bar, &document);
         }
@@ -406,16 +417,14 @@ pub async fn retrieve(args: RetrieveArgs, format: Format) -> anyhow::Result<Exit
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let dest = args.out.join(&tar.name);
-    let resumed_from = match &at {
-        // A retired local run's aggregator is gone; its bundle is a file on this host.
-        RunAt::Local { run_dir, .. } if RunDir::new(run_dir).load_final_status()?.is_some() => {
+    let resumed_from = match &remote {
+        Some(client) => client.download_bundle(&dest).await?.resumed_from,
+        // A local run's bundle is a file on this host, whether or not its aggregator (which
+        // goes once the run has ended) still serves it.
+        None => {
             let source = bundle_dir(&at).unwrap_or_default().join(&tar.name);
             copy_bundle(&source, &dest)?;
             0
-        }
-        _ => {
-            let client = operator_for(&at, &args.run.cluster).await?;
-            client.download_bundle(&dest).await?.resumed_from
         }
     };
     let sha256 = factbuoy_protocol::digest::sha256_file(&dest)?;
