@@ -216,10 +216,11 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
         status = running.finished() => status,
         signal = interrupted() => {
             crate::logging::hide_bar();
-            anyhow::bail!(
+            return Err(Ended::Failed(format!(
                 "{signal} again: stopped while the bundle was being written; `factbuoy aggregator serve --run-dir {} --exit-when-complete` finishes it",
                 run_dir.display()
-            );
+            ))
+            .into());
         }
     };
     ticker.abort();
