@@ -1,9 +1,17 @@
 //! Reads a bundle, a `.tar.gz` or its extracted folder, without unpacking it: the archive is
 //! streamed once, and only the entries asked for are read, each up to a size cap.
+//!
+//! [`Bundle::walk`] hands every entry to a visitor as it streams past: a regular file with its
+//! path, its size and a reader of its content, or an entry refused as hostile (a path with
+//! `..` or a root, a symlink, a hard link, a device file, a second entry of one path) with the
+//! reason. Nothing is ever written to disk, and nothing is held in memory but what a visitor
+//! keeps: JSON documents are read through [`Entry::read_json`], which stops at a cap.
 
 use std::fs::File;
 use std::io::{BufReader, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
 
 use anyhow::Context;
 
@@ -107,4 +115,444 @@ fn read_capped(source: impl Read, name: &str, max_bytes: u64) -> Result<Vec<u8>,
         return Err(format!("{name} is larger than {max_bytes} bytes"));
     }
     Ok(bytes)
+}
+
+/// The most of a `meta/` document (`run.json`, `status.json`) or an `error.json` read into
+/// memory: far above what the aggregator writes, far below what would hurt.
+pub const MAX_META_BYTES: u64 = 16 * 1024 * 1024;
+/// The most of `meta/index.json` read into memory: about 300,000 entries.
+pub const MAX_INDEX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Why a bundle, or one of its entries, could not be read. Every variant names the entry.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The bundle itself could not be opened.
+    #[error("opening the bundle {path}: {source}")]
+    Open {
+        /// The bundle's path.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The archive could not be read on from here: truncated, corrupt, or not a `.tar.gz`.
+    #[error(
+        "{bundle}: the archive is corrupt or truncated {at}: {source}; fetch the bundle again (factbuoy retrieve)"
+    )]
+    Corrupt {
+        /// The bundle's path.
+        bundle: String,
+        /// Where: "at its start" or "after entry <path>".
+        at: String,
+        /// What the decompressor or the tar reader said.
+        source: std::io::Error,
+    },
+    /// An entry the reader refuses (a path leading out, a link, a device file...).
+    #[error("{0}")]
+    Refused(Refused),
+    /// A document larger than what is read into memory for it.
+    #[error(
+        "entry {entry} is {size} bytes, more than the {limit} bytes read into memory for it: the bundle is damaged or hostile"
+    )]
+    TooLarge {
+        /// The entry's path.
+        entry: String,
+        /// Its size, as its header says.
+        size: u64,
+        /// The cap.
+        limit: u64,
+    },
+    /// A document that is not the JSON it should be.
+    #[error("entry {entry} is not valid JSON: {source}")]
+    InvalidJson {
+        /// The entry's path.
+        entry: String,
+        /// Where and why parsing stopped.
+        source: serde_json::Error,
+    },
+    /// An entry whose content could not be read (the archive ends inside it, say).
+    #[error("reading entry {entry}: {source}")]
+    Read {
+        /// The entry's path.
+        entry: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl ReadError {
+    /// The entry (or the bundle) the error is about.
+    pub fn entry(&self) -> &str {
+        match self {
+            ReadError::Open { path, .. } => path,
+            ReadError::Corrupt { bundle, .. } => bundle,
+            ReadError::Refused(refused) => &refused.entry,
+            ReadError::TooLarge { entry, .. }
+            | ReadError::InvalidJson { entry, .. }
+            | ReadError::Read { entry, .. } => entry,
+        }
+    }
+}
+
+/// An entry refused as hostile or impossible in a bundle, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Refused {
+    /// The entry's path as the archive (or the folder) names it.
+    pub entry: String,
+    /// Why it is refused.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "entry {}: {}; bundles never hold one, so this bundle is damaged or hostile",
+            self.entry, self.reason
+        )
+    }
+}
+
+/// A bundle: a `.tar.gz` or the folder it was extracted to.
+#[derive(Debug, Clone)]
+pub struct Bundle {
+    path: PathBuf,
+    folder: bool,
+}
+
+/// One regular file of a bundle as it streams past: its path, its size and its content.
+pub struct Entry<'a> {
+    path: String,
+    size: u64,
+    remaining: u64,
+    content: Box<dyn Read + 'a>,
+}
+
+impl Entry<'_> {
+    /// The entry's path inside the bundle (`meta/run.json`), made of plain components only.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The entry's size, as its header (or the file system) says.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Reads the entry as a JSON document of at most `limit` bytes: a larger one is refused
+    /// before a byte of it is read.
+    pub fn read_json<T: serde::de::DeserializeOwned>(
+        &mut self,
+        limit: u64,
+    ) -> Result<T, ReadError> {
+        if self.size > limit {
+            return Err(ReadError::TooLarge {
+                entry: self.path.clone(),
+                size: self.size,
+                limit,
+            });
+        }
+        let mut bytes = Vec::with_capacity(self.size as usize);
+        self.read_to_end(&mut bytes)
+            .map_err(|source| ReadError::Read {
+                entry: self.path.clone(),
+                source,
+            })?;
+        serde_json::from_slice(&bytes).map_err(|source| ReadError::InvalidJson {
+            entry: self.path.clone(),
+            source,
+        })
+    }
+
+    /// Streams the entry through sha-256: its size and lower-case hex digest.
+    pub fn digest(&mut self) -> Result<(u64, String), ReadError> {
+        let mut hasher = Sha256::new();
+        let size = std::io::copy(self, &mut hasher).map_err(|source| ReadError::Read {
+            entry: self.path.clone(),
+            source,
+        })?;
+        Ok((size, hex::encode(hasher.finalize())))
+    }
+}
+
+impl Read for Entry<'_> {
+    /// Reads at most the size the header gives, and fails when the content ends before it:
+    /// a tar reader hands a truncated entry's short content over without a word.
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.remaining == 0 {
+            return Ok(0);
+        }
+        let want = buf
+            .len()
+            .min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
+        let n = self.content.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "its content ends {} bytes short of the {} its header gives (a truncated bundle)",
+                    self.remaining, self.size
+                ),
+            ));
+        }
+        self.remaining -= n as u64;
+        Ok(n)
+    }
+}
+
+/// What a walk hands its visitor: a regular file, or an entry it refused.
+pub type Visited<'e, 'a> = Result<&'e mut Entry<'a>, Refused>;
+
+/// Hashes every byte read through it: the bundle's own digest, as the archive streams past.
+struct HashingReader<R> {
+    inner: R,
+    hasher: Option<Sha256>,
+}
+
+impl<R: Read> Read for HashingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(hasher) = &mut self.hasher {
+            hasher.update(&buf[..n]);
+        }
+        Ok(n)
+    }
+}
+
+impl Bundle {
+    /// Opens the bundle at `path`: a folder is read as an extracted bundle, anything else as a
+    /// `.tar.gz`.
+    pub fn open(path: &Path) -> Result<Bundle, ReadError> {
+        let metadata = std::fs::metadata(path).map_err(|source| ReadError::Open {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok(Bundle {
+            path: path.to_owned(),
+            folder: metadata.is_dir(),
+        })
+    }
+
+    /// The bundle's path, as given.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the bundle is an extracted folder rather than a `.tar.gz`.
+    pub fn is_folder(&self) -> bool {
+        self.folder
+    }
+
+    /// Hands every regular file of the bundle to `visit`, in archive order (a folder's in
+    /// name order), and every entry it refuses as such; directories are passed over. The first
+    /// error `visit` returns ends the walk; so does an archive that cannot be read on.
+    pub fn walk(
+        &self,
+        visit: impl FnMut(Visited<'_, '_>) -> Result<(), ReadError>,
+    ) -> Result<(), ReadError> {
+        self.walk_hashing(visit, false).map(|_| ())
+    }
+
+    /// As [`Bundle::walk`], and for a `.tar.gz` also returns its size and sha-256, computed
+    /// from the same read (the figures `tar_info` and `factbuoy run -o json` give).
+    pub fn walk_and_digest(
+        &self,
+        visit: impl FnMut(Visited<'_, '_>) -> Result<(), ReadError>,
+    ) -> Result<Option<(u64, String)>, ReadError> {
+        self.walk_hashing(visit, true)
+    }
+
+    fn walk_hashing(
+        &self,
+        mut visit: impl FnMut(Visited<'_, '_>) -> Result<(), ReadError>,
+        digest: bool,
+    ) -> Result<Option<(u64, String)>, ReadError> {
+        let mut seen = std::collections::HashSet::new();
+        let mut once = |path: &str| {
+            if seen.insert(path.to_owned()) {
+                Ok(())
+            } else {
+                Err(Refused {
+                    entry: path.to_owned(),
+                    reason: "a second entry of a path already read".into(),
+                })
+            }
+        };
+        if self.folder {
+            walk_folder(&self.path, &self.path, &mut visit, &mut once)?;
+            return Ok(None);
+        }
+        let bundle = self.path.display().to_string();
+        let file = File::open(&self.path).map_err(|source| ReadError::Open {
+            path: bundle.clone(),
+            source,
+        })?;
+        let hashing = HashingReader {
+            inner: file,
+            hasher: digest.then(Sha256::new),
+        };
+        let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(BufReader::new(hashing)));
+        let mut last: Option<String> = None;
+        let corrupt = |last: &Option<String>, source| ReadError::Corrupt {
+            bundle: bundle.clone(),
+            at: match last {
+                None => "at its start".into(),
+                Some(entry) => format!("after entry {entry}"),
+            },
+            source,
+        };
+        let entries = archive.entries().map_err(|e| corrupt(&last, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| corrupt(&last, e))?;
+            let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+            last = Some(raw.clone());
+            let kind = entry.header().entry_type();
+            let path = match safe_path(&raw) {
+                Ok(path) => path,
+                Err(reason) => {
+                    visit(Err(Refused { entry: raw, reason }))?;
+                    continue;
+                }
+            };
+            let link = || {
+                entry
+                    .link_name_bytes()
+                    .map(|l| String::from_utf8_lossy(&l).into_owned())
+                    .unwrap_or_default()
+            };
+            let refusal = match kind {
+                tar::EntryType::Regular | tar::EntryType::Continuous => None,
+                tar::EntryType::Directory => continue,
+                tar::EntryType::Symlink => Some(format!("a symbolic link to {}", link())),
+                tar::EntryType::Link => Some(format!("a hard link to {}", link())),
+                tar::EntryType::Char | tar::EntryType::Block => Some("a device file".into()),
+                tar::EntryType::Fifo => Some("a FIFO".into()),
+                other => Some(format!(
+                    "an entry of tar type {:?}",
+                    other.as_byte() as char
+                )),
+            };
+            if let Some(reason) = refusal {
+                visit(Err(Refused { entry: raw, reason }))?;
+                continue;
+            }
+            if let Err(refused) = once(&path) {
+                visit(Err(refused))?;
+                continue;
+            }
+            let size = entry.header().size().map_err(|e| corrupt(&last, e))?;
+            let mut file = Entry {
+                path,
+                size,
+                remaining: size,
+                content: Box::new(entry),
+            };
+            visit(Ok(&mut file))?;
+        }
+        if !digest {
+            return Ok(None);
+        }
+        // The rest of the file (gzip's trailer, tar's padding) belongs to the digest too.
+        let mut rest = archive.into_inner().into_inner();
+        std::io::copy(&mut rest, &mut std::io::sink()).map_err(|e| corrupt(&last, e))?;
+        let hashing = rest.into_inner();
+        let size = std::fs::metadata(&self.path)
+            .map_err(|source| ReadError::Open {
+                path: bundle.clone(),
+                source,
+            })?
+            .len();
+        Ok(hashing
+            .hasher
+            .map(|hasher| (size, hex::encode(hasher.finalize()))))
+    }
+}
+
+/// The path of an archive entry made of plain components (`./` dropped, a trailing `/` of a
+/// folder too), or why it is refused.
+pub fn safe_path(raw: &str) -> Result<String, String> {
+    if raw.starts_with('/') {
+        return Err("an absolute path".into());
+    }
+    let mut parts = Vec::new();
+    for part in raw.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => return Err("a path leading out of the bundle with \"..\"".into()),
+            part if part.contains('\\') || part.contains('\0') => {
+                return Err("a path with a backslash or a NUL in it".into());
+            }
+            part => parts.push(part),
+        }
+    }
+    if parts.is_empty() {
+        return Err("an empty path".into());
+    }
+    Ok(parts.join("/"))
+}
+
+/// Walks an extracted bundle's folder in name order without following a link.
+fn walk_folder(
+    root: &Path,
+    folder: &Path,
+    visit: &mut dyn FnMut(Visited<'_, '_>) -> Result<(), ReadError>,
+    once: &mut dyn FnMut(&str) -> Result<(), Refused>,
+) -> Result<(), ReadError> {
+    let listing = |source| ReadError::Read {
+        entry: folder.display().to_string(),
+        source,
+    };
+    let mut names: Vec<PathBuf> = std::fs::read_dir(folder)
+        .map_err(listing)?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(listing)?;
+    names.sort();
+    for path in names {
+        let relative = path.strip_prefix(root).unwrap_or(&path);
+        let Some(name) = relative.to_str().map(str::to_owned) else {
+            visit(Err(Refused {
+                entry: relative.to_string_lossy().into_owned(),
+                reason: "a name that is not UTF-8".into(),
+            }))?;
+            continue;
+        };
+        let metadata = std::fs::symlink_metadata(&path).map_err(|source| ReadError::Read {
+            entry: name.clone(),
+            source,
+        })?;
+        let kind = metadata.file_type();
+        if kind.is_dir() {
+            walk_folder(root, &path, visit, once)?;
+            continue;
+        }
+        let refusal = if kind.is_symlink() {
+            let target = std::fs::read_link(&path).unwrap_or_default();
+            Some(format!("a symbolic link to {}", target.display()))
+        } else if !kind.is_file() {
+            Some("a device file, FIFO or socket".into())
+        } else {
+            None
+        };
+        if let Some(reason) = refusal {
+            visit(Err(Refused {
+                entry: name,
+                reason,
+            }))?;
+            continue;
+        }
+        once(&name).map_err(ReadError::Refused)?;
+        let file = File::open(&path).map_err(|source| ReadError::Read {
+            entry: name.clone(),
+            source,
+        })?;
+        let size = metadata.len();
+        let mut entry = Entry {
+            path: name,
+            size,
+            remaining: size,
+            content: Box::new(BufReader::new(file)),
+        };
+        visit(Ok(&mut entry))?;
+    }
+    Ok(())
 }
