@@ -463,7 +463,8 @@ fn summary_shows_the_run_a_nodes_by_plugins_table_errors_and_sizes() {
             .contains("Bad subset 'bogus'")
     );
     assert_eq!(summary["sizes"]["files"], 9);
-    assert!(summary["sizes"]["by_node"]["web-2"].as_u64().unwrap() > 1000);
+    assert_eq!(summary["sizes"]["by_node"][1]["node"], "web-2");
+    assert!(summary["sizes"]["by_node"][1]["bytes"].as_u64().unwrap() > 1000);
 
     let output = inspect(dir.path(), &["summary", fleet.to_str().unwrap()]);
     let stdout = text(&output.stdout);
@@ -513,17 +514,22 @@ fn facts_and_query_answer_for_every_node() {
     let nodes = answer["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 3);
     assert_eq!(nodes[1]["node"], "web-2");
-    assert_eq!(nodes[1]["values"]["setup"], json!(["/", "/data", "/var"]));
+    // Each node's plugins in name order: host-facts, then setup.
+    assert_eq!(nodes[1]["plugins"][1]["plugin"], "setup");
+    assert_eq!(
+        nodes[1]["plugins"][1]["values"],
+        json!(["/", "/data", "/var"])
+    );
     let mounts: Vec<Value> = setup["ansible_mounts"]
         .as_array()
         .unwrap()
         .iter()
         .map(|m| m["mount"].clone())
         .collect();
-    assert_eq!(nodes[0]["values"]["setup"], json!(mounts));
+    assert_eq!(nodes[0]["plugins"][1]["values"], json!(mounts));
     assert_eq!(
-        nodes[2]["values"],
-        json!({"host-facts": []}),
+        nodes[2]["plugins"],
+        json!([{"plugin": "host-facts", "values": []}]),
         "web-3 has no setup facts"
     );
 
@@ -542,8 +548,13 @@ fn facts_and_query_answer_for_every_node() {
     let output = inspect(dir.path(), &["facts", b, "web-2", "-o", "json"]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let facts = json_of(&output);
-    assert_eq!(facts["host-facts"]["cpu"]["cores"], 64);
-    assert_eq!(facts["setup"]["ansible_distribution_version"], "13.1");
+    assert_eq!(facts["node"], "web-2");
+    assert_eq!(facts["plugins"][0]["plugin"], "host-facts");
+    assert_eq!(facts["plugins"][0]["facts"]["cpu"]["cores"], 64);
+    assert_eq!(
+        facts["plugins"][1]["facts"]["ansible_distribution_version"],
+        "13.1"
+    );
     let output = inspect(dir.path(), &["facts", b, "web-2", "host-facts"]);
     let stdout = text(&output.stdout);
     assert!(
@@ -581,7 +592,7 @@ fn facts_and_query_answer_for_every_node() {
     );
     assert_eq!(json_of(&archive), json_of(&extracted));
     assert!(
-        !json_of(&archive)["nodes"][0]["values"]["setup"]
+        !json_of(&archive)["nodes"][0]["plugins"][1]["values"]
             .as_array()
             .unwrap()
             .is_empty()
@@ -876,8 +887,8 @@ fn an_enormous_entry_is_streamed_in_bounded_memory() {
     let measured = support::measure::measure(&command);
     assert_eq!(measured.code, 0, "{}", measured.stderr());
     assert_eq!(
-        measured.json()["sizes"]["by_plugin"]["systemd-logs"].as_u64(),
-        Some(size)
+        measured.json()["sizes"]["by_plugin"],
+        json!([{"plugin": "systemd-logs", "bytes": size}])
     );
     assert!(
         measured.peak_rss < MAX_PEAK_RSS,

@@ -249,10 +249,28 @@ pub struct Sizes {
     pub files: u64,
     /// Their content's bytes, uncompressed.
     pub content_bytes: u64,
-    /// Content bytes under `plugins/<plugin>/`, by plugin.
-    pub by_plugin: BTreeMap<String, u64>,
-    /// Content bytes of each node's results and errors, by node.
-    pub by_node: BTreeMap<String, u64>,
+    /// Content bytes under `plugins/<plugin>/`, by plugin name.
+    pub by_plugin: Vec<PluginBytes>,
+    /// Content bytes of each node's results and errors, by node name.
+    pub by_node: Vec<NodeBytes>,
+}
+
+/// The bytes of one plugin's results and errors.
+#[derive(Debug, Clone, Serialize)]
+pub struct PluginBytes {
+    /// The plugin.
+    pub plugin: String,
+    /// Content bytes.
+    pub bytes: u64,
+}
+
+/// The bytes of one node's results and errors.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeBytes {
+    /// The node, or `global`.
+    pub node: String,
+    /// Content bytes.
+    pub bytes: u64,
 }
 
 /// What [`summary`] returns.
@@ -288,6 +306,8 @@ pub fn summary(bundle: &Bundle) -> Result<Summary, ReadError> {
     let mut status: Option<StatusDocument> = None;
     let mut errors = Vec::new();
     let mut sizes = Sizes::default();
+    let mut by_plugin: BTreeMap<String, u64> = BTreeMap::new();
+    let mut by_node: BTreeMap<String, u64> = BTreeMap::new();
     bundle.walk(|visited| {
         let entry = visited.map_err(ReadError::Refused)?;
         let path = entry.path().to_owned();
@@ -296,14 +316,14 @@ pub fn summary(bundle: &Bundle) -> Result<Summary, ReadError> {
         if let Some(rest) = path.strip_prefix("plugins/")
             && let Some((plugin, _)) = rest.split_once('/')
         {
-            *sizes.by_plugin.entry(plugin.to_owned()).or_default() += entry.size();
+            *by_plugin.entry(plugin.to_owned()).or_default() += entry.size();
         }
         if path == layout::RUN {
             run = Some(entry.read_json(MAX_META_BYTES)?);
         } else if path == layout::STATUS {
             status = Some(entry.read_json(MAX_META_BYTES)?);
         } else if let Some((plugin, kind, node, file)) = result_parts(&path) {
-            *sizes.by_node.entry(node.to_owned()).or_default() += entry.size();
+            *by_node.entry(node.to_owned()).or_default() += entry.size();
             if kind == "errors" && file == layout::ERROR_FILE {
                 let error: ErrorFile = entry.read_json(MAX_META_BYTES)?;
                 errors.push(PairError {
@@ -315,6 +335,14 @@ pub fn summary(bundle: &Bundle) -> Result<Summary, ReadError> {
         }
         Ok(())
     })?;
+    sizes.by_plugin = by_plugin
+        .into_iter()
+        .map(|(plugin, bytes)| PluginBytes { plugin, bytes })
+        .collect();
+    sizes.by_node = by_node
+        .into_iter()
+        .map(|(node, bytes)| NodeBytes { node, bytes })
+        .collect();
     if !bundle.is_folder() {
         sizes.bundle_bytes = std::fs::metadata(bundle.path()).ok().map(|m| m.len());
     }
@@ -423,20 +451,34 @@ pub fn each_facts(
     })
 }
 
-/// One node's facts documents, by plugin (`setup`, `host-facts`).
-pub type NodeFacts = BTreeMap<String, Value>;
+/// One plugin's facts document.
+#[derive(Debug, Clone, Serialize)]
+pub struct PluginFacts {
+    /// `setup` or `host-facts`.
+    pub plugin: String,
+    /// The document, as the plugin wrote it.
+    pub facts: Value,
+}
 
-/// `node`'s facts, from each [`FACT_SOURCES`] plugin (only `plugin`'s when given). An empty
-/// map when the bundle has none for the node.
-pub fn facts(bundle: &Bundle, node: &str, plugin: Option<&str>) -> Result<NodeFacts, ReadError> {
-    let mut facts = NodeFacts::new();
+/// `node`'s facts, from each [`FACT_SOURCES`] plugin (only `plugin`'s when given), by plugin
+/// name. Empty when the bundle has none for the node.
+pub fn facts(
+    bundle: &Bundle,
+    node: &str,
+    plugin: Option<&str>,
+) -> Result<Vec<PluginFacts>, ReadError> {
+    let mut facts = Vec::new();
     each_facts(
         bundle,
         |n, p| n == node && plugin.is_none_or(|wanted| wanted == p),
         |_, p, document| {
-            facts.insert(p.to_owned(), document);
+            facts.push(PluginFacts {
+                plugin: p.to_owned(),
+                facts: document,
+            });
         },
     )?;
+    facts.sort_by(|a, b| a.plugin.cmp(&b.plugin));
     Ok(facts)
 }
 
@@ -495,8 +537,17 @@ impl FactPath {
 pub struct Answer {
     /// The node.
     pub node: String,
-    /// The values at the path, by plugin; a plugin whose facts lack the path has an empty list.
-    pub values: BTreeMap<String, Vec<Value>>,
+    /// The values at the path in each plugin's facts, by plugin name.
+    pub plugins: Vec<PluginValues>,
+}
+
+/// The values at a path in one plugin's facts.
+#[derive(Debug, Clone, Serialize)]
+pub struct PluginValues {
+    /// `setup` or `host-facts`.
+    pub plugin: String,
+    /// The values, in document order; empty when the facts lack the path.
+    pub values: Vec<Value>,
 }
 
 /// The values at `path` in every node's facts, by node name. Only the answers are kept: each
@@ -515,7 +566,13 @@ pub fn query(bundle: &Bundle, path: &FactPath) -> Result<Vec<Answer>, ReadError>
     )?;
     Ok(answers
         .into_iter()
-        .map(|(node, values)| Answer { node, values })
+        .map(|(node, values)| Answer {
+            node,
+            plugins: values
+                .into_iter()
+                .map(|(plugin, values)| PluginValues { plugin, values })
+                .collect(),
+        })
         .collect())
 }
 

@@ -196,7 +196,7 @@ fn summary(args: BundleArg, format: Format) -> anyhow::Result<ExitStatus> {
     let by_plugin: Vec<String> = sizes
         .by_plugin
         .iter()
-        .map(|(plugin, b)| format!("{plugin} {}", bytes(*b)))
+        .map(|p| format!("{} {}", p.plugin, bytes(p.bytes)))
         .collect();
     lines.push(format!("  by plugin: {}", by_plugin.join(", ")));
     emit_lines(&lines);
@@ -220,15 +220,15 @@ fn facts(args: FactsArgs, format: Format) -> anyhow::Result<ExitStatus> {
         );
     }
     if format != Format::Table {
-        emit_document(&facts, format);
+        emit_document(&json!({ "node": args.node, "plugins": facts }), format);
         return Ok(ExitStatus::Success);
     }
     let mut rows = vec![vec!["PLUGIN".to_owned(), "PATH".into(), "VALUE".into()]];
-    for (plugin, document) in &facts {
+    for document in &facts {
         let mut leaves = Vec::new();
-        flatten(String::new(), document, &mut leaves);
+        flatten(String::new(), &document.facts, &mut leaves);
         for (path, value) in leaves {
-            rows.push(vec![plugin.clone(), path, cell(&value)]);
+            rows.push(vec![document.plugin.clone(), path, cell(&value)]);
         }
     }
     emit_lines(&table(&rows));
@@ -254,11 +254,12 @@ fn query(args: QueryArgs, format: Format) -> anyhow::Result<ExitStatus> {
     }
     let mut rows = vec![vec!["NODE".to_owned(), "PLUGIN".into(), "VALUE".into()]];
     for answer in &answers {
-        for (plugin, values) in &answer.values {
-            if values.is_empty() {
+        for found in &answer.plugins {
+            let plugin = &found.plugin;
+            if found.values.is_empty() {
                 rows.push(vec![answer.node.clone(), plugin.clone(), "-".into()]);
             }
-            for value in values {
+            for value in &found.values {
                 rows.push(vec![answer.node.clone(), plugin.clone(), cell(value)]);
             }
         }
