@@ -130,8 +130,8 @@ fn real_facts() -> (Value, Value) {
 }
 
 /// A bundle of three nodes built from the real run's facts: web-1 and web-2 with setup and
-/// host-facts results (web-2's with other values), web-3 whose setup failed. Returns its
-/// files, index last.
+/// host-facts results (web-2's with other values), web-3 whose setup timed out. Returns its
+/// files, without the index.
 fn fleet_files() -> Vec<(&'static str, Vec<u8>)> {
     let real = files_of(real_bundle().0);
     let run = real
@@ -146,9 +146,12 @@ fn fleet_files() -> Vec<(&'static str, Vec<u8>)> {
     setup2["ansible_mounts"] = json!([{"mount": "/"}, {"mount": "/data"}, {"mount": "/var"}]);
     let mut host2 = host.clone();
     host2["cpu"]["cores"] = json!(64);
-    let pair = |plugin: &str, node: &str, result: Option<&str>| {
-        json!({"plugin": plugin, "node": node, "status": "complete",
-               "result_status": result.unwrap_or("failed")})
+    // A pair without a passed result timed out: the aggregator's stand-in result failed.
+    let pair = |plugin: &str, node: &str, result: Option<&str>| match result {
+        Some(result) => json!({"plugin": plugin, "node": node, "status": "complete",
+                               "result_status": result}),
+        None => json!({"plugin": plugin, "node": node, "status": "timed-out",
+                       "result_status": "failed"}),
     };
     let status = json!({
         "run_id": "f1ee7f1ee700",
@@ -469,10 +472,11 @@ fn summary_shows_the_run_a_nodes_by_plugins_table_errors_and_sizes() {
     let output = inspect(dir.path(), &["summary", fleet.to_str().unwrap()]);
     let stdout = text(&output.stdout);
     let web3 = stdout.lines().find(|l| l.starts_with("web-3")).unwrap();
-    // Columns in the status document's order: setup, then host-facts.
+    // Columns in the status document's order: setup, then host-facts; a pair that did not
+    // complete shows how it ended, not its stand-in result's `failed`.
     assert_eq!(
         web3.split_whitespace().collect::<Vec<_>>(),
-        ["web-3", "failed", "passed"]
+        ["web-3", "timed-out", "passed"]
     );
     assert!(
         stdout.contains("  - setup on web-3: plugin \"setup\" 0.1.0: rejected its parameters"),

@@ -167,7 +167,11 @@ fn summary(args: BundleArg, format: Format) -> anyhow::Result<ExitStatus> {
                 .results
                 .iter()
                 .find(|o| &o.plugin == plugin && &o.node == node)
-                .map(|o| o.result_status.clone().unwrap_or_else(|| o.status.clone()))
+                // `lost`, `timed-out`, `interrupted` say more than the stand-in's `failed`.
+                .map(|o| match &o.result_status {
+                    Some(result) if o.status == "complete" => result.clone(),
+                    _ => o.status.clone(),
+                })
                 .unwrap_or_else(|| "-".into());
             row.push(cell);
         }
