@@ -21,9 +21,11 @@ use crate::layout::{self, ResultKind};
 pub type NodeFile = (String, Result<Vec<u8>, String>);
 
 /// Each node's `artifact` among `plugin`'s results in the bundle at `path` (a `.tar.gz` or an
-/// extracted folder), in the order they are found. A file that cannot be read, or is larger
-/// than `max_bytes`, is an error for that node only; an archive cut short keeps the nodes read
-/// before the cut and reports the rest as one error under `(rest of the bundle)`.
+/// extracted folder), in the order they are found, read through [`Bundle::walk`]. A file that
+/// cannot be read, is larger than `max_bytes`, or is refused (a link, a device file...) is an
+/// error for that node only; any other refused entry is an error under its own path; an
+/// archive cut short keeps the nodes read before the cut and reports the rest as one error
+/// under `(rest of the bundle)`.
 pub fn node_files(
     path: &Path,
     plugin: &str,
@@ -32,89 +34,58 @@ pub fn node_files(
 ) -> anyhow::Result<Vec<NodeFile>> {
     // `plugins/<plugin>/results/`, the folder holding one folder per node.
     let results = layout::result_dir(plugin, "", ResultKind::Results);
-    let results = results.trim_end_matches('/');
-    if path.is_dir() {
-        let folder = path.join(results);
-        let mut found = Vec::new();
-        let entries = match std::fs::read_dir(&folder) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(found),
-            Err(e) => return Err(e).with_context(|| format!("listing {}", folder.display())),
-        };
-        for entry in entries {
-            let entry = entry.with_context(|| format!("listing {}", folder.display()))?;
-            let node = entry.file_name().to_string_lossy().into_owned();
-            let file = entry.path().join(artifact);
-            if !file.exists() {
-                continue;
+    let node_of = |entry: &str| {
+        entry
+            .strip_prefix(&results)
+            .and_then(|rest| rest.strip_suffix(artifact))
+            .and_then(|rest| rest.strip_suffix('/'))
+            .filter(|node| !node.is_empty() && !node.contains('/'))
+            .map(str::to_owned)
+    };
+    let bundle = Bundle::open(path)?;
+    let mut found: Vec<NodeFile> = Vec::new();
+    let walked = bundle.walk(|visited| {
+        match visited {
+            Err(refused) => {
+                let key = node_of(&refused.entry).unwrap_or_else(|| refused.entry.clone());
+                found.push((key, Err(refused.to_string())));
             }
-            let name = file.display().to_string();
-            let read = File::open(&file)
-                .map_err(|e| format!("reading {name}: {e}"))
-                .and_then(|f| read_capped(f, &name, max_bytes));
-            found.push((node, read));
+            Ok(entry) => {
+                let Some(node) = node_of(entry.path()) else {
+                    return Ok(());
+                };
+                let name = entry.path().to_owned();
+                let read = if entry.size() > max_bytes {
+                    Err(format!("{name} is larger than {max_bytes} bytes"))
+                } else {
+                    let mut bytes = Vec::with_capacity(entry.size() as usize);
+                    entry
+                        .read_to_end(&mut bytes)
+                        .map(|_| bytes)
+                        .map_err(|e| format!("reading {name}: {e}"))
+                };
+                found.push((node, read));
+            }
         }
-        return Ok(found);
-    }
-    let file =
-        File::open(path).with_context(|| format!("opening the bundle {}", path.display()))?;
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(BufReader::new(file)));
-    let mut found = Vec::new();
-    let unreadable = |found: &[NodeFile]| {
-        if found.is_empty() {
+        Ok(())
+    });
+    match walked {
+        Ok(()) => Ok(found),
+        Err(e) if found.is_empty() => Err(e).with_context(|| {
             format!(
                 "{} is corrupt, truncated or not a .tar.gz bundle",
                 path.display()
             )
-        } else {
-            format!(
-                "{} is corrupt or truncated after the nodes read so far",
+        }),
+        Err(e) => {
+            let error = format!(
+                "{} is corrupt or truncated after the nodes read so far: {e}",
                 path.display()
-            )
+            );
+            found.push(("(rest of the bundle)".to_owned(), Err(error)));
+            Ok(found)
         }
-    };
-    let entries = archive.entries().with_context(|| unreadable(&found))?;
-    for entry in entries {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(e) if found.is_empty() => return Err(e).context(unreadable(&found)),
-            Err(e) => {
-                let error = format!("{}: {e}", unreadable(&found));
-                found.push(("(rest of the bundle)".to_owned(), Err(error)));
-                break;
-            }
-        };
-        let name = entry
-            .path()
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let Some(node) = name
-            .strip_prefix(results)
-            .and_then(|rest| rest.strip_prefix('/'))
-            .and_then(|rest| rest.strip_suffix(artifact))
-            .and_then(|rest| rest.strip_suffix('/'))
-            .filter(|node| !node.is_empty() && !node.contains('/'))
-        else {
-            continue;
-        };
-        let node = node.to_owned();
-        let read = read_capped(entry, &name, max_bytes);
-        found.push((node, read));
     }
-    Ok(found)
-}
-
-/// Reads at most `max_bytes` (one more tells a larger file apart).
-fn read_capped(source: impl Read, name: &str, max_bytes: u64) -> Result<Vec<u8>, String> {
-    let mut bytes = Vec::new();
-    source
-        .take(max_bytes + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("reading {name}: {e}"))?;
-    if bytes.len() as u64 > max_bytes {
-        return Err(format!("{name} is larger than {max_bytes} bytes"));
-    }
-    Ok(bytes)
 }
 
 /// The most of a `meta/` document (`run.json`, `status.json`) or an `error.json` read into
