@@ -788,6 +788,63 @@ fn a_truncated_archive_is_an_error_naming_where_it_ends() {
     );
 }
 
+#[test]
+fn a_bundle_of_more_entries_than_any_run_writes_is_refused_by_name() {
+    // 100,000 empty entries after the two of `base`: gzip packs them into a few megabytes.
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("many.tar.gz");
+    let file = std::fs::File::create(&bundle).unwrap();
+    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
+        file,
+        flate2::Compression::fast(),
+    ));
+    for item in base() {
+        let Item::File(name, data) = item else {
+            unreachable!()
+        };
+        let mut header = tar::Header::new_gnu();
+        header.set_size(data.len() as u64);
+        header.set_cksum();
+        builder
+            .append_data(&mut header, name, data.as_slice())
+            .unwrap();
+    }
+    for i in 0..100_000 {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(0);
+        header.set_cksum();
+        builder
+            .append_data(
+                &mut header,
+                format!("plugins/hello/results/n1/f{i}"),
+                &[][..],
+            )
+            .unwrap();
+    }
+    builder.into_inner().unwrap().finish().unwrap();
+    for (command, code) in [("summary", 2), ("verify", 1)] {
+        let mut run = support::factbuoy();
+        run.current_dir(dir.path())
+            .args(["inspect", command])
+            .arg(&bundle);
+        let measured = support::measure::measure(&run);
+        assert_eq!(measured.code, code, "{command}: {}", measured.stderr());
+        let said = measured.stderr() + &String::from_utf8_lossy(&measured.stdout);
+        assert!(
+            said.contains(
+                "entry plugins/hello/results/n1/f99998 is past the 100000 entries a bundle may have"
+            ),
+            "{command}: {said}"
+        );
+        eprintln!("{command}: peak RSS {} MiB", measured.peak_rss >> 20);
+        assert!(
+            measured.peak_rss < MAX_PEAK_RSS,
+            "peak RSS {}",
+            measured.peak_rss
+        );
+    }
+}
+
 /// A bundle whose `plugins/systemd-logs/results/n1/journal.export` holds `size` zero bytes,
 /// indexed truthfully, and (when `bomb`) a setup facts document of `size` spaces: gzip packs
 /// each to about a thousandth of its size.

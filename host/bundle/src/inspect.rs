@@ -60,7 +60,8 @@ struct IndexEntry {
 /// `expected_sha256` is given, the `.tar.gz` file's own digest is checked against it too.
 pub fn verify(bundle: &Bundle, expected_sha256: Option<&str>) -> Verification {
     let mut problems = Vec::new();
-    let mut found: HashMap<String, (u64, String)> = HashMap::new();
+    // Names are needed for "present but not indexed"; digests are kept raw (32 bytes, not 88).
+    let mut found: HashMap<String, (u64, [u8; 32])> = HashMap::new();
     let mut index: Option<Vec<IndexEntry>> = None;
     let (mut files, mut bytes) = (0, 0);
     let walked = bundle.walk_and_digest(|visited| {
@@ -154,14 +155,18 @@ pub fn verify(bundle: &Bundle, expected_sha256: Option<&str>) -> Verification {
                         entry: item.path.clone(),
                         problem: format!("{size} bytes, but meta/index.json says {}", item.size),
                     }),
-                    Some((_, sha256)) if !sha256.eq_ignore_ascii_case(&item.sha256) => problems
-                        .push(Problem {
+                    Some((_, sha256))
+                        if !hex::encode(sha256).eq_ignore_ascii_case(&item.sha256) =>
+                    {
+                        problems.push(Problem {
                             entry: item.path.clone(),
                             problem: format!(
-                                "sha-256 {sha256}, but meta/index.json says {}",
+                                "sha-256 {}, but meta/index.json says {}",
+                                hex::encode(sha256),
                                 item.sha256
                             ),
-                        }),
+                        })
+                    }
                     Some(_) => {}
                 }
             }
@@ -409,7 +414,7 @@ pub fn summary(bundle: &Bundle) -> Result<Summary, ReadError> {
 fn missing(bundle: &Bundle, entry: &str) -> ReadError {
     ReadError::Read {
         entry: entry.into(),
-        source: std::io::Error::new(
+        cause: std::io::Error::new(
             std::io::ErrorKind::NotFound,
             format!(
                 "{} has no {entry}: is it a factbuoy bundle?",
@@ -492,11 +497,11 @@ pub struct FactPath {
 /// A path [`FactPath::parse`] cannot read.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "{path:?} is not a path into the facts ({source}); write it as a.b[*].c, or as RFC 9535 JSONPath starting with $"
+    "{path:?} is not a path into the facts ({cause}); write it as a.b[*].c, or as RFC 9535 JSONPath starting with $"
 )]
 pub struct PathError {
     path: String,
-    source: serde_json_path::ParseError,
+    cause: serde_json_path::ParseError,
 }
 
 impl FactPath {
@@ -511,9 +516,9 @@ impl FactPath {
         } else {
             format!("$.{written}")
         };
-        let path = serde_json_path::JsonPath::parse(&full).map_err(|source| PathError {
+        let path = serde_json_path::JsonPath::parse(&full).map_err(|cause| PathError {
             path: written.into(),
-            source,
+            cause,
         })?;
         Ok(FactPath {
             written: full,

@@ -98,16 +98,16 @@ pub const MAX_INDEX_BYTES: u64 = 64 * 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     /// The bundle itself could not be opened.
-    #[error("opening the bundle {path}: {source}")]
+    #[error("opening the bundle {path}: {cause}")]
     Open {
         /// The bundle's path.
         path: String,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The archive could not be read on from here: truncated, corrupt, or not a `.tar.gz`.
     #[error(
-        "{bundle}: the archive is corrupt or truncated {at}: {source}; fetch the bundle again (factbuoy retrieve)"
+        "{bundle}: the archive is corrupt or truncated {at}: {cause}; fetch the bundle again (factbuoy retrieve)"
     )]
     Corrupt {
         /// The bundle's path.
@@ -115,7 +115,7 @@ pub enum ReadError {
         /// Where: "at its start" or "after entry <path>".
         at: String,
         /// What the decompressor or the tar reader said.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// An entry the reader refuses (a path leading out, a link, a device file...).
     #[error("{0}")]
@@ -132,21 +132,31 @@ pub enum ReadError {
         /// The cap.
         limit: u64,
     },
+    /// More entries than any bundle holds ([`MAX_ENTRIES`]).
+    #[error(
+        "entry {entry} is past the {limit} entries a bundle may have: the bundle is damaged or hostile"
+    )]
+    TooMany {
+        /// The first entry past the cap.
+        entry: String,
+        /// The cap.
+        limit: u64,
+    },
     /// A document that is not the JSON it should be.
-    #[error("entry {entry} is not valid JSON: {source}")]
+    #[error("entry {entry} is not valid JSON: {cause}")]
     InvalidJson {
         /// The entry's path.
         entry: String,
         /// Where and why parsing stopped.
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     /// An entry whose content could not be read (the archive ends inside it, say).
-    #[error("reading entry {entry}: {source}")]
+    #[error("reading entry {entry}: {cause}")]
     Read {
         /// The entry's path.
         entry: String,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -158,6 +168,7 @@ impl ReadError {
             ReadError::Corrupt { bundle, .. } => bundle,
             ReadError::Refused(refused) => &refused.entry,
             ReadError::TooLarge { entry, .. }
+            | ReadError::TooMany { entry, .. }
             | ReadError::InvalidJson { entry, .. }
             | ReadError::Read { entry, .. } => entry,
         }
@@ -224,24 +235,25 @@ impl Entry<'_> {
         }
         let mut bytes = Vec::with_capacity(self.size as usize);
         self.read_to_end(&mut bytes)
-            .map_err(|source| ReadError::Read {
+            .map_err(|cause| ReadError::Read {
                 entry: self.path.clone(),
-                source,
+                cause,
             })?;
-        serde_json::from_slice(&bytes).map_err(|source| ReadError::InvalidJson {
+        serde_json::from_slice(&bytes).map_err(|cause| ReadError::InvalidJson {
             entry: self.path.clone(),
-            source,
+            cause,
         })
     }
 
-    /// Streams the entry through sha-256: its size and lower-case hex digest.
-    pub fn digest(&mut self) -> Result<(u64, String), ReadError> {
+    /// Streams the entry through sha-256: its size and digest (`hex::encode` gives the
+    /// written form `meta/index.json` uses).
+    pub fn digest(&mut self) -> Result<(u64, [u8; 32]), ReadError> {
         let mut hasher = Sha256::new();
-        let size = std::io::copy(self, &mut hasher).map_err(|source| ReadError::Read {
+        let size = std::io::copy(self, &mut hasher).map_err(|cause| ReadError::Read {
             entry: self.path.clone(),
-            source,
+            cause,
         })?;
-        Ok((size, hex::encode(hasher.finalize())))
+        Ok((size, hasher.finalize().into()))
     }
 }
 
@@ -293,9 +305,9 @@ impl Bundle {
     /// Opens the bundle at `path`: a folder is read as an extracted bundle, anything else as a
     /// `.tar.gz`.
     pub fn open(path: &Path) -> Result<Bundle, ReadError> {
-        let metadata = std::fs::metadata(path).map_err(|source| ReadError::Open {
+        let metadata = std::fs::metadata(path).map_err(|cause| ReadError::Open {
             path: path.display().to_string(),
-            source,
+            cause,
         })?;
         Ok(Bundle {
             path: path.to_owned(),
@@ -337,25 +349,15 @@ impl Bundle {
         mut visit: impl FnMut(Visited<'_, '_>) -> Result<(), ReadError>,
         digest: bool,
     ) -> Result<Option<(u64, String)>, ReadError> {
-        let mut seen = std::collections::HashSet::new();
-        let mut once = |path: &str| {
-            if seen.insert(path.to_owned()) {
-                Ok(())
-            } else {
-                Err(Refused {
-                    entry: path.to_owned(),
-                    reason: "a second entry of a path already read".into(),
-                })
-            }
-        };
+        let mut seen = Seen::default();
         if self.folder {
-            walk_folder(&self.path, &self.path, &mut visit, &mut once)?;
+            walk_folder(&self.path, &self.path, &mut visit, &mut seen)?;
             return Ok(None);
         }
         let bundle = self.path.display().to_string();
-        let file = File::open(&self.path).map_err(|source| ReadError::Open {
+        let file = File::open(&self.path).map_err(|cause| ReadError::Open {
             path: bundle.clone(),
-            source,
+            cause,
         })?;
         let hashing = HashingReader {
             inner: file,
@@ -363,19 +365,20 @@ impl Bundle {
         };
         let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(BufReader::new(hashing)));
         let mut last: Option<String> = None;
-        let corrupt = |last: &Option<String>, source| ReadError::Corrupt {
+        let corrupt = |last: &Option<String>, cause| ReadError::Corrupt {
             bundle: bundle.clone(),
             at: match last {
                 None => "at its start".into(),
                 Some(entry) => format!("after entry {entry}"),
             },
-            source,
+            cause,
         };
         let entries = archive.entries().map_err(|e| corrupt(&last, e))?;
         for entry in entries {
             let entry = entry.map_err(|e| corrupt(&last, e))?;
             let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
             last = Some(raw.clone());
+            seen.count(&raw)?;
             let kind = entry.header().entry_type();
             let path = match safe_path(&raw) {
                 Ok(path) => path,
@@ -406,7 +409,7 @@ impl Bundle {
                 visit(Err(Refused { entry: raw, reason }))?;
                 continue;
             }
-            if let Err(refused) = once(&path) {
+            if let Err(refused) = seen.first(&path) {
                 visit(Err(refused))?;
                 continue;
             }
@@ -427,9 +430,9 @@ impl Bundle {
         std::io::copy(&mut rest, &mut std::io::sink()).map_err(|e| corrupt(&last, e))?;
         let hashing = rest.into_inner();
         let size = std::fs::metadata(&self.path)
-            .map_err(|source| ReadError::Open {
+            .map_err(|cause| ReadError::Open {
                 path: bundle.clone(),
-                source,
+                cause,
             })?
             .len();
         Ok(hashing
@@ -461,16 +464,58 @@ pub fn safe_path(raw: &str) -> Result<String, String> {
     Ok(parts.join("/"))
 }
 
+/// The most entries a bundle may have. The aggregator writes a handful per (plugin, node):
+/// 1,000 nodes of 5 plugins come to about 30,000. A bundle of a million tiny entries would
+/// compress to a few megabytes and make the reader remember every name.
+pub const MAX_ENTRIES: u64 = 100_000;
+
+/// The entries a walk has seen: how many, and the paths of its regular files, each kept as
+/// 128 bits of its sha-256 (16 bytes, where the path itself would take about 80).
+#[derive(Default)]
+struct Seen {
+    entries: u64,
+    paths: std::collections::HashSet<[u8; 16]>,
+}
+
+impl Seen {
+    /// Counts one more entry, refusing the one past [`MAX_ENTRIES`].
+    fn count(&mut self, entry: &str) -> Result<(), ReadError> {
+        self.entries += 1;
+        if self.entries > MAX_ENTRIES {
+            return Err(ReadError::TooMany {
+                entry: entry.to_owned(),
+                limit: MAX_ENTRIES,
+            });
+        }
+        Ok(())
+    }
+
+    /// Refuses a second regular file of one path: which of two would a reader trust?
+    fn first(&mut self, path: &str) -> Result<(), Refused> {
+        let digest = Sha256::digest(path.as_bytes());
+        let mut key = [0; 16];
+        key.copy_from_slice(&digest[..16]);
+        if self.paths.insert(key) {
+            Ok(())
+        } else {
+            Err(Refused {
+                entry: path.to_owned(),
+                reason: "a second entry of a path already read".into(),
+            })
+        }
+    }
+}
+
 /// Walks an extracted bundle's folder in name order without following a link.
 fn walk_folder(
     root: &Path,
     folder: &Path,
     visit: &mut dyn FnMut(Visited<'_, '_>) -> Result<(), ReadError>,
-    once: &mut dyn FnMut(&str) -> Result<(), Refused>,
+    seen: &mut Seen,
 ) -> Result<(), ReadError> {
-    let listing = |source| ReadError::Read {
+    let listing = |cause| ReadError::Read {
         entry: folder.display().to_string(),
-        source,
+        cause,
     };
     let mut names: Vec<PathBuf> = std::fs::read_dir(folder)
         .map_err(listing)?
@@ -480,6 +525,7 @@ fn walk_folder(
     names.sort();
     for path in names {
         let relative = path.strip_prefix(root).unwrap_or(&path);
+        seen.count(&relative.to_string_lossy())?;
         let Some(name) = relative.to_str().map(str::to_owned) else {
             visit(Err(Refused {
                 entry: relative.to_string_lossy().into_owned(),
@@ -487,13 +533,13 @@ fn walk_folder(
             }))?;
             continue;
         };
-        let metadata = std::fs::symlink_metadata(&path).map_err(|source| ReadError::Read {
+        let metadata = std::fs::symlink_metadata(&path).map_err(|cause| ReadError::Read {
             entry: name.clone(),
-            source,
+            cause,
         })?;
         let kind = metadata.file_type();
         if kind.is_dir() {
-            walk_folder(root, &path, visit, once)?;
+            walk_folder(root, &path, visit, seen)?;
             continue;
         }
         let refusal = if kind.is_symlink() {
@@ -511,10 +557,10 @@ fn walk_folder(
             }))?;
             continue;
         }
-        once(&name).map_err(ReadError::Refused)?;
-        let file = File::open(&path).map_err(|source| ReadError::Read {
+        seen.first(&name).map_err(ReadError::Refused)?;
+        let file = File::open(&path).map_err(|cause| ReadError::Read {
             entry: name.clone(),
-            source,
+            cause,
         })?;
         let size = metadata.len();
         let mut entry = Entry {
