@@ -112,7 +112,7 @@ pub enum ReadError {
     Corrupt {
         /// The bundle's path.
         bundle: String,
-        /// Where: "at its start" or "after entry <path>".
+        /// Where: at its start, or after entry <path>.
         at: String,
         /// What the decompressor or the tar reader said.
         cause: std::io::Error,
@@ -368,7 +368,7 @@ impl Bundle {
         let corrupt = |last: &Option<String>, cause| ReadError::Corrupt {
             bundle: bundle.clone(),
             at: match last {
-                None => "at its start".into(),
+                None => "at its start (is it a .tar.gz bundle?)".into(),
                 Some(entry) => format!("after entry {entry}"),
             },
             cause,

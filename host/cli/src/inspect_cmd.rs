@@ -102,7 +102,9 @@ fn verify(args: VerifyArgs, format: Format) -> anyhow::Result<ExitStatus> {
                     bytes(verification.bytes)
                 ));
             } else {
-                let mut lines = vec![format!("{name}: {} problems", verification.problems.len())];
+                let count = verification.problems.len();
+                let plural = if count == 1 { "" } else { "s" };
+                let mut lines = vec![format!("{name}: {count} problem{plural}")];
                 for problem in &verification.problems {
                     lines.push(format!("  - {}: {}", problem.entry, problem.problem));
                 }
