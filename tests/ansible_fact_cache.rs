@@ -243,6 +243,43 @@ fn a_bundle_gives_one_file_per_node_and_bad_nodes_are_reported() {
     assert!(stderr.contains("not a .tar.gz bundle"), "{stderr}");
 }
 
+/// An extracted bundle whose facts file for one node is a link out of it (to facts a hostile
+/// agent could not have sent): that node is refused by name and gets no cache file; the
+/// others are written.
+#[test]
+fn a_facts_file_that_is_a_link_out_is_refused_for_its_node_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("bundle/plugins/setup/results");
+    for node in ["node-a", "node-b"] {
+        std::fs::create_dir_all(results.join(node)).unwrap();
+    }
+    let facts = |name: &str| json!({"ansible_hostname": name, "module_setup": true}).to_string();
+    std::fs::write(results.join("node-a/ansible_facts.json"), facts("node-a")).unwrap();
+    let outside = dir.path().join("outside.json");
+    std::fs::write(&outside, facts("not-from-the-run")).unwrap();
+    std::os::unix::fs::symlink(&outside, results.join("node-b/ansible_facts.json")).unwrap();
+    let cache = dir.path().join("cache");
+    let output = factbuoy(&[
+        "ansible",
+        "fact-cache",
+        cache.to_str().unwrap(),
+        "--from",
+        dir.path().join("bundle").to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let errors = report["errors"].to_string();
+    assert!(
+        errors.contains("node-b")
+            && errors.contains("plugins/setup/results/node-b/ansible_facts.json: a symbolic link"),
+        "{errors}"
+    );
+    assert!(cache.join("node-a").exists());
+    assert!(!cache.join("node-b").exists() && !cache.join("s1_node-b").exists());
+}
+
 /// A node's facts document as big as a bundle may carry (a hostile agent's), made of small
 /// values: parsed into a tree it would take about 16 times its size. The cache files are
 /// transcoded from it entry by entry, so the peak RSS stays near the document's own size.

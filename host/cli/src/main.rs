@@ -5,6 +5,7 @@
 
 mod aggregator_cmd;
 mod ansible_cmd;
+mod inspect_cmd;
 mod json_report;
 mod kube_cmd;
 mod kube_run;
@@ -103,6 +104,16 @@ enum Command {
         factbuoy ansible fact-cache ./facts --from run.tar.gz"
     )]
     Ansible(ansible_cmd::AnsibleCommand),
+    /// Read a run's bundle offline: verify it, summarise it, show and query its nodes' facts.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  \
+        factbuoy inspect verify run.tar.gz\n  \
+        factbuoy inspect summary run.tar.gz\n  \
+        factbuoy inspect facts run.tar.gz web-1\n  \
+        factbuoy inspect query run.tar.gz 'ansible_mounts[*].mount'"
+    )]
+    Inspect(inspect_cmd::InspectCommand),
     /// Print the Kubernetes manifests `run --kubernetes` would apply (YAML; -o json: a List).
     Gen(kube_cmd::GenArgs),
     /// Delete what Kubernetes runs made: every object with the run's label, cluster-scoped too.
@@ -151,6 +162,7 @@ async fn execute(command: Command, format: Format) -> anyhow::Result<ExitStatus>
         Command::Aggregator(command) => aggregator_cmd::aggregator(command, format).await,
         Command::Agent(args) => aggregator_cmd::agent(args, format).await,
         Command::Ansible(command) => ansible_cmd::execute(command, format).await,
+        Command::Inspect(command) => inspect_cmd::execute(command, format),
         Command::Gen(args) => kube_cmd::gen_cmd(args, format).await,
         Command::Delete(args) => kube_cmd::delete_cmd(args, format).await,
         Command::Prune(args) => prune_cmd::prune(args, format),

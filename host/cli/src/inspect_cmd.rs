@@ -1,0 +1,364 @@
+//! `factbuoy inspect`: a run's bundle (a `.tar.gz` or its extracted folder) read offline,
+//! long after the run. What each command answers is computed in
+//! [`factbuoy_bundle::inspect`]; this module parses the arguments and prints.
+
+use std::path::PathBuf;
+
+use anyhow::bail;
+use clap::{Args, Subcommand};
+use factbuoy_bundle::inspect::{self, FACT_SOURCES, FactPath};
+use factbuoy_bundle::reader::Bundle;
+use factbuoy_protocol::text::printable;
+use serde_json::{Value, json};
+
+use crate::output::{ExitStatus, Format, emit, emit_document};
+
+/// The widest a value is shown in a table; `-o json` has it whole.
+const MAX_CELL_CHARS: usize = 100;
+
+#[derive(Debug, Subcommand)]
+pub enum InspectCommand {
+    /// Check every file against meta/index.json (size and sha-256), and list what is wrong.
+    #[command(after_help = "Examples:\n  \
+        factbuoy inspect verify 20261123182513_factbuoy_4e302443c9a6.tar.gz\n  \
+        factbuoy inspect verify run.tar.gz --sha256 \"$(factbuoy status -o json | jq -r .tar_info.sha256)\"\n  \
+        factbuoy inspect verify ./extracted-bundle -o json\n\n\
+        Exit 0 when every file matches, 1 when anything is wrong (each problem is listed).")]
+    Verify(VerifyArgs),
+    /// The run (id, times, status, versions), a nodes × plugins table of results, errors, sizes.
+    #[command(after_help = "Examples:\n  \
+        factbuoy inspect summary run.tar.gz\n  \
+        factbuoy inspect summary ./extracted-bundle -o json")]
+    Summary(BundleArg),
+    /// A node's facts (setup's ansible_facts.json, host-facts' host-facts.json), one path a line.
+    #[command(after_help = "Examples:\n  \
+        factbuoy inspect facts run.tar.gz web-1\n  \
+        factbuoy inspect facts run.tar.gz web-1 host-facts -o json")]
+    Facts(FactsArgs),
+    /// One path into every node's facts, answered per node.
+    ///
+    /// PATH is `a.b.c`, `a[0]` or `a[*].b` (read as the JSONPath `$.a.b.c`), or any RFC 9535
+    /// JSONPath starting with `$`.
+    #[command(after_help = "Examples:\n  \
+        factbuoy inspect query run.tar.gz ansible_distribution_version\n  \
+        factbuoy inspect query run.tar.gz cpu.cores\n  \
+        factbuoy inspect query run.tar.gz 'ansible_mounts[*].mount' -o json\n  \
+        factbuoy inspect query run.tar.gz '$.ansible_mounts[?@.size_total > 1e9].mount'")]
+    Query(QueryArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BundleArg {
+    /// The bundle: a .tar.gz or the folder it was extracted to.
+    bundle: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The bundle: a .tar.gz or the folder it was extracted to.
+    bundle: PathBuf,
+    /// The sha-256 the .tar.gz should have (tar_info.sha256 of `factbuoy status -o json`).
+    #[arg(long, value_name = "HEX")]
+    sha256: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct FactsArgs {
+    /// The bundle: a .tar.gz or the folder it was extracted to.
+    bundle: PathBuf,
+    /// The node whose facts to show.
+    node: String,
+    /// Only this plugin's facts: setup or host-facts.
+    plugin: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct QueryArgs {
+    /// The bundle: a .tar.gz or the folder it was extracted to.
+    bundle: PathBuf,
+    /// The path into the facts: a.b[*].c, or RFC 9535 JSONPath starting with $.
+    path: String,
+}
+
+pub fn execute(command: InspectCommand, format: Format) -> anyhow::Result<ExitStatus> {
+    match command {
+        InspectCommand::Verify(args) => verify(args, format),
+        InspectCommand::Summary(args) => summary(args, format),
+        InspectCommand::Facts(args) => facts(args, format),
+        InspectCommand::Query(args) => query(args, format),
+    }
+}
+
+fn verify(args: VerifyArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let bundle = Bundle::open(&args.bundle)?;
+    let verification = inspect::verify(&bundle, args.sha256.as_deref());
+    match format {
+        Format::Table => {
+            let name = args.bundle.display();
+            if verification.problems.is_empty() {
+                emit(&format!(
+                    "{name}: every file matches meta/index.json ({} files, {})",
+                    verification.indexed,
+                    bytes(verification.bytes)
+                ));
+            } else {
+                let count = verification.problems.len();
+                let plural = if count == 1 { "" } else { "s" };
+                let mut lines = vec![format!("{name}: {count} problem{plural}")];
+                for problem in &verification.problems {
+                    lines.push(format!("  - {}: {}", problem.entry, problem.problem));
+                }
+                emit_lines(&lines);
+            }
+            if let Some(sha256) = &verification.bundle_sha256 {
+                emit(&format!("sha256 {sha256}"));
+            }
+        }
+        machine => emit_document(&verification, machine),
+    }
+    Ok(if verification.problems.is_empty() {
+        ExitStatus::Success
+    } else {
+        ExitStatus::Failed
+    })
+}
+
+fn summary(args: BundleArg, format: Format) -> anyhow::Result<ExitStatus> {
+    let bundle = Bundle::open(&args.bundle)?;
+    let summary = inspect::summary(&bundle)?;
+    if format != Format::Table {
+        emit_document(&summary, format);
+        return Ok(ExitStatus::Success);
+    }
+    let run = &summary.run;
+    let mut lines = vec![format!("run {}: {}", run.run_id, run.status)];
+    if let Some(error) = &run.error {
+        lines.push(format!("  error: {error}"));
+    }
+    let or_unknown = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
+    lines.push(format!(
+        "  created {}, last activity {}, factbuoy {}",
+        or_unknown(&run.created),
+        or_unknown(&run.last_activity),
+        or_unknown(&run.factbuoy_version)
+    ));
+    let plugins: Vec<String> = run
+        .plugins
+        .iter()
+        .map(|p| format!("{} {}", p.name, or_unknown(&p.version)))
+        .collect();
+    lines.push(format!("  plugins: {}", plugins.join(", ")));
+    lines.push(String::new());
+
+    // Nodes down, plugins across: a fleet has more nodes than plugins.
+    let mut columns: Vec<String> = Vec::new();
+    for outcome in &summary.results {
+        if !columns.contains(&outcome.plugin) {
+            columns.push(outcome.plugin.clone());
+        }
+    }
+    let mut rows = vec![
+        std::iter::once("NODE".to_owned())
+            .chain(columns.iter().cloned())
+            .collect::<Vec<_>>(),
+    ];
+    for node in &run.nodes {
+        let mut row = vec![node.clone()];
+        for plugin in &columns {
+            let cell = summary
+                .results
+                .iter()
+                .find(|o| &o.plugin == plugin && &o.node == node)
+                // `lost`, `timed-out`, `interrupted` say more than the stand-in's `failed`.
+                .map(|o| match &o.result_status {
+                    Some(result) if o.status == "complete" => result.clone(),
+                    _ => o.status.clone(),
+                })
+                .unwrap_or_else(|| "-".into());
+            row.push(cell);
+        }
+        rows.push(row);
+    }
+    lines.extend(table(&rows));
+
+    if !summary.errors.is_empty() {
+        lines.push(String::new());
+        lines.push("Errors:".into());
+        for e in &summary.errors {
+            lines.push(format!("  - {} on {}: {}", e.plugin, e.node, e.error));
+        }
+    }
+    let sizes = &summary.sizes;
+    lines.push(String::new());
+    let packed = sizes
+        .bundle_bytes
+        .map(|b| format!(" in a {} bundle", bytes(b)))
+        .unwrap_or_default();
+    lines.push(format!(
+        "Sizes: {} files, {}{packed}",
+        sizes.files,
+        bytes(sizes.content_bytes)
+    ));
+    let by_plugin: Vec<String> = sizes
+        .by_plugin
+        .iter()
+        .map(|p| format!("{} {}", p.plugin, bytes(p.bytes)))
+        .collect();
+    lines.push(format!("  by plugin: {}", by_plugin.join(", ")));
+    emit_lines(&lines);
+    Ok(ExitStatus::Success)
+}
+
+fn facts(args: FactsArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    if let Some(plugin) = &args.plugin
+        && !FACT_SOURCES.iter().any(|(p, _)| p == plugin)
+    {
+        bail!("{plugin:?} gathers no facts: name setup or host-facts, or leave it out for both");
+    }
+    let bundle = Bundle::open(&args.bundle)?;
+    let facts = inspect::facts(&bundle, &args.node, args.plugin.as_deref())?;
+    if facts.is_empty() {
+        bail!(
+            "{} has no facts for node {:?} (from {}); `factbuoy inspect summary` lists its nodes",
+            args.bundle.display(),
+            args.node,
+            args.plugin.as_deref().unwrap_or("setup or host-facts")
+        );
+    }
+    if format != Format::Table {
+        emit_document(&json!({ "node": args.node, "plugins": facts }), format);
+        return Ok(ExitStatus::Success);
+    }
+    let mut rows = vec![vec!["PLUGIN".to_owned(), "PATH".into(), "VALUE".into()]];
+    for document in &facts {
+        let mut leaves = Vec::new();
+        flatten(String::new(), &document.facts, &mut leaves);
+        for (path, value) in leaves {
+            rows.push(vec![document.plugin.clone(), path, cell(&value)]);
+        }
+    }
+    emit_lines(&table(&rows));
+    Ok(ExitStatus::Success)
+}
+
+fn query(args: QueryArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let path = FactPath::parse(&args.path)?;
+    let bundle = Bundle::open(&args.bundle)?;
+    let answers = inspect::query(&bundle, &path)?;
+    if answers.is_empty() {
+        bail!(
+            "{} has no facts (no setup or host-facts results) to query",
+            args.bundle.display()
+        );
+    }
+    if format != Format::Table {
+        emit_document(
+            &json!({ "path": path.as_jsonpath(), "nodes": answers }),
+            format,
+        );
+        return Ok(ExitStatus::Success);
+    }
+    let mut rows = vec![vec!["NODE".to_owned(), "PLUGIN".into(), "VALUE".into()]];
+    for answer in &answers {
+        for found in &answer.plugins {
+            let plugin = &found.plugin;
+            if found.values.is_empty() {
+                rows.push(vec![answer.node.clone(), plugin.clone(), "-".into()]);
+            }
+            for value in &found.values {
+                rows.push(vec![answer.node.clone(), plugin.clone(), cell(value)]);
+            }
+        }
+    }
+    emit_lines(&table(&rows));
+    Ok(ExitStatus::Success)
+}
+
+/// Every leaf of `value` with its path in the form `query` takes (`a.b[0].c`, and `a['/dev/x']`
+/// for a key that is not a plain name).
+fn flatten(path: String, value: &Value, leaves: &mut Vec<(String, Value)>) {
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (key, value) in map {
+                let plain = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                    && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                let next = match (plain, path.is_empty()) {
+                    (true, true) => key.clone(),
+                    (true, false) => format!("{path}.{key}"),
+                    (false, _) => {
+                        let quoted = key.replace('\\', "\\\\").replace('\'', "\\'");
+                        format!("{path}['{quoted}']")
+                    }
+                };
+                flatten(next, value, leaves);
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            for (i, value) in items.iter().enumerate() {
+                flatten(format!("{path}[{i}]"), value, leaves);
+            }
+        }
+        leaf => leaves.push((path, leaf.clone())),
+    }
+}
+
+/// A value as a table shows it: strings bare, anything else as compact JSON, cut to fit.
+fn cell(value: &Value) -> String {
+    let text = match value {
+        Value::String(text) if text.is_empty() => "\"\"".into(),
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    if text.chars().count() > MAX_CELL_CHARS {
+        let cut: String = text.chars().take(MAX_CELL_CHARS - 1).collect();
+        format!("{cut}…")
+    } else {
+        text
+    }
+}
+
+/// Prints `lines`, each with what a bundle's author chose (names, values, messages) made
+/// printable: no escape sequence reaches the terminal.
+fn emit_lines(lines: &[String]) {
+    let shown: Vec<String> = lines.iter().map(|l| printable(l).into_owned()).collect();
+    emit(&shown.join("\n"));
+}
+
+/// Rows in aligned columns; the last column is not padded.
+fn table(rows: &[Vec<String>]) -> Vec<String> {
+    let columns = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    rows.iter()
+        .map(|row| {
+            row.iter()
+                .zip(&widths)
+                .map(|(cell, width)| format!("{cell:width$}"))
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// A byte count for people: `1.5 MiB`.
+fn bytes(count: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if count < 1024 {
+        return format!("{count} B");
+    }
+    let mut value = count as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}

@@ -1,0 +1,986 @@
+//! `factbuoy inspect` on real bundles: a real `factbuoy run`'s, and bundles of several nodes
+//! and hostile bundles built here with the `tar` crate (no binary fixture is committed). Every
+//! hostile class gets its own test: an error naming the entry, and nothing written anywhere.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+/// A real run's bundle, made once per test binary: `factbuoy run --node this-host` with the
+/// default plugins (host-facts, setup, systemd-logs), and the sha-256 the run reported.
+fn real_bundle() -> (&'static Path, &'static str) {
+    static BUNDLE: OnceLock<(tempfile::TempDir, PathBuf, String)> = OnceLock::new();
+    let (_, path, sha256) = BUNDLE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let output = support::factbuoy()
+            .env("FACTBUOY_STATE_DIR", dir.path().join("state"))
+            .args(["run", "--node", "this-host", "-o", "json", "--out"])
+            .arg(dir.path().join("out"))
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let run: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let bundle = std::fs::read_dir(dir.path().join("out"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
+            .unwrap();
+        let sha256 = run["bundle"]["sha256"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no bundle.sha256 in {run}"))
+            .to_owned();
+        (dir, bundle, sha256)
+    });
+    (path, sha256)
+}
+
+/// The files of a `.tar.gz`, by path.
+fn files_of(bundle: &Path) -> Vec<(String, Vec<u8>)> {
+    use std::io::Read;
+    let file = std::fs::File::open(bundle).unwrap();
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    archive
+        .entries()
+        .unwrap()
+        .map(|entry| {
+            let mut entry = entry.unwrap();
+            let mut content = Vec::new();
+            entry.read_to_end(&mut content).unwrap();
+            (
+                entry.path().unwrap().to_string_lossy().into_owned(),
+                content,
+            )
+        })
+        .collect()
+}
+
+/// What goes into a `.tar.gz` built here.
+enum Item {
+    /// A regular file.
+    File(&'static str, Vec<u8>),
+    /// A regular file whose header (name written raw, unchecked) says `size`.
+    Raw(String, tar::EntryType, u64, Vec<u8>),
+    /// A link (symbolic or hard) at a path, to a target.
+    Link(&'static str, tar::EntryType, &'static str),
+}
+
+/// Writes `items` as a `.tar.gz` at `path`. Names go into the header raw, so the hostile ones
+/// (`..`, absolute) the tar builder would refuse get in.
+fn write_targz(path: &Path, items: &[Item]) {
+    let file = std::fs::File::create(path).unwrap();
+    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
+        file,
+        flate2::Compression::fast(),
+    ));
+    for item in items {
+        let (name, kind, size, data, link): (&str, _, u64, &[u8], Option<&str>) = match item {
+            Item::File(name, data) => {
+                (name, tar::EntryType::Regular, data.len() as u64, data, None)
+            }
+            Item::Raw(name, kind, size, data) => (name, *kind, *size, data, None),
+            Item::Link(name, kind, target) => (name, *kind, 0, &[], Some(target)),
+        };
+        let mut header = tar::Header::new_gnu();
+        let raw = &mut header.as_old_mut().name;
+        raw[..name.len()].copy_from_slice(name.as_bytes());
+        header.set_entry_type(kind);
+        header.set_size(size);
+        header.set_mode(0o644);
+        if let Some(target) = link {
+            header.set_link_name(target).unwrap();
+        }
+        if matches!(kind, tar::EntryType::Char | tar::EntryType::Block) {
+            header.set_device_major(1).unwrap();
+            header.set_device_minor(3).unwrap();
+        }
+        header.set_cksum();
+        builder.append(&header, data).unwrap();
+    }
+    builder.into_inner().unwrap().finish().unwrap();
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// The `meta/index.json` of `files`, each with its true size and digest.
+fn index_of(files: &[(&'static str, Vec<u8>)]) -> Vec<u8> {
+    let index: Vec<Value> = files
+        .iter()
+        .map(|(path, data)| json!({"path": path, "size": data.len(), "sha256": sha256(data)}))
+        .collect();
+    serde_json::to_vec(&index).unwrap()
+}
+
+/// The facts documents of the real run: (setup's, host-facts').
+fn real_facts() -> (Value, Value) {
+    let files = files_of(real_bundle().0);
+    let find = |suffix: &str| {
+        let (_, data) = files.iter().find(|(p, _)| p.ends_with(suffix)).unwrap();
+        serde_json::from_slice::<Value>(data).unwrap()
+    };
+    (find("/ansible_facts.json"), find("/host-facts.json"))
+}
+
+/// A bundle of three nodes built from the real run's facts: web-1 and web-2 with setup and
+/// host-facts results (web-2's with other values), web-3 whose setup timed out. Returns its
+/// files, without the index.
+fn fleet_files() -> Vec<(&'static str, Vec<u8>)> {
+    let real = files_of(real_bundle().0);
+    let run = real
+        .iter()
+        .find(|(p, _)| p == "meta/run.json")
+        .unwrap()
+        .1
+        .clone();
+    let (setup, host) = real_facts();
+    let mut setup2 = setup.clone();
+    setup2["ansible_distribution_version"] = json!("13.1");
+    setup2["ansible_mounts"] = json!([{"mount": "/"}, {"mount": "/data"}, {"mount": "/var"}]);
+    let mut host2 = host.clone();
+    host2["cpu"]["cores"] = json!(64);
+    // A pair without a passed result timed out: the aggregator's stand-in result failed.
+    let pair = |plugin: &str, node: &str, result: Option<&str>| match result {
+        Some(result) => json!({"plugin": plugin, "node": node, "status": "complete",
+                               "result_status": result}),
+        None => json!({"plugin": plugin, "node": node, "status": "timed-out",
+                       "result_status": "failed"}),
+    };
+    let status = json!({
+        "run_id": "f1ee7f1ee700",
+        "status": "complete",
+        "plugins": [
+            pair("setup", "web-1", Some("passed")),
+            pair("host-facts", "web-1", Some("passed")),
+            pair("setup", "web-2", Some("passed")),
+            pair("host-facts", "web-2", Some("passed")),
+            pair("setup", "web-3", None),
+            pair("host-facts", "web-3", Some("passed")),
+        ],
+    });
+    let to = |v: &Value| serde_json::to_vec(v).unwrap();
+    vec![
+        ("meta/run.json", run),
+        ("meta/status.json", to(&status)),
+        ("plugins/setup/results/web-1/ansible_facts.json", to(&setup)),
+        (
+            "plugins/host-facts/results/web-1/host-facts.json",
+            to(&host),
+        ),
+        (
+            "plugins/setup/results/web-2/ansible_facts.json",
+            to(&setup2),
+        ),
+        (
+            "plugins/host-facts/results/web-2/host-facts.json",
+            to(&host2),
+        ),
+        (
+            "plugins/host-facts/results/web-3/host-facts.json",
+            to(&host),
+        ),
+        (
+            "plugins/setup/errors/web-3/error.json",
+            to(
+                &json!({"error": "plugin \"setup\" 0.1.0: rejected its parameters: Bad subset 'bogus'"}),
+            ),
+        ),
+    ]
+}
+
+/// [`fleet_files`] with a true index, as a `.tar.gz` in `dir`.
+fn fleet_bundle(dir: &Path) -> PathBuf {
+    let files = fleet_files();
+    let mut items: Vec<Item> = files
+        .iter()
+        .map(|(p, d)| Item::File(p, d.clone()))
+        .collect();
+    items.push(Item::File("meta/index.json", index_of(&files)));
+    let path = dir.join("fleet.tar.gz");
+    write_targz(&path, &items);
+    path
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `factbuoy inspect ARGS`, run in `cwd`.
+fn inspect(cwd: &Path, args: &[&str]) -> Output {
+    support::factbuoy()
+        .current_dir(cwd)
+        .arg("inspect")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json_of(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON ({e}): {} {}",
+            text(&output.stdout),
+            text(&output.stderr)
+        )
+    })
+}
+
+/// Every path under `root`.
+fn tree(root: &Path) -> BTreeSet<PathBuf> {
+    let mut found = BTreeSet::new();
+    let mut pending = vec![root.to_owned()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.symlink_metadata().unwrap().is_dir() {
+                pending.push(path.clone());
+            }
+            found.insert(path);
+        }
+    }
+    found
+}
+
+/// Runs every reading command on the hostile bundle `items` (in a folder of its own, from a
+/// working folder inside it) and checks each fails, exit 2 (verify: 1, listing the problem),
+/// with an error naming `entry` and saying `why`; and that not a file appeared anywhere in the
+/// folder (the escape targets `..` and absolute names point at are inside it).
+fn assert_refused(items: &[Item], entry: &str, why: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let work = root.join("a").join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let bundle = root.join("hostile.tar.gz");
+    write_targz(&bundle, items);
+    let before = tree(root);
+    let name = bundle.to_str().unwrap();
+    for args in [
+        vec!["summary", name],
+        vec!["facts", name, "n1"],
+        vec!["query", name, "cpu.cores"],
+    ] {
+        let output = inspect(&work, &args);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(entry) && stderr.contains(why),
+            "{args:?} does not name {entry:?} ({why:?}): {stderr}"
+        );
+    }
+    let output = inspect(&work, &["verify", name, "-o", "json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let problems = json_of(&output)["problems"].to_string();
+    assert!(
+        problems.contains(entry) && problems.contains(why),
+        "verify does not list {entry:?}: {problems}"
+    );
+    assert_eq!(tree(root), before, "something was written");
+}
+
+#[test]
+fn verify_passes_a_real_runs_bundle_its_digest_and_its_extracted_folder() {
+    let (bundle, sha256) = real_bundle();
+    let dir = tempfile::tempdir().unwrap();
+    let b = bundle.to_str().unwrap();
+    let output = inspect(dir.path(), &["verify", b, "--sha256", sha256]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stdout));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.contains("every file matches meta/index.json"),
+        "{stdout}"
+    );
+    assert!(stdout.contains(sha256), "{stdout}");
+
+    let output = inspect(
+        dir.path(),
+        &["verify", b, "--sha256", &"0".repeat(64), "-o", "json"],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        json_of(&output)["problems"][0]["problem"]
+            .as_str()
+            .unwrap()
+            .contains("not the 0000")
+    );
+
+    let folder = dir.path().join("extracted");
+    std::fs::create_dir(&folder).unwrap();
+    let untar = Command::new("tar")
+        .arg("-xzf")
+        .arg(bundle)
+        .arg("-C")
+        .arg(&folder)
+        .status()
+        .unwrap();
+    assert!(untar.success());
+    let output = inspect(
+        dir.path(),
+        &["verify", folder.to_str().unwrap(), "-o", "json"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stdout));
+    assert!(json_of(&output)["indexed"].as_u64().unwrap() >= 8);
+
+    // A file changed after extraction is caught by name.
+    let facts = folder.join("plugins/setup/results/this-host/ansible_facts.json");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&facts)
+        .unwrap()
+        .write_all(b" ")
+        .unwrap();
+    let output = inspect(dir.path(), &["verify", folder.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.contains("plugins/setup/results/this-host/ansible_facts.json: ")
+            && stdout.contains("but meta/index.json says"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn verify_lists_every_way_a_lying_index_disagrees_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = fleet_files();
+    let mut index: Vec<Value> = serde_json::from_slice(&index_of(&files)).unwrap();
+    // web-1's setup facts: a wrong size; web-1's host-facts: a wrong digest; web-2's
+    // host-facts: not listed; a file listed that the bundle does not hold; a path that leads
+    // out; one listed twice.
+    index[2]["size"] = json!(1);
+    index[3]["sha256"] = json!("ab".repeat(32));
+    index.remove(5);
+    index.push(json!({"path": "plugins/setup/results/web-9/ansible_facts.json", "size": 2, "sha256": "00"}));
+    index.push(json!({"path": "../../etc/passwd", "size": 2, "sha256": "00"}));
+    index.push(index[0].clone());
+    let mut items: Vec<Item> = files
+        .iter()
+        .map(|(p, d)| Item::File(p, d.clone()))
+        .collect();
+    items.push(Item::File(
+        "meta/index.json",
+        serde_json::to_vec(&index).unwrap(),
+    ));
+    let bundle = dir.path().join("lying.tar.gz");
+    write_targz(&bundle, &items);
+
+    let output = inspect(
+        dir.path(),
+        &["verify", bundle.to_str().unwrap(), "-o", "json"],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let report = json_of(&output);
+    let problems: Vec<(String, String)> = report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["entry"].as_str().unwrap().into(),
+                p["problem"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let has = |entry: &str, says: &str| {
+        assert!(
+            problems.iter().any(|(e, p)| e == entry && p.contains(says)),
+            "no problem {entry}: {says} in {problems:?}"
+        )
+    };
+    has(
+        "plugins/setup/results/web-1/ansible_facts.json",
+        "but meta/index.json says 1",
+    );
+    has(
+        "plugins/host-facts/results/web-1/host-facts.json",
+        "sha-256",
+    );
+    has(
+        "plugins/host-facts/results/web-2/host-facts.json",
+        "present but not in meta/index.json",
+    );
+    has(
+        "plugins/setup/results/web-9/ansible_facts.json",
+        "indexed but missing",
+    );
+    has("../../etc/passwd", "lists a path no bundle entry can have");
+    has("meta/run.json", "lists it twice");
+    assert_eq!(problems.len(), 6, "{problems:?}");
+
+    // The table lists them too, one a line.
+    let output = inspect(dir.path(), &["verify", bundle.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("6 problems"), "{stdout}");
+    assert!(
+        stdout.contains("  - plugins/setup/results/web-9/ansible_facts.json: indexed but missing"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn summary_shows_the_run_a_nodes_by_plugins_table_errors_and_sizes() {
+    let (bundle, _) = real_bundle();
+    let dir = tempfile::tempdir().unwrap();
+    let output = inspect(dir.path(), &["summary", bundle.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    for says in [
+        "run ",
+        ": complete",
+        "created 20",
+        "factbuoy 0.1.0",
+        "setup 0.1.0",
+        "Sizes: ",
+    ] {
+        assert!(stdout.contains(says), "no {says:?} in {stdout}");
+    }
+    let header = stdout.lines().find(|l| l.starts_with("NODE")).unwrap();
+    assert!(
+        header.contains("host-facts") && header.contains("setup"),
+        "{header}"
+    );
+    let row = stdout.lines().find(|l| l.starts_with("this-host")).unwrap();
+    assert!(row.contains("passed"), "{row}");
+
+    let fleet = fleet_bundle(dir.path());
+    let output = inspect(
+        dir.path(),
+        &["summary", fleet.to_str().unwrap(), "-o", "json"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let summary = json_of(&output);
+    assert_eq!(summary["run"]["run_id"], "f1ee7f1ee700");
+    assert_eq!(summary["run"]["nodes"], json!(["web-1", "web-2", "web-3"]));
+    assert_eq!(summary["errors"][0]["node"], "web-3");
+    assert!(
+        summary["errors"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("Bad subset 'bogus'")
+    );
+    assert_eq!(summary["sizes"]["files"], 9);
+    assert_eq!(summary["sizes"]["by_node"][1]["node"], "web-2");
+    assert!(summary["sizes"]["by_node"][1]["bytes"].as_u64().unwrap() > 1000);
+
+    let output = inspect(dir.path(), &["summary", fleet.to_str().unwrap()]);
+    let stdout = text(&output.stdout);
+    let web3 = stdout.lines().find(|l| l.starts_with("web-3")).unwrap();
+    // Columns in the status document's order: setup, then host-facts; a pair that did not
+    // complete shows how it ended, not its stand-in result's `failed`.
+    assert_eq!(
+        web3.split_whitespace().collect::<Vec<_>>(),
+        ["web-3", "timed-out", "passed"]
+    );
+    assert!(
+        stdout.contains("  - setup on web-3: plugin \"setup\" 0.1.0: rejected its parameters"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn facts_and_query_answer_for_every_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = fleet_bundle(dir.path());
+    let b = fleet.to_str().unwrap();
+
+    // The issue's three paths, as a table and as JSON.
+    let output = inspect(dir.path(), &["query", b, "cpu.cores"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    let row = |node: &str, plugin: &str| {
+        stdout
+            .lines()
+            .filter(|l| l.split_whitespace().take(2).eq([node, plugin]))
+            .map(|l| l.split_whitespace().nth(2).unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(row("web-2", "host-facts"), ["64"]);
+    assert_eq!(row("web-2", "setup"), ["-"]);
+    let (setup, host) = real_facts();
+    assert_eq!(
+        row("web-1", "host-facts"),
+        [host["cpu"]["cores"].to_string()]
+    );
+
+    let output = inspect(
+        dir.path(),
+        &["query", b, "ansible_mounts[*].mount", "-o", "json"],
+    );
+    let answer = json_of(&output);
+    assert_eq!(answer["path"], "$.ansible_mounts[*].mount");
+    let nodes = answer["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3);
+    assert_eq!(nodes[1]["node"], "web-2");
+    // Each node's plugins in name order: host-facts, then setup.
+    assert_eq!(nodes[1]["plugins"][1]["plugin"], "setup");
+    assert_eq!(
+        nodes[1]["plugins"][1]["values"],
+        json!(["/", "/data", "/var"])
+    );
+    let mounts: Vec<Value> = setup["ansible_mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["mount"].clone())
+        .collect();
+    assert_eq!(nodes[0]["plugins"][1]["values"], json!(mounts));
+    assert_eq!(
+        nodes[2]["plugins"],
+        json!([{"plugin": "host-facts", "values": []}]),
+        "web-3 has no setup facts"
+    );
+
+    let output = inspect(
+        dir.path(),
+        &["query", b, "ansible_distribution_version", "-o", "yaml"],
+    );
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("13.1"), "{stdout}");
+
+    let output = inspect(dir.path(), &["query", b, "a..["]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("is not a path into the facts"));
+
+    // facts: both plugins, one, or an error for a node without facts.
+    let output = inspect(dir.path(), &["facts", b, "web-2", "-o", "json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let facts = json_of(&output);
+    assert_eq!(facts["node"], "web-2");
+    assert_eq!(facts["plugins"][0]["plugin"], "host-facts");
+    assert_eq!(facts["plugins"][0]["facts"]["cpu"]["cores"], 64);
+    assert_eq!(
+        facts["plugins"][1]["facts"]["ansible_distribution_version"],
+        "13.1"
+    );
+    let output = inspect(dir.path(), &["facts", b, "web-2", "host-facts"]);
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.split_whitespace().eq(["host-facts", "cpu.cores", "64"])),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("ansible_"), "only host-facts: {stdout}");
+    let output = inspect(dir.path(), &["facts", b, "web-9"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("no facts for node \"web-9\""));
+
+    // The real run's bundle, extracted, answers as the archive does.
+    let (bundle, _) = real_bundle();
+    let archive = inspect(
+        dir.path(),
+        &["query", bundle.to_str().unwrap(), "$..mount", "-o", "json"],
+    );
+    let folder = dir.path().join("extracted");
+    std::fs::create_dir(&folder).unwrap();
+    assert!(
+        Command::new("tar")
+            .arg("-xzf")
+            .arg(bundle)
+            .arg("-C")
+            .arg(&folder)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let extracted = inspect(
+        dir.path(),
+        &["query", folder.to_str().unwrap(), "$..mount", "-o", "json"],
+    );
+    assert_eq!(json_of(&archive), json_of(&extracted));
+    assert!(
+        !json_of(&archive)["nodes"][0]["plugins"][1]["values"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// A small valid bundle for hostile tests to add one bad entry to.
+fn base() -> Vec<Item> {
+    vec![
+        Item::File("meta/run.json", br#"{"run_id":"r1","plugins":[]}"#.to_vec()),
+        Item::File(
+            "meta/status.json",
+            br#"{"run_id":"r1","status":"complete","plugins":[]}"#.to_vec(),
+        ),
+    ]
+}
+
+fn with(extra: Item) -> Vec<Item> {
+    let mut items = base();
+    items.push(extra);
+    items
+}
+
+#[test]
+fn an_entry_leading_out_with_dot_dot_is_refused_by_name() {
+    assert_refused(
+        &with(Item::Raw(
+            "plugins/setup/results/n1/../../../../escaped".into(),
+            tar::EntryType::Regular,
+            2,
+            b"{}".to_vec(),
+        )),
+        "plugins/setup/results/n1/../../../../escaped",
+        "leading out of the bundle",
+    );
+}
+
+#[test]
+fn an_absolute_entry_is_refused_by_name() {
+    let target = std::env::temp_dir().join("factbuoy-inspect-absolute-escape");
+    let name = target.to_str().unwrap().to_owned();
+    assert_refused(
+        &with(Item::Raw(
+            name.clone(),
+            tar::EntryType::Regular,
+            2,
+            b"{}".to_vec(),
+        )),
+        &name,
+        "an absolute path",
+    );
+    assert!(!target.exists());
+}
+
+#[test]
+fn a_symlink_pointing_out_is_refused_by_name_in_an_archive_and_a_folder() {
+    assert_refused(
+        &with(Item::Link(
+            "plugins/setup/results/n1/ansible_facts.json",
+            tar::EntryType::Symlink,
+            "/etc/shadow",
+        )),
+        "plugins/setup/results/n1/ansible_facts.json",
+        "a symbolic link to /etc/shadow",
+    );
+    // An extracted bundle whose facts file is a link out is refused the same way.
+    let dir = tempfile::tempdir().unwrap();
+    let facts = dir.path().join("plugins/setup/results/n1");
+    std::fs::create_dir_all(&facts).unwrap();
+    std::os::unix::fs::symlink("/etc/shadow", facts.join("ansible_facts.json")).unwrap();
+    let output = inspect(dir.path(), &["facts", dir.path().to_str().unwrap(), "n1"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains(
+            "entry plugins/setup/results/n1/ansible_facts.json: a symbolic link to /etc/shadow"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_hard_link_is_refused_by_name() {
+    assert_refused(
+        &with(Item::Link(
+            "plugins/host-facts/results/n1/host-facts.json",
+            tar::EntryType::Link,
+            "/etc/passwd",
+        )),
+        "plugins/host-facts/results/n1/host-facts.json",
+        "a hard link to /etc/passwd",
+    );
+}
+
+#[test]
+fn a_device_file_is_refused_by_name() {
+    assert_refused(
+        &with(Item::Raw(
+            "plugins/setup/results/n1/ansible_facts.json".into(),
+            tar::EntryType::Char,
+            0,
+            Vec::new(),
+        )),
+        "plugins/setup/results/n1/ansible_facts.json",
+        "a device file",
+    );
+}
+
+#[test]
+fn a_second_entry_of_one_path_is_refused_by_name() {
+    let mut items = base();
+    items.push(Item::File("meta/status.json", b"{}".to_vec()));
+    assert_refused(&items, "meta/status.json", "a second entry of a path");
+}
+
+#[test]
+fn invalid_json_is_an_error_naming_the_entry() {
+    let items = vec![
+        Item::File("meta/run.json", br#"{"run_id":"r1","plugins":[]}"#.to_vec()),
+        Item::File(
+            "meta/status.json",
+            br#"{"run_id":"r1","status":"complete","plugins":[]}"#.to_vec(),
+        ),
+        Item::File(
+            "plugins/setup/results/n1/ansible_facts.json",
+            b"{\"cpu\": [1,".to_vec(),
+        ),
+        Item::File("meta/index.json", b"[{\"path\": ".to_vec()),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("b.tar.gz");
+    write_targz(&bundle, &items);
+    let b = bundle.to_str().unwrap();
+    for args in [vec!["facts", b, "n1"], vec!["query", b, "cpu"]] {
+        let output = inspect(dir.path(), &args);
+        assert_eq!(output.status.code(), Some(2));
+        let stderr = text(&output.stderr);
+        assert!(
+            stderr.contains("entry plugins/setup/results/n1/ansible_facts.json is not valid JSON"),
+            "{stderr}"
+        );
+    }
+    let output = inspect(dir.path(), &["verify", b]);
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.contains("meta/index.json: entry meta/index.json is not valid JSON"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_truncated_archive_is_an_error_naming_where_it_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    // The gzip stream cut short: the real run's bundle, its first half.
+    let (bundle, _) = real_bundle();
+    let bytes = std::fs::read(bundle).unwrap();
+    let cut = dir.path().join("cut.tar.gz");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    for command in ["summary", "verify"] {
+        let output = inspect(dir.path(), &[command, cut.to_str().unwrap()]);
+        assert_ne!(output.status.code(), Some(0));
+        let said = text(&output.stderr) + &text(&output.stdout);
+        assert!(
+            said.contains("corrupt or truncated after entry ") || said.contains("reading entry "),
+            "{command}: {said}"
+        );
+    }
+    // A whole gzip stream around a tar cut inside an entry: the header says 1000 bytes, 10 follow.
+    let short = dir.path().join("short.tar.gz");
+    let mut tar = Vec::new();
+    {
+        let mut header = tar::Header::new_gnu();
+        header.set_path("meta/status.json").unwrap();
+        header.set_size(1000);
+        header.set_cksum();
+        tar.extend_from_slice(header.as_bytes());
+        tar.extend_from_slice(b"{\"run_id\":");
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&tar).unwrap();
+    std::fs::write(&short, gz.finish().unwrap()).unwrap();
+    let output = inspect(dir.path(), &["summary", short.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("meta/status.json") && stderr.contains("truncated"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_bundle_of_more_entries_than_any_run_writes_is_refused_by_name() {
+    // 100,000 empty entries after the two of `base`: gzip packs them into a few megabytes.
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("many.tar.gz");
+    let file = std::fs::File::create(&bundle).unwrap();
+    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
+        file,
+        flate2::Compression::fast(),
+    ));
+    for item in base() {
+        let Item::File(name, data) = item else {
+            unreachable!()
+        };
+        let mut header = tar::Header::new_gnu();
+        header.set_size(data.len() as u64);
+        header.set_cksum();
+        builder
+            .append_data(&mut header, name, data.as_slice())
+            .unwrap();
+    }
+    for i in 0..100_000 {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(0);
+        header.set_cksum();
+        builder
+            .append_data(
+                &mut header,
+                format!("plugins/hello/results/n1/f{i}"),
+                &[][..],
+            )
+            .unwrap();
+    }
+    builder.into_inner().unwrap().finish().unwrap();
+    for (command, code) in [("summary", 2), ("verify", 1)] {
+        let mut run = support::factbuoy();
+        run.current_dir(dir.path())
+            .args(["inspect", command])
+            .arg(&bundle);
+        let measured = support::measure::measure(&run);
+        assert_eq!(measured.code, code, "{command}: {}", measured.stderr());
+        let said = measured.stderr() + &String::from_utf8_lossy(&measured.stdout);
+        assert!(
+            said.contains(
+                "entry plugins/hello/results/n1/f99998 is past the 100000 entries a bundle may have"
+            ),
+            "{command}: {said}"
+        );
+        eprintln!("{command}: peak RSS {} MiB", measured.peak_rss >> 20);
+        assert!(
+            measured.peak_rss < MAX_PEAK_RSS,
+            "peak RSS {}",
+            measured.peak_rss
+        );
+    }
+}
+
+/// A bundle whose `plugins/systemd-logs/results/n1/journal.export` holds `size` zero bytes,
+/// indexed truthfully, and (when `bomb`) a setup facts document of `size` spaces: gzip packs
+/// each to about a thousandth of its size.
+fn big_bundle(dir: &Path, size: u64, bomb: bool) -> PathBuf {
+    let path = dir.join("big.tar.gz");
+    let file = std::fs::File::create(&path).unwrap();
+    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
+        file,
+        flate2::Compression::fast(),
+    ));
+    let mut index = Vec::new();
+    use std::io::Read;
+    for (name, data) in [
+        (
+            "meta/run.json",
+            br#"{"run_id":"r1","plugins":[]}"#.as_slice(),
+        ),
+        (
+            "meta/status.json",
+            br#"{"run_id":"r1","status":"complete","plugins":[]}"#.as_slice(),
+        ),
+    ] {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        index.push(json!({"path": name, "size": data.len(), "sha256": sha256(data)}));
+        builder.append_data(&mut header, name, data).unwrap();
+    }
+    let mut add = |builder: &mut tar::Builder<_>, name: &str, size: u64, byte: u8| {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(size);
+        header.set_mode(0o644);
+        header.set_cksum();
+        let content = std::io::repeat(byte).take(size);
+        let mut hasher = Sha256::new();
+        std::io::copy(&mut std::io::repeat(byte).take(size), &mut hasher).unwrap();
+        index.push(json!({"path": name, "size": size, "sha256": hex::encode(hasher.finalize())}));
+        builder.append_data(&mut header, name, content).unwrap();
+    };
+    add(
+        &mut builder,
+        "plugins/systemd-logs/results/n1/journal.export",
+        size,
+        0,
+    );
+    if bomb {
+        add(
+            &mut builder,
+            "plugins/setup/results/n1/ansible_facts.json",
+            size,
+            b' ',
+        );
+    }
+    let index = serde_json::to_vec(&index).unwrap();
+    let mut header = tar::Header::new_gnu();
+    header.set_size(index.len() as u64);
+    header.set_mode(0o644);
+    header.set_cksum();
+    builder
+        .append_data(&mut header, "meta/index.json", index.as_slice())
+        .unwrap();
+    builder.into_inner().unwrap().finish().unwrap();
+    path
+}
+
+/// The most a command may hold while it reads an enormous entry.
+const MAX_PEAK_RSS: u64 = 50 * 1024 * 1024;
+
+#[test]
+fn an_enormous_entry_is_streamed_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let size = 256 * 1024 * 1024;
+    let bundle = big_bundle(dir.path(), size, false);
+    let mut command = support::factbuoy();
+    command
+        .current_dir(dir.path())
+        .args(["inspect", "verify", "-o", "json"])
+        .arg(&bundle);
+    let measured = support::measure::measure(&command);
+    assert_eq!(measured.code, 0, "{}", measured.stderr());
+    let report = measured.json();
+    let read = report["bytes"].as_u64().unwrap();
+    assert!(read > size && read < size + 4096, "{report}");
+    assert_eq!(report["problems"], json!([]), "{report}");
+    eprintln!(
+        "verify of a {} MiB entry: peak RSS {} MiB in {:?}",
+        size >> 20,
+        measured.peak_rss >> 20,
+        measured.elapsed
+    );
+    assert!(
+        measured.peak_rss < MAX_PEAK_RSS,
+        "peak RSS {}",
+        measured.peak_rss
+    );
+    let mut command = support::factbuoy();
+    command
+        .args(["inspect", "summary", "-o", "json"])
+        .arg(&bundle);
+    let measured = support::measure::measure(&command);
+    assert_eq!(measured.code, 0, "{}", measured.stderr());
+    assert_eq!(
+        measured.json()["sizes"]["by_plugin"],
+        json!([{"plugin": "systemd-logs", "bytes": size}])
+    );
+    assert!(
+        measured.peak_rss < MAX_PEAK_RSS,
+        "peak RSS {}",
+        measured.peak_rss
+    );
+}
+
+#[test]
+fn a_gzip_bomb_of_json_is_refused_before_it_is_read_into_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    // 200 MiB of spaces as a facts document: a valid JSON prefix, far past the 64 MiB cap.
+    let bundle = big_bundle(dir.path(), 200 * 1024 * 1024, true);
+    for args in [vec!["facts", "n1"], vec!["query", "cpu.cores"]] {
+        let mut command = support::factbuoy();
+        command
+            .current_dir(dir.path())
+            .args(["inspect", args[0]])
+            .arg(&bundle)
+            .arg(args[1]);
+        let measured = support::measure::measure(&command);
+        assert_eq!(measured.code, 2, "{}", measured.stderr());
+        let stderr = measured.stderr();
+        assert!(
+            stderr.contains("entry plugins/setup/results/n1/ansible_facts.json is 209715200 bytes, more than the 67108864 bytes read into memory"),
+            "{stderr}"
+        );
+        assert!(
+            measured.peak_rss < MAX_PEAK_RSS,
+            "peak RSS {}",
+            measured.peak_rss
+        );
+    }
+}
