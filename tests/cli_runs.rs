@@ -408,3 +408,45 @@ fn send_signal(pid: u32, signal: i32) {
     let sent = unsafe { libc::kill(pid as i32, signal) };
     assert_eq!(sent, 0, "kill({pid}, {signal})");
 }
+
+#[test]
+fn a_run_that_cannot_write_its_bundle_keeps_its_results_in_the_run_directory() {
+    let host = Host::new();
+    // --out below a file: the bundle cannot be written, whoever runs the test.
+    let output = host
+        .command(&[
+            "run",
+            "--node",
+            "this-host",
+            "--plugin",
+            "hello",
+            "-o",
+            "json",
+        ])
+        .args(["--out", "/dev/null/bundles"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(summary["status"], "failed");
+    assert!(
+        summary["error"]
+            .as_str()
+            .unwrap()
+            .contains("writing the bundle failed"),
+        "{summary}"
+    );
+    // Not retired: the committed result is still there to package once the disk is fixed.
+    let run_dir = host
+        .state()
+        .join("runs")
+        .join(summary["run_id"].as_str().unwrap());
+    assert!(run_dir.join("commits").is_dir(), "the commit records went");
+    assert!(
+        run_dir
+            .join("results/plugins/hello/results/this-host/greeting.json")
+            .is_file(),
+        "the result went"
+    );
+    assert!(!run_dir.join("final-status.json").exists());
+}

@@ -227,7 +227,11 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
     crate::logging::hide_bar();
     let document = running.shared.status_document();
     drop(running);
-    if let Err(e) = RunDir::new(&run_dir).retire(&document) {
+    // Only a bundle holds everything: a run that could not write one (a full disk) keeps its
+    // results in the run directory's results/, the only copy of them.
+    if document.tar_info.is_some()
+        && let Err(e) = RunDir::new(&run_dir).retire(&document)
+    {
         tracing::warn!(
             "removing the finished run's working files from {}: {e}",
             run_dir.display()
