@@ -393,13 +393,23 @@ fn a_killed_run_is_never_reported_running() {
             .contains("the run's process ended before the run did"),
         "{document}"
     );
-    // prune takes a run whose aggregator is gone for abandoned.
-    let dry = host.output(&["prune", "--dry-run"]);
+    // prune takes a run whose aggregator is gone for abandoned, and keeps it: its directory
+    // holds the only copy of what it collected. --all removes it.
+    let run_dir = host
+        .state()
+        .join("runs")
+        .join(document["run_id"].as_str().unwrap());
+    let kept = host.output(&["prune"]);
     assert!(
-        text(&dry.stdout).contains("(abandoned)"),
+        text(&kept.stdout).contains("(abandoned, no bundle): its results are only in"),
         "{}",
-        text(&dry.stdout)
+        text(&kept.stdout)
     );
+    assert!(run_dir.exists());
+    let all = host.output(&["prune", "--all", "-o", "json"]);
+    let pruning: serde_json::Value = serde_json::from_slice(&all.stdout).unwrap();
+    assert_eq!(pruning["removed"][0]["status"], "abandoned", "{pruning}");
+    assert!(!run_dir.exists());
 }
 
 /// Sends `signal` to process `pid`.

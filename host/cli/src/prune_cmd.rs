@@ -1,6 +1,7 @@
 //! `factbuoy prune`: removes the directories local runs left in the state directory. A
 //! finished run is already retired to its configuration and final status (its bundle holds the
-//! rest); prune removes those too, and the directories of runs whose process died.
+//! rest); prune removes those. Runs that ended without a bundle (a full disk, a killed process)
+//! hold the only copy of their results: prune keeps them unless told `--all`.
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -16,11 +17,13 @@ use factbuoy_protocol::types::RunStatus;
 
 use crate::output::{ExitStatus, Format, emit, emit_document};
 use crate::runs;
+use crate::summary::wire_name;
 
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     factbuoy prune --dry-run          # what would be removed\n  \
-    factbuoy prune --older-than 7d    # runs that ended more than a week ago")]
+    factbuoy prune --older-than 7d    # runs that ended more than a week ago\n  \
+    factbuoy prune --all              # runs without a bundle too (their results go with them)")]
 pub struct PruneArgs {
     /// Only runs whose state last changed longer ago than this, e.g. 12h or 7d.
     #[arg(long, default_value = "0s")]
@@ -28,15 +31,28 @@ pub struct PruneArgs {
     /// List what would be removed, and remove nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Also remove runs that ended without a bundle (a full disk, a killed process): their
+    /// directory holds the only copy of their results.
+    #[arg(long)]
+    all: bool,
 }
 
-/// A run directory prune removes.
+/// A run directory prune removes, or keeps for want of `--all`.
 #[derive(Debug, Serialize)]
 struct Pruned {
     run_id: String,
     run_dir: PathBuf,
     /// `complete`, `failed`, or `abandoned` (its aggregator died before the run ended).
     status: String,
+    /// Whether the run's bundle was written: else its directory holds its only results.
+    bundled: bool,
+}
+
+/// What prune did: JSON `{"removed": [...], "kept": [...]}`.
+#[derive(Debug, Default, Serialize)]
+struct Pruning {
+    removed: Vec<Pruned>,
+    kept: Vec<Pruned>,
 }
 
 /// How long prune waits for a run's operator listener before taking its process for dead.
@@ -50,10 +66,10 @@ pub fn prune(args: PruneArgs, format: Format) -> anyhow::Result<ExitStatus> {
         Err(e) => return Err(e).with_context(|| format!("listing {}", root.display())),
     };
     let now = SystemTime::now();
-    let mut pruned = Vec::new();
+    let mut pruning = Pruning::default();
     for entry in entries {
         let dir = RunDir::new(entry.path());
-        let Some((run_id, status)) = ended(&dir)? else {
+        let Some(run) = ended(&dir)? else {
             continue;
         };
         let changed = std::fs::metadata(dir.state())
@@ -62,16 +78,16 @@ pub fn prune(args: PruneArgs, format: Format) -> anyhow::Result<ExitStatus> {
         if now.duration_since(changed).unwrap_or_default() < *args.older_than {
             continue;
         }
+        if !run.bundled && !args.all {
+            pruning.kept.push(run);
+            continue;
+        }
         if !args.dry_run {
             std::fs::remove_dir_all(dir.root())
                 .with_context(|| format!("removing {}", dir.root().display()))?;
             runs::forget_if_current(dir.root())?;
         }
-        pruned.push(Pruned {
-            run_id,
-            run_dir: dir.root().to_owned(),
-            status,
-        });
+        pruning.removed.push(run);
     }
     match format {
         Format::Table => {
@@ -80,45 +96,62 @@ pub fn prune(args: PruneArgs, format: Format) -> anyhow::Result<ExitStatus> {
             } else {
                 "removed"
             };
-            for p in &pruned {
-                emit(&format!(
-                    "{verb} run {} ({}): {}",
+            let mut lines: Vec<String> = pruning
+                .removed
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{verb} run {} ({}): {}",
+                        p.run_id,
+                        p.status,
+                        p.run_dir.display()
+                    )
+                })
+                .collect();
+            lines.extend(pruning.kept.iter().map(|p| {
+                format!(
+                    "kept run {} ({}, no bundle): its results are only in {}; --all removes it",
                     p.run_id,
                     p.status,
                     p.run_dir.display()
-                ));
+                )
+            }));
+            if lines.is_empty() {
+                lines.push("nothing to prune".to_owned());
             }
-            if pruned.is_empty() {
-                emit("nothing to prune");
-            }
+            emit(&lines.join("\n"));
         }
-        machine => emit_document(&pruned, machine),
+        machine => emit_document(&pruning, machine),
     }
     Ok(ExitStatus::Success)
 }
 
-/// The run id and final status of the run in `dir`, if it has ended: retired, saved as
-/// complete or failed, or abandoned (its operator listener no longer answers). `None` for a run
-/// still going, and for a directory that holds no run.
-fn ended(dir: &RunDir) -> anyhow::Result<Option<(String, String)>> {
+/// The run in `dir`, if it has ended: retired, saved as complete or failed, or abandoned (its
+/// operator listener no longer answers). `None` for a run still going, and for a directory
+/// that holds no run.
+fn ended(dir: &RunDir) -> anyhow::Result<Option<Pruned>> {
     let Ok(config) = RunConfig::load(dir) else {
         return Ok(None);
     };
+    let run = |status: String, bundled: bool| Pruned {
+        run_id: config.run_id.clone(),
+        run_dir: dir.root().to_owned(),
+        status,
+        bundled,
+    };
     if let Some(document) = dir.load_final_status()? {
-        return Ok(Some((
-            config.run_id,
-            crate::summary::wire_name(&document.status),
-        )));
+        let bundled = document.tar_info.is_some();
+        return Ok(Some(run(wire_name(&document.status), bundled)));
     }
     let state = RunState::load(dir, &config)?;
     if matches!(state.status, RunStatus::Complete | RunStatus::Failed) {
-        return Ok(Some((
-            config.run_id,
-            crate::summary::wire_name(&state.status),
+        return Ok(Some(run(
+            wire_name(&state.status),
+            state.tar_info.is_some(),
         )));
     }
     // The configuration holds the port the listener bound at its first start.
     let answering =
         std::net::TcpStream::connect_timeout(&config.operator_listen, LIVENESS_TIMEOUT).is_ok();
-    Ok((!answering).then(|| (config.run_id, "abandoned".to_owned())))
+    Ok((!answering).then(|| run("abandoned".to_owned(), false)))
 }
