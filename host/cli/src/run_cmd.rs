@@ -424,13 +424,16 @@ pub async fn retrieve(args: RetrieveArgs, format: Format) -> anyhow::Result<Exit
     let dest = args.out.join(&tar.name);
     let resumed_from = match &remote {
         Some(client) => client.download_bundle(&dest).await?.resumed_from,
-        // A local run's bundle is a file on this host, whether or not its aggregator (which
-        // goes once the run has ended) still serves it.
-        None => {
-            let source = bundle_dir(&at).unwrap_or_default().join(&tar.name);
-            copy_bundle(&source, &dest)?;
-            0
-        }
+        None => match served_download(&at, &dest).await {
+            Some(resumed_from) => resumed_from,
+            // The aggregator has gone (a local run's goes once the run has ended): its bundle
+            // is a file on this host.
+            None => {
+                let source = bundle_dir(&at).unwrap_or_default().join(&tar.name);
+                copy_bundle(&source, &dest)?;
+                0
+            }
+        },
     };
     let sha256 = factbuoy_protocol::digest::sha256_file(&dest)?;
     let size = std::fs::metadata(&dest)?.len();
@@ -454,6 +457,33 @@ pub async fn retrieve(args: RetrieveArgs, format: Format) -> anyhow::Result<Exit
         ),
     }
     Ok(ExitStatus::Success)
+}
+
+/// Downloads a local run's bundle from its aggregator while it still serves it, resuming a
+/// partial download; `None` once it does not (the run was retired, or its process is gone).
+async fn served_download(at: &RunAt, dest: &Path) -> Option<u64> {
+    let RunAt::Local {
+        run_dir,
+        operator_address,
+        ..
+    } = at
+    else {
+        return None;
+    };
+    if RunDir::new(run_dir).load_final_status().ok()?.is_some() {
+        return None;
+    }
+    match operator(run_dir, *operator_address)
+        .ok()?
+        .download_bundle(dest)
+        .await
+    {
+        Ok(downloaded) => Some(downloaded.resumed_from),
+        Err(e) => {
+            tracing::debug!("downloading from the run's aggregator: {e}; copying its file");
+            None
+        }
+    }
 }
 
 /// Whether a run has ended, with or without a bundle.
