@@ -34,6 +34,19 @@ fn factbuoy(args: &[&str]) -> Output {
         .expect("running factbuoy")
 }
 
+/// `factbuoy ansible fact-cache CACHE --from BUNDLE ARGS`.
+fn fact_cache_from(cache: &Path, bundle: &Path, args: &[&str]) -> Output {
+    let mut all = vec![
+        "ansible",
+        "fact-cache",
+        cache.to_str().unwrap(),
+        "--from",
+        bundle.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    factbuoy(&all)
+}
+
 /// Runs a playbook against localhost with the jsonfile cache in `cache`; returns its stdout
 /// and what the playbook recorded in `seen.json`.
 fn run_playbook(venv: &Path, cache: &Path, play: &str) -> (String, Value) {
@@ -186,15 +199,7 @@ fn a_bundle_gives_one_file_per_node_and_bad_nodes_are_reported() {
         ],
     );
     let cache = dir.path().join("cache");
-    let output = factbuoy(&[
-        "ansible",
-        "fact-cache",
-        cache.to_str().unwrap(),
-        "--from",
-        path.to_str().unwrap(),
-        "-o",
-        "json",
-    ]);
+    let output = fact_cache_from(&cache, &path, &["-o", "json"]);
     assert_eq!(output.status.code(), Some(1));
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     let errors = report["errors"].to_string();
@@ -219,25 +224,13 @@ fn a_bundle_gives_one_file_per_node_and_bad_nodes_are_reported() {
     let bytes = std::fs::read(&path).unwrap();
     let cut = dir.path().join("cut.tar.gz");
     std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
-    let output = factbuoy(&[
-        "ansible",
-        "fact-cache",
-        dir.path().join("cut-cache").to_str().unwrap(),
-        "--from",
-        cut.to_str().unwrap(),
-    ]);
+    let output = fact_cache_from(&dir.path().join("cut-cache"), &cut, &[]);
     assert_ne!(output.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("corrupt"), "{stderr}");
 
     // Not a bundle at all.
-    let output = factbuoy(&[
-        "ansible",
-        "fact-cache",
-        dir.path().join("x").to_str().unwrap(),
-        "--from",
-        "/etc/hostname",
-    ]);
+    let output = fact_cache_from(&dir.path().join("x"), Path::new("/etc/hostname"), &[]);
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("not a .tar.gz bundle"), "{stderr}");
@@ -259,15 +252,7 @@ fn a_facts_file_that_is_a_link_out_is_refused_for_its_node_only() {
     std::fs::write(&outside, facts("not-from-the-run")).unwrap();
     std::os::unix::fs::symlink(&outside, results.join("node-b/ansible_facts.json")).unwrap();
     let cache = dir.path().join("cache");
-    let output = factbuoy(&[
-        "ansible",
-        "fact-cache",
-        cache.to_str().unwrap(),
-        "--from",
-        dir.path().join("bundle").to_str().unwrap(),
-        "-o",
-        "json",
-    ]);
+    let output = fact_cache_from(&cache, &dir.path().join("bundle"), &["-o", "json"]);
     assert_eq!(output.status.code(), Some(1));
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     let errors = report["errors"].to_string();

@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -22,6 +22,12 @@ impl Host {
 
     fn state(&self) -> PathBuf {
         self.dir.path().join("state")
+    }
+
+    /// The directory of the run a document (`run -o json`, `status -o json`) names.
+    fn run_dir(&self, document: &serde_json::Value) -> PathBuf {
+        let run_id = document["run_id"].as_str().expect("a run_id");
+        self.state().join("runs").join(run_id)
     }
 
     fn out(&self) -> PathBuf {
@@ -107,26 +113,6 @@ fn pair<'a>(results: &'a serde_json::Value, plugin: &str) -> &'a serde_json::Val
         .iter()
         .find(|p| p["plugin"] == plugin)
         .unwrap_or_else(|| panic!("no {plugin} in {results}"))
-}
-
-/// The files of a `.tar.gz`, by path.
-fn unpack(bundle: &Path) -> std::collections::BTreeMap<String, String> {
-    use std::io::Read;
-    let file = std::fs::File::open(bundle).unwrap();
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
-    archive
-        .entries()
-        .unwrap()
-        .map(|entry| {
-            let mut entry = entry.unwrap();
-            let mut content = String::new();
-            let _ = entry.read_to_string(&mut content);
-            (
-                entry.path().unwrap().to_string_lossy().into_owned(),
-                content,
-            )
-        })
-        .collect()
 }
 
 #[test]
@@ -221,7 +207,7 @@ fn a_finished_run_keeps_its_bundle_and_drops_its_working_files_and_ca_key() {
     assert!(output.status.success(), "{}", text(&output.stderr));
     let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let run_id = summary["run_id"].as_str().unwrap();
-    let run_dir = host.state().join("runs").join(run_id);
+    let run_dir = host.run_dir(&summary);
     let mut left: Vec<String> = std::fs::read_dir(&run_dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -278,11 +264,7 @@ fn retrieve_says_not_ready_during_a_run_and_waits_for_its_bundle_with_wait() {
     let running = host.wait_for("the run to start", |s| s["status"] == "running");
     // While it runs, its CA's and operator's keys are private to their owner.
     use std::os::unix::fs::PermissionsExt;
-    let pki = host
-        .state()
-        .join("runs")
-        .join(running["run_id"].as_str().unwrap())
-        .join("pki");
+    let pki = host.run_dir(&running).join("pki");
     for key in ["ca.key", "operator.key"] {
         let mode = std::fs::metadata(pki.join(key))
             .unwrap()
@@ -357,15 +339,17 @@ fn ctrl_c_ends_a_local_run_failed_with_a_bundle_of_what_was_collected() {
     );
     let bundles = host.bundles();
     assert_eq!(bundles.len(), 1, "{bundles:?}");
-    let files = unpack(&bundles[0]);
+    let files = support::kube_runs::Bundle::read(bundles[0].clone()).files;
     assert!(
         files.contains_key("plugins/hello/results/this-host/greeting.json"),
         "{:?}",
         files.keys()
     );
     assert!(
-        files["plugins/hostile/errors/this-host/error.json"].contains("the run was interrupted"),
-        "{files:?}"
+        String::from_utf8_lossy(&files["plugins/hostile/errors/this-host/error.json"])
+            .contains("the run was interrupted"),
+        "{:?}",
+        files.keys()
     );
 }
 
@@ -395,10 +379,7 @@ fn a_killed_run_is_never_reported_running() {
     );
     // prune takes a run whose aggregator is gone for abandoned, and keeps it: its directory
     // holds the only copy of what it collected. --all removes it.
-    let run_dir = host
-        .state()
-        .join("runs")
-        .join(document["run_id"].as_str().unwrap());
+    let run_dir = host.run_dir(&document);
     let kept = host.output(&["prune"]);
     assert!(
         text(&kept.stdout).contains("(abandoned, no bundle): its results are only in"),
@@ -446,11 +427,8 @@ fn a_run_that_cannot_write_its_bundle_keeps_its_results_in_the_run_directory() {
             .contains("writing the bundle failed"),
         "{summary}"
     );
-    // Not retired: the committed result is still there to package once the disk is fixed.
-    let run_dir = host
-        .state()
-        .join("runs")
-        .join(summary["run_id"].as_str().unwrap());
+    // Not retired: the run directory keeps the only copy of the committed result.
+    let run_dir = host.run_dir(&summary);
     assert!(run_dir.join("commits").is_dir(), "the commit records went");
     assert!(
         run_dir

@@ -50,30 +50,35 @@ fn shows_the_bar(text: &str) -> bool {
     text.split("/2 results").count() > 1
 }
 
-#[test]
-fn a_run_on_a_terminal_ends_with_its_summary_and_no_stale_progress_bar() {
+/// `factbuoy run ARGS` on a terminal, with hello and the hostile plugin looping until
+/// `plugin_timeout` (which keeps the progress bar on screen that long, then fails it).
+fn looping_run_on_terminal(args: &[&str], plugin_timeout: &str) -> Terminal {
     let dir = tempfile::tempdir().unwrap();
     let hostile = support::fixture("hostile");
     let out = dir.path().join("out");
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&[
+        "--node",
+        "this-host",
+        "--plugin",
+        "hello",
+        "--plugin",
+        hostile.to_str().unwrap(),
+        "-p",
+        "hostile:mode=loop",
+        "--plugin-timeout",
+        plugin_timeout,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    on_terminal(&dir.path().join("state"), &all)
+}
+
+#[test]
+fn a_run_on_a_terminal_ends_with_its_summary_and_no_stale_progress_bar() {
     // The looping plugin keeps the bar on screen for two seconds, then fails its deadline.
-    let terminal = on_terminal(
-        &dir.path().join("state"),
-        &[
-            "run",
-            "--node",
-            "this-host",
-            "--plugin",
-            "hello",
-            "--plugin",
-            hostile.to_str().unwrap(),
-            "-p",
-            "hostile:mode=loop",
-            "--plugin-timeout",
-            "2s",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
+    let terminal = looping_run_on_terminal(&[], "2s");
     let screen = &terminal.screen;
     assert_eq!(terminal.code, Some(1), "{screen}");
     // The bar was drawn while the run went on...
@@ -117,29 +122,8 @@ fn errors_on_a_terminal_are_one_sentence_without_log_noise() {
 
 #[test]
 fn log_lines_print_above_the_progress_bar_intact() {
-    let dir = tempfile::tempdir().unwrap();
-    let hostile = support::fixture("hostile");
-    let out = dir.path().join("out");
     // -v logs while the bar is on screen: the agent starts after the bar is drawn.
-    let terminal = on_terminal(
-        &dir.path().join("state"),
-        &[
-            "run",
-            "-v",
-            "--node",
-            "this-host",
-            "--plugin",
-            "hello",
-            "--plugin",
-            hostile.to_str().unwrap(),
-            "-p",
-            "hostile:mode=loop",
-            "--plugin-timeout",
-            "1s",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
+    let terminal = looping_run_on_terminal(&["-v"], "1s");
     let screen = &terminal.screen;
     assert!(
         screen

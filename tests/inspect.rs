@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use support::kube_runs::Bundle;
 
 /// A real run's bundle, made once per test binary: `factbuoy run --node this-host` with the
 /// default plugins (host-facts, setup, systemd-logs), and the sha-256 the run reported.
@@ -39,26 +40,6 @@ fn real_bundle() -> (&'static Path, &'static str) {
         (dir, bundle, sha256)
     });
     (path, sha256)
-}
-
-/// The files of a `.tar.gz`, by path.
-fn files_of(bundle: &Path) -> Vec<(String, Vec<u8>)> {
-    use std::io::Read;
-    let file = std::fs::File::open(bundle).unwrap();
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
-    archive
-        .entries()
-        .unwrap()
-        .map(|entry| {
-            let mut entry = entry.unwrap();
-            let mut content = Vec::new();
-            entry.read_to_end(&mut content).unwrap();
-            (
-                entry.path().unwrap().to_string_lossy().into_owned(),
-                content,
-            )
-        })
-        .collect()
 }
 
 /// What goes into a `.tar.gz` built here.
@@ -121,7 +102,7 @@ fn index_of(files: &[(&'static str, Vec<u8>)]) -> Vec<u8> {
 
 /// The facts documents of the real run: (setup's, host-facts').
 fn real_facts() -> (Value, Value) {
-    let files = files_of(real_bundle().0);
+    let files = Bundle::read(real_bundle().0.to_owned()).files;
     let find = |suffix: &str| {
         let (_, data) = files.iter().find(|(p, _)| p.ends_with(suffix)).unwrap();
         serde_json::from_slice::<Value>(data).unwrap()
@@ -133,13 +114,7 @@ fn real_facts() -> (Value, Value) {
 /// host-facts results (web-2's with other values), web-3 whose setup timed out. Returns its
 /// files, without the index.
 fn fleet_files() -> Vec<(&'static str, Vec<u8>)> {
-    let real = files_of(real_bundle().0);
-    let run = real
-        .iter()
-        .find(|(p, _)| p == "meta/run.json")
-        .unwrap()
-        .1
-        .clone();
+    let run = Bundle::read(real_bundle().0.to_owned()).files["meta/run.json"].clone();
     let (setup, host) = real_facts();
     let mut setup2 = setup.clone();
     setup2["ansible_distribution_version"] = json!("13.1");
