@@ -172,13 +172,17 @@ fn fleet_files() -> Vec<(&'static str, Vec<u8>)> {
 
 /// [`fleet_files`] with a true index, as a `.tar.gz` in `dir`.
 fn fleet_bundle(dir: &Path) -> PathBuf {
-    let files = fleet_files();
+    bundle_of(dir, "fleet.tar.gz", &fleet_files())
+}
+
+/// `files` with a true index, as the `.tar.gz` `name` in `dir`.
+fn bundle_of(dir: &Path, name: &str, files: &[(&'static str, Vec<u8>)]) -> PathBuf {
     let mut items: Vec<Item> = files
         .iter()
         .map(|(p, d)| Item::File(p, d.clone()))
         .collect();
-    items.push(Item::File("meta/index.json", index_of(&files)));
-    let path = dir.join("fleet.tar.gz");
+    items.push(Item::File("meta/index.json", index_of(files)));
+    let path = dir.join(name);
     write_targz(&path, &items);
     path
 }
@@ -240,6 +244,8 @@ fn assert_refused(items: &[Item], entry: &str, why: &str) {
         vec!["summary", name],
         vec!["facts", name, "n1"],
         vec!["query", name, "cpu.cores"],
+        vec!["diff", name],
+        vec!["diff", name, name],
     ] {
         let output = inspect(&work, &args);
         let stderr = text(&output.stderr);
@@ -576,6 +582,222 @@ fn facts_and_query_answer_for_every_node() {
             .unwrap()
             .is_empty()
     );
+}
+
+#[test]
+fn diff_groups_the_facts_on_which_nodes_disagree_and_leaves_out_what_always_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    // web-2's setup facts also differ in a clock, which the built-in list leaves out.
+    let mut files = fleet_files();
+    let (path, setup2) = &mut files[4];
+    assert_eq!(*path, "plugins/setup/results/web-2/ansible_facts.json");
+    let mut facts: Value = serde_json::from_slice(setup2).unwrap();
+    facts["ansible_date_time"]["epoch"] = json!("1");
+    *setup2 = serde_json::to_vec(&facts).unwrap();
+    let fleet = bundle_of(dir.path(), "fleet.tar.gz", &files);
+    let b = fleet.to_str().unwrap();
+    let (setup, host) = real_facts();
+
+    let output = inspect(dir.path(), &["diff", b, "-o", "json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let drift = json_of(&output);
+    assert_eq!(drift["nodes"], json!(["web-1", "web-2", "web-3"]));
+    assert_eq!(
+        drift["without_facts"],
+        json!([{"node": "web-3", "plugins": ["setup"]}]),
+        "web-3's setup failed: its setup facts are not drift"
+    );
+    let groups = drift["groups"].as_array().unwrap();
+    let group_of = |path: &str| {
+        groups
+            .iter()
+            .find(|g| {
+                g["facts"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|f| f["path"] == path)
+            })
+            .unwrap_or_else(|| panic!("no group holds {path}: {drift}"))
+    };
+    // host-facts: web-2 alone has 64 cores; web-3 (host-facts only) agrees with web-1.
+    let cores = group_of("cpu.cores");
+    assert_eq!(cores["node_sets"], json!([["web-1", "web-3"], ["web-2"]]));
+    assert_eq!(
+        cores["facts"],
+        json!([{"plugin": "host-facts", "path": "cpu.cores",
+                "values": [host["cpu"]["cores"], 64], "absent": []}])
+    );
+    // setup: web-1 and web-2 only; the version and the mounts split them the same way, so
+    // they are one group.
+    let version = group_of("ansible_distribution_version");
+    assert_eq!(version["node_sets"], json!([["web-1"], ["web-2"]]));
+    assert!(std::ptr::eq(version, group_of("ansible_mounts[2].mount")));
+    let fact = |path: &str| {
+        version["facts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"] == path)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        fact("ansible_distribution_version")["values"],
+        json!([setup["ansible_distribution_version"], "13.1"])
+    );
+    // web-1 (the real host) has fewer than three mounts: absent, and said so.
+    if setup["ansible_mounts"].as_array().unwrap().len() < 3 {
+        assert_eq!(
+            fact("ansible_mounts[2].mount"),
+            json!({"plugin": "setup", "path": "ansible_mounts[2].mount",
+                   "values": [null, "/var"], "absent": [0]})
+        );
+    }
+    assert_eq!(groups.len(), 2, "{drift}");
+    assert!(!drift["groups"].to_string().contains("ansible_date_time"));
+    assert!(drift["ignored"]["facts"].as_u64().unwrap() > 0);
+    assert!(
+        drift["ignored"]["patterns"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("ansible_date_time.*"))
+    );
+
+    // The same as a table: the node sets, then a column per set.
+    let output = inspect(dir.path(), &["diff", b]);
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("[a] web-1, web-3"), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.split_whitespace().eq([
+            "host-facts",
+            "cpu.cores",
+            &host["cpu"]["cores"].to_string(),
+            "64"
+        ])),
+        "{stdout}"
+    );
+    assert!(stdout.contains("web-3 has no setup facts"), "{stdout}");
+
+    // Without the built-in list the clock is drift; --ignore leaves out a path of one's own.
+    let output = inspect(
+        dir.path(),
+        &["diff", b, "--no-default-ignores", "-o", "json"],
+    );
+    let drift = json_of(&output);
+    assert!(drift.to_string().contains("ansible_date_time.epoch"));
+    assert_eq!(drift["ignored"], json!({"patterns": [], "facts": 0}));
+    let output = inspect(dir.path(), &["diff", b, "--ignore", "cpu.*", "-o", "json"]);
+    let drift = json_of(&output);
+    assert!(!drift.to_string().contains("cpu.cores"), "{drift}");
+    assert_eq!(drift["groups"].as_array().unwrap().len(), 1);
+
+    // --exit-code: 1 when nodes differ.
+    let output = inspect(dir.path(), &["diff", b, "--exit-code"]);
+    assert_eq!(output.status.code(), Some(1));
+}
+
+#[test]
+fn diff_of_two_bundles_lists_nodes_added_and_removed_and_each_change_with_its_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = fleet_bundle(dir.path());
+    // A month later: web-2 is gone, web-4 is new, web-1 and web-3 run another kernel, web-1
+    // lost a fact and gained one, and web-3's setup now passes (nothing to compare it with).
+    let (setup, host) = real_facts();
+    let mut setup1 = setup.clone();
+    setup1["ansible_kernel"] = json!("9.9.9-factbuoy");
+    setup1
+        .as_object_mut()
+        .unwrap()
+        .remove("ansible_distribution_version");
+    setup1["ansible_new_fact"] = json!(true);
+    let mut host3 = host.clone();
+    host3["kernel"]["release"] = json!("9.9.9-factbuoy");
+    let mut host1 = host.clone();
+    host1["kernel"]["release"] = json!("9.9.9-factbuoy");
+    // A clock that moved is no change.
+    host1["collected_at"] = json!("2030-01-01T00:00:00Z");
+    let status = json!({"run_id": "1a7e41a7e41a", "status": "complete", "plugins": [
+        {"plugin": "setup", "node": "web-1", "status": "complete", "result_status": "passed"},
+        {"plugin": "setup", "node": "web-3", "status": "complete", "result_status": "passed"},
+        {"plugin": "setup", "node": "web-4", "status": "complete", "result_status": "passed"},
+    ]});
+    let to = |v: &Value| serde_json::to_vec(v).unwrap();
+    let run = Bundle::read(real_bundle().0.to_owned()).files["meta/run.json"].clone();
+    let after = bundle_of(
+        dir.path(),
+        "later.tar.gz",
+        &[
+            ("meta/run.json", run),
+            ("meta/status.json", to(&status)),
+            (
+                "plugins/setup/results/web-1/ansible_facts.json",
+                to(&setup1),
+            ),
+            (
+                "plugins/host-facts/results/web-1/host-facts.json",
+                to(&host1),
+            ),
+            ("plugins/setup/results/web-3/ansible_facts.json", to(&setup)),
+            (
+                "plugins/host-facts/results/web-3/host-facts.json",
+                to(&host3),
+            ),
+            ("plugins/setup/results/web-4/ansible_facts.json", to(&setup)),
+        ],
+    );
+    let (a, b) = (before.to_str().unwrap(), after.to_str().unwrap());
+    let output = inspect(dir.path(), &["diff", a, b, "-o", "json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let diff = json_of(&output);
+    assert_eq!(diff["before"]["run_id"], "f1ee7f1ee700");
+    assert_eq!(diff["after"]["run_id"], "1a7e41a7e41a");
+    assert_eq!(diff["nodes_added"], json!(["web-4"]));
+    assert_eq!(diff["nodes_removed"], json!(["web-2"]));
+    assert_eq!(diff["nodes_compared"], 2);
+    assert_eq!(
+        diff["not_compared"],
+        json!([{"node": "web-3", "plugin": "setup", "missing_in": "before"}])
+    );
+    assert_eq!(
+        diff["changes"],
+        json!([
+            {"plugin": "host-facts", "path": "kernel.release", "kind": "changed",
+             "before": host["kernel"]["release"].clone(), "after": "9.9.9-factbuoy",
+             "nodes": ["web-1", "web-3"]},
+            {"plugin": "setup", "path": "ansible_distribution_version", "kind": "removed",
+             "before": setup["ansible_distribution_version"].clone(), "after": null,
+             "nodes": ["web-1"]},
+            {"plugin": "setup", "path": "ansible_kernel", "kind": "changed",
+             "before": setup["ansible_kernel"].clone(), "after": "9.9.9-factbuoy",
+             "nodes": ["web-1"]},
+            {"plugin": "setup", "path": "ansible_new_fact", "kind": "added",
+             "before": null, "after": true, "nodes": ["web-1"]},
+        ])
+    );
+
+    let output = inspect(dir.path(), &["diff", a, b]);
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("nodes added: web-4"), "{stdout}");
+    assert!(stdout.contains("nodes removed: web-2"), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.split_whitespace().eq([
+            "setup",
+            "ansible_new_fact",
+            "added",
+            "(absent)",
+            "true",
+            "web-1"
+        ])),
+        "{stdout}"
+    );
+
+    // A bundle compared with itself: nothing, and --exit-code says so with 0.
+    let output = inspect(dir.path(), &["diff", a, a, "--exit-code", "-o", "json"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(json_of(&output)["changes"], json!([]));
+    let output = inspect(dir.path(), &["diff", a, b, "--exit-code"]);
+    assert_eq!(output.status.code(), Some(1));
 }
 
 /// A small valid bundle for hostile tests to add one bad entry to.

@@ -297,7 +297,7 @@ struct ErrorFile {
 }
 
 /// `plugins/<plugin>/<results|errors>/<node>/<rest>` split into its parts.
-fn result_parts(path: &str) -> Option<(&str, &str, &str, &str)> {
+pub(crate) fn result_parts(path: &str) -> Option<(&str, &str, &str, &str)> {
     let rest = path.strip_prefix("plugins/")?;
     let (plugin, rest) = rest.split_once('/')?;
     let (kind, rest) = rest.split_once('/')?;
@@ -411,7 +411,7 @@ pub fn summary(bundle: &Bundle) -> Result<Summary, ReadError> {
     })
 }
 
-fn missing(bundle: &Bundle, entry: &str) -> ReadError {
+pub(crate) fn missing(bundle: &Bundle, entry: &str) -> ReadError {
     ReadError::Read {
         entry: entry.into(),
         cause: std::io::Error::new(
@@ -579,6 +579,40 @@ pub fn query(bundle: &Bundle, path: &FactPath) -> Result<Vec<Answer>, ReadError>
                 .collect(),
         })
         .collect())
+}
+
+/// Every leaf of `facts` with its path in the form [`FactPath::parse`] takes: `a.b[0].c`, and
+/// `a['/dev/x']` for a key that is not a plain name. An empty object or array is a leaf.
+pub fn leaves(facts: &Value) -> Vec<(String, &Value)> {
+    let mut found = Vec::new();
+    flatten(String::new(), facts, &mut found);
+    found
+}
+
+fn flatten<'v>(path: String, value: &'v Value, leaves: &mut Vec<(String, &'v Value)>) {
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (key, value) in map {
+                let plain = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                    && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                let next = match (plain, path.is_empty()) {
+                    (true, true) => key.clone(),
+                    (true, false) => format!("{path}.{key}"),
+                    (false, _) => {
+                        let quoted = key.replace('\\', "\\\\").replace('\'', "\\'");
+                        format!("{path}['{quoted}']")
+                    }
+                };
+                flatten(next, value, leaves);
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            for (i, value) in items.iter().enumerate() {
+                flatten(format!("{path}[{i}]"), value, leaves);
+            }
+        }
+        leaf => leaves.push((path, leaf)),
+    }
 }
 
 #[cfg(test)]

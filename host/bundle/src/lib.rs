@@ -8,6 +8,7 @@
 //! layout plus `meta/`; docs/bundle.md describes it for users, docs/inspect.md its reading.
 
 pub mod ansible_cache;
+pub mod drift;
 pub mod inspect;
 pub mod layout;
 pub mod reader;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
+use factbuoy_bundle::drift::{self, BundleRun, ChangeKind, Changes, Drift, IgnoreList};
 use factbuoy_bundle::inspect::{self, FACT_SOURCES, FactPath};
 use factbuoy_bundle::reader::Bundle;
 use factbuoy_protocol::text::printable;
@@ -45,6 +46,21 @@ pub enum InspectCommand {
         factbuoy inspect query run.tar.gz 'ansible_mounts[*].mount' -o json\n  \
         factbuoy inspect query run.tar.gz '$.ansible_mounts[?@.size_total > 1e9].mount'")]
     Query(QueryArgs),
+    /// Where the nodes of a bundle disagree, or what changed between two bundles of one fleet.
+    ///
+    /// With one bundle: the facts on which its nodes disagree, grouped by how they split the
+    /// nodes (the facts that set a few nodes apart come first). With two: nodes added and
+    /// removed, and each fact that changed with the nodes it changed on. Facts that change on
+    /// their own (clocks, load, free memory and space, traffic counters) are left out; the
+    /// built-in patterns are listed by `-o json` and replaced with --no-default-ignores.
+    #[command(after_help = "Examples:\n  \
+        factbuoy inspect diff run.tar.gz\n  \
+        factbuoy inspect diff last-month.tar.gz today.tar.gz\n  \
+        factbuoy inspect diff run.tar.gz --ignore 'ansible_env.*' --ignore '*_checksum'\n  \
+        factbuoy inspect diff old.tar.gz new.tar.gz --exit-code -o json\n\n\
+        Patterns match a fact's whole path as `facts` prints it; `*` matches anything, dots and\n\
+        brackets included (`ansible_mounts[*].size_available`), `?` one character.")]
+    Diff(DiffArgs),
 }
 
 #[derive(Debug, Args)]
@@ -80,12 +96,30 @@ pub struct QueryArgs {
     path: String,
 }
 
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The bundle whose nodes to compare, or the earlier of two bundles to compare.
+    bundle: PathBuf,
+    /// The later bundle of the same fleet.
+    later: Option<PathBuf>,
+    /// Leave out facts whose path matches PATTERN too (may be repeated).
+    #[arg(long, value_name = "PATTERN")]
+    ignore: Vec<String>,
+    /// Compare the facts that always change too: leave out only what --ignore names.
+    #[arg(long)]
+    no_default_ignores: bool,
+    /// Exit 1 when anything differs, as `diff` does.
+    #[arg(long)]
+    exit_code: bool,
+}
+
 pub fn execute(command: InspectCommand, format: Format) -> anyhow::Result<ExitStatus> {
     match command {
         InspectCommand::Verify(args) => verify(args, format),
         InspectCommand::Summary(args) => summary(args, format),
         InspectCommand::Facts(args) => facts(args, format),
         InspectCommand::Query(args) => query(args, format),
+        InspectCommand::Diff(args) => diff(args, format),
     }
 }
 
@@ -231,10 +265,8 @@ fn facts(args: FactsArgs, format: Format) -> anyhow::Result<ExitStatus> {
     }
     let mut rows = vec![vec!["PLUGIN".to_owned(), "PATH".into(), "VALUE".into()]];
     for document in &facts {
-        let mut leaves = Vec::new();
-        flatten(String::new(), &document.facts, &mut leaves);
-        for (path, value) in leaves {
-            rows.push(vec![document.plugin.clone(), path, cell(&value)]);
+        for (path, value) in inspect::leaves(&document.facts) {
+            rows.push(vec![document.plugin.clone(), path, cell(value)]);
         }
     }
     emit_lines(&table(&rows));
@@ -274,31 +306,221 @@ fn query(args: QueryArgs, format: Format) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
-/// Every leaf of `value` with its path in the form `query` takes (`a.b[0].c`, and `a['/dev/x']`
-/// for a key that is not a plain name).
-fn flatten(path: String, value: &Value, leaves: &mut Vec<(String, Value)>) {
-    match value {
-        Value::Object(map) if !map.is_empty() => {
-            for (key, value) in map {
-                let plain = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-                    && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-                let next = match (plain, path.is_empty()) {
-                    (true, true) => key.clone(),
-                    (true, false) => format!("{path}.{key}"),
-                    (false, _) => {
-                        let quoted = key.replace('\\', "\\\\").replace('\'', "\\'");
-                        format!("{path}['{quoted}']")
-                    }
-                };
-                flatten(next, value, leaves);
+fn diff(args: DiffArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let ignore = IgnoreList::new(!args.no_default_ignores, &args.ignore);
+    let first = Bundle::open(&args.bundle)?;
+    let differs = match &args.later {
+        None => {
+            let drift = drift::drift(&first, &ignore)?;
+            if format == Format::Table {
+                emit_lines(&drift_lines(&drift));
+            } else {
+                emit_document(&drift, format);
             }
+            !drift.groups.is_empty()
         }
-        Value::Array(items) if !items.is_empty() => {
-            for (i, value) in items.iter().enumerate() {
-                flatten(format!("{path}[{i}]"), value, leaves);
+        Some(later) => {
+            let changes = drift::changes(&first, &Bundle::open(later)?, &ignore)?;
+            if format == Format::Table {
+                emit_lines(&changes_lines(&changes));
+            } else {
+                emit_document(&changes, format);
             }
+            !(changes.changes.is_empty()
+                && changes.nodes_added.is_empty()
+                && changes.nodes_removed.is_empty())
         }
-        leaf => leaves.push((path, leaf.clone())),
+    };
+    Ok(if differs && args.exit_code {
+        ExitStatus::Failed
+    } else {
+        ExitStatus::Success
+    })
+}
+
+/// The most node sets a drift group is shown with as columns; past it, only its facts are
+/// listed (`query` and `-o json` have every value).
+const MAX_SET_COLUMNS: usize = 4;
+/// The most node names a cell lists before "and N more".
+const MAX_NAMES: usize = 5;
+
+fn drift_lines(drift: &Drift) -> Vec<String> {
+    let facts: usize = drift.groups.iter().map(|g| g.facts.len()).sum();
+    let mut lines = vec![format!(
+        "{} of {} (run {}): {}",
+        count(drift.nodes.len(), "node"),
+        drift.bundle.bundle,
+        drift.bundle.run_id,
+        match (facts, drift.groups.len()) {
+            (0, _) => "every fact compared is the same on every node".to_owned(),
+            (facts, groups) => format!(
+                "{} differ, in {}",
+                count(facts, "fact"),
+                count(groups, "group")
+            ),
+        }
+    )];
+    lines.push(ignored_line(&drift.ignored));
+    for without in &drift.without_facts {
+        lines.push(format!(
+            "  {} has no {} facts: left out of their comparison",
+            without.node,
+            without.plugins.join(" or ")
+        ));
+    }
+    for (number, group) in drift.groups.iter().enumerate() {
+        lines.push(String::new());
+        let sets = group.node_sets.len();
+        if sets > MAX_SET_COLUMNS {
+            lines.push(format!(
+                "Group {}: {} with {sets} different values among {} \
+                 (`factbuoy inspect query BUNDLE PATH` shows them)",
+                number + 1,
+                count(group.facts.len(), "fact"),
+                count(group.node_sets.iter().map(Vec::len).sum(), "node")
+            ));
+            let rows: Vec<Vec<String>> = group
+                .facts
+                .iter()
+                .map(|f| vec![f.plugin.clone(), f.path.clone()])
+                .collect();
+            lines.extend(table(&rows).into_iter().map(|l| format!("  {l}")));
+            continue;
+        }
+        lines.push(format!(
+            "Group {}: {} split the nodes {}",
+            number + 1,
+            count(group.facts.len(), "fact"),
+            group
+                .node_sets
+                .iter()
+                .map(|set| set.len().to_string())
+                .collect::<Vec<_>>()
+                .join(" / ")
+        ));
+        let letters: Vec<String> = (0..sets)
+            .map(|i| format!("[{}]", char::from(b'a' + i as u8)))
+            .collect();
+        for (letter, set) in letters.iter().zip(&group.node_sets) {
+            lines.push(format!("  {letter} {}", names(set)));
+        }
+        let mut rows = vec![
+            ["PLUGIN".to_owned(), "PATH".into()]
+                .into_iter()
+                .chain(letters.iter().cloned())
+                .collect::<Vec<_>>(),
+        ];
+        for fact in &group.facts {
+            let mut row = vec![fact.plugin.clone(), fact.path.clone()];
+            for (i, value) in fact.values.iter().enumerate() {
+                row.push(if fact.absent.contains(&i) {
+                    "(absent)".into()
+                } else {
+                    cell(value)
+                });
+            }
+            rows.push(row);
+        }
+        lines.extend(table(&rows).into_iter().map(|l| format!("  {l}")));
+    }
+    lines
+}
+
+fn changes_lines(changes: &Changes) -> Vec<String> {
+    let run = |r: &BundleRun| {
+        let created = r.created.as_deref().unwrap_or("at an unknown time");
+        format!("{} (run {}, created {created})", r.bundle, r.run_id)
+    };
+    let mut lines = vec![
+        format!("before: {}", run(&changes.before)),
+        format!("after:  {}", run(&changes.after)),
+    ];
+    let list = |nodes: &[String]| {
+        if nodes.is_empty() {
+            "none".to_owned()
+        } else {
+            names(nodes)
+        }
+    };
+    lines.push(format!("  nodes added: {}", list(&changes.nodes_added)));
+    lines.push(format!("  nodes removed: {}", list(&changes.nodes_removed)));
+    lines.push(format!(
+        "  {} in both compared: {}",
+        count(changes.nodes_compared, "node"),
+        match changes.changes.len() {
+            0 => "no fact changed".to_owned(),
+            n => count(n, "change"),
+        }
+    ));
+    lines.push(ignored_line(&changes.ignored));
+    for skipped in &changes.not_compared {
+        lines.push(format!(
+            "  {}'s {} facts are missing from the {} bundle: not compared",
+            skipped.node, skipped.plugin, skipped.missing_in
+        ));
+    }
+    if !changes.changes.is_empty() {
+        lines.push(String::new());
+        let mut rows = vec![
+            ["PLUGIN", "PATH", "CHANGE", "BEFORE", "AFTER", "NODES"]
+                .map(str::to_owned)
+                .to_vec(),
+        ];
+        for change in &changes.changes {
+            let side = |value: &Value, present: bool| {
+                if present {
+                    cell(value)
+                } else {
+                    "(absent)".into()
+                }
+            };
+            rows.push(vec![
+                change.plugin.clone(),
+                change.path.clone(),
+                wire_kind(change.kind),
+                side(&change.before, change.kind != ChangeKind::Added),
+                side(&change.after, change.kind != ChangeKind::Removed),
+                names(&change.nodes),
+            ]);
+        }
+        lines.extend(table(&rows));
+    }
+    lines
+}
+
+fn wire_kind(kind: ChangeKind) -> String {
+    match serde_json::to_value(kind) {
+        Ok(Value::String(text)) => text,
+        _ => String::new(),
+    }
+}
+
+fn ignored_line(ignored: &drift::Ignored) -> String {
+    if ignored.patterns.is_empty() {
+        return "  no fact left out (--no-default-ignores)".into();
+    }
+    format!(
+        "  {} left out by {} (-o json lists them; --no-default-ignores, --ignore)",
+        count(ignored.facts, "fact"),
+        count(ignored.patterns.len(), "ignore pattern")
+    )
+}
+
+/// `1 node`, `2 nodes`.
+fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// Node names, the first few: `web-1, web-2 and 298 more`.
+fn names(nodes: &[String]) -> String {
+    let shown = nodes[..nodes.len().min(MAX_NAMES)].join(", ");
+    match nodes.len().saturating_sub(MAX_NAMES) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
     }
 }
 
