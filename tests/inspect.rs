@@ -246,6 +246,7 @@ fn assert_refused(items: &[Item], entry: &str, why: &str) {
         vec!["query", name, "cpu.cores"],
         vec!["diff", name],
         vec!["diff", name, name],
+        vec!["sql", name, "SELECT 1"],
     ] {
         let output = inspect(&work, &args);
         let stderr = text(&output.stderr);
@@ -798,6 +799,111 @@ fn diff_of_two_bundles_lists_nodes_added_and_removed_and_each_change_with_its_no
     assert_eq!(json_of(&output)["changes"], json!([]));
     let output = inspect(dir.path(), &["diff", a, b, "--exit-code"]);
     assert_eq!(output.status.code(), Some(1));
+}
+
+#[test]
+fn sql_answers_over_every_nodes_facts_results_and_several_bundles() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = fleet_bundle(dir.path());
+    let b = fleet.to_str().unwrap();
+    let sql = |args: &[&str]| {
+        let output = inspect(dir.path(), &[&["sql"], args, &["-o", "json"]].concat());
+        assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+        json_of(&output)
+    };
+    let (setup, host) = real_facts();
+
+    // JSON functions on the whole documents, through the view.
+    let answer = sql(&[
+        b,
+        "SELECT node, facts->>'ansible_distribution_version' AS version FROM setup ORDER BY node",
+    ]);
+    assert_eq!(answer["columns"], json!(["node", "version"]));
+    assert_eq!(
+        answer["rows"],
+        json!([
+            ["web-1", setup["ansible_distribution_version"]],
+            ["web-2", "13.1"]
+        ])
+    );
+    // One row per leaf, typed: numbers compare as numbers.
+    let answer = sql(&[
+        b,
+        "SELECT node, value FROM fact_values WHERE path = 'cpu.cores' AND value > 32",
+    ]);
+    assert_eq!(answer["rows"], json!([["web-2", 64]]));
+    let answer = sql(&[
+        b,
+        "SELECT count(DISTINCT node) FROM fact_values WHERE plugin = 'host-facts'",
+    ]);
+    assert_eq!(answer["rows"], json!([[3]]));
+    // The results, with the status document's spelling and error.
+    let answer = sql(&[
+        b,
+        "SELECT run_id, node, status, result_status FROM results WHERE plugin = 'setup' AND result_status = 'failed'",
+    ]);
+    assert_eq!(
+        answer["rows"],
+        json!([["f1ee7f1ee700", "web-3", "timed-out", "failed"]])
+    );
+
+    // Several bundles: each row carries its run.
+    let real = real_bundle().0.to_str().unwrap();
+    let answer = sql(&[
+        b,
+        real,
+        "SELECT r.run_id, count(f.node) FROM runs r LEFT JOIN host_facts f USING (run_id) GROUP BY r.run_id ORDER BY count(f.node)",
+    ]);
+    let rows = answer["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{answer}");
+    assert_eq!(rows[0][1], 1, "the real run has one node");
+    assert_eq!(rows[1], json!(["f1ee7f1ee700", 3]));
+
+    // A table for people.
+    let output = inspect(
+        dir.path(),
+        &[
+            "sql",
+            b,
+            "SELECT node, facts->'cpu'->>'cores' AS cores FROM host_facts",
+        ],
+    );
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.split_whitespace().eq(["web-2", "64"])),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("web-1  {}", host["cpu"]["cores"])),
+        "{stdout}"
+    );
+
+    // The tables are read-only, a bad query says what is there, and --db keeps the file.
+    let output = inspect(dir.path(), &["sql", b, "DELETE FROM facts"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).contains("readonly"),
+        "{}",
+        text(&output.stderr)
+    );
+    let output = inspect(dir.path(), &["sql", b, "SELECT name FROM nowhere"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("no such table: nowhere") && stderr.contains("fact_values"),
+        "{stderr}"
+    );
+    let kept = dir.path().join("fleet.sqlite");
+    sql(&[b, "SELECT 1", "--db", kept.to_str().unwrap()]);
+    assert!(std::fs::metadata(&kept).unwrap().len() > 0);
+    let output = inspect(
+        dir.path(),
+        &["sql", b, "SELECT 1", "--db", kept.to_str().unwrap()],
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("exists"));
 }
 
 /// A small valid bundle for hostile tests to add one bad entry to.

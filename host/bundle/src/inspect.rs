@@ -425,7 +425,7 @@ pub(crate) fn missing(bundle: &Bundle, entry: &str) -> ReadError {
 }
 
 /// An enum's wire spelling (`post-processing`).
-fn wire(value: &impl Serialize) -> String {
+pub(crate) fn wire(value: &impl Serialize) -> String {
     match serde_json::to_value(value) {
         Ok(Value::String(text)) => text,
         _ => String::new(),

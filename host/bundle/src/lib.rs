@@ -12,4 +12,5 @@ pub mod drift;
 pub mod inspect;
 pub mod layout;
 pub mod reader;
+pub mod sql;
 pub mod writer;

@@ -61,6 +61,22 @@ pub enum InspectCommand {
         Patterns match a fact's whole path as `facts` prints it; `*` matches anything, dots and\n\
         brackets included (`ansible_mounts[*].size_available`), `?` one character.")]
     Diff(DiffArgs),
+    /// Ask SQL of the facts of every node of one or more bundles (SQLite, with its JSON
+    /// functions).
+    ///
+    /// Tables: runs (run_id, bundle, status, error, created, factbuoy_version); results
+    /// (run_id, plugin, node, status, result_status, error); facts (run_id, node, plugin,
+    /// facts: the whole document as JSON); fact_values (run_id, node, plugin, path, value: one
+    /// row per leaf, paths as `facts` prints them). Views: setup and host_facts (run_id, node,
+    /// facts). The database is read-only.
+    #[command(after_help = "Examples:\n  \
+        factbuoy inspect sql run.tar.gz \"SELECT node, facts->>'ansible_distribution_version' FROM setup\"\n  \
+        factbuoy inspect sql run.tar.gz \"SELECT facts->>'ansible_kernel' AS kernel, count(*) FROM setup GROUP BY kernel\"\n  \
+        factbuoy inspect sql run.tar.gz \"SELECT node, value FROM fact_values WHERE path = 'cpu.cores' AND value < 8\"\n  \
+        factbuoy inspect sql run.tar.gz \"SELECT node, plugin, status, error FROM results WHERE result_status = 'failed'\"\n  \
+        factbuoy inspect sql jan.tar.gz feb.tar.gz \"SELECT run_id, count(*) FROM setup GROUP BY run_id\" -o json\n  \
+        factbuoy inspect sql run.tar.gz 'SELECT 1' --db fleet.sqlite   # keep the tables for sqlite3")]
+    Sql(SqlArgs),
 }
 
 #[derive(Debug, Args)]
@@ -113,6 +129,19 @@ pub struct DiffArgs {
     exit_code: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct SqlArgs {
+    /// The bundles: .tar.gz files or folders they were extracted to.
+    #[arg(required = true, num_args = 1..)]
+    bundles: Vec<PathBuf>,
+    /// One SQL statement.
+    query: String,
+    /// Write the tables to this new SQLite file and keep it (it must not exist); a temporary
+    /// file is used and removed otherwise.
+    #[arg(long, value_name = "FILE")]
+    db: Option<PathBuf>,
+}
+
 pub fn execute(command: InspectCommand, format: Format) -> anyhow::Result<ExitStatus> {
     match command {
         InspectCommand::Verify(args) => verify(args, format),
@@ -120,6 +149,7 @@ pub fn execute(command: InspectCommand, format: Format) -> anyhow::Result<ExitSt
         InspectCommand::Facts(args) => facts(args, format),
         InspectCommand::Query(args) => query(args, format),
         InspectCommand::Diff(args) => diff(args, format),
+        InspectCommand::Sql(args) => sql(args, format),
     }
 }
 
@@ -336,6 +366,44 @@ fn diff(args: DiffArgs, format: Format) -> anyhow::Result<ExitStatus> {
     } else {
         ExitStatus::Success
     })
+}
+
+fn sql(args: SqlArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let bundles = args
+        .bundles
+        .iter()
+        .map(|b| Bundle::open(b))
+        .collect::<Result<Vec<_>, _>>()?;
+    let scratch;
+    let database = match &args.db {
+        Some(path) => {
+            if path.exists() {
+                bail!(
+                    "{} exists: name a new file for --db (the tables are written afresh)",
+                    path.display()
+                );
+            }
+            path.clone()
+        }
+        None => {
+            scratch = tempfile::tempdir()?;
+            scratch.path().join("facts.sqlite")
+        }
+    };
+    let answer = factbuoy_bundle::sql::query(&bundles, &database, &args.query)?;
+    if format != Format::Table {
+        emit_document(&answer, format);
+        return Ok(ExitStatus::Success);
+    }
+    let mut rows = vec![answer.columns.clone()];
+    rows.extend(
+        answer
+            .rows
+            .iter()
+            .map(|row| row.iter().map(cell).collect::<Vec<_>>()),
+    );
+    emit_lines(&table(&rows));
+    Ok(ExitStatus::Success)
 }
 
 /// The most node sets a drift group is shown with as columns; past it, only its facts are
