@@ -157,6 +157,14 @@ pub struct BundleRun {
     pub created: Option<String>,
 }
 
+/// One node's facts of one plugin: (key, value) pairs sorted by key.
+type Pairs = Vec<(u32, u32)>;
+/// One node's facts from each plugin of [`FACT_SOURCES`], `None` where it has none.
+type NodeFacts = [Option<Pairs>; FACT_SOURCES.len()];
+/// A split of the nodes into sets (node numbers), and the facts that split them so, each with
+/// the value of every set.
+type Partitions = HashMap<Vec<Vec<u32>>, Vec<(u32, Vec<u32>)>>;
+
 /// One bundle's facts, by node.
 struct Fleet {
     run: BundleRun,
@@ -164,7 +172,7 @@ struct Fleet {
     nodes: Vec<String>,
     /// For each node, for each plugin of [`FACT_SOURCES`]: its facts, as (key, value) pairs
     /// sorted by key; `None` when the bundle has no facts of that plugin for the node.
-    facts: HashMap<String, [Option<Vec<(u32, u32)>>; FACT_SOURCES.len()]>,
+    facts: HashMap<String, NodeFacts>,
 }
 
 impl Fleet {
@@ -176,8 +184,7 @@ impl Fleet {
     ) -> Result<Fleet, ReadError> {
         let mut run: Option<Value> = None;
         let mut status: Option<StatusDocument> = None;
-        let mut facts: HashMap<String, [Option<Vec<(u32, u32)>>; FACT_SOURCES.len()]> =
-            HashMap::new();
+        let mut facts: HashMap<String, NodeFacts> = HashMap::new();
         bundle.walk(|visited| {
             let entry = visited.map_err(ReadError::Refused)?;
             let path = entry.path().to_owned();
@@ -191,7 +198,7 @@ impl Fleet {
                     .position(|(p, artifact)| *p == plugin && *artifact == file)
             {
                 let document: Value = entry.read_json(crate::inspect::MAX_FACTS_BYTES)?;
-                let mut pairs: Vec<(u32, u32)> = leaves(&document)
+                let mut pairs: Pairs = leaves(&document)
                     .into_iter()
                     .filter_map(|(path, value)| {
                         let key = interner.key((source, path), ignore);
@@ -328,7 +335,7 @@ pub fn drift(bundle: &Bundle, ignore: &IgnoreList) -> Result<Drift, ReadError> {
     const ABSENT: u32 = u32::MAX;
     // Node number -> name, in the run's order; a partition is written in node numbers.
     let nodes = &fleet.nodes;
-    let mut groups: HashMap<Vec<Vec<u32>>, Vec<(u32, Vec<u32>)>> = HashMap::new();
+    let mut groups: Partitions = HashMap::new();
     for source in 0..FACT_SOURCES.len() {
         // The nodes with this plugin's facts, each with a cursor into its sorted pairs.
         let members: Vec<(u32, &[(u32, u32)])> = nodes
