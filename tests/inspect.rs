@@ -256,6 +256,31 @@ fn assert_refused(items: &[Item], entry: &str, why: &str) {
             "{args:?} does not name {entry:?} ({why:?}): {stderr}"
         );
     }
+    // An export stops too, and leaves nothing in its folder: no half-written file.
+    let out = root.join("a").join("out");
+    for format in ["jsonl", "csv"] {
+        let args = [
+            "export",
+            name,
+            "--format",
+            format,
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let output = inspect(&work, &args);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(entry),
+            "{args:?} does not name {entry:?}: {stderr}"
+        );
+        assert_eq!(
+            std::fs::read_dir(&out).unwrap().count(),
+            0,
+            "{format}: a file was left"
+        );
+    }
+    std::fs::remove_dir(&out).unwrap();
     let output = inspect(&work, &["verify", name, "-o", "json"]);
     assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
     let problems = json_of(&output)["problems"].to_string();
@@ -904,6 +929,136 @@ fn sql_answers_over_every_nodes_facts_results_and_several_bundles() {
     );
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output.stderr).contains("exists"));
+}
+
+#[test]
+fn export_writes_jsonl_csv_and_ansibles_fact_cache_into_the_folder_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = fleet_bundle(dir.path());
+    let b = fleet.to_str().unwrap();
+    let out = dir.path().join("export");
+    let o = out.to_str().unwrap();
+    let files = fleet_files();
+    let document = |path: &str| -> Value {
+        let (_, data) = files.iter().find(|(p, _)| *p == path).unwrap();
+        serde_json::from_slice(data).unwrap()
+    };
+
+    // JSON Lines: a line per node and plugin, the node first.
+    let output = inspect(dir.path(), &["export", b, "--format", "jsonl", "--out", o]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let jsonl = std::fs::read_to_string(out.join("facts.jsonl")).unwrap();
+    let lines: Vec<Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5, "web-1 and web-2 twice, web-3 once");
+    assert!(jsonl.starts_with("{\"node\":"), "{}", &jsonl[..40]);
+    let web2 = lines
+        .iter()
+        .find(|l| l["node"] == "web-2" && l["plugin"] == "setup")
+        .unwrap();
+    assert_eq!(
+        web2["facts"],
+        document("plugins/setup/results/web-2/ansible_facts.json")
+    );
+
+    // CSV with columns: a row per node; several values are a JSON array, none an empty cell.
+    let output = inspect(
+        dir.path(),
+        &[
+            "export",
+            b,
+            "--format",
+            "csv",
+            "--out",
+            o,
+            "--path",
+            "ansible_distribution_version",
+            "--path",
+            "ansible_mounts[*].mount",
+            "--path",
+            "cpu.cores",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let read_csv = |path: &Path| -> Vec<Vec<String>> {
+        csv::Reader::from_path(path)
+            .unwrap()
+            .into_records()
+            .map(|r| r.unwrap().iter().map(str::to_owned).collect())
+            .collect()
+    };
+    let mut reader = csv::Reader::from_path(out.join("facts.csv")).unwrap();
+    assert_eq!(
+        reader.headers().unwrap().iter().collect::<Vec<_>>(),
+        [
+            "node",
+            "ansible_distribution_version",
+            "ansible_mounts[*].mount",
+            "cpu.cores"
+        ]
+    );
+    let rows = read_csv(&out.join("facts.csv"));
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[1], ["web-2", "13.1", r#"["/","/data","/var"]"#, "64"]);
+    assert_eq!(rows[2][0], "web-3");
+    assert_eq!(rows[2][1], "", "web-3 has no setup facts");
+
+    // CSV without columns: every leaf, a row each.
+    let output = inspect(dir.path(), &["export", b, "--format", "csv", "--out", o]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let rows = read_csv(&out.join("facts.csv"));
+    let (_, host) = real_facts();
+    assert!(rows.contains(&vec![
+        "web-2".to_owned(),
+        "host-facts".into(),
+        "cpu.cores".into(),
+        "64".into()
+    ]));
+    assert!(rows.contains(&vec![
+        "web-3".to_owned(),
+        "host-facts".into(),
+        "cpu.cores".into(),
+        host["cpu"]["cores"].to_string()
+    ]));
+
+    // Ansible's fact cache: both layouts, a file each per node with setup facts.
+    let cache = out.join("cache");
+    let output = inspect(
+        dir.path(),
+        &[
+            "export",
+            b,
+            "--format",
+            "ansible-fact-cache",
+            "--out",
+            cache.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let mut names: Vec<String> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["s1_web-1", "s1_web-2", "web-1", "web-2"]);
+    let plain: Value =
+        serde_json::from_slice(&std::fs::read(cache.join("web-2")).unwrap()).unwrap();
+    assert_eq!(plain["ansible_distribution_version"], "13.1");
+
+    // Nothing but the files asked for, in the folder asked for.
+    let mut written: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    written.sort();
+    assert_eq!(written, ["cache", "facts.csv", "facts.jsonl"]);
+    let output = inspect(
+        dir.path(),
+        &["export", b, "--format", "jsonl", "--out", o, "--path", "x"],
+    );
+    assert_eq!(output.status.code(), Some(2));
 }
 
 /// A small valid bundle for hostile tests to add one bad entry to.

@@ -490,6 +490,7 @@ pub fn facts(
 /// A path into the facts, as [`FactPath::parse`] reads it.
 #[derive(Debug, Clone)]
 pub struct FactPath {
+    given: String,
     written: String,
     path: serde_json_path::JsonPath,
 }
@@ -521,9 +522,15 @@ impl FactPath {
             cause,
         })?;
         Ok(FactPath {
+            given: written.to_owned(),
             written: full,
             path,
         })
+    }
+
+    /// The path as it was given.
+    pub fn given(&self) -> &str {
+        &self.given
     }
 
     /// The path as JSONPath.

@@ -9,6 +9,7 @@
 
 pub mod ansible_cache;
 pub mod drift;
+pub mod export;
 pub mod inspect;
 pub mod layout;
 pub mod reader;

@@ -4,7 +4,7 @@
 //! cache file per node.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
@@ -97,25 +97,8 @@ async fn fact_cache(args: FactCacheArgs, format: Format) -> anyhow::Result<ExitS
         );
     }
     // Each host's facts document as bytes; the cache files are transcoded from them.
-    let mut facts_by_host: BTreeMap<String, Result<Vec<u8>, String>> = BTreeMap::new();
-    match &args.from {
-        Some(bundle) => {
-            for (node, read) in factbuoy_bundle::reader::node_files(
-                bundle,
-                SETUP_PLUGIN,
-                FACTS_ARTIFACT,
-                MAX_FACTS_BYTES,
-            )? {
-                facts_by_host.insert(node, read);
-            }
-            if facts_by_host.is_empty() {
-                bail!(
-                    "{} has no setup results ({}/{FACTS_ARTIFACT}); was the setup plugin part of the run?",
-                    bundle.display(),
-                    layout::result_dir(SETUP_PLUGIN, "<node>", ResultKind::Results)
-                );
-            }
-        }
+    let facts_by_host = match &args.from {
+        Some(bundle) => facts_from_bundle(bundle)?,
         None => {
             let facts = gather_here(&args).await?;
             let host = match &args.host {
@@ -124,18 +107,53 @@ async fn fact_cache(args: FactCacheArgs, format: Format) -> anyhow::Result<ExitS
                     .map_err(anyhow::Error::msg)?
                     .context("the facts have no ansible_nodename; name the host with --host")?,
             };
-            facts_by_host.insert(host, Ok(facts));
+            BTreeMap::from([(host, Ok(facts))])
         }
-    }
+    };
+    write_cache(
+        &args.dir,
+        &args.prefix,
+        args.layout.into(),
+        facts_by_host,
+        format,
+    )
+}
 
-    std::fs::create_dir_all(&args.dir)
-        .with_context(|| format!("creating the cache directory {}", args.dir.display()))?;
+/// Each node's setup facts document in the bundle at `bundle` (a `.tar.gz` or its extracted
+/// folder), or why that node's could not be read.
+pub fn facts_from_bundle(
+    bundle: &Path,
+) -> anyhow::Result<BTreeMap<String, Result<Vec<u8>, String>>> {
+    let facts_by_host: BTreeMap<String, Result<Vec<u8>, String>> =
+        factbuoy_bundle::reader::node_files(bundle, SETUP_PLUGIN, FACTS_ARTIFACT, MAX_FACTS_BYTES)?
+            .into_iter()
+            .collect();
+    if facts_by_host.is_empty() {
+        bail!(
+            "{} has no setup results ({}/{FACTS_ARTIFACT}); was the setup plugin part of the run?",
+            bundle.display(),
+            layout::result_dir(SETUP_PLUGIN, "<node>", ResultKind::Results)
+        );
+    }
+    Ok(facts_by_host)
+}
+
+/// Writes a cache file (or two, for [`ansible_cache::Layout::Both`]) per host in `dir`, and
+/// prints what was written and each host whose facts could not be; exit 1 if any could not.
+pub fn write_cache(
+    dir: &Path,
+    prefix: &str,
+    layout: ansible_cache::Layout,
+    facts_by_host: BTreeMap<String, Result<Vec<u8>, String>>,
+    format: Format,
+) -> anyhow::Result<ExitStatus> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("creating the cache directory {}", dir.display()))?;
     let mut written = Vec::new();
     let mut errors = Vec::new();
     for (host, facts) in facts_by_host {
         let result = facts.and_then(|facts| {
-            write_host(&args.dir, &args.prefix, &host, &facts, args.layout.into())
-                .map_err(|e| format!("{e:#}"))
+            write_host(dir, prefix, &host, &facts, layout).map_err(|e| format!("{e:#}"))
         });
         match result {
             Ok(done) => written.push(done),
@@ -160,7 +178,7 @@ async fn fact_cache(args: FactCacheArgs, format: Format) -> anyhow::Result<ExitS
         }
         machine => emit_document(
             &json!({
-                "directory": args.dir,
+                "directory": dir,
                 "written": written.iter().map(|w| json!({"host": w.host, "files": w.files, "facts": w.facts})).collect::<Vec<_>>(),
                 "errors": errors,
             }),

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::bail;
 use clap::{Args, Subcommand};
 use factbuoy_bundle::drift::{self, BundleRun, ChangeKind, Changes, Drift, IgnoreList};
+use factbuoy_bundle::export;
 use factbuoy_bundle::inspect::{self, FACT_SOURCES, FactPath};
 use factbuoy_bundle::reader::Bundle;
 use factbuoy_protocol::text::printable;
@@ -77,6 +78,31 @@ pub enum InspectCommand {
         factbuoy inspect sql jan.tar.gz feb.tar.gz \"SELECT run_id, count(*) FROM setup GROUP BY run_id\" -o json\n  \
         factbuoy inspect sql run.tar.gz 'SELECT 1' --db fleet.sqlite   # keep the tables for sqlite3")]
     Sql(SqlArgs),
+    /// Write the facts in a format other tools read, into a folder.
+    ///
+    /// ansible-fact-cache: Ansible's jsonfile fact cache, a file per node (as `factbuoy
+    /// ansible fact-cache --from`). jsonl: facts.jsonl, a line per node and plugin:
+    /// {"node", "plugin", "facts"}. csv: facts.csv, every leaf as node,plugin,path,value; with
+    /// --path, a row per node and a column per path (as `query` takes it).
+    #[command(after_help = "Examples:\n  \
+        factbuoy inspect export run.tar.gz --format ansible-fact-cache --out ./facts\n  \
+        factbuoy inspect export run.tar.gz --format jsonl --out ./export\n  \
+        factbuoy inspect export run.tar.gz --format csv --out ./export\n  \
+        factbuoy inspect export run.tar.gz --format csv --out ./export \\\n      \
+        --path ansible_distribution_version --path cpu.cores --path 'ansible_mounts[*].mount'\n\n\
+        Files are written whole or not at all (a temporary file renamed into place), and only in --out.")]
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// Ansible's jsonfile fact cache: both layouts (`s1_<node>` for ansible-core 2.19 and
+    /// later, `<node>` before).
+    AnsibleFactCache,
+    /// JSON Lines: facts.jsonl.
+    Jsonl,
+    /// CSV: facts.csv.
+    Csv,
 }
 
 #[derive(Debug, Args)]
@@ -142,6 +168,21 @@ pub struct SqlArgs {
     db: Option<PathBuf>,
 }
 
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The bundle: a .tar.gz or the folder it was extracted to.
+    bundle: PathBuf,
+    /// The format.
+    #[arg(long = "format", id = "export_format", value_enum)]
+    export_format: ExportFormat,
+    /// The folder to write into; created if missing.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// CSV only: a column per path, a row per node (may be repeated).
+    #[arg(long, value_name = "PATH")]
+    path: Vec<String>,
+}
+
 pub fn execute(command: InspectCommand, format: Format) -> anyhow::Result<ExitStatus> {
     match command {
         InspectCommand::Verify(args) => verify(args, format),
@@ -150,6 +191,7 @@ pub fn execute(command: InspectCommand, format: Format) -> anyhow::Result<ExitSt
         InspectCommand::Query(args) => query(args, format),
         InspectCommand::Diff(args) => diff(args, format),
         InspectCommand::Sql(args) => sql(args, format),
+        InspectCommand::Export(args) => export(args, format),
     }
 }
 
@@ -403,6 +445,42 @@ fn sql(args: SqlArgs, format: Format) -> anyhow::Result<ExitStatus> {
             .map(|row| row.iter().map(cell).collect::<Vec<_>>()),
     );
     emit_lines(&table(&rows));
+    Ok(ExitStatus::Success)
+}
+
+fn export(args: ExportArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    if !args.path.is_empty() && args.export_format != ExportFormat::Csv {
+        bail!("--path chooses CSV columns: use it with --format csv");
+    }
+    let exported = match args.export_format {
+        ExportFormat::AnsibleFactCache => {
+            let facts = crate::ansible_cmd::facts_from_bundle(&args.bundle)?;
+            return crate::ansible_cmd::write_cache(
+                &args.out,
+                "",
+                factbuoy_bundle::ansible_cache::Layout::Both,
+                facts,
+                format,
+            );
+        }
+        ExportFormat::Jsonl => export::jsonl(&Bundle::open(&args.bundle)?, &args.out)?,
+        ExportFormat::Csv => {
+            let paths = args
+                .path
+                .iter()
+                .map(|p| FactPath::parse(p))
+                .collect::<Result<Vec<_>, _>>()?;
+            export::csv(&Bundle::open(&args.bundle)?, &args.out, &paths)?
+        }
+    };
+    match format {
+        Format::Table => emit(&format!(
+            "{}: {}",
+            exported.file.display(),
+            count(exported.rows as usize, "row")
+        )),
+        machine => emit_document(&exported, machine),
+    }
     Ok(ExitStatus::Success)
 }
 
