@@ -247,6 +247,7 @@ fn assert_refused(items: &[Item], entry: &str, why: &str) {
         vec!["diff", name],
         vec!["diff", name, name],
         vec!["sql", name, "SELECT 1"],
+        vec!["logs", name],
     ] {
         let output = inspect(&work, &args);
         let stderr = text(&output.stderr);
@@ -1059,6 +1060,314 @@ fn export_writes_jsonl_csv_and_ansibles_fact_cache_into_the_folder_asked_for() {
         &["export", b, "--format", "jsonl", "--out", o, "--path", "x"],
     );
     assert_eq!(output.status.code(), Some(2));
+}
+
+/// The committed fixture journals (tests/fixtures/journal, one folder per machine) unpacked
+/// into `dir`, and `journalctl -D <machine> -o json ARGS` of each: the journal.jsonl the
+/// systemd-logs plugin writes is journalctl's, so these are real nodes' results.
+fn fixture_journals(dir: &Path) -> Vec<PathBuf> {
+    let source = support::workspace().join("tests/fixtures/journal");
+    let mut machines = Vec::new();
+    for machine in std::fs::read_dir(&source).unwrap() {
+        let machine = machine.unwrap().path();
+        if !machine.is_dir() {
+            continue;
+        }
+        let target = dir.join(machine.file_name().unwrap());
+        std::fs::create_dir_all(&target).unwrap();
+        for file in std::fs::read_dir(&machine).unwrap() {
+            let file = file.unwrap().path();
+            let name = file.file_name().unwrap().to_str().unwrap();
+            let status = Command::new("zstd")
+                .args(["-q", "-d", "-f"])
+                .arg(&file)
+                .arg("-o")
+                .arg(target.join(name.strip_suffix(".zst").unwrap()))
+                .status()
+                .expect("running zstd (apt-get install zstd)");
+            assert!(status.success());
+        }
+        machines.push(target);
+    }
+    machines.sort();
+    machines
+}
+
+fn journalctl(machine: &Path, args: &[&str]) -> Vec<Value> {
+    let output = Command::new("journalctl")
+        .env("TZ", "UTC")
+        .arg("-D")
+        .arg(machine)
+        .args(["-o", "json", "--no-pager"])
+        .args(args)
+        .output()
+        .expect("running journalctl (apt-get install systemd)");
+    text(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// `inspect logs ARGS -o json`: each line's (node, entry).
+fn logs(dir: &Path, bundle: &Path, args: &[&str]) -> Vec<(String, Value)> {
+    let output = inspect(
+        dir,
+        &[&["logs", bundle.to_str().unwrap(), "-o", "json"], args].concat(),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    text(&output.stdout)
+        .lines()
+        .map(|l| {
+            let line: Value = serde_json::from_str(l).unwrap();
+            (
+                line["node"].as_str().unwrap().to_owned(),
+                line["entry"].clone(),
+            )
+        })
+        .collect()
+}
+
+fn cursors(entries: &[Value]) -> Vec<String> {
+    entries
+        .iter()
+        .map(|e| e["__CURSOR"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn logs_merge_every_nodes_journal_in_time_order_and_filter_as_journalctl_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let machines = fixture_journals(&dir.path().join("journals"));
+    assert_eq!(machines.len(), 2);
+    let nodes = ["web-1", "web-2"];
+    let whole: Vec<Vec<Value>> = machines.iter().map(|m| journalctl(m, &[])).collect();
+    let to_lines = |entries: &[Value]| {
+        entries
+            .iter()
+            .map(|e| format!("{e}\n"))
+            .collect::<String>()
+            .into_bytes()
+    };
+    let mut files = fleet_files();
+    files.push((
+        "plugins/systemd-logs/results/web-1/journal.jsonl",
+        to_lines(&whole[0]),
+    ));
+    files.push((
+        "plugins/systemd-logs/results/web-2/journal.jsonl",
+        to_lines(&whole[1]),
+    ));
+    let bundle = bundle_of(dir.path(), "logs.tar.gz", &files);
+    let time = |e: &Value| {
+        e["__REALTIME_TIMESTAMP"]
+            .as_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+
+    // Every entry; each node's in journalctl's order; across nodes, the earliest next entry
+    // first (the fixture's first machine interleaves files, so its order is not by time).
+    let merged = logs(dir.path(), &bundle, &[]);
+    assert_eq!(merged.len(), whole[0].len() + whole[1].len());
+    for (node, entries) in nodes.iter().zip(&whole) {
+        let of_node: Vec<Value> = merged
+            .iter()
+            .filter(|(n, _)| n == node)
+            .map(|(_, e)| e.clone())
+            .collect();
+        assert_eq!(cursors(&of_node), cursors(entries), "{node}'s own order");
+    }
+    let (mut next, mut expected) = ([0, 0], Vec::new());
+    while next[0] < whole[0].len() || next[1] < whole[1].len() {
+        let front = |i: usize| whole[i].get(next[i]).map(time);
+        let i = match (front(0), front(1)) {
+            (Some(a), Some(b)) => usize::from(b < a),
+            (Some(_), None) => 0,
+            _ => 1,
+        };
+        expected.push(nodes[i].to_owned());
+        next[i] += 1;
+    }
+    let order: Vec<String> = merged.iter().map(|(n, _)| n.clone()).collect();
+    assert_eq!(order, expected, "merged by each node's earliest next entry");
+    assert!(
+        expected.windows(2).filter(|w| w[0] != w[1]).count() > 2,
+        "the fixture's nodes interleave"
+    );
+
+    // Filters: the same entries as journalctl's own -u and -p, node by node.
+    let web1 = |args: &[&str]| -> Vec<Value> {
+        logs(dir.path(), &bundle, &[&["--node", "web-1"], args].concat())
+            .into_iter()
+            .map(|(n, e)| {
+                assert_eq!(n, "web-1");
+                e
+            })
+            .collect()
+    };
+    for unit in ["unit-27", "unit-2*", "init.scope"] {
+        let expected = journalctl(&machines[0], &["-u", unit]);
+        assert!(!expected.is_empty(), "{unit}");
+        assert_eq!(
+            cursors(&web1(&["--unit", unit])),
+            cursors(&expected),
+            "-u {unit}"
+        );
+    }
+    let expected = journalctl(&machines[0], &["-p", "err"]);
+    assert!(!expected.is_empty() && expected.len() < whole[0].len());
+    assert_eq!(cursors(&web1(&["--priority", "err"])), cursors(&expected));
+    assert_eq!(cursors(&web1(&["--priority", "3"])), cursors(&expected));
+
+    // Time: only entries within, from both nodes.
+    // From web-2's first entry to 30 s before its last: both nodes logged then.
+    let all: Vec<u64> = merged.iter().map(|(_, e)| time(e)).collect();
+    let (low, high) = (time(&whole[1][0]), time(whole[1].last().unwrap()) - 30_000_000);
+    let at = |micros: u64| {
+        humantime::format_rfc3339_micros(
+            std::time::UNIX_EPOCH + std::time::Duration::from_micros(micros),
+        )
+        .to_string()
+    };
+    let within = logs(
+        dir.path(),
+        &bundle,
+        &["--since", &at(low), "--until", &at(high)],
+    );
+    assert_eq!(
+        within.len(),
+        all.iter().filter(|t| (low..=high).contains(*t)).count()
+    );
+    assert!(within.iter().all(|(_, e)| (low..=high).contains(&time(e))));
+    assert!(within.iter().any(|(n, _)| n == "web-2") && within.iter().any(|(n, _)| n == "web-1"));
+
+    // Text.
+    let found = logs(dir.path(), &bundle, &["--grep", "other-machine #5"]);
+    assert!(!found.is_empty());
+    assert!(
+        found
+            .iter()
+            .all(|(n, e)| n == "web-2"
+                && e["MESSAGE"].as_str().unwrap().contains("other-machine #5"))
+    );
+
+    // For people: a line per entry, the node after the time, control characters escaped.
+    let output = inspect(dir.path(), &["logs", bundle.to_str().unwrap()]);
+    let stdout = text(&output.stdout);
+    assert_eq!(stdout.lines().count(), merged.len());
+    let first = &merged[0].1;
+    assert!(
+        stdout.lines().next().unwrap().starts_with(&format!(
+            "{} {} ",
+            at(time(first)),
+            merged[0].0
+        )),
+        "{}",
+        stdout.lines().next().unwrap()
+    );
+    assert!(!stdout.contains('\u{85}') && !stdout.contains('\x1b'));
+
+    // A node without a journal, and a bundle without any, are errors that say what there is.
+    let output = inspect(
+        dir.path(),
+        &["logs", bundle.to_str().unwrap(), "--node", "web-3"],
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).contains("no journal for web-3; it has journals for web-1, web-2")
+    );
+    let fleet = fleet_bundle(dir.path());
+    let output = inspect(dir.path(), &["logs", fleet.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("has no journals"));
+}
+
+#[test]
+fn logs_of_large_journals_stream_in_bounded_memory_and_an_endless_line_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    // An extracted bundle of three nodes with 40 MiB journals each, entries interleaving.
+    let root = dir.path().join("bundle");
+    std::fs::create_dir_all(root.join("meta")).unwrap();
+    std::fs::write(
+        root.join("meta/status.json"),
+        br#"{"run_id":"r1","status":"complete","plugins":[]}"#,
+    )
+    .unwrap();
+    let size = 40 << 20;
+    let mut lines = 0;
+    for node in 0..3u64 {
+        let folder = root.join(format!("plugins/systemd-logs/results/n{node}"));
+        std::fs::create_dir_all(&folder).unwrap();
+        let mut out =
+            std::io::BufWriter::new(std::fs::File::create(folder.join("journal.jsonl")).unwrap());
+        let (mut written, mut i) = (0, 0u64);
+        while written < size {
+            let line = json!({
+                "__REALTIME_TIMESTAMP": (1_700_000_000_000_000 + i * 3 + node).to_string(),
+                "_SYSTEMD_UNIT": "big.service", "PRIORITY": "6", "_PID": "42",
+                "MESSAGE": format!("entry {i} of node {node}: {}", "x".repeat(200)),
+            })
+            .to_string();
+            writeln!(out, "{line}").unwrap();
+            written += line.len() + 1;
+            i += 1;
+        }
+        lines += i;
+    }
+    let mut command = support::factbuoy();
+    command.args(["inspect", "logs", "-o", "json"]).arg(&root);
+    let measured = support::measure::measure_into(&command, std::process::Stdio::null());
+    assert_eq!(measured.code, 0, "{}", measured.stderr());
+    eprintln!(
+        "logs of 3 x {} MiB journals ({lines} entries): peak RSS {} MiB in {:?}",
+        size >> 20,
+        measured.peak_rss >> 20,
+        measured.elapsed
+    );
+    assert!(
+        measured.peak_rss < MAX_PEAK_RSS,
+        "peak RSS {}",
+        measured.peak_rss
+    );
+    // The same, counted: every entry is there.
+    let output = support::factbuoy()
+        .args(["inspect", "logs", "--grep", "of node 1:"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&output.stdout).lines().count() as u64 * 3,
+        lines,
+        "every entry of n1"
+    );
+
+    // A line longer than any journal writes: refused by entry and line, in bounded memory.
+    let endless = root.join("plugins/systemd-logs/results/n0/journal.jsonl");
+    let mut out = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&endless)
+        .unwrap();
+    out.write_all(b"{\"MESSAGE\":\"").unwrap();
+    out.write_all(&vec![b'y'; 17 << 20]).unwrap();
+    drop(out);
+    let mut command = support::factbuoy();
+    command.args(["inspect", "logs"]).arg(&root);
+    let measured = support::measure::measure_into(&command, std::process::Stdio::null());
+    assert_eq!(measured.code, 2);
+    assert!(
+        measured
+            .stderr()
+            .contains("plugins/systemd-logs/results/n0/journal.jsonl, line")
+            && measured.stderr().contains("longer than 16777216 bytes"),
+        "{}",
+        measured.stderr()
+    );
+    assert!(
+        measured.peak_rss < MAX_PEAK_RSS,
+        "peak RSS {}",
+        measured.peak_rss
+    );
 }
 
 /// A small valid bundle for hostile tests to add one bad entry to.

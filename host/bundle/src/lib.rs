@@ -12,6 +12,7 @@ pub mod drift;
 pub mod export;
 pub mod inspect;
 pub mod layout;
+pub mod logs;
 pub mod reader;
 pub mod sql;
 pub mod writer;
