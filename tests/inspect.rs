@@ -248,6 +248,7 @@ fn assert_refused(items: &[Item], entry: &str, why: &str) {
         vec!["diff", name, name],
         vec!["sql", name, "SELECT 1"],
         vec!["logs", name],
+        vec!["report", name, "--out", "report.html"],
     ] {
         let output = inspect(&work, &args);
         let stderr = text(&output.stderr);
@@ -1223,7 +1224,10 @@ fn logs_merge_every_nodes_journal_in_time_order_and_filter_as_journalctl_does() 
     // Time: only entries within, from both nodes.
     // From web-2's first entry to 30 s before its last: both nodes logged then.
     let all: Vec<u64> = merged.iter().map(|(_, e)| time(e)).collect();
-    let (low, high) = (time(&whole[1][0]), time(whole[1].last().unwrap()) - 30_000_000);
+    let (low, high) = (
+        time(&whole[1][0]),
+        time(whole[1].last().unwrap()) - 30_000_000,
+    );
     let at = |micros: u64| {
         humantime::format_rfc3339_micros(
             std::time::UNIX_EPOCH + std::time::Duration::from_micros(micros),
@@ -1368,6 +1372,133 @@ fn logs_of_large_journals_stream_in_bounded_memory_and_an_endless_line_is_refuse
         "peak RSS {}",
         measured.peak_rss
     );
+}
+
+/// `chromium --headless ARGS URL`: its stdout, and the console messages it logged (every one,
+/// errors included, as `INFO:CONSOLE` lines on stderr).
+fn chromium(args: &[&str], url: &str) -> (String, Vec<String>) {
+    let profile = tempfile::tempdir().unwrap();
+    let output = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("running chromium (apt-get install chromium)");
+    assert!(
+        output.status.success(),
+        "chromium: {}",
+        text(&output.stderr)
+    );
+    let console = text(&output.stderr)
+        .lines()
+        .filter(|l| l.contains(":CONSOLE"))
+        .map(str::to_owned)
+        .collect();
+    (text(&output.stdout), console)
+}
+
+#[test]
+fn report_is_one_self_contained_page_that_shows_every_node_in_a_real_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    // The fleet, with a fact value and an error message that try to become HTML.
+    let mut files = fleet_files();
+    let hostile = "</script><script>document.body.dataset.pwned='script'</script>\
+                   <img src=x onerror=\"document.body.dataset.pwned='img'\"><!--";
+    let (path, setup2) = &mut files[4];
+    assert_eq!(*path, "plugins/setup/results/web-2/ansible_facts.json");
+    let mut facts: Value = serde_json::from_slice(setup2).unwrap();
+    facts["ansible_hostile"] = json!(hostile);
+    *setup2 = serde_json::to_vec(&facts).unwrap();
+    let (path, error) = files.last_mut().unwrap();
+    assert_eq!(*path, "plugins/setup/errors/web-3/error.json");
+    *error = serde_json::to_vec(&json!({"error": hostile})).unwrap();
+    let fleet = bundle_of(dir.path(), "fleet.tar.gz", &files);
+
+    let page = dir.path().join("report.html");
+    let output = inspect(
+        dir.path(),
+        &[
+            "report",
+            fleet.to_str().unwrap(),
+            "--out",
+            page.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!doctype html>"));
+    // Nothing to fetch: no external script, style or image, and a policy that forbids it.
+    assert!(!html.contains("<script src") && !html.contains("<link") && !html.contains("<img"));
+    assert!(html.contains("default-src 'none'"));
+
+    let url = format!("file://{}", page.display());
+    let (dom, console) = chromium(&["--dump-dom"], &url);
+    assert_eq!(
+        console,
+        Vec::<String>::new(),
+        "the page logged to the console"
+    );
+    assert!(
+        dom.contains("data-rendered=\"ok\""),
+        "the script did not finish"
+    );
+    assert!(!dom.contains("data-pwned"), "bundle text ran as HTML");
+    for node in ["web-1", "web-2", "web-3"] {
+        assert!(
+            dom.contains(&format!("<tr class=\"node-row\" data-node=\"{node}\"")),
+            "{node}"
+        );
+        assert!(
+            dom.contains(&format!("<details data-node=\"{node}\"")),
+            "{node}"
+        );
+    }
+    // Drift highlighted: web-2's version, a drift cell; its hostile value shown as text.
+    assert!(
+        dom.contains("<td class=\"value drift\">13.1</td>"),
+        "no drift cell"
+    );
+    // The hostile value in web-2's drift, and web-3's error whole, shown as text.
+    let shown = "&lt;/script&gt;&lt;script&gt;document.body.dataset.pwned='script'";
+    assert!(dom.matches(shown).count() >= 2, "{dom}");
+    assert!(dom.contains("<strong>setup on web-3: </strong><span class=\"error\">&lt;/script&gt;"));
+
+    // Searchable: a search for web-2's version leaves only web-2 in the fleet table.
+    let (dom, console) = chromium(&["--dump-dom"], &format!("{url}#q=13.1"));
+    assert_eq!(console, Vec::<String>::new());
+    assert!(
+        dom.contains("<tr class=\"node-row\" data-node=\"web-2\""),
+        "{dom}"
+    );
+    assert!(dom.contains("<tr class=\"node-row hidden\" data-node=\"web-1\""));
+    assert!(dom.contains("<tr class=\"node-row hidden\" data-node=\"web-3\""));
+
+    // A screenshot, kept in the test's output folder for a person to look at.
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("inspect-report");
+    std::fs::create_dir_all(&shots).unwrap();
+    let shot = shots.join("report.png");
+    let _ = std::fs::remove_file(&shot);
+    chromium(
+        &[
+            "--window-size=1280,1600",
+            &format!("--screenshot={}", shot.display()),
+        ],
+        &url,
+    );
+    let png = std::fs::read(&shot).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "{} bytes",
+        png.len()
+    );
+    eprintln!("screenshot: {}", shot.display());
 }
 
 /// A small valid bundle for hostile tests to add one bad entry to.

@@ -14,5 +14,6 @@ pub mod inspect;
 pub mod layout;
 pub mod logs;
 pub mod reader;
+pub mod report;
 pub mod sql;
 pub mod writer;

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use factbuoy_bundle::drift::{self, BundleRun, ChangeKind, Changes, Drift, IgnoreList};
 use factbuoy_bundle::inspect::{self, FACT_SOURCES, FactPath};
@@ -105,6 +105,16 @@ pub enum InspectCommand {
         factbuoy inspect logs run.tar.gz --since '2026-11-23 14:00:00' --until '2026-11-23 15:00:00'\n  \
         factbuoy inspect logs run.tar.gz --unit 'kube*' --grep 'OOM' -o json | jq -r .node")]
     Logs(LogsArgs),
+    /// One self-contained HTML file of the bundle: the fleet, drift, each node's facts and
+    /// errors, searchable.
+    ///
+    /// It loads nothing (no network, no external files: a Content-Security-Policy forbids it),
+    /// so it can be mailed, archived and opened anywhere offline. Drift leaves out what `diff`
+    /// leaves out; --ignore and --no-default-ignores work as they do there.
+    #[command(after_help = "Examples:\n  \
+        factbuoy inspect report run.tar.gz --out report.html\n  \
+        factbuoy inspect report run.tar.gz --out report.html --ignore 'ansible_env.*'")]
+    Report(ReportArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -258,6 +268,21 @@ fn parse_time(given: &str) -> Result<u64, String> {
     Ok(since_epoch.as_micros() as u64)
 }
 
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The bundle: a .tar.gz or the folder it was extracted to.
+    bundle: PathBuf,
+    /// The HTML file to write (replaced if it exists).
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Leave out of the drift facts whose path matches PATTERN too (may be repeated).
+    #[arg(long, value_name = "PATTERN")]
+    ignore: Vec<String>,
+    /// Show the facts that always change in the drift too.
+    #[arg(long)]
+    no_default_ignores: bool,
+}
+
 pub fn execute(command: InspectCommand, format: Format) -> anyhow::Result<ExitStatus> {
     match command {
         InspectCommand::Verify(args) => verify(args, format),
@@ -268,6 +293,7 @@ pub fn execute(command: InspectCommand, format: Format) -> anyhow::Result<ExitSt
         InspectCommand::Sql(args) => sql(args, format),
         InspectCommand::Export(args) => export(args, format),
         InspectCommand::Logs(args) => logs(args, format),
+        InspectCommand::Report(args) => report(args, format),
     }
 }
 
@@ -672,6 +698,33 @@ fn write_entry(
             writeln!(out, "---\n{}", text.trim_end())
         }
     }
+}
+
+fn report(args: ReportArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let bundle = Bundle::open(&args.bundle)?;
+    let ignore = IgnoreList::new(!args.no_default_ignores, &args.ignore);
+    // Written beside its name and renamed when whole: a failed report leaves no half page.
+    let folder = match args.out.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let temporary = tempfile::Builder::new()
+        .prefix(".factbuoy-report.")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .tempfile_in(&folder)
+        .with_context(|| format!("creating a file in {}", folder.display()))?;
+    let mut out = std::io::BufWriter::new(temporary.as_file());
+    factbuoy_bundle::report::write(&bundle, &ignore, &mut out)?;
+    drop(out);
+    temporary
+        .persist(&args.out)
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    let size = std::fs::metadata(&args.out)?.len();
+    match format {
+        Format::Table => emit(&format!("{}: {}", args.out.display(), bytes(size))),
+        machine => emit_document(&json!({"file": args.out, "bytes": size}), machine),
+    }
+    Ok(ExitStatus::Success)
 }
 
 /// The most node sets a drift group is shown with as columns; past it, only its facts are
