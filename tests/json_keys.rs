@@ -99,7 +99,8 @@ fn every_json_document_spells_its_keys_in_snake_case_and_the_bundle_says_complet
         ],
         1,
     );
-    let bundle = Bundle::read(PathBuf::from(summary["bundle"]["path"].as_str().unwrap()));
+    let path = summary["bundle"]["path"].as_str().unwrap().to_owned();
+    let bundle = Bundle::read(PathBuf::from(&path));
 
     let mut documents = vec![("run -o json".to_owned(), summary)];
     for (name, bytes) in &bundle.files {
@@ -130,6 +131,33 @@ fn every_json_document_spells_its_keys_in_snake_case_and_the_bundle_says_complet
         &["plugin", "info", "hello", "-o", "json"],
         &["plugin", "list", "-o", "json"],
         &["plugin", "run", "hello", "-o", "json"],
+    ] {
+        documents.push((args.join(" "), factbuoy_json(&state, args, 0)));
+    }
+    // Every `factbuoy inspect` document of the same bundle.
+    let (export, report) = (dir.path().join("export"), dir.path().join("report.html"));
+    let (export, report) = (export.to_str().unwrap(), report.to_str().unwrap());
+    let p = path.as_str();
+    for args in [
+        &["inspect", "verify", p, "-o", "json"][..],
+        &["inspect", "summary", p, "-o", "json"],
+        &[
+            "inspect",
+            "facts",
+            p,
+            "this-host",
+            "host-facts",
+            "-o",
+            "json",
+        ],
+        &["inspect", "query", p, "cpu.cores", "-o", "json"],
+        &["inspect", "diff", p, "-o", "json"],
+        &["inspect", "diff", p, p, "-o", "json"],
+        &["inspect", "sql", p, "SELECT run_id FROM runs", "-o", "json"],
+        &[
+            "inspect", "export", p, "--format", "jsonl", "--out", export, "-o", "json",
+        ],
+        &["inspect", "report", p, "--out", report, "-o", "json"],
     ] {
         documents.push((args.join(" "), factbuoy_json(&state, args, 0)));
     }

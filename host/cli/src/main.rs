@@ -104,14 +104,20 @@ enum Command {
         factbuoy ansible fact-cache ./facts --from run.tar.gz"
     )]
     Ansible(ansible_cmd::AnsibleCommand),
-    /// Read a run's bundle offline: verify it, summarise it, show and query its nodes' facts.
+    /// Read a run's bundle offline: verify, summarise, query, compare, search its logs, export,
+    /// report.
     #[command(
         subcommand,
         after_help = "Examples:\n  \
         factbuoy inspect verify run.tar.gz\n  \
         factbuoy inspect summary run.tar.gz\n  \
         factbuoy inspect facts run.tar.gz web-1\n  \
-        factbuoy inspect query run.tar.gz 'ansible_mounts[*].mount'"
+        factbuoy inspect query run.tar.gz 'ansible_mounts[*].mount'\n  \
+        factbuoy inspect sql run.tar.gz \"SELECT node, facts->>'ansible_kernel' FROM setup\"\n  \
+        factbuoy inspect diff last-month.tar.gz today.tar.gz\n  \
+        factbuoy inspect logs run.tar.gz --node web-1 --unit sshd --priority warning\n  \
+        factbuoy inspect export run.tar.gz --format csv --out ./export\n  \
+        factbuoy inspect report run.tar.gz --out report.html"
     )]
     Inspect(inspect_cmd::InspectCommand),
     /// Print the Kubernetes manifests `run --kubernetes` would apply (YAML; -o json: a List).
