@@ -1,19 +1,23 @@
 //! `factbuoy inspect`: a run's bundle (a `.tar.gz` or its extracted folder) read offline,
-//! long after the run. What each command answers is computed in
-//! [`factbuoy_bundle::inspect`]; this module parses the arguments and prints.
+//! long after the run. What each command answers is computed in the bundle crate
+//! ([`factbuoy_bundle::inspect`], `drift`, `sql`, `logs`, `export`, `report`); this module
+//! parses the arguments and prints, with `diff` and `logs` in modules of their own.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use factbuoy_bundle::drift::{self, BundleRun, ChangeKind, Changes, Drift, IgnoreList};
+use factbuoy_bundle::drift::IgnoreList;
+use factbuoy_bundle::export;
 use factbuoy_bundle::inspect::{self, FACT_SOURCES, FactPath};
 use factbuoy_bundle::reader::Bundle;
-use factbuoy_bundle::{export, logs};
 use factbuoy_protocol::text::printable;
 use serde_json::{Value, json};
 
 use crate::output::{ExitStatus, Format, emit, emit_document};
+
+mod diff;
+mod logs;
 
 /// The widest a value is shown in a table; `-o json` has it whole.
 const MAX_CELL_CHARS: usize = 100;
@@ -61,7 +65,7 @@ pub enum InspectCommand {
         factbuoy inspect diff old.tar.gz new.tar.gz --exit-code -o json\n\n\
         Patterns match a fact's whole path as `facts` prints it; `*` matches anything, dots and\n\
         brackets included (`ansible_mounts[*].size_available`), `?` one character.")]
-    Diff(DiffArgs),
+    Diff(diff::DiffArgs),
     /// Ask SQL of the facts of every node of one or more bundles (SQLite, with its JSON
     /// functions).
     ///
@@ -104,7 +108,7 @@ pub enum InspectCommand {
         factbuoy inspect logs run.tar.gz --node web-1 --unit sshd --priority warning\n  \
         factbuoy inspect logs run.tar.gz --since '2026-11-23 14:00:00' --until '2026-11-23 15:00:00'\n  \
         factbuoy inspect logs run.tar.gz --unit 'kube*' --grep 'OOM' -o json | jq -r .node")]
-    Logs(LogsArgs),
+    Logs(logs::LogsArgs),
     /// One self-contained HTML file of the bundle: the fleet, drift, each node's facts and
     /// errors, searchable.
     ///
@@ -162,23 +166,6 @@ pub struct QueryArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct DiffArgs {
-    /// The bundle whose nodes to compare, or the earlier of two bundles to compare.
-    bundle: PathBuf,
-    /// The later bundle of the same fleet.
-    later: Option<PathBuf>,
-    /// Leave out facts whose path matches PATTERN too (may be repeated).
-    #[arg(long, value_name = "PATTERN")]
-    ignore: Vec<String>,
-    /// Compare the facts that always change too: leave out only what --ignore names.
-    #[arg(long)]
-    no_default_ignores: bool,
-    /// Exit 1 when anything differs, as `diff` does.
-    #[arg(long)]
-    exit_code: bool,
-}
-
-#[derive(Debug, Args)]
 pub struct SqlArgs {
     /// The bundles: .tar.gz files or folders they were extracted to.
     #[arg(required = true, num_args = 1..)]
@@ -207,68 +194,6 @@ pub struct ExportArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct LogsArgs {
-    /// The bundle: a .tar.gz or the folder it was extracted to.
-    bundle: PathBuf,
-    /// Only this node's entries (may be repeated).
-    #[arg(long, value_name = "NODE")]
-    node: Vec<String>,
-    /// Only entries about this unit or unit pattern (may be repeated).
-    #[arg(short, long, value_name = "UNIT")]
-    unit: Vec<String>,
-    /// Only entries of this priority or more severe: 0-7, or emerg, alert, crit, err,
-    /// warning, notice, info, debug.
-    #[arg(long, value_name = "LEVEL", value_parser = parse_priority)]
-    priority: Option<u8>,
-    /// Only entries at or after this time (UTC).
-    #[arg(long, value_name = "TIME", value_parser = parse_time)]
-    since: Option<u64>,
-    /// Only entries at or before this time (UTC).
-    #[arg(long, value_name = "TIME", value_parser = parse_time)]
-    until: Option<u64>,
-    /// Only entries whose message contains TEXT.
-    #[arg(short, long, value_name = "TEXT")]
-    grep: Option<String>,
-}
-
-/// journalctl's priority names, most severe first.
-const PRIORITIES: [&str; 8] = [
-    "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
-];
-
-fn parse_priority(given: &str) -> Result<u8, String> {
-    let aliases = [("error", 3), ("warn", 4), ("panic", 0)];
-    given
-        .parse::<u8>()
-        .ok()
-        .filter(|p| *p <= 7)
-        .or_else(|| PRIORITIES.iter().position(|p| *p == given).map(|p| p as u8))
-        .or_else(|| aliases.iter().find(|(a, _)| *a == given).map(|(_, p)| *p))
-        .ok_or_else(|| {
-            format!(
-                "{given:?} is not a priority: 0-7, or {}",
-                PRIORITIES.join(", ")
-            )
-        })
-}
-
-/// A UTC time as microseconds since the epoch, journald's unit.
-fn parse_time(given: &str) -> Result<u64, String> {
-    let full = if given.len() == 10 {
-        format!("{given} 00:00:00")
-    } else {
-        given.to_owned()
-    };
-    let time = humantime::parse_rfc3339_weak(&full).map_err(|e| {
-        format!("{given:?} is not a time ({e}): write 2026-11-23, \"2026-11-23 14:00:00\" or RFC 3339 (UTC)")
-    })?;
-    let since_epoch = time
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|_| format!("{given:?} is before 1970"))?;
-    Ok(since_epoch.as_micros() as u64)
-}
-
-#[derive(Debug, Args)]
 pub struct ReportArgs {
     /// The bundle: a .tar.gz or the folder it was extracted to.
     bundle: PathBuf,
@@ -289,10 +214,10 @@ pub fn execute(command: InspectCommand, format: Format) -> anyhow::Result<ExitSt
         InspectCommand::Summary(args) => summary(args, format),
         InspectCommand::Facts(args) => facts(args, format),
         InspectCommand::Query(args) => query(args, format),
-        InspectCommand::Diff(args) => diff(args, format),
+        InspectCommand::Diff(args) => diff::diff(args, format),
         InspectCommand::Sql(args) => sql(args, format),
         InspectCommand::Export(args) => export(args, format),
-        InspectCommand::Logs(args) => logs(args, format),
+        InspectCommand::Logs(args) => logs::logs(args, format),
         InspectCommand::Report(args) => report(args, format),
     }
 }
@@ -480,38 +405,6 @@ fn query(args: QueryArgs, format: Format) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
-fn diff(args: DiffArgs, format: Format) -> anyhow::Result<ExitStatus> {
-    let ignore = IgnoreList::new(!args.no_default_ignores, &args.ignore);
-    let first = Bundle::open(&args.bundle)?;
-    let differs = match &args.later {
-        None => {
-            let drift = drift::drift(&first, &ignore)?;
-            if format == Format::Table {
-                emit_lines(&drift_lines(&drift));
-            } else {
-                emit_document(&drift, format);
-            }
-            !drift.groups.is_empty()
-        }
-        Some(later) => {
-            let changes = drift::changes(&first, &Bundle::open(later)?, &ignore)?;
-            if format == Format::Table {
-                emit_lines(&changes_lines(&changes));
-            } else {
-                emit_document(&changes, format);
-            }
-            !(changes.changes.is_empty()
-                && changes.nodes_added.is_empty()
-                && changes.nodes_removed.is_empty())
-        }
-    };
-    Ok(if differs && args.exit_code {
-        ExitStatus::Failed
-    } else {
-        ExitStatus::Success
-    })
-}
-
 fn sql(args: SqlArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let bundles = args
         .bundles
@@ -586,120 +479,6 @@ fn export(args: ExportArgs, format: Format) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
-fn logs(args: LogsArgs, format: Format) -> anyhow::Result<ExitStatus> {
-    let bundle = Bundle::open(&args.bundle)?;
-    let filter = logs::Filter {
-        nodes: args.node.clone(),
-        units: args.unit.iter().map(|u| logs::Unit::new(u)).collect(),
-        priority: args.priority,
-        since: args.since,
-        until: args.until,
-        grep: args.grep.clone(),
-    };
-    // Entries are written as they are merged, never gathered.
-    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
-    let merged = logs::merge(&bundle, &filter, |found| {
-        write_entry(&mut stdout, &found, format)
-    })
-    .and_then(|merged| {
-        std::io::Write::flush(&mut stdout)
-            .map(|()| merged)
-            .map_err(logs::LogsError::Emit)
-    });
-    let merged = match merged {
-        // `factbuoy inspect logs ... | head`: a closed pipe ends the output quietly.
-        Err(logs::LogsError::Emit(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-            return Ok(ExitStatus::Success);
-        }
-        other => other?,
-    };
-    if merged.nodes.is_empty() {
-        bail!(
-            "{} has no journals (plugins/systemd-logs/results/<node>/journal.jsonl): was the \
-             systemd-logs plugin part of the run, with its default output=json?",
-            args.bundle.display()
-        );
-    }
-    let missing: Vec<&str> = args
-        .node
-        .iter()
-        .filter(|n| !merged.nodes.contains(n))
-        .map(String::as_str)
-        .collect();
-    if !missing.is_empty() {
-        bail!(
-            "{} has no journal for {}; it has journals for {}",
-            args.bundle.display(),
-            missing.join(", "),
-            names(&merged.nodes)
-        );
-    }
-    Ok(ExitStatus::Success)
-}
-
-/// One line of `-o json`: the fields in this order.
-#[derive(serde::Serialize)]
-struct LogLine<'a> {
-    node: &'a str,
-    time: Option<String>,
-    entry: &'a Value,
-}
-
-/// Writes one merged entry: journalctl's short form with the node for people, a JSON line or
-/// a YAML document for machines.
-fn write_entry(
-    out: &mut impl std::io::Write,
-    found: &logs::LogEntry,
-    format: Format,
-) -> std::io::Result<()> {
-    let time = found.time.map(|micros| {
-        let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(micros);
-        humantime::format_rfc3339_micros(at).to_string()
-    });
-    match format {
-        Format::Table => {
-            let field = |name: &str| found.entry.get(name).and_then(Value::as_str);
-            let ident = field("SYSLOG_IDENTIFIER")
-                .or_else(|| field("_COMM"))
-                .or_else(|| field("_SYSTEMD_UNIT"))
-                .unwrap_or("-");
-            let pid = field("_PID")
-                .or_else(|| field("SYSLOG_PID"))
-                .map(|pid| format!("[{pid}]"))
-                .unwrap_or_default();
-            let message = logs::message(&found.entry).unwrap_or_else(|| {
-                "[no message, or one too long to show: -o json has the entry]".into()
-            });
-            let line = format!(
-                "{} {} {ident}{pid}: {message}",
-                time.as_deref().unwrap_or("-"),
-                found.node
-            );
-            // A message's own line breaks and escape sequences are shown escaped: one entry,
-            // one line, nothing the bundle's author chose reaches the terminal raw.
-            writeln!(out, "{}", printable(&line))
-        }
-        Format::Json => {
-            let line = LogLine {
-                node: &found.node,
-                time,
-                entry: &found.entry,
-            };
-            serde_json::to_writer(&mut *out, &line)?;
-            writeln!(out)
-        }
-        Format::Yaml => {
-            let line = LogLine {
-                node: &found.node,
-                time,
-                entry: &found.entry,
-            };
-            let text = serde_saphyr::to_string(&line).map_err(std::io::Error::other)?;
-            writeln!(out, "---\n{}", text.trim_end())
-        }
-    }
-}
-
 fn report(args: ReportArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let bundle = Bundle::open(&args.bundle)?;
     let ignore = IgnoreList::new(!args.no_default_ignores, &args.ignore);
@@ -727,174 +506,6 @@ fn report(args: ReportArgs, format: Format) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
-/// The most node sets a drift group is shown with as columns; past it, only its facts are
-/// listed (`query` and `-o json` have every value).
-const MAX_SET_COLUMNS: usize = 4;
-/// The most node names a cell lists before "and N more".
-const MAX_NAMES: usize = 5;
-
-fn drift_lines(drift: &Drift) -> Vec<String> {
-    let facts: usize = drift.groups.iter().map(|g| g.facts.len()).sum();
-    let mut lines = vec![format!(
-        "{} of {} (run {}): {}",
-        count(drift.nodes.len(), "node"),
-        drift.bundle.bundle,
-        drift.bundle.run_id,
-        match (facts, drift.groups.len()) {
-            (0, _) => "every fact compared is the same on every node".to_owned(),
-            (facts, groups) => format!(
-                "{} differ, in {}",
-                count(facts, "fact"),
-                count(groups, "group")
-            ),
-        }
-    )];
-    lines.push(ignored_line(&drift.ignored));
-    for without in &drift.without_facts {
-        lines.push(format!(
-            "  {} has no {} facts: left out of their comparison",
-            without.node,
-            without.plugins.join(" or ")
-        ));
-    }
-    for (number, group) in drift.groups.iter().enumerate() {
-        lines.push(String::new());
-        let sets = group.node_sets.len();
-        if sets > MAX_SET_COLUMNS {
-            lines.push(format!(
-                "Group {}: {} with {sets} different values among {} \
-                 (`factbuoy inspect query BUNDLE PATH` shows them)",
-                number + 1,
-                count(group.facts.len(), "fact"),
-                count(group.node_sets.iter().map(Vec::len).sum(), "node")
-            ));
-            let rows: Vec<Vec<String>> = group
-                .facts
-                .iter()
-                .map(|f| vec![f.plugin.clone(), f.path.clone()])
-                .collect();
-            lines.extend(table(&rows).into_iter().map(|l| format!("  {l}")));
-            continue;
-        }
-        lines.push(format!(
-            "Group {}: {} split the nodes {}",
-            number + 1,
-            count(group.facts.len(), "fact"),
-            group
-                .node_sets
-                .iter()
-                .map(|set| set.len().to_string())
-                .collect::<Vec<_>>()
-                .join(" / ")
-        ));
-        let letters: Vec<String> = (0..sets)
-            .map(|i| format!("[{}]", char::from(b'a' + i as u8)))
-            .collect();
-        for (letter, set) in letters.iter().zip(&group.node_sets) {
-            lines.push(format!("  {letter} {}", names(set)));
-        }
-        let mut rows = vec![
-            ["PLUGIN".to_owned(), "PATH".into()]
-                .into_iter()
-                .chain(letters.iter().cloned())
-                .collect::<Vec<_>>(),
-        ];
-        for fact in &group.facts {
-            let mut row = vec![fact.plugin.clone(), fact.path.clone()];
-            for (i, value) in fact.values.iter().enumerate() {
-                row.push(if fact.absent.contains(&i) {
-                    "(absent)".into()
-                } else {
-                    cell(value)
-                });
-            }
-            rows.push(row);
-        }
-        lines.extend(table(&rows).into_iter().map(|l| format!("  {l}")));
-    }
-    lines
-}
-
-fn changes_lines(changes: &Changes) -> Vec<String> {
-    let run = |r: &BundleRun| {
-        let created = r.created.as_deref().unwrap_or("at an unknown time");
-        format!("{} (run {}, created {created})", r.bundle, r.run_id)
-    };
-    let mut lines = vec![
-        format!("before: {}", run(&changes.before)),
-        format!("after:  {}", run(&changes.after)),
-    ];
-    let list = |nodes: &[String]| {
-        if nodes.is_empty() {
-            "none".to_owned()
-        } else {
-            names(nodes)
-        }
-    };
-    lines.push(format!("  nodes added: {}", list(&changes.nodes_added)));
-    lines.push(format!("  nodes removed: {}", list(&changes.nodes_removed)));
-    lines.push(format!(
-        "  {} in both compared: {}",
-        count(changes.nodes_compared, "node"),
-        match changes.changes.len() {
-            0 => "no fact changed".to_owned(),
-            n => count(n, "change"),
-        }
-    ));
-    lines.push(ignored_line(&changes.ignored));
-    for skipped in &changes.not_compared {
-        lines.push(format!(
-            "  {}'s {} facts are missing from the {} bundle: not compared",
-            skipped.node, skipped.plugin, skipped.missing_in
-        ));
-    }
-    if !changes.changes.is_empty() {
-        lines.push(String::new());
-        let mut rows = vec![
-            ["PLUGIN", "PATH", "CHANGE", "BEFORE", "AFTER", "NODES"]
-                .map(str::to_owned)
-                .to_vec(),
-        ];
-        for change in &changes.changes {
-            let side = |value: &Value, present: bool| {
-                if present {
-                    cell(value)
-                } else {
-                    "(absent)".into()
-                }
-            };
-            rows.push(vec![
-                change.plugin.clone(),
-                change.path.clone(),
-                wire_kind(change.kind),
-                side(&change.before, change.kind != ChangeKind::Added),
-                side(&change.after, change.kind != ChangeKind::Removed),
-                names(&change.nodes),
-            ]);
-        }
-        lines.extend(table(&rows));
-    }
-    lines
-}
-
-fn wire_kind(kind: ChangeKind) -> String {
-    match serde_json::to_value(kind) {
-        Ok(Value::String(text)) => text,
-        _ => String::new(),
-    }
-}
-
-fn ignored_line(ignored: &drift::Ignored) -> String {
-    if ignored.patterns.is_empty() {
-        return "  no fact left out (--no-default-ignores)".into();
-    }
-    format!(
-        "  {} left out by {} (-o json lists them; --no-default-ignores, --ignore)",
-        count(ignored.facts, "fact"),
-        count(ignored.patterns.len(), "ignore pattern")
-    )
-}
-
 /// `1 node`, `2 nodes`.
 fn count(n: usize, noun: &str) -> String {
     if n == 1 {
@@ -903,6 +514,9 @@ fn count(n: usize, noun: &str) -> String {
         format!("{n} {noun}s")
     }
 }
+
+/// The most node names a cell lists before "and N more".
+const MAX_NAMES: usize = 5;
 
 /// Node names, the first few: `web-1, web-2 and 298 more`.
 fn names(nodes: &[String]) -> String {
