@@ -1323,17 +1323,8 @@ fn logs_of_large_journals_stream_in_bounded_memory_and_an_endless_line_is_refuse
     command.args(["inspect", "logs", "-o", "json"]).arg(&root);
     let measured = support::measure::measure_into(&command, std::process::Stdio::null());
     assert_eq!(measured.code, 0, "{}", measured.stderr());
-    eprintln!(
-        "logs of 3 x {} MiB journals ({lines} entries): peak RSS {} MiB in {:?}",
-        size >> 20,
-        measured.peak_rss >> 20,
-        measured.elapsed
-    );
-    assert!(
-        measured.peak_rss < MAX_PEAK_RSS,
-        "peak RSS {}",
-        measured.peak_rss
-    );
+    let what = format!("logs of 3 x {} MiB journals ({lines} entries)", size >> 20);
+    assert_bounded(&measured, &what);
     // The same, counted: every entry is there.
     let output = support::factbuoy()
         .args(["inspect", "logs", "--grep", "of node 1:"])
@@ -1367,11 +1358,7 @@ fn logs_of_large_journals_stream_in_bounded_memory_and_an_endless_line_is_refuse
         "{}",
         measured.stderr()
     );
-    assert!(
-        measured.peak_rss < MAX_PEAK_RSS,
-        "peak RSS {}",
-        measured.peak_rss
-    );
+    assert_bounded(&measured, "logs refusing a 17 MiB line");
 }
 
 /// `chromium --headless ARGS URL`: its stdout, and the console messages it logged (every one,
@@ -1734,12 +1721,7 @@ fn a_bundle_of_more_entries_than_any_run_writes_is_refused_by_name() {
             ),
             "{command}: {said}"
         );
-        eprintln!("{command}: peak RSS {} MiB", measured.peak_rss >> 20);
-        assert!(
-            measured.peak_rss < MAX_PEAK_RSS,
-            "peak RSS {}",
-            measured.peak_rss
-        );
+        assert_bounded(&measured, command);
     }
 }
 
@@ -1812,6 +1794,20 @@ fn big_bundle(dir: &Path, size: u64, bomb: bool) -> PathBuf {
 /// The most a command may hold while it reads an enormous entry.
 const MAX_PEAK_RSS: u64 = 50 * 1024 * 1024;
 
+/// Prints what `what` peaked at, and fails above [`MAX_PEAK_RSS`].
+fn assert_bounded(measured: &support::measure::Measured, what: &str) {
+    eprintln!(
+        "{what}: peak RSS {} MiB in {:?}",
+        measured.peak_rss >> 20,
+        measured.elapsed
+    );
+    assert!(
+        measured.peak_rss < MAX_PEAK_RSS,
+        "{what}: peak RSS {} bytes, more than {MAX_PEAK_RSS}",
+        measured.peak_rss
+    );
+}
+
 #[test]
 fn an_enormous_entry_is_streamed_in_bounded_memory() {
     let dir = tempfile::tempdir().unwrap();
@@ -1828,17 +1824,8 @@ fn an_enormous_entry_is_streamed_in_bounded_memory() {
     let read = report["bytes"].as_u64().unwrap();
     assert!(read > size && read < size + 4096, "{report}");
     assert_eq!(report["problems"], json!([]), "{report}");
-    eprintln!(
-        "verify of a {} MiB entry: peak RSS {} MiB in {:?}",
-        size >> 20,
-        measured.peak_rss >> 20,
-        measured.elapsed
-    );
-    assert!(
-        measured.peak_rss < MAX_PEAK_RSS,
-        "peak RSS {}",
-        measured.peak_rss
-    );
+    let what = format!("verify of a {} MiB entry", size >> 20);
+    assert_bounded(&measured, &what);
     let mut command = support::factbuoy();
     command
         .args(["inspect", "summary", "-o", "json"])
@@ -1849,11 +1836,7 @@ fn an_enormous_entry_is_streamed_in_bounded_memory() {
         measured.json()["sizes"]["by_plugin"],
         json!([{"plugin": "systemd-logs", "bytes": size}])
     );
-    assert!(
-        measured.peak_rss < MAX_PEAK_RSS,
-        "peak RSS {}",
-        measured.peak_rss
-    );
+    assert_bounded(&measured, "summary of a 256 MiB entry");
 }
 
 #[test]
@@ -1875,10 +1858,6 @@ fn a_gzip_bomb_of_json_is_refused_before_it_is_read_into_memory() {
             stderr.contains("entry plugins/setup/results/n1/ansible_facts.json is 209715200 bytes, more than the 67108864 bytes read into memory"),
             "{stderr}"
         );
-        assert!(
-            measured.peak_rss < MAX_PEAK_RSS,
-            "peak RSS {}",
-            measured.peak_rss
-        );
+        assert_bounded(&measured, &format!("{} of a gzip bomb", args[0]));
     }
 }

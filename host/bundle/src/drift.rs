@@ -11,14 +11,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use factbuoy_protocol::types::StatusDocument;
 use serde::Serialize;
 use serde_json::Value;
 use wildmatch::WildMatch;
 
-use crate::inspect::{FACT_SOURCES, leaves, result_parts};
-use crate::layout;
-use crate::reader::{Bundle, MAX_META_BYTES, ReadError};
+use crate::inspect::{FACT_SOURCES, RunDocuments, leaves, run_and_facts};
+use crate::reader::{Bundle, ReadError};
 
 /// Facts that change between any two gatherings of one host: `*` matches any run of
 /// characters (dots and brackets included), `?` one.
@@ -184,35 +182,19 @@ impl Fleet {
         interner: &mut Interner,
         ignore: &IgnoreList,
     ) -> Result<Fleet, ReadError> {
-        let mut run: Option<Value> = None;
-        let mut status: Option<StatusDocument> = None;
         let mut facts: HashMap<String, NodeFacts> = HashMap::new();
-        bundle.walk(|visited| {
-            let entry = visited.map_err(ReadError::Refused)?;
-            let path = entry.path().to_owned();
-            if path == layout::RUN {
-                run = Some(entry.read_json(MAX_META_BYTES)?);
-            } else if path == layout::STATUS {
-                status = Some(entry.read_json(MAX_META_BYTES)?);
-            } else if let Some((plugin, "results", node, file)) = result_parts(&path)
-                && let Some(source) = FACT_SOURCES
-                    .iter()
-                    .position(|(p, artifact)| *p == plugin && *artifact == file)
-            {
-                let document: Value = entry.read_json(crate::inspect::MAX_FACTS_BYTES)?;
-                let mut pairs: Pairs = leaves(&document)
-                    .into_iter()
-                    .filter_map(|(path, value)| {
-                        let key = interner.key((source, path), ignore);
-                        (!interner.ignored[key as usize]).then(|| (key, interner.value(value)))
-                    })
-                    .collect();
-                pairs.sort_unstable();
-                facts.entry(node.to_owned()).or_default()[source] = Some(pairs);
-            }
-            Ok(())
+        let RunDocuments { run, status } = run_and_facts(bundle, |node, source, document| {
+            let mut pairs: Pairs = leaves(&document)
+                .into_iter()
+                .filter_map(|(path, value)| {
+                    let key = interner.key((source, path), ignore);
+                    (!interner.ignored[key as usize]).then(|| (key, interner.value(value)))
+                })
+                .collect();
+            pairs.sort_unstable();
+            facts.entry(node.to_owned()).or_default()[source] = Some(pairs);
+            Ok::<(), ReadError>(())
         })?;
-        let status = status.ok_or_else(|| crate::inspect::missing(bundle, layout::STATUS))?;
         let mut nodes: Vec<String> = Vec::new();
         for pair in &status.plugins {
             if !nodes.contains(&pair.node) {

@@ -456,6 +456,54 @@ pub fn each_facts(
     })
 }
 
+/// A bundle's `meta/run.json` (when it has one) and `meta/status.json`.
+pub(crate) struct RunDocuments {
+    pub run: Option<Value>,
+    pub status: StatusDocument,
+}
+
+/// Reads the run's documents and hands every facts document to `found(node, source, facts)`
+/// (`source` is an index into [`FACT_SOURCES`]) as it streams past, in one pass. The first
+/// error `found` returns ends the walk and is returned.
+pub(crate) fn run_and_facts<E: From<ReadError>>(
+    bundle: &Bundle,
+    mut found: impl FnMut(&str, usize, Value) -> Result<(), E>,
+) -> Result<RunDocuments, E> {
+    let mut run: Option<Value> = None;
+    let mut status: Option<StatusDocument> = None;
+    let mut stopped: Option<E> = None;
+    let walked = bundle.walk(|visited| {
+        let entry = visited.map_err(ReadError::Refused)?;
+        let path = entry.path().to_owned();
+        if path == layout::RUN {
+            run = Some(entry.read_json(MAX_META_BYTES)?);
+        } else if path == layout::STATUS {
+            status = Some(entry.read_json(MAX_META_BYTES)?);
+        } else if let Some((plugin, "results", node, file)) = result_parts(&path)
+            && let Some(source) = FACT_SOURCES
+                .iter()
+                .position(|(p, artifact)| *p == plugin && *artifact == file)
+        {
+            let facts: Value = entry.read_json(MAX_FACTS_BYTES)?;
+            if let Err(e) = found(node, source, facts) {
+                stopped = Some(e);
+                // A walk ends on an error of its own kind; `stopped` is what is returned.
+                return Err(ReadError::Read {
+                    entry: path,
+                    cause: std::io::Error::other("stopped"),
+                });
+            }
+        }
+        Ok(())
+    });
+    if let Some(e) = stopped {
+        return Err(e);
+    }
+    walked?;
+    let status = status.ok_or_else(|| missing(bundle, layout::STATUS))?;
+    Ok(RunDocuments { run, status })
+}
+
 /// One plugin's facts document.
 #[derive(Debug, Clone, Serialize)]
 pub struct PluginFacts {

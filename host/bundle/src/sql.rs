@@ -7,15 +7,13 @@
 
 use std::path::Path;
 
-use factbuoy_protocol::types::StatusDocument;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, params};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::inspect::{FACT_SOURCES, MAX_FACTS_BYTES, leaves, result_parts, wire};
-use crate::layout;
-use crate::reader::{Bundle, MAX_META_BYTES, ReadError};
+use crate::inspect::{FACT_SOURCES, RunDocuments, leaves, run_and_facts, wire};
+use crate::reader::{Bundle, ReadError};
 
 /// The tables and views, as created; docs/inspect.md explains each column.
 const SCHEMA: &str = "
@@ -114,44 +112,20 @@ enum Loading {
     Database(rusqlite::Error),
 }
 
+impl From<ReadError> for Loading {
+    fn from(e: ReadError) -> Self {
+        Loading::Read(e)
+    }
+}
+
 /// Writes one bundle's run, results and facts; one pass over the archive.
 fn load(bundle: &Bundle, db: &Connection) -> Result<(), Loading> {
-    let mut run: Option<Value> = None;
-    let mut status: Option<StatusDocument> = None;
     // Facts are written as they stream past, before the run id is known from the status
     // document (which may come later in the archive): under a stand-in, replaced at the end.
     const PENDING: &str = "";
-    let mut database_error = None;
-    let walked = bundle.walk(|visited| {
-        let entry = visited.map_err(ReadError::Refused)?;
-        let path = entry.path().to_owned();
-        if path == layout::RUN {
-            run = Some(entry.read_json(MAX_META_BYTES)?);
-        } else if path == layout::STATUS {
-            status = Some(entry.read_json(MAX_META_BYTES)?);
-        } else if let Some((plugin, "results", node, file)) = result_parts(&path)
-            && FACT_SOURCES
-                .iter()
-                .any(|(p, artifact)| *p == plugin && *artifact == file)
-        {
-            let facts: Value = entry.read_json(MAX_FACTS_BYTES)?;
-            if let Err(e) = insert_facts(db, PENDING, node, plugin, &facts) {
-                database_error = Some(e);
-                // Stop the walk; the database error is reported below.
-                return Err(ReadError::Read {
-                    entry: path,
-                    cause: std::io::Error::other("the facts database refused it"),
-                });
-            }
-        }
-        Ok(())
-    });
-    if let Some(e) = database_error {
-        return Err(Loading::Database(e));
-    }
-    walked.map_err(Loading::Read)?;
-    let status =
-        status.ok_or_else(|| Loading::Read(crate::inspect::missing(bundle, layout::STATUS)))?;
+    let RunDocuments { run, status } = run_and_facts(bundle, |node, source, facts| {
+        insert_facts(db, PENDING, node, FACT_SOURCES[source].0, &facts).map_err(Loading::Database)
+    })?;
     let text = |key: &str| {
         run.as_ref()
             .and_then(|r| r[key].as_str())
