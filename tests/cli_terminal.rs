@@ -19,13 +19,18 @@ struct Terminal {
 
 /// Runs `factbuoy ARGS` on a pseudo-terminal with `state` as its state directory.
 fn on_terminal(state: &std::path::Path, args: &[&str]) -> Terminal {
+    on_terminal_of(state, args, COLUMNS)
+}
+
+/// [`on_terminal`] on a terminal `columns` wide.
+fn on_terminal_of(state: &std::path::Path, args: &[&str], columns: u16) -> Terminal {
     let quote = |word: &str| format!("'{}'", word.replace('\'', "'\\''"));
     let command_line: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_factbuoy"))
         .chain(args.iter().copied())
         .map(quote)
         .collect();
     let shell = format!(
-        "stty rows {ROWS} cols {COLUMNS}; exec {}",
+        "stty rows {ROWS} cols {columns}; exec {}",
         command_line.join(" ")
     );
     let output = Command::new("script")
@@ -36,7 +41,7 @@ fn on_terminal(state: &std::path::Path, args: &[&str]) -> Terminal {
         .env("TERM", "xterm-256color")
         .output()
         .expect("running script (util-linux)");
-    let mut parser = vt100::Parser::new(ROWS, COLUMNS, 0);
+    let mut parser = vt100::Parser::new(ROWS, columns, 0);
     parser.process(&output.stdout);
     Terminal {
         screen: parser.screen().contents(),
@@ -150,4 +155,57 @@ fn json_is_pretty_on_a_terminal_and_one_line_when_piped() {
     let text = String::from_utf8(piped.stdout).unwrap();
     assert_eq!(text.lines().count(), 1, "{text}");
     let _: serde_json::Value = serde_json::from_str(&text).unwrap();
+}
+
+#[test]
+fn inspect_tables_fit_the_terminal_and_are_whole_when_piped() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let out = dir.path().join("out");
+    let run = support::factbuoy()
+        .env("FACTBUOY_STATE_DIR", &state)
+        .args([
+            "run",
+            "--plugin",
+            "host-facts",
+            "--node",
+            "this-host",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let bundle = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
+        .unwrap();
+    let args = ["inspect", "facts", bundle.to_str().unwrap(), "this-host"];
+    // host-facts holds values far wider than 80 columns (the kernel's command line, flags).
+    let piped = support::factbuoy().args(args).output().unwrap();
+    let piped = String::from_utf8(piped.stdout).unwrap();
+    let widest = piped.lines().map(|l| l.chars().count()).max().unwrap();
+    assert!(
+        widest > 80,
+        "nothing wider than the terminal to fit: {widest}"
+    );
+
+    let terminal = on_terminal_of(&state, &args, 80);
+    assert_eq!(terminal.code, Some(0), "{}", terminal.screen);
+    let written = String::from_utf8_lossy(&terminal.transcript);
+    let lines: Vec<&str> = written.split("\r\n").filter(|l| !l.is_empty()).collect();
+    assert_eq!(lines.len(), piped.lines().count());
+    for line in &lines {
+        assert!(
+            line.chars().count() <= 80,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+    assert!(lines.iter().any(|l| l.ends_with('…')), "no cell was cut");
 }

@@ -8,7 +8,7 @@ use factbuoy_bundle::drift::{self, BundleRun, ChangeKind, Changes, Drift, Ignore
 use factbuoy_bundle::reader::Bundle;
 use serde_json::Value;
 
-use super::{cell, count, emit_lines, names, table};
+use super::{cell, count, emit_lines, indented_table, names, table};
 use crate::output::{ExitStatus, Format, emit_document};
 
 #[derive(Debug, Args)]
@@ -103,7 +103,7 @@ fn drift_lines(drift: &Drift) -> Vec<String> {
                 .iter()
                 .map(|f| vec![f.plugin.clone(), f.path.clone()])
                 .collect();
-            lines.extend(table(&rows).into_iter().map(|l| format!("  {l}")));
+            lines.extend(indented_table(&rows, 2));
             continue;
         }
         lines.push(format!(
@@ -140,7 +140,7 @@ fn drift_lines(drift: &Drift) -> Vec<String> {
             }
             rows.push(row);
         }
-        lines.extend(table(&rows).into_iter().map(|l| format!("  {l}")));
+        lines.extend(indented_table(&rows, 2));
     }
     lines
 }

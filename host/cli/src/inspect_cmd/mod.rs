@@ -534,12 +534,7 @@ fn cell(value: &Value) -> String {
         Value::String(text) => text.clone(),
         other => other.to_string(),
     };
-    if text.chars().count() > MAX_CELL_CHARS {
-        let cut: String = text.chars().take(MAX_CELL_CHARS - 1).collect();
-        format!("{cut}…")
-    } else {
-        text
-    }
+    cut(&text, MAX_CELL_CHARS)
 }
 
 /// Prints `lines`, each with what a bundle's author chose (names, values, messages) made
@@ -551,8 +546,17 @@ fn emit_lines(lines: &[String]) {
 
 /// Rows in aligned columns; the last column is not padded.
 fn table(rows: &[Vec<String>]) -> Vec<String> {
+    indented_table(rows, 0)
+}
+
+/// The narrowest a column is cut to when a table is fitted to the terminal.
+const MIN_COLUMN_CHARS: usize = 12;
+
+/// [`table`], each line indented by `indent` spaces. On a terminal, the widest columns are cut
+/// (cells ending in `…`) until the lines fit its width; `-o json` has every value whole.
+fn indented_table(rows: &[Vec<String>], indent: usize) -> Vec<String> {
     let columns = rows.first().map_or(0, Vec::len);
-    let widths: Vec<usize> = (0..columns)
+    let mut widths: Vec<usize> = (0..columns)
         .map(|c| {
             rows.iter()
                 .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
@@ -560,17 +564,42 @@ fn table(rows: &[Vec<String>]) -> Vec<String> {
                 .unwrap_or(0)
         })
         .collect();
+    if let Some((_, terminal)) = console::Term::stdout().size_checked() {
+        let room = usize::from(terminal).saturating_sub(indent + 2 * columns.saturating_sub(1));
+        while widths.iter().sum::<usize>() > room {
+            let (widest, width) = widths
+                .iter()
+                .copied()
+                .enumerate()
+                .max_by_key(|(_, w)| *w)
+                .unwrap_or_default();
+            if width <= MIN_COLUMN_CHARS {
+                break;
+            }
+            widths[widest] -= 1;
+        }
+    }
+    let margin = " ".repeat(indent);
     rows.iter()
         .map(|row| {
-            row.iter()
+            let line = row
+                .iter()
                 .zip(&widths)
-                .map(|(cell, width)| format!("{cell:width$}"))
+                .map(|(cell, width)| format!("{:width$}", cut(cell, *width)))
                 .collect::<Vec<_>>()
-                .join("  ")
-                .trim_end()
-                .to_owned()
+                .join("  ");
+            format!("{margin}{}", line.trim_end())
         })
         .collect()
+}
+
+/// `text` cut to at most `width` characters, the last of them `…` when cut.
+fn cut(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    let kept: String = text.chars().take(width.saturating_sub(1)).collect();
+    format!("{kept}…")
 }
 
 /// A byte count for people: `1.5 MiB`.
