@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
+use sha2::Digest;
 
 /// The venv with this ansible-core version (made on first use).
 fn ansible_venv(version: Option<&str>) -> PathBuf {
@@ -174,6 +175,14 @@ fn a_bundle_gives_one_file_per_node_and_bad_nodes_are_reported() {
     let dir = tempfile::tempdir().unwrap();
     let good = |name: &str| json!({"ansible_hostname": name, "module_setup": true}).to_string();
     let (a, b) = (good("node-a"), good("node-b"));
+    // 64 KiB that gzip cannot shrink, after node-b: a cut at two thirds of the file falls in it,
+    // after both good nodes.
+    let mut noise = Vec::new();
+    let mut block = [0u8; 32];
+    while noise.len() < 64 * 1024 {
+        block = sha2::Sha256::digest(block).into();
+        noise.extend_from_slice(&block);
+    }
     let path = dir.path().join("run.tar.gz");
     bundle(
         &path,
@@ -187,6 +196,7 @@ fn a_bundle_gives_one_file_per_node_and_bad_nodes_are_reported() {
                 "plugins/setup/results/node-b/ansible_facts.json",
                 b.as_bytes(),
             ),
+            ("plugins/hello/results/node-b/noise.bin", &noise),
             (
                 "plugins/setup/results/node-c/ansible_facts.json",
                 b"{\"truncated",
@@ -224,10 +234,19 @@ fn a_bundle_gives_one_file_per_node_and_bad_nodes_are_reported() {
     let bytes = std::fs::read(&path).unwrap();
     let cut = dir.path().join("cut.tar.gz");
     std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
-    let output = fact_cache_from(&dir.path().join("cut-cache"), &cut, &[]);
-    assert_ne!(output.status.code(), Some(0));
+    let kept = dir.path().join("cut-cache");
+    let output = fact_cache_from(&kept, &cut, &[]);
+    assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("corrupt"), "{stderr}");
+    assert!(
+        stderr.contains("corrupt or truncated after the nodes read so far"),
+        "{stderr}"
+    );
+    for node in ["node-a", "node-b"] {
+        let plain: Value = serde_json::from_slice(&std::fs::read(kept.join(node)).unwrap())
+            .unwrap_or_else(|e| panic!("{node} before the cut was not kept: {e}"));
+        assert_eq!(plain["ansible_hostname"], node);
+    }
 
     // Not a bundle at all.
     let output = fact_cache_from(&dir.path().join("x"), Path::new("/etc/hostname"), &[]);
