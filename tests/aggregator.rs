@@ -477,10 +477,17 @@ fn uploads_are_checked_before_anything_is_stored() {
 }
 
 /// A TLS connection to the agent listener through `openssl s_client`, with `credentials`; the
-/// request is written to its stdin, the answer read from its stdout.
+/// request is written to its stdin, the answer read from its stdout. `-quiet` implies
+/// `-ign_eof`: the connection stays open after stdin ends, until the server closes it.
 fn s_client(aggregator: &Aggregator, credentials: &Path) -> Child {
+    s_client_with(aggregator, credentials, &[])
+}
+
+/// [`s_client`] with more options.
+fn s_client_with(aggregator: &Aggregator, credentials: &Path, options: &[&str]) -> Child {
     Command::new("openssl")
         .args(["s_client", "-quiet", "-connect", &aggregator.agent])
+        .args(options)
         .arg("-CAfile")
         .arg(credentials.join("ca.pem"))
         .arg("-cert")
@@ -503,7 +510,19 @@ fn raw_request(
     pieces: &[&[u8]],
     pause: Duration,
 ) -> (String, Duration) {
-    let mut child = s_client(aggregator, credentials);
+    raw_request_with(aggregator, credentials, head, pieces, pause, &[])
+}
+
+/// [`raw_request`] with more `openssl s_client` options.
+fn raw_request_with(
+    aggregator: &Aggregator,
+    credentials: &Path,
+    head: &str,
+    pieces: &[&[u8]],
+    pause: Duration,
+    options: &[&str],
+) -> (String, Duration) {
+    let mut child = s_client_with(aggregator, credentials, options);
     let started = Instant::now();
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = child.stdout.take().unwrap();
@@ -527,6 +546,26 @@ fn raw_request(
     (text, elapsed)
 }
 
+/// How many requests or connections the aggregator refused for `reason`, from its `/metrics`.
+fn rejections(aggregator: &Aggregator, reason: &str) -> u64 {
+    let operator = aggregator.operator_credentials();
+    let metrics = curl(
+        Some(&operator),
+        &operator.join("ca.pem"),
+        "GET",
+        &format!("https://{}/metrics", aggregator.operator),
+        None,
+        &[],
+    );
+    let label = format!("reason=\"{reason}\"");
+    metrics
+        .body
+        .lines()
+        .find(|l| l.contains(&label) && !l.starts_with('#'))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
 #[test]
 fn a_cut_off_upload_stores_nothing_and_its_retry_is_accepted() {
     let aggregator = Aggregator::create(&["a"], &[]);
@@ -538,9 +577,28 @@ fn a_cut_off_upload_stores_nothing_and_its_retry_is_accepted() {
         facts.len(),
         content_digest(&facts)
     );
-    // Half the body, then the connection closes.
-    let (answer, _) = raw_request(&aggregator, &agent, &head, &[&facts[..500]], Duration::ZERO);
+    // Half the body, then the connection closes: -no_ign_eof closes it when stdin ends.
+    let (answer, _) = raw_request_with(
+        &aggregator,
+        &agent,
+        &head,
+        &[&facts[..500]],
+        Duration::ZERO,
+        &["-no_ign_eof"],
+    );
     assert!(!answer.contains("201 Created"), "{answer}");
+    // The server saw the upload begin and be cut off: not a stall ended by its idle timeout.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rejections(&aggregator, "interrupted") == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the aggregator never saw the cut upload (rejections: interrupted {}, too-slow {})",
+            rejections(&aggregator, "interrupted"),
+            rejections(&aggregator, "too-slow")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(rejections(&aggregator, "too-slow"), 0);
     assert!(!aggregator.run_dir().join("staging/hello/a").exists());
     let deadline = Instant::now() + Duration::from_secs(5);
     while std::fs::read_dir(aggregator.run_dir().join("staging/.incoming"))
@@ -581,23 +639,7 @@ fn connections_past_the_cap_are_closed_and_counted() {
     let agent = aggregator.issue("agent:a");
     let ca = agent.join("ca.pem");
     let plan_url = format!("https://{}/api/v1/plan/by-node/a", aggregator.agent);
-    let rejections = || {
-        let operator = aggregator.operator_credentials();
-        let metrics = curl(
-            Some(&operator),
-            &operator.join("ca.pem"),
-            "GET",
-            &format!("https://{}/metrics", aggregator.operator),
-            None,
-            &[],
-        );
-        metrics
-            .body
-            .lines()
-            .find(|l| l.contains("too-many-connections") && !l.starts_with('#'))
-            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
+    let rejections = || rejections(&aggregator, "too-many-connections");
     assert_eq!(
         curl(Some(&agent), &ca, "GET", &plan_url, None, &[]).status,
         200
