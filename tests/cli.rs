@@ -198,6 +198,27 @@ fn a_failed_plugin_exits_1_and_says_why() {
 }
 
 #[test]
+fn the_readmes_plugin_example_builds_and_runs_as_the_readme_says() {
+    // tests/plugins/uptime compiles the README's code block itself (its build.rs copies it).
+    let uptime = support::fixture("uptime");
+    let output = factbuoy(&[
+        "plugin",
+        "run",
+        path_str(&uptime),
+        "--grant",
+        "uptime:host-info",
+        "-o",
+        "json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["plugin"], "uptime", "{report}");
+    assert_eq!(report["artifacts"][0]["name"], "uptime.json", "{report}");
+    let seconds = &report["artifacts"][0]["content"]["seconds"];
+    assert!(seconds.as_u64().is_some_and(|s| s > 0), "{report}");
+}
+
+#[test]
 fn a_plugin_built_against_an_older_0_1_contract_still_runs() {
     // Its imports and export are named @0.1.0; this host implements a later 0.1.x.
     let old = support::fixture("contract-0-1-0");

@@ -33,6 +33,8 @@ pub fn fixture(crate_name: &str) -> PathBuf {
                 "future-contract",
                 "-p",
                 "contract-0-1-0",
+                "-p",
+                "uptime",
             ])
             .arg("--target-dir")
             .arg(&target_dir)
