@@ -247,6 +247,57 @@ fn a_finished_run_keeps_its_bundle_and_drops_its_working_files_and_ca_key() {
 }
 
 #[test]
+fn a_run_ends_at_its_run_timeout_with_what_it_has_and_stops_the_plugins_still_running() {
+    let host = Host::new();
+    let hostile = hostile();
+    // The looping plugin's own deadline is two minutes; the run's is three seconds.
+    let started = Instant::now();
+    let output = host.run(&[
+        "--plugin",
+        "hello",
+        "--plugin",
+        &hostile,
+        "-p",
+        "hostile:mode=loop",
+        "--plugin-timeout",
+        "120s",
+        "--timeout",
+        "3s",
+        "-o",
+        "json",
+    ]);
+    let took = started.elapsed();
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    // Not held up by the plugin: it ends at the run's timeout, not at the plugin's.
+    assert!(took < Duration::from_secs(60), "the run took {took:?}");
+    let document: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(document["status"], "complete", "{document}");
+    let results = &document["results"];
+    assert_eq!(pair(results, "hello")["result_status"], "passed");
+    let stopped = pair(results, "hostile");
+    assert_eq!(stopped["status"], "timed-out", "{document}");
+    assert!(
+        stopped["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("within the run timeout of 3s")),
+        "{document}"
+    );
+    let bundle = support::kube_runs::Bundle::read(PathBuf::from(
+        document["bundle"]["path"].as_str().unwrap(),
+    ));
+    assert!(
+        bundle
+            .files
+            .contains_key("plugins/hello/results/this-host/greeting.json")
+    );
+    assert!(
+        bundle
+            .files
+            .contains_key("plugins/hostile/errors/this-host/error.json")
+    );
+}
+
+#[test]
 fn retrieve_says_not_ready_during_a_run_and_waits_for_its_bundle_with_wait() {
     let host = Host::new();
     let hostile = hostile();

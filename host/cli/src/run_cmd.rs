@@ -46,7 +46,8 @@ pub struct RunArgs {
     /// Host directory plugins' paths are mapped onto.
     #[arg(long, default_value = "/", value_name = "DIR")]
     root: PathBuf,
-    /// Deadline of the whole run; what is missing then becomes error results.
+    /// Deadline of the whole run; what is missing then becomes error results, and plugins
+    /// still running on this host are stopped.
     #[arg(long, default_value_t = config::DEFAULT_RUN_TIMEOUT.into())]
     timeout: humantime::Duration,
     /// Collect every node of a Kubernetes cluster: apply the run's manifests (what `factbuoy gen`
@@ -206,6 +207,9 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let agent = factbuoy_agent::run(client, runtime, agent_config, loaded);
     let agent_result = tokio::select! {
         result = agent => Some(result),
+        // The run ended without the agent (at its timeout): nothing the agent still runs has
+        // a run to go to, so its plugins stop with its future, and the run is not held up.
+        _ = running.finished() => None,
         signal = interrupted() => {
             // The agent's plugins stopped with its future; what they delivered is kept.
             running.interrupt(&format!("{signal} from the operator"));
