@@ -430,6 +430,53 @@ async fn sockets_are_denied() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn udp_and_name_lookups_are_denied() {
+    let sandbox = Sandbox::new().await;
+    // A real UDP socket, so a refusal can only come from the sandbox.
+    let listener = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let probe = sandbox
+        .probe(&["mode=udp", &format!("path={address}")])
+        .await;
+    assert!(probe["error"].is_string(), "{probe}");
+    listener.set_nonblocking(true).unwrap();
+    let mut buffer = [0u8; 64];
+    assert!(
+        listener.recv_from(&mut buffer).is_err(),
+        "the plugin's datagram arrived"
+    );
+    // localhost resolves everywhere, without a DNS server: only the sandbox can refuse it.
+    let probe = sandbox.probe(&["mode=resolve", "path=localhost:80"]).await;
+    assert!(probe["error"].is_string(), "{probe}");
+    assert!(probe.get("resolved").is_none(), "{probe}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_gets_no_arguments_no_stdin_and_only_the_passed_environment() {
+    // `cargo test` gives this process CARGO_* variables, which must not reach the plugin.
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+    let sandbox = Sandbox::new().await;
+    let probe = sandbox.probe(&["mode=process"]).await;
+    assert_eq!(probe["args"], serde_json::json!([]), "{probe}");
+    assert_eq!(probe["stdin"], "0 bytes", "{probe}");
+    let env: Vec<&str> = probe["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    if std::env::var_os("HOME").is_some() {
+        assert!(env.contains(&"HOME"), "HOME is passed: {probe}");
+    }
+    for key in &env {
+        assert!(
+            factbuoy_runtime::PASSED_ENVIRONMENT.contains(key) || key.starts_with("LC_"),
+            "{key} reached the plugin: {probe}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_ungranted_interface_gives_a_clear_error() {
     let sandbox = Sandbox::new().await;
     let (report, _) = sandbox.run_with(&["mode=host-info"], &["read:/data"]).await;

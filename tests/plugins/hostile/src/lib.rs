@@ -24,7 +24,7 @@ impl Gatherer for Hostile {
         .param(Param::string("mode").required().describe(
             "well-behaved | nothing | loop | alloc | recurse | recurse-shadow | flood | panic | fail | read | list | \
                  write | connect | host-info | host-root | read-link | hostfs-read | stdout-flood | \
-                 log-flood | huge-chunk | bad-name | fs-proc | fs-read | fs-usage | \
+                 log-flood | huge-chunk | bad-name | udp | resolve | process | fs-proc | fs-read | fs-usage | \
                  budget-… (see budget_modes.rs)",
         ))
         .param(
@@ -174,6 +174,29 @@ impl Gatherer for Hostile {
                 Ok(_) => serde_json::json!({"connected": true}),
                 Err(e) => serde_json::json!({"error": e.to_string()}),
             }),
+            "udp" => probe(match std::net::UdpSocket::bind("0.0.0.0:0") {
+                Ok(socket) => match socket.send_to(b"escaped", path) {
+                    Ok(_) => serde_json::json!({"sent": true}),
+                    Err(e) => serde_json::json!({"error": format!("sending: {e}")}),
+                },
+                Err(e) => serde_json::json!({"error": format!("binding: {e}")}),
+            }),
+            "resolve" => probe(match std::net::ToSocketAddrs::to_socket_addrs(path) {
+                Ok(found) => {
+                    let found: Vec<String> = found.map(|a| a.to_string()).collect();
+                    serde_json::json!({"resolved": found})
+                }
+                Err(e) => serde_json::json!({"error": e.to_string()}),
+            }),
+            "process" => {
+                let mut stdin = Vec::new();
+                let read = std::io::Read::read_to_end(&mut std::io::stdin(), &mut stdin);
+                probe(serde_json::json!({
+                    "env": std::env::vars().map(|(k, _)| k).collect::<Vec<_>>(),
+                    "args": std::env::args().collect::<Vec<_>>(),
+                    "stdin": read.map_or_else(|e| format!("error: {e}"), |n| format!("{n} bytes")),
+                }))
+            }
             "host-info" => probe(serde_json::json!({"hostname": host_info::os().hostname})),
             "host-root" => {
                 let os = host_info::os();
