@@ -546,6 +546,60 @@ fn raw_request_with(
     (text, elapsed)
 }
 
+/// The peak resident set size of a live process, from `/proc/<pid>/status` (`VmHWM`).
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("VmHWM in /proc/<pid>/status");
+    kib * 1024
+}
+
+#[test]
+fn uploads_stream_to_disk_and_the_aggregators_memory_follows_uploads_in_flight_not_their_size() {
+    const UPLOADS: usize = 4;
+    const SIZE: usize = 64 << 20;
+    // Held whole, one upload alone would lift the aggregator past this.
+    const MAX_PEAK_RSS: u64 = 48 << 20;
+    let aggregator = Aggregator::create(&["a"], &[]);
+    let agent = aggregator.issue("agent:a");
+    let pid = aggregator.child.as_ref().unwrap().id();
+    let before = peak_rss(pid);
+    // Four large files at once, each different, so no layer can share their pages.
+    let files: Vec<Vec<u8>> = (0..UPLOADS).map(|i| vec![b'a' + i as u8; SIZE]).collect();
+    std::thread::scope(|scope| {
+        for (i, bytes) in files.iter().enumerate() {
+            let (aggregator, agent) = (&aggregator, &agent);
+            scope.spawn(move || {
+                let path = format!("/api/v1/results/by-node/a/hello/files/big-{i}.bin");
+                let answer = put_file(aggregator, agent, &path, bytes, &content_digest(bytes));
+                assert_eq!(answer.status, 201, "{}", answer.stderr);
+            });
+        }
+    });
+    let peak = peak_rss(pid);
+    eprintln!(
+        "aggregator: {UPLOADS} uploads of {} MiB at once: peak RSS {} MiB (before {} MiB)",
+        SIZE >> 20,
+        peak >> 20,
+        before >> 20
+    );
+    assert!(
+        peak < MAX_PEAK_RSS,
+        "peak RSS {} MiB after {UPLOADS} uploads of {} MiB",
+        peak >> 20,
+        SIZE >> 20
+    );
+    // Every byte is on disk, in the staging area.
+    let staged: u64 = std::fs::read_dir(aggregator.run_dir().join("staging/hello/a"))
+        .map(|d| d.map(|e| e.unwrap().metadata().unwrap().len()).sum())
+        .unwrap_or(0);
+    assert_eq!(staged, (UPLOADS * SIZE) as u64);
+}
+
 /// How many requests or connections the aggregator refused for `reason`, from its `/metrics`.
 fn rejections(aggregator: &Aggregator, reason: &str) -> u64 {
     let operator = aggregator.operator_credentials();
