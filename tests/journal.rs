@@ -707,3 +707,64 @@ impl Lcg {
         (self.0 >> 33) % n
     }
 }
+
+/// The plugin's memory is its page cache (96 MiB) and an output buffer, whatever the journal's
+/// size (docs/systemd-logs.md): a journal larger than the cache, turned into more JSON than
+/// that, keeps the process below both.
+#[test]
+fn a_journal_larger_than_the_cache_streams_through_the_plugin_in_bounded_memory() {
+    const ENTRIES: &str = "300000";
+    // The 96 MiB cache and the (debug) host around it; the journal and its JSON are larger.
+    const MAX_PEAK_RSS: u64 = 160 << 20;
+    let root = Root::empty();
+    let file = root.file("0123456789abcdef0123456789abcdef/system.journal");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let stream = Command::new("python3")
+        .arg(support::workspace().join("bench/journal_stream.py"))
+        .args(["0", "1", ENTRIES])
+        .output()
+        .expect("running python3");
+    assert!(stream.status.success());
+    support::write_journal(&file, &stream.stdout, &[]);
+    drop(stream);
+    // journal-remote rotates: the journal is every file it wrote.
+    let journal: u64 = std::fs::read_dir(file.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    // Compiled once beforehand (and cached), so what is measured is the reading.
+    let describe = support::factbuoy()
+        .args(["plugin", "info", "systemd-logs"])
+        .output()
+        .unwrap();
+    assert!(describe.status.success());
+
+    let out = tempfile::tempdir().unwrap();
+    let mut command = support::factbuoy();
+    command
+        .args(["plugin", "run", "systemd-logs", "-p", "since=all", "--root"])
+        .arg(root.dir.path())
+        .arg("--out")
+        .arg(out.path());
+    let measured = support::measure::measure(&command);
+    assert_eq!(measured.code, 0, "{}", measured.stderr());
+    let written = std::fs::metadata(out.path().join("journal.jsonl"))
+        .unwrap()
+        .len();
+    eprintln!(
+        "systemd-logs: {} MiB journal -> {} MiB of JSON, peak RSS {} MiB in {:?}",
+        journal >> 20,
+        written >> 20,
+        measured.peak_rss >> 20,
+        measured.elapsed
+    );
+    assert!(
+        journal > MAX_PEAK_RSS - (16 << 20) && written > MAX_PEAK_RSS + (64 << 20),
+        "too small to tell: {journal} bytes of journal, {written} of JSON"
+    );
+    assert!(
+        measured.peak_rss < MAX_PEAK_RSS,
+        "peak RSS {} MiB",
+        measured.peak_rss >> 20
+    );
+}
