@@ -26,16 +26,39 @@ fn limits() -> Limits {
     }
 }
 
+/// The tests of this file run in parallel, and some are CPU floods and memory bombs. The two
+/// that measure time (a deadline, a compile's effect on the async threads) run alone, so what
+/// they measure is the runtime, not two cores shared with a flood: every other test holds this
+/// shared, those two exclusively. (Cargo runs one test binary at a time.)
+static QUIET: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 struct Sandbox {
     hostile: Hostile,
     root: tempfile::TempDir,
+    /// The test's hold on [`QUIET`], one of the two.
+    _shared: Option<tokio::sync::RwLockReadGuard<'static, ()>>,
+    _alone: Option<tokio::sync::RwLockWriteGuard<'static, ()>>,
 }
 
 impl Sandbox {
     async fn new() -> Self {
+        let shared = QUIET.read().await;
         Sandbox {
             hostile: Hostile::load(limits()).await,
             root: host_root(),
+            _shared: Some(shared),
+            _alone: None,
+        }
+    }
+
+    /// A sandbox for a test that measures time: no other test of this file runs meanwhile.
+    async fn alone() -> Self {
+        let alone = QUIET.write().await;
+        Sandbox {
+            hostile: Hostile::load(limits()).await,
+            root: host_root(),
+            _shared: None,
+            _alone: Some(alone),
         }
     }
 
@@ -99,7 +122,7 @@ fn host_root() -> tempfile::TempDir {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_endless_loop_ends_at_its_deadline() {
-    let sandbox = Sandbox::new().await;
+    let sandbox = Sandbox::alone().await;
     let started = Instant::now();
     let report = sandbox.contain(&["mode=loop"]).await;
     let (report_time, wall) = (
@@ -522,6 +545,7 @@ fn compiling_a_plugin_leaves_the_async_threads_free() {
     use factbuoy_runtime::{Runtime, RuntimeOptions};
     use std::sync::{Arc, Mutex};
 
+    let _alone = QUIET.blocking_write();
     // One async thread: a compile that blocked it would stop the ticker until it ended.
     let executor = tokio::runtime::Builder::new_current_thread()
         .enable_all()
