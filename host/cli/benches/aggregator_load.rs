@@ -153,7 +153,8 @@ async fn load(clients: &[Client], file: &Path, sha256: &str, server: &Server) ->
     let rss: u64 = server.pids.iter().map(|pid| peak_rss_kib(*pid)).sum();
     let cpu: f64 = server.pids.iter().map(|pid| cpu_seconds(*pid)).sum::<f64>() - cpu_before;
     Measured {
-        per_second: clients.len() as f64 / elapsed.as_secs_f64(),
+        // Only uploads that were stored count: a failed one is no throughput.
+        per_second: (clients.len() - failures.len()) as f64 / elapsed.as_secs_f64(),
         p99,
         peak_rss_mib: rss as f64 / 1024.0,
         cpu_ms_per_upload: cpu * 1e3 / clients.len() as f64,
@@ -186,14 +187,22 @@ fn start_factbuoy(run_dir: &Path) -> (Server, String) {
     )
 }
 
-fn start_nginx(dir: &Path, pki: &Path) -> Option<(Server, String)> {
+/// Why nginx is not there to compare with.
+enum NoPeer {
+    /// The binary is not installed.
+    Missing,
+    /// It started and stopped: what its error log says.
+    Failed(String),
+}
+
+fn start_nginx(dir: &Path, pki: &Path) -> Result<(Server, String), NoPeer> {
+    let failed = |e: std::io::Error| NoPeer::Failed(e.to_string());
     let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .ok()?
-        .local_addr()
-        .ok()?
+        .and_then(|l| l.local_addr())
+        .map_err(failed)?
         .port();
     let root = dir.join("nginx-root");
-    std::fs::create_dir_all(&root).ok()?;
+    std::fs::create_dir_all(&root).map_err(failed)?;
     let config = format!(
         "daemon off; master_process on; worker_processes auto; user root; pid {dir}/nginx.pid;
          error_log {dir}/nginx-error.log;
@@ -213,18 +222,27 @@ fn start_nginx(dir: &Path, pki: &Path) -> Option<(Server, String)> {
         root = root.display(),
     );
     let config_path = dir.join("nginx.conf");
-    std::fs::write(&config_path, config).ok()?;
-    let child = Command::new("nginx")
+    std::fs::write(&config_path, config).map_err(failed)?;
+    let mut child = match Command::new("nginx")
         .arg("-c")
         .arg(&config_path)
         .stderr(Stdio::null())
         .spawn()
-        .ok()?;
+    {
+        Ok(child) => child,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(NoPeer::Missing),
+        Err(e) => return Err(failed(e)),
+    };
     std::thread::sleep(Duration::from_millis(500));
+    // A configuration nginx refuses ends it at once; say why rather than load a dead port.
+    if let Ok(Some(status)) = child.try_wait() {
+        let log = std::fs::read_to_string(dir.join("nginx-error.log")).unwrap_or_default();
+        return Err(NoPeer::Failed(format!("nginx exited ({status}): {}", log.trim())));
+    }
     let master = child.id();
     let mut pids = vec![master];
     pids.extend(children_of(master));
-    Some((Server { child, pids }, format!("127.0.0.1:{port}")))
+    Ok((Server { child, pids }, format!("127.0.0.1:{port}")))
 }
 
 fn parse_mix(text: &str) -> Vec<(usize, u64)> {
@@ -309,6 +327,7 @@ async fn main() {
         // other left behind; each figure is the median over the rounds.
         let mut ours = Vec::new();
         let mut theirs = Vec::new();
+        let mut no_peer = None;
         for round in 0..rounds {
             for server_kind in if round % 2 == 0 {
                 ["factbuoy", "nginx"]
@@ -324,38 +343,50 @@ async fn main() {
                     ours.push(load(&clients, &file, &sha256, &server).await);
                     drop(server);
                     let _ = std::fs::remove_dir_all(run_dir.join("staging"));
-                } else if let Some((server, address)) = start_nginx(dir, &run_dir.join("pki")) {
-                    let clients: Vec<Client> = identities
-                        .iter()
-                        .map(|id| Client::new(&address, id).unwrap())
-                        .collect();
-                    theirs.push(load(&clients, &file, &sha256, &server).await);
-                    drop(server);
-                    let _ = std::fs::remove_dir_all(dir.join("nginx-root"));
+                } else {
+                    match start_nginx(dir, &run_dir.join("pki")) {
+                        Ok((server, address)) => {
+                            let clients: Vec<Client> = identities
+                                .iter()
+                                .map(|id| Client::new(&address, id).unwrap())
+                                .collect();
+                            theirs.push(load(&clients, &file, &sha256, &server).await);
+                            drop(server);
+                            let _ = std::fs::remove_dir_all(dir.join("nginx-root"));
+                        }
+                        Err(why) => no_peer = Some(why),
+                    }
                 }
             }
         }
         let ours = Measured::median(ours);
         let theirs = (!theirs.is_empty()).then(|| Measured::median(theirs));
         let size_text = bytesize::ByteSize(size).to_string();
-        match theirs {
-            Some(theirs) => println!(
+        let uploads = agents * rounds;
+        match (theirs, no_peer) {
+            // A ratio only when both sides stored every upload: failures are no throughput.
+            (Some(theirs), None) if ours.failures == 0 && theirs.failures == 0 => println!(
                 "{agents:>6} agents x {size_text:>8}   {}   {}   {:>5.2}x",
                 ours.columns(),
                 theirs.columns(),
                 ours.per_second / theirs.per_second,
             ),
-            None => println!(
+            (Some(theirs), None) => println!(
+                "{agents:>6} agents x {size_text:>8}   {}   {}   no ratio: uploads failed \
+                 (factbuoy {} of {uploads}, nginx {} of {uploads})",
+                ours.columns(),
+                theirs.columns(),
+                ours.failures,
+                theirs.failures,
+            ),
+            (_, Some(NoPeer::Failed(why))) => println!(
+                "{agents:>6} agents x {size_text:>8}   {}   no ratio: nginx did not serve: {why}",
+                ours.columns()
+            ),
+            (_, _) => println!(
                 "{agents:>6} agents x {size_text:>8}   {}   (nginx not installed)",
                 ours.columns()
             ),
-        }
-        if ours.failures > 0 {
-            println!(
-                "  factbuoy: {} of {} uploads failed",
-                ours.failures,
-                agents * rounds
-            );
         }
     }
 }
