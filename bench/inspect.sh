@@ -47,11 +47,12 @@ for name in "${names[@]}"; do
     continue
   fi
   awk -v n="$name" -v w="$wall" -v r="$rss" -v f="$floor" \
-    'BEGIN { printf "%-18s %9.2fs %9.1f MB %13.2fx\n", n, w, r / 1024, w / f }'
+    'BEGIN { printf "%-18s %9.2fs %9.1f MB %14s\n", n, w, r / 1024,
+             (f > 0 ? sprintf("%.2fx", w / f) : "- (too fast)") }'
 done
 
 read -r wall rss <<<"${result["inspect summary"]}"
-if [ "$wall" != error ] && [ "$floor" != error ]; then
+if [ "$wall" != error ] && [ "$floor" != error ] && [ "$floor" != 0.00 ]; then
   awk -v w="$wall" -v r="$rss" -v f="$floor" 'BEGIN {
     printf "summary / tar -tzf: %.2f (target <= 1.20, %s); summary peak RSS %.1f MB (target <= 50, %s)\n",
       w / f, (w / f <= 1.2 ? "met" : "MISSED"), r / 1024, (r <= 50 * 1024 ? "met" : "MISSED") }'
