@@ -88,6 +88,9 @@ pub fn node_files(
     }
 }
 
+/// The buffer the compressed file is read through.
+const READ_BUFFER_BYTES: usize = 256 * 1024;
+
 /// The most of a `meta/` document (`run.json`, `status.json`) or an `error.json` read into
 /// memory: far above what the aggregator writes, far below what would hurt.
 pub const MAX_META_BYTES: u64 = 16 * 1024 * 1024;
@@ -363,7 +366,11 @@ impl Bundle {
             inner: file,
             hasher: digest.then(Sha256::new),
         };
-        let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(BufReader::new(hashing)));
+        // One buffer under the decompressor (flate2's `read` decoder would add its own), large
+        // enough that reading the file costs few system calls.
+        let mut archive = tar::Archive::new(flate2::bufread::GzDecoder::new(
+            BufReader::with_capacity(READ_BUFFER_BYTES, hashing),
+        ));
         let mut last: Option<String> = None;
         let corrupt = |last: &Option<String>, cause| ReadError::Corrupt {
             bundle: bundle.clone(),

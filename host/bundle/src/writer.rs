@@ -1,17 +1,21 @@
 //! Writes a run's bundle in one streaming pass: `meta/` from the run's configuration and final
 //! status, then every file of the results tree, then `meta/index.json` with each entry's size
-//! and sha-256. The archive is written beside its final name and renamed when complete.
+//! and sha-256. The archive is written beside its final name and renamed when complete. gzip
+//! runs on every core, as pigz does, into one ordinary `.tar.gz`.
 //!
 //! Entry names come only from names already checked on the way in; the tar writer refuses
 //! anything else.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
+use anyhow::Context;
 use factbuoy_protocol::types::{StatusDocument, TarInfo};
-use flate2::Compression;
-use flate2::write::GzEncoder;
+use gzp::ZWriter;
+use gzp::deflate::Gzip;
+use gzp::par::compress::{Compression, ParCompress, ParCompressBuilder};
 use sha2::{Digest, Sha256};
 
 use crate::layout;
@@ -19,20 +23,62 @@ use crate::layout;
 /// gzip level: fast enough to keep up with disks, close to the default's ratio.
 const GZIP_LEVEL: u32 = 6;
 const BUFFER_BYTES: usize = 1 << 20;
+/// Each block is compressed without the one before it: 1 MiB blocks cost 0.6% in size over one
+/// stream on journal lines (128 KiB ones, pigz's, 5%).
+const GZIP_BLOCK_BYTES: usize = 1 << 20;
+/// The most threads compressing: past this, disks rather than cores set the pace, and memory
+/// (about 5 MiB a thread) stays small.
+const GZIP_THREADS: usize = 8;
 
-/// Hashes everything written through it.
-struct HashingWriter<W> {
+/// Where the compressed stream lands: `inner`, hashed. gzp's compressor panics when it is
+/// finished or dropped after its writer failed, so a write error is kept in `failed` rather than
+/// returned: the threads always wind down, the archive's side stops at its next write
+/// ([`Checked`]), and the error is returned once they have.
+struct Sink<W> {
     inner: W,
     hasher: Sha256,
     written: u64,
+    failed: Arc<OnceLock<io::Error>>,
 }
 
-impl<W: Write> Write for HashingWriter<W> {
+impl<W: Write> Write for Sink<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.written += n as u64;
-        Ok(n)
+        if self.failed.get().is_none() {
+            match self.inner.write_all(buf) {
+                Ok(()) => {
+                    self.hasher.update(buf);
+                    self.written += buf.len() as u64;
+                }
+                Err(e) => {
+                    let _ = self.failed.set(e);
+                }
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.failed.get().is_none()
+            && let Err(e) = self.inner.flush()
+        {
+            let _ = self.failed.set(e);
+        }
+        Ok(())
+    }
+}
+
+/// The compressor's input, refusing to take more once its output has failed.
+struct Checked<'a, W: Write> {
+    inner: &'a mut ParCompress<'static, Gzip, Sink<W>>,
+    failed: &'a OnceLock<io::Error>,
+}
+
+impl<W: Write> Write for Checked<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if let Some(e) = self.failed.get() {
+            return Err(io::Error::new(e.kind(), e.to_string()));
+        }
+        self.inner.write(buf)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -134,15 +180,72 @@ fn write_to<R: serde::Serialize>(
             .mode(0o600)
             .open(temporary)?
     };
-    let hashing = HashingWriter {
-        inner: BufWriter::with_capacity(BUFFER_BYTES, file),
-        hasher: Sha256::new(),
-        written: 0,
-    };
-    let mut tar = tar::Builder::new(GzEncoder::new(hashing, Compression::new(GZIP_LEVEL)));
+    let sink = compress(
+        meta,
+        results_root,
+        BufWriter::with_capacity(BUFFER_BYTES, file),
+    )?;
+    let sha256 = hex::encode(sink.hasher.finalize());
+    sink.inner
+        .into_inner()
+        .map_err(|e| e.into_error())?
+        .sync_all()?;
+    std::fs::rename(temporary, path)?;
+    File::open(path.parent().expect("the bundle has a folder"))?.sync_all()?;
+    Ok((sha256, sink.written))
+}
+
+/// Writes the archive into `out` through gzip on up to [`GZIP_THREADS`] cores (gzp, as pigz:
+/// one gzip member of [`GZIP_BLOCK_BYTES`] blocks compressed apart and joined), and returns
+/// `out` with the sha-256 and size of what landed in it. Memory stays bounded: gzp holds at
+/// most about five blocks per thread in flight.
+fn compress<R: serde::Serialize, W: Write + Send + 'static>(
+    meta: &Meta<'_, R>,
+    results_root: &Path,
+    out: W,
+) -> anyhow::Result<Sink<W>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(GZIP_THREADS);
+    let failed = Arc::new(OnceLock::new());
+    let mut gzip: ParCompress<'static, Gzip, Sink<W>> = ParCompressBuilder::new()
+        .num_threads(threads)?
+        .buffer_size(GZIP_BLOCK_BYTES)?
+        .compression_level(Compression::new(GZIP_LEVEL))
+        .from_writer(Sink {
+            inner: out,
+            hasher: Sha256::new(),
+            written: 0,
+            failed: failed.clone(),
+        });
+    let archived = archive(
+        meta,
+        results_root,
+        Checked {
+            inner: &mut gzip,
+            failed: &failed,
+        },
+    );
+    // Finished on every path: dropped unfinished, gzp finishes it and panics on any error.
+    let finished = gzip.finish();
+    if let Some(e) = failed.get() {
+        return Err(io::Error::new(e.kind(), e.to_string()))
+            .context("writing the compressed bundle");
+    }
+    archived?;
+    Ok(finished?)
+}
+
+/// Streams `meta/`, every file below `results_root` and `meta/index.json` as a tar archive into
+/// `out`.
+fn archive<R: serde::Serialize>(
+    meta: &Meta<'_, R>,
+    results_root: &Path,
+    out: impl Write,
+) -> anyhow::Result<()> {
+    let mut tar = tar::Builder::new(out);
     tar.mode(tar::HeaderMode::Deterministic);
     let mut index = Vec::new();
-
     let add_bytes =
         |tar: &mut tar::Builder<_>, path: &str, bytes: &[u8], index: &mut Vec<IndexEntry>| {
             append(tar, path, bytes.len() as u64, bytes)?;
@@ -177,15 +280,19 @@ fn write_to<R: serde::Serialize>(
     for relative in files_below(results_root)? {
         let source = results_root.join(&relative);
         let size = std::fs::metadata(&source)?.len();
-        let mut hashing = HashingReader {
-            inner: File::open(&source)?,
-            hasher: Sha256::new(),
-        };
-        append(&mut tar, &relative, size, &mut hashing)?;
+        // tar copies 8 KiB at a time: read the file in larger pieces under it.
+        let mut reading = BufReader::with_capacity(
+            BUFFER_BYTES,
+            HashingReader {
+                inner: File::open(&source)?,
+                hasher: Sha256::new(),
+            },
+        );
+        append(&mut tar, &relative, size, &mut reading)?;
         index.push(IndexEntry {
             path: relative,
             size,
-            sha256: hex::encode(hashing.hasher.finalize()),
+            sha256: hex::encode(reading.into_inner().hasher.finalize()),
         });
     }
     let index_bytes = serde_json::to_vec_pretty(&index)?;
@@ -196,21 +303,9 @@ fn write_to<R: serde::Serialize>(
         index_bytes.as_slice(),
     )?;
 
-    let gzip = tar.into_inner()?;
-    let mut hashing = gzip.finish()?;
-    hashing.flush()?;
-    let sha256 = hex::encode(hashing.hasher.clone().finalize());
-    let size = hashing.written;
-    hashing
-        .inner
-        .into_inner()
-        .map_err(|e| e.into_error())?
-        .sync_all()?;
-    std::fs::rename(temporary, path)?;
-    File::open(path.parent().expect("the bundle has a folder"))?.sync_all()?;
-    Ok((sha256, size))
+    tar.into_inner()?;
+    Ok(())
 }
-
 fn append<W: Write>(
     tar: &mut tar::Builder<W>,
     path: &str,
@@ -272,6 +367,63 @@ fn files_below(root: &Path) -> io::Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A disk that fills up after `room` bytes.
+    struct FillsUp {
+        room: usize,
+    }
+
+    impl Write for FillsUp {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            if buf.len() > self.room {
+                return Err(io::Error::new(
+                    io::ErrorKind::StorageFull,
+                    "No space left on device",
+                ));
+            }
+            self.room -= buf.len();
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_full_disk_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = dir.path().join("plugins/p/results/n");
+        std::fs::create_dir_all(&node).unwrap();
+        // Incompressible, so the output passes the disk's room after a few blocks.
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let noise: Vec<u8> = (0..16 << 20)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        std::fs::write(node.join("noise.bin"), &noise).unwrap();
+        let status: StatusDocument = serde_json::from_value(serde_json::json!({
+            "run_id": "r1", "status": "complete", "plugins": []
+        }))
+        .unwrap();
+        let meta = Meta {
+            run_id: "r1",
+            run: &serde_json::json!({}),
+            status: &status,
+            definitions: Vec::new(),
+        };
+        let error = compress(&meta, dir.path(), FillsUp { room: 1 << 20 })
+            .err()
+            .expect("the disk filled up");
+        assert!(
+            format!("{error:#}").contains("No space left on device"),
+            "{error:#}"
+        );
+    }
 
     #[test]
     fn lists_files_but_not_links() {

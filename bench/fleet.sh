@@ -1,0 +1,85 @@
+# Sourced by bench/inspect.sh and bench/package.sh: builds factbuoy and the generator (release),
+# and makes (or finds in the cache) a generated fleet: a results tree of $NODES nodes, each with
+# setup's and host-facts' facts, its reports and a journal.jsonl of $JOURNAL_BYTES, and its
+# bundle written by the real writer (factbuoy_bundle::writer::write, through
+# host/bundle/examples/bench-bundle.rs). The facts come from one real local run of this machine
+# (factbuoy run --plugin host-facts --plugin setup), varied per node.
+#
+# The cache, $CACHE (default /var/tmp/factbuoy-bench), keeps the tree and the bundle between
+# runs; it is keyed by the generator's source, the node count and the journal size, and a new
+# key removes the other fleets there (each is several GB). Sets: factbuoy, generator, fleet
+# (the folder holding tree/ and meta/), bundle (the .tar.gz), tree_bytes.
+set -euo pipefail
+
+NODES=${NODES:-300}
+# 300 journals of 22 MB compress to about 1 GB (journal lines shrink about 6.7 times).
+JOURNAL_BYTES=${JOURNAL_BYTES:-22000000}
+CACHE=${CACHE:-/var/tmp/factbuoy-bench}
+
+echo "building factbuoy and the generator (release)..." >&2
+cargo build --release -q -p factbuoy
+cargo build --release -q -p factbuoy-bundle --example bench-bundle
+target=${CARGO_TARGET_DIR:-$PWD/target}
+factbuoy=$target/release/factbuoy
+generator=$target/release/examples/bench-bundle
+
+key=$(sha256sum host/bundle/examples/bench-bundle.rs | cut -c1-12)
+fleet=$CACHE/fleet-$key-$NODES-$JOURNAL_BYTES
+mkdir -p "$CACHE"
+
+if [ ! -e "$CACHE/template/meta/run.json" ]; then
+  echo "collecting this machine's facts for the template..." >&2
+  rm -rf "$CACHE/template" "$CACHE/template-run"
+  mkdir -p "$CACHE/template-run"
+  FACTBUOY_STATE_DIR="$CACHE/template-run/state" \
+    "$factbuoy" run --plugin host-facts --plugin setup --out "$CACHE/template-run" >/dev/null
+  mkdir -p "$CACHE/template.partial"
+  tar -xzf "$CACHE"/template-run/*.tar.gz -C "$CACHE/template.partial"
+  mv "$CACHE/template.partial" "$CACHE/template"
+  rm -rf "$CACHE/template-run"
+fi
+
+if [ ! -e "$fleet/generated" ]; then
+  for other in "$CACHE"/fleet-*; do
+    [ -e "$other" ] && [ "$other" != "$fleet" ] && rm -rf "$other"
+  done
+  rm -rf "$fleet"
+  echo "generating $NODES nodes with $JOURNAL_BYTES-byte journals in $fleet..." >&2
+  start=$(date +%s)
+  "$generator" generate "$CACHE/template" "$fleet" "$NODES" "$JOURNAL_BYTES"
+  touch "$fleet/generated"
+  echo "  $(( $(date +%s) - start )) s" >&2
+fi
+
+if ! bundle=$(ls "$fleet"/bundle/*.tar.gz 2>/dev/null) || [ -z "$bundle" ]; then
+  echo "writing its bundle with factbuoy_bundle::writer..." >&2
+  start=$(date +%s)
+  "$generator" package "$fleet" "$fleet/bundle" >/dev/null
+  bundle=$(ls "$fleet"/bundle/*.tar.gz)
+  echo "  $(( $(date +%s) - start )) s" >&2
+fi
+tree_bytes=$(du -sb "$fleet/tree" | cut -f1)
+echo "fleet: $NODES nodes, tree $((tree_bytes / 1000000)) MB, bundle $(( $(stat -c %s "$bundle") / 1000000 )) MB ($bundle)" >&2
+
+# best_of COMMAND...: the shortest wall time of $RUNS runs in seconds and that run's peak RSS in
+# KiB, or "error" with the failing run's stderr on stderr. Output goes to /dev/null.
+best_of() {
+  local best="" rss="" time_file err_file
+  time_file=$(mktemp) err_file=$(mktemp)
+  for _ in $(seq "$RUNS"); do
+    if ! /usr/bin/time -f '%e %M' -o "$time_file" "$@" >/dev/null 2>"$err_file"; then
+      echo "$* failed:" >&2
+      cat "$err_file" >&2
+      rm -f "$time_file" "$err_file"
+      echo "error"
+      return
+    fi
+    local elapsed kib
+    read -r elapsed kib <"$time_file"
+    if [ -z "$best" ] || awk -v a="$elapsed" -v b="$best" 'BEGIN { exit !(a < b) }'; then
+      best=$elapsed rss=$kib
+    fi
+  done
+  rm -f "$time_file" "$err_file"
+  echo "$best $rss"
+}
