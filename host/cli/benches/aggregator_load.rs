@@ -237,7 +237,10 @@ fn start_nginx(dir: &Path, pki: &Path) -> Result<(Server, String), NoPeer> {
     // A configuration nginx refuses ends it at once; say why rather than load a dead port.
     if let Ok(Some(status)) = child.try_wait() {
         let log = std::fs::read_to_string(dir.join("nginx-error.log")).unwrap_or_default();
-        return Err(NoPeer::Failed(format!("nginx exited ({status}): {}", log.trim())));
+        return Err(NoPeer::Failed(format!(
+            "nginx exited ({status}): {}",
+            log.trim()
+        )));
     }
     let master = child.id();
     let mut pids = vec![master];
