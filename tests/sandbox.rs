@@ -147,6 +147,92 @@ async fn an_endless_loop_ends_at_its_deadline() {
     );
 }
 
+/// A FUSE file system (tests/fuse/stuck_fs.py) mounted at a folder, unmounted when dropped.
+struct StuckFs {
+    server: std::process::Child,
+    at: std::path::PathBuf,
+}
+
+impl StuckFs {
+    /// Mounts it at `at`, or says why it cannot be made here.
+    fn mount(at: &Path) -> Result<StuckFs, String> {
+        if !Path::new("/dev/fuse").exists() {
+            return Err("this machine has no /dev/fuse".into());
+        }
+        let fuse = support::workspace().join("tests/fuse");
+        let venv = std::process::Command::new(fuse.join("venv.sh"))
+            .output()
+            .expect("running tests/fuse/venv.sh");
+        assert!(venv.status.success(), "tests/fuse/venv.sh failed");
+        let python = Path::new(String::from_utf8(venv.stdout).unwrap().trim()).join("bin/python3");
+        let server = std::process::Command::new(python)
+            .arg(fuse.join("stuck_fs.py"))
+            .arg(at)
+            .spawn()
+            .expect("starting tests/fuse/stuck_fs.py");
+        let mounted = StuckFs {
+            server,
+            at: at.to_owned(),
+        };
+        let give_up = Instant::now() + Duration::from_secs(20);
+        while !at.join("stuck").exists() {
+            assert!(
+                Instant::now() < give_up,
+                "the FUSE file system was not mounted"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(mounted)
+    }
+}
+
+impl Drop for StuckFs {
+    fn drop(&mut self) {
+        // Unmounting ends the reads still waiting on it.
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.at)
+            .status();
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+/// A read the host makes for the plugin never returns (a hung network file system looks so):
+/// no epoch tick reaches inside the host, so the timeout around the whole call ends the run.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_stuck_in_a_host_call_ends_at_its_deadline() {
+    let sandbox = Sandbox::alone().await;
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let _mounted = match StuckFs::mount(&data) {
+        Ok(mounted) => mounted,
+        Err(why) => {
+            eprintln!("skipped: {why}, so no host call can be made to hang");
+            return;
+        }
+    };
+    let started = Instant::now();
+    let (report, _) = sandbox
+        .run_in(
+            root.path(),
+            &["mode=read", "path=/data/stuck"],
+            &["read:/data"],
+        )
+        .await;
+    let wall = started.elapsed();
+    assert!(!report.succeeded, "{report:#?}");
+    assert_eq!(limit_of(&report), Some(LimitKind::Deadline), "{report:#?}");
+    assert!(
+        wall < DEADLINE + DEADLINE_MARGIN + Duration::from_secs(1),
+        "stuck for {wall:?}"
+    );
+    // The runtime goes on.
+    let (after, _) = sandbox.run(&["mode=well-behaved"]).await;
+    assert!(after.succeeded, "{after:#?}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_memory_bomb_traps_at_the_cap() {
     let sandbox = Sandbox::new().await;
