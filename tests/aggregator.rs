@@ -600,20 +600,24 @@ fn uploads_stream_to_disk_and_the_aggregators_memory_follows_uploads_in_flight_n
     assert_eq!(staged, (UPLOADS * SIZE) as u64);
 }
 
-/// How many requests or connections the aggregator refused for `reason`, from its `/metrics`.
-fn rejections(aggregator: &Aggregator, reason: &str) -> u64 {
+/// The aggregator's `/metrics` text, read as an operator.
+fn metrics(aggregator: &Aggregator) -> String {
     let operator = aggregator.operator_credentials();
-    let metrics = curl(
+    curl(
         Some(&operator),
         &operator.join("ca.pem"),
         "GET",
         &format!("https://{}/metrics", aggregator.operator),
         None,
         &[],
-    );
+    )
+    .body
+}
+
+/// How many requests or connections the aggregator refused for `reason`, from its `/metrics`.
+fn rejections(aggregator: &Aggregator, reason: &str) -> u64 {
     let label = format!("reason=\"{reason}\"");
-    metrics
-        .body
+    metrics(aggregator)
         .lines()
         .find(|l| l.contains(&label) && !l.starts_with('#'))
         .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
@@ -932,28 +936,14 @@ fn a_run_with_real_agents_ends_in_a_bundle_that_resumes_downloading() {
         assert_eq!(entry["size"], bytes.len());
     }
 
-    let operator = aggregator.operator_credentials();
-    let metrics = curl(
-        Some(&operator),
-        &operator.join("ca.pem"),
-        "GET",
-        &format!("https://{}/metrics", aggregator.operator),
-        None,
-        &[],
+    let metrics = metrics(&aggregator);
+    assert!(
+        metrics.contains("factbuoy_aggregator_results_total{outcome=\"succeeded\"} 1"),
+        "{metrics}"
     );
     assert!(
-        metrics
-            .body
-            .contains("factbuoy_aggregator_results_total{outcome=\"succeeded\"} 1"),
-        "{}",
-        metrics.body
-    );
-    assert!(
-        metrics
-            .body
-            .contains("factbuoy_aggregator_nodes{state=\"done\"} 1"),
-        "{}",
-        metrics.body
+        metrics.contains("factbuoy_aggregator_nodes{state=\"done\"} 1"),
+        "{metrics}"
     );
 }
 
