@@ -197,21 +197,25 @@ fn a_failed_plugin_exits_1_and_says_why() {
     assert_eq!(report["failure"]["kind"], "capability-denied");
 }
 
-#[test]
-fn the_readmes_plugin_example_builds_and_runs_as_the_readme_says() {
-    // tests/plugins/uptime compiles the README's code block itself (its build.rs copies it).
-    let uptime = support::fixture("uptime");
+/// `plugin run PLUGIN --grant GRANT -o json`, which must succeed: its report.
+fn passing_run(plugin: &Path, grant: &str) -> serde_json::Value {
     let output = factbuoy(&[
         "plugin",
         "run",
-        path_str(&uptime),
+        path_str(plugin),
         "--grant",
-        "uptime:host-info",
+        grant,
         "-o",
         "json",
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[test]
+fn the_readmes_plugin_example_builds_and_runs_as_the_readme_says() {
+    // tests/plugins/uptime compiles the README's code block itself (its build.rs copies it).
+    let report = passing_run(&support::fixture("uptime"), "uptime:host-info");
     assert_eq!(report["plugin"], "uptime", "{report}");
     assert_eq!(report["artifacts"][0]["name"], "uptime.json", "{report}");
     let seconds = &report["artifacts"][0]["content"]["seconds"];
@@ -221,18 +225,7 @@ fn the_readmes_plugin_example_builds_and_runs_as_the_readme_says() {
 #[test]
 fn a_plugin_built_against_an_older_0_1_contract_still_runs() {
     // Its imports and export are named @0.1.0; this host implements a later 0.1.x.
-    let old = support::fixture("contract-0-1-0");
-    let output = factbuoy(&[
-        "plugin",
-        "run",
-        path_str(&old),
-        "--grant",
-        "host-info",
-        "-o",
-        "json",
-    ]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let report = passing_run(&support::fixture("contract-0-1-0"), "host-info");
     assert_eq!(report["succeeded"], true, "{report}");
     // The text "<seconds>" reads as a JSON number in the report.
     assert!(report["artifacts"][0]["content"].is_u64(), "{report}");
