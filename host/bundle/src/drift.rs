@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 use wildmatch::WildMatch;
 
-use crate::inspect::{FACT_SOURCES, RunDocuments, leaves, run_and_facts};
+use crate::inspect::{FACT_SOURCES, RunDocuments, leaves, nodes_of, run_and_facts};
 use crate::reader::{Bundle, ReadError};
 
 /// Facts that change between any two gatherings of one host: `*` matches any run of
@@ -195,12 +195,7 @@ impl Fleet {
             facts.entry(node.to_owned()).or_default()[source] = Some(pairs);
             Ok::<(), ReadError>(())
         })?;
-        let mut nodes: Vec<String> = Vec::new();
-        for pair in &status.plugins {
-            if !nodes.contains(&pair.node) {
-                nodes.push(pair.node.clone());
-            }
-        }
+        let mut nodes = nodes_of(&status);
         // A result whose node the status document does not name still counts.
         let mut unlisted: Vec<&String> = facts.keys().filter(|n| !nodes.contains(n)).collect();
         unlisted.sort();

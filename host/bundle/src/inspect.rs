@@ -354,12 +354,7 @@ pub fn summary(bundle: &Bundle) -> Result<Summary, ReadError> {
     let status = status.ok_or_else(|| missing(bundle, layout::STATUS))?;
     let run = run.ok_or_else(|| missing(bundle, layout::RUN))?;
     let text = |v: &Value| v.as_str().map(str::to_owned);
-    let mut nodes: Vec<String> = Vec::new();
-    for pair in &status.plugins {
-        if !nodes.contains(&pair.node) {
-            nodes.push(pair.node.clone());
-        }
-    }
+    let nodes = nodes_of(&status);
     let last_activity = status
         .plugins
         .iter()
@@ -422,6 +417,17 @@ pub(crate) fn missing(bundle: &Bundle, entry: &str) -> ReadError {
             ),
         ),
     }
+}
+
+/// The nodes of a run, in the order its status document first names them.
+pub(crate) fn nodes_of(status: &StatusDocument) -> Vec<String> {
+    let mut nodes: Vec<String> = Vec::new();
+    for pair in &status.plugins {
+        if !nodes.contains(&pair.node) {
+            nodes.push(pair.node.clone());
+        }
+    }
+    nodes
 }
 
 /// An enum's wire spelling (`post-processing`).

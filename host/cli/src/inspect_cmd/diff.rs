@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::{cell, count, emit_lines, indented_table, names, table};
 use crate::output::{ExitStatus, Format, emit_document};
+use crate::summary::wire_name;
 
 #[derive(Debug, Args)]
 pub struct DiffArgs {
@@ -196,7 +197,7 @@ fn changes_lines(changes: &Changes) -> Vec<String> {
             rows.push(vec![
                 change.plugin.clone(),
                 change.path.clone(),
-                wire_kind(change.kind),
+                wire_name(&change.kind),
                 side(&change.before, change.kind != ChangeKind::Added),
                 side(&change.after, change.kind != ChangeKind::Removed),
                 names(&change.nodes),
@@ -205,13 +206,6 @@ fn changes_lines(changes: &Changes) -> Vec<String> {
         lines.extend(table(&rows));
     }
     lines
-}
-
-fn wire_kind(kind: ChangeKind) -> String {
-    match serde_json::to_value(kind) {
-        Ok(Value::String(text)) => text,
-        _ => String::new(),
-    }
 }
 
 fn ignored_line(ignored: &drift::Ignored) -> String {
