@@ -155,7 +155,7 @@ fn text(value: &Value) -> String {
 }
 
 /// What stopped writing a file.
-enum Failure {
+pub(crate) enum Failure {
     Read(ReadError),
     Write(std::io::Error),
 }
@@ -172,27 +172,44 @@ impl From<csv::Error> for Failure {
     }
 }
 
-/// Writes `name` in `dir` (created if missing) through `fill`, in a temporary file renamed
-/// into place only when `fill` succeeds.
+/// Writes `name` in `dir` (created if missing) through `fill`, whole or not at all
+/// ([`write_whole`]).
 fn write_file(
     dir: &Path,
     name: &str,
     fill: impl FnOnce(&mut BufWriter<&std::fs::File>) -> Result<(), Failure>,
 ) -> Result<PathBuf, ExportError> {
-    let target = dir.join(name);
-    let write_error = |cause| ExportError::Write {
-        path: target.display().to_string(),
-        cause,
-    };
     std::fs::create_dir_all(dir).map_err(|cause| ExportError::Write {
         path: dir.display().to_string(),
         cause,
     })?;
+    let target = dir.join(name);
+    write_whole(&target, fill)?;
+    Ok(target)
+}
+
+/// Writes the file `target` through `fill`, in a temporary file beside it renamed into place
+/// only when `fill` succeeds: a failure leaves no half-written file. Its folder must exist.
+pub(crate) fn write_whole(
+    target: &Path,
+    fill: impl FnOnce(&mut BufWriter<&std::fs::File>) -> Result<(), Failure>,
+) -> Result<(), ExportError> {
+    let write_error = |cause| ExportError::Write {
+        path: target.display().to_string(),
+        cause,
+    };
+    let folder = match target.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let name = target
+        .file_name()
+        .map_or_else(|| "export".into(), |n| n.to_string_lossy().into_owned());
     // Readable as any file written here would be (tempfile's default is 0600).
     let temporary = tempfile::Builder::new()
         .prefix(&format!(".{name}."))
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .tempfile_in(dir)
+        .tempfile_in(folder)
         .map_err(write_error)?;
     let mut out = BufWriter::new(temporary.as_file());
     match fill(&mut out) {
@@ -203,7 +220,7 @@ fn write_file(
     out.flush().map_err(write_error)?;
     drop(out);
     temporary
-        .persist(&target)
+        .persist(target)
         .map_err(|e| write_error(e.error))?;
-    Ok(target)
+    Ok(())
 }

@@ -13,11 +13,13 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
+use std::path::Path;
 
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::drift::{self, Drift, IgnoreList};
+use crate::export::{ExportError, Failure, write_whole};
 use crate::inspect::{self, FactPath, Summary};
 use crate::reader::{Bundle, ReadError};
 
@@ -92,6 +94,17 @@ struct KeyFacts {
     labels: Vec<&'static str>,
     /// Node -> a cell per label (empty when its facts lack it).
     nodes: BTreeMap<String, Vec<String>>,
+}
+
+/// Writes the report of `bundle` to the file `target`, whole or not at all (a temporary file
+/// beside it, renamed into place); `ignore` decides what the drift leaves out.
+pub fn write_file(bundle: &Bundle, ignore: &IgnoreList, target: &Path) -> Result<(), ExportError> {
+    write_whole(target, |out| {
+        write(bundle, ignore, out).map_err(|e| match e {
+            ReportError::Read(e) => Failure::Read(e),
+            ReportError::Write(e) => Failure::Write(e),
+        })
+    })
 }
 
 /// Writes the report of `bundle` to `out`; `ignore` decides what the drift leaves out.

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, Subcommand};
 use factbuoy_bundle::drift::IgnoreList;
 use factbuoy_bundle::export;
@@ -482,22 +482,7 @@ fn export(args: ExportArgs, format: Format) -> anyhow::Result<ExitStatus> {
 fn report(args: ReportArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let bundle = Bundle::open(&args.bundle)?;
     let ignore = IgnoreList::new(!args.no_default_ignores, &args.ignore);
-    // Written beside its name and renamed when whole: a failed report leaves no half page.
-    let folder = match args.out.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let temporary = tempfile::Builder::new()
-        .prefix(".factbuoy-report.")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .tempfile_in(&folder)
-        .with_context(|| format!("creating a file in {}", folder.display()))?;
-    let mut out = std::io::BufWriter::new(temporary.as_file());
-    factbuoy_bundle::report::write(&bundle, &ignore, &mut out)?;
-    drop(out);
-    temporary
-        .persist(&args.out)
-        .with_context(|| format!("writing {}", args.out.display()))?;
+    factbuoy_bundle::report::write_file(&bundle, &ignore, &args.out)?;
     let size = std::fs::metadata(&args.out)?.len();
     match format {
         Format::Table => emit(&format!("{}: {}", args.out.display(), bytes(size))),
