@@ -1063,37 +1063,21 @@ fn export_writes_jsonl_csv_and_ansibles_fact_cache_into_the_folder_asked_for() {
     assert_eq!(output.status.code(), Some(2));
 }
 
-/// The committed fixture journals (tests/fixtures/journal, one folder per machine) unpacked
-/// into `dir`, and `journalctl -D <machine> -o json ARGS` of each: the journal.jsonl the
-/// systemd-logs plugin writes is journalctl's, so these are real nodes' results.
+/// The committed fixture journals unpacked into `dir`: its folders, one per machine, in name
+/// order.
 fn fixture_journals(dir: &Path) -> Vec<PathBuf> {
-    let source = support::workspace().join("tests/fixtures/journal");
-    let mut machines = Vec::new();
-    for machine in std::fs::read_dir(&source).unwrap() {
-        let machine = machine.unwrap().path();
-        if !machine.is_dir() {
-            continue;
-        }
-        let target = dir.join(machine.file_name().unwrap());
-        std::fs::create_dir_all(&target).unwrap();
-        for file in std::fs::read_dir(&machine).unwrap() {
-            let file = file.unwrap().path();
-            let name = file.file_name().unwrap().to_str().unwrap();
-            let status = Command::new("zstd")
-                .args(["-q", "-d", "-f"])
-                .arg(&file)
-                .arg("-o")
-                .arg(target.join(name.strip_suffix(".zst").unwrap()))
-                .status()
-                .expect("running zstd (apt-get install zstd)");
-            assert!(status.success());
-        }
-        machines.push(target);
-    }
+    support::unpack_journal_fixtures(dir, |_| true);
+    let mut machines: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
     machines.sort();
     machines
 }
 
+/// `journalctl -D <machine> -o json ARGS`: the journal.jsonl the systemd-logs plugin writes is
+/// journalctl's, so these are a real node's results.
 fn journalctl(machine: &Path, args: &[&str]) -> Vec<Value> {
     let output = Command::new("journalctl")
         .env("TZ", "UTC")

@@ -10,7 +10,7 @@ mod support;
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
@@ -36,26 +36,7 @@ impl Root {
     /// The committed fixtures, or those whose path (below the fixture directory) passes `keep`.
     fn fixtures(keep: impl Fn(&str) -> bool) -> Root {
         let root = Root::empty();
-        let source = support::workspace().join("tests/fixtures/journal");
-        for compressed in files_below(&source) {
-            let relative = compressed.strip_prefix(&source).unwrap().to_str().unwrap();
-            let Some(relative) = relative.strip_suffix(".zst") else {
-                continue;
-            };
-            if !keep(relative) {
-                continue;
-            }
-            let target = root.journal().join(relative);
-            std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-            let status = Command::new("zstd")
-                .args(["-q", "-d", "-f"])
-                .arg(&compressed)
-                .arg("-o")
-                .arg(&target)
-                .status()
-                .expect("running zstd (apt-get install zstd)");
-            assert!(status.success(), "zstd -d {}", compressed.display());
-        }
+        support::unpack_journal_fixtures(&root.journal(), keep);
         root
     }
 
@@ -73,20 +54,6 @@ impl Root {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         support::write_journal(&path, stream, env);
     }
-}
-
-fn files_below(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files.extend(files_below(&path));
-        } else {
-            files.push(path);
-        }
-    }
-    files.sort();
-    files
 }
 
 /// What one run of the plugin produced.

@@ -38,6 +38,47 @@ pub fn write_journal(path: &std::path::Path, stream: &[u8], env: &[(&str, &str)]
     assert!(child.wait().unwrap().success(), "journal-remote failed");
 }
 
+/// Unpacks the committed fixture journals (tests/fixtures/journal, zstd-compressed, a folder
+/// per machine) into `into`, keeping their paths; only those whose path (below the fixture
+/// directory, without `.zst`) passes `keep`.
+pub fn unpack_journal_fixtures(into: &std::path::Path, keep: impl Fn(&str) -> bool) {
+    let source = workspace().join("tests/fixtures/journal");
+    for compressed in files_below(&source) {
+        let relative = compressed.strip_prefix(&source).unwrap().to_str().unwrap();
+        let Some(relative) = relative.strip_suffix(".zst") else {
+            continue;
+        };
+        if !keep(relative) {
+            continue;
+        }
+        let target = into.join(relative);
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        let status = Command::new("zstd")
+            .args(["-q", "-d", "-f"])
+            .arg(&compressed)
+            .arg("-o")
+            .arg(&target)
+            .status()
+            .expect("running zstd (apt-get install zstd)");
+        assert!(status.success(), "zstd -d {}", compressed.display());
+    }
+}
+
+/// Every file below `dir`, in name order.
+fn files_below(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(files_below(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files.sort();
+    files
+}
+
 /// The real `factbuoy` binary, with this test binary's private component cache.
 pub fn factbuoy() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_factbuoy"));
