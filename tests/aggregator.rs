@@ -546,16 +546,9 @@ fn raw_request_with(
     (text, elapsed)
 }
 
-/// The peak resident set size of a live process, from `/proc/<pid>/status` (`VmHWM`).
+/// The peak resident set size of the live process `pid`, in bytes.
 fn peak_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().strip_suffix("kB"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("VmHWM in /proc/<pid>/status");
-    kib * 1024
+    support::measure::peak_rss_kib(pid).expect("VmHWM in /proc/<pid>/status") * 1024
 }
 
 #[test]

@@ -59,7 +59,7 @@ fn run_binary(args: &[&str]) -> (Output, Duration, u64, Option<Value>) {
         std::thread::sleep(Duration::from_millis(5));
     };
     while shell.try_wait().unwrap().is_none() {
-        if let Some(kib) = factbuoy.and_then(peak_rss_kib) {
+        if let Some(kib) = factbuoy.and_then(support::measure::peak_rss_kib) {
             peak_kib = peak_kib.max(kib);
         }
         if started.elapsed() > DEADLINE + Duration::from_secs(30) {
@@ -108,17 +108,6 @@ fn child_of(pid: u32) -> Option<u32> {
                 .ok()?;
             (parent == pid).then_some(child)
         })
-}
-
-fn peak_rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
-        .trim()
-        .trim_end_matches(" kB")
-        .parse()
-        .ok()
 }
 
 /// Fails if [`SECRET`] is anywhere the plugin could have written to.

@@ -92,3 +92,16 @@ pub fn measure_into(command: &Command, stdout: Stdio) -> Measured {
         elapsed,
     }
 }
+
+/// The peak resident set size of a live process, in KiB (`VmHWM` of `/proc/<pid>/status`);
+/// none once it has gone.
+pub fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches(" kB")
+        .parse()
+        .ok()
+}
