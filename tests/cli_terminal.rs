@@ -170,6 +170,8 @@ fn inspect_tables_fit_the_terminal_and_are_whole_when_piped() {
             "host-facts",
             "--node",
             "this-host",
+            "-o",
+            "json",
             "--out",
         ])
         .arg(&out)
@@ -180,12 +182,9 @@ fn inspect_tables_fit_the_terminal_and_are_whole_when_piped() {
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let bundle = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
-        .unwrap();
-    let args = ["inspect", "facts", bundle.to_str().unwrap(), "this-host"];
+    let run: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let bundle = run["bundle"]["path"].as_str().unwrap();
+    let args = ["inspect", "facts", bundle, "this-host"];
     // host-facts holds values far wider than 80 columns (the kernel's command line, flags).
     let piped = support::factbuoy().args(args).output().unwrap();
     let piped = String::from_utf8(piped.stdout).unwrap();

@@ -28,11 +28,7 @@ fn real_bundle() -> (&'static Path, &'static str) {
             .unwrap();
         assert!(output.status.success(), "{}", text(&output.stderr));
         let run: Value = serde_json::from_slice(&output.stdout).unwrap();
-        let bundle = std::fs::read_dir(dir.path().join("out"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
-            .unwrap();
+        let bundle = PathBuf::from(run["bundle"]["path"].as_str().unwrap());
         let sha256 = run["bundle"]["sha256"]
             .as_str()
             .unwrap_or_else(|| panic!("no bundle.sha256 in {run}"))
