@@ -61,10 +61,13 @@ CLUSTER_CIDR=10.244.0.0/16      # node N's pods: 10.244.N.0/24 on bridge cniN
 node_ip() { echo "10.200.0.$((10 + $1))"; }
 PAUSE_IMAGE=k8s.gcr.io/pause:3.2
 
-# Paths the kubelet, containerd and libcni hard-code. Inside the mount namespace each is a bind
-# mount of a directory under $STATE; on the host it is at most an empty mount point, created only
-# if missing and removed by `down`.
-HARDCODED_DIRS="/var/log/pods /var/log/containers /var/lib/cni /run/containerd"
+# Paths the kubelet, containerd, libcni and the controller manager hard-code (the kubelet's
+# device-plugins socket directory under /var/lib/kubelet whatever its --root-dir; the controller
+# manager's FlexVolume directory under /usr/libexec/kubernetes). Inside the mount namespace each
+# is a bind mount of a directory under $STATE; on the host it is at most an empty mount point,
+# created only if missing and removed by `down`.
+HARDCODED_DIRS="/var/log/pods /var/log/containers /var/lib/cni /run/containerd /var/lib/kubelet
+  /usr/libexec/kubernetes"
 
 export PATH=$BIN:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
