@@ -23,6 +23,9 @@ use tokio_rustls::TlsConnector;
 use tokio_util::io::ReaderStream;
 
 use crate::digest;
+use crate::fleet::{
+    Enrollment, FleetRoute, FleetRunRequest, FleetRunStarted, JoinRequest, RenewRequest, RunOffer,
+};
 use crate::names::NodeName;
 use crate::routes::{Route, Scope};
 use crate::tls::{Identity, TlsError, anonymous_client_config, client_config};
@@ -34,6 +37,8 @@ use crate::types::{
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Largest JSON response read into memory.
 const MAX_JSON_RESPONSE: usize = 64 << 20;
+/// Sent with every request: a fleet aggregator lists each node's agent version from it.
+pub const USER_AGENT: &str = concat!("factbuoy/", env!("CARGO_PKG_VERSION"));
 
 type Body = BoxBody<Bytes, std::io::Error>;
 
@@ -152,6 +157,13 @@ impl Client {
         Client::with_config(address, anonymous_client_config(ca_pem)?)
     }
 
+    /// A client that presents no certificate and trusts a server whose chain carries the CA
+    /// pinned by `pin` (`sha256:...`, see [`crate::fleet::ca_pin`]): to join a fleet
+    /// ([`Client::join`]) before the agent holds any certificate.
+    pub fn pinned(address: &str, pin: &str) -> Result<Self, ClientError> {
+        Client::with_config(address, crate::tls::pinned_client_config(pin))
+    }
+
     fn with_config(address: &str, config: Arc<rustls::ClientConfig>) -> Result<Self, ClientError> {
         let host = address
             .rsplit_once(':')
@@ -229,11 +241,23 @@ impl Client {
         body: Body,
         timeout: Duration,
     ) -> Result<Response<Incoming>, ClientError> {
-        let path = route.path();
+        self.call_path(method, route.path(), headers, body, timeout)
+            .await
+    }
+
+    async fn call_path(
+        &self,
+        method: Method,
+        path: String,
+        headers: &[(&str, String)],
+        body: Body,
+        timeout: Duration,
+    ) -> Result<Response<Incoming>, ClientError> {
         let mut builder = Request::builder()
             .method(method.clone())
             .uri(&path)
-            .header(hyper::header::HOST, &self.address);
+            .header(hyper::header::HOST, &self.address)
+            .header(hyper::header::USER_AGENT, USER_AGENT);
         for (name, value) in headers {
             builder = builder.header(*name, value);
         }
@@ -305,6 +329,71 @@ impl Client {
                 full(body),
                 self.timeout,
             )
+            .await?;
+        let bytes = read_limited(response.into_body(), MAX_JSON_RESPONSE).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    /// Joins a fleet (a [`Client::pinned`] client): `request` carries the token, the node's
+    /// name and the CSR of a key made here. 403 and 409 say why the join was refused.
+    pub async fn join(&self, request: &JoinRequest) -> Result<Enrollment, ClientError> {
+        self.exchange(Method::POST, FleetRoute::Join.path(), request)
+            .await
+    }
+
+    /// Renews the enrollment certificate this client presents, for the key of `csr_pem`.
+    pub async fn renew(&self, csr_pem: &str) -> Result<Enrollment, ClientError> {
+        let request = RenewRequest {
+            csr: csr_pem.to_owned(),
+        };
+        self.exchange(Method::POST, FleetRoute::Renew.path(), &request)
+            .await
+    }
+
+    /// Waits (up to [`crate::fleet::LONG_POLL_SECONDS`]) for a run after the fleet's run number
+    /// `after` that this node takes part in; `None` when none started meanwhile.
+    pub async fn next_run(&self, after: u64) -> Result<Option<RunOffer>, ClientError> {
+        let timeout = self
+            .timeout
+            .max(Duration::from_secs(crate::fleet::LONG_POLL_SECONDS + 15));
+        let response = self
+            .call_path(
+                Method::GET,
+                FleetRoute::NextRun { after }.path(),
+                &[],
+                empty(),
+                timeout,
+            )
+            .await?;
+        if response.status() == StatusCode::NO_CONTENT {
+            return Ok(None);
+        }
+        let bytes = read_limited(response.into_body(), MAX_JSON_RESPONSE).await?;
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    /// Starts a run over every enrolled node of a fleet (an operator of the fleet's CA).
+    pub async fn start_fleet_run(
+        &self,
+        request: &FleetRunRequest,
+    ) -> Result<FleetRunStarted, ClientError> {
+        self.exchange(Method::POST, FleetRoute::Runs.path(), request)
+            .await
+    }
+
+    /// Sends `value` as JSON to `path` and reads the JSON answer.
+    async fn exchange<T: serde::Serialize, R: serde::de::DeserializeOwned>(
+        &self,
+        method: Method,
+        path: String,
+        value: &T,
+    ) -> Result<R, ClientError> {
+        let body = serde_json::to_vec(value).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let headers = [("content-type", "application/json".to_owned())];
+        let response = self
+            .call_path(method, path, &headers, full(body), self.timeout)
             .await?;
         let bytes = read_limited(response.into_body(), MAX_JSON_RESPONSE).await?;
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))

@@ -9,6 +9,7 @@
 
 pub mod client;
 pub mod digest;
+pub mod fleet;
 pub mod identity;
 pub mod names;
 pub mod routes;

@@ -109,3 +109,97 @@ pub fn client_config(identity: &Identity) -> Result<Arc<rustls::ClientConfig>, T
         )?;
     Ok(Arc::new(config))
 }
+
+/// A client configuration for joining a fleet: presents no certificate, and trusts a server
+/// whose certificate chain holds a CA with SubjectPublicKeyInfo pin `pin` (see
+/// [`crate::fleet::ca_pin`]) that signed the server's certificate for the name dialled. This is
+/// how an agent trusts the aggregator before it has any certificate of its own.
+pub fn pinned_client_config(pin: &str) -> Arc<rustls::ClientConfig> {
+    let config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("the ring provider supports the default protocol versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(PinnedCa {
+            pin: pin.to_owned(),
+            provider: provider(),
+        }))
+        .with_no_client_auth();
+    Arc::new(config)
+}
+
+/// Verifies a server against the CA its chain carries, once that CA matches the pin.
+#[derive(Debug)]
+struct PinnedCa {
+    pin: String,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for PinnedCa {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &rustls::pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        let pinned = intermediates
+            .iter()
+            .find(|ca| crate::fleet::pin_of_der(ca).as_deref() == Some(self.pin.as_str()))
+            .ok_or_else(|| {
+                rustls::Error::General(format!(
+                    "the server's CA does not match the pin {} (its chain holds no such CA): this \
+                     is not the aggregator the token was made for, or the pin was mistyped",
+                    self.pin
+                ))
+            })?;
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(pinned.clone().into_owned())?;
+        let others: Vec<CertificateDer<'_>> = intermediates
+            .iter()
+            .filter(|c| *c != pinned)
+            .cloned()
+            .collect();
+        rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            self.provider.clone(),
+        )
+        .build()
+        .map_err(|e| rustls::Error::General(e.to_string()))?
+        .verify_server_cert(end_entity, &others, server_name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}

@@ -94,10 +94,10 @@ pub struct RunCa {
     issuer: Issuer<'static, KeyPair>,
 }
 
-fn ca_params(run_id: &str) -> CertificateParams {
+fn ca_params(common_name: &str) -> CertificateParams {
     let mut params = CertificateParams::default();
     let mut name = DistinguishedName::new();
-    name.push(DnType::CommonName, format!("factbuoy run {run_id} CA"));
+    name.push(DnType::CommonName, common_name);
     params.distinguished_name = name;
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
@@ -105,31 +105,53 @@ fn ca_params(run_id: &str) -> CertificateParams {
 }
 
 fn validity(params: &mut CertificateParams) {
+    valid_for(params, VALIDITY);
+}
+
+fn valid_for(params: &mut CertificateParams, validity: Duration) {
     let now = OffsetDateTime::now_utc();
     params.not_before = now - CLOCK_SKEW;
-    params.not_after = now + VALIDITY;
+    params.not_after = now + validity;
 }
+
+fn run_ca_name(run_id: &str) -> String {
+    format!("factbuoy run {run_id} CA")
+}
+
+/// The common name of a fleet's enrollment CA ([`RunCa::create_named`]).
+pub const FLEET_CA_NAME: &str = "factbuoy fleet CA";
 
 impl RunCa {
     /// A new CA for run `run_id`, valid for [`VALIDITY`]; in memory until [`RunCa::save`].
     pub fn create(run_id: &str) -> Result<Self, PkiError> {
+        Self::create_named(&run_ca_name(run_id), VALIDITY)
+    }
+
+    /// A new CA whose certificate names `common_name` and is valid for `validity`: a fleet's
+    /// enrollment CA ([`FLEET_CA_NAME`]) lives as long as the fleet.
+    pub fn create_named(common_name: &str, validity: Duration) -> Result<Self, PkiError> {
         let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
-        let mut params = ca_params(run_id);
-        validity(&mut params);
+        let mut params = ca_params(common_name);
+        valid_for(&mut params, validity);
         let cert = params.self_signed(&key)?;
         Ok(RunCa {
             cert_pem: cert.pem(),
-            issuer: Issuer::new(ca_params(run_id), key),
+            issuer: Issuer::new(ca_params(common_name), key),
         })
     }
 
     /// Loads the CA saved by [`RunCa::save`].
     pub fn load(dir: &Path, run_id: &str) -> Result<Self, PkiError> {
+        Self::load_named(dir, &run_ca_name(run_id))
+    }
+
+    /// Loads a CA made by [`RunCa::create_named`] with the same `common_name`.
+    pub fn load_named(dir: &Path, common_name: &str) -> Result<Self, PkiError> {
         let cert_pem = read(&dir.join("ca.pem"))?;
         let key = KeyPair::from_pem(&read(&dir.join("ca.key"))?)?;
         Ok(RunCa {
             cert_pem,
-            issuer: Issuer::new(ca_params(run_id), key),
+            issuer: Issuer::new(ca_params(common_name), key),
         })
     }
 
@@ -163,8 +185,18 @@ impl RunCa {
     /// request says (subject, alternative names, key usages) is used: the role is the caller's
     /// decision.
     pub fn sign_request(&self, request: &SigningRequest, role: &Role) -> Result<String, PkiError> {
+        self.sign_request_for(request, role, VALIDITY)
+    }
+
+    /// As [`RunCa::sign_request`], for a certificate valid for `validity`.
+    pub fn sign_request_for(
+        &self,
+        request: &SigningRequest,
+        role: &Role,
+        validity: Duration,
+    ) -> Result<String, PkiError> {
         let mut params = client_params(role)?;
-        validity(&mut params);
+        valid_for(&mut params, validity);
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         Ok(params.signed_by(&request.0.public_key, &self.issuer)?.pem())
     }
@@ -307,6 +339,33 @@ pub fn role_of(der: &[u8]) -> Option<Role> {
         });
     let role = roles.next()?;
     roles.next().is_none().then_some(role)
+}
+
+/// What a fleet records of a certificate it signed: its fingerprint and expiry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    /// Lower-case hex SHA-256 of the certificate's DER.
+    pub sha256: String,
+    /// When it expires.
+    pub not_after: OffsetDateTime,
+}
+
+/// The [`Fingerprint`] of a DER certificate, `None` if it does not parse.
+pub fn fingerprint(der: &[u8]) -> Option<Fingerprint> {
+    use sha2::Digest;
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    Some(Fingerprint {
+        sha256: sha2::Sha256::digest(der)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+        not_after: cert.validity().not_after.to_datetime(),
+    })
+}
+
+/// The [`Fingerprint`] of the first certificate in `pem`.
+pub fn fingerprint_pem(pem: &str) -> Option<Fingerprint> {
+    fingerprint(&tls::certificates(pem, "certificate").ok()?[0])
 }
 
 fn read(path: &Path) -> Result<String, PkiError> {

@@ -1,0 +1,237 @@
+//! The fleet protocol: remote agents outside any cluster join a long-lived fleet aggregator with
+//! a token, then wait for runs. Agents only ever connect out. docs/protocol.md (section "Fleet")
+//! describes it; [`crate::Client`] speaks it.
+//!
+//! - **Join** (no client certificate; the agent trusts the aggregator through the CA pin the
+//!   operator handed it with the token): a [`JoinRequest`] with the token and a CSR of a key made
+//!   on the agent's machine; the answer is an enrollment certificate for the node.
+//! - **Renew** (enrollment certificate): a new certificate over a new key, before the old expires.
+//! - **Next run** (enrollment certificate): a long poll answered with a [`RunOffer`] for the
+//!   next run the node takes part in, or 204 when none started within the wait.
+//! - **Start a run** (operator certificate of the fleet CA): [`FleetRunRequest`] carries the
+//!   plan as JSON the aggregator understands; the answer says where to follow the run.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::names::NodeName;
+use crate::routes::API_PREFIX;
+use crate::tls::{TlsError, certificates};
+
+/// The longest a [`FleetRoute::NextRun`] poll is held open before it is answered 204.
+pub const LONG_POLL_SECONDS: u64 = 25;
+
+/// A request path of the fleet listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FleetRoute {
+    /// `POST /api/v1/fleet/join`: a [`JoinRequest`], without a client certificate.
+    Join,
+    /// `POST /api/v1/fleet/renew`: a [`RenewRequest`], with the enrollment certificate.
+    Renew,
+    /// `GET /api/v1/fleet/runs/next/{after}`: the next run after the fleet's run number `after`.
+    NextRun {
+        /// The number of the last run the agent took part in (0: none).
+        after: u64,
+    },
+    /// `POST /api/v1/fleet/runs`: an operator starts a run.
+    Runs,
+}
+
+impl FleetRoute {
+    /// The route's path.
+    pub fn path(&self) -> String {
+        match self {
+            FleetRoute::Join => format!("{API_PREFIX}/fleet/join"),
+            FleetRoute::Renew => format!("{API_PREFIX}/fleet/renew"),
+            FleetRoute::NextRun { after } => format!("{API_PREFIX}/fleet/runs/next/{after}"),
+            FleetRoute::Runs => format!("{API_PREFIX}/fleet/runs"),
+        }
+    }
+
+    /// Parses a request path (without the query); `None` for any other path.
+    pub fn parse(path: &str) -> Option<FleetRoute> {
+        let rest = path.strip_prefix(API_PREFIX)?.strip_prefix("/fleet/")?;
+        match rest {
+            "join" => Some(FleetRoute::Join),
+            "renew" => Some(FleetRoute::Renew),
+            "runs" => Some(FleetRoute::Runs),
+            _ => {
+                let after = rest.strip_prefix("runs/next/")?;
+                // Digits only: `+1` or ` 1` are not numbers here.
+                (!after.is_empty()
+                    && after.len() <= 20
+                    && after.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| after.parse().ok())
+                .flatten()
+                .map(|after| FleetRoute::NextRun { after })
+            }
+        }
+    }
+}
+
+/// What a machine sends to join the fleet.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinRequest {
+    /// The join token, `ID.SECRET`; secret, never logged.
+    pub token: String,
+    /// The name the machine takes in the fleet; one no other machine holds.
+    pub node: NodeName,
+    /// A PEM `CERTIFICATE REQUEST` signed with a key made on the machine; only its public key is
+    /// used.
+    pub csr: String,
+}
+
+impl std::fmt::Debug for JoinRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "JoinRequest {{ node: {:?}, token: <redacted> }}",
+            self.node
+        )
+    }
+}
+
+/// The answer to a join or a renewal: the enrollment certificate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enrollment {
+    /// The node the certificate is bound to.
+    pub node: NodeName,
+    /// The enrollment certificate, PEM, for the role `agent:<node>`, signed by the fleet CA.
+    pub certificate: String,
+    /// The fleet CA's certificate, PEM (its pin is the one the agent was given).
+    pub ca: String,
+    /// When the certificate expires, RFC 3339.
+    pub not_after: String,
+}
+
+/// A renewal: a new key's request, sent with the enrollment certificate it replaces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RenewRequest {
+    /// A PEM `CERTIFICATE REQUEST` for the new key.
+    pub csr: String,
+}
+
+/// A run the node takes part in.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunOffer {
+    /// The fleet's number of the run; the agent's next poll asks for runs after it.
+    pub number: u64,
+    /// The run's id.
+    pub run_id: String,
+    /// The port of the run's agent listener, on the host the agent dialled for the fleet.
+    pub agent_port: u16,
+    /// The run's CA certificate, PEM: the agent trusts it for this run.
+    pub ca: String,
+    /// What the agent presents to the run's `POST /api/v1/enroll` for a run certificate of its
+    /// node (over a key made for the run); secret, never logged.
+    pub credential: String,
+}
+
+impl std::fmt::Debug for RunOffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "RunOffer {{ number: {}, run_id: {:?}, agent_port: {}, credential: <redacted> }}",
+            self.number, self.run_id, self.agent_port
+        )
+    }
+}
+
+/// An operator's request for a run over every enrolled node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FleetRunRequest {
+    /// The plugins, as the aggregator's `run.json` lists them (`factbuoy_aggregator::config::PluginPlan`).
+    pub plugins: Vec<serde_json::Value>,
+    /// The run's deadline, in seconds.
+    pub timeout_seconds: u64,
+    /// Silence, in seconds, after which a node is given up as lost.
+    pub lost_after_seconds: u64,
+}
+
+/// Where a started run is followed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetRunStarted {
+    /// The fleet's number of the run.
+    pub number: u64,
+    /// The run's id.
+    pub run_id: String,
+    /// The port of the run's operator listener, on the fleet's host; it accepts the fleet's
+    /// operator certificates.
+    pub operator_port: u16,
+    /// The run's CA certificate, PEM, which signs its listeners' certificates.
+    pub ca: String,
+    /// The nodes the run expects: every enrolled node not revoked.
+    pub nodes: Vec<NodeName>,
+}
+
+/// The pin of a CA certificate (PEM): `sha256:` and the hex SHA-256 of its DER
+/// SubjectPublicKeyInfo, as `kubeadm join --discovery-token-ca-cert-hash` pins a cluster's CA.
+pub fn ca_pin(ca_pem: &str) -> Result<String, TlsError> {
+    let der = certificates(ca_pem, "CA certificate")?.remove(0);
+    pin_of_der(&der).ok_or_else(|| TlsError::NoCertificate("CA certificate".into()))
+}
+
+/// The pin of a DER certificate, `None` if it does not parse.
+pub fn pin_of_der(der: &[u8]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    Some(format!(
+        "sha256:{}",
+        hex(&Sha256::digest(cert.public_key().raw))
+    ))
+}
+
+/// Whether `pin` is written as [`ca_pin`] writes one.
+pub fn is_pin(pin: &str) -> bool {
+    pin.strip_prefix("sha256:")
+        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_round_trip_and_numbers_are_plain_digits() {
+        for route in [
+            FleetRoute::Join,
+            FleetRoute::Renew,
+            FleetRoute::Runs,
+            FleetRoute::NextRun { after: 0 },
+            FleetRoute::NextRun { after: u64::MAX },
+        ] {
+            assert_eq!(FleetRoute::parse(&route.path()), Some(route));
+        }
+        for bad in [
+            "/api/v1/fleet/runs/next/",
+            "/api/v1/fleet/runs/next/+1",
+            "/api/v1/fleet/runs/next/-1",
+            "/api/v1/fleet/runs/next/99999999999999999999",
+            "/api/v1/fleet/joins",
+            "/api/v1/plan/global",
+        ] {
+            assert_eq!(FleetRoute::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn secrets_stay_out_of_debug_output() {
+        let join = JoinRequest {
+            token: "abc.secret".into(),
+            node: NodeName::parse("n").unwrap(),
+            csr: String::new(),
+        };
+        assert!(!format!("{join:?}").contains("secret"));
+        let offer = RunOffer {
+            number: 1,
+            run_id: "r".into(),
+            agent_port: 1,
+            ca: String::new(),
+            credential: "ticket".into(),
+        };
+        assert!(!format!("{offer:?}").contains("ticket"));
+    }
+}
