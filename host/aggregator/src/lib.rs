@@ -9,6 +9,7 @@
 
 pub mod config;
 pub mod enroll;
+pub mod fleet;
 pub mod handler;
 pub mod metrics;
 pub mod nodes;

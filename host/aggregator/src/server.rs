@@ -10,8 +10,16 @@
 //! authenticated. Both budgets fit under the process's descriptor limit ([`budget`]).
 
 use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use factbuoy_protocol::identity::Role;
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use rustls::pki_types::CertificateDer;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -19,7 +27,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, oneshot};
 use tokio_rustls::TlsAcceptor;
 
-use super::handler::{self, Listener};
+use super::handler::{self, Body, Listener};
+use crate::config::ServerLimits;
 use crate::shared::Shared;
 use factbuoy_pki::role_of;
 
@@ -87,7 +96,7 @@ struct Handshakes {
     pending: BTreeMap<u64, oneshot::Sender<()>>,
 }
 
-/// Accepts connections until the task is dropped.
+/// Accepts connections until the task is dropped, answering each request with the run's handler.
 pub async fn serve(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
@@ -95,8 +104,50 @@ pub async fn serve(
     shared: Arc<Shared>,
     budget: Budget,
 ) {
-    let acceptor = TlsAcceptor::from(tls);
     let limits = shared.config.limits.clone();
+    let reject = {
+        let shared = shared.clone();
+        Arc::new(move |reason: &'static str| shared.metrics.reject(reason))
+    };
+    serve_with(
+        listener,
+        tls,
+        &limits,
+        budget,
+        reject,
+        move |peer, request| handler::handle(shared.clone(), kind, peer.role.clone(), request),
+    )
+    .await
+}
+
+/// Who is at the other end of a connection, as its TLS handshake showed.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    /// The factbuoy role its certificate carries, if any.
+    pub role: Option<Role>,
+    /// Its certificate, if it presented one.
+    pub certificate: Option<CertificateDer<'static>>,
+    /// Its address.
+    pub address: SocketAddr,
+}
+
+/// Counts a refused connection under its reason.
+pub type Reject = Arc<dyn Fn(&'static str) + Send + Sync>;
+
+/// Accepts connections until the task is dropped, under `limits` and `budget`, and answers each
+/// request with `handle`: the run's listeners and the fleet's share this.
+pub async fn serve_with<H, F>(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    limits: &ServerLimits,
+    budget: Budget,
+    reject: Reject,
+    handle: H,
+) where
+    H: Fn(Arc<Peer>, Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Result<Response<Body>, Infallible>> + Send + 'static,
+{
+    let acceptor = TlsAcceptor::from(tls);
     let slots = Arc::new(Semaphore::new(budget.connections));
     let handshakes = Arc::new(Mutex::new(Handshakes::default()));
     let handshake_timeout = Duration::from_secs(limits.header_timeout_seconds);
@@ -115,7 +166,7 @@ pub async fn serve(
             if handshakes.pending.len() >= budget.handshakes {
                 // Dropping its sender ends the oldest handshake.
                 handshakes.pending.pop_first();
-                shared.metrics.reject("handshake-evicted");
+                reject("handshake-evicted");
             }
             let (sender, receiver) = oneshot::channel();
             let id = handshakes.next;
@@ -125,7 +176,8 @@ pub async fn serve(
         };
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
-        let shared = shared.clone();
+        let reject = reject.clone();
+        let handle = handle.clone();
         let slots = slots.clone();
         let handshakes = handshakes.clone();
         let max_header_bytes = limits.max_header_bytes;
@@ -139,12 +191,12 @@ pub async fn serve(
             let tls = match accepted {
                 Some(Ok(Ok(tls))) => tls,
                 Some(Ok(Err(e))) => {
-                    shared.metrics.reject("tls-handshake");
+                    reject("tls-handshake");
                     tracing::debug!(%peer, "TLS handshake refused: {e}");
                     return;
                 }
                 Some(Err(_)) => {
-                    shared.metrics.reject("tls-handshake-timeout");
+                    reject("tls-handshake-timeout");
                     return;
                 }
                 None => {
@@ -153,22 +205,22 @@ pub async fn serve(
                 }
             };
             let Ok(_slot) = slots.try_acquire_owned() else {
-                shared.metrics.reject("too-many-connections");
+                reject("too-many-connections");
                 tracing::warn!(%peer, "refusing a connection: {max_connections} already open");
                 return;
             };
-            let role = tls
+            let certificate = tls
                 .get_ref()
                 .1
                 .peer_certificates()
                 .and_then(|certs| certs.first())
-                .and_then(|cert| role_of(cert));
-            let service = {
-                let shared = shared.clone();
-                service_fn(move |request| {
-                    handler::handle(shared.clone(), kind, role.clone(), request)
-                })
-            };
+                .map(|cert| cert.clone().into_owned());
+            let who = Arc::new(Peer {
+                role: certificate.as_ref().and_then(|cert| role_of(cert)),
+                certificate,
+                address: peer,
+            });
+            let service = service_fn(move |request| handle(who.clone(), request));
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(handshake_timeout)

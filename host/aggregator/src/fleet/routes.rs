@@ -1,0 +1,369 @@
+//! The fleet listener's requests. Joining needs no certificate (the token vouches for the
+//! machine); everything else needs the fleet CA's certificate of an enrolled, unrevoked node
+//! (its current one), or of an operator. Every error body is `{"error": "..."}`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use factbuoy_pki::SigningRequest;
+use factbuoy_protocol::fleet::{
+    Enrollment, FleetRoute, FleetRunRequest, JoinRequest, LONG_POLL_SECONDS, RenewRequest,
+};
+use factbuoy_protocol::identity::Role;
+use factbuoy_protocol::names::NodeName;
+use factbuoy_protocol::types::{ErrorBody, now_rfc3339, rfc3339};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode, header};
+
+use super::registry::{self, NodeRecord};
+use super::runs::{self, StartError};
+use super::{Fleet, tokens};
+use crate::handler::Body;
+use crate::server::Peer;
+
+/// Largest join or renewal body.
+const MAX_ENROLL_BYTES: usize = 16 << 10;
+/// Largest run request (a plan with its parameters).
+const MAX_RUN_REQUEST_BYTES: usize = 4 << 20;
+/// Time allowed to send a body.
+const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+struct Refusal {
+    status: StatusCode,
+    reason: &'static str,
+    message: String,
+}
+
+fn refuse(status: StatusCode, reason: &'static str, message: impl Into<String>) -> Refusal {
+    Refusal {
+        status,
+        reason,
+        message: message.into(),
+    }
+}
+
+fn json(status: StatusCode, value: &impl serde::Serialize) -> Response<Body> {
+    let bytes = serde_json::to_vec(value).expect("serialising a response");
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(
+            Full::new(Bytes::from(bytes))
+                .map_err(|never| match never {})
+                .boxed(),
+        )
+        .expect("a valid response")
+}
+
+/// Answers one request; never fails (a refusal is a JSON error).
+pub(super) async fn handle(
+    fleet: Arc<Fleet>,
+    peer: Arc<Peer>,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    Ok(match respond(&fleet, &peer, request).await {
+        Ok(response) => response,
+        Err(refusal) => {
+            fleet.metrics.reject(refusal.reason);
+            if refusal.status == StatusCode::FORBIDDEN || refusal.status == StatusCode::CONFLICT {
+                tracing::warn!(peer = %peer.address, status = %refusal.status, "{}", refusal.message);
+            }
+            json(
+                refusal.status,
+                &ErrorBody {
+                    error: refusal.message,
+                },
+            )
+        }
+    })
+}
+
+async fn respond(
+    fleet: &Arc<Fleet>,
+    peer: &Peer,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Refusal> {
+    let route = FleetRoute::parse(request.uri().path()).ok_or_else(|| {
+        refuse(
+            StatusCode::NOT_FOUND,
+            "not-found",
+            "no such fleet route; see docs/protocol.md",
+        )
+    })?;
+    let method = match route {
+        FleetRoute::NextRun { .. } => Method::GET,
+        _ => Method::POST,
+    };
+    if request.method() != method {
+        return Err(refuse(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method",
+            format!("use {method} for {}", route.path()),
+        ));
+    }
+    match route {
+        FleetRoute::Join => {
+            let body: JoinRequest = read_json(request, MAX_ENROLL_BYTES).await?;
+            join(fleet, body).map(|enrollment| json(StatusCode::OK, &enrollment))
+        }
+        FleetRoute::Renew => {
+            let node = enrolled(fleet, peer)?;
+            let body: RenewRequest = read_json(request, MAX_ENROLL_BYTES).await?;
+            renew(fleet, &node, &body).map(|enrollment| json(StatusCode::OK, &enrollment))
+        }
+        FleetRoute::NextRun { after } => {
+            let node = enrolled(fleet, peer)?;
+            seen(fleet, &node, &request);
+            Ok(next_run(fleet, &node, after).await)
+        }
+        FleetRoute::Runs => {
+            if !matches!(peer.role, Some(Role::Operator { .. })) {
+                return Err(refuse(
+                    StatusCode::FORBIDDEN,
+                    "role",
+                    "starting a run takes the fleet's operator certificate (`operator/` in the fleet directory)",
+                ));
+            }
+            let body: FleetRunRequest = read_json(request, MAX_RUN_REQUEST_BYTES).await?;
+            match runs::start(fleet, body).await {
+                Ok(started) => Ok(json(StatusCode::CREATED, &started)),
+                Err(e @ StartError::Invalid(_)) => {
+                    Err(refuse(StatusCode::BAD_REQUEST, "bad-run", e.to_string()))
+                }
+                Err(e @ StartError::NoNodes) => {
+                    Err(refuse(StatusCode::CONFLICT, "no-nodes", e.to_string()))
+                }
+                Err(e @ StartError::Failed(_)) => {
+                    tracing::error!("{e}");
+                    Err(refuse(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "storage",
+                        e.to_string(),
+                    ))
+                }
+            }
+        }
+    }
+}
+
+/// Reads a JSON body of at most `limit` bytes within [`BODY_TIMEOUT`].
+async fn read_json<T: serde::de::DeserializeOwned>(
+    request: Request<Incoming>,
+    limit: usize,
+) -> Result<T, Refusal> {
+    let collected = tokio::time::timeout(
+        BODY_TIMEOUT,
+        Limited::new(request.into_body(), limit).collect(),
+    )
+    .await
+    .map_err(|_| {
+        refuse(
+            StatusCode::REQUEST_TIMEOUT,
+            "slow-body",
+            format!("the body did not arrive within {}s", BODY_TIMEOUT.as_secs()),
+        )
+    })?
+    .map_err(|e| {
+        refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too-large",
+            format!("the body was cut off or is larger than {limit} bytes: {e}"),
+        )
+    })?;
+    serde_json::from_slice(&collected.to_bytes()).map_err(|e| {
+        refuse(
+            StatusCode::BAD_REQUEST,
+            "bad-json",
+            format!("the body is not the JSON this route takes: {e}"),
+        )
+    })
+}
+
+/// The node whose current enrollment certificate `peer` presented.
+fn enrolled(fleet: &Fleet, peer: &Peer) -> Result<NodeName, Refusal> {
+    let Some(Role::Agent { node }) = &peer.role else {
+        return Err(refuse(
+            StatusCode::FORBIDDEN,
+            "role",
+            "this route takes an enrollment certificate; join the fleet first (`factbuoy agent join`)",
+        ));
+    };
+    if registry::is_revoked(&fleet.dir, node) {
+        return Err(refuse(
+            StatusCode::FORBIDDEN,
+            "revoked",
+            format!(
+                "node {node} was revoked (`factbuoy fleet revoke`); it must join again with a new token"
+            ),
+        ));
+    }
+    let fingerprint = peer
+        .certificate
+        .as_deref()
+        .and_then(factbuoy_pki::fingerprint)
+        .map(|f| f.sha256);
+    let registry = fleet.registry.lock().unwrap();
+    match registry.0.get(node) {
+        Some(record) if Some(&record.certificate_sha256) == fingerprint.as_ref() => {
+            Ok(node.clone())
+        }
+        Some(_) => Err(refuse(
+            StatusCode::FORBIDDEN,
+            "replaced",
+            format!(
+                "this certificate of node {node} was replaced (renewed, or the name joined from another machine); use the current one or join again"
+            ),
+        )),
+        None => Err(refuse(
+            StatusCode::FORBIDDEN,
+            "unknown-node",
+            format!("node {node} is not enrolled in this fleet; join it with a token"),
+        )),
+    }
+}
+
+/// Records that `node` asked for work, and with which agent version.
+fn seen(fleet: &Fleet, node: &NodeName, request: &Request<Incoming>) {
+    let version = request
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.chars().take(64).collect::<String>());
+    let mut registry = fleet.registry.lock().unwrap();
+    if let Some(record) = registry.0.get_mut(node) {
+        record.last_seen = Some(now_rfc3339());
+        record.agent_version = version;
+        registry.1 = true;
+    }
+}
+
+fn signing_request(csr: &str) -> Result<SigningRequest, Refusal> {
+    SigningRequest::parse(csr)
+        .map_err(|e| refuse(StatusCode::BAD_REQUEST, "bad-csr", e.to_string()))
+}
+
+/// Signs an enrollment certificate for `node` and makes it the node's only accepted one.
+fn enroll(
+    fleet: &Fleet,
+    registry: &mut (registry::Registry, bool),
+    node: &NodeName,
+    csr: &SigningRequest,
+    enrolled_at: String,
+    agent_version: Option<String>,
+) -> Result<Enrollment, Refusal> {
+    let internal = |what: &str, e: &dyn std::fmt::Display| {
+        tracing::error!("{what}: {e}");
+        refuse(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "storage",
+            format!("{what}: {e}; retry"),
+        )
+    };
+    let validity = time::Duration::seconds(
+        i64::try_from(fleet.settings.certificate_validity_seconds).unwrap_or(i64::MAX),
+    );
+    let certificate = fleet
+        .ca
+        .sign_request_for(csr, &Role::Agent { node: node.clone() }, validity)
+        .map_err(|e| internal("signing the certificate", &e))?;
+    let fingerprint = factbuoy_pki::fingerprint_pem(&certificate)
+        .ok_or_else(|| internal("reading the signed certificate", &"unparsable"))?;
+    let not_after = rfc3339(fingerprint.not_after.into());
+    let record = NodeRecord {
+        name: node.clone(),
+        enrolled_at,
+        certificate_sha256: fingerprint.sha256,
+        certificate_expires: not_after.clone(),
+        last_seen: Some(now_rfc3339()),
+        agent_version,
+    };
+    let previous = registry.0.insert(node.clone(), record);
+    if let Err(e) = registry::save(&fleet.dir, &registry.0) {
+        // Nothing was handed out: the registry on disk is the truth.
+        match previous {
+            Some(previous) => registry.0.insert(node.clone(), previous),
+            None => registry.0.remove(node),
+        };
+        return Err(internal("recording the node", &e));
+    }
+    registry.1 = false;
+    Ok(Enrollment {
+        node: node.clone(),
+        certificate,
+        ca: fleet.ca.cert_pem().to_owned(),
+        not_after,
+    })
+}
+
+fn join(fleet: &Fleet, body: JoinRequest) -> Result<Enrollment, Refusal> {
+    let csr = signing_request(&body.csr)?;
+    let node = body.node;
+    let mut registry = fleet.registry.lock().unwrap();
+    let revoked = registry::is_revoked(&fleet.dir, &node);
+    if registry.0.contains_key(&node) && !revoked {
+        return Err(refuse(
+            StatusCode::CONFLICT,
+            "name-taken",
+            format!(
+                "node name {node} is already enrolled by another machine; choose another --node, or revoke the old one first (`factbuoy fleet revoke {node}`)"
+            ),
+        ));
+    }
+    // The token is spent only once everything else would admit the machine.
+    match tokens::redeem(&fleet.dir, &body.token) {
+        Ok(Ok(())) => {}
+        Ok(Err(why)) => return Err(refuse(StatusCode::FORBIDDEN, "token", why.to_string())),
+        Err(e) => {
+            return Err(refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "storage",
+                format!("reading the tokens: {e}; retry"),
+            ));
+        }
+    }
+    let enrollment = enroll(fleet, &mut registry, &node, &csr, now_rfc3339(), None)?;
+    if revoked && let Err(e) = registry::unrevoke(&fleet.dir, &node) {
+        tracing::error!("node {node} joined again, but its revocation stays: {e}");
+    }
+    tracing::info!(%node, "a machine joined the fleet");
+    Ok(enrollment)
+}
+
+fn renew(fleet: &Fleet, node: &NodeName, body: &RenewRequest) -> Result<Enrollment, Refusal> {
+    let csr = signing_request(&body.csr)?;
+    let mut registry = fleet.registry.lock().unwrap();
+    let (enrolled_at, version) = match registry.0.get(node) {
+        Some(record) => (record.enrolled_at.clone(), record.agent_version.clone()),
+        None => (now_rfc3339(), None),
+    };
+    let enrollment = enroll(fleet, &mut registry, node, &csr, enrolled_at, version)?;
+    tracing::info!(%node, "renewed an enrollment certificate");
+    Ok(enrollment)
+}
+
+/// The next run for `node` after `after`, waiting up to [`LONG_POLL_SECONDS`]; 204 if none.
+async fn next_run(fleet: &Arc<Fleet>, node: &NodeName, after: u64) -> Response<Body> {
+    let mut started = fleet.runs.watch();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(LONG_POLL_SECONDS);
+    loop {
+        started.borrow_and_update();
+        if let Some(offer) = fleet.runs.offer(fleet, node, after) {
+            return json(StatusCode::OK, &offer);
+        }
+        tokio::select! {
+            changed = started.changed() => if changed.is_err() { break },
+            _ = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+    Response::builder()
+        .status(StatusCode::NO_CONTENT)
+        .body(
+            Full::new(Bytes::new())
+                .map_err(|never| match never {})
+                .boxed(),
+        )
+        .expect("a valid response")
+}

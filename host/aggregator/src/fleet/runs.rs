@@ -1,0 +1,259 @@
+//! The fleet's runs: each an ordinary run served in this process, numbered in the order the
+//! fleet started them (agents poll for the runs after the last number they took part in), kept
+//! in `runs/<number>-<run id>/` so that a restarted fleet serves the unfinished ones again.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use factbuoy_protocol::fleet::{FleetRunRequest, FleetRunStarted, RunOffer};
+use factbuoy_protocol::names::{IdentifierKind, NodeName, check_identifier};
+use factbuoy_protocol::types::{RunStatus, now_rfc3339};
+use serde::Serialize;
+use tokio::sync::watch;
+
+use super::admission::{FleetAdmission, credential};
+use super::{Fleet, registry};
+use crate::config::{self, PluginPlan, RunConfig, ServerLimits};
+use crate::{Run, RunDir, RunningAggregator};
+
+/// A run of the fleet.
+struct FleetRun {
+    run_id: String,
+    nodes: Vec<NodeName>,
+    ca: String,
+    running: RunningAggregator,
+}
+
+impl FleetRun {
+    fn status(&self) -> RunStatus {
+        self.running.shared.state.lock().unwrap().status
+    }
+}
+
+/// One line of `factbuoy fleet runs`.
+#[derive(Debug, Clone, Serialize)]
+pub struct FleetRunSummary {
+    /// The fleet's number of the run.
+    pub number: u64,
+    /// Its id.
+    pub run_id: String,
+    /// Where its agent and operator listeners are.
+    pub agent_address: SocketAddr,
+    /// Where its operator listener is.
+    pub operator_address: SocketAddr,
+    /// Whether it runs, is being packaged, or ended.
+    pub status: RunStatus,
+}
+
+/// The runs the fleet serves, by number; and the newest number, which long polls watch.
+#[derive(Default)]
+pub(super) struct FleetRuns {
+    runs: Mutex<BTreeMap<u64, FleetRun>>,
+    newest: Mutex<u64>,
+    started: watch::Sender<u64>,
+}
+
+impl FleetRuns {
+    /// The first running run after number `after` that expects `node`, as an offer.
+    pub(super) fn offer(&self, fleet: &Fleet, node: &NodeName, after: u64) -> Option<RunOffer> {
+        let runs = self.runs.lock().unwrap();
+        runs.range(after + 1..)
+            .find(|(_, run)| run.nodes.contains(node) && run.status() == RunStatus::Running)
+            .map(|(number, run)| RunOffer {
+                number: *number,
+                run_id: run.run_id.clone(),
+                agent_port: run.running.agent_address.port(),
+                ca: run.ca.clone(),
+                credential: credential(&fleet.ticket_key, &run.run_id, node),
+            })
+    }
+
+    /// Notified when a run starts.
+    pub(super) fn watch(&self) -> watch::Receiver<u64> {
+        self.started.subscribe()
+    }
+
+    pub(super) fn summaries(&self) -> Vec<FleetRunSummary> {
+        self.runs
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(number, run)| FleetRunSummary {
+                number: *number,
+                run_id: run.run_id.clone(),
+                agent_address: run.running.agent_address,
+                operator_address: run.running.operator_address,
+                status: run.status(),
+            })
+            .collect()
+    }
+
+    fn add(&self, number: u64, run: FleetRun) {
+        self.runs.lock().unwrap().insert(number, run);
+        self.started.send_replace(number);
+    }
+}
+
+/// The directory of run `number`.
+fn run_dir(fleet: &Fleet, number: u64, run_id: &str) -> RunDir {
+    RunDir::new(fleet.dir.runs().join(format!("{number:06}-{run_id}")))
+}
+
+/// Serves again the runs a stop left unfinished, and numbers new runs after every run there is.
+pub(super) async fn resume(fleet: &Arc<Fleet>) -> anyhow::Result<()> {
+    let mut newest = 0;
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(fleet.dir.runs())? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(number) = name
+            .split_once('-')
+            .and_then(|(n, _)| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        newest = newest.max(number);
+        found.push((number, entry.path()));
+    }
+    *fleet.runs.newest.lock().unwrap() = newest;
+    for (number, path) in found {
+        let dir = RunDir::new(&path);
+        let run = match Run::open(dir) {
+            Ok(run) => run,
+            Err(e) => {
+                tracing::warn!("not serving {}: {e:#}", path.display());
+                continue;
+            }
+        };
+        if matches!(run.state.status, RunStatus::Complete | RunStatus::Failed) {
+            continue;
+        }
+        let run_id = run.config().run_id.clone();
+        let nodes = run.config().nodes.clone();
+        let ca = run.ca().cert_pem().to_owned();
+        let running = crate::start_with(run, fleet.bundled, Some(admission(fleet, &run_id)))
+            .await
+            .with_context(|| format!("serving the unfinished run in {}", path.display()))?;
+        tracing::info!(number, run = %run_id, "serving an unfinished run again");
+        fleet.runs.add(
+            number,
+            FleetRun {
+                run_id,
+                nodes,
+                ca,
+                running,
+            },
+        );
+    }
+    Ok(())
+}
+
+fn admission(fleet: &Arc<Fleet>, run_id: &str) -> Arc<dyn crate::enroll::Admission> {
+    Arc::new(FleetAdmission {
+        key: fleet.ticket_key.clone(),
+        run_id: run_id.to_owned(),
+        dir: fleet.dir.clone(),
+    })
+}
+
+/// Why a run could not start: the operator's mistake (400, 409) or the fleet's (500).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum StartError {
+    /// The request names something the fleet cannot run.
+    #[error("{0}")]
+    Invalid(String),
+    /// No node is enrolled.
+    #[error(
+        "no node is enrolled in this fleet (or every one is revoked); join machines with `factbuoy fleet token create` and `factbuoy agent join` first"
+    )]
+    NoNodes,
+    /// Creating or serving the run failed.
+    #[error("starting the run: {0:#}")]
+    Failed(anyhow::Error),
+}
+
+/// Starts a run of `request` over every enrolled node that is not revoked.
+pub(super) async fn start(
+    fleet: &Arc<Fleet>,
+    request: FleetRunRequest,
+) -> Result<FleetRunStarted, StartError> {
+    let mut plugins = Vec::new();
+    for value in request.plugins {
+        let plan: PluginPlan = serde_json::from_value(value)
+            .map_err(|e| StartError::Invalid(format!("a plugin of the request: {e}")))?;
+        check_identifier(IdentifierKind::Plugin, &plan.name)
+            .map_err(|e| StartError::Invalid(e.to_string()))?;
+        if (fleet.bundled)(&plan.sha256).is_none() {
+            return Err(StartError::Invalid(format!(
+                "plugin {} (sha256 {}) is not bundled in the fleet aggregator's binary; a fleet runs bundled plugins only",
+                plan.name, plan.sha256
+            )));
+        }
+        plugins.push(plan);
+    }
+    if plugins.is_empty() {
+        return Err(StartError::Invalid("the request names no plugin".into()));
+    }
+    let nodes: Vec<NodeName> = {
+        let registry = fleet.registry.lock().unwrap();
+        registry
+            .0
+            .keys()
+            .filter(|node| !registry::is_revoked(&fleet.dir, node))
+            .cloned()
+            .collect()
+    };
+    if nodes.is_empty() {
+        return Err(StartError::NoNodes);
+    }
+    let number = {
+        let mut newest = fleet.runs.newest.lock().unwrap();
+        *newest += 1;
+        *newest
+    };
+    let run_id = format!("{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff);
+    let listen = SocketAddr::new(fleet.settings.listen.ip(), 0);
+    let config = RunConfig {
+        run_id: run_id.clone(),
+        created: now_rfc3339(),
+        factbuoy_version: env!("CARGO_PKG_VERSION").to_owned(),
+        plugins,
+        nodes: nodes.clone(),
+        dynamic_nodes: false,
+        heartbeat_seconds: config::DEFAULT_HEARTBEAT.as_secs(),
+        lost_after_seconds: request.lost_after_seconds.max(1),
+        run_timeout_seconds: request.timeout_seconds.max(1),
+        agent_listen: listen,
+        operator_listen: listen,
+        server_names: fleet.settings.server_names.clone(),
+        bundle_dir: fleet.dir.bundles(),
+        operator_ca: Some(fleet.ca.cert_pem().to_owned()),
+        limits: ServerLimits::default(),
+    };
+    let run =
+        Run::create(run_dir(fleet, number, &run_id), config, &[]).map_err(StartError::Failed)?;
+    let ca = run.ca().cert_pem().to_owned();
+    let running = crate::start_with(run, fleet.bundled, Some(admission(fleet, &run_id)))
+        .await
+        .map_err(StartError::Failed)?;
+    let started = FleetRunStarted {
+        number,
+        run_id: run_id.clone(),
+        operator_port: running.operator_address.port(),
+        ca: ca.clone(),
+        nodes: nodes.clone(),
+    };
+    tracing::info!(number, run = %run_id, nodes = nodes.len(), "started a fleet run");
+    fleet.runs.add(
+        number,
+        FleetRun {
+            run_id,
+            nodes,
+            ca,
+            running,
+        },
+    );
+    Ok(started)
+}
