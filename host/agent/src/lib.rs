@@ -27,6 +27,8 @@ use factbuoy_runtime::{Limits, LoadedPlugin, RunReport, RunRequest, Runtime};
 use hyper::StatusCode;
 use tokio::sync::mpsc;
 
+pub mod fleet;
+
 /// First wait before retrying a request.
 pub const RETRY_INITIAL: Duration = Duration::from_millis(200);
 /// Longest wait between two tries.
@@ -350,15 +352,27 @@ pub async fn enroll(
     credential_file: &Path,
     retry_for: Duration,
 ) -> anyhow::Result<Enrolled> {
-    let request = factbuoy_pki::KeyRequest::new("factbuoy agent")?;
-    let answer = retry(retry_for, "enrolling", || async {
-        let credential = std::fs::read_to_string(credential_file).map_err(|e| {
+    enroll_with(client, ca_pem, retry_for, || {
+        std::fs::read_to_string(credential_file).map_err(|e| {
             ClientError::Io(std::io::Error::new(
                 e.kind(),
                 format!("{}: {e}", credential_file.display()),
             ))
-        })?;
-        client.enroll(&request.csr_pem, credential.trim()).await
+        })
+    })
+    .await
+}
+
+/// As [`enroll`], presenting what `credential` returns at each attempt.
+pub async fn enroll_with(
+    client: &Client,
+    ca_pem: &str,
+    retry_for: Duration,
+    credential: impl Fn() -> Result<String, ClientError>,
+) -> anyhow::Result<Enrolled> {
+    let request = factbuoy_pki::KeyRequest::new("factbuoy agent")?;
+    let answer = retry(retry_for, "enrolling", || async {
+        client.enroll(&request.csr_pem, credential()?.trim()).await
     })
     .await
     .map_err(|e| match e {
@@ -389,9 +403,19 @@ pub async fn enroll(
 
 /// Calls `attempt` until it succeeds, fails for good, or `budget` has passed, waiting with
 /// exponential backoff and full jitter between tries.
-pub async fn retry<T, F, Fut>(
+pub async fn retry<T, F, Fut>(budget: Duration, what: &str, attempt: F) -> Result<T, ClientError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ClientError>>,
+{
+    retry_when(budget, what, ClientError::is_retryable, attempt).await
+}
+
+/// As [`retry`], trying again only after errors for which `retryable` is true.
+pub async fn retry_when<T, F, Fut>(
     budget: Duration,
     what: &str,
+    retryable: impl Fn(&ClientError) -> bool,
     mut attempt: F,
 ) -> Result<T, ClientError>
 where
@@ -402,7 +426,7 @@ where
     let mut wait = RETRY_INITIAL;
     loop {
         match attempt().await {
-            Err(e) if e.is_retryable() && started.elapsed() < budget => {
+            Err(e) if retryable(&e) && started.elapsed() < budget => {
                 let jittered = wait.mul_f64(rand::random::<f64>());
                 tracing::info!("{what} failed ({e}); retrying in {jittered:?}");
                 tokio::time::sleep(jittered).await;
