@@ -142,8 +142,8 @@ Examples:
 #[command(group(clap::ArgGroup::new("speaks_for").args(["node", "global"])))]
 pub struct AgentArgs {
     /// The aggregator's agent listener, HOST:PORT.
-    #[arg(long)]
-    aggregator: String,
+    #[arg(long, required = true)]
+    aggregator: Option<String>,
     /// This node's name, as in its certificate (with --credentials).
     #[arg(
         long,
@@ -295,7 +295,38 @@ async fn create(args: CreateArgs, format: Format) -> anyhow::Result<ExitStatus> 
     Ok(ExitStatus::Success)
 }
 
-pub async fn agent(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> {
+/// `factbuoy agent`: one run's agent, or a fleet member's `join` and `serve`.
+#[derive(Debug, clap::Args)]
+pub struct AgentCommand {
+    #[command(subcommand)]
+    action: Option<AgentAction>,
+    #[command(flatten)]
+    run: AgentArgs,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum AgentAction {
+    /// Join a fleet with a token: make this machine's key, get its enrollment certificate.
+    #[command(after_help = "Examples:\n  \
+        factbuoy agent join fleet.example.com:7443 --token 0a1b2c3d4e5f.SECRET --ca-pin sha256:...\n  \
+        factbuoy agent join 10.0.0.5:7443 --token ... --ca-pin ... --node db-7 --state-dir /var/lib/factbuoy-agent")]
+    Join(crate::fleet_cmd::JoinArgs),
+    /// Serve the fleet this machine joined: wait for runs, take part in each, renew the enrollment.
+    #[command(
+        after_help = "Examples:\n  factbuoy agent serve\n  factbuoy agent serve --state-dir /var/lib/factbuoy-agent -v"
+    )]
+    Serve(crate::fleet_cmd::AgentServeArgs),
+}
+
+pub async fn agent_command(command: AgentCommand, format: Format) -> anyhow::Result<ExitStatus> {
+    match command.action {
+        Some(AgentAction::Join(args)) => crate::fleet_cmd::join(args, format).await,
+        Some(AgentAction::Serve(args)) => crate::fleet_cmd::serve_agent(args).await,
+        None => agent(command.run, format).await,
+    }
+}
+
+async fn agent(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> {
     if !args.stay_alive {
         return deliver(args, format).await;
     }
@@ -323,12 +354,16 @@ fn named(client: Client, server_name: Option<&str>) -> anyhow::Result<Client> {
 /// Runs the node's plan and delivers the results.
 async fn deliver(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let server_name = args.server_name.as_deref();
+    let aggregator = args
+        .aggregator
+        .as_deref()
+        .expect("clap requires --aggregator");
     let (identity, scope) = match (&args.enroll_credential_file, &args.credentials, args.node) {
         (Some(credential_file), _, _) => {
             let ca_file = args.ca.as_ref().expect("clap requires --ca");
             let ca_pem = std::fs::read_to_string(ca_file)
                 .with_context(|| format!("reading the CA certificate {}", ca_file.display()))?;
-            let anonymous = named(Client::anonymous(&args.aggregator, &ca_pem)?, server_name)?;
+            let anonymous = named(Client::anonymous(aggregator, &ca_pem)?, server_name)?;
             let enrolled =
                 factbuoy_agent::enroll(&anonymous, &ca_pem, credential_file, *args.retry_for)
                     .await?;
@@ -349,7 +384,7 @@ async fn deliver(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> 
             "give --credentials with --node or --global, or --enroll-credential-file and --ca"
         ),
     };
-    let client = named(Client::new(&args.aggregator, &identity)?, server_name)?;
+    let client = named(Client::new(aggregator, &identity)?, server_name)?;
     let runtime = Arc::new(Runtime::new(RuntimeOptions {
         limits: Limits::default(),
         ..RuntimeOptions::default()

@@ -57,7 +57,15 @@ pub async fn run(
         return Ok(ExitStatus::Success);
     }
     let operator = operator_client(&cluster, &namespace, run_id).await?;
-    let status = follow(&operator, run_id, &namespace, timeout, format).await?;
+    let stuck = format!("see `kubectl -n {namespace} describe pod {AGGREGATOR}`");
+    let status = follow(
+        &operator,
+        run_id,
+        timeout + AGGREGATOR_START,
+        &stuck,
+        format,
+    )
+    .await?;
     if let Some(tar) = &status.tar_info {
         let path = out.join(&tar.name);
         operator.download_bundle(&path).await.with_context(|| {
@@ -78,24 +86,26 @@ pub async fn run(
     })
 }
 
-/// Follows the run on its operator listener, with a progress bar for a person, until it ends.
-async fn follow(
+/// Follows the run on its operator listener, with a progress bar for a person, until it ends
+/// or `give_up_after` has passed (the run's timeout and the time its aggregator may take to
+/// start and package; `stuck` says where to look then).
+pub async fn follow(
     operator: &Client,
     run_id: &str,
-    namespace: &str,
-    timeout: Duration,
+    give_up_after: Duration,
+    stuck: &str,
     format: Format,
 ) -> anyhow::Result<StatusDocument> {
     // The aggregator ends the run by its timeout; past that (and its packaging), something is
     // wrong with the aggregator itself.
-    let give_up = tokio::time::Instant::now() + timeout + AGGREGATOR_START;
+    let give_up = tokio::time::Instant::now() + give_up_after;
     let mut bar = None;
     let ended = loop {
         if tokio::time::Instant::now() > give_up {
             crate::logging::hide_bar();
             anyhow::bail!(
-                "run {run_id}: no end from the aggregator {}s after the run's timeout; see `kubectl -n {namespace} describe pod {AGGREGATOR}`",
-                AGGREGATOR_START.as_secs()
+                "run {run_id}: no end from the aggregator {}s after it started; {stuck}",
+                give_up_after.as_secs()
             );
         }
         match operator.status().await {

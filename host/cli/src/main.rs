@@ -5,6 +5,7 @@
 
 mod aggregator_cmd;
 mod ansible_cmd;
+mod fleet_cmd;
 mod inspect_cmd;
 mod json_report;
 mod kube_cmd;
@@ -95,8 +96,28 @@ enum Command {
         factbuoy aggregator serve --run-dir ./run --exit-when-complete"
     )]
     Aggregator(aggregator_cmd::AggregatorCommand),
-    /// Run the plugins an aggregator's plan names on this node and send it the results.
-    Agent(aggregator_cmd::AgentArgs),
+    /// Run the plugins an aggregator's plan names on this node and send it the results; or join
+    /// a fleet and serve it.
+    #[command(
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true,
+        after_help = "Examples:\n  \
+        factbuoy agent join fleet.example.com:7443 --token 0a1b2c3d4e5f.SECRET --ca-pin sha256:...\n  \
+        factbuoy agent serve\n  \
+        factbuoy agent --aggregator 10.0.0.5:7443 --credentials ./web-1-creds --node web-1"
+    )]
+    Agent(aggregator_cmd::AgentCommand),
+    /// A long-lived aggregator for machines outside any cluster: serve it, make join tokens,
+    /// list and revoke nodes.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  \
+        factbuoy fleet serve --dir /var/lib/factbuoy-fleet --listen 0.0.0.0:7443 --name fleet.example.com\n  \
+        factbuoy fleet token create --ttl 1h\n  \
+        factbuoy fleet nodes\n  \
+        factbuoy run --fleet fleet.example.com:7443"
+    )]
+    Fleet(fleet_cmd::FleetCommand),
     /// Hand facts to Ansible: write setup facts into its jsonfile fact cache.
     #[command(
         subcommand,
@@ -166,7 +187,8 @@ async fn execute(command: Command, format: Format) -> anyhow::Result<ExitStatus>
         Command::Retrieve(args) => run_cmd::retrieve(args, format).await,
         Command::Plugin(command) => plugin_cmd::execute(command, format).await,
         Command::Aggregator(command) => aggregator_cmd::aggregator(command, format).await,
-        Command::Agent(args) => aggregator_cmd::agent(args, format).await,
+        Command::Agent(command) => aggregator_cmd::agent_command(command, format).await,
+        Command::Fleet(command) => fleet_cmd::execute(command, format).await,
         Command::Ansible(command) => ansible_cmd::execute(command, format).await,
         Command::Inspect(command) => inspect_cmd::execute(command, format),
         Command::Gen(args) => kube_cmd::gen_cmd(args, format).await,

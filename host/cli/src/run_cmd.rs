@@ -57,6 +57,18 @@ pub struct RunArgs {
     /// With --kubernetes: return once the manifests are applied, without waiting for the run.
     #[arg(long, requires = "kubernetes")]
     detach: bool,
+    /// Collect every node enrolled in the fleet at ADDRESS (HOST:PORT; see docs/fleet.md),
+    /// follow the run, download the bundle into --out.
+    #[arg(long, value_name = "ADDRESS", conflicts_with = "kubernetes")]
+    fleet: Option<String>,
+    /// With --fleet: the fleet's operator credentials [default: operator/ in the default
+    /// fleet directory, ~/.local/state/factbuoy/fleet].
+    #[arg(long, value_name = "DIR", requires = "fleet")]
+    fleet_credentials: Option<PathBuf>,
+    /// With --fleet: how long a node may stay silent (its machine off, say) before its results
+    /// are given up as lost.
+    #[arg(long, default_value_t = config::DEFAULT_LOST_AFTER.into(), requires = "fleet")]
+    lost_after: humantime::Duration,
     #[command(flatten, next_help_heading = "Kubernetes (with --kubernetes)")]
     kube: crate::kube_cmd::KubeArgs,
 }
@@ -105,6 +117,18 @@ pub fn new_run_id() -> String {
 }
 
 pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    if let Some(address) = &args.fleet {
+        return crate::fleet_cmd::run(
+            address,
+            args.fleet_credentials.as_deref(),
+            &args.plugin_args,
+            *args.timeout,
+            *args.lost_after,
+            &args.out,
+            format,
+        )
+        .await;
+    }
     let run_id = new_run_id();
     if args.kubernetes {
         return crate::kube_run::run(
@@ -324,7 +348,9 @@ async fn current_status(at: &RunAt, cluster: &ClusterArgs) -> anyhow::Result<Sta
                 Err(e) => Err(e.into()),
             }
         }
-        RunAt::Kubernetes(_) => Ok(operator_for(at, cluster).await?.status().await?),
+        RunAt::Kubernetes(_) | RunAt::Fleet(_) => {
+            Ok(operator_for(at, cluster).await?.status().await?)
+        }
     }
 }
 
@@ -340,6 +366,7 @@ async fn operator_for(at: &RunAt, cluster: &ClusterArgs) -> anyhow::Result<Clien
             let connected = factbuoy_dispatch::connect(&kube.cluster(cluster).target()).await?;
             crate::kube_run::operator_client(&connected, &kube.namespace, &kube.run_id).await
         }
+        RunAt::Fleet(fleet) => fleet.operator(),
     }
 }
 
@@ -368,7 +395,7 @@ fn bundle_dir(at: &RunAt) -> Option<PathBuf> {
         RunAt::Local { run_dir, .. } => RunConfig::load(&RunDir::new(run_dir))
             .ok()
             .map(|c| c.bundle_dir),
-        RunAt::Kubernetes(_) => None,
+        RunAt::Kubernetes(_) | RunAt::Fleet(_) => None,
     }
 }
 
@@ -389,7 +416,7 @@ pub async fn retrieve(args: RetrieveArgs, format: Format) -> anyhow::Result<Exit
     let at = runs::locate(args.run.run_dir, args.run.run_id.as_deref())?;
     // A Kubernetes run is asked through one port-forward, kept for the download.
     let remote = match &at {
-        RunAt::Kubernetes(_) => Some(operator_for(&at, &args.run.cluster).await?),
+        RunAt::Kubernetes(_) | RunAt::Fleet(_) => Some(operator_for(&at, &args.run.cluster).await?),
         RunAt::Local { .. } => None,
     };
     let status_now = || async {

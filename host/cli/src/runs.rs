@@ -36,6 +36,8 @@ pub enum RunAt {
     },
     /// A run in a Kubernetes cluster.
     Kubernetes(KubeRun),
+    /// A run of a fleet (`run --fleet`).
+    Fleet(crate::fleet_cmd::FleetRunAt),
 }
 
 /// A Kubernetes run: which cluster, as the command that started it named it, and where in it.
