@@ -105,14 +105,17 @@ async fn respond(
         ));
     }
     match route {
+        // Signing and the synced writes of the registry and tokens run off the event loop.
         FleetRoute::Join => {
             let body: JoinRequest = read_json(request, MAX_ENROLL_BYTES).await?;
-            join(fleet, body).map(|enrollment| json(StatusCode::OK, &enrollment))
+            let fleet = fleet.clone();
+            blocking(move || join(&fleet, body)).await
         }
         FleetRoute::Renew => {
             let node = enrolled(fleet, peer)?;
             let body: RenewRequest = read_json(request, MAX_ENROLL_BYTES).await?;
-            renew(fleet, &node, &body).map(|enrollment| json(StatusCode::OK, &enrollment))
+            let fleet = fleet.clone();
+            blocking(move || renew(&fleet, &node, &body)).await
         }
         FleetRoute::NextRun { after } => {
             let node = enrolled(fleet, peer)?;
@@ -146,6 +149,20 @@ async fn respond(
                 }
             }
         }
+    }
+}
+
+/// Runs an enrollment on the blocking pool and answers with its certificate.
+async fn blocking(
+    enroll: impl FnOnce() -> Result<Enrollment, Refusal> + Send + 'static,
+) -> Result<Response<Body>, Refusal> {
+    match tokio::task::spawn_blocking(enroll).await {
+        Ok(enrolled) => enrolled.map(|enrollment| json(StatusCode::OK, &enrollment)),
+        Err(e) => Err(refuse(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "panic",
+            format!("the enrollment failed: {e}; retry"),
+        )),
     }
 }
 

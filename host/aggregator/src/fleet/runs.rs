@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
@@ -59,7 +60,8 @@ impl FleetRuns {
     /// The first running run after number `after` that expects `node`, as an offer.
     pub(super) fn offer(&self, fleet: &Fleet, node: &NodeName, after: u64) -> Option<RunOffer> {
         let runs = self.runs.lock().unwrap();
-        runs.range(after + 1..)
+        // Excluded: `after` may be u64::MAX (a client may ask anything).
+        runs.range((Bound::Excluded(after), Bound::Unbounded))
             .find(|(_, run)| run.nodes.contains(node) && run.status() == RunStatus::Running)
             .map(|(number, run)| RunOffer {
                 number: *number,

@@ -1,0 +1,173 @@
+//! The fleet listener against hostile and mistaken clients (docs/protocol.md, "Fleet"): each
+//! gets a clear error, and none enrolls anything or spends a token. The fleet is served in this
+//! process on loopback; clients are the protocol crate's and curl.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use factbuoy_aggregator::fleet::{self, FleetDir, FleetSettings, registry, tokens};
+use factbuoy_protocol::fleet::{FleetRunRequest, JoinRequest};
+use factbuoy_protocol::names::NodeName;
+use factbuoy_protocol::tls::Identity;
+use factbuoy_protocol::{Client, ClientError};
+
+fn node(name: &str) -> NodeName {
+    NodeName::parse(name).unwrap()
+}
+
+/// The status and message of a refused request.
+fn refusal<T: std::fmt::Debug>(result: Result<T, ClientError>) -> (u16, String) {
+    match result {
+        Err(ClientError::Status {
+            status, message, ..
+        }) => (status.as_u16(), message),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// `curl` without a client certificate, trusting the fleet CA; the status code and body.
+fn anonymous_curl(ca: &Path, method: &str, url: &str, body: Option<&[u8]>) -> (u16, String) {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut command = Command::new("curl");
+    command
+        .args(["-sS", "--path-as-is", "-X", method, "-o"])
+        .arg(scratch.path().join("body"))
+        .args(["-w", "%{http_code}", "--cacert"])
+        .arg(ca)
+        .args(["-H", "content-type: application/json"]);
+    if let Some(body) = body {
+        std::fs::write(scratch.path().join("upload"), body).unwrap();
+        command
+            .arg("--data-binary")
+            .arg(format!("@{}", scratch.path().join("upload").display()));
+    }
+    let output = command.arg(url).output().expect("running curl");
+    let code = String::from_utf8_lossy(&output.stdout).parse().unwrap_or(0);
+    let body = std::fs::read_to_string(scratch.path().join("body")).unwrap_or_default();
+    (code, body)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_fleet_refuses_hostile_and_mistaken_requests_and_enrolls_nothing_for_them() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = FleetDir::new(work.path().join("fleet"));
+    let settings = FleetSettings {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        server_names: vec!["127.0.0.1".into()],
+        certificate_validity_seconds: 3600,
+    };
+    let running = fleet::serve(dir.clone(), settings, factbuoy_catalog::bundled_component)
+        .await
+        .unwrap();
+    let address = running.address.to_string();
+    let url = |path: &str| format!("https://{address}{path}");
+    let ca_file = dir.operator().join("ca.pem");
+    let ca = std::fs::read_to_string(&ca_file).unwrap();
+    let pin = fleet::ca_pin(&dir).unwrap();
+    let token = tokens::create(&dir, Duration::from_secs(3600), Some(1)).unwrap();
+    let unspent = || tokens::list(&dir).unwrap()[0].used == 0;
+
+    // Without a certificate only `join` is answered.
+    let anonymous = Client::anonymous(&address, &ca).unwrap();
+    let (status, message) = refusal(anonymous.next_run(0).await);
+    assert_eq!(status, 403, "{message}");
+    assert!(message.contains("join the fleet first"), "{message}");
+    let (status, _) = refusal(anonymous.renew("x").await);
+    assert_eq!(status, 403);
+
+    // Malformed joins: nothing enrolled, the token unspent.
+    let joiner = Client::pinned(&address, &pin).unwrap();
+    let bad_csr = JoinRequest {
+        token: token.clone(),
+        node: node("a"),
+        csr: "not a request".into(),
+    };
+    let (status, message) = refusal(joiner.join(&bad_csr).await);
+    assert_eq!(status, 400, "{message}");
+    assert!(message.contains("certificate signing request"), "{message}");
+    let join_url = url("/api/v1/fleet/join");
+    let hostile_name = format!(r#"{{"token":"{token}","node":"../etc","csr":"x"}}"#);
+    let (status, body) = anonymous_curl(&ca_file, "POST", &join_url, Some(hostile_name.as_bytes()));
+    assert_eq!(status, 400, "{body}");
+    let reserved = format!(r#"{{"token":"{token}","node":"global","csr":"x"}}"#);
+    assert_eq!(
+        anonymous_curl(&ca_file, "POST", &join_url, Some(reserved.as_bytes())).0,
+        400
+    );
+    let huge = vec![b' '; 20 << 10];
+    let (status, body) = anonymous_curl(&ca_file, "POST", &join_url, Some(&huge));
+    assert_eq!(status, 413, "{body}");
+    assert_eq!(anonymous_curl(&ca_file, "GET", &join_url, None).0, 405);
+    assert_eq!(
+        anonymous_curl(&ca_file, "GET", &url("/api/v1/fleet/runs/next/+1"), None).0,
+        404
+    );
+    assert!(registry::load(&dir).unwrap().is_empty());
+    assert!(unspent(), "a refused join spent the token");
+
+    // A real join, then its certificate used where it may not go.
+    let key = factbuoy_pki::KeyRequest::new("a").unwrap();
+    let joined = joiner
+        .join(&JoinRequest {
+            token: token.clone(),
+            node: node("a"),
+            csr: key.csr_pem.clone(),
+        })
+        .await
+        .unwrap();
+    let agent = Identity {
+        ca_pem: joined.ca.clone(),
+        cert_pem: joined.certificate.clone(),
+        key_pem: key.key_pem,
+    };
+    let agent_client = Client::new(&address, &agent).unwrap();
+    let (status, message) = refusal(
+        agent_client
+            .start_fleet_run(&FleetRunRequest {
+                plugins: Vec::new(),
+                timeout_seconds: 60,
+                lost_after_seconds: 60,
+            })
+            .await,
+    );
+    assert_eq!(status, 403, "{message}");
+    assert!(message.contains("operator"), "{message}");
+
+    // An operator cannot poll for work, and asking for a plugin the fleet does not bundle is
+    // refused before anything is made.
+    let operator = Identity::from_files(
+        &ca_file,
+        &dir.operator().join("client.pem"),
+        &dir.operator().join("client.key"),
+    )
+    .unwrap();
+    let operator_client = Client::new(&address, &operator).unwrap();
+    let (status, _) = refusal(operator_client.next_run(0).await);
+    assert_eq!(status, 403);
+    let foreign = serde_json::json!({
+        "name": "mine", "sha256": "0".repeat(64), "scope": "per-node", "params": [],
+        "grants": [], "denies": [], "deadline_seconds": 60, "definition": {},
+    });
+    let (status, message) = refusal(
+        operator_client
+            .start_fleet_run(&FleetRunRequest {
+                plugins: vec![foreign],
+                timeout_seconds: 60,
+                lost_after_seconds: 60,
+            })
+            .await,
+    );
+    assert_eq!(status, 400, "{message}");
+    assert!(message.contains("not bundled"), "{message}");
+    assert!(std::fs::read_dir(dir.runs()).unwrap().next().is_none());
+
+    // Renewal replaces the certificate: the old one is refused from then on.
+    let new_key = factbuoy_pki::KeyRequest::new("a").unwrap();
+    agent_client.renew(&new_key.csr_pem).await.unwrap();
+    let (status, message) = refusal(agent_client.next_run(0).await);
+    assert_eq!(status, 403, "{message}");
+    assert!(message.contains("replaced"), "{message}");
+}
