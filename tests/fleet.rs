@@ -666,6 +666,36 @@ fn remote_nodes_join_with_tokens_connect_out_only_and_take_part_in_every_run() {
     let names: Vec<Value> = nodes.iter().map(|n| n["name"].clone()).collect();
     assert_eq!(names, ["node-a", "node-b", "node-c"]);
     assert_eq!(nodes[1]["revoked"], true);
+    // A schedule: a run every 2 s, each with its own bundle, until stopped.
+    let out = work.path().join("scheduled");
+    let mut schedule = start_run(&fleet, &out, &cli_state, &["--every", "2s"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let bundles = || {
+        std::fs::read_dir(&out)
+            .map(|entries| {
+                entries
+                    .filter(|e| {
+                        e.as_ref()
+                            .unwrap()
+                            .path()
+                            .extension()
+                            .is_some_and(|x| x == "gz")
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    while bundles() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "fewer than 2 scheduled runs in 60 s: {}",
+            fleet.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = schedule.kill();
+    let _ = schedule.wait();
+
     // node-a renewed its enrollment certificate (and kept working with the new one).
     assert_ne!(nodes[0]["certificate_expires"], first_certificate);
     assert!(

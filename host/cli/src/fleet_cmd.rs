@@ -403,19 +403,39 @@ fn operator_identity(credentials: &Path) -> anyhow::Result<Identity> {
 /// How long a fleet run may go past its timeout before the CLI stops following it.
 const PACKAGING_GRACE: Duration = Duration::from_secs(300);
 
+/// `run`'s options for a fleet run.
+#[derive(Debug, Args)]
+pub struct FleetRunArgs {
+    /// Collect every node enrolled in the fleet at ADDRESS (HOST:PORT; see docs/fleet.md),
+    /// follow the run, download the bundle into --out.
+    #[arg(long = "fleet", value_name = "ADDRESS", conflicts_with = "kubernetes")]
+    pub address: Option<String>,
+    /// The fleet's operator credentials [default: operator/ in the default fleet directory,
+    /// ~/.local/state/factbuoy/fleet].
+    #[arg(long, value_name = "DIR", requires = "address")]
+    fleet_credentials: Option<PathBuf>,
+    /// How long a node may stay silent (its machine off, say) before its results are given up
+    /// as lost.
+    #[arg(long, default_value_t = factbuoy_aggregator::config::DEFAULT_LOST_AFTER.into(), requires = "address")]
+    lost_after: humantime::Duration,
+    /// Start a run every PERIOD (`24h`, say) until stopped, each with its own bundle in --out;
+    /// a run that fails is reported and the schedule goes on.
+    #[arg(long, value_name = "PERIOD", requires = "address")]
+    every: Option<humantime::Duration>,
+}
+
 /// `factbuoy run --fleet ADDRESS`: starts a run over every enrolled node, follows it and
-/// downloads its bundle into `out`.
+/// downloads its bundle into `out`; with `--every`, again each period until stopped.
 pub async fn run(
-    address: &str,
-    credentials: Option<&Path>,
+    args: &FleetRunArgs,
     plugin_args: &plan::PluginArgs,
     timeout: Duration,
-    lost_after: Duration,
     out: &Path,
     format: Format,
 ) -> anyhow::Result<ExitStatus> {
-    let credentials = match credentials {
-        Some(dir) => dir.to_owned(),
+    let address = args.address.as_deref().expect("called for --fleet only");
+    let credentials = match &args.fleet_credentials {
+        Some(dir) => dir.clone(),
         None => FleetDir::new(default_fleet_dir()?).operator(),
     };
     let identity = operator_identity(&credentials)?;
@@ -440,11 +460,34 @@ pub async fn run(
             .map(serde_json::to_value)
             .collect::<Result<_, _>>()?,
         timeout_seconds: timeout.as_secs().max(1),
-        lost_after_seconds: lost_after.as_secs().max(1),
+        lost_after_seconds: args.lost_after.as_secs().max(1),
     };
     let fleet = Client::new(address, &identity)?;
+    let Some(every) = args.every else {
+        return run_once(&fleet, &request, &credentials, timeout, out, format).await;
+    };
+    loop {
+        let next = tokio::time::Instant::now() + *every;
+        match run_once(&fleet, &request, &credentials, timeout, out, format).await {
+            Ok(_) => {}
+            Err(e) => eprintln!("the scheduled run failed: {e:#}; the next one starts on time"),
+        }
+        tokio::time::sleep_until(next).await;
+    }
+}
+
+/// One fleet run, from its request to its bundle in `out`.
+async fn run_once(
+    fleet: &Client,
+    request: &FleetRunRequest,
+    credentials: &Path,
+    timeout: Duration,
+    out: &Path,
+    format: Format,
+) -> anyhow::Result<ExitStatus> {
+    let address = fleet.address();
     let started = fleet
-        .start_fleet_run(&request)
+        .start_fleet_run(request)
         .await
         .context("asking the fleet to start the run")?;
     let host = address
@@ -454,7 +497,7 @@ pub async fn run(
     let at = FleetRunAt {
         run_id: started.run_id.clone(),
         fleet_operator_address: format!("{host}:{}", started.operator_port),
-        credentials,
+        credentials: credentials.to_owned(),
         run_ca: started.ca.clone(),
     };
     runs::remember(&RunAt::Fleet(at.clone()))?;

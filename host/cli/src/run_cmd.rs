@@ -57,18 +57,8 @@ pub struct RunArgs {
     /// With --kubernetes: return once the manifests are applied, without waiting for the run.
     #[arg(long, requires = "kubernetes")]
     detach: bool,
-    /// Collect every node enrolled in the fleet at ADDRESS (HOST:PORT; see docs/fleet.md),
-    /// follow the run, download the bundle into --out.
-    #[arg(long, value_name = "ADDRESS", conflicts_with = "kubernetes")]
-    fleet: Option<String>,
-    /// With --fleet: the fleet's operator credentials [default: operator/ in the default
-    /// fleet directory, ~/.local/state/factbuoy/fleet].
-    #[arg(long, value_name = "DIR", requires = "fleet")]
-    fleet_credentials: Option<PathBuf>,
-    /// With --fleet: how long a node may stay silent (its machine off, say) before its results
-    /// are given up as lost.
-    #[arg(long, default_value_t = config::DEFAULT_LOST_AFTER.into(), requires = "fleet")]
-    lost_after: humantime::Duration,
+    #[command(flatten, next_help_heading = "Fleet (with --fleet)")]
+    fleet: crate::fleet_cmd::FleetRunArgs,
     #[command(flatten, next_help_heading = "Kubernetes (with --kubernetes)")]
     kube: crate::kube_cmd::KubeArgs,
 }
@@ -117,13 +107,11 @@ pub fn new_run_id() -> String {
 }
 
 pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
-    if let Some(address) = &args.fleet {
+    if args.fleet.address.is_some() {
         return crate::fleet_cmd::run(
-            address,
-            args.fleet_credentials.as_deref(),
+            &args.fleet,
             &args.plugin_args,
             *args.timeout,
-            *args.lost_after,
             &args.out,
             format,
         )
