@@ -53,10 +53,23 @@ pub struct Budget {
 /// connection two (its socket and an upload's file). Running out of descriptors would refuse
 /// every client at accept instead.
 pub fn budget(max_connections: usize) -> Budget {
+    budget_within(max_connections, 2)
+}
+
+/// The budget of a fleet's listener: it holds an idle long poll per agent, each connection one
+/// descriptor (nothing is uploaded to it). It takes half the descriptors, as a run's listener
+/// does, leaving the rest to the runs it serves.
+pub fn fleet_budget(max_connections: usize) -> Budget {
+    budget_within(max_connections, 1)
+}
+
+/// The budget of a listener that may use half the process's descriptors, for connections that
+/// take `per_connection` each once served (and one while in their handshake).
+fn budget_within(max_connections: usize, per_connection: u64) -> Budget {
     let limit = raise_descriptor_limit();
     let per_listener = limit.saturating_sub(RESERVED_DESCRIPTORS) / 2;
-    // connections * 2 + connections / 4 handshakes <= per_listener
-    let most = usize::try_from(per_listener * 4 / 9)
+    // connections * per_connection + connections / 4 handshakes <= per_listener
+    let most = usize::try_from(per_listener * 4 / (4 * per_connection + 1))
         .unwrap_or(usize::MAX)
         .max(1);
     let connections = max_connections.clamp(1, most);

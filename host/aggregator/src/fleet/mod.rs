@@ -13,7 +13,8 @@
 //! pki/ticket.key              the key of run credentials (0600)
 //! operator/                   an operator certificate: ca.pem, client.pem, client.key
 //! fleet.json                  where it listens and the names in its certificate
-//! tokens.json, nodes.json     join tokens (hashed) and enrolled nodes
+//! tokens.json                 join tokens (hashed)
+//! nodes/<node>.json           enrolled nodes; last-seen.json when each last asked for work
 //! revoked/<node>              revocations
 //! runs/<number>-<run id>/     each run's directory; bundles/ their bundles
 //! ```
@@ -44,7 +45,7 @@ pub use runs::FleetRunSummary;
 
 /// How long the enrollment CA is valid.
 const CA_VALIDITY: time::Duration = time::Duration::days(3650);
-/// How often last-seen times are written to `nodes.json`.
+/// How often last-seen times are written to `last-seen.json`.
 const FLUSH_EVERY: Duration = Duration::from_secs(5);
 
 /// The paths of a fleet's directory.
@@ -74,7 +75,13 @@ impl FleetDir {
         self.0.join("tokens.json")
     }
     fn nodes(&self) -> PathBuf {
-        self.0.join("nodes.json")
+        self.0.join("nodes")
+    }
+    fn node(&self, node: &NodeName) -> PathBuf {
+        self.nodes().join(format!("{node}.json"))
+    }
+    fn last_seen(&self) -> PathBuf {
+        self.0.join("last-seen.json")
     }
     fn lock_file(&self) -> PathBuf {
         self.0.join(".lock")
@@ -185,8 +192,8 @@ pub(crate) struct Fleet {
     settings: FleetSettings,
     ca: RunCa,
     ticket_key: hmac::Key,
-    /// The enrolled nodes; written to `nodes.json` at once on a join or renewal, and every
-    /// [`FLUSH_EVERY`] when only last-seen times changed.
+    /// The enrolled nodes; a node's record is written at once on a join or renewal, last-seen
+    /// times every [`FLUSH_EVERY`] when they changed.
     registry: Mutex<(registry::Registry, bool)>,
     runs: runs::FleetRuns,
     bundled: BundledComponents,
@@ -271,7 +278,7 @@ pub async fn serve(
     });
     runs::resume(&fleet).await?;
     let limits = ServerLimits::default();
-    let budget = crate::server::budget(limits.max_connections);
+    let budget = crate::server::fleet_budget(limits.max_connections);
     let reject = {
         let fleet = fleet.clone();
         Arc::new(move |reason: &'static str| fleet.metrics.reject(reason))
@@ -296,13 +303,13 @@ pub async fn serve(
 }
 
 impl Fleet {
-    /// Writes `nodes.json` if last-seen times changed since it was last written.
+    /// Writes the last-seen times if they changed since they were last written.
     fn flush(&self) {
         let mut registry = self.registry.lock().unwrap();
         if registry.1 {
-            match registry::save(&self.dir, &registry.0) {
+            match registry::save_seen(&self.dir, &registry.0) {
                 Ok(()) => registry.1 = false,
-                Err(e) => tracing::warn!("writing {}: {e}", self.dir.nodes().display()),
+                Err(e) => tracing::warn!("writing {}: {e}", self.dir.last_seen().display()),
             }
         }
     }

@@ -1,5 +1,7 @@
-//! The enrolled nodes: one record per node name, in `nodes.json`, written by the serving fleet
-//! only. A node is revoked by a file `revoked/<node>` (which `factbuoy fleet revoke` writes while
+//! The enrolled nodes: one record per node name, each in its own file `nodes/<node>.json`
+//! written (and synced) when the node joins or renews, so a join costs one small write however
+//! many nodes there are; when each was last seen and with which agent is `last-seen.json`,
+//! written every few seconds. Both are written by the serving fleet only. A node is revoked by a file `revoked/<node>` (which `factbuoy fleet revoke` writes while
 //! the fleet serves); the fleet looks for it at every request of the node, so a revoked node is
 //! refused at its next request. A machine that joins under a revoked name replaces the record and
 //! removes the file; the old machine's certificate then no longer matches the record.
@@ -34,27 +36,69 @@ pub struct NodeRecord {
 /// Every enrolled node, by name.
 pub type Registry = BTreeMap<NodeName, NodeRecord>;
 
-/// Reads `nodes.json` (none yet: an empty registry).
+/// When a node last asked for work, and with which agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Seen {
+    last_seen: Option<String>,
+    agent_version: Option<String>,
+}
+
+/// Reads every node's record (none yet: an empty registry).
 pub fn load(dir: &FleetDir) -> std::io::Result<Registry> {
-    read(&dir.nodes())
-}
-
-fn read(path: &Path) -> std::io::Result<Registry> {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("{}: {e}", path.display()),
-            )
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Registry::new()),
-        Err(e) => Err(e),
+    let mut registry = Registry::new();
+    let entries = match std::fs::read_dir(dir.nodes()) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(registry),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let path = entry?.path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue; // a temporary file a stop left
+        }
+        let record: NodeRecord = read_json(&path)?;
+        registry.insert(record.name.clone(), record);
     }
+    if dir.last_seen().exists() {
+        let seen: BTreeMap<NodeName, Seen> = read_json(&dir.last_seen())?;
+        for (name, seen) in seen {
+            if let Some(record) = registry.get_mut(&name) {
+                record.last_seen = seen.last_seen;
+                record.agent_version = seen.agent_version;
+            }
+        }
+    }
+    Ok(registry)
 }
 
-/// Writes `nodes.json` atomically.
-pub fn save(dir: &FleetDir, registry: &Registry) -> std::io::Result<()> {
-    super::write_json_private(&dir.nodes(), registry)
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> std::io::Result<T> {
+    serde_json::from_slice(&std::fs::read(path)?).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{}: {e}", path.display()),
+        )
+    })
+}
+
+/// Writes one node's record, atomically and synced: the node is enrolled once this returns.
+pub fn save_record(dir: &FleetDir, record: &NodeRecord) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir.nodes())?;
+    super::write_json_private(&dir.node(&record.name), record)
+}
+
+/// Writes when each node was last seen.
+pub fn save_seen(dir: &FleetDir, registry: &Registry) -> std::io::Result<()> {
+    let seen: BTreeMap<&NodeName, Seen> = registry
+        .iter()
+        .map(|(name, record)| {
+            let seen = Seen {
+                last_seen: record.last_seen.clone(),
+                agent_version: record.agent_version.clone(),
+            };
+            (name, seen)
+        })
+        .collect();
+    super::write_json_private(&dir.last_seen(), &seen)
 }
 
 /// Whether `node` is revoked.

@@ -297,16 +297,9 @@ fn enroll(
         last_seen: Some(now_rfc3339()),
         agent_version,
     };
-    let previous = registry.0.insert(node.clone(), record);
-    if let Err(e) = registry::save(&fleet.dir, &registry.0) {
-        // Nothing was handed out: the registry on disk is the truth.
-        match previous {
-            Some(previous) => registry.0.insert(node.clone(), previous),
-            None => registry.0.remove(node),
-        };
-        return Err(internal("recording the node", &e));
-    }
-    registry.1 = false;
+    // Nothing is handed out before the record is on disk.
+    registry::save_record(&fleet.dir, &record).map_err(|e| internal("recording the node", &e))?;
+    registry.0.insert(node.clone(), record);
     Ok(Enrollment {
         node: node.clone(),
         certificate,
