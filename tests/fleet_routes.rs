@@ -164,6 +164,16 @@ async fn the_fleet_refuses_hostile_and_mistaken_requests_and_enrolls_nothing_for
     assert!(message.contains("not bundled"), "{message}");
     assert!(std::fs::read_dir(dir.runs()).unwrap().next().is_none());
 
+    // Without a valid token, nothing is said about which names are enrolled.
+    let taken = JoinRequest {
+        token: format!("{}.{}", token.split_once('.').unwrap().0, "0".repeat(32)),
+        node: node("a"),
+        csr: factbuoy_pki::KeyRequest::new("a").unwrap().csr_pem,
+    };
+    let (status, message) = refusal(joiner.join(&taken).await);
+    assert_eq!(status, 403, "{message}");
+    assert!(!message.contains("enrolled"), "{message}");
+
     // Renewal replaces the certificate: the old one is refused from then on.
     let new_key = factbuoy_pki::KeyRequest::new("a").unwrap();
     agent_client.renew(&new_key.csr_pem).await.unwrap();

@@ -311,6 +311,17 @@ fn enroll(
 fn join(fleet: &Fleet, body: JoinRequest) -> Result<Enrollment, Refusal> {
     let csr = signing_request(&body.csr)?;
     let node = body.node;
+    let token = |outcome: std::io::Result<Result<(), tokens::TokenRefusal>>| match outcome {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(why)) => Err(refuse(StatusCode::FORBIDDEN, "token", why.to_string())),
+        Err(e) => Err(refuse(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "storage",
+            format!("reading the tokens: {e}; retry"),
+        )),
+    };
+    // The token first: without one, nothing is said about which names are enrolled.
+    token(tokens::check(&fleet.dir, &body.token))?;
     let mut registry = fleet.registry.lock().unwrap();
     let revoked = registry::is_revoked(&fleet.dir, &node);
     if registry.0.contains_key(&node) && !revoked {
@@ -323,17 +334,7 @@ fn join(fleet: &Fleet, body: JoinRequest) -> Result<Enrollment, Refusal> {
         ));
     }
     // The token is spent only once everything else would admit the machine.
-    match tokens::redeem(&fleet.dir, &body.token) {
-        Ok(Ok(())) => {}
-        Ok(Err(why)) => return Err(refuse(StatusCode::FORBIDDEN, "token", why.to_string())),
-        Err(e) => {
-            return Err(refuse(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "storage",
-                format!("reading the tokens: {e}; retry"),
-            ));
-        }
-    }
+    token(tokens::redeem(&fleet.dir, &body.token))?;
     let enrollment = enroll(fleet, &mut registry, &node, &csr, now_rfc3339(), None)?;
     if revoked && let Err(e) = registry::unrevoke(&fleet.dir, &node) {
         tracing::error!("node {node} joined again, but its revocation stays: {e}");

@@ -92,6 +92,15 @@ pub fn delete(dir: &FleetDir, id: &str) -> std::io::Result<bool> {
 
 /// Checks `text` (`ID.SECRET`) and, when it admits a machine, counts one use.
 pub fn redeem(dir: &FleetDir, text: &str) -> std::io::Result<Result<(), TokenRefusal>> {
+    use_token(dir, text, true)
+}
+
+/// Checks `text` as [`redeem`] does, without counting a use.
+pub fn check(dir: &FleetDir, text: &str) -> std::io::Result<Result<(), TokenRefusal>> {
+    use_token(dir, text, false)
+}
+
+fn use_token(dir: &FleetDir, text: &str, spend: bool) -> std::io::Result<Result<(), TokenRefusal>> {
     let Some((id, secret)) = text.trim().split_once('.') else {
         return Ok(Err(TokenRefusal::Malformed));
     };
@@ -114,11 +123,13 @@ pub fn redeem(dir: &FleetDir, text: &str) -> std::io::Result<Result<(), TokenRef
         }
         match &mut token.uses_left {
             Some(0) => return Ok((Err(TokenRefusal::UsedUp(token.id.clone())), false)),
-            Some(left) => *left -= 1,
-            None => {}
+            Some(left) if spend => *left -= 1,
+            _ => {}
         }
-        token.used += 1;
-        Ok((Ok(()), true))
+        if spend {
+            token.used += 1;
+        }
+        Ok((Ok(()), spend))
     })
 }
 
