@@ -13,6 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
 use hyper::body::{Frame, Incoming};
+use hyper::client::conn::http1::SendRequest;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
@@ -142,6 +143,8 @@ pub struct Client {
     connector: TlsConnector,
     timeout: Duration,
     dialer: Option<Arc<dyn Dial>>,
+    /// With [`Client::keep_alive`]: the connection kept between requests.
+    kept: Option<Arc<tokio::sync::Mutex<Option<SendRequest<Body>>>>>,
 }
 
 impl Client {
@@ -177,6 +180,7 @@ impl Client {
             connector: TlsConnector::from(config),
             timeout: DEFAULT_TIMEOUT,
             dialer: None,
+            kept: None,
         })
     }
 
@@ -207,7 +211,37 @@ impl Client {
         &self.address
     }
 
+    /// Keeps one connection open between requests (HTTP/1.1 keep-alive) instead of opening
+    /// one per request: for a client that polls, which then shakes hands once, not at every
+    /// poll. Requests through it (and its clones) take turns on that connection.
+    pub fn keep_alive(mut self) -> Self {
+        self.kept = Some(Arc::default());
+        self
+    }
+
     async fn send(&self, request: Request<Body>) -> Result<Response<Incoming>, ClientError> {
+        let Some(kept) = &self.kept else {
+            let mut sender = self.connect().await?;
+            return Ok(sender.send_request(request).await?);
+        };
+        let mut slot = kept.lock().await;
+        let reusable = match slot.as_mut() {
+            Some(sender) => !sender.is_closed() && sender.ready().await.is_ok(),
+            None => false,
+        };
+        if !reusable {
+            *slot = Some(self.connect().await?);
+        }
+        let sender = slot.as_mut().expect("a connection was just made");
+        let response = sender.send_request(request).await;
+        if response.is_err() {
+            *slot = None;
+        }
+        Ok(response?)
+    }
+
+    /// A new connection: TCP (or the dialer's stream), TLS, HTTP/1.1.
+    async fn connect(&self) -> Result<SendRequest<Body>, ClientError> {
         let address = self.address.clone();
         let connect_error = |source| ClientError::Connect {
             address: address.clone(),
@@ -226,10 +260,9 @@ impl Client {
             .connect(self.server_name.clone(), stream)
             .await
             .map_err(|source| ClientError::Handshake { address, source })?;
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
         tokio::spawn(connection);
-        Ok(sender.send_request(request).await?)
+        Ok(sender)
     }
 
     /// Sends a request and turns a non-2xx answer into [`ClientError::Status`].

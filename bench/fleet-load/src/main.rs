@@ -128,8 +128,9 @@ async fn main() -> anyhow::Result<()> {
             last_offer.clone(),
         );
         polls.spawn(async move {
+            // As `agent serve` polls: over one kept connection.
             let client = match Client::new(&fleet, &identity) {
-                Ok(client) => client,
+                Ok(client) => client.keep_alive(),
                 Err(e) => return errors.lock().await.push(format!("client: {e}")),
             };
             loop {

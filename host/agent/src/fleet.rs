@@ -175,16 +175,26 @@ pub async fn serve(state: &StateDir, options: &ServeOptions) -> anyhow::Result<(
         .context("this machine has not joined a fleet; run `factbuoy agent join` first")?;
     let mut backoff = Backoff::default();
     tracing::info!(node = %membership.node, fleet = %membership.fleet, "serving the fleet");
+    // Polls go over one kept connection, made again after a renewal (a new certificate).
+    let mut client = Client::new(&membership.fleet, &state.identity()?)?.keep_alive();
     loop {
-        if renewal_due(&membership)
-            && let Err(e) = renew(state, &mut membership).await
-        {
-            if is_refusal(&e) {
-                return Err(e);
+        if renewal_due(&membership) {
+            match renew(state, &mut membership).await {
+                Ok(()) => {
+                    client = Client::new(&membership.fleet, &state.identity()?)?.keep_alive();
+                }
+                Err(e) if is_refusal(&e) => return Err(e),
+                Err(e) => {
+                    // The fleet is away: no poll either until it is back.
+                    let wait = backoff.next();
+                    tracing::warn!(
+                        "renewing the enrollment certificate: {e:#}; trying again in {wait:?}"
+                    );
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
             }
-            tracing::warn!("renewing the enrollment certificate: {e:#}");
         }
-        let client = Client::new(&membership.fleet, &state.identity()?)?;
         // A poll is given up when the certificate is due for renewal, so that it is renewed
         // while it is still valid, however short its life.
         let poll = client.next_run(membership.last_run);
