@@ -619,7 +619,7 @@ fn remote_nodes_join_with_tokens_connect_out_only_and_take_part_in_every_run() {
         "{}",
         String::from_utf8_lossy(&revoked.stderr)
     );
-    let exit = agents.wait_exit("node-b", Duration::from_secs(45));
+    let exit = agents.wait_exit("node-b", Duration::from_secs(75));
     assert!(!exit.success());
     assert!(
         agents.log("node-b").contains("revoked"),
