@@ -40,14 +40,19 @@ pub enum Listener {
     Operator,
 }
 
-/// A response that ends a request early.
-struct Refusal {
-    status: StatusCode,
-    reason: &'static str,
-    message: String,
+/// A response that ends a request early: its status, the reason it is counted under in the
+/// metrics, and the message of its `{"error": ...}` body.
+pub(crate) struct Refusal {
+    pub(crate) status: StatusCode,
+    pub(crate) reason: &'static str,
+    pub(crate) message: String,
 }
 
-fn refuse(status: StatusCode, reason: &'static str, message: impl Into<String>) -> Refusal {
+pub(crate) fn refuse(
+    status: StatusCode,
+    reason: &'static str,
+    message: impl Into<String>,
+) -> Refusal {
     Refusal {
         status,
         reason,
@@ -55,7 +60,7 @@ fn refuse(status: StatusCode, reason: &'static str, message: impl Into<String>) 
     }
 }
 
-fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response<Body> {
+pub(crate) fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response<Body> {
     let bytes = serde_json::to_vec(value).expect("serialising a response");
     Response::builder()
         .status(status)
@@ -70,7 +75,7 @@ fn full(bytes: impl Into<Bytes>) -> Body {
         .boxed()
 }
 
-fn empty(status: StatusCode) -> Response<Body> {
+pub(crate) fn empty(status: StatusCode) -> Response<Body> {
     Response::builder()
         .status(status)
         .body(full(Bytes::new()))

@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::output::{Ended, ExitStatus, Format, emit, emit_document};
 use crate::runs::{self, RunAt};
-use crate::{plan, summary};
+use crate::plan;
 
 #[derive(Debug, Subcommand)]
 pub enum FleetCommand {
@@ -517,23 +517,5 @@ async fn run_once(
         format,
     )
     .await?;
-    if let Some(tar) = &status.tar_info {
-        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-        let path = out.join(&tar.name);
-        operator.download_bundle(&path).await.with_context(|| {
-            format!(
-                "downloading the bundle into {}; `factbuoy retrieve` resumes it",
-                path.display()
-            )
-        })?;
-    }
-    match format {
-        Format::Table => emit(&summary::text(&status, Some(out))),
-        machine => emit_document(&status, machine),
-    }
-    Ok(if summary::all_passed(&status) {
-        ExitStatus::Success
-    } else {
-        ExitStatus::Failed
-    })
+    crate::kube_run::finish(&operator, &status, out, "factbuoy retrieve", format).await
 }

@@ -66,20 +66,34 @@ pub async fn run(
         format,
     )
     .await?;
+    let retrieve = format!("factbuoy retrieve {run_id}");
+    finish(&operator, &status, out, &retrieve, format).await
+}
+
+/// Downloads the bundle of a run that ended into `out` (`retrieve` says how to resume it),
+/// prints its summary, and says whether every result passed.
+pub async fn finish(
+    operator: &Client,
+    status: &StatusDocument,
+    out: &Path,
+    retrieve: &str,
+    format: Format,
+) -> anyhow::Result<ExitStatus> {
     if let Some(tar) = &status.tar_info {
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
         let path = out.join(&tar.name);
         operator.download_bundle(&path).await.with_context(|| {
             format!(
-                "downloading the bundle into {}; `factbuoy retrieve {run_id}` resumes it",
+                "downloading the bundle into {}; `{retrieve}` resumes it",
                 path.display()
             )
         })?;
     }
     match format {
-        Format::Table => emit(&summary::text(&status, Some(out))),
-        machine => emit_document(&status, machine),
+        Format::Table => emit(&summary::text(status, Some(out))),
+        machine => emit_document(status, machine),
     }
-    Ok(if summary::all_passed(&status) {
+    Ok(if summary::all_passed(status) {
         ExitStatus::Success
     } else {
         ExitStatus::Failed

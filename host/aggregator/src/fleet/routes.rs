@@ -6,7 +6,6 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use factbuoy_pki::SigningRequest;
 use factbuoy_protocol::fleet::{
     Enrollment, FleetRoute, FleetRunRequest, JoinRequest, LONG_POLL_SECONDS, RenewRequest,
@@ -14,14 +13,14 @@ use factbuoy_protocol::fleet::{
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::types::{ErrorBody, now_rfc3339, rfc3339};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode, header};
 
 use super::registry::{self, NodeRecord};
 use super::runs::{self, StartError};
 use super::{Fleet, tokens};
-use crate::handler::Body;
+use crate::handler::{Body, Refusal, empty, json_response as json, refuse};
 use crate::server::Peer;
 
 /// Largest join or renewal body.
@@ -30,33 +29,6 @@ const MAX_ENROLL_BYTES: usize = 16 << 10;
 const MAX_RUN_REQUEST_BYTES: usize = 4 << 20;
 /// Time allowed to send a body.
 const BODY_TIMEOUT: Duration = Duration::from_secs(10);
-
-struct Refusal {
-    status: StatusCode,
-    reason: &'static str,
-    message: String,
-}
-
-fn refuse(status: StatusCode, reason: &'static str, message: impl Into<String>) -> Refusal {
-    Refusal {
-        status,
-        reason,
-        message: message.into(),
-    }
-}
-
-fn json(status: StatusCode, value: &impl serde::Serialize) -> Response<Body> {
-    let bytes = serde_json::to_vec(value).expect("serialising a response");
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(
-            Full::new(Bytes::from(bytes))
-                .map_err(|never| match never {})
-                .boxed(),
-        )
-        .expect("a valid response")
-}
 
 /// Answers one request; never fails (a refusal is a JSON error).
 pub(super) async fn handle(
@@ -369,12 +341,5 @@ async fn next_run(fleet: &Arc<Fleet>, node: &NodeName, after: u64) -> Response<B
             _ = tokio::time::sleep_until(deadline) => break,
         }
     }
-    Response::builder()
-        .status(StatusCode::NO_CONTENT)
-        .body(
-            Full::new(Bytes::new())
-                .map_err(|never| match never {})
-                .boxed(),
-        )
-        .expect("a valid response")
+    empty(StatusCode::NO_CONTENT)
 }
