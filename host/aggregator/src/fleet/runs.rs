@@ -132,24 +132,33 @@ pub(super) async fn resume(fleet: &Arc<Fleet>) -> anyhow::Result<()> {
         if matches!(run.state.status, RunStatus::Complete | RunStatus::Failed) {
             continue;
         }
-        let run_id = run.config().run_id.clone();
-        let nodes = run.config().nodes.clone();
-        let ca = run.ca().cert_pem().to_owned();
-        let running = crate::start_with(run, fleet.bundled, Some(admission(fleet, &run_id)))
+        serve(fleet, number, run)
             .await
             .with_context(|| format!("serving the unfinished run in {}", path.display()))?;
-        tracing::info!(number, run = %run_id, "serving an unfinished run again");
-        fleet.runs.add(
-            number,
-            FleetRun {
-                run_id,
-                nodes,
-                ca,
-                running,
-            },
-        );
+        tracing::info!(number, "serving an unfinished run again");
     }
     Ok(())
+}
+
+/// Serves `run` as the fleet's run `number`, whose agents enroll with the fleet's admission;
+/// returns its operator listener's address.
+async fn serve(fleet: &Arc<Fleet>, number: u64, run: Run) -> anyhow::Result<SocketAddr> {
+    let run_id = run.config().run_id.clone();
+    let nodes = run.config().nodes.clone();
+    let ca = run.ca().cert_pem().to_owned();
+    let admission = admission(fleet, &run_id);
+    let running = crate::start_with(run, fleet.bundled, Some(admission)).await?;
+    let operator_address = running.operator_address;
+    fleet.runs.add(
+        number,
+        FleetRun {
+            run_id,
+            nodes,
+            ca,
+            running,
+        },
+    );
+    Ok(operator_address)
 }
 
 fn admission(fleet: &Arc<Fleet>, run_id: &str) -> Arc<dyn crate::enroll::Admission> {
@@ -237,25 +246,15 @@ pub(super) async fn start(
     let run =
         Run::create(run_dir(fleet, number, &run_id), config, &[]).map_err(StartError::Failed)?;
     let ca = run.ca().cert_pem().to_owned();
-    let running = crate::start_with(run, fleet.bundled, Some(admission(fleet, &run_id)))
+    let operator = serve(fleet, number, run)
         .await
         .map_err(StartError::Failed)?;
-    let started = FleetRunStarted {
-        number,
-        run_id: run_id.clone(),
-        operator_port: running.operator_address.port(),
-        ca: ca.clone(),
-        nodes: nodes.clone(),
-    };
     tracing::info!(number, run = %run_id, nodes = nodes.len(), "started a fleet run");
-    fleet.runs.add(
+    Ok(FleetRunStarted {
         number,
-        FleetRun {
-            run_id,
-            nodes,
-            ca,
-            running,
-        },
-    );
-    Ok(started)
+        run_id,
+        operator_port: operator.port(),
+        ca,
+        nodes,
+    })
 }
