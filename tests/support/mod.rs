@@ -12,6 +12,7 @@ mod fixtures;
 pub mod kube;
 pub mod kube_runs;
 pub mod measure;
+pub mod python;
 pub mod sandbox;
 pub mod served;
 #[allow(unused_imports)] // each test binary uses a different part

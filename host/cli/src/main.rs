@@ -14,7 +14,9 @@ mod kube_serve;
 mod logging;
 mod output;
 mod plan;
+mod plugin_build;
 mod plugin_cmd;
+mod plugin_new;
 mod prune_cmd;
 mod run_cmd;
 mod runs;
@@ -78,13 +80,14 @@ enum Command {
     Status(run_cmd::StatusArgs),
     /// Download a run's bundle, resuming a partial download (through port-forward for a Kubernetes run).
     Retrieve(run_cmd::RetrieveArgs),
-    /// List, inspect, validate and run gatherer plugins on this host.
+    /// List, inspect, validate and run gatherer plugins on this host; create and build new ones.
     #[command(
         subcommand,
         after_help = "Examples:\n  \
         factbuoy plugin list\n  \
         factbuoy plugin info setup\n  \
-        factbuoy plugin run hello -p hello:greeting=hi"
+        factbuoy plugin run hello -p hello:greeting=hi\n  \
+        factbuoy plugin new my-facts --lang python && cd my-facts && factbuoy plugin build"
     )]
     Plugin(plugin_cmd::PluginCommand),
     /// Create, serve and issue certificates for a run whose agents are separate processes.

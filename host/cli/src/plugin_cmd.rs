@@ -1,4 +1,5 @@
-//! `factbuoy plugin ...`: list, info, validate and run plugins on this host.
+//! `factbuoy plugin ...`: list, info, validate and run plugins on this host; create and build
+//! plugin projects.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use serde_json::json;
 use crate::json_report::JsonReport;
 use crate::output::{ExitStatus, Format, emit, emit_document};
 use crate::plan;
+use crate::{plugin_build, plugin_new};
 use factbuoy_catalog::{BUNDLED, PluginRef};
 use factbuoy_protocol::text::printable;
 use factbuoy_runtime::bindings::{Capability, PluginInfo};
@@ -51,6 +53,33 @@ pub enum PluginCommand {
         factbuoy plugin run setup --out facts/              # artifacts to files\n  \
         factbuoy plugin run ./my.wasm --grant my-plugin:read:/etc -o json")]
     Run(PluginRunArgs),
+    /// Create a plugin project in ./NAME, in Rust or Python, ready to build.
+    #[command(after_help = "Examples:\n  \
+        factbuoy plugin new disk-usage --lang python\n  \
+        factbuoy plugin new disk-usage --lang rust --dir ~/src/disk-usage\n\n\
+        The project holds the WIT contract of this factbuoy (and for Python the SDK), so it builds\n\
+        outside a factbuoy checkout. Then: cd NAME && factbuoy plugin build")]
+    New {
+        /// The plugin's name: a-z, 0-9 and `-`, starting with a letter.
+        name: String,
+        /// The language to write it in.
+        #[arg(long, value_enum)]
+        lang: plugin_new::Lang,
+        /// Where to create the project [default: ./NAME].
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Build the plugin project in a directory and print the component's path.
+    #[command(after_help = "Examples:\n  \
+        factbuoy plugin build                     # the project in this directory\n  \
+        factbuoy plugin run \"$(factbuoy plugin build ./disk-usage)\" --grant disk-usage:host-info\n\n\
+        Rust projects (Cargo.toml) are built with cargo for wasm32-wasip2; Python projects (app.py)\n\
+        with componentize-py, from the project's .venv or PATH.")]
+    Build {
+        /// The project directory.
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -210,6 +239,36 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
             Ok(ExitStatus::Success)
         }
         PluginCommand::Run(args) => run(args, format).await,
+        PluginCommand::New { name, lang, dir } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+            let written = plugin_new::create(&name, lang, &dir)?;
+            match format {
+                Format::Table => {
+                    for path in &written {
+                        emit(&dir.join(path).display().to_string());
+                    }
+                    eprintln!(
+                        "created {lang:?} plugin {name} in {}; build it with: cd {} && factbuoy plugin build",
+                        dir.display(),
+                        dir.display()
+                    );
+                }
+                machine => emit_document(
+                    &json!({"name": name, "dir": dir, "files": written}),
+                    machine,
+                ),
+            }
+            Ok(ExitStatus::Success)
+        }
+        PluginCommand::Build { dir } => {
+            // Building blocks on child processes; keep the runtime's threads free meanwhile.
+            let wasm = tokio::task::spawn_blocking(move || plugin_build::build(&dir)).await??;
+            match format {
+                Format::Table => emit(&wasm.display().to_string()),
+                machine => emit_document(&json!({"wasm": wasm}), machine),
+            }
+            Ok(ExitStatus::Success)
+        }
     }
 }
 

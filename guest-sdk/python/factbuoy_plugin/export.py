@@ -1,0 +1,50 @@
+"""The class a plugin subclasses, and the one line that exports it."""
+
+import traceback
+
+from componentize_py_types import Err
+from wit_world import exports
+from wit_world.imports import types
+
+from . import log
+from .describe import Description
+from .errors import GatherError
+from .params import Params
+
+
+class Gatherer:
+    """What a plugin implements. Both methods are called in a fresh instance."""
+
+    def describe(self) -> Description:
+        """Says what the plugin is. Must not touch the host: it is called to list and plan runs."""
+        raise NotImplementedError("a Gatherer must implement describe()")
+
+    def gather(self, params: Params) -> None:
+        """Gathers facts and writes them with :mod:`factbuoy_plugin.output`. Raise a
+        :class:`GatherError` subclass to fail with a message."""
+        raise NotImplementedError("a Gatherer must implement gather()")
+
+
+def export(gatherer: type) -> type:
+    """Exports a :class:`Gatherer` subclass as the plugin's entry points. Assign the result to
+    ``Plugin`` at the top level of the app module: ``Plugin = export(MyGatherer)``
+    (componentize-py looks the export up by that name)."""
+    if not (isinstance(gatherer, type) and issubclass(gatherer, Gatherer)):
+        raise TypeError(f"export() takes a Gatherer subclass, not {gatherer!r}")
+
+    class Plugin(exports.Plugin):
+        def describe(self) -> types.PluginInfo:
+            return gatherer().describe().to_wit()
+
+        def gather(self, params) -> None:
+            try:
+                gatherer().gather(Params(params))
+            except GatherError as error:
+                raise Err(error.to_wit()) from None
+            except Exception as error:
+                # A Python exception is a bug, like a Rust panic; the run fails with its type and
+                # message, and the traceback goes to the log for the author.
+                log.error(traceback.format_exc())
+                raise Err(types.GatherError_Failed(f"{type(error).__name__}: {error}")) from None
+
+    return Plugin

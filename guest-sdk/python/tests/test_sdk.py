@@ -1,0 +1,139 @@
+"""Unit tests of the SDK in CPython, against componentize-py's stub bindings (`componentize-py
+bindings`), with the host's functions replaced by recorders. Run by tests/plugin_authoring.rs:
+
+    componentize-py -d wit -w gatherer bindings BINDINGS
+    PYTHONPATH=BINDINGS:guest-sdk/python python3 -m unittest discover -s guest-sdk/python/tests
+"""
+
+import json
+import unittest
+
+from componentize_py_types import Err
+from wit_world.imports import output as wit_output
+from wit_world.imports import types
+
+import factbuoy_plugin.output as output
+from factbuoy_plugin import (
+    Capability,
+    Description,
+    Failed,
+    Gatherer,
+    InvalidParameters,
+    Param,
+    Params,
+    Unavailable,
+    export,
+)
+
+
+class FakeArtifact:
+    def __init__(self, store, name, fail_with=None):
+        self.store, self.name, self.fail_with = store, name, fail_with
+        store[name] = []
+
+    def write(self, chunk):
+        if self.fail_with:
+            raise Err(self.fail_with)
+        self.store[self.name].append(bytes(chunk))
+
+    def finish(self):
+        self.store[self.name].append(None)
+
+
+class OutputTest(unittest.TestCase):
+    def setUp(self):
+        self.store = {}
+        self.fail_with = None
+        self.original = wit_output.create
+        wit_output.create = lambda name, media_type: FakeArtifact(self.store, name, self.fail_with)
+
+    def tearDown(self):
+        wit_output.create = self.original
+
+    def test_json_is_streamed_in_chunks_below_the_per_call_limit_and_finished(self):
+        value = {"items": ["x" * 1000] * 200}
+        output.write_json("facts.json", value)
+        chunks = self.store["facts.json"]
+        self.assertIsNone(chunks[-1], "not finished")
+        self.assertTrue(all(len(c) <= output.CHUNK_BYTES for c in chunks[:-1]))
+        self.assertGreater(len(chunks), 3)
+        self.assertEqual(json.loads(b"".join(chunks[:-1])), value)
+        self.assertTrue(b"".join(chunks[:-1]).endswith(b"\n"))
+
+    def test_a_host_refusal_becomes_failed_with_its_reason(self):
+        self.fail_with = wit_output.OutputError_LimitExceeded("total output above 4 GiB")
+        with self.assertRaises(Failed) as caught:
+            output.write_text("a.txt", "x")
+        self.assertEqual(
+            str(caught.exception), "writing output: limit exceeded: total output above 4 GiB"
+        )
+
+
+class DescribeAndParamsTest(unittest.TestCase):
+    def test_the_builders_make_the_wit_description(self):
+        info = (
+            Description("demo", "1.2.3", "A demo.")
+            .param(Param.duration("since").required().describe("How far back."))
+            .param(Param.string("token").default("").secret())
+            .capability(Capability.HOST_INFO, "why")
+            .optional_capability(Capability.read("/proc"), "why not")
+            .artifact("a.json", "application/json", "an artifact")
+            .to_wit()
+        )
+        self.assertEqual(info.name, "demo")
+        since, token = info.parameters
+        self.assertEqual((since.type, since.required, since.default), (types.ParamType.DURATION, True, None))
+        self.assertEqual((token.default, token.secret), ("", True))
+        host, proc = info.capabilities
+        self.assertIsInstance(host.capability, types.Capability_HostInfo)
+        self.assertEqual((proc.capability, proc.required), (types.Capability_ReadPath("/proc"), False))
+
+    def test_typed_access_names_the_parameter_on_a_mismatch(self):
+        params = Params(
+            [
+                ("name", types.ParamValue_String("web-1")),
+                ("count", types.ParamValue_Integer(3)),
+                ("since", types.ParamValue_Duration(90_000)),
+                ("units", types.ParamValue_StringList(["a", "b"])),
+            ]
+        )
+        self.assertEqual(params.string("name"), "web-1")
+        self.assertEqual(params.integer("count"), 3)
+        self.assertEqual(params.duration_seconds("since"), 90.0)
+        self.assertEqual(params.string_list("units"), ["a", "b"])
+        self.assertEqual(params.string_list("absent"), [])
+        self.assertIsNone(params.opt_boolean("absent"))
+        with self.assertRaisesRegex(InvalidParameters, "`name` is not of type integer"):
+            params.integer("name")
+        with self.assertRaisesRegex(InvalidParameters, "`verbose` has no value"):
+            params.boolean("verbose")
+
+
+class ExportTest(unittest.TestCase):
+    def test_errors_become_the_wit_variants(self):
+        class Picky(Gatherer):
+            def describe(self):
+                return Description("picky", "0.1.0", "Refuses.")
+
+            def gather(self, params):
+                raise {"bad": InvalidParameters("no"), "gone": Unavailable("none here")}[
+                    params.string("why")
+                ]
+
+        plugin = export(Picky)()
+        self.assertEqual(plugin.describe().name, "picky")
+        for why, expected in [
+            ("bad", types.GatherError_InvalidParameters("no")),
+            ("gone", types.GatherError_Unavailable("none here")),
+        ]:
+            with self.assertRaises(Err) as caught:
+                plugin.gather([("why", types.ParamValue_String(why))])
+            self.assertEqual(caught.exception.value, expected)
+
+    def test_only_a_gatherer_can_be_exported(self):
+        with self.assertRaises(TypeError):
+            export(object)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,344 @@
+//! Plugins in other languages than Rust, and a plugin author's first steps, through the real
+//! binary: the Python example plugin built from source with real componentize-py; a hostile
+//! Python plugin contained exactly as its Rust twin; `plugin new` + `plugin build` for each
+//! language, outside the repository.
+
+mod support;
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::Value;
+use support::python;
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// `factbuoy ARGS -o json` of a `plugin run` that has ended: its exit code and report.
+fn run_json(args: &[&str]) -> (i32, Value) {
+    let output = support::factbuoy()
+        .args(["plugin", "run"])
+        .args(args)
+        .args(["-o", "json"])
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!("no JSON report ({e}); stderr: {}", stderr(&output));
+    });
+    (output.status.code().unwrap_or(-1), report)
+}
+
+/// An artifact's content from a `plugin run -o json` report, parsed when it is JSON.
+fn artifact(report: &Value, name: &str) -> Value {
+    let found = report["artifacts"]
+        .as_array()
+        .and_then(|all| all.iter().find(|a| a["name"] == name))
+        .unwrap_or_else(|| panic!("no artifact {name} in {report:#}"));
+    match &found["content"] {
+        Value::String(text) => serde_json::from_str(text).unwrap(),
+        other => other.clone(),
+    }
+}
+
+#[test]
+fn the_python_sdk_unit_tests_pass() {
+    let bindings = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new(python::venv_bin().join("componentize-py"))
+        .arg("-d")
+        .arg(support::workspace().join("wit"))
+        .args(["-w", "gatherer", "bindings"])
+        .arg(bindings.path().join("stubs"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "componentize-py bindings failed");
+    let sdk = support::workspace().join("guest-sdk/python");
+    let output = std::process::Command::new(python::venv_bin().join("python3"))
+        .args(["-B", "-m", "unittest", "discover", "-s"])
+        .arg(sdk.join("tests"))
+        .env(
+            "PYTHONPATH",
+            std::env::join_paths([bindings.path().join("stubs"), sdk]).unwrap(),
+        )
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("OK"), "{}", stderr(&output));
+}
+
+#[test]
+fn the_python_listening_sockets_example_finds_a_socket_this_test_opened() {
+    let wasm = python::component(&support::workspace().join("plugins-python/listening-sockets"));
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (tcp_port, udp_port) = (
+        tcp.local_addr().unwrap().port(),
+        udp.local_addr().unwrap().port(),
+    );
+
+    let (code, report) = run_json(&[path_str(&wasm), "--grant", "listening-sockets:read:/proc"]);
+    assert_eq!(code, 0, "{report:#}");
+    let sockets = artifact(&report, "sockets.json")["sockets"].clone();
+    let has =
+        |protocol: &str, port: u16| {
+            sockets.as_array().unwrap().iter().any(|s| {
+                s["protocol"] == protocol && s["address"] == "127.0.0.1" && s["port"] == port
+            })
+        };
+    assert!(has("tcp", tcp_port), "tcp {tcp_port} missing: {sockets:#}");
+    assert!(has("udp", udp_port), "udp {udp_port} missing: {sockets:#}");
+
+    // A typed list parameter reaches the SDK's Params, and the plugin's own check refuses.
+    let (code, report) = run_json(&[
+        path_str(&wasm),
+        "--grant",
+        "listening-sockets:read:/proc",
+        "-p",
+        "protocols=tcp",
+    ]);
+    assert_eq!(code, 0, "{report:#}");
+    let sockets = artifact(&report, "sockets.json")["sockets"].clone();
+    assert!(
+        sockets
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["protocol"] == "tcp"),
+        "{sockets:#}"
+    );
+    let (code, report) = run_json(&[
+        path_str(&wasm),
+        "--grant",
+        "listening-sockets:read:/proc",
+        "-p",
+        "protocols=sctp",
+    ]);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(
+        report["failure"]["kind"], "invalid-parameters",
+        "{report:#}"
+    );
+    assert!(
+        report["failure"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown protocols sctp"),
+        "{report:#}"
+    );
+
+    // The read grant it asks for is required: without it nothing runs, and the message says
+    // which flag fixes it.
+    let output = support::factbuoy()
+        .args(["plugin", "run", path_str(&wasm)])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("add --grant listening-sockets:read:/proc"),
+        "{}",
+        stderr(&output)
+    );
+    drop((tcp, udp));
+}
+
+/// `plugin info -o json` without the human descriptions, which differ between the twins.
+fn contract_of(wasm: &Path) -> Value {
+    let output = support::factbuoy()
+        .args(["plugin", "info", path_str(wasm), "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let mut info: Value = serde_json::from_slice(&output.stdout).unwrap();
+    fn strip(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                map.remove("description");
+                map.remove("reason");
+                map.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut info);
+    info
+}
+
+#[test]
+fn a_hostile_python_plugin_is_contained_and_reported_as_a_rust_one() {
+    let rust = support::fixture("hostile");
+    let python = python::component(&support::workspace().join("tests/plugins-python/hostile"));
+
+    // describe: the same parameters (types, required, defaults, secret), capabilities and
+    // artifacts, as the host reads them.
+    let contract = contract_of(&rust);
+    assert_eq!(contract, contract_of(&python));
+    assert_eq!(contract["parameters"][2]["type"], "integer", "{contract:#}");
+
+    // The same limits, stopped and reported the same way.
+    for (limit, args) in [
+        ("deadline", ["-p", "mode=loop", "--deadline", "2s"]),
+        ("memory", ["-p", "mode=alloc", "--memory", "128MiB"]),
+    ] {
+        let mut reports = Vec::new();
+        for wasm in [&rust, &python] {
+            let (code, report) = run_json(&[&[path_str(wasm)][..], &args[..]].concat());
+            assert_eq!(code, 1, "{limit}: {report:#}");
+            // Stopped promptly once running (the first load's compile is not part of the run).
+            let ran_ms = report["duration_ms"].as_f64().unwrap();
+            assert!(ran_ms < 10_000.0, "{limit}: ran {ran_ms} ms");
+            reports.push(report["failure"].clone());
+        }
+        assert_eq!(reports[0]["kind"], "limit-exceeded", "{reports:#?}");
+        assert_eq!(reports[0]["limit"], limit, "{reports:#?}");
+        assert_eq!(reports[0]["kind"], reports[1]["kind"], "{reports:#?}");
+        assert_eq!(reports[0]["limit"], reports[1]["limit"], "{reports:#?}");
+        // The deadline's message is the same word for word; the memory one names the size of
+        // the allocation that crossed the limit, which differs between the two runtimes.
+        if limit == "deadline" {
+            assert_eq!(reports[0]["message"], reports[1]["message"], "{reports:#?}");
+        }
+    }
+
+    // The host refuses the same bad parameters with the same words, before either runs.
+    for bad in [
+        vec![],
+        vec!["-p", "mode=fail", "-p", "count=many"],
+        vec!["-p", "mode=fail", "-p", "colour=red"],
+    ] {
+        let messages: Vec<(Option<i32>, String)> = [&rust, &python]
+            .iter()
+            .map(|wasm| {
+                let output = support::factbuoy()
+                    .args(["plugin", "run", path_str(wasm)])
+                    .args(&bad)
+                    .output()
+                    .unwrap();
+                // A missing parameter's message ends with its description, which differs.
+                let message = stderr(&output);
+                let message = match message.split_once("(string): ") {
+                    Some((head, _description)) => head.to_owned(),
+                    None => message,
+                };
+                (output.status.code(), message)
+            })
+            .collect();
+        assert_eq!(messages[0].0, Some(2), "{bad:?}: {messages:#?}");
+        assert_eq!(messages[0], messages[1], "{bad:?}");
+    }
+
+    // A failure the plugin understood, and a capability it was not granted.
+    for (args, kind) in [
+        (["-p", "mode=fail"], "failed"),
+        (["-p", "mode=host-info"], "capability-denied"),
+    ] {
+        let failures: Vec<Value> = [&rust, &python]
+            .iter()
+            .map(|wasm| run_json(&[&[path_str(wasm)][..], &args[..]].concat()).1["failure"].clone())
+            .collect();
+        assert_eq!(failures[0]["kind"], kind, "{failures:#?}");
+        assert_eq!(failures[0], failures[1], "{args:?}");
+    }
+
+    // A Python exception is a bug, as a Rust panic: the run fails with its type and message.
+    let (code, report) = run_json(&[path_str(&python), "-p", "mode=panic"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        report["failure"]["message"], "RuntimeError: hostile plugin raised on purpose",
+        "{report:#}"
+    );
+}
+
+/// `factbuoy plugin new NAME --lang LANG` in a fresh directory outside the repository, then
+/// `factbuoy plugin build` in the project: the printed component's path.
+fn new_and_build(lang: &str, env: &[(&str, &std::ffi::OsStr)]) -> (tempfile::TempDir, String) {
+    let home = tempfile::tempdir().unwrap();
+    let name = format!("greeter-{lang}");
+    let output = support::factbuoy()
+        .current_dir(home.path())
+        .args(["plugin", "new", &name, "--lang", lang])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let output = support::factbuoy()
+        .current_dir(home.path().join(&name))
+        .args(["plugin", "build"])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let wasm = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+    (home, wasm)
+}
+
+/// Runs the greeter `plugin new` writes and checks its greeting.
+fn assert_greets(wasm: &str, name: &str) {
+    let (code, report) = run_json(&[
+        wasm,
+        "--grant",
+        &format!("{name}:host-info"),
+        "-p",
+        "greeting=ahoy",
+    ]);
+    assert_eq!(code, 0, "{report:#}");
+    let greeting = artifact(&report, "greeting.json");
+    assert_eq!(greeting["greeting"], "ahoy", "{greeting:#}");
+    assert!(greeting["kernel"].is_string(), "{greeting:#}");
+}
+
+#[test]
+fn a_new_python_project_builds_and_runs_outside_the_repository() {
+    let path = python::path_with_venv();
+    let (home, wasm) = new_and_build("python", &[("PATH", &path)]);
+    assert!(
+        wasm.ends_with("greeter-python/target/greeter-python.wasm"),
+        "{wasm}"
+    );
+    assert!(!Path::new(&wasm).starts_with(support::workspace()));
+    assert_greets(&wasm, "greeter-python");
+
+    // Without componentize-py, the build says what is missing and how to install it.
+    let output = support::factbuoy()
+        .current_dir(home.path().join("greeter-python"))
+        .args(["plugin", "build"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("pip install componentize-py==0.25.1"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_new_rust_project_builds_and_runs_outside_the_repository() {
+    // A target directory kept between runs (outside the repository), so wit-bindgen and
+    // serde_json are compiled once; the plugin itself is built every time.
+    let target = std::env::temp_dir().join("factbuoy-plugin-new-target");
+    let (home, wasm) = new_and_build("rust", &[("CARGO_TARGET_DIR", target.as_os_str())]);
+    assert!(
+        wasm.ends_with("wasm32-wasip2/release/greeter_rust.wasm"),
+        "{wasm}"
+    );
+    assert_greets(&wasm, "greeter-rust");
+
+    // Without Rust, the build says what is missing and how to install it.
+    let output = support::factbuoy()
+        .current_dir(home.path().join("greeter-rust"))
+        .args(["plugin", "build"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("https://rustup.rs"),
+        "{}",
+        stderr(&output)
+    );
+}
