@@ -20,8 +20,8 @@ use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
 use serde::Serialize;
 
 use crate::output::{Ended, ExitStatus, Format, emit, emit_document};
-use crate::runs::{self, RunAt};
 use crate::plan;
+use crate::runs::{self, RunAt};
 
 #[derive(Debug, Subcommand)]
 pub enum FleetCommand {
