@@ -41,7 +41,6 @@ use tokio::task::JoinHandle;
 use crate::BundledComponents;
 use crate::config::ServerLimits;
 use crate::metrics::Metrics;
-pub use runs::FleetRunSummary;
 
 /// How long the enrollment CA is valid.
 const CA_VALIDITY: time::Duration = time::Duration::days(3650);
@@ -208,13 +207,6 @@ pub struct RunningFleet {
     pub settings: FleetSettings,
     fleet: Arc<Fleet>,
     tasks: Vec<JoinHandle<()>>,
-}
-
-impl RunningFleet {
-    /// The runs this fleet serves, oldest first.
-    pub fn runs(&self) -> Vec<FleetRunSummary> {
-        self.fleet.runs.summaries()
-    }
 }
 
 impl Drop for RunningFleet {

@@ -11,7 +11,6 @@ use anyhow::Context;
 use factbuoy_protocol::fleet::{FleetRunRequest, FleetRunStarted, RunOffer};
 use factbuoy_protocol::names::{IdentifierKind, NodeName, check_identifier};
 use factbuoy_protocol::types::{RunStatus, now_rfc3339};
-use serde::Serialize;
 use tokio::sync::watch;
 
 use super::admission::{FleetAdmission, credential};
@@ -31,21 +30,6 @@ impl FleetRun {
     fn status(&self) -> RunStatus {
         self.running.shared.state.lock().unwrap().status
     }
-}
-
-/// One line of `factbuoy fleet runs`.
-#[derive(Debug, Clone, Serialize)]
-pub struct FleetRunSummary {
-    /// The fleet's number of the run.
-    pub number: u64,
-    /// Its id.
-    pub run_id: String,
-    /// Where its agent and operator listeners are.
-    pub agent_address: SocketAddr,
-    /// Where its operator listener is.
-    pub operator_address: SocketAddr,
-    /// Whether it runs, is being packaged, or ended.
-    pub status: RunStatus,
 }
 
 /// The runs the fleet serves, by number; and the newest number, which long polls watch.
@@ -75,21 +59,6 @@ impl FleetRuns {
     /// Notified when a run starts.
     pub(super) fn watch(&self) -> watch::Receiver<u64> {
         self.started.subscribe()
-    }
-
-    pub(super) fn summaries(&self) -> Vec<FleetRunSummary> {
-        self.runs
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(number, run)| FleetRunSummary {
-                number: *number,
-                run_id: run.run_id.clone(),
-                agent_address: run.running.agent_address,
-                operator_address: run.running.operator_address,
-                status: run.status(),
-            })
-            .collect()
     }
 
     fn add(&self, number: u64, run: FleetRun) {
