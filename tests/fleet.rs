@@ -16,9 +16,20 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use support::factbuoy;
 
+/// This process's share of names and addresses: two runs of the test at once (a CI run beside a
+/// developer's) must not take each other's bridge, namespaces or subnet.
+fn slot() -> u32 {
+    std::process::id() % 200
+}
+
 /// The bridge in the test's own namespace, where the fleet listens.
-const BRIDGE: &str = "fbfleet0";
-const FLEET_IP: &str = "10.77.0.1";
+fn bridge() -> String {
+    format!("fbfleet{}", slot())
+}
+
+fn fleet_ip() -> String {
+    format!("10.77.{}.1", slot())
+}
 const NODES: [&str; 3] = ["node-a", "node-b", "node-c"];
 
 fn sh(program: &str, args: &[&str]) -> Output {
@@ -46,7 +57,7 @@ struct Network {
 impl Network {
     /// `None` (after saying why) where this machine cannot make namespaces.
     fn up() -> Option<Network> {
-        let probe = "fbfleet-probe";
+        let probe = &format!("fbfleet{}-probe", slot());
         let made = sh("ip", &["netns", "add", probe]);
         let _ = sh("ip", &["netns", "del", probe]);
         if !made.status.success() {
@@ -59,18 +70,19 @@ impl Network {
             return None;
         }
         Network::down_leftovers();
-        must("ip", &["link", "add", BRIDGE, "type", "bridge"]);
+        let bridge = bridge();
+        must("ip", &["link", "add", &bridge, "type", "bridge"]);
         must(
             "ip",
-            &["addr", "add", &format!("{FLEET_IP}/24"), "dev", BRIDGE],
+            &["addr", "add", &format!("{}/24", fleet_ip()), "dev", &bridge],
         );
-        must("ip", &["link", "set", BRIDGE, "up"]);
+        must("ip", &["link", "set", &bridge, "up"]);
         let mut network = Network {
             namespaces: Vec::new(),
         };
         for (i, node) in NODES.iter().enumerate() {
             let ns = namespace(node);
-            let (host_end, inner) = (format!("fbv{i}"), format!("fbv{i}n"));
+            let (host_end, inner) = (format!("fbv{}-{i}", slot()), format!("fbv{}-{i}n", slot()));
             must("ip", &["netns", "add", &ns]);
             network.namespaces.push(ns.clone());
             must(
@@ -79,7 +91,7 @@ impl Network {
                     "link", "add", &host_end, "type", "veth", "peer", "name", &inner,
                 ],
             );
-            must("ip", &["link", "set", &host_end, "master", BRIDGE, "up"]);
+            must("ip", &["link", "set", &host_end, "master", &bridge, "up"]);
             must("ip", &["link", "set", &inner, "netns", &ns]);
             let address = format!("{}/24", node_ip(i));
             for args in [
@@ -106,7 +118,7 @@ impl Network {
     }
 
     fn down_leftovers() {
-        let _ = sh("ip", &["link", "del", BRIDGE]);
+        let _ = sh("ip", &["link", "del", &bridge()]);
         for node in NODES {
             let _ = sh("ip", &["netns", "del", &namespace(node)]);
         }
@@ -124,16 +136,16 @@ impl Drop for Network {
             }
             let _ = sh("ip", &["netns", "del", ns]);
         }
-        let _ = sh("ip", &["link", "del", BRIDGE]);
+        let _ = sh("ip", &["link", "del", &bridge()]);
     }
 }
 
 fn namespace(node: &str) -> String {
-    format!("fbfleet-{node}")
+    format!("fbfleet{}-{node}", slot())
 }
 
 fn node_ip(index: usize) -> String {
-    format!("10.77.0.{}", 10 + index)
+    format!("10.77.{}.{}", slot(), 10 + index)
 }
 
 /// `factbuoy ARGS` inside `node`'s namespace.
@@ -175,9 +187,9 @@ impl Fleet {
                 "--certificate-validity",
                 "15s",
             ])
-            .args(["--name", FLEET_IP, "--dir"])
+            .args(["--name", &fleet_ip(), "--dir"])
             .arg(dir)
-            .args(["--listen", &format!("{FLEET_IP}:0")])
+            .args(["--listen", &format!("{}:0", fleet_ip())])
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
