@@ -5,7 +5,6 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use factbuoy_aggregator::fleet::{self, FleetDir, FleetSettings, registry, tokens};
@@ -28,26 +27,11 @@ fn refusal<T: std::fmt::Debug>(result: Result<T, ClientError>) -> (u16, String) 
     }
 }
 
-/// `curl` without a client certificate, trusting the fleet CA; the status code and body.
+/// `curl` without a client certificate, trusting the fleet CA: the status code and body.
 fn anonymous_curl(ca: &Path, method: &str, url: &str, body: Option<&[u8]>) -> (u16, String) {
-    let scratch = tempfile::tempdir().unwrap();
-    let mut command = Command::new("curl");
-    command
-        .args(["-sS", "--path-as-is", "-X", method, "-o"])
-        .arg(scratch.path().join("body"))
-        .args(["-w", "%{http_code}", "--cacert"])
-        .arg(ca)
-        .args(["-H", "content-type: application/json"]);
-    if let Some(body) = body {
-        std::fs::write(scratch.path().join("upload"), body).unwrap();
-        command
-            .arg("--data-binary")
-            .arg(format!("@{}", scratch.path().join("upload").display()));
-    }
-    let output = command.arg(url).output().expect("running curl");
-    let code = String::from_utf8_lossy(&output.stdout).parse().unwrap_or(0);
-    let body = std::fs::read_to_string(scratch.path().join("body")).unwrap_or_default();
-    (code, body)
+    let json = ["content-type: application/json".to_owned()];
+    let answer = support::aggregator::curl_as(ca, None, method, url, body, &json);
+    (answer.status, answer.text())
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -302,18 +302,22 @@ fn a_new_python_project_builds_and_runs_outside_the_repository() {
     assert_greets(&wasm, "greeter-python");
 
     // Without componentize-py, the build says what is missing and how to install it.
+    assert_missing_toolchain(
+        &home.path().join("greeter-python"),
+        "pip install componentize-py==0.25.1",
+    );
+}
+
+/// `plugin build` in `project` without any toolchain on PATH exits 2, saying `install`.
+fn assert_missing_toolchain(project: &Path, install: &str) {
     let output = support::factbuoy()
-        .current_dir(home.path().join("greeter-python"))
+        .current_dir(project)
         .args(["plugin", "build"])
         .env("PATH", "/nonexistent")
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("pip install componentize-py==0.25.1"),
-        "{}",
-        stderr(&output)
-    );
+    assert!(stderr(&output).contains(install), "{}", stderr(&output));
 }
 
 #[test]
@@ -329,16 +333,5 @@ fn a_new_rust_project_builds_and_runs_outside_the_repository() {
     assert_greets(&wasm, "greeter-rust");
 
     // Without Rust, the build says what is missing and how to install it.
-    let output = support::factbuoy()
-        .current_dir(home.path().join("greeter-rust"))
-        .args(["plugin", "build"])
-        .env("PATH", "/nonexistent")
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("https://rustup.rs"),
-        "{}",
-        stderr(&output)
-    );
+    assert_missing_toolchain(&home.path().join("greeter-rust"), "https://rustup.rs");
 }

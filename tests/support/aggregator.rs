@@ -343,6 +343,20 @@ pub fn curl(
     body: Option<&[u8]>,
     headers: &[String],
 ) -> Answer {
+    let ca = credentials.join("ca.pem");
+    curl_as(&ca, Some(credentials), method, url, body, headers)
+}
+
+/// curl trusting the CA in `ca`, presenting the certificate in `client` (a directory with
+/// client.pem and client.key), or none.
+pub fn curl_as(
+    ca: &Path,
+    client: Option<&Path>,
+    method: &str,
+    url: &str,
+    body: Option<&[u8]>,
+    headers: &[String],
+) -> Answer {
     let scratch = tempfile::tempdir().unwrap();
     let mut command = Command::new("curl");
     command
@@ -352,11 +366,14 @@ pub fn curl(
         .arg(scratch.path().join("headers"))
         .args(["-w", "%{http_code}"])
         .arg("--cacert")
-        .arg(credentials.join("ca.pem"))
-        .arg("--cert")
-        .arg(credentials.join("client.pem"))
-        .arg("--key")
-        .arg(credentials.join("client.key"));
+        .arg(ca);
+    if let Some(client) = client {
+        command
+            .arg("--cert")
+            .arg(client.join("client.pem"))
+            .arg("--key")
+            .arg(client.join("client.key"));
+    }
     for header in headers {
         command.args(["-H", header]);
     }
