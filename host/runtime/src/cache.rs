@@ -38,29 +38,41 @@ impl ComponentCache {
         ComponentCache { dir }
     }
 
-    /// Loads the component whose wasm has digest `sha256`, compiling and caching it on a miss.
-    /// A cache that cannot be read or written only costs time: it is logged and bypassed.
-    pub fn load(&self, engine: &Engine, wasm: &[u8], sha256: &str) -> wasmtime::Result<Component> {
-        let Some(dir) = &self.dir else {
-            return Component::new(engine, wasm);
-        };
-        let entry = dir.join(format!("{sha256}.cwasm"));
-        if entry.is_file() {
-            // SAFETY: entries are written only by `store` below, into a directory private to this
-            // user, and wasmtime checks the header against this engine before using one.
-            match unsafe { Component::deserialize_file(engine, &entry) } {
-                Ok(component) => return Ok(component),
-                Err(e) => {
-                    tracing::warn!("ignoring unusable cache entry {}: {e:#}", entry.display())
-                }
+    /// The cached component whose wasm has digest `sha256`, if there is a usable entry. A cache
+    /// that cannot be read only costs time: it is logged and bypassed.
+    pub fn cached(&self, engine: &Engine, sha256: &str) -> Option<Component> {
+        let entry = self.dir.as_ref()?.join(format!("{sha256}.cwasm"));
+        if !entry.is_file() {
+            return None;
+        }
+        // SAFETY: entries are written only by `store` below, into a directory private to this
+        // user, and wasmtime checks the header against this engine before using one.
+        match unsafe { Component::deserialize_file(engine, &entry) } {
+            Ok(component) => Some(component),
+            Err(e) => {
+                tracing::warn!("ignoring unusable cache entry {}: {e:#}", entry.display());
+                None
             }
         }
+    }
+
+    /// Compiles `wasm` (digest `sha256`) and caches the result. A cache that cannot be written
+    /// only costs time: it is logged and bypassed.
+    pub fn compile(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+        sha256: &str,
+    ) -> wasmtime::Result<Component> {
         let component = Component::new(engine, wasm)?;
-        if let Err(e) = store(dir, &entry, &component) {
-            tracing::warn!(
-                "could not cache the compiled component in {}: {e:#}",
-                dir.display()
-            );
+        if let Some(dir) = &self.dir {
+            let entry = dir.join(format!("{sha256}.cwasm"));
+            if let Err(e) = store(dir, &entry, &component) {
+                tracing::warn!(
+                    "could not cache the compiled component in {}: {e:#}",
+                    dir.display()
+                );
+            }
         }
         Ok(component)
     }

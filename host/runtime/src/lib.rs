@@ -319,10 +319,14 @@ impl Runtime {
             plugin: label.to_owned(),
             message,
         };
+        // A hit maps the cached code: no copy of the wasm, which is 19 MB for a Python plugin.
+        if let Some(component) = self.cache.cached(&self.engine, &digest) {
+            return Ok(component);
+        }
         // Compiling takes seconds of CPU, minutes on a slow node or in a debug build: off the
         // async threads, so that an agent's heartbeats, uploads and progress go on meanwhile.
         let (cache, engine, wasm) = (self.cache.clone(), self.engine.clone(), wasm.to_vec());
-        tokio::task::spawn_blocking(move || cache.load(&engine, &wasm, &digest))
+        tokio::task::spawn_blocking(move || cache.compile(&engine, &wasm, &digest))
             .await
             .map_err(|e| compile_error(e.to_string()))?
             .map_err(|e| compile_error(format!("{e:#}")))
