@@ -16,6 +16,7 @@ use factbuoy_aggregator::enroll::{Admission, Admitting, Refusal};
 use factbuoy_aggregator::nodes::{NodeSet, NodeSetError};
 use factbuoy_aggregator::{Run, RunDir};
 use factbuoy_dispatch::admission::{AdmissionError, PodTokenAdmission};
+use factbuoy_dispatch::manifest::components;
 use factbuoy_dispatch::names;
 use factbuoy_dispatch::nodes::{NodeChange, NodeFilter};
 use factbuoy_dispatch::pods::PodEvent;
@@ -47,10 +48,13 @@ const DAEMONSET_WAIT: Duration = Duration::from_secs(120);
 
 #[derive(Debug, Args)]
 pub struct ServeKubernetesArgs {
-    /// The run plan (`run.json` of ConfigMap factbuoy-run); plugin components not bundled in
-    /// the image lie beside it as `<sha256>.wasm`.
+    /// The run plan (`run.json` of ConfigMap factbuoy-run).
     #[arg(long, value_name = "FILE")]
     plan: PathBuf,
+    /// Where the parts of the plugin components not bundled in the image are mounted, one
+    /// folder per ConfigMap `factbuoy-plugin-part-<n>`.
+    #[arg(long, value_name = "DIR", default_value = components::COMPONENTS_DIR)]
+    components: PathBuf,
     /// The operator CA certificate: the operator listener accepts operators it signed.
     #[arg(long, value_name = "FILE")]
     operator_ca: PathBuf,
@@ -271,30 +275,9 @@ fn open_or_create(args: &ServeKubernetesArgs, namespace: &str) -> anyhow::Result
         )
     })?;
     config.operator_ca = Some(operator_ca);
-    let components = components_beside(&args.plan)?;
+    let components = components::join(&args.components)?;
     let run = Run::create(dir, config, &components)?;
     Ok(run)
-}
-
-/// The plugin components that lie beside the plan as `<sha256>.wasm`.
-fn components_beside(plan: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
-    let Some(dir) = plan.parent() else {
-        return Ok(Vec::new());
-    };
-    let mut components = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        // A ConfigMap volume holds each key as a link into a `..data` folder.
-        if let Some(sha256) = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".wasm"))
-            .filter(|s| !s.starts_with('.'))
-        {
-            components.push((sha256.to_owned(), std::fs::read(&path)?));
-        }
-    }
-    Ok(components)
 }
 
 /// The aggregator's admission, answered by a TokenReview of the agent pod's projected token:

@@ -198,6 +198,9 @@ pub async fn apply(
     applier.namespaced(&manifests.role).await?;
     applier.namespaced(&manifests.role_binding).await?;
     applier.namespaced(&manifests.run_config).await?;
+    for part in &manifests.component_parts {
+        applier.namespaced(part).await?;
+    }
     applier.namespaced(&manifests.service).await?;
     let pod = if mode == Mode::ServerDryRun && applier.namespaced {
         let api: Api<ServiceAccount> = Api::namespaced(client.clone(), &manifests.namespace_name);
@@ -231,6 +234,9 @@ pub async fn apply(
         applier.namespaced(&manifests.role).await?;
         applier.namespaced(&manifests.role_binding).await?;
         applier.namespaced(&manifests.run_config).await?;
+        for part in &manifests.component_parts {
+            applier.namespaced(part).await?;
+        }
         applier.namespaced(&manifests.service).await?;
         applier.report = report;
     }

@@ -2,6 +2,7 @@
 //! --kubernetes` applies and `factbuoy gen` prints are these, in [`RunManifests::objects`]'s
 //! order. Every object carries the run's labels ([`crate::names::labels`]).
 
+pub mod components;
 pub mod rbac;
 pub mod scheduling;
 pub mod security;
@@ -95,11 +96,17 @@ pub enum ManifestError {
     /// A granted host path is malformed.
     #[error(transparent)]
     HostPath(#[from] volumes::NotAbsolute),
-    /// The plan and the components do not fit in one ConfigMap.
+    /// The plan does not fit in one ConfigMap.
     #[error(
-        "the run plan and plugin components take {0} bytes, more than a ConfigMap holds ({MAX_CONFIG_MAP_BYTES}); run fewer plugins from files, or bundle them in the image"
+        "the run plan takes {0} bytes, more than a ConfigMap holds ({MAX_CONFIG_MAP_BYTES}); run fewer plugins or shorter parameters"
     )]
-    TooLarge(usize),
+    PlanTooLarge(usize),
+    /// The plugin components from files are more than a run may store in the cluster.
+    #[error(
+        "the plugins from files take {0} bytes, more than a run stores in the cluster ({max}); bundle some in the image",
+        max = components::MAX_COMPONENTS_BYTES
+    )]
+    ComponentsTooLarge(usize),
 }
 
 /// A run's objects. Cluster-scoped objects get an owner reference to the run's Namespace once
@@ -125,6 +132,9 @@ pub struct RunManifests {
     pub role_binding: RoleBinding,
     /// `factbuoy-run`: the plan and the operator CA certificate.
     pub run_config: ConfigMap,
+    /// `factbuoy-plugin-part-<n>`: the plugin components not in the image, in parts
+    /// ([`components`]).
+    pub component_parts: Vec<ConfigMap>,
     /// `factbuoy-aggregator`: the ports agents dial and operators forward to.
     pub service: Service,
     /// The aggregator, a bare Pod.
@@ -322,17 +332,10 @@ impl RunManifests {
             subjects: Some(vec![subject]),
         };
 
-        let size = spec.plan_json.len()
-            + spec.operator_ca_pem.len()
-            + spec.components.iter().map(|(_, c)| c.len()).sum::<usize>();
+        let size = spec.plan_json.len() + spec.operator_ca_pem.len();
         if size > MAX_CONFIG_MAP_BYTES {
-            return Err(ManifestError::TooLarge(size));
+            return Err(ManifestError::PlanTooLarge(size));
         }
-        let binary_data: BTreeMap<String, ByteString> = spec
-            .components
-            .iter()
-            .map(|(sha256, wasm)| (format!("{sha256}.wasm"), ByteString(wasm.clone())))
-            .collect();
         let run_config = ConfigMap {
             metadata: meta(spec, ns, RUN_CONFIG_MAP, Component::Config),
             data: Some(
@@ -342,9 +345,30 @@ impl RunManifests {
                 ]
                 .into(),
             ),
-            binary_data: (!binary_data.is_empty()).then_some(binary_data),
+            binary_data: None,
             immutable: None,
         };
+        let size = spec.components.iter().map(|(_, c)| c.len()).sum::<usize>();
+        if size > components::MAX_COMPONENTS_BYTES {
+            return Err(ManifestError::ComponentsTooLarge(size));
+        }
+        let component_parts: Vec<ConfigMap> = components::split(&spec.components)
+            .into_iter()
+            .enumerate()
+            .map(|(n, part)| ConfigMap {
+                metadata: meta(
+                    spec,
+                    ns,
+                    &format!("{}{n}", components::PART_CONFIG_MAP_PREFIX),
+                    Component::Config,
+                ),
+                data: None,
+                binary_data: Some([(part.key, ByteString(part.bytes))].into()),
+                // Parts never change: the API server refuses edits, and kubelets need not
+                // watch them.
+                immutable: Some(true),
+            })
+            .collect();
 
         let service = Service {
             metadata: meta(spec, ns, AGGREGATOR, Component::Aggregator),
@@ -373,7 +397,7 @@ impl RunManifests {
 
         let aggregator = Pod {
             metadata: meta(spec, ns, AGGREGATOR, Component::Aggregator),
-            spec: Some(aggregator_pod_spec(spec)),
+            spec: Some(aggregator_pod_spec(spec, &component_parts)),
             status: None,
         };
 
@@ -412,6 +436,7 @@ impl RunManifests {
             role,
             role_binding,
             run_config,
+            component_parts,
             service,
             aggregator,
             agents,
@@ -461,6 +486,9 @@ impl RunManifests {
             .owner_references
             .clone_from(&owner);
         self.run_config.metadata.owner_references.clone_from(&owner);
+        for part in &mut self.component_parts {
+            part.metadata.owner_references.clone_from(&owner);
+        }
         self.service.metadata.owner_references.clone_from(&owner);
         self.agents.metadata.owner_references = owner;
     }
@@ -482,6 +510,7 @@ impl RunManifests {
         all.push(json(&self.role));
         all.push(json(&self.role_binding));
         all.push(json(&self.run_config));
+        all.extend(self.component_parts.iter().map(json));
         all.push(json(&self.service));
         all.push(json(&self.aggregator));
         all.push(json(&self.agents));
@@ -489,10 +518,23 @@ impl RunManifests {
     }
 }
 
-fn aggregator_pod_spec(spec: &RunSpec) -> PodSpec {
-    let (config_volume, config_mount) = volumes::config_map("run", RUN_CONFIG_MAP, RUN_CONFIG_DIR);
-    let (state_volume, state_mount) = volumes::empty_dir("state", AGGREGATOR_RUN_DIR, None);
-    let (tmp_volume, tmp_mount) = volumes::empty_dir("tmp", TMP_DIR, Some(TMP_SIZE_LIMIT));
+fn aggregator_pod_spec(spec: &RunSpec, component_parts: &[ConfigMap]) -> PodSpec {
+    let mut volumes_and_mounts = vec![
+        volumes::config_map("run", RUN_CONFIG_MAP, RUN_CONFIG_DIR),
+        volumes::empty_dir("state", AGGREGATOR_RUN_DIR, None),
+        volumes::empty_dir("tmp", TMP_DIR, Some(TMP_SIZE_LIMIT)),
+    ];
+    // One ConfigMap volume per part (disk-backed, unlike a projected volume's tmpfs, which the
+    // pod's memory limit would pay for).
+    for (n, part) in component_parts.iter().enumerate() {
+        let name = part.metadata.name.as_deref().expect("parts are named");
+        volumes_and_mounts.push(volumes::config_map(
+            &format!("part-{n}"),
+            name,
+            &format!("{}/{n}", components::COMPONENTS_DIR),
+        ));
+    }
+    let (volumes, mounts): (Vec<Volume>, Vec<VolumeMount>) = volumes_and_mounts.into_iter().unzip();
     PodSpec {
         service_account_name: Some(AGGREGATOR.to_owned()),
         // The aggregator talks to the API server with its ServiceAccount's token.
@@ -525,10 +567,10 @@ fn aggregator_pod_spec(spec: &RunSpec) -> PodSpec {
                 },
             )),
             security_context: Some(security::container_security_context()),
-            volume_mounts: Some(vec![config_mount, state_mount, tmp_mount]),
+            volume_mounts: Some(mounts),
             ..Container::default()
         }],
-        volumes: Some(vec![config_volume, state_volume, tmp_volume]),
+        volumes: Some(volumes),
         ..PodSpec::default()
     }
 }

@@ -325,7 +325,7 @@ fn owner_references_point_at_the_root() {
 #[test]
 fn a_plan_too_large_for_a_config_map_is_refused() {
     let big = RunSpec {
-        components: vec![("ab".into(), vec![0; MAX_CONFIG_MAP_BYTES])],
+        plan_json: "x".repeat(MAX_CONFIG_MAP_BYTES),
         ..spec()
     };
     let error = RunManifests::build(&big).unwrap_err().to_string();
@@ -335,6 +335,62 @@ fn a_plan_too_large_for_a_config_map_is_refused() {
         ..spec()
     };
     assert!(RunManifests::build(&bad).is_err());
+}
+
+#[test]
+fn a_component_larger_than_a_config_map_travels_in_parts_the_aggregator_mounts() {
+    let wasm = vec![7u8; 2 * MAX_CONFIG_MAP_BYTES];
+    let sha256 = factbuoy_protocol::digest::sha256_hex(&wasm);
+    let with_component = RunSpec {
+        components: vec![(sha256.clone(), wasm)],
+        ..spec()
+    };
+    let m = RunManifests::build(&with_component).unwrap();
+    assert_eq!(m.component_parts.len(), 3);
+    for part in &m.component_parts {
+        let data = part.binary_data.as_ref().unwrap();
+        let size: usize = data.iter().map(|(k, v)| k.len() + v.0.len()).sum();
+        assert!(size <= MAX_CONFIG_MAP_BYTES, "{size}");
+        assert!(data.keys().all(|k| k.starts_with(&sha256)), "{data:?}");
+        assert_eq!(part.immutable, Some(true));
+    }
+    let pod = pod_specs(&m)[0];
+    let mounts: Vec<&str> = pod.containers[0]
+        .volume_mounts
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|v| v.mount_path.as_str())
+        .filter(|p| p.starts_with(components::COMPONENTS_DIR))
+        .collect();
+    assert_eq!(
+        mounts,
+        [
+            "/etc/factbuoy/components/0",
+            "/etc/factbuoy/components/1",
+            "/etc/factbuoy/components/2"
+        ]
+    );
+    // `gen` prints the parts, so a plain `kubectl apply` carries them too.
+    let printed = m
+        .objects()
+        .iter()
+        .filter(|o| {
+            o["kind"] == "ConfigMap"
+                && o["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(components::PART_CONFIG_MAP_PREFIX)
+        })
+        .count();
+    assert_eq!(printed, 3);
+
+    let too_many = RunSpec {
+        components: vec![("ab".into(), vec![0; components::MAX_COMPONENTS_BYTES + 1])],
+        ..spec()
+    };
+    let error = RunManifests::build(&too_many).unwrap_err().to_string();
+    assert!(error.contains("more than a run stores"), "{error}");
 }
 
 #[test]
