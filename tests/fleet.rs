@@ -400,11 +400,16 @@ fn finish_run(run: Child) -> Value {
 
 /// Each node's status of host-facts in a run's status document.
 fn outcomes(status: &Value) -> Vec<(String, String)> {
+    outcomes_of(status, "host-facts")
+}
+
+/// Each node's status of `plugin` in a run's status document.
+fn outcomes_of(status: &Value, plugin: &str) -> Vec<(String, String)> {
     let mut found: Vec<(String, String)> = status["plugins"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|p| p["plugin"] == "host-facts")
+        .filter(|p| p["plugin"] == plugin)
         .map(|p| {
             (
                 p["node"].as_str().unwrap().to_owned(),
@@ -563,14 +568,29 @@ fn remote_nodes_join_with_tokens_connect_out_only_and_take_part_in_every_run() {
     assert_eq!(names, ["node-a", "node-b", "node-c"]);
     let first_certificate = fleet.nodes()[0]["certificate_expires"].clone();
 
-    // Two runs: every node takes part in both.
+    // Two runs: every node takes part in both. The second also runs a plugin from a file,
+    // which the CLI stores in the fleet and agents fetch by digest: nothing is installed on them.
     for node in NODES {
         agents.serve(node);
     }
+    let uptime = support::fixture("uptime");
+    let from_file = ["--plugin", uptime.to_str().unwrap(), "--grant", "uptime:host-info"];
     for round in 1..=2 {
         let out = work.path().join(format!("run{round}"));
-        let status = finish_run(start_run(&fleet, &out, &cli_state, &[]));
+        let extra: &[&str] = if round == 2 { &from_file } else { &[] };
+        let status = finish_run(start_run(&fleet, &out, &cli_state, extra));
         assert_eq!(status["status"], "complete", "{status:#}");
+        if round == 2 {
+            assert_eq!(
+                outcomes_of(&status, "uptime"),
+                pairs(&[
+                    ("node-a", "complete"),
+                    ("node-b", "complete"),
+                    ("node-c", "complete")
+                ]),
+                "{status:#}"
+            );
+        }
         assert_eq!(
             outcomes(&status),
             pairs(&[

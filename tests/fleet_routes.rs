@@ -145,8 +145,86 @@ async fn the_fleet_refuses_hostile_and_mistaken_requests_and_enrolls_nothing_for
             .await,
     );
     assert_eq!(status, 400, "{message}");
-    assert!(message.contains("not bundled"), "{message}");
+    assert!(
+        message.contains("neither bundled") && message.contains("upload it first"),
+        "{message}"
+    );
     assert!(std::fs::read_dir(dir.runs()).unwrap().next().is_none());
+
+    // Plugins from files are stored by digest, by operators only, and only whole.
+    let wasm = std::fs::read(support::fixture("uptime")).unwrap();
+    let sha256 = factbuoy_protocol::digest::sha256_hex(&wasm);
+    let stored = work.path().join("fleet/plugins");
+    let plugin_url = url(&format!("/api/v1/fleet/plugins/{sha256}"));
+    let (status, message) = refusal(agent_client.store_fleet_plugin(&sha256, &wasm).await);
+    assert_eq!(status, 403, "{message}");
+    assert!(message.contains("operator"), "{message}");
+    let (status, body) = anonymous_curl(&ca_file, "PUT", &plugin_url, Some(&wasm));
+    assert_eq!(status, 403, "{body}");
+    let (status, message) = refusal(
+        operator_client
+            .store_fleet_plugin(&sha256, b"not that plugin")
+            .await,
+    );
+    assert_eq!(status, 400, "{message}");
+    assert!(message.contains("sha-256"), "{message}");
+    let operator_dir = dir.operator();
+    let declared_huge = ["content-length: 999999999999".to_owned()];
+    let answer = support::aggregator::curl_as(
+        &ca_file,
+        Some(&operator_dir),
+        "PUT",
+        &plugin_url,
+        Some(b"x"),
+        &declared_huge,
+    );
+    assert_eq!(answer.status, 413, "{}", answer.text());
+    let traversal = url("/api/v1/fleet/plugins/../../pki/ca.key");
+    let answer =
+        support::aggregator::curl_as(&ca_file, Some(&operator_dir), "GET", &traversal, None, &[]);
+    assert_eq!(answer.status, 404, "{}", answer.text());
+    assert_eq!(
+        std::fs::read_dir(&stored).unwrap().count(),
+        0,
+        "a refused upload left a file"
+    );
+    assert!(
+        operator_client
+            .store_fleet_plugin(&sha256, &wasm)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !operator_client
+            .store_fleet_plugin(&sha256, &wasm)
+            .await
+            .unwrap(),
+        "a stored plugin was uploaded again"
+    );
+    let uptime = serde_json::json!({
+        "name": "uptime", "sha256": sha256, "scope": "per-node", "params": [],
+        "grants": ["host-info"], "denies": [], "deadline_seconds": 60, "definition": {},
+    });
+    operator_client
+        .start_fleet_run(&FleetRunRequest {
+            plugins: vec![uptime],
+            timeout_seconds: 60,
+            lost_after_seconds: 60,
+        })
+        .await
+        .unwrap();
+    let run = std::fs::read_dir(dir.runs())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let linked = run.join("components").join(format!("{sha256}.wasm"));
+    assert_eq!(
+        std::fs::read(&linked).unwrap(),
+        wasm,
+        "the run lacks the stored plugin"
+    );
 
     // Without a valid token, nothing is said about which names are enrolled.
     let taken = JoinRequest {

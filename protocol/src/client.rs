@@ -416,6 +416,37 @@ impl Client {
             .await
     }
 
+    /// Makes sure the fleet stores a plugin component, uploading it unless the fleet already
+    /// holds these bytes (operator). Returns whether it was uploaded.
+    pub async fn store_fleet_plugin(&self, sha256: &str, wasm: &[u8]) -> Result<bool, ClientError> {
+        let path = FleetRoute::Plugin {
+            sha256: sha256.to_owned(),
+        }
+        .path();
+        match self
+            .call_path(Method::GET, path.clone(), &[], empty(), self.timeout)
+            .await
+        {
+            Ok(_) => return Ok(false),
+            Err(e) if e.status() == Some(StatusCode::NOT_FOUND) => {}
+            Err(e) => return Err(e),
+        }
+        let size = wasm.len() as u64;
+        let headers = [
+            (
+                digest::CONTENT_DIGEST,
+                digest::header_value(sha256).unwrap_or_default(),
+            ),
+            ("content-length", size.to_string()),
+            ("content-type", "application/wasm".to_owned()),
+        ];
+        // Allow for slow links: the base timeout plus a second per 10 MB.
+        let timeout = self.timeout + Duration::from_secs(size / 10_000_000);
+        self.call_path(Method::PUT, path, &headers, full(wasm.to_vec()), timeout)
+            .await?;
+        Ok(true)
+    }
+
     /// Sends `value` as JSON to `path` and reads the JSON answer.
     async fn exchange<T: serde::Serialize, R: serde::de::DeserializeOwned>(
         &self,

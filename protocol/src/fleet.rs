@@ -10,6 +10,8 @@
 //!   next run the node takes part in, or 204 when none started within the wait.
 //! - **Start a run** (operator certificate of the fleet CA): [`FleetRunRequest`] carries the
 //!   plan as JSON the aggregator understands; the answer says where to follow the run.
+//! - **Plugins from files** (operator certificate): stored by the fleet by digest
+//!   ([`FleetRoute::Plugin`]) before a run names them; agents then fetch them from the run.
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -38,6 +40,20 @@ pub enum FleetRoute {
     },
     /// `POST /api/v1/fleet/runs`: an operator starts a run.
     Runs,
+    /// `GET|PUT /api/v1/fleet/plugins/{sha256}`: whether the fleet stores a plugin component
+    /// (204 or 404), or an operator uploads one (at most [`MAX_PLUGIN_BYTES`]).
+    Plugin {
+        /// Lower-case hex sha-256 of the component.
+        sha256: String,
+    },
+}
+
+/// Largest plugin component a fleet stores (a Python plugin is about 19 MB).
+pub const MAX_PLUGIN_BYTES: u64 = 128 << 20;
+
+/// Whether `text` is a lower-case hex sha-256, as routes and file names carry digests.
+pub fn is_sha256_hex(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 impl FleetRoute {
@@ -48,6 +64,7 @@ impl FleetRoute {
             FleetRoute::Renew => format!("{API_PREFIX}/fleet/renew"),
             FleetRoute::NextRun { after } => format!("{API_PREFIX}/fleet/runs/next/{after}"),
             FleetRoute::Runs => format!("{API_PREFIX}/fleet/runs"),
+            FleetRoute::Plugin { sha256 } => format!("{API_PREFIX}/fleet/plugins/{sha256}"),
         }
     }
 
@@ -58,6 +75,12 @@ impl FleetRoute {
             "join" => Some(FleetRoute::Join),
             "renew" => Some(FleetRoute::Renew),
             "runs" => Some(FleetRoute::Runs),
+            _ if rest.starts_with("plugins/") => {
+                let sha256 = &rest["plugins/".len()..];
+                is_sha256_hex(sha256).then(|| FleetRoute::Plugin {
+                    sha256: sha256.to_owned(),
+                })
+            }
             _ => {
                 let after = rest.strip_prefix("runs/next/")?;
                 // Digits only: `+1` or ` 1` are not numbers here.
@@ -205,6 +228,9 @@ mod tests {
             FleetRoute::Runs,
             FleetRoute::NextRun { after: 0 },
             FleetRoute::NextRun { after: u64::MAX },
+            FleetRoute::Plugin {
+                sha256: "0a".repeat(32),
+            },
         ] {
             assert_eq!(FleetRoute::parse(&route.path()), Some(route));
         }
@@ -215,6 +241,10 @@ mod tests {
             "/api/v1/fleet/runs/next/99999999999999999999",
             "/api/v1/fleet/joins",
             "/api/v1/plan/global",
+            "/api/v1/fleet/plugins/",
+            "/api/v1/fleet/plugins/../../etc/passwd",
+            &format!("/api/v1/fleet/plugins/{}", "0A".repeat(32)),
+            &format!("/api/v1/fleet/plugins/{}", "0a".repeat(33)),
         ] {
             assert_eq!(FleetRoute::parse(bad), None, "{bad}");
         }

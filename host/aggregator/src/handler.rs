@@ -22,7 +22,7 @@ use hyper::{Method, Request, Response, StatusCode, header};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::config::PlanScope;
-use crate::shared::Shared;
+use crate::shared::{ComponentSource, Shared};
 use factbuoy_protocol::types::now_rfc3339;
 
 use super::state::{CommitCheck, Committed};
@@ -306,6 +306,23 @@ fn check_open(shared: &Shared, plugin: &str, scope: &Scope) -> Result<(), Refusa
     }
 }
 
+/// The answer to an upload that could not be stored.
+pub(crate) fn upload_refusal(e: UploadError) -> Refusal {
+    let (status, reason) = match &e {
+        UploadError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too-large"),
+        UploadError::Stalled(_) | UploadError::TooSlow { .. } => {
+            (StatusCode::REQUEST_TIMEOUT, "too-slow")
+        }
+        UploadError::DigestMismatch { .. } => (StatusCode::BAD_REQUEST, "digest-mismatch"),
+        UploadError::Interrupted(_) => (StatusCode::BAD_REQUEST, "interrupted"),
+        UploadError::Io(e) if super::storage::is_disk_full(e) => {
+            (StatusCode::INSUFFICIENT_STORAGE, "disk-full")
+        }
+        UploadError::Io(_) => (StatusCode::INTERNAL_SERVER_ERROR, "storage"),
+    };
+    refuse(status, reason, e.to_string())
+}
+
 async fn receive_file(
     shared: &Shared,
     scope: &Scope,
@@ -348,21 +365,7 @@ async fn receive_file(
         .storage
         .receive_file(plugin, label, name, &expected, request.into_body(), limits)
         .await;
-    let size = received.map_err(|e| {
-        let (status, reason) = match &e {
-            UploadError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too-large"),
-            UploadError::Stalled(_) | UploadError::TooSlow { .. } => {
-                (StatusCode::REQUEST_TIMEOUT, "too-slow")
-            }
-            UploadError::DigestMismatch { .. } => (StatusCode::BAD_REQUEST, "digest-mismatch"),
-            UploadError::Interrupted(_) => (StatusCode::BAD_REQUEST, "interrupted"),
-            UploadError::Io(e) if super::storage::is_disk_full(e) => {
-                (StatusCode::INSUFFICIENT_STORAGE, "disk-full")
-            }
-            UploadError::Io(_) => (StatusCode::INTERNAL_SERVER_ERROR, "storage"),
-        };
-        refuse(status, reason, e.to_string())
-    })?;
+    let size = received.map_err(upload_refusal)?;
     // The result may have been completed while the body streamed in. Commits hold the pair's
     // lock from their check until the state records them, so the pair is either still open (a
     // later commit takes or clears this file), or complete without it (then it is deleted and
@@ -712,19 +715,36 @@ fn plan(shared: &Shared, scope: &Scope) -> Plan {
 }
 
 async fn component(shared: &Shared, sha256: &str) -> Result<Response<Body>, Refusal> {
-    let bytes = shared
-        .component(sha256)
-        .map_err(|e| refuse(StatusCode::INTERNAL_SERVER_ERROR, "storage", e.to_string()))?
-        .ok_or_else(|| {
-            refuse(
-                StatusCode::NOT_FOUND,
-                "not-found",
-                format!("no plugin component {sha256} in this run"),
-            )
-        })?;
+    let not_found = || {
+        refuse(
+            StatusCode::NOT_FOUND,
+            "not-found",
+            format!("no plugin component {sha256} in this run"),
+        )
+    };
+    let storage =
+        |e: std::io::Error| refuse(StatusCode::INTERNAL_SERVER_ERROR, "storage", e.to_string());
+    let (length, body) = match shared.component(sha256).ok_or_else(not_found)? {
+        ComponentSource::Bundled(wasm) => (wasm.len() as u64, full(Bytes::from_static(wasm))),
+        ComponentSource::Stored(path) => {
+            let file = match tokio::fs::File::open(&path).await {
+                Ok(file) => file,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(not_found()),
+                Err(e) => return Err(storage(e)),
+            };
+            let length = file.metadata().await.map_err(storage)?.len();
+            let stream = tokio_util::io::ReaderStream::with_capacity(file, 256 << 10);
+            let body = StreamBody::new(futures_util::StreamExt::map(stream, |chunk| {
+                chunk.map(Frame::data)
+            }))
+            .boxed();
+            (length, body)
+        }
+    };
     Ok(Response::builder()
         .header(header::CONTENT_TYPE, "application/wasm")
-        .body(full(bytes))
+        .header(header::CONTENT_LENGTH, length)
+        .body(body)
         .expect("a valid response"))
 }
 

@@ -57,8 +57,9 @@ pub fn budget(max_connections: usize) -> Budget {
 }
 
 /// The budget of a fleet's listener: it holds an idle long poll per agent, each connection one
-/// descriptor (nothing is uploaded to it). It takes half the descriptors, as a run's listener
-/// does, leaving the rest to the runs it serves.
+/// descriptor (agents upload nothing to it; an operator's rare plugin upload takes one more, from
+/// the reserve). It takes half the descriptors, as a run's listener does, leaving the rest to
+/// the runs it serves.
 pub fn fleet_budget(max_connections: usize) -> Budget {
     budget_within(max_connections, 1)
 }

@@ -40,20 +40,26 @@ pub struct Shared {
     pub(crate) enrollment: Option<crate::enroll::Enrollment>,
 }
 
+/// Where a plugin component's bytes are served from.
+pub enum ComponentSource {
+    /// Compiled into this binary.
+    Bundled(&'static [u8]),
+    /// A file in the run directory (a plugin from a file; 19 MB for a Python one, so it is
+    /// streamed, never read whole per request).
+    Stored(std::path::PathBuf),
+}
+
 impl Shared {
-    /// A plugin component of this run by digest: a bundled plugin, or one stored with the run.
-    pub fn component(&self, sha256: &str) -> std::io::Result<Option<Vec<u8>>> {
+    /// Where the plugin component of this run with digest `sha256` is: bundled in this binary,
+    /// or stored with the run. `None` if the run has no such plugin.
+    pub fn component(&self, sha256: &str) -> Option<ComponentSource> {
         if !self.config.plugins.iter().any(|p| p.sha256 == sha256) {
-            return Ok(None);
+            return None;
         }
-        if let Some(wasm) = (self.bundled)(sha256) {
-            return Ok(Some(wasm.to_vec()));
-        }
-        match std::fs::read(self.run_dir.component(sha256)) {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-        }
+        Some(match (self.bundled)(sha256) {
+            Some(wasm) => ComponentSource::Bundled(wasm),
+            None => ComponentSource::Stored(self.run_dir.component(sha256)),
+        })
     }
     /// Sets the `nodes` gauges: how many nodes are pending, running, done, lost or skipped.
     pub fn update_node_gauges(&self) {

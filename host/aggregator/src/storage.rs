@@ -136,6 +136,52 @@ pub fn is_disk_full(error: &std::io::Error) -> bool {
     )
 }
 
+/// Writes `body` into a new file at `path` at the pace `limits` asks, and keeps it only if it
+/// is at most `limits.max_file_bytes` long and its sha-256 is `expected_sha256`; returns its
+/// size. On any error the file is gone.
+pub async fn write_verified<B>(
+    body: &mut B,
+    path: &Path,
+    expected_sha256: &str,
+    limits: &ServerLimits,
+) -> Result<u64, UploadError>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let result = async {
+        let mut file = std::fs::File::create(path)?;
+        let mut hasher = Sha256::new();
+        let mut size: u64 = 0;
+        let mut pace = Pace::new(limits);
+        while let Some(data) = pace.next(body).await? {
+            size += data.len() as u64;
+            if size > limits.max_file_bytes {
+                return Err(UploadError::TooLarge(limits.max_file_bytes));
+            }
+            hasher.update(&data);
+            // Straight into the page cache on this thread, as nginx does. A trip to the
+            // blocking pool per write cost more than the write (the server used about half
+            // again the CPU per 1 MiB upload), and batching to save trips held 64 KiB per
+            // connection.
+            file.write_all(&data)?;
+        }
+        let actual = hex::encode(hasher.finalize());
+        if actual != expected_sha256 {
+            return Err(UploadError::DigestMismatch {
+                expected: expected_sha256.to_owned(),
+                actual,
+            });
+        }
+        Ok(size)
+    }
+    .await;
+    if result.is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+    result
+}
+
 /// The pace rules every request body meets: no silence longer than the idle timeout, and once
 /// the request is older than the grace, an average rate of at least the minimum.
 pub struct Pace {
@@ -349,40 +395,7 @@ impl Storage {
         let temporary = self
             .incoming()
             .join(format!("{:016x}", rand::random::<u64>()));
-        let result = async {
-            let mut file = std::fs::File::create(&temporary)?;
-            let mut hasher = Sha256::new();
-            let mut size: u64 = 0;
-            let mut pace = Pace::new(limits);
-            while let Some(data) = pace.next(&mut body).await? {
-                size += data.len() as u64;
-                if size > limits.max_file_bytes {
-                    return Err(UploadError::TooLarge(limits.max_file_bytes));
-                }
-                hasher.update(&data);
-                // Straight into the page cache on this thread, as nginx does. A trip to the
-                // blocking pool per write cost more than the write (the server used about half
-                // again the CPU per 1 MiB upload), and batching to save trips held 64 KiB per
-                // connection.
-                file.write_all(&data)?;
-            }
-            let actual = hex::encode(hasher.finalize());
-            if actual != expected_sha256 {
-                return Err(UploadError::DigestMismatch {
-                    expected: expected_sha256.to_owned(),
-                    actual,
-                });
-            }
-            Ok(size)
-        }
-        .await;
-        let size = match result {
-            Ok(size) => size,
-            Err(e) => {
-                let _ = std::fs::remove_file(&temporary);
-                return Err(e);
-            }
-        };
+        let size = write_verified(&mut body, &temporary, expected_sha256, limits).await?;
         let staging = self.staging(plugin, label);
         let _settling = self.lock_pair(plugin, label).await;
         let placed = std::fs::create_dir_all(&staging).and_then(|()| {

@@ -463,12 +463,32 @@ pub async fn run(
         lost_after_seconds: args.lost_after.as_secs().max(1),
     };
     let fleet = Client::new(address, &identity)?;
+    let components = &planned.components;
     let Some(every) = args.every else {
-        return run_once(&fleet, &request, &credentials, timeout, out, format).await;
+        return run_once(
+            &fleet,
+            &request,
+            components,
+            &credentials,
+            timeout,
+            out,
+            format,
+        )
+        .await;
     };
     loop {
         let next = tokio::time::Instant::now() + *every;
-        match run_once(&fleet, &request, &credentials, timeout, out, format).await {
+        match run_once(
+            &fleet,
+            &request,
+            components,
+            &credentials,
+            timeout,
+            out,
+            format,
+        )
+        .await
+        {
             Ok(_) => {}
             Err(e) => eprintln!("the scheduled run failed: {e:#}; the next one starts on time"),
         }
@@ -476,16 +496,27 @@ pub async fn run(
     }
 }
 
-/// One fleet run, from its request to its bundle in `out`.
+/// One fleet run, from its request to its bundle in `out`. The plugins from files
+/// (`components`: digest, bytes) are stored in the fleet first, each only if it lacks them.
 async fn run_once(
     fleet: &Client,
     request: &FleetRunRequest,
+    components: &[(String, Vec<u8>)],
     credentials: &Path,
     timeout: Duration,
     out: &Path,
     format: Format,
 ) -> anyhow::Result<ExitStatus> {
     let address = fleet.address();
+    for (sha256, wasm) in components {
+        if fleet
+            .store_fleet_plugin(sha256, wasm)
+            .await
+            .with_context(|| format!("storing plugin {sha256} in the fleet"))?
+        {
+            eprintln!("stored plugin {sha256} ({} bytes) in the fleet", wasm.len());
+        }
+    }
     let started = fleet
         .start_fleet_run(request)
         .await

@@ -17,9 +17,11 @@
 //! nodes/<node>.json           enrolled nodes; last-seen.json when each last asked for work
 //! revoked/<node>              revocations
 //! runs/<number>-<run id>/     each run's directory; bundles/ their bundles
+//! plugins/<sha256>.wasm       plugins from files, uploaded by operators ([`plugins`])
 //! ```
 
 pub mod admission;
+mod plugins;
 pub mod registry;
 mod routes;
 mod runs;
@@ -99,6 +101,14 @@ impl FleetDir {
     pub fn bundles(&self) -> PathBuf {
         self.0.join("bundles")
     }
+    /// Where plugins from files are stored.
+    fn plugins(&self) -> PathBuf {
+        self.0.join("plugins")
+    }
+    /// The stored plugin component with digest `sha256`.
+    fn plugin(&self, sha256: &str) -> PathBuf {
+        self.plugins().join(format!("{sha256}.wasm"))
+    }
 }
 
 /// How a fleet serves: kept in `fleet.json`, so a restart listens where agents knew it.
@@ -177,6 +187,7 @@ fn init(dir: &FleetDir, settings: &FleetSettings) -> anyhow::Result<RunCa> {
     write_settings(dir, settings)?;
     std::fs::create_dir_all(dir.runs())?;
     std::fs::create_dir_all(dir.bundles())?;
+    std::fs::create_dir_all(dir.plugins())?;
     Ok(ca)
 }
 

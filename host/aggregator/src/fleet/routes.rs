@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use factbuoy_pki::SigningRequest;
 use factbuoy_protocol::fleet::{
-    Enrollment, FleetRoute, FleetRunRequest, JoinRequest, LONG_POLL_SECONDS, RenewRequest,
+    Enrollment, FleetRoute, FleetRunRequest, JoinRequest, LONG_POLL_SECONDS, MAX_PLUGIN_BYTES,
+    RenewRequest,
 };
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::names::NodeName;
@@ -19,8 +20,8 @@ use hyper::{Method, Request, Response, StatusCode, header};
 
 use super::registry::{self, NodeRecord};
 use super::runs::{self, StartError};
-use super::{Fleet, tokens};
-use crate::handler::{Body, Refusal, empty, json_response as json, refuse};
+use super::{Fleet, plugins, tokens};
+use crate::handler::{Body, Refusal, empty, json_response as json, refuse, upload_refusal};
 use crate::server::Peer;
 
 /// Largest join or renewal body.
@@ -65,15 +66,17 @@ async fn respond(
             "no such fleet route; see docs/protocol.md",
         )
     })?;
-    let method = match route {
-        FleetRoute::NextRun { .. } => Method::GET,
-        _ => Method::POST,
+    let methods: &[Method] = match route {
+        FleetRoute::NextRun { .. } => &[Method::GET],
+        FleetRoute::Plugin { .. } => &[Method::GET, Method::PUT],
+        _ => &[Method::POST],
     };
-    if request.method() != method {
+    if !methods.contains(request.method()) {
+        let names: Vec<&str> = methods.iter().map(Method::as_str).collect();
         return Err(refuse(
             StatusCode::METHOD_NOT_ALLOWED,
             "method",
-            format!("use {method} for {}", route.path()),
+            format!("use {} for {}", names.join(" or "), route.path()),
         ));
     }
     match route {
@@ -94,14 +97,39 @@ async fn respond(
             seen(fleet, &node, &request);
             Ok(next_run(fleet, &node, after).await)
         }
-        FleetRoute::Runs => {
-            if !matches!(peer.role, Some(Role::Operator { .. })) {
+        FleetRoute::Plugin { sha256 } => {
+            operator(peer, "storing plugins")?;
+            if request.method() == Method::GET {
+                return if plugins::is_stored(&fleet.dir, &sha256) {
+                    Ok(empty(StatusCode::NO_CONTENT))
+                } else {
+                    Err(refuse(
+                        StatusCode::NOT_FOUND,
+                        "not-stored",
+                        format!("the fleet stores no plugin {sha256}; PUT it here"),
+                    ))
+                };
+            }
+            let declared = request
+                .headers()
+                .get(header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            if declared.is_some_and(|n| n > MAX_PLUGIN_BYTES) {
                 return Err(refuse(
-                    StatusCode::FORBIDDEN,
-                    "role",
-                    "starting a run takes the fleet's operator certificate (`operator/` in the fleet directory)",
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "too-large",
+                    format!("a plugin may have at most {MAX_PLUGIN_BYTES} bytes"),
                 ));
             }
+            plugins::receive(&fleet.dir, &sha256, request.into_body())
+                .await
+                .map_err(upload_refusal)?;
+            tracing::info!(plugin = %sha256, "stored a plugin");
+            Ok(empty(StatusCode::CREATED))
+        }
+        FleetRoute::Runs => {
+            operator(peer, "starting a run")?;
             let body: FleetRunRequest = read_json(request, MAX_RUN_REQUEST_BYTES).await?;
             match runs::start(fleet, body).await {
                 Ok(started) => Ok(json(StatusCode::CREATED, &started)),
@@ -122,6 +150,20 @@ async fn respond(
             }
         }
     }
+}
+
+/// Refuses anyone but the fleet's operator (`what` they tried).
+fn operator(peer: &Peer, what: &str) -> Result<(), Refusal> {
+    if matches!(peer.role, Some(Role::Operator { .. })) {
+        return Ok(());
+    }
+    Err(refuse(
+        StatusCode::FORBIDDEN,
+        "role",
+        format!(
+            "{what} takes the fleet's operator certificate (`operator/` in the fleet directory)"
+        ),
+    ))
 }
 
 /// Runs an enrollment on the blocking pool and answers with its certificate.

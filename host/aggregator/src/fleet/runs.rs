@@ -8,7 +8,7 @@ use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use factbuoy_protocol::fleet::{FleetRunRequest, FleetRunStarted, RunOffer};
+use factbuoy_protocol::fleet::{FleetRoute, FleetRunRequest, FleetRunStarted, RunOffer};
 use factbuoy_protocol::names::{IdentifierKind, NodeName, check_identifier};
 use factbuoy_protocol::types::{RunStatus, now_rfc3339};
 use tokio::sync::watch;
@@ -160,16 +160,25 @@ pub(super) async fn start(
     request: FleetRunRequest,
 ) -> Result<FleetRunStarted, StartError> {
     let mut plugins = Vec::new();
+    let mut from_files = Vec::new();
     for value in request.plugins {
         let plan: PluginPlan = serde_json::from_value(value)
             .map_err(|e| StartError::Invalid(format!("a plugin of the request: {e}")))?;
         check_identifier(IdentifierKind::Plugin, &plan.name)
             .map_err(|e| StartError::Invalid(e.to_string()))?;
         if (fleet.bundled)(&plan.sha256).is_none() {
-            return Err(StartError::Invalid(format!(
-                "plugin {} (sha256 {}) is not bundled in the fleet aggregator's binary; a fleet runs bundled plugins only",
-                plan.name, plan.sha256
-            )));
+            if !super::plugins::is_stored(&fleet.dir, &plan.sha256) {
+                return Err(StartError::Invalid(format!(
+                    "plugin {} (sha256 {sha256}) is neither bundled in the fleet's binary nor stored by the fleet; upload it first (PUT {}; `factbuoy run --fleet` does)",
+                    plan.name,
+                    FleetRoute::Plugin {
+                        sha256: plan.sha256.clone()
+                    }
+                    .path(),
+                    sha256 = plan.sha256,
+                )));
+            }
+            from_files.push(plan.sha256.clone());
         }
         plugins.push(plan);
     }
@@ -212,8 +221,17 @@ pub(super) async fn start(
         operator_ca: Some(fleet.ca.cert_pem().to_owned()),
         limits: ServerLimits::default(),
     };
-    let run =
-        Run::create(run_dir(fleet, number, &run_id), config, &[]).map_err(StartError::Failed)?;
+    let dir = run_dir(fleet, number, &run_id);
+    let run = Run::create(dir.clone(), config, &[]).map_err(StartError::Failed)?;
+    for sha256 in &from_files {
+        if let Err(e) = super::plugins::link_into(&fleet.dir, sha256, &dir) {
+            // Not left for a restart to serve as a run whose plugin no agent could fetch.
+            let _ = std::fs::remove_dir_all(dir.root());
+            return Err(StartError::Failed(
+                anyhow::Error::new(e).context(format!("linking plugin {sha256} into the run")),
+            ));
+        }
+    }
     let ca = run.ca().cert_pem().to_owned();
     let operator = serve(fleet, number, run)
         .await
