@@ -390,3 +390,41 @@ fn global_plugins_run_once_in_the_aggregator_on_the_resources_and_agents_without
     let run_id = status["run_id"].as_str().unwrap().to_owned();
     factbuoy_json(cluster, state.path(), &["delete", &run_id]);
 }
+
+/// A Python plugin is 19 MB, far more than one ConfigMap holds: it travels in parts to the
+/// aggregator, which joins them, and every agent fetches it by digest with nothing installed.
+#[test]
+fn a_python_plugin_from_a_file_travels_in_parts_and_runs_on_every_node() {
+    let cluster = cluster();
+    let python =
+        support::python::component(&support::workspace().join("tests/plugins-python/hostile"));
+    assert!(
+        std::fs::metadata(&python).unwrap().len() > 4 << 20,
+        "the Python component is meant to need several ConfigMaps"
+    );
+    let state = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let bundle = kube_runs::run(
+        cluster,
+        state.path(),
+        out.path(),
+        &[
+            "--plugin",
+            python.to_str().unwrap(),
+            "--param",
+            "hostile:mode=well-behaved",
+        ],
+    );
+    let status = bundle.status();
+    for node in ["node-1", "node-2", "node-3"] {
+        assert_eq!(
+            pair(&status, "hostile", node)["status"],
+            "complete",
+            "{status:#}"
+        );
+        let probe = bundle.json(&format!("plugins/hostile/results/{node}/probe.json"));
+        assert_eq!(probe, serde_json::json!({"ok": true}), "{node}");
+    }
+    let run_id = status["run_id"].as_str().unwrap().to_owned();
+    factbuoy_json(cluster, state.path(), &["delete", &run_id]);
+}
