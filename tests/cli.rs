@@ -413,3 +413,83 @@ fn falls_back_to_on_demand_allocation_in_a_small_address_space() {
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["succeeded"], true);
 }
+
+/// A cached plugin loaded from a file is not read again while the file is unchanged; a file
+/// rewritten in place with the same size and modification time is still noticed (by its change
+/// time) and compiled anew, never run from the old digest.
+#[test]
+fn a_plugin_file_rewritten_in_place_is_read_again_even_with_its_old_size_and_time() {
+    let work = tempfile::tempdir().unwrap();
+    let cache = work.path().join("cache");
+    let plugin = work.path().join("plugin.wasm");
+    let original = std::fs::read(support::fixture("uptime")).unwrap();
+    std::fs::write(&plugin, &original).unwrap();
+    let info = || {
+        let output = support::factbuoy()
+            .args([
+                "plugin",
+                "info",
+                path_str(&plugin),
+                "-o",
+                "json",
+                "--cache-dir",
+            ])
+            .arg(&cache)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+    };
+    let compiled = || {
+        walk(&cache)
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+            .count()
+    };
+    info();
+    info();
+    assert_eq!(compiled(), 1);
+    assert!(
+        walk(&cache)
+            .iter()
+            .any(|p| p.to_string_lossy().contains("/digests/")),
+        "no digest was remembered"
+    );
+
+    // The same size: one character of the producers section's rustc version changes.
+    let mut rewritten = original.clone();
+    let at = rewritten
+        .windows(9)
+        .position(|w| w == b"rustc\x1d1.")
+        .or_else(|| rewritten.windows(6).position(|w| w == b"rustc\x1d"))
+        .expect("the fixture names rustc in its producers section")
+        + 6;
+    rewritten[at] = if rewritten[at] == b'9' { b'8' } else { b'9' };
+    let modified = std::fs::metadata(&plugin).unwrap().modified().unwrap();
+    std::fs::write(&plugin, &rewritten).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&plugin)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    assert_eq!(
+        std::fs::metadata(&plugin).unwrap().modified().unwrap(),
+        modified
+    );
+    info();
+    assert_eq!(compiled(), 2, "the rewritten file ran from the old digest");
+}
+
+/// Every file below `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}

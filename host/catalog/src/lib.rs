@@ -57,14 +57,6 @@ pub enum ResolveError {
         /// What was named.
         name: String,
     },
-    /// The file could not be read.
-    #[error("{path}: cannot read the plugin")]
-    Read {
-        /// The file.
-        path: String,
-        /// Why.
-        source: std::io::Error,
-    },
     /// The component could not be loaded.
     #[error(transparent)]
     Load(#[from] LoadError),
@@ -110,14 +102,7 @@ impl PluginRef {
                 let plugin = bundled(name).expect("resolved from the bundled list");
                 Ok(runtime.load(name, plugin.wasm, Some(plugin.sha256)).await?)
             }
-            PluginRef::File(path) => {
-                let label = path.display().to_string();
-                let wasm = std::fs::read(path).map_err(|source| ResolveError::Read {
-                    path: label.clone(),
-                    source,
-                })?;
-                Ok(runtime.load(&label, &wasm, None).await?)
-            }
+            PluginRef::File(path) => Ok(runtime.load_file(path).await?),
         }
     }
 }

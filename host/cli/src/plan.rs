@@ -171,25 +171,28 @@ pub async fn build(runtime: &Runtime, choices: &PluginChoices<'_>) -> anyhow::Re
     let mut seen = BTreeMap::new();
     for text in choices.plugins {
         let plugin = PluginRef::parse(text)?;
-        let loaded = plugin.load(runtime).await?;
-        let name = loaded.info.name.clone();
-        if seen.insert(name.clone(), ()).is_some() {
-            anyhow::bail!("plugin {name:?} is named twice");
-        }
-        let (sha256, wasm) = match &plugin {
+        // A file is read and hashed once: a Python component is 19 MB.
+        let (loaded, sha256, wasm) = match &plugin {
             PluginRef::Bundled(bundled) => {
                 let b = BUNDLED
                     .iter()
                     .find(|b| b.name == *bundled)
                     .expect("resolved from the bundled list");
-                (b.sha256.to_owned(), None)
+                (plugin.load(runtime).await?, b.sha256.to_owned(), None)
             }
             PluginRef::File(path) => {
                 let wasm =
                     std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-                (factbuoy_protocol::digest::sha256_hex(&wasm), Some(wasm))
+                let sha256 = factbuoy_protocol::digest::sha256_hex(&wasm);
+                let label = path.display().to_string();
+                let loaded = runtime.load(&label, &wasm, Some(&sha256)).await?;
+                (loaded, sha256, Some(wasm))
             }
         };
+        let name = loaded.info.name.clone();
+        if seen.insert(name.clone(), ()).is_some() {
+            anyhow::bail!("plugin {name:?} is named twice");
+        }
         let own_params: Vec<(String, String)> = choices
             .params
             .iter()

@@ -4,8 +4,16 @@
 //! Entries live in `<cache dir>/<engine compatibility hash>/<sha-256 of the wasm>.cwasm`: a new
 //! factbuoy (or an engine configured differently) uses a new directory instead of loading code
 //! it cannot run. The directory is created 0700 because loading an entry runs its native code.
+//!
+//! Beside them, `digests/` remembers the digest of each plugin file loaded, by what `stat` says
+//! of the file, so that loading a cached plugin from a file reads and hashes nothing: a Python
+//! component is 19 MB, and reading and hashing it was half of a cached run's time. A remembered
+//! digest is used only while the file's device, inode, size, modification time and change time
+//! are all unchanged; any write changes the change time, which no user can set back (git's index
+//! trusts the same fields).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use wasmtime::Engine;
@@ -76,6 +84,58 @@ impl ComponentCache {
         }
         Ok(component)
     }
+
+    /// The remembered digest of the file at `path`, whose metadata is `metadata`, if the file
+    /// has not changed since it was remembered.
+    pub fn known_digest(&self, path: &Path, metadata: &std::fs::Metadata) -> Option<String> {
+        let memo = std::fs::read_to_string(self.digest_memo(path)?).ok()?;
+        let (identity, sha256) = memo.trim_end().rsplit_once(' ')?;
+        let hex = sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit());
+        (hex && identity == file_identity(metadata)).then(|| sha256.to_owned())
+    }
+
+    /// Remembers that the file at `path`, whose metadata is `metadata`, has digest `sha256`.
+    /// Failing to remember only costs the next load a read and a hash: it is logged.
+    pub fn remember_digest(&self, path: &Path, metadata: &std::fs::Metadata, sha256: &str) {
+        let Some(memo) = self.digest_memo(path) else {
+            return;
+        };
+        let written = memo
+            .parent()
+            .map_or(Ok(()), create_private_dir)
+            .and_then(|()| {
+                let temporary = memo.with_extension(format!("tmp{}", std::process::id()));
+                std::fs::write(
+                    &temporary,
+                    format!("{} {sha256}\n", file_identity(metadata)),
+                )?;
+                std::fs::rename(&temporary, &memo)
+            });
+        if let Err(e) = written {
+            tracing::debug!("could not remember the digest of {}: {e}", path.display());
+        }
+    }
+
+    /// The memo of `path`'s digest: named by a hash of its absolute path.
+    fn digest_memo(&self, path: &Path) -> Option<PathBuf> {
+        let absolute = std::path::absolute(path).ok()?;
+        let key = factbuoy_protocol::digest::sha256_hex(absolute.as_os_str().as_encoded_bytes());
+        Some(self.dir.as_ref()?.join("digests").join(key))
+    }
+}
+
+/// What must not change for a remembered digest to hold.
+pub(crate) fn file_identity(m: &std::fs::Metadata) -> String {
+    format!(
+        "{} {} {} {}.{} {}.{}",
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec()
+    )
 }
 
 /// Writes an entry atomically: a reader never sees a partial file.

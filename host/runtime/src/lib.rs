@@ -49,6 +49,14 @@ const PANIC_SEARCH_BYTES: usize = capture::TAIL_BYTES;
 /// Why a component could not be loaded. Each message names the plugin.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// The plugin's file could not be read.
+    #[error("{plugin}: cannot read the plugin: {source}")]
+    Read {
+        /// The plugin's label (its path).
+        plugin: String,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The bytes do not start with the wasm magic; holds the plugin's label.
     #[error("{0}: not a WebAssembly file")]
     NotWasm(String),
@@ -265,6 +273,36 @@ impl Runtime {
         &self.limits
     }
 
+    /// Loads the component in the file at `path` as [`Runtime::load`] does. A file loaded
+    /// before and unchanged since is neither read nor hashed when its compiled code is cached
+    /// (see [`cache`]).
+    pub async fn load_file(&self, path: &Path) -> Result<LoadedPlugin, LoadError> {
+        let label = path.display().to_string();
+        let read_error = |source| LoadError::Read {
+            plugin: label.clone(),
+            source,
+        };
+        let metadata = std::fs::metadata(path).map_err(read_error)?;
+        if let Some(component) = self
+            .cache
+            .known_digest(path, &metadata)
+            .and_then(|sha256| self.cache.cached(&self.engine, &sha256))
+        {
+            return self.link_and_describe(&label, component).await;
+        }
+        let wasm = std::fs::read(path).map_err(read_error)?;
+        let sha256 = factbuoy_protocol::digest::sha256_hex(&wasm);
+        let loaded = self.load(&label, &wasm, Some(&sha256)).await?;
+        // Only if the file did not change while it was read: then the digest is of what the
+        // metadata describes.
+        if std::fs::metadata(path)
+            .is_ok_and(|after| cache::file_identity(&after) == cache::file_identity(&metadata))
+        {
+            self.cache.remember_digest(path, &metadata, &sha256);
+        }
+        Ok(loaded)
+    }
+
     /// Compiles (or loads from the cache), checks, links and describes a component.
     /// `sha256` is the wasm's digest when already known (bundled plugins), saving a hash.
     pub async fn load(
@@ -274,6 +312,14 @@ impl Runtime {
         sha256: Option<&str>,
     ) -> Result<LoadedPlugin, LoadError> {
         let component = self.compile(label, wasm, sha256).await?;
+        self.link_and_describe(label, component).await
+    }
+
+    async fn link_and_describe(
+        &self,
+        label: &str,
+        component: Component,
+    ) -> Result<LoadedPlugin, LoadError> {
         self.check_world(label, &component)?;
         let link_error = |e: wasmtime::Error| LoadError::Link {
             plugin: label.to_owned(),
