@@ -574,7 +574,12 @@ fn remote_nodes_join_with_tokens_connect_out_only_and_take_part_in_every_run() {
         agents.serve(node);
     }
     let uptime = support::fixture("uptime");
-    let from_file = ["--plugin", uptime.to_str().unwrap(), "--grant", "uptime:host-info"];
+    let from_file = [
+        "--plugin",
+        uptime.to_str().unwrap(),
+        "--grant",
+        "uptime:host-info",
+    ];
     for round in 1..=2 {
         let out = work.path().join(format!("run{round}"));
         let extra: &[&str] = if round == 2 { &from_file } else { &[] };

@@ -463,32 +463,23 @@ pub async fn run(
         lost_after_seconds: args.lost_after.as_secs().max(1),
     };
     let fleet = Client::new(address, &identity)?;
-    let components = &planned.components;
-    let Some(every) = args.every else {
-        return run_once(
+    let once = || {
+        run_once(
             &fleet,
             &request,
-            components,
+            &planned.components,
             &credentials,
             timeout,
             out,
             format,
         )
-        .await;
+    };
+    let Some(every) = args.every else {
+        return once().await;
     };
     loop {
         let next = tokio::time::Instant::now() + *every;
-        match run_once(
-            &fleet,
-            &request,
-            components,
-            &credentials,
-            timeout,
-            out,
-            format,
-        )
-        .await
-        {
+        match once().await {
             Ok(_) => {}
             Err(e) => eprintln!("the scheduled run failed: {e:#}; the next one starts on time"),
         }
