@@ -32,10 +32,14 @@ pub fn fixture(crate_name: &str) -> PathBuf {
                 "-p",
                 "future-contract",
                 "-p",
-                "contract-0-1-0",
-                "-p",
                 "uptime",
             ])
+            // One per frozen contract: freezing a version without its fixture fails here.
+            .args(
+                frozen_contracts()
+                    .iter()
+                    .flat_map(|version| ["-p".to_owned(), contract_fixture(version)]),
+            )
             .arg("--target-dir")
             .arg(&target_dir)
             .env_remove("CARGO_ENCODED_RUSTFLAGS")
@@ -52,4 +56,26 @@ pub fn fixture(crate_name: &str) -> PathBuf {
     } else {
         dir.join(format!("{crate_name}.wasm"))
     }
+}
+
+/// The released contract versions, each frozen in `wit/since_v<version>/`, oldest first.
+pub fn frozen_contracts() -> Vec<String> {
+    let mut versions: Vec<String> = std::fs::read_dir(workspace().join("wit"))
+        .expect("reading wit/")
+        .filter_map(|entry| {
+            let name = entry.unwrap().file_name().into_string().ok()?;
+            Some(name.strip_prefix("since_v")?.to_owned())
+        })
+        .collect();
+    versions.sort_by_key(|v| {
+        v.split('.')
+            .map(|n| n.parse::<u64>().unwrap_or(u64::MAX))
+            .collect::<Vec<_>>()
+    });
+    versions
+}
+
+/// The fixture crate built against frozen contract `version`: `contract-0-1-0` for 0.1.0.
+pub fn contract_fixture(version: &str) -> String {
+    format!("contract-{}", version.replace('.', "-"))
 }

@@ -16,7 +16,7 @@ pub mod python;
 pub mod sandbox;
 pub mod served;
 #[allow(unused_imports)] // each test binary uses a different part
-pub use fixtures::{fixture, workspace};
+pub use fixtures::{contract_fixture, fixture, frozen_contracts, workspace};
 
 /// systemd's own journal writer, which makes the journal files tests read.
 pub const JOURNAL_REMOTE: &str = "/lib/systemd/systemd-journal-remote";

@@ -28,7 +28,8 @@ pub use factbuoy::plugin::types::{
     PluginInfo,
 };
 
-/// The contract version this host implements, as in `wit/gatherer.wit`.
+/// The contract version these bindings implement, as in `wit/gatherer.wit`; the versions they
+/// serve are in [`crate::contract::SUPPORTED`].
 pub const CONTRACT_VERSION: &str = "0.1.2";
 /// Name of the interface every plugin exports, without the version.
 pub const PLUGIN_EXPORT: &str = "factbuoy:plugin/plugin";

@@ -1,9 +1,9 @@
-//! Test fixture: a gatherer built against `factbuoy:plugin@0.1.0` as released (`wit/` here is
-//! that contract, frozen), not through the SDK. It calls an import and writes an artifact, so a
+//! Test fixture: a gatherer built against `factbuoy:plugin@0.1.0` as released (frozen in
+//! `wit/since_v0.1.0/`), not through the SDK. It calls an import and writes an artifact, so a
 //! newer 0.1.x host must resolve its 0.1.0 imports and export by semver.
 
 wit_bindgen::generate!({
-    path: "wit",
+    path: "../../../wit/since_v0.1.0",
     world: "gatherer",
 });
 
