@@ -59,8 +59,7 @@ pub enum PluginCommand {
         factbuoy plugin new disk-usage --lang js && cd disk-usage && npm install\n  \
         factbuoy plugin new disk-usage --lang rust --dir ~/src/disk-usage\n\n\
         The project holds the WIT contract of this factbuoy (and for Python and JavaScript the SDK),\n\
-        so it builds
-        outside a factbuoy checkout. Then: cd NAME && factbuoy plugin build")]
+        so it builds outside a factbuoy checkout. Then: cd NAME && factbuoy plugin build")]
     New {
         /// The plugin's name: a-z, 0-9 and `-`, starting with a letter.
         name: String,
