@@ -302,9 +302,22 @@ fn a_new_python_project_builds_and_runs_outside_the_repository() {
     assert_greets(&wasm, "greeter-python");
 
     // Without componentize-py, the build says what is missing and how to install it.
-    assert_missing_toolchain(
-        &home.path().join("greeter-python"),
-        "pip install componentize-py==0.25.1",
+    let project = home.path().join("greeter-python");
+    assert_missing_toolchain(&project, "pip install componentize-py==0.25.1");
+
+    // With it, a build that fails is a failed command (1), not invalid input (2).
+    std::fs::write(project.join("app.py"), "def broken(:\n").unwrap();
+    let output = support::factbuoy()
+        .current_dir(&project)
+        .args(["plugin", "build"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("componentize-py failed"),
+        "{}",
+        stderr(&output)
     );
 }
 

@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 
 pub mod aggregator;
 mod fixtures;
+pub mod js;
 pub mod kube;
 pub mod kube_runs;
 pub mod measure;

@@ -1,14 +1,21 @@
 //! `factbuoy plugin build`: builds a plugin project into a component with its language's
-//! toolchain (cargo for wasm32-wasip2, componentize-py for Python) and says where it is.
+//! toolchain (cargo for wasm32-wasip2, componentize-py for Python, componentize-js for
+//! JavaScript) and says where it is.
 //!
-//! A project is Rust when it has a `Cargo.toml`, Python when it has an `app.py`. A Python
-//! project brings its WIT (`wit/`) and SDK (`factbuoy_plugin/`), as `plugin new` writes them;
-//! a project inside a factbuoy checkout uses the checkout's `wit/` and `guest-sdk/python/`.
+//! A project is Rust when it has a `Cargo.toml`, Python when it has an `app.py`, JavaScript
+//! when it has a `package.json`. A Python or JavaScript project brings its WIT (`wit/`) and SDK
+//! (`factbuoy_plugin/`, `factbuoy-plugin/`), as `plugin new` writes them; a project inside a
+//! factbuoy checkout uses the checkout's `wit/` and `guest-sdk/`.
+//!
+//! A missing toolchain is invalid input (exit 2, saying how to install it); a toolchain that
+//! ran and failed is a failed build (exit 1).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
+
+use crate::output::Ended;
 
 /// The Rust target a component is built for.
 const WASM_TARGET: &str = "wasm32-wasip2";
@@ -18,6 +25,17 @@ const WORLD: &str = "gatherer";
 pub const COMPONENTIZE_PY_VERSION: &str = "0.25.1";
 /// The module componentize-py wraps: the Python project's entry point.
 const PYTHON_APP: &str = "app";
+/// The componentize-js release the JavaScript SDK is tested with.
+pub const COMPONENTIZE_JS_VERSION: &str = "0.23.0";
+/// The jco release whose WASI WIT JavaScript plugins are built against.
+pub const JCO_VERSION: &str = "1.35.0";
+/// The JavaScript project's entry point, whose `plugin` export is the gatherer.
+const JS_APP: &str = "app.js";
+/// The WASI release of the WIT in jco's package that JavaScript plugins import files through
+/// (wasmtime links every 0.2.x release).
+const JS_WASI_VERSION: &str = "0.2.12";
+/// The WASI packages `wasi:filesystem` needs, as folders of jco's built-in WIT.
+const JS_WASI_PACKAGES: &[&str] = &["wasi-filesystem", "wasi-io", "wasi-clocks"];
 
 /// Builds the project in `dir` and returns the path of the component.
 pub fn build(dir: &Path) -> anyhow::Result<PathBuf> {
@@ -28,10 +46,13 @@ pub fn build(dir: &Path) -> anyhow::Result<PathBuf> {
         build_rust(&dir)
     } else if dir.join(format!("{PYTHON_APP}.py")).is_file() {
         build_python(&dir)
+    } else if dir.join("package.json").is_file() {
+        build_js(&dir)
     } else {
         bail!(
-            "{} is not a plugin project: it has neither Cargo.toml (Rust) nor {PYTHON_APP}.py \
-             (Python); create one with `factbuoy plugin new NAME --lang rust|python`",
+            "{} is not a plugin project: it has no Cargo.toml (Rust), {PYTHON_APP}.py (Python) \
+             or package.json (JavaScript); create one with `factbuoy plugin new NAME --lang \
+             rust|python|js`",
             dir.display()
         )
     }
@@ -66,7 +87,9 @@ fn build_rust(dir: &Path) -> anyhow::Result<PathBuf> {
         .stderr(Stdio::inherit())
         .output()
         .context("running cargo")?;
-    anyhow::ensure!(out.status.success(), "cargo build failed (see above)");
+    if !out.status.success() {
+        return Err(Ended::Failed("cargo build failed (see above)".into()).into());
+    }
     // cargo's messages name the artifacts wherever the target directory is (CARGO_TARGET_DIR,
     // a workspace's target/); the package's own cdylib is the component.
     let wasm = String::from_utf8_lossy(&out.stdout)
@@ -135,8 +158,178 @@ fn build_python(dir: &Path) -> anyhow::Result<PathBuf> {
         .stdout(std::io::stderr())
         .status()
         .with_context(|| format!("running {}", componentize.display()))?;
-    anyhow::ensure!(status.success(), "componentize-py failed (see above)");
+    if !status.success() {
+        return Err(Ended::Failed("componentize-py failed (see above)".into()).into());
+    }
     Ok(wasm)
+}
+
+/// Builds a JavaScript project with componentize-js, the engine of `jco componentize`: run
+/// directly, as jco 1.35's own command fails on Node 20 before building. The component targets
+/// a world of its own, the gatherer plus WASI's file system, which the SDK reads granted paths
+/// through; the sources and the SDK are staged in `target/js-build/` beside that WIT.
+fn build_js(dir: &Path) -> anyhow::Result<PathBuf> {
+    let wit = find_up(dir, &["wit/gatherer.wit"]).with_context(|| {
+        format!(
+            "no wit/gatherer.wit in {} or above it: `factbuoy plugin new` writes it into the \
+             project",
+            dir.display()
+        )
+    })?;
+    let sdk = find_up(dir, &["factbuoy-plugin", "guest-sdk/js/factbuoy-plugin"]).with_context(|| {
+        format!(
+            "the JavaScript SDK (factbuoy-plugin/) is not in {} or above it: `factbuoy plugin new \
+             NAME --lang js` writes it into the project",
+            dir.display()
+        )
+    })?;
+    anyhow::ensure!(
+        dir.join(JS_APP).is_file(),
+        "{} has a package.json but no {JS_APP}, the plugin's entry point (`export const plugin \
+         = exportGatherer(...)`)",
+        dir.display()
+    );
+    let node_modules = js_toolchain(dir)?;
+    let name = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .context("the project directory has no name")?;
+    let target = dir.join("target");
+    let stage = target.join("js-build");
+    if stage.exists() {
+        std::fs::remove_dir_all(&stage)
+            .with_context(|| format!("removing the last build's {}", stage.display()))?;
+    }
+    stage_js_wit(&wit, &node_modules, &stage.join("wit"))?;
+    let sources = stage.join("src");
+    copy_tree(dir, &sources, &["node_modules", "target", "wit", ".git"])?;
+    if !sources.join("factbuoy-plugin").exists() {
+        copy_tree(&sdk, &sources.join("factbuoy-plugin"), &[])?;
+    }
+    let wasm = target.join(format!("{name}.wasm"));
+    let componentize = node_modules.join(".bin/componentize-js");
+    eprintln!("building with {}", componentize.display());
+    let status = Command::new(&componentize)
+        .arg(sources.join(JS_APP))
+        .arg("--wit")
+        .arg(stage.join("wit"))
+        .args(["--world-name", "js-gatherer"])
+        // The host links no wasi:http: a plugin reaches the network by no route.
+        .args(["--disable", "http", "fetch-event"])
+        .arg("-o")
+        .arg(&wasm)
+        .current_dir(dir)
+        .stdout(std::io::stderr())
+        .status()
+        .with_context(|| format!("running {}", componentize.display()))?;
+    if !status.success() {
+        return Err(Ended::Failed("componentize-js failed (see above)".into()).into());
+    }
+    Ok(wasm)
+}
+
+/// The `node_modules` holding componentize-js and jco: the project's, else the one whose
+/// `.bin` is on PATH; and Node.js on PATH to run them.
+fn js_toolchain(dir: &Path) -> anyhow::Result<PathBuf> {
+    let install = format!(
+        "install it: `npm install` in the project (its package.json pins \
+         @bytecodealliance/componentize-js@{COMPONENTIZE_JS_VERSION} and \
+         @bytecodealliance/jco@{JCO_VERSION})"
+    );
+    anyhow::ensure!(
+        on_path("node").is_some(),
+        "Node.js (node) was not found on PATH: install Node.js 20 or later, then {install}"
+    );
+    let in_project = dir.join("node_modules");
+    let node_modules = if in_project.join(".bin/componentize-js").is_file() {
+        in_project
+    } else {
+        on_path("componentize-js")
+            .and_then(|bin| Some(bin.parent()?.parent()?.to_owned()))
+            .with_context(|| {
+                format!(
+                    "componentize-js was not found (neither node_modules/.bin/componentize-js in \
+                     the project nor on PATH); {install}"
+                )
+            })?
+    };
+    let wasi = node_modules.join(jco_wit(JS_WASI_PACKAGES[0]));
+    anyhow::ensure!(
+        wasi.is_dir(),
+        "jco's WASI {JS_WASI_VERSION} WIT is not in {}; {install}",
+        node_modules.display()
+    );
+    Ok(node_modules)
+}
+
+/// Where jco's package keeps the WIT of one WASI package.
+fn jco_wit(package: &str) -> PathBuf {
+    Path::new("@bytecodealliance/jco/lib/wit/builtin")
+        .join(JS_WASI_VERSION)
+        .join(package)
+}
+
+/// Writes the WIT a JavaScript plugin is built against into `into`: a world that includes the
+/// project's gatherer (at its version) and imports WASI's file system, with both as deps.
+fn stage_js_wit(gatherer: &Path, node_modules: &Path, into: &Path) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(gatherer)
+        .with_context(|| format!("reading {}", gatherer.display()))?;
+    let package = text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("package "))
+        .and_then(|rest| rest.strip_suffix(';'))
+        .with_context(|| format!("{} has no `package ...;` line", gatherer.display()))?;
+    let deps = into.join("deps");
+    let own = deps.join("factbuoy-plugin");
+    std::fs::create_dir_all(&own).with_context(|| format!("creating {}", own.display()))?;
+    std::fs::copy(gatherer, own.join("gatherer.wit"))
+        .with_context(|| format!("copying {}", gatherer.display()))?;
+    for wasi in JS_WASI_PACKAGES {
+        copy_tree(&node_modules.join(jco_wit(wasi)), &deps.join(wasi), &[])?;
+    }
+    let (name, version) = package.split_once('@').with_context(|| {
+        format!(
+            "the package {package} of {} has no version",
+            gatherer.display()
+        )
+    })?;
+    let world = format!(
+        "// Written by `factbuoy plugin build`: the gatherer, and the files of granted paths.\n\
+         package factbuoy:js-gatherer;\n\n\
+         world js-gatherer {{\n    \
+             include {name}/gatherer@{version};\n    \
+             import wasi:filesystem/preopens@{JS_WASI_VERSION};\n\
+         }}\n"
+    );
+    std::fs::write(into.join("js-gatherer.wit"), world)
+        .with_context(|| format!("writing {}", into.display()))
+}
+
+/// Copies the files below `from` to `to`, leaving out the top-level entries named in `skip`.
+fn copy_tree(from: &Path, to: &Path, skip: &[&str]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+    for entry in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let entry = entry?;
+        if skip.iter().any(|s| entry.file_name() == *s) {
+            continue;
+        }
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        if source.is_dir() {
+            copy_tree(&source, &target, &[])?;
+        } else {
+            std::fs::copy(&source, &target)
+                .with_context(|| format!("copying {} to {}", source.display(), target.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The first file called `program` in a directory of PATH.
+fn on_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|candidate| candidate.is_file())
 }
 
 /// componentize-py from the project's `.venv`, else from PATH.
@@ -145,12 +338,7 @@ fn componentize_py(dir: &Path) -> anyhow::Result<PathBuf> {
     if in_venv.is_file() {
         return Ok(in_venv);
     }
-    let on_path = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|d| d.join("componentize-py"))
-            .find(|candidate| candidate.is_file())
-    });
-    on_path.with_context(|| {
+    on_path("componentize-py").with_context(|| {
         format!(
             "componentize-py was not found (neither .venv/bin/componentize-py in the project nor \
              on PATH); install it: `python3 -m venv .venv && .venv/bin/pip install \

@@ -53,12 +53,13 @@ pub enum PluginCommand {
         factbuoy plugin run setup --out facts/              # artifacts to files\n  \
         factbuoy plugin run ./my.wasm --grant my-plugin:read:/etc -o json")]
     Run(PluginRunArgs),
-    /// Create a plugin project in ./NAME, in Rust or Python, ready to build.
+    /// Create a plugin project in ./NAME, in Rust, Python or JavaScript, ready to build.
     #[command(after_help = "Examples:\n  \
         factbuoy plugin new disk-usage --lang python\n  \
+        factbuoy plugin new disk-usage --lang js && cd disk-usage && npm install\n  \
         factbuoy plugin new disk-usage --lang rust --dir ~/src/disk-usage\n\n\
-        The project holds the WIT contract of this factbuoy (and for Python the SDK), so it builds\n\
-        outside a factbuoy checkout. Then: cd NAME && factbuoy plugin build")]
+        The project holds the WIT contract of this factbuoy (and for Python and JavaScript the SDK),\n\
+        so it builds outside a factbuoy checkout. Then: cd NAME && factbuoy plugin build")]
     New {
         /// The plugin's name: a-z, 0-9 and `-`, starting with a letter.
         name: String,
@@ -69,16 +70,21 @@ pub enum PluginCommand {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
-    /// Build the plugin project in a directory and print the component's path.
+    /// Build the plugin project in a directory, precompile it, and print the component's path.
     #[command(after_help = "Examples:\n  \
         factbuoy plugin build                     # the project in this directory\n  \
         factbuoy plugin run \"$(factbuoy plugin build ./disk-usage)\" --grant disk-usage:host-info\n\n\
         Rust projects (Cargo.toml) are built with cargo for wasm32-wasip2; Python projects (app.py)\n\
-        with componentize-py, from the project's .venv or PATH.")]
+        with componentize-py, from the project's .venv or PATH; JavaScript projects (package.json)\n\
+        with componentize-js, from the project's node_modules or PATH. The component is then\n\
+        compiled into the cache `plugin run` uses, so that even its first run starts at once.\n\
+        Exit status: 1 when the toolchain ran and failed, 2 when it is missing.")]
     Build {
         /// The project directory.
         #[arg(default_value = ".")]
         dir: PathBuf,
+        #[command(flatten)]
+        common: CommonArgs,
     },
 }
 
@@ -260,9 +266,10 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
             }
             Ok(ExitStatus::Success)
         }
-        PluginCommand::Build { dir } => {
+        PluginCommand::Build { dir, common } => {
             // Building blocks on child processes; keep the runtime's threads free meanwhile.
             let wasm = tokio::task::spawn_blocking(move || plugin_build::build(&dir)).await??;
+            precompile(&wasm, &common).await?;
             match format {
                 Format::Table => emit(&wasm.display().to_string()),
                 machine => emit_document(&json!({"wasm": wasm}), machine),
@@ -270,6 +277,29 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
             Ok(ExitStatus::Success)
         }
     }
+}
+
+/// Compiles a freshly built component into the cache `plugin run` loads from (with the same
+/// engine settings as a run with default limits), checking on the way that it loads and
+/// describes itself: a JavaScript or Python component takes seconds to compile, and this moves
+/// that wait from the first run to the build.
+async fn precompile(wasm: &std::path::Path, common: &CommonArgs) -> anyhow::Result<()> {
+    if common.no_cache {
+        return Ok(());
+    }
+    let runtime = runtime(common, Limits::default())?;
+    let started = std::time::Instant::now();
+    let loaded = PluginRef::File(wasm.to_owned())
+        .load(&runtime)
+        .await
+        .with_context(|| format!("built {}, but it is not a usable plugin", wasm.display()))?;
+    eprintln!(
+        "precompiled {} {} in {:.1} s; its first run starts from the compilation cache",
+        loaded.info.name,
+        printable(&loaded.info.version),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 async fn list(common: &CommonArgs, format: Format) -> anyhow::Result<ExitStatus> {

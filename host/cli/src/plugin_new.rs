@@ -1,4 +1,4 @@
-//! `factbuoy plugin new`: writes a ready plugin project in Rust or Python from the templates in
+//! `factbuoy plugin new`: writes a ready plugin project in Rust, Python or JavaScript from the templates in
 //! host/cli/templates/, with this binary's WIT contract, so that the project builds outside any
 //! checkout of factbuoy.
 
@@ -18,6 +18,8 @@ pub enum Lang {
     Rust,
     /// Python, built with componentize-py.
     Python,
+    /// JavaScript, built with componentize-js (jco's componentize).
+    Js,
 }
 
 /// A file of a new project: its path in the project and its template text.
@@ -97,6 +99,54 @@ const PYTHON: &[Template] = &[
     },
 ];
 
+/// The JavaScript SDK is copied whole into each project, like the Python one.
+const JS: &[Template] = &[
+    Template {
+        path: "package.json",
+        text: include_str!("../templates/js/package.json"),
+    },
+    Template {
+        path: "app.js",
+        text: include_str!("../templates/js/app.js"),
+    },
+    Template {
+        path: "README.md",
+        text: include_str!("../templates/js/README.md"),
+    },
+    Template {
+        path: ".gitignore",
+        text: include_str!("../templates/js/gitignore"),
+    },
+    Template {
+        path: "factbuoy-plugin/index.js",
+        text: include_str!("../../../guest-sdk/js/factbuoy-plugin/index.js"),
+    },
+    Template {
+        path: "factbuoy-plugin/describe.js",
+        text: include_str!("../../../guest-sdk/js/factbuoy-plugin/describe.js"),
+    },
+    Template {
+        path: "factbuoy-plugin/errors.js",
+        text: include_str!("../../../guest-sdk/js/factbuoy-plugin/errors.js"),
+    },
+    Template {
+        path: "factbuoy-plugin/fs.js",
+        text: include_str!("../../../guest-sdk/js/factbuoy-plugin/fs.js"),
+    },
+    Template {
+        path: "factbuoy-plugin/host.js",
+        text: include_str!("../../../guest-sdk/js/factbuoy-plugin/host.js"),
+    },
+    Template {
+        path: "factbuoy-plugin/output.js",
+        text: include_str!("../../../guest-sdk/js/factbuoy-plugin/output.js"),
+    },
+    Template {
+        path: "factbuoy-plugin/params.js",
+        text: include_str!("../../../guest-sdk/js/factbuoy-plugin/params.js"),
+    },
+];
+
 /// Writes a new `lang` project for a plugin called `name` into `dir` (which must not exist) and
 /// returns the paths written, relative to `dir`.
 pub fn create(name: &str, lang: Lang, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
@@ -113,6 +163,7 @@ pub fn create(name: &str, lang: Lang, dir: &Path) -> anyhow::Result<Vec<PathBuf>
     let templates = match lang {
         Lang::Rust => RUST,
         Lang::Python => PYTHON,
+        Lang::Js => JS,
     };
     let crate_name = name.replace('-', "_");
     let files = templates
@@ -144,7 +195,11 @@ mod tests {
     #[test]
     fn writes_each_language_with_the_name_filled_in() {
         let tmp = tempfile::tempdir().unwrap();
-        for (lang, source) in [(Lang::Rust, "src/lib.rs"), (Lang::Python, "app.py")] {
+        for (lang, source) in [
+            (Lang::Rust, "src/lib.rs"),
+            (Lang::Python, "app.py"),
+            (Lang::Js, "app.js"),
+        ] {
             let dir = tmp.path().join(format!("{lang:?}"));
             let written = create("disk-usage", lang, &dir).unwrap();
             assert!(written.contains(&PathBuf::from("wit/gatherer.wit")));

@@ -1,0 +1,371 @@
+//! JavaScript plugins through the real binary: the SDK's unit tests in Node; the example plugin
+//! built from source with real componentize-js and run in the sandbox; a hostile JavaScript
+//! plugin contained exactly as its Rust twin; `plugin new --lang js` + `plugin build` outside the
+//! repository, precompiled so that its first run hits the compilation cache; and the exit
+//! status of a build whose toolchain is missing (2) or fails (1).
+
+mod support;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::Value;
+use support::js;
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// `factbuoy plugin run ARGS -o json` that has ended: its exit code and report.
+fn run_json(args: &[&str]) -> (i32, Value) {
+    let output = support::factbuoy()
+        .args(["plugin", "run"])
+        .args(args)
+        .args(["-o", "json"])
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!("no JSON report ({e}); stderr: {}", stderr(&output));
+    });
+    (output.status.code().unwrap_or(-1), report)
+}
+
+/// An artifact's content from a `plugin run -o json` report, parsed when it is JSON.
+fn artifact(report: &Value, name: &str) -> Value {
+    let found = report["artifacts"]
+        .as_array()
+        .and_then(|all| all.iter().find(|a| a["name"] == name))
+        .unwrap_or_else(|| panic!("no artifact {name} in {report:#}"));
+    match &found["content"] {
+        Value::String(text) => serde_json::from_str(text).unwrap(),
+        other => other.clone(),
+    }
+}
+
+#[test]
+fn the_js_sdk_unit_tests_pass() {
+    let Some(_toolchain) = js::node_modules() else {
+        return;
+    };
+    let output = std::process::Command::new("node")
+        .args(["--import", "./tests/register.js", "--test", "tests/"])
+        .current_dir(support::workspace().join("guest-sdk/js"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", stderr(&output));
+    assert!(stdout.contains("# fail 0"), "{stdout}");
+    assert!(!stdout.contains("# pass 0"), "{stdout}");
+}
+
+#[test]
+fn the_js_mounts_example_reads_the_mount_table_it_is_granted() {
+    let Some(toolchain) = js::node_modules() else {
+        return;
+    };
+    let wasm = js::component(&toolchain, &support::workspace().join("plugins-js/mounts"));
+
+    let (code, report) = run_json(&[path_str(&wasm), "--grant", "mounts:read:/proc"]);
+    assert_eq!(code, 0, "{report:#}");
+    let mounts = artifact(&report, "mounts.json")["mounts"].clone();
+    let mounts = mounts.as_array().unwrap();
+    assert!(
+        mounts
+            .iter()
+            .any(|m| m["mount_point"] == "/proc" && m["type"] == "proc"),
+        "{mounts:#?}"
+    );
+    assert!(
+        mounts.iter().any(|m| m["mount_point"] == "/"),
+        "{mounts:#?}"
+    );
+
+    // A typed list parameter reaches the SDK's Params, and the plugin's own check refuses.
+    let (code, report) = run_json(&[
+        path_str(&wasm),
+        "--grant",
+        "mounts:read:/proc",
+        "-p",
+        "types=proc",
+    ]);
+    assert_eq!(code, 0, "{report:#}");
+    let mounts = artifact(&report, "mounts.json")["mounts"].clone();
+    assert!(
+        mounts
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["type"] == "proc"),
+        "{mounts:#}"
+    );
+    let (code, report) = run_json(&[
+        path_str(&wasm),
+        "--grant",
+        "mounts:read:/proc",
+        "-p",
+        "types=Not A Type",
+    ]);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(
+        report["failure"]["kind"], "invalid-parameters",
+        "{report:#}"
+    );
+
+    // The read grant it asks for is required: without it nothing runs, and the message says
+    // which flag fixes it.
+    let output = support::factbuoy()
+        .args(["plugin", "run", path_str(&wasm)])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("add --grant mounts:read:/proc"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// `plugin info -o json` without the human descriptions, which differ between the twins.
+fn contract_of(wasm: &Path) -> Value {
+    let output = support::factbuoy()
+        .args(["plugin", "info", path_str(wasm), "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let mut info: Value = serde_json::from_slice(&output.stdout).unwrap();
+    fn strip(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                map.remove("description");
+                map.remove("reason");
+                map.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut info);
+    info
+}
+
+#[test]
+fn a_hostile_js_plugin_is_contained_and_reported_as_a_rust_one() {
+    let Some(toolchain) = js::node_modules() else {
+        return;
+    };
+    let rust = support::fixture("hostile");
+    let js = js::component(
+        &toolchain,
+        &support::workspace().join("tests/plugins-js/hostile"),
+    );
+
+    // describe: the same parameters, capabilities and artifacts, as the host reads them.
+    let contract = contract_of(&rust);
+    assert_eq!(contract, contract_of(&js));
+
+    // The same limits, stopped and reported the same way: an endless loop, a memory bomb, and
+    // an output flood.
+    for (limit, args) in [
+        ("deadline", ["-p", "mode=loop", "--deadline", "2s"]),
+        ("memory", ["-p", "mode=alloc", "--memory", "128MiB"]),
+        ("output", ["-p", "mode=flood", "--max-output", "4MiB"]),
+    ] {
+        let mut reports = Vec::new();
+        for wasm in [&rust, &js] {
+            let (code, report) = run_json(&[&[path_str(wasm)][..], &args[..]].concat());
+            assert_eq!(code, 1, "{limit}: {report:#}");
+            let ran_ms = report["duration_ms"].as_f64().unwrap();
+            assert!(ran_ms < 10_000.0, "{limit}: ran {ran_ms} ms");
+            reports.push(report["failure"].clone());
+        }
+        assert_eq!(reports[0]["kind"], "limit-exceeded", "{reports:#?}");
+        assert_eq!(
+            reports[0]["kind"], reports[1]["kind"],
+            "{limit}: {reports:#?}"
+        );
+        assert_eq!(
+            reports[0]["limit"], reports[1]["limit"],
+            "{limit}: {reports:#?}"
+        );
+        if limit == "deadline" {
+            assert_eq!(reports[0]["message"], reports[1]["message"], "{reports:#?}");
+        }
+    }
+
+    // A failure the plugin understood, and a capability it was not granted.
+    for (args, kind) in [
+        (["-p", "mode=fail"], "failed"),
+        (["-p", "mode=host-info"], "capability-denied"),
+    ] {
+        let failures: Vec<Value> = [&rust, &js]
+            .iter()
+            .map(|wasm| run_json(&[&[path_str(wasm)][..], &args[..]].concat()).1["failure"].clone())
+            .collect();
+        assert_eq!(failures[0]["kind"], kind, "{failures:#?}");
+        assert_eq!(failures[0], failures[1], "{args:?}");
+    }
+
+    // A JavaScript exception is a bug, as a Rust panic: the run fails with its name and message,
+    // and the stack is in the log.
+    let output = support::factbuoy()
+        .args([
+            "plugin",
+            "run",
+            path_str(&js),
+            "-p",
+            "mode=panic",
+            "-o",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        report["failure"]["message"], "Error: hostile plugin threw on purpose",
+        "{report:#}"
+    );
+    assert!(
+        stderr(&output).contains("app.js"),
+        "no stack in the log: {}",
+        stderr(&output)
+    );
+}
+
+/// Runs `factbuoy plugin build` in `project` with `path` as PATH.
+fn build(project: &Path, path: &std::ffi::OsStr, cache: &Path) -> Output {
+    support::factbuoy()
+        .current_dir(project)
+        .args(["plugin", "build"])
+        .env("PATH", path)
+        .env("FACTBUOY_CACHE_DIR", cache)
+        .output()
+        .unwrap()
+}
+
+/// The compilation cache's entries: `<cache>/<engine hash>/<sha-256>.cwasm`.
+fn cache_entries(cache: &Path) -> Vec<PathBuf> {
+    let mut entries = Vec::new();
+    for engine in std::fs::read_dir(cache).into_iter().flatten() {
+        for entry in std::fs::read_dir(engine.unwrap().path()).unwrap() {
+            entries.push(entry.unwrap().path());
+        }
+    }
+    entries
+}
+
+#[test]
+fn a_new_js_project_builds_precompiled_and_runs_outside_the_repository() {
+    let Some(toolchain) = js::node_modules() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let output = support::factbuoy()
+        .current_dir(home.path())
+        .args(["plugin", "new", "greeter-js", "--lang", "js"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let project = home.path().join("greeter-js");
+    let path = js::path_with_toolchain(&toolchain);
+    let output = build(&project, &path, cache.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let wasm = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+    assert!(
+        wasm.ends_with("greeter-js/target/greeter-js.wasm"),
+        "{wasm}"
+    );
+
+    // plugin build compiled it into the cache plugin run uses, under the wasm's digest...
+    let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
+        std::fs::read(&wasm).unwrap(),
+    ));
+    let entries = cache_entries(cache.path());
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert!(
+        entries[0].ends_with(format!("{digest}.cwasm")),
+        "{entries:?}"
+    );
+    let before = std::fs::metadata(&entries[0]).unwrap();
+
+    // ...so the first run loads it from there: a miss would compile and write the entry anew.
+    let output = support::factbuoy()
+        .args([
+            "plugin",
+            "run",
+            &wasm,
+            "--grant",
+            "greeter-js:host-info",
+            "-p",
+            "greeting=ahoy",
+            "-o",
+            "json",
+        ])
+        .env("FACTBUOY_CACHE_DIR", cache.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let greeting = artifact(&report, "greeting.json");
+    assert_eq!(greeting["greeting"], "ahoy", "{greeting:#}");
+    assert!(greeting["kernel"].is_string(), "{greeting:#}");
+    let after = std::fs::metadata(&entries[0]).unwrap();
+    assert_eq!(cache_entries(cache.path()), entries);
+    assert_eq!(
+        (before.ino(), before.mtime_nsec()),
+        (after.ino(), after.mtime_nsec())
+    );
+
+    // A toolchain that runs and fails is a failed build (1)...
+    let app = project.join("app.js");
+    let source = std::fs::read_to_string(&app).unwrap();
+    std::fs::write(
+        &app,
+        source.replace("gather(params) {", "gather(params) {{"),
+    )
+    .unwrap();
+    let output = build(&project, &path, cache.path());
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("componentize-js failed"),
+        "{}",
+        stderr(&output)
+    );
+
+    // ...and a missing one is invalid input (2), saying how to install it.
+    let output = build(&project, std::ffi::OsStr::new("/nonexistent"), cache.path());
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("Node.js (node) was not found"),
+        "{}",
+        stderr(&output)
+    );
+    let node_dir = PathBuf::from(
+        String::from_utf8(
+            std::process::Command::new("sh")
+                .args(["-c", "command -v node"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+        .trim(),
+    );
+    let output = build(
+        &project,
+        node_dir.parent().unwrap().as_os_str(),
+        cache.path(),
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("`npm install` in the project"),
+        "{}",
+        stderr(&output)
+    );
+}
