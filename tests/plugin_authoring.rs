@@ -6,44 +6,10 @@
 mod support;
 
 use std::path::Path;
-use std::process::Output;
 
 use serde_json::Value;
+use support::authoring::{artifact, contract_of, path_str, run_json, stderr};
 use support::python;
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn path_str(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
-/// `factbuoy ARGS -o json` of a `plugin run` that has ended: its exit code and report.
-fn run_json(args: &[&str]) -> (i32, Value) {
-    let output = support::factbuoy()
-        .args(["plugin", "run"])
-        .args(args)
-        .args(["-o", "json"])
-        .output()
-        .unwrap();
-    let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!("no JSON report ({e}); stderr: {}", stderr(&output));
-    });
-    (output.status.code().unwrap_or(-1), report)
-}
-
-/// An artifact's content from a `plugin run -o json` report, parsed when it is JSON.
-fn artifact(report: &Value, name: &str) -> Value {
-    let found = report["artifacts"]
-        .as_array()
-        .and_then(|all| all.iter().find(|a| a["name"] == name))
-        .unwrap_or_else(|| panic!("no artifact {name} in {report:#}"));
-    match &found["content"] {
-        Value::String(text) => serde_json::from_str(text).unwrap(),
-        other => other.clone(),
-    }
-}
 
 #[test]
 fn the_python_sdk_unit_tests_pass() {
@@ -145,29 +111,6 @@ fn the_python_listening_sockets_example_finds_a_socket_this_test_opened() {
     drop((tcp, udp));
 }
 
-/// `plugin info -o json` without the human descriptions, which differ between the twins.
-fn contract_of(wasm: &Path) -> Value {
-    let output = support::factbuoy()
-        .args(["plugin", "info", path_str(wasm), "-o", "json"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let mut info: Value = serde_json::from_slice(&output.stdout).unwrap();
-    fn strip(value: &mut Value) {
-        match value {
-            Value::Object(map) => {
-                map.remove("description");
-                map.remove("reason");
-                map.values_mut().for_each(strip);
-            }
-            Value::Array(items) => items.iter_mut().for_each(strip),
-            _ => {}
-        }
-    }
-    strip(&mut info);
-    info
-}
-
 #[test]
 fn a_hostile_python_plugin_is_contained_and_reported_as_a_rust_one() {
     let rust = support::fixture("hostile");
@@ -179,10 +122,12 @@ fn a_hostile_python_plugin_is_contained_and_reported_as_a_rust_one() {
     assert_eq!(contract, contract_of(&python));
     assert_eq!(contract["parameters"][2]["type"], "integer", "{contract:#}");
 
-    // The same limits, stopped and reported the same way.
+    // The same limits, stopped and reported the same way: an endless loop, a memory bomb, and
+    // an output flood.
     for (limit, args) in [
         ("deadline", ["-p", "mode=loop", "--deadline", "2s"]),
         ("memory", ["-p", "mode=alloc", "--memory", "128MiB"]),
+        ("output", ["-p", "mode=flood", "--max-output", "4MiB"]),
     ] {
         let mut reports = Vec::new();
         for wasm in [&rust, &python] {
@@ -347,4 +292,29 @@ fn a_new_rust_project_builds_and_runs_outside_the_repository() {
 
     // Without Rust, the build says what is missing and how to install it.
     assert_missing_toolchain(&home.path().join("greeter-rust"), "https://rustup.rs");
+}
+
+/// The SDK's example in docs/plugins-python.md builds and does what it says: it lists the
+/// host's file systems, leaving out the types `skip` names.
+#[test]
+fn the_python_sdk_example_in_the_docs_builds_and_lists_the_file_systems() {
+    let project = tempfile::tempdir().unwrap();
+    let app = support::authoring::doc_example("docs/plugins-python.md", "python");
+    std::fs::write(project.path().join("app.py"), app).unwrap();
+    let wasm = python::component(project.path());
+    let (code, report) = run_json(&[
+        path_str(&wasm),
+        "--grant",
+        "disk-report:host-info",
+        "-p",
+        "pretty=true",
+    ]);
+    assert_eq!(code, 0, "{report:#}");
+    let disks = artifact(&report, "disks.json");
+    let disks = disks.as_array().expect("a list of file systems");
+    assert!(!disks.is_empty(), "{report:#}");
+    assert!(
+        disks.iter().all(|d| d["file_system"] != "tmpfs"),
+        "{disks:#?}"
+    );
 }

@@ -11,41 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use serde_json::Value;
+use support::authoring::{artifact, contract_of, path_str, run_json, stderr};
 use support::js;
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn path_str(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
-/// `factbuoy plugin run ARGS -o json` that has ended: its exit code and report.
-fn run_json(args: &[&str]) -> (i32, Value) {
-    let output = support::factbuoy()
-        .args(["plugin", "run"])
-        .args(args)
-        .args(["-o", "json"])
-        .output()
-        .unwrap();
-    let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!("no JSON report ({e}); stderr: {}", stderr(&output));
-    });
-    (output.status.code().unwrap_or(-1), report)
-}
-
-/// An artifact's content from a `plugin run -o json` report, parsed when it is JSON.
-fn artifact(report: &Value, name: &str) -> Value {
-    let found = report["artifacts"]
-        .as_array()
-        .and_then(|all| all.iter().find(|a| a["name"] == name))
-        .unwrap_or_else(|| panic!("no artifact {name} in {report:#}"));
-    match &found["content"] {
-        Value::String(text) => serde_json::from_str(text).unwrap(),
-        other => other.clone(),
-    }
-}
 
 #[test]
 fn the_js_sdk_unit_tests_pass() {
@@ -128,29 +95,6 @@ fn the_js_mounts_example_reads_the_mount_table_it_is_granted() {
         "{}",
         stderr(&output)
     );
-}
-
-/// `plugin info -o json` without the human descriptions, which differ between the twins.
-fn contract_of(wasm: &Path) -> Value {
-    let output = support::factbuoy()
-        .args(["plugin", "info", path_str(wasm), "-o", "json"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let mut info: Value = serde_json::from_slice(&output.stdout).unwrap();
-    fn strip(value: &mut Value) {
-        match value {
-            Value::Object(map) => {
-                map.remove("description");
-                map.remove("reason");
-                map.values_mut().for_each(strip);
-            }
-            Value::Array(items) => items.iter_mut().for_each(strip),
-            _ => {}
-        }
-    }
-    strip(&mut info);
-    info
 }
 
 #[test]
@@ -253,7 +197,10 @@ fn cache_entries(cache: &Path) -> Vec<PathBuf> {
     let mut entries = Vec::new();
     for engine in std::fs::read_dir(cache).into_iter().flatten() {
         for entry in std::fs::read_dir(engine.unwrap().path()).unwrap() {
-            entries.push(entry.unwrap().path());
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "cwasm") {
+                entries.push(path);
+            }
         }
     }
     entries
@@ -367,5 +314,40 @@ fn a_new_js_project_builds_precompiled_and_runs_outside_the_repository() {
         stderr(&output).contains("`npm install` in the project"),
         "{}",
         stderr(&output)
+    );
+}
+
+/// The SDK's example in docs/plugins-js.md, pasted into a project `plugin new` wrote, builds
+/// and does what it says: it lists the host's file systems, leaving out the types `skip` names.
+#[test]
+fn the_js_sdk_example_in_the_docs_builds_and_lists_the_file_systems() {
+    let Some(node_modules) = js::node_modules() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let output = support::factbuoy()
+        .current_dir(home.path())
+        .args(["plugin", "new", "disk-report", "--lang", "js"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let project = home.path().join("disk-report");
+    let app = support::authoring::doc_example("docs/plugins-js.md", "js");
+    std::fs::write(project.join("app.js"), app).unwrap();
+    let wasm = js::component(&node_modules, &project);
+    let (code, report) = run_json(&[
+        path_str(&wasm),
+        "--grant",
+        "disk-report:host-info",
+        "-p",
+        "pretty=true",
+    ]);
+    assert_eq!(code, 0, "{report:#}");
+    let disks = artifact(&report, "disks.json");
+    let disks = disks.as_array().expect("a list of file systems");
+    assert!(!disks.is_empty(), "{report:#}");
+    assert!(
+        disks.iter().all(|d| d["fileSystem"] != "tmpfs"),
+        "{disks:#?}"
     );
 }

@@ -8,6 +8,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 pub mod aggregator;
+pub mod authoring;
 mod fixtures;
 pub mod js;
 pub mod kube;

@@ -18,7 +18,7 @@ class Hostile(Gatherer):
             .param(
                 Param.string("mode")
                 .required()
-                .describe("well-behaved | loop | alloc | panic | fail | read | host-info")
+                .describe("well-behaved | loop | alloc | flood | panic | fail | read | host-info")
             )
             .param(Param.string("path").default("/").describe("Target of read."))
             .param(Param.integer("count").default("1").describe("How many times to repeat."))
@@ -42,6 +42,11 @@ class Hostile(Gatherer):
             hoard = []
             while True:
                 hoard.append(bytearray(1 << 20))
+        elif mode == "flood":
+            block = b"x" * (64 * 1024)
+            with output.create("flood.bin", "application/octet-stream") as out:
+                while True:
+                    out.write(block)
         elif mode == "panic":
             raise RuntimeError("hostile plugin raised on purpose")
         elif mode == "fail":

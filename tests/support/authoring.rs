@@ -1,0 +1,76 @@
+//! What the plugin-authoring tests share: `plugin run` and `plugin info` through the real
+//! binary, read as JSON, and the example in a document's text.
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::Value;
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+pub fn path_str(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// `factbuoy plugin run ARGS -o json` that has ended: its exit code and report.
+pub fn run_json(args: &[&str]) -> (i32, Value) {
+    let output = super::factbuoy()
+        .args(["plugin", "run"])
+        .args(args)
+        .args(["-o", "json"])
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!("no JSON report ({e}); stderr: {}", stderr(&output));
+    });
+    (output.status.code().unwrap_or(-1), report)
+}
+
+/// An artifact's content from a `plugin run -o json` report, parsed when it is JSON.
+pub fn artifact(report: &Value, name: &str) -> Value {
+    let found = report["artifacts"]
+        .as_array()
+        .and_then(|all| all.iter().find(|a| a["name"] == name))
+        .unwrap_or_else(|| panic!("no artifact {name} in {report:#}"));
+    match &found["content"] {
+        Value::String(text) => serde_json::from_str(text).unwrap(),
+        other => other.clone(),
+    }
+}
+
+/// `plugin info -o json` without the human descriptions, which differ between twins written
+/// in two languages.
+pub fn contract_of(wasm: &Path) -> Value {
+    let output = super::factbuoy()
+        .args(["plugin", "info", path_str(wasm), "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let mut info: Value = serde_json::from_slice(&output.stdout).unwrap();
+    fn strip(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                map.remove("description");
+                map.remove("reason");
+                map.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut info);
+    info
+}
+
+/// The first code block fenced as `fence` (```python, say) in the workspace's document `doc`:
+/// the examples docs show are built and run by tests, so they cannot go stale.
+pub fn doc_example(doc: &str, fence: &str) -> String {
+    let text = std::fs::read_to_string(super::workspace().join(doc)).unwrap();
+    let start = text
+        .find(&format!("```{fence}\n"))
+        .unwrap_or_else(|| panic!("{doc} has no ```{fence} block"));
+    let body = &text[start + fence.len() + 4..];
+    body[..body.find("```").expect("the block ends")].to_owned()
+}
