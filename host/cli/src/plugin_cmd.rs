@@ -254,9 +254,11 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
                         emit(&dir.join(path).display().to_string());
                     }
                     eprintln!(
-                        "created {lang:?} plugin {name} in {}; build it with: cd {} && factbuoy plugin build",
+                        "created {} plugin {name} in {}; build it with: cd {} && {}",
+                        lang.name(),
                         dir.display(),
-                        dir.display()
+                        dir.display(),
+                        lang.build_steps()
                     );
                 }
                 machine => emit_document(

@@ -22,6 +22,26 @@ pub enum Lang {
     Js,
 }
 
+impl Lang {
+    /// The language's name, for people.
+    pub fn name(self) -> &'static str {
+        match self {
+            Lang::Rust => "Rust",
+            Lang::Python => "Python",
+            Lang::Js => "JavaScript",
+        }
+    }
+
+    /// What to run in a new project to build it.
+    pub fn build_steps(self) -> &'static str {
+        match self {
+            // The toolchain comes from the npm registry, pinned in the project's package.json.
+            Lang::Js => "npm install && factbuoy plugin build",
+            Lang::Rust | Lang::Python => "factbuoy plugin build",
+        }
+    }
+}
+
 /// A file of a new project: its path in the project and its template text.
 struct Template {
     path: &'static str,
