@@ -74,3 +74,21 @@ pub fn doc_example(doc: &str, fence: &str) -> String {
     let body = &text[start + fence.len() + 4..];
     body[..body.find("```").expect("the block ends")].to_owned()
 }
+
+/// Runs the disk-report example of the SDK docs, built into `wasm`, and checks that it does what
+/// the docs say: lists the host's file systems, without the types `skip` leaves out by default.
+/// `type_field` is the language's name of a disk's file-system type.
+pub fn assert_lists_file_systems(wasm: &Path, type_field: &str) {
+    let (code, report) = run_json(&[
+        path_str(wasm),
+        "--grant",
+        "disk-report:host-info",
+        "-p",
+        "pretty=true",
+    ]);
+    assert_eq!(code, 0, "{report:#}");
+    let disks = artifact(&report, "disks.json");
+    let disks = disks.as_array().expect("a list of file systems");
+    assert!(!disks.is_empty(), "{report:#}");
+    assert!(disks.iter().all(|d| d[type_field] != "tmpfs"), "{disks:#?}");
+}

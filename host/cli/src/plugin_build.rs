@@ -142,8 +142,8 @@ fn build_python(dir: &Path) -> anyhow::Result<PathBuf> {
     let target = dir.join("target");
     std::fs::create_dir_all(&target).with_context(|| format!("creating {}", target.display()))?;
     let wasm = target.join(format!("{name}.wasm"));
-    eprintln!("building with {}", componentize.display());
-    let status = Command::new(&componentize)
+    let mut command = Command::new(&componentize);
+    command
         .arg("-d")
         .arg(wit.parent().expect("a found file has a parent"))
         .args(["-w", WORLD, "componentize", PYTHON_APP])
@@ -152,15 +152,8 @@ fn build_python(dir: &Path) -> anyhow::Result<PathBuf> {
         .arg("-p")
         .arg(sdk.parent().expect("a found directory has a parent"))
         .arg("-o")
-        .arg(&wasm)
-        .current_dir(dir)
-        // Standard output is the component's path alone.
-        .stdout(std::io::stderr())
-        .status()
-        .with_context(|| format!("running {}", componentize.display()))?;
-    if !status.success() {
-        return Err(Ended::Failed("componentize-py failed (see above)".into()).into());
-    }
+        .arg(&wasm);
+    run_toolchain(&mut command, dir)?;
     Ok(wasm)
 }
 
@@ -208,8 +201,8 @@ fn build_js(dir: &Path) -> anyhow::Result<PathBuf> {
     }
     let wasm = target.join(format!("{name}.wasm"));
     let componentize = node_modules.join(".bin/componentize-js");
-    eprintln!("building with {}", componentize.display());
-    let status = Command::new(&componentize)
+    let mut command = Command::new(&componentize);
+    command
         .arg(sources.join(JS_APP))
         .arg("--wit")
         .arg(stage.join("wit"))
@@ -217,15 +210,26 @@ fn build_js(dir: &Path) -> anyhow::Result<PathBuf> {
         // The host links no wasi:http: a plugin reaches the network by no route.
         .args(["--disable", "http", "fetch-event"])
         .arg("-o")
-        .arg(&wasm)
+        .arg(&wasm);
+    run_toolchain(&mut command, dir)?;
+    Ok(wasm)
+}
+
+/// Runs a componentize tool in the project `dir`, its output on standard error (standard output
+/// is the component's path alone). A tool that ran and failed is a failed build (exit 1).
+fn run_toolchain(command: &mut Command, dir: &Path) -> anyhow::Result<()> {
+    let program = Path::new(command.get_program()).to_owned();
+    eprintln!("building with {}", program.display());
+    let status = command
         .current_dir(dir)
         .stdout(std::io::stderr())
         .status()
-        .with_context(|| format!("running {}", componentize.display()))?;
+        .with_context(|| format!("running {}", program.display()))?;
     if !status.success() {
-        return Err(Ended::Failed("componentize-js failed (see above)".into()).into());
+        let name = program.file_name().unwrap_or_default().to_string_lossy();
+        return Err(Ended::Failed(format!("{name} failed (see above)")).into());
     }
-    Ok(wasm)
+    Ok(())
 }
 
 /// The `node_modules` holding componentize-js and jco: the project's, else the one whose
