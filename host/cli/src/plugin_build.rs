@@ -116,32 +116,16 @@ fn build_rust(dir: &Path) -> anyhow::Result<PathBuf> {
 }
 
 fn build_python(dir: &Path) -> anyhow::Result<PathBuf> {
-    let wit = find_up(dir, &["wit/gatherer.wit"]).with_context(|| {
-        format!(
-            "no wit/gatherer.wit in {} or above it: `factbuoy plugin new` writes it into the \
-             project",
-            dir.display()
-        )
-    })?;
-    let sdk = find_up(
+    let wit = contract(dir)?;
+    let sdk = sdk(
         dir,
-        &["factbuoy_plugin", "guest-sdk/python/factbuoy_plugin"],
-    )
-    .with_context(|| {
-        format!(
-            "the Python SDK (factbuoy_plugin/) is not in {} or above it: `factbuoy plugin \
-                 new NAME --lang python` writes it into the project",
-            dir.display()
-        )
-    })?;
+        "factbuoy_plugin",
+        "guest-sdk/python",
+        "Python",
+        "python",
+    )?;
     let componentize = componentize_py(dir)?;
-    let name = dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .context("the project directory has no name")?;
-    let target = dir.join("target");
-    std::fs::create_dir_all(&target).with_context(|| format!("creating {}", target.display()))?;
-    let wasm = target.join(format!("{name}.wasm"));
+    let wasm = component_path(dir)?;
     let mut command = Command::new(&componentize);
     command
         .arg("-d")
@@ -157,25 +141,53 @@ fn build_python(dir: &Path) -> anyhow::Result<PathBuf> {
     Ok(wasm)
 }
 
-/// Builds a JavaScript project with componentize-js, the engine of `jco componentize`: run
-/// directly, as jco 1.35's own command fails on Node 20 before building. The component targets
-/// a world of its own, the gatherer plus WASI's file system, which the SDK reads granted paths
-/// through; the sources and the SDK are staged in `target/js-build/` beside that WIT.
-fn build_js(dir: &Path) -> anyhow::Result<PathBuf> {
-    let wit = find_up(dir, &["wit/gatherer.wit"]).with_context(|| {
+/// The project's WIT contract, `wit/gatherer.wit` in `dir` or a folder above it (a checkout's).
+fn contract(dir: &Path) -> anyhow::Result<PathBuf> {
+    find_up(dir, &["wit/gatherer.wit"]).with_context(|| {
         format!(
             "no wit/gatherer.wit in {} or above it: `factbuoy plugin new` writes it into the \
              project",
             dir.display()
         )
-    })?;
-    let sdk = find_up(dir, &["factbuoy-plugin", "guest-sdk/js/factbuoy-plugin"]).with_context(|| {
+    })
+}
+
+/// The SDK package `folder` of `language`: in `dir` or above it as `plugin new` (`--lang
+/// flag`) writes it, or in a checkout's `checkout/folder`.
+fn sdk(
+    dir: &Path,
+    folder: &str,
+    checkout: &str,
+    language: &str,
+    flag: &str,
+) -> anyhow::Result<PathBuf> {
+    find_up(dir, &[folder, &format!("{checkout}/{folder}")]).with_context(|| {
         format!(
-            "the JavaScript SDK (factbuoy-plugin/) is not in {} or above it: `factbuoy plugin new \
-             NAME --lang js` writes it into the project",
+            "the {language} SDK ({folder}/) is not in {} or above it: `factbuoy plugin new NAME \
+             --lang {flag}` writes it into the project",
             dir.display()
         )
-    })?;
+    })
+}
+
+/// Where a Python or JavaScript build writes the component: `target/<project name>.wasm`.
+fn component_path(dir: &Path) -> anyhow::Result<PathBuf> {
+    let name = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .context("the project directory has no name")?;
+    let target = dir.join("target");
+    std::fs::create_dir_all(&target).with_context(|| format!("creating {}", target.display()))?;
+    Ok(target.join(format!("{name}.wasm")))
+}
+
+/// Builds a JavaScript project with componentize-js, the engine of `jco componentize`: run
+/// directly, as jco 1.35's own command fails on Node 20 before building. The component targets
+/// a world of its own, the gatherer plus WASI's file system, which the SDK reads granted paths
+/// through; the sources and the SDK are staged in `target/js-build/` beside that WIT.
+fn build_js(dir: &Path) -> anyhow::Result<PathBuf> {
+    let wit = contract(dir)?;
+    let sdk = sdk(dir, "factbuoy-plugin", "guest-sdk/js", "JavaScript", "js")?;
     anyhow::ensure!(
         dir.join(JS_APP).is_file(),
         "{} has a package.json but no {JS_APP}, the plugin's entry point (`export const plugin \
@@ -183,12 +195,8 @@ fn build_js(dir: &Path) -> anyhow::Result<PathBuf> {
         dir.display()
     );
     let node_modules = js_toolchain(dir)?;
-    let name = dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .context("the project directory has no name")?;
-    let target = dir.join("target");
-    let stage = target.join("js-build");
+    let wasm = component_path(dir)?;
+    let stage = dir.join("target").join("js-build");
     if stage.exists() {
         std::fs::remove_dir_all(&stage)
             .with_context(|| format!("removing the last build's {}", stage.display()))?;
@@ -199,7 +207,6 @@ fn build_js(dir: &Path) -> anyhow::Result<PathBuf> {
     if !sources.join("factbuoy-plugin").exists() {
         copy_tree(&sdk, &sources.join("factbuoy-plugin"), &[])?;
     }
-    let wasm = target.join(format!("{name}.wasm"));
     let componentize = node_modules.join(".bin/componentize-js");
     let mut command = Command::new(&componentize);
     command
