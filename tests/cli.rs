@@ -433,7 +433,7 @@ fn a_plugin_file_rewritten_in_place_is_read_again_even_with_its_old_size_and_tim
         assert!(output.status.success(), "{}", stderr(&output));
     };
     let compiled = || {
-        walk(&cache)
+        support::files_below(&cache, &[], |_| true)
             .iter()
             .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
             .count()
@@ -442,7 +442,7 @@ fn a_plugin_file_rewritten_in_place_is_read_again_even_with_its_old_size_and_tim
     info();
     assert_eq!(compiled(), 1);
     assert!(
-        walk(&cache)
+        support::files_below(&cache, &[], |_| true)
             .iter()
             .any(|p| p.to_string_lossy().contains("/digests/")),
         "no digest was remembered"
@@ -471,18 +471,4 @@ fn a_plugin_file_rewritten_in_place_is_read_again_even_with_its_old_size_and_tim
     );
     info();
     assert_eq!(compiled(), 2, "the rewritten file ran from the old digest");
-}
-
-/// Every file below `dir`.
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files.extend(walk(&path));
-        } else {
-            files.push(path);
-        }
-    }
-    files
 }

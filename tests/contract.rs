@@ -20,20 +20,10 @@ const DIGESTS: &str = "wit/frozen.sha256";
 
 /// Every file below `dir`, relative to `base`, in path order.
 fn files_below(dir: &Path, base: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut dirs = vec![dir.to_owned()];
-    while let Some(d) = dirs.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else {
-                files.push(path.strip_prefix(base).unwrap().to_owned());
-            }
-        }
-    }
-    files.sort();
-    files
+    support::files_below(dir, &[], |_| true)
+        .into_iter()
+        .map(|path| path.strip_prefix(base).unwrap().to_owned())
+        .collect()
 }
 
 #[test]

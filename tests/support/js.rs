@@ -102,24 +102,8 @@ pub fn component(node_modules: &Path, dir: &Path) -> PathBuf {
 
 /// The files below `dir` a build reads (not its output nor installed packages), in path order.
 fn sources(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut dirs = vec![dir.to_owned()];
-    while let Some(d) = dirs.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            let name = path.file_name().unwrap();
-            if path.is_dir() {
-                if name != "target" && name != "node_modules" {
-                    dirs.push(path);
-                }
-            } else if path
-                .extension()
-                .is_some_and(|e| e == "js" || e == "json" || e == "wit")
-            {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    files
+    super::files_below(dir, &["target", "node_modules"], |path| {
+        path.extension()
+            .is_some_and(|e| e == "js" || e == "json" || e == "wit")
+    })
 }

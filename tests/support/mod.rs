@@ -46,7 +46,7 @@ pub fn write_journal(path: &std::path::Path, stream: &[u8], env: &[(&str, &str)]
 /// directory, without `.zst`) passes `keep`.
 pub fn unpack_journal_fixtures(into: &std::path::Path, keep: impl Fn(&str) -> bool) {
     let source = workspace().join("tests/fixtures/journal");
-    for compressed in files_below(&source) {
+    for compressed in files_below(&source, &[], |_| true) {
         let relative = compressed.strip_prefix(&source).unwrap().to_str().unwrap();
         let Some(relative) = relative.strip_suffix(".zst") else {
             continue;
@@ -65,21 +65,6 @@ pub fn unpack_journal_fixtures(into: &std::path::Path, keep: impl Fn(&str) -> bo
             .expect("running zstd (apt-get install zstd)");
         assert!(status.success(), "zstd -d {}", compressed.display());
     }
-}
-
-/// Every file below `dir`, in name order.
-fn files_below(dir: &std::path::Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files.extend(files_below(&path));
-        } else {
-            files.push(path);
-        }
-    }
-    files.sort();
-    files
 }
 
 /// The real `factbuoy` binary, with this test binary's private component cache.
@@ -116,4 +101,32 @@ pub fn setup_report(output: &std::process::Output) -> (i32, serde_json::Value, s
         })
         .unwrap_or(Value::Null);
     (output.status.code().unwrap_or(-1), report, facts)
+}
+
+/// The files below `dir` that `keep` accepts, in path order, without entering the folders named
+/// in `skip` at any depth.
+pub fn files_below(
+    dir: &std::path::Path,
+    skip: &[&str],
+    keep: impl Fn(&std::path::Path) -> bool,
+) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_owned()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                if !skip
+                    .iter()
+                    .any(|s| path.file_name().is_some_and(|n| n == *s))
+                {
+                    dirs.push(path);
+                }
+            } else if keep(&path) {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
 }

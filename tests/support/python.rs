@@ -98,18 +98,7 @@ fn componentize_py_version() -> String {
 
 /// The `.py` and `.wit` files below `dir`, in path order.
 fn python_sources(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut dirs = vec![dir.to_owned()];
-    while let Some(d) = dirs.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "py" || e == "wit") {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    files
+    super::files_below(dir, &[], |path| {
+        path.extension().is_some_and(|e| e == "py" || e == "wit")
+    })
 }
