@@ -6,8 +6,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use sha2::{Digest, Sha256};
-
 use super::workspace;
 
 /// The toolchain's `node_modules`, installed once by tests/js/install.sh; `None` (the test is
@@ -53,51 +51,31 @@ pub fn path_with_toolchain(node_modules: &Path) -> std::ffi::OsString {
 pub fn component(node_modules: &Path, dir: &Path) -> PathBuf {
     let sdk = workspace().join("guest-sdk/js/factbuoy-plugin");
     let wit = workspace().join("wit");
-    let mut hasher = Sha256::new();
-    hasher.update(std::fs::read(workspace().join("tests/js/package-lock.json")).unwrap());
-    for root in [dir, &sdk, &wit] {
-        for file in sources(root) {
-            hasher.update(
-                file.strip_prefix(root)
-                    .unwrap()
-                    .to_string_lossy()
-                    .as_bytes(),
+    let lock = std::fs::read(workspace().join("tests/js/package-lock.json")).unwrap();
+    super::built::component(
+        "factbuoy-js-components",
+        &lock,
+        &[dir, &sdk, &wit],
+        sources,
+        dir,
+        |into| {
+            eprintln!("{}: building with factbuoy plugin build", dir.display());
+            let output = super::factbuoy()
+                .args(["plugin", "build"])
+                .arg(dir)
+                .env("PATH", path_with_toolchain(node_modules))
+                .output()
+                .expect("running factbuoy plugin build");
+            assert!(
+                output.status.success(),
+                "factbuoy plugin build failed for {}: {}",
+                dir.display(),
+                String::from_utf8_lossy(&output.stderr)
             );
-            hasher.update(std::fs::read(&file).unwrap());
-        }
-    }
-    let key = hex::encode(hasher.finalize());
-    let cache = std::env::temp_dir().join("factbuoy-js-components");
-    std::fs::create_dir_all(&cache).unwrap();
-    let wasm = cache.join(format!("{key}.wasm"));
-    if wasm.exists() {
-        eprintln!(
-            "{}: using the component built before from the same sources, {}",
-            dir.display(),
-            wasm.display()
-        );
-        return wasm;
-    }
-    eprintln!("{}: building with factbuoy plugin build", dir.display());
-    let output = super::factbuoy()
-        .args(["plugin", "build"])
-        .arg(dir)
-        .env("PATH", path_with_toolchain(node_modules))
-        .output()
-        .expect("running factbuoy plugin build");
-    assert!(
-        output.status.success(),
-        "factbuoy plugin build failed for {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let built = PathBuf::from(String::from_utf8(output.stdout).unwrap().trim());
-    // Copied under another name first, so a concurrent or interrupted build is never taken for
-    // a finished one.
-    let partial = cache.join(format!("{key}.{}.partial", std::process::id()));
-    std::fs::copy(&built, &partial).unwrap();
-    std::fs::rename(&partial, &wasm).unwrap();
-    wasm
+            let built = PathBuf::from(String::from_utf8(output.stdout).unwrap().trim());
+            std::fs::copy(&built, into).unwrap();
+        },
+    )
 }
 
 /// The files below `dir` a build reads (not its output nor installed packages), in path order.

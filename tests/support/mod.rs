@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 
 pub mod aggregator;
 pub mod authoring;
+pub mod built;
 mod fixtures;
 pub mod js;
 pub mod kube;

@@ -5,8 +5,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use sha2::{Digest, Sha256};
-
 use super::workspace;
 
 /// The venv's bin directory holding componentize-py, made once by tests/python/venv.sh.
@@ -43,49 +41,37 @@ pub fn path_with_venv() -> std::ffi::OsString {
 pub fn component(app_dir: &Path) -> PathBuf {
     let sdk = workspace().join("guest-sdk/python");
     let wit = workspace().join("wit");
-    let mut hasher = Sha256::new();
-    hasher.update(venv_bin().to_string_lossy().as_bytes());
-    hasher.update(componentize_py_version().as_bytes());
-    for dir in [app_dir, &sdk, &wit] {
-        for file in python_sources(dir) {
-            hasher.update(file.strip_prefix(dir).unwrap().to_string_lossy().as_bytes());
-            hasher.update(std::fs::read(&file).unwrap());
-        }
-    }
-    let key = hex::encode(hasher.finalize());
-    let cache = std::env::temp_dir().join("factbuoy-python-components");
-    std::fs::create_dir_all(&cache).unwrap();
-    let wasm = cache.join(format!("{key}.wasm"));
-    if wasm.exists() {
-        eprintln!(
-            "{}: using the component built before from the same sources, {}",
-            app_dir.display(),
-            wasm.display()
-        );
-        return wasm;
-    }
-    eprintln!("{}: building with componentize-py", app_dir.display());
-    // Written under another name first, so a concurrent or interrupted build is never taken
-    // for a finished one.
-    let partial = cache.join(format!("{key}.{}.partial", std::process::id()));
-    let status = Command::new(venv_bin().join("componentize-py"))
-        .arg("-d")
-        .arg(&wit)
-        .args(["-w", "gatherer", "componentize", "app", "-p"])
-        .arg(app_dir)
-        .arg("-p")
-        .arg(&sdk)
-        .arg("-o")
-        .arg(&partial)
-        .status()
-        .expect("running componentize-py");
-    assert!(
-        status.success(),
-        "componentize-py failed for {}",
-        app_dir.display()
-    );
-    std::fs::rename(&partial, &wasm).unwrap();
-    wasm
+    let toolchain = [
+        venv_bin().to_string_lossy().as_bytes(),
+        componentize_py_version().as_bytes(),
+    ]
+    .concat();
+    super::built::component(
+        "factbuoy-python-components",
+        &toolchain,
+        &[app_dir, &sdk, &wit],
+        python_sources,
+        app_dir,
+        |into| {
+            eprintln!("{}: building with componentize-py", app_dir.display());
+            let status = Command::new(venv_bin().join("componentize-py"))
+                .arg("-d")
+                .arg(&wit)
+                .args(["-w", "gatherer", "componentize", "app", "-p"])
+                .arg(app_dir)
+                .arg("-p")
+                .arg(&sdk)
+                .arg("-o")
+                .arg(into)
+                .status()
+                .expect("running componentize-py");
+            assert!(
+                status.success(),
+                "componentize-py failed for {}",
+                app_dir.display()
+            );
+        },
+    )
 }
 
 fn componentize_py_version() -> String {
