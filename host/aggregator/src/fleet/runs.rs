@@ -10,12 +10,12 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use factbuoy_protocol::fleet::{FleetRoute, FleetRunRequest, FleetRunStarted, RunOffer};
 use factbuoy_protocol::names::{IdentifierKind, NodeName, check_identifier};
-use factbuoy_protocol::types::{RunStatus, now_rfc3339};
+use factbuoy_protocol::types::RunStatus;
 use tokio::sync::watch;
 
 use super::admission::{FleetAdmission, credential};
 use super::{Fleet, registry};
-use crate::config::{self, PluginPlan, RunConfig, ServerLimits};
+use crate::config::{PluginPlan, RunConfig};
 use crate::{Run, RunDir, RunningAggregator};
 
 /// A run of the fleet.
@@ -202,16 +202,9 @@ pub(super) async fn start(
         *newest += 1;
         *newest
     };
-    let run_id = format!("{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff);
     let listen = SocketAddr::new(fleet.settings.listen.ip(), 0);
     let config = RunConfig {
-        run_id: run_id.clone(),
-        created: now_rfc3339(),
-        factbuoy_version: env!("CARGO_PKG_VERSION").to_owned(),
-        plugins,
         nodes: nodes.clone(),
-        dynamic_nodes: false,
-        heartbeat_seconds: config::DEFAULT_HEARTBEAT.as_secs(),
         lost_after_seconds: request.lost_after_seconds.max(1),
         run_timeout_seconds: request.timeout_seconds.max(1),
         agent_listen: listen,
@@ -219,8 +212,9 @@ pub(super) async fn start(
         server_names: fleet.settings.server_names.clone(),
         bundle_dir: fleet.dir.bundles(),
         operator_ca: Some(fleet.ca.cert_pem().to_owned()),
-        limits: ServerLimits::default(),
+        ..RunConfig::new(plugins)
     };
+    let run_id = config.run_id.clone();
     let dir = run_dir(fleet, number, &run_id);
     let run = Run::create(dir.clone(), config, &[]).map_err(StartError::Failed)?;
     for sha256 in &from_files {
