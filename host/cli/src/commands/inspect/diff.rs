@@ -8,9 +8,11 @@ use factbuoy_bundle::drift::{self, BundleRun, ChangeKind, Changes, Drift, Ignore
 use factbuoy_bundle::reader::Bundle;
 use serde_json::Value;
 
-use super::{cell, count, emit_lines, indented_table, names, table};
+use super::show::{cell, emit_lines, names};
+use factbuoy_protocol::types::wire_name;
+
 use crate::output::{ExitStatus, Format, emit_document};
-use crate::summary::wire_name;
+use crate::table::{count, fitted};
 
 #[derive(Debug, Args)]
 pub struct DiffArgs {
@@ -104,7 +106,7 @@ fn drift_lines(drift: &Drift) -> Vec<String> {
                 .iter()
                 .map(|f| vec![f.plugin.clone(), f.path.clone()])
                 .collect();
-            lines.extend(indented_table(&rows, 2));
+            lines.extend(fitted(&rows, 2));
             continue;
         }
         lines.push(format!(
@@ -141,7 +143,7 @@ fn drift_lines(drift: &Drift) -> Vec<String> {
             }
             rows.push(row);
         }
-        lines.extend(indented_table(&rows, 2));
+        lines.extend(fitted(&rows, 2));
     }
     lines
 }
@@ -203,7 +205,7 @@ fn changes_lines(changes: &Changes) -> Vec<String> {
                 names(&change.nodes),
             ]);
         }
-        lines.extend(table(&rows));
+        lines.extend(fitted(&rows, 0));
     }
     lines
 }

@@ -11,7 +11,6 @@ use serde_json::json;
 
 use crate::json_report::JsonReport;
 use crate::output::{ExitStatus, Format, emit, emit_document};
-use crate::plan;
 use crate::{plugin_build, plugin_new};
 use factbuoy_catalog::{BUNDLED, PluginRef};
 use factbuoy_protocol::text::printable;
@@ -32,7 +31,7 @@ pub enum PluginCommand {
     )]
     Info {
         /// A bundled plugin's name or a path to a `.wasm` component.
-        #[arg(value_parser = plan::PluginName, hide_possible_values = true)]
+        #[arg(value_parser = crate::flags::PluginName, hide_possible_values = true)]
         plugin: String,
         #[command(flatten)]
         common: CommonArgs,
@@ -101,7 +100,7 @@ pub struct CommonArgs {
 #[derive(Debug, Args)]
 pub struct PluginRunArgs {
     /// A bundled plugin's name or a path to a `.wasm` component.
-    #[arg(value_parser = plan::PluginName, hide_possible_values = true)]
+    #[arg(value_parser = crate::flags::PluginName, hide_possible_values = true)]
     plugin: String,
     /// A parameter, e.g. hello:greeting=hi, as `run` takes it (the `hello:` may be left out
     /// here); repeat for several, and to add to a list parameter.
@@ -149,7 +148,7 @@ pub struct Scoped {
 
 impl Scoped {
     fn param(text: &str) -> Result<Scoped, String> {
-        match plan::scoped_param(text) {
+        match factbuoy_operator::plan::scoped_param(text) {
             Ok((plugin, value)) => Ok(Scoped {
                 plugin: Some(plugin),
                 value,
@@ -163,13 +162,13 @@ impl Scoped {
     }
 
     fn capability(text: &str) -> Result<Scoped, String> {
-        if plan::is_capability(text) {
+        if factbuoy_operator::plan::is_capability(text) {
             return Ok(Scoped {
                 plugin: None,
                 value: text.to_owned(),
             });
         }
-        let (plugin, value) = plan::scoped_grant(text)?;
+        let (plugin, value) = factbuoy_operator::plan::scoped_grant(text)?;
         Ok(Scoped {
             plugin: Some(plugin),
             value,
@@ -385,7 +384,7 @@ async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> 
         Scoped::for_plugin(&args.grant, name, &args.plugin)?,
         Scoped::for_plugin(&args.deny, name, &args.plugin)?,
     )?;
-    plan::check_required(&loaded.info, &grants)?;
+    factbuoy_operator::plan::check_required(&loaded.info, &grants)?;
     let assignments = Scoped::for_plugin(&args.params, name, &args.plugin)?
         .iter()
         .map(|text| params::parse_assignment(text).map_err(anyhow::Error::msg))

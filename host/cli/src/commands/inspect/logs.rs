@@ -10,7 +10,7 @@ use factbuoy_bundle::reader::Bundle;
 use factbuoy_protocol::text::printable;
 use serde_json::Value;
 
-use super::names;
+use super::show::names;
 use crate::output::{ExitStatus, Format};
 
 #[derive(Debug, Args)]

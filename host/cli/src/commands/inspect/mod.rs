@@ -11,16 +11,16 @@ use factbuoy_bundle::drift::IgnoreList;
 use factbuoy_bundle::export;
 use factbuoy_bundle::inspect::{self, FACT_SOURCES, FactPath};
 use factbuoy_bundle::reader::Bundle;
-use factbuoy_protocol::text::printable;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::output::{ExitStatus, Format, emit, emit_document};
+use crate::table::{bytes, count, fitted};
 
 mod diff;
 mod logs;
+mod show;
 
-/// The widest a value is shown in a table; `-o json` has it whole.
-const MAX_CELL_CHARS: usize = 100;
+use show::{cell, emit_lines};
 
 #[derive(Debug, Subcommand)]
 pub enum InspectCommand {
@@ -312,7 +312,7 @@ fn summary(args: BundleArg, format: Format) -> anyhow::Result<ExitStatus> {
         }
         rows.push(row);
     }
-    lines.extend(table(&rows));
+    lines.extend(fitted(&rows, 0));
 
     if !summary.errors.is_empty() {
         lines.push(String::new());
@@ -368,7 +368,7 @@ fn facts(args: FactsArgs, format: Format) -> anyhow::Result<ExitStatus> {
             rows.push(vec![document.plugin.clone(), path, cell(value)]);
         }
     }
-    emit_lines(&table(&rows));
+    emit_lines(&fitted(&rows, 0));
     Ok(ExitStatus::Success)
 }
 
@@ -401,7 +401,7 @@ fn query(args: QueryArgs, format: Format) -> anyhow::Result<ExitStatus> {
             }
         }
     }
-    emit_lines(&table(&rows));
+    emit_lines(&fitted(&rows, 0));
     Ok(ExitStatus::Success)
 }
 
@@ -439,7 +439,7 @@ fn sql(args: SqlArgs, format: Format) -> anyhow::Result<ExitStatus> {
             .iter()
             .map(|row| row.iter().map(cell).collect::<Vec<_>>()),
     );
-    emit_lines(&table(&rows));
+    emit_lines(&fitted(&rows, 0));
     Ok(ExitStatus::Success)
 }
 
@@ -449,8 +449,8 @@ fn export(args: ExportArgs, format: Format) -> anyhow::Result<ExitStatus> {
     }
     let exported = match args.export_format {
         ExportFormat::AnsibleFactCache => {
-            let facts = crate::ansible_cmd::facts_from_bundle(&args.bundle)?;
-            return crate::ansible_cmd::write_cache(
+            let facts = crate::fact_cache::facts_from_bundle(&args.bundle)?;
+            return crate::fact_cache::write_cache(
                 &args.out,
                 "",
                 factbuoy_bundle::ansible_cache::Layout::Both,
@@ -489,115 +489,4 @@ fn report(args: ReportArgs, format: Format) -> anyhow::Result<ExitStatus> {
         machine => emit_document(&json!({"file": args.out, "bytes": size}), machine),
     }
     Ok(ExitStatus::Success)
-}
-
-/// `1 node`, `2 nodes`.
-fn count(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
-}
-
-/// The most node names a cell lists before "and N more".
-const MAX_NAMES: usize = 5;
-
-/// Node names, the first few: `web-1, web-2 and 298 more`.
-fn names(nodes: &[String]) -> String {
-    let shown = nodes[..nodes.len().min(MAX_NAMES)].join(", ");
-    match nodes.len().saturating_sub(MAX_NAMES) {
-        0 => shown,
-        more => format!("{shown} and {more} more"),
-    }
-}
-
-/// A value as a table shows it: strings bare, anything else as compact JSON, cut to fit.
-fn cell(value: &Value) -> String {
-    let text = match value {
-        Value::String(text) if text.is_empty() => "\"\"".into(),
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    };
-    cut(&text, MAX_CELL_CHARS)
-}
-
-/// Prints `lines`, each with what a bundle's author chose (names, values, messages) made
-/// printable: no escape sequence reaches the terminal.
-fn emit_lines(lines: &[String]) {
-    let shown: Vec<String> = lines.iter().map(|l| printable(l).into_owned()).collect();
-    emit(&shown.join("\n"));
-}
-
-/// Rows in aligned columns; the last column is not padded.
-fn table(rows: &[Vec<String>]) -> Vec<String> {
-    indented_table(rows, 0)
-}
-
-/// The narrowest a column is cut to when a table is fitted to the terminal.
-const MIN_COLUMN_CHARS: usize = 12;
-
-/// [`table`], each line indented by `indent` spaces. On a terminal, the widest columns are cut
-/// (cells ending in `…`) until the lines fit its width; `-o json` has every value whole.
-fn indented_table(rows: &[Vec<String>], indent: usize) -> Vec<String> {
-    let columns = rows.first().map_or(0, Vec::len);
-    let mut widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            rows.iter()
-                .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    if let Some((_, terminal)) = console::Term::stdout().size_checked() {
-        let room = usize::from(terminal).saturating_sub(indent + 2 * columns.saturating_sub(1));
-        while widths.iter().sum::<usize>() > room {
-            let (widest, width) = widths
-                .iter()
-                .copied()
-                .enumerate()
-                .max_by_key(|(_, w)| *w)
-                .unwrap_or_default();
-            if width <= MIN_COLUMN_CHARS {
-                break;
-            }
-            widths[widest] -= 1;
-        }
-    }
-    let margin = " ".repeat(indent);
-    rows.iter()
-        .map(|row| {
-            let line = row
-                .iter()
-                .zip(&widths)
-                .map(|(cell, width)| format!("{:width$}", cut(cell, *width)))
-                .collect::<Vec<_>>()
-                .join("  ");
-            format!("{margin}{}", line.trim_end())
-        })
-        .collect()
-}
-
-/// `text` cut to at most `width` characters, the last of them `…` when cut.
-fn cut(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_owned();
-    }
-    let kept: String = text.chars().take(width.saturating_sub(1)).collect();
-    format!("{kept}…")
-}
-
-/// A byte count for people: `1.5 MiB`.
-fn bytes(count: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if count < 1024 {
-        return format!("{count} B");
-    }
-    let mut value = count as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
 }

@@ -1,15 +1,14 @@
-//! `factbuoy aggregator serve-kubernetes`: the aggregator as a pod of its own run. It creates
-//! the run's CA inside the pod (the private key never leaves it), publishes the CA certificate
-//! for the agents, saves the cluster's resources into the bundle, follows the nodes and the
-//! agent pods, and ends the run's DaemonSet once every result is in. The aggregator crate knows
-//! nothing of Kubernetes: this module connects it to the dispatch crate.
+//! The aggregator as a pod of its own run: what `factbuoy aggregator serve-kubernetes` runs in
+//! the aggregator pod of `factbuoy run --kubernetes` (and of `factbuoy gen`'s manifests). It
+//! creates the run's CA inside the pod (the private key never leaves it), publishes the CA
+//! certificate for the agents, saves the cluster's resources into the bundle, follows the nodes
+//! and the agent pods, and ends the run's DaemonSet once every result is in.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Args;
 use factbuoy_agent::AgentConfig;
 use factbuoy_aggregator::config::PlanScope;
 use factbuoy_aggregator::enroll::{Admission, Admitting, Refusal};
@@ -32,8 +31,6 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use tokio::sync::mpsc;
 
-use crate::output::ExitStatus;
-
 /// How often the status annotation is brought up to date (each patch only when it changed, and
 /// at most every few seconds: see `status_annotation`).
 const STATUS_TICK: Duration = Duration::from_secs(1);
@@ -46,29 +43,24 @@ const RESOURCES_DIR: &str = "resources";
 /// How long the aggregator waits for its run's DaemonSet to be applied after it.
 const DAEMONSET_WAIT: Duration = Duration::from_secs(120);
 
-#[derive(Debug, Args)]
-pub struct ServeKubernetesArgs {
+/// What the aggregator pod is given on its command line (see `factbuoy gen`).
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
     /// The run plan (`run.json` of ConfigMap factbuoy-run).
-    #[arg(long, value_name = "FILE")]
-    plan: PathBuf,
+    pub plan: PathBuf,
     /// Where the parts of the plugin components not bundled in the image are mounted, one
     /// folder per ConfigMap `factbuoy-plugin-part-<n>`.
-    #[arg(long, value_name = "DIR", default_value = components::COMPONENTS_DIR)]
-    components: PathBuf,
+    pub components: PathBuf,
     /// The operator CA certificate: the operator listener accepts operators it signed.
-    #[arg(long, value_name = "FILE")]
-    operator_ca: PathBuf,
+    pub operator_ca: PathBuf,
     /// The run directory (an emptyDir: it outlives a restart of the container, not of the pod).
-    #[arg(long, value_name = "DIR")]
-    run_dir: PathBuf,
+    pub run_dir: PathBuf,
     /// How long an expected node may stay NotReady before its missing results are given up as
     /// lost.
-    #[arg(long, default_value = "60s")]
-    lost_after: humantime::Duration,
+    pub lost_after: Duration,
     /// The kinds of cluster objects saved into the bundle's resources/ (the run's RBAC lets it
     /// list exactly these).
-    #[arg(long, value_name = "KIND,...", value_delimiter = ',', default_value = "nodes,namespaces", value_parser = resources::kind)]
-    resources: Vec<&'static ResourceKind>,
+    pub resources: Vec<&'static ResourceKind>,
 }
 
 /// The pod's own name and namespace, from the downward API.
@@ -91,7 +83,12 @@ impl Me {
     }
 }
 
-pub async fn serve(args: ServeKubernetesArgs) -> anyhow::Result<ExitStatus> {
+/// Serves the run until it ends, then keeps serving its status and bundle until `shutdown`
+/// completes (the pod is deleted with the run).
+pub async fn serve(
+    args: ServeOptions,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
     let me = Me::from_env()?;
     let cluster = factbuoy_dispatch::in_cluster()?;
     let client = cluster.client;
@@ -127,7 +124,7 @@ pub async fn serve(args: ServeKubernetesArgs) -> anyhow::Result<ExitStatus> {
     tokio::spawn(factbuoy_dispatch::nodes::follow_nodes(
         client.clone(),
         filter,
-        *args.lost_after,
+        args.lost_after,
         node_tx,
     ));
     tokio::spawn(apply_node_changes(running.nodes(), node_rx));
@@ -164,12 +161,8 @@ pub async fn serve(args: ServeKubernetesArgs) -> anyhow::Result<ExitStatus> {
     }
     end_daemonset(&client, &me.namespace).await;
     // The bundle stays available on the operator listener until `factbuoy delete`.
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = terminate.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
-    Ok(ExitStatus::Success)
+    shutdown.await;
+    Ok(())
 }
 
 /// Waits for the API server to answer: a new pod's network (its CNI routes, the `kubernetes`
@@ -252,7 +245,7 @@ impl GlobalRunner {
 
 /// The run in `--run-dir`, created from the plan on first start and read back after a restart
 /// of the container.
-fn open_or_create(args: &ServeKubernetesArgs, namespace: &str) -> anyhow::Result<Run> {
+fn open_or_create(args: &ServeOptions, namespace: &str) -> anyhow::Result<Run> {
     let dir = RunDir::new(&args.run_dir);
     if dir.config().exists() {
         return Run::open(dir);
