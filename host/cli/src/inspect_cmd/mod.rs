@@ -1,16 +1,16 @@
 //! `factbuoy inspect`: a run's bundle (a `.tar.gz` or its extracted folder) read offline,
-//! long after the run. What each command answers is computed in the bundle crate
-//! ([`factbuoy_bundle::inspect`], `drift`, `sql`, `logs`, `export`, `report`); this module
+//! long after the run. What each command answers is computed in the inspection crate
+//! ([`factbuoy_inspect::inspect`], `drift`, `sql`, `logs`, `export`, `report`); this module
 //! parses the arguments and prints, with `diff` and `logs` in modules of their own.
 
 use std::path::PathBuf;
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
-use factbuoy_bundle::drift::IgnoreList;
-use factbuoy_bundle::export;
-use factbuoy_bundle::inspect::{self, FACT_SOURCES, FactPath};
 use factbuoy_bundle::reader::Bundle;
+use factbuoy_inspect::drift::IgnoreList;
+use factbuoy_inspect::export;
+use factbuoy_inspect::inspect::{self, FACT_SOURCES, FactPath};
 use factbuoy_protocol::text::printable;
 use serde_json::{Value, json};
 
@@ -427,7 +427,7 @@ fn sql(args: SqlArgs, format: Format) -> anyhow::Result<ExitStatus> {
             scratch.path().join("facts.sqlite")
         }
     };
-    let answer = factbuoy_bundle::sql::query(&bundles, &database, &args.query)?;
+    let answer = factbuoy_inspect::sql::query(&bundles, &database, &args.query)?;
     if format != Format::Table {
         emit_document(&answer, format);
         return Ok(ExitStatus::Success);
@@ -453,7 +453,7 @@ fn export(args: ExportArgs, format: Format) -> anyhow::Result<ExitStatus> {
             return crate::ansible_cmd::write_cache(
                 &args.out,
                 "",
-                factbuoy_bundle::ansible_cache::Layout::Both,
+                factbuoy_inspect::ansible_cache::Layout::Both,
                 facts,
                 format,
             );
@@ -482,7 +482,7 @@ fn export(args: ExportArgs, format: Format) -> anyhow::Result<ExitStatus> {
 fn report(args: ReportArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let bundle = Bundle::open(&args.bundle)?;
     let ignore = IgnoreList::new(!args.no_default_ignores, &args.ignore);
-    factbuoy_bundle::report::write_file(&bundle, &ignore, &args.out)?;
+    factbuoy_inspect::report::write_file(&bundle, &ignore, &args.out)?;
     let size = std::fs::metadata(&args.out)?.len();
     match format {
         Format::Table => emit(&format!("{}: {}", args.out.display(), bytes(size))),

@@ -21,7 +21,7 @@ use serde_json::Value;
 use crate::drift::{self, Drift, IgnoreList};
 use crate::export::{ExportError, Failure, write_whole};
 use crate::inspect::{self, FactPath, Summary};
-use crate::reader::{Bundle, ReadError};
+use factbuoy_bundle::reader::{Bundle, ReadError};
 
 const HEAD: &str = include_str!("report/head.html");
 const APP: &str = include_str!("report/app.js");

@@ -18,7 +18,7 @@ use serde_json::Value;
 use wildmatch::WildMatch;
 
 use crate::inspect::result_parts;
-use crate::reader::{Bundle, ReadError};
+use factbuoy_bundle::reader::{Bundle, ReadError};
 
 /// The plugin whose results hold journals, and its artifact (docs/systemd-logs.md).
 pub const JOURNAL_SOURCE: (&str, &str) = ("systemd-logs", "journal.jsonl");
@@ -293,7 +293,7 @@ enum Kept {
 /// Filters one journal into the temporary file, a line per kept entry: its time as 16 hex
 /// digits, a space, the entry as it was written.
 fn keep(
-    entry: &mut crate::reader::Entry<'_>,
+    entry: &mut factbuoy_bundle::reader::Entry<'_>,
     path: &str,
     filter: &Filter,
     out: &mut impl Write,

@@ -16,7 +16,7 @@ use serde_json::Value;
 use wildmatch::WildMatch;
 
 use crate::inspect::{FACT_SOURCES, RunDocuments, leaves, nodes_of, run_and_facts};
-use crate::reader::{Bundle, ReadError};
+use factbuoy_bundle::reader::{Bundle, ReadError};
 
 /// Facts that change between any two gatherings of one host: `*` matches any run of
 /// characters (dots and brackets included), `?` one.

@@ -1,5 +1,5 @@
 //! What `factbuoy inspect` answers about a bundle, each in one streaming pass of
-//! [`crate::reader::Bundle::walk`]: whether every file matches `meta/index.json` ([`verify`]),
+//! [`factbuoy_bundle::reader::Bundle::walk`]: whether every file matches `meta/index.json` ([`verify`]),
 //! the run at a glance ([`summary`]), a node's facts ([`facts`]) and one path into every node's
 //! facts ([`query`]). docs/inspect.md describes them for users.
 
@@ -9,8 +9,8 @@ use factbuoy_protocol::types::StatusDocument;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::layout;
-use crate::reader::{Bundle, MAX_INDEX_BYTES, MAX_META_BYTES, ReadError, safe_path};
+use factbuoy_bundle::layout;
+use factbuoy_bundle::reader::{Bundle, MAX_INDEX_BYTES, MAX_META_BYTES, ReadError, safe_path};
 
 /// The most of one facts document read into memory.
 pub use crate::ansible_cache::MAX_FACTS_BYTES;

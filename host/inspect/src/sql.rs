@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::inspect::{FACT_SOURCES, RunDocuments, leaves, run_and_facts, wire};
-use crate::reader::{Bundle, ReadError};
+use factbuoy_bundle::reader::{Bundle, ReadError};
 
 /// The tables and views, as created; docs/inspect.md explains each column.
 const SCHEMA: &str = "

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::inspect::{FactPath, each_facts, leaves};
-use crate::reader::{Bundle, ReadError};
+use factbuoy_bundle::reader::{Bundle, ReadError};
 
 /// Why an export failed.
 #[derive(Debug, thiserror::Error)]
