@@ -11,9 +11,8 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use factbuoy_bundle::layout::{self, ResultKind};
 use factbuoy_catalog::PluginRef;
-use factbuoy_inspect::ansible_cache::{
-    self, FACTS_ARTIFACT, MAX_FACTS_BYTES, SETUP_PLUGIN, node_name, write_host,
-};
+use factbuoy_inspect::MAX_FACTS_BYTES;
+use factbuoy_inspect::ansible_cache::{self, FACTS_ARTIFACT, SETUP_PLUGIN, node_name, write_host};
 use factbuoy_runtime::params;
 use factbuoy_runtime::sink::MemorySink;
 use factbuoy_runtime::{Limits, RunRequest, Runtime, RuntimeOptions};

@@ -21,8 +21,6 @@ use serde::ser::{SerializeMap, Serializer};
 pub const SETUP_PLUGIN: &str = "setup";
 /// The setup plugin's artifact, in its results and in bundles.
 pub const FACTS_ARTIFACT: &str = "ansible_facts.json";
-/// Largest facts file accepted from a bundle; real ones are tens of kilobytes.
-pub const MAX_FACTS_BYTES: u64 = 64 * 1024 * 1024;
 /// ansible-core 2.19's cache schema: keys are prefixed `s<id>_`, values wrapped.
 const SCHEMA_PREFIX: &str = "s1_";
 const PAYLOAD_KEY: &str = "__payload__";

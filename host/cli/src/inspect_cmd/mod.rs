@@ -1,6 +1,6 @@
 //! `factbuoy inspect`: a run's bundle (a `.tar.gz` or its extracted folder) read offline,
 //! long after the run. What each command answers is computed in the inspection crate
-//! ([`factbuoy_inspect::inspect`], `drift`, `sql`, `logs`, `export`, `report`); this module
+//! ([`factbuoy_inspect`]: verify, summary, facts, query; `drift`, `sql`, `logs`, `export`, `report`); this module
 //! parses the arguments and prints, with `diff` and `logs` in modules of their own.
 
 use std::path::PathBuf;
@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use factbuoy_bundle::reader::Bundle;
 use factbuoy_inspect::drift::IgnoreList;
 use factbuoy_inspect::export;
-use factbuoy_inspect::inspect::{self, FACT_SOURCES, FactPath};
+use factbuoy_inspect::{FACT_SOURCES, FactPath};
 use factbuoy_protocol::text::printable;
 use serde_json::{Value, json};
 
@@ -224,7 +224,7 @@ pub fn execute(command: InspectCommand, format: Format) -> anyhow::Result<ExitSt
 
 fn verify(args: VerifyArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let bundle = Bundle::open(&args.bundle)?;
-    let verification = inspect::verify(&bundle, args.sha256.as_deref());
+    let verification = factbuoy_inspect::verify(&bundle, args.sha256.as_deref());
     match format {
         Format::Table => {
             let name = args.bundle.display();
@@ -258,7 +258,7 @@ fn verify(args: VerifyArgs, format: Format) -> anyhow::Result<ExitStatus> {
 
 fn summary(args: BundleArg, format: Format) -> anyhow::Result<ExitStatus> {
     let bundle = Bundle::open(&args.bundle)?;
-    let summary = inspect::summary(&bundle)?;
+    let summary = factbuoy_inspect::summary(&bundle)?;
     if format != Format::Table {
         emit_document(&summary, format);
         return Ok(ExitStatus::Success);
@@ -349,7 +349,7 @@ fn facts(args: FactsArgs, format: Format) -> anyhow::Result<ExitStatus> {
         bail!("{plugin:?} gathers no facts: name setup or host-facts, or leave it out for both");
     }
     let bundle = Bundle::open(&args.bundle)?;
-    let facts = inspect::facts(&bundle, &args.node, args.plugin.as_deref())?;
+    let facts = factbuoy_inspect::facts(&bundle, &args.node, args.plugin.as_deref())?;
     if facts.is_empty() {
         bail!(
             "{} has no facts for node {:?} (from {}); `factbuoy inspect summary` lists its nodes",
@@ -364,7 +364,7 @@ fn facts(args: FactsArgs, format: Format) -> anyhow::Result<ExitStatus> {
     }
     let mut rows = vec![vec!["PLUGIN".to_owned(), "PATH".into(), "VALUE".into()]];
     for document in &facts {
-        for (path, value) in inspect::leaves(&document.facts) {
+        for (path, value) in factbuoy_inspect::leaves(&document.facts) {
             rows.push(vec![document.plugin.clone(), path, cell(value)]);
         }
     }
@@ -375,7 +375,7 @@ fn facts(args: FactsArgs, format: Format) -> anyhow::Result<ExitStatus> {
 fn query(args: QueryArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let path = FactPath::parse(&args.path)?;
     let bundle = Bundle::open(&args.bundle)?;
-    let answers = inspect::query(&bundle, &path)?;
+    let answers = factbuoy_inspect::query(&bundle, &path)?;
     if answers.is_empty() {
         bail!(
             "{} has no facts (no setup or host-facts results) to query",
