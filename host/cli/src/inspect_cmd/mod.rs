@@ -1,7 +1,8 @@
 //! `factbuoy inspect`: a run's bundle (a `.tar.gz` or its extracted folder) read offline,
 //! long after the run. What each command answers is computed in the inspection crate
-//! ([`factbuoy_inspect`]: verify, summary, facts, query; `drift`, `sql`, `logs`, `export`, `report`); this module
-//! parses the arguments and prints, with `diff` and `logs` in modules of their own.
+//! ([`factbuoy_inspect`]: verify, summary, facts, query; `drift`, `sql`, `logs`, `export`,
+//! `report`); this module parses the arguments and prints, with `diff` and `logs` in modules of
+//! their own.
 
 use std::path::PathBuf;
 
