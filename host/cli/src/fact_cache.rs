@@ -1,37 +1,15 @@
 //! Writing setup facts into an Ansible `jsonfile` fact cache and saying what was written:
 //! shared by `factbuoy ansible fact-cache` and `factbuoy inspect export --format
-//! ansible-fact-cache`.
+//! ansible-fact-cache` (whose facts `factbuoy_inspect::ansible_cache::facts_from_bundle` reads).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{Context, bail};
-use factbuoy_bundle::ansible_cache::{
-    self, FACTS_ARTIFACT, MAX_FACTS_BYTES, SETUP_PLUGIN, write_host,
-};
-use factbuoy_bundle::layout::{self, ResultKind};
+use anyhow::Context;
+use factbuoy_inspect::ansible_cache::{self, write_host};
 use serde_json::json;
 
 use crate::output::{ExitStatus, Format, emit, emit_document};
-
-/// Each node's setup facts document in the bundle at `bundle` (a `.tar.gz` or its extracted
-/// folder), or why that node's could not be read.
-pub fn facts_from_bundle(
-    bundle: &Path,
-) -> anyhow::Result<BTreeMap<String, Result<Vec<u8>, String>>> {
-    let facts_by_host: BTreeMap<String, Result<Vec<u8>, String>> =
-        factbuoy_bundle::reader::node_files(bundle, SETUP_PLUGIN, FACTS_ARTIFACT, MAX_FACTS_BYTES)?
-            .into_iter()
-            .collect();
-    if facts_by_host.is_empty() {
-        bail!(
-            "{} has no setup results ({}/{FACTS_ARTIFACT}); was the setup plugin part of the run?",
-            bundle.display(),
-            layout::result_dir(SETUP_PLUGIN, "<node>", ResultKind::Results)
-        );
-    }
-    Ok(facts_by_host)
-}
 
 /// Writes a cache file (or two, for [`ansible_cache::Layout::Both`]) per host in `dir`, and
 /// prints what was written and each host whose facts could not be; exit 1 if any could not.

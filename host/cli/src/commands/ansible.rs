@@ -1,5 +1,5 @@
 //! `factbuoy ansible fact-cache`: hands setup facts to Ansible through its `jsonfile` fact
-//! cache ([`factbuoy_bundle::ansible_cache`]). The facts come from the bundled `setup` plugin
+//! cache ([`factbuoy_inspect::ansible_cache`]). The facts come from the bundled `setup` plugin
 //! run on this host now, or from a run's bundle (`.tar.gz`) or its extracted directory, one
 //! cache file per node.
 
@@ -9,14 +9,15 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use factbuoy_bundle::ansible_cache::{self, FACTS_ARTIFACT, SETUP_PLUGIN, node_name};
 use factbuoy_catalog::PluginRef;
+use factbuoy_inspect::ansible_cache::{self, FACTS_ARTIFACT, SETUP_PLUGIN, node_name};
 use factbuoy_runtime::params;
 use factbuoy_runtime::sink::MemorySink;
 use factbuoy_runtime::{Limits, RunRequest, Runtime, RuntimeOptions};
 
-use crate::fact_cache::{facts_from_bundle, write_cache};
+use crate::fact_cache::write_cache;
 use crate::output::{ExitStatus, Format};
+use factbuoy_inspect::ansible_cache::facts_from_bundle;
 
 #[derive(Debug, Subcommand)]
 pub enum AnsibleCommand {

@@ -1,11 +1,11 @@
 //! `factbuoy inspect diff`: drift across one bundle's nodes, or the changes between two
-//! bundles, as computed by [`factbuoy_bundle::drift`], printed.
+//! bundles, as computed by [`factbuoy_inspect::drift`], printed.
 
 use std::path::PathBuf;
 
 use clap::Args;
-use factbuoy_bundle::drift::{self, BundleRun, ChangeKind, Changes, Drift, IgnoreList};
 use factbuoy_bundle::reader::Bundle;
+use factbuoy_inspect::drift::{self, BundleRun, ChangeKind, Changes, Drift, IgnoreList};
 use serde_json::Value;
 
 use super::show::{cell, emit_lines, names};

@@ -1,12 +1,12 @@
 //! `factbuoy inspect logs`: every node's journal entries, merged in time order by
-//! [`factbuoy_bundle::logs`], printed as they come.
+//! [`factbuoy_inspect::logs`], printed as they come.
 
 use std::path::PathBuf;
 
 use anyhow::bail;
 use clap::Args;
-use factbuoy_bundle::logs;
 use factbuoy_bundle::reader::Bundle;
+use factbuoy_inspect::logs;
 use factbuoy_protocol::text::printable;
 use serde_json::Value;
 

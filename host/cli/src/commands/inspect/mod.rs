@@ -1,16 +1,17 @@
 //! `factbuoy inspect`: a run's bundle (a `.tar.gz` or its extracted folder) read offline,
-//! long after the run. What each command answers is computed in the bundle crate
-//! ([`factbuoy_bundle::inspect`], `drift`, `sql`, `logs`, `export`, `report`); this module
-//! parses the arguments and prints, with `diff` and `logs` in modules of their own.
+//! long after the run. What each command answers is computed in the inspection crate
+//! ([`factbuoy_inspect`]: verify, summary, facts, query; `drift`, `sql`, `logs`, `export`,
+//! `report`); this module parses the arguments and prints, with `diff` and `logs` in modules of
+//! their own.
 
 use std::path::PathBuf;
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
-use factbuoy_bundle::drift::IgnoreList;
-use factbuoy_bundle::export;
-use factbuoy_bundle::inspect::{self, FACT_SOURCES, FactPath};
 use factbuoy_bundle::reader::Bundle;
+use factbuoy_inspect::drift::IgnoreList;
+use factbuoy_inspect::export;
+use factbuoy_inspect::{FACT_SOURCES, FactPath};
 use serde_json::json;
 
 use crate::output::{ExitStatus, Format, emit, emit_document};
@@ -224,7 +225,7 @@ pub fn execute(command: InspectCommand, format: Format) -> anyhow::Result<ExitSt
 
 fn verify(args: VerifyArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let bundle = Bundle::open(&args.bundle)?;
-    let verification = inspect::verify(&bundle, args.sha256.as_deref());
+    let verification = factbuoy_inspect::verify(&bundle, args.sha256.as_deref());
     match format {
         Format::Table => {
             let name = args.bundle.display();
@@ -258,7 +259,7 @@ fn verify(args: VerifyArgs, format: Format) -> anyhow::Result<ExitStatus> {
 
 fn summary(args: BundleArg, format: Format) -> anyhow::Result<ExitStatus> {
     let bundle = Bundle::open(&args.bundle)?;
-    let summary = inspect::summary(&bundle)?;
+    let summary = factbuoy_inspect::summary(&bundle)?;
     if format != Format::Table {
         emit_document(&summary, format);
         return Ok(ExitStatus::Success);
@@ -349,7 +350,7 @@ fn facts(args: FactsArgs, format: Format) -> anyhow::Result<ExitStatus> {
         bail!("{plugin:?} gathers no facts: name setup or host-facts, or leave it out for both");
     }
     let bundle = Bundle::open(&args.bundle)?;
-    let facts = inspect::facts(&bundle, &args.node, args.plugin.as_deref())?;
+    let facts = factbuoy_inspect::facts(&bundle, &args.node, args.plugin.as_deref())?;
     if facts.is_empty() {
         bail!(
             "{} has no facts for node {:?} (from {}); `factbuoy inspect summary` lists its nodes",
@@ -364,7 +365,7 @@ fn facts(args: FactsArgs, format: Format) -> anyhow::Result<ExitStatus> {
     }
     let mut rows = vec![vec!["PLUGIN".to_owned(), "PATH".into(), "VALUE".into()]];
     for document in &facts {
-        for (path, value) in inspect::leaves(&document.facts) {
+        for (path, value) in factbuoy_inspect::leaves(&document.facts) {
             rows.push(vec![document.plugin.clone(), path, cell(value)]);
         }
     }
@@ -375,7 +376,7 @@ fn facts(args: FactsArgs, format: Format) -> anyhow::Result<ExitStatus> {
 fn query(args: QueryArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let path = FactPath::parse(&args.path)?;
     let bundle = Bundle::open(&args.bundle)?;
-    let answers = inspect::query(&bundle, &path)?;
+    let answers = factbuoy_inspect::query(&bundle, &path)?;
     if answers.is_empty() {
         bail!(
             "{} has no facts (no setup or host-facts results) to query",
@@ -427,7 +428,7 @@ fn sql(args: SqlArgs, format: Format) -> anyhow::Result<ExitStatus> {
             scratch.path().join("facts.sqlite")
         }
     };
-    let answer = factbuoy_bundle::sql::query(&bundles, &database, &args.query)?;
+    let answer = factbuoy_inspect::sql::query(&bundles, &database, &args.query)?;
     if format != Format::Table {
         emit_document(&answer, format);
         return Ok(ExitStatus::Success);
@@ -449,11 +450,11 @@ fn export(args: ExportArgs, format: Format) -> anyhow::Result<ExitStatus> {
     }
     let exported = match args.export_format {
         ExportFormat::AnsibleFactCache => {
-            let facts = crate::fact_cache::facts_from_bundle(&args.bundle)?;
+            let facts = factbuoy_inspect::ansible_cache::facts_from_bundle(&args.bundle)?;
             return crate::fact_cache::write_cache(
                 &args.out,
                 "",
-                factbuoy_bundle::ansible_cache::Layout::Both,
+                factbuoy_inspect::ansible_cache::Layout::Both,
                 facts,
                 format,
             );
@@ -482,7 +483,7 @@ fn export(args: ExportArgs, format: Format) -> anyhow::Result<ExitStatus> {
 fn report(args: ReportArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let bundle = Bundle::open(&args.bundle)?;
     let ignore = IgnoreList::new(!args.no_default_ignores, &args.ignore);
-    factbuoy_bundle::report::write_file(&bundle, &ignore, &args.out)?;
+    factbuoy_inspect::report::write_file(&bundle, &ignore, &args.out)?;
     let size = std::fs::metadata(&args.out)?.len();
     match format {
         Format::Table => emit(&format!("{}: {}", args.out.display(), bytes(size))),

@@ -15,13 +15,14 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::Path;
 
+use factbuoy_bundle::reader::{Bundle, ReadError};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::drift::{self, Drift, IgnoreList};
 use crate::export::{ExportError, Failure, write_whole};
-use crate::inspect::{self, FactPath, Summary};
-use crate::reader::{Bundle, ReadError};
+use crate::facts::{FactPath, each_facts};
+use crate::summary::{Summary, summary};
 
 const HEAD: &str = include_str!("report/head.html");
 const APP: &str = include_str!("report/app.js");
@@ -69,7 +70,7 @@ const KEY_FACTS: [(&str, &[Source]); 5] = [
 
 /// Why the report could not be written.
 #[derive(Debug, thiserror::Error)]
-pub enum ReportError {
+pub(crate) enum ReportError {
     /// The bundle could not be read.
     #[error(transparent)]
     Read(#[from] ReadError),
@@ -108,13 +109,13 @@ pub fn write_file(bundle: &Bundle, ignore: &IgnoreList, target: &Path) -> Result
 }
 
 /// Writes the report of `bundle` to `out`; `ignore` decides what the drift leaves out.
-pub fn write(
+pub(crate) fn write(
     bundle: &Bundle,
     ignore: &IgnoreList,
     out: &mut impl Write,
 ) -> Result<(), ReportError> {
     let drift = drift::drift(bundle, ignore)?;
-    let summary = inspect::summary(bundle)?;
+    let summary = summary(bundle)?;
     // Per column, per source: the parsed paths.
     let sources: Vec<Vec<(&str, Vec<FactPath>)>> = KEY_FACTS
         .iter()
@@ -136,7 +137,7 @@ pub fn write(
 
     out.write_all(HEAD.as_bytes())?;
     let mut failed = None;
-    inspect::each_facts(
+    each_facts(
         bundle,
         |_, _| true,
         |node, plugin, facts| {

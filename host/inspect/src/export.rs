@@ -1,5 +1,5 @@
 //! `factbuoy inspect export`: a bundle's facts in formats other tools read. JSON Lines ([`jsonl`])
-//! and CSV ([`csv`]) are written here; Ansible's fact cache is [`crate::ansible_cache`]'s.
+//! and CSV ([`csv`](fn@csv)) are written here; Ansible's fact cache is [`crate::ansible_cache`]'s.
 //!
 //! Each writes one file in the folder asked for, through a temporary file renamed into place
 //! when complete: an export that fails midway (a hostile bundle, a full disk) leaves no
@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use factbuoy_bundle::reader::{Bundle, ReadError};
 use serde_json::Value;
 
-use crate::inspect::{FactPath, each_facts, leaves};
-use crate::reader::{Bundle, ReadError};
+use crate::facts::{FactPath, each_facts, leaves};
 
 /// Why an export failed.
 #[derive(Debug, thiserror::Error)]
@@ -40,9 +40,9 @@ pub struct Exported {
 }
 
 /// The JSON Lines file's name in the folder.
-pub const JSONL_FILE: &str = "facts.jsonl";
+pub(crate) const JSONL_FILE: &str = "facts.jsonl";
 /// The CSV file's name in the folder.
-pub const CSV_FILE: &str = "facts.csv";
+pub(crate) const CSV_FILE: &str = "facts.csv";
 
 /// Writes `facts.jsonl` in `dir`: one line per node and plugin,
 /// `{"node": ..., "plugin": ..., "facts": {...}}`, in the bundle's order.

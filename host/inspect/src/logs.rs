@@ -14,14 +14,13 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::os::unix::fs::FileExt;
 
+use factbuoy_bundle::layout::result_parts;
+use factbuoy_bundle::reader::{Bundle, Entry, ReadError};
 use serde_json::Value;
 use wildmatch::WildMatch;
 
-use crate::inspect::result_parts;
-use crate::reader::{Bundle, ReadError};
-
 /// The plugin whose results hold journals, and its artifact (docs/systemd-logs.md).
-pub const JOURNAL_SOURCE: (&str, &str) = ("systemd-logs", "journal.jsonl");
+pub(crate) const JOURNAL_SOURCE: (&str, &str) = ("systemd-logs", "journal.jsonl");
 
 /// The longest journal line read: journalctl writes fields of 4096 bytes or more as `null`
 /// unless told otherwise, so real lines are far shorter; a longer one is refused, by entry.
@@ -139,7 +138,7 @@ pub fn message(entry: &Value) -> Option<String> {
 }
 
 /// An entry's time, microseconds since the epoch (`__REALTIME_TIMESTAMP`).
-pub fn time(entry: &Value) -> Option<u64> {
+pub(crate) fn time(entry: &Value) -> Option<u64> {
     entry.get("__REALTIME_TIMESTAMP")?.as_str()?.parse().ok()
 }
 
@@ -293,7 +292,7 @@ enum Kept {
 /// Filters one journal into the temporary file, a line per kept entry: its time as 16 hex
 /// digits, a space, the entry as it was written.
 fn keep(
-    entry: &mut crate::reader::Entry<'_>,
+    entry: &mut Entry<'_>,
     path: &str,
     filter: &Filter,
     out: &mut impl Write,

@@ -7,13 +7,14 @@
 
 use std::path::Path;
 
+use factbuoy_bundle::reader::{Bundle, ReadError};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, params};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::inspect::{FACT_SOURCES, RunDocuments, leaves, run_and_facts, wire};
-use crate::reader::{Bundle, ReadError};
+use crate::facts::{FACT_SOURCES, RunDocuments, leaves, run_and_facts};
+use crate::meta::wire;
 
 /// The tables and views, as created; docs/inspect.md explains each column.
 const SCHEMA: &str = "

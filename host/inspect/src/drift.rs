@@ -1,11 +1,11 @@
 //! `factbuoy inspect diff`: where the nodes of one bundle disagree ([`drift`]), and what changed
 //! between two bundles of one fleet ([`changes`]).
 //!
-//! Facts are compared leaf by leaf, as [`crate::inspect::leaves`] flattens them. Facts that
+//! Facts are compared leaf by leaf, as [`crate::leaves`] flattens them. Facts that
 //! change on their own (clocks, counters, free space) would drown everything else, so an
 //! [`IgnoreList`] leaves them out; [`DEFAULT_IGNORES`] is built in and can be replaced.
 //!
-//! Every leaf path and every distinct value is stored once ([`Interner`]), and a node's facts as
+//! Every leaf path and every distinct value is stored once (`Interner`), and a node's facts as
 //! pairs of numbers, so a fleet of hundreds of nodes stays a few megabytes; each facts document
 //! is dropped once flattened.
 
@@ -15,8 +15,10 @@ use serde::Serialize;
 use serde_json::Value;
 use wildmatch::WildMatch;
 
-use crate::inspect::{FACT_SOURCES, RunDocuments, leaves, nodes_of, run_and_facts};
-use crate::reader::{Bundle, ReadError};
+use crate::facts::{FACT_SOURCES, RunDocuments, leaves, run_and_facts};
+use crate::meta::nodes_of;
+
+use factbuoy_bundle::reader::{Bundle, ReadError};
 
 /// Facts that change between any two gatherings of one host: `*` matches any run of
 /// characters (dots and brackets included), `?` one.

@@ -8,6 +8,7 @@
 //! parsed into a tree: memory stays at the artifact's size plus its largest single string, not a
 //! multiple of it.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -21,8 +22,34 @@ use serde::ser::{SerializeMap, Serializer};
 pub const SETUP_PLUGIN: &str = "setup";
 /// The setup plugin's artifact, in its results and in bundles.
 pub const FACTS_ARTIFACT: &str = "ansible_facts.json";
-/// Largest facts file accepted from a bundle; real ones are tens of kilobytes.
-pub const MAX_FACTS_BYTES: u64 = 64 * 1024 * 1024;
+/// Each node's setup facts document in the bundle at `bundle` (a `.tar.gz` or its extracted
+/// folder), or why that node's could not be read.
+pub fn facts_from_bundle(
+    bundle: &Path,
+) -> anyhow::Result<BTreeMap<String, Result<Vec<u8>, String>>> {
+    let facts_by_host: BTreeMap<String, Result<Vec<u8>, String>> =
+        factbuoy_bundle::reader::node_files(
+            bundle,
+            SETUP_PLUGIN,
+            FACTS_ARTIFACT,
+            crate::MAX_FACTS_BYTES,
+        )?
+        .into_iter()
+        .collect();
+    if facts_by_host.is_empty() {
+        bail!(
+            "{} has no setup results ({}/{FACTS_ARTIFACT}); was the setup plugin part of the run?",
+            bundle.display(),
+            factbuoy_bundle::layout::result_dir(
+                SETUP_PLUGIN,
+                "<node>",
+                factbuoy_bundle::layout::ResultKind::Results
+            )
+        );
+    }
+    Ok(facts_by_host)
+}
+
 /// ansible-core 2.19's cache schema: keys are prefixed `s<id>_`, values wrapped.
 const SCHEMA_PREFIX: &str = "s1_";
 const PAYLOAD_KEY: &str = "__payload__";
