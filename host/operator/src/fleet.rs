@@ -105,7 +105,9 @@ pub(crate) async fn start(
         fleet_operator_address: format!("{host}:{}", started.operator_port),
         credentials,
         run_ca: started.ca.clone(),
+        created: Some(factbuoy_protocol::types::now_rfc3339()),
     };
+    record.save(state)?;
     Ok((
         RunRecord::Fleet(record.clone()),
         Requested {
