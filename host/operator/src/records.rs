@@ -27,6 +27,8 @@ use crate::state::StateDir;
 const KUBE_RUN_FILE: &str = "run.json";
 /// The folder of fleet runs' records in the state directory, one `<run id>.json` each.
 const FLEET_RUNS_DIR: &str = "fleet-runs";
+/// The fleets served from this machine: the addresses they are dialled at, and their folders.
+const FLEETS_FILE: &str = "fleets.json";
 
 /// Where a run is. Serialised untagged: `current-run.json` files written by earlier versions
 /// read back.
@@ -259,6 +261,33 @@ impl StateDir {
             }
         }
         Ok(records)
+    }
+
+    /// Remembers that the fleet in `dir` is served at `addresses` (HOST:PORT), so that a run
+    /// started from this machine finds its operator credentials whatever `--dir` it was served
+    /// from.
+    pub fn remember_fleet(&self, addresses: &[String], dir: &Path) -> anyhow::Result<()> {
+        self.create()?;
+        let path = self.root().join(FLEETS_FILE);
+        let mut fleets = self.fleets();
+        fleets.retain(|_, known| known != dir);
+        for address in addresses {
+            fleets.insert(address.clone(), std::path::absolute(dir)?);
+        }
+        factbuoy_pki::write_private(&path, &serde_json::to_string_pretty(&fleets)?)?;
+        Ok(())
+    }
+
+    /// The folder of the fleet served from this machine at `address`, if one is.
+    pub fn fleet_served_at(&self, address: &str) -> Option<PathBuf> {
+        self.fleets().remove(address)
+    }
+
+    fn fleets(&self) -> std::collections::BTreeMap<String, PathBuf> {
+        std::fs::read_to_string(self.root().join(FLEETS_FILE))
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default()
     }
 
     /// Forgets the current run if it is the local run in `run_dir` (a pruned run).
