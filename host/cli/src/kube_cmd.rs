@@ -93,6 +93,11 @@ pub struct KubeArgs {
     /// systemd-journal (or adm) on the nodes, `getent group systemd-journal` there. Repeatable.
     #[arg(long, value_name = "GID")]
     pub journal_group: Vec<u32>,
+    /// Keep the agents out of their nodes' network and UTS namespaces (no hostNetwork), where
+    /// policy forbids it: the host name, addresses, routes and interfaces' ethtool facts are then
+    /// the agent pods', not the nodes'.
+    #[arg(long)]
+    pub no_host_network: bool,
 }
 
 /// `factbuoy gen`.
@@ -280,6 +285,7 @@ pub async fn prepare(
             .iter()
             .map(|&gid| i64::from(gid))
             .collect(),
+        host_network: !kube.no_host_network,
         global_plugins,
         resources: kube.resources.clone(),
         operator_ca_pem: operator_ca.cert_pem().to_owned(),
@@ -290,6 +296,12 @@ pub async fn prepare(
     for path in &manifests.left_out {
         tracing::warn!(
             "plugins are granted {path}, which agents do not mount: they will see it absent"
+        );
+    }
+    if kube.no_host_network && host_info {
+        tracing::warn!(
+            "--no-host-network: {}",
+            factbuoy_dispatch::manifest::HOST_NETWORK_FACTS
         );
     }
     Ok(Prepared {
