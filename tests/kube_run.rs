@@ -164,6 +164,14 @@ fn without_host_network_the_pods_own_facts_are_named_in_the_runs_warnings() {
         let facts = bundle.json(&format!("plugins/setup/results/{node}/ansible_facts.json"));
         let nodename = facts["ansible_nodename"].as_str().unwrap();
         assert!(nodename.starts_with("factbuoy-agent-"), "{nodename}");
+        // The node's eth0 (from its /sys) is not the pod's eth0: it gets no ethtool facts,
+        // rather than the pod's.
+        assert!(
+            facts["ansible_eth0"]["macaddress"].is_string()
+                && facts["ansible_eth0"].get("features").is_none(),
+            "{node}: {}",
+            facts["ansible_eth0"]
+        );
         let setup = pair(&status, "setup", node)["warnings"].to_string();
         for fact in [
             "ansible_nodename",

@@ -48,13 +48,19 @@ pub fn collect(ctx: &mut Ctx) {
     let mut all_v6: Vec<String> = Vec::new();
     let mut macaddress = String::new();
     let ethtool = Ethtool::find(ctx);
+    // The host's interfaces factbuoy's namespace lacks; one of the same name there (a pod's
+    // eth0) is another interface, whose ethtool answer is not this one's.
+    let outside = match ctx.network_namespace() {
+        NetworkNamespace::Same => Vec::new(),
+        NetworkNamespace::Other { outside } => outside.clone(),
+    };
     for device in ctx.list("/sys/class/net").unwrap_or_default() {
         let dir = format!("/sys/class/net/{device}");
         if !ctx.fs.is_dir(&dir) {
             continue;
         }
         let mut info = device_info(ctx, &device, &dir, &mut macaddress);
-        if let Some(ethtool) = &ethtool {
+        if let Some(ethtool) = ethtool.as_ref().filter(|_| !outside.contains(&device)) {
             ethtool.add_data(ctx, &device, &mut info);
         }
         set_interface(&mut interfaces, &device, info);
