@@ -285,11 +285,13 @@ start_node() {
   ip -n "$NS" route replace "10.244.$n.0/24" via "$ip"
   nsenter --net="/run/netns/$netns" sh -c 'echo 1 > /proc/sys/net/ipv4/ip_forward'
 
-  # Its process 1, in new UTS, mount and PID namespaces (the mount namespace a copy of the
-  # cluster's): it sets them up (cmd_node_init) and holds them; every other process of the node
-  # enters them (spawn_on_node).
+  # Its process 1, in new UTS, mount and PID namespaces: it sets them up (cmd_node_init) and
+  # holds them; every other process of the node enters them (spawn_on_node). The mount
+  # namespace is a private copy of the cluster's: what is mounted on the machine later (another
+  # test's `ip netns add`, say) does not appear in a node's mount table, as it would not on a
+  # machine of its own.
   in_cgroup "node-$n/init" "node-$n-init" nsenter --net="/run/netns/$netns" --mount="$MNTNS_FILE" --wd=/ -- \
-    unshare --uts --mount --pid --fork --propagation slave -- "$HERE/cluster.sh" node-init "$n"
+    unshare --uts --mount --pid --fork --propagation private -- "$HERE/cluster.sh" node-init "$n"
   wait_for "node-$n's namespaces" 30 test -s "$nd/init.pid" || { show_log "node-$n-init"; return 1; }
 
   cat > "$nd/cni/10-bridge.conflist" <<EOF
