@@ -298,7 +298,7 @@ pub async fn prepare(
             "plugins are granted {path}, which agents do not mount: they will see it absent"
         );
     }
-    if kube.no_host_network && host_info {
+    if kube.no_host_network {
         tracing::warn!(
             "--no-host-network: {}",
             factbuoy_dispatch::manifest::HOST_NETWORK_FACTS
