@@ -154,7 +154,7 @@ pub fn settings(dir: &FleetDir) -> anyhow::Result<FleetSettings> {
 pub fn ca_pin(dir: &FleetDir) -> anyhow::Result<String> {
     let ca = std::fs::read_to_string(dir.pki().join("ca.pem"))
         .with_context(|| format!("reading the fleet CA in {}", dir.pki().display()))?;
-    Ok(factbuoy_protocol::fleet::ca_pin(&ca)?)
+    Ok(factbuoy_protocol::tls::ca_pin(&ca)?)
 }
 
 /// Makes the fleet's directory the first time (its CA, certificates and ticket key), and
