@@ -11,8 +11,6 @@ use clap::Args;
 use serde::Serialize;
 
 use factbuoy_aggregator::RunDir;
-use factbuoy_aggregator::config::RunConfig;
-use factbuoy_aggregator::state::RunState;
 use factbuoy_protocol::types::RunStatus;
 
 use crate::output::{ExitStatus, Format, emit, emit_document};
@@ -130,7 +128,7 @@ pub fn prune(args: PruneArgs, format: Format) -> anyhow::Result<ExitStatus> {
 /// operator listener no longer answers). `None` for a run still going, and for a directory
 /// that holds no run.
 fn ended(dir: &RunDir) -> anyhow::Result<Option<Pruned>> {
-    let Ok(config) = RunConfig::load(dir) else {
+    let Ok(config) = dir.load_config() else {
         return Ok(None);
     };
     let run = |status: String, bundled: bool| Pruned {
@@ -143,11 +141,11 @@ fn ended(dir: &RunDir) -> anyhow::Result<Option<Pruned>> {
         let bundled = document.tar_info.is_some();
         return Ok(Some(run(wire_name(&document.status), bundled)));
     }
-    let state = RunState::load(dir, &config)?;
-    if matches!(state.status, RunStatus::Complete | RunStatus::Failed) {
+    let saved = dir.saved_status()?;
+    if matches!(saved.status, RunStatus::Complete | RunStatus::Failed) {
         return Ok(Some(run(
-            wire_name(&state.status),
-            state.tar_info.is_some(),
+            wire_name(&saved.status),
+            saved.tar_info.is_some(),
         )));
     }
     // The configuration holds the port the listener bound at its first start.

@@ -20,7 +20,6 @@ use factbuoy_protocol::{Client, Scope};
 
 use factbuoy_agent::{AgentConfig, LoadedPlugins};
 use factbuoy_aggregator::config::{self, RunConfig, ServerLimits};
-use factbuoy_aggregator::state::RunState;
 use factbuoy_aggregator::{Run, RunDir};
 use factbuoy_protocol::types::now_rfc3339;
 use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
@@ -205,13 +204,13 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
     for (sha256, plugin) in planned.loaded {
         loaded.insert(sha256, plugin);
     }
-    let bar = summary::progress_bar(&running.shared.status_document(), format == Format::Table);
-    let shared = running.shared.clone();
+    let bar = summary::progress_bar(&running.status_document(), format == Format::Table);
+    let status = running.status_reader();
     let ticker = {
         let bar = bar.clone();
         tokio::spawn(async move {
             loop {
-                summary::advance(&bar, &shared.status_document());
+                summary::advance(&bar, &status.document());
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         })
@@ -241,7 +240,7 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
     };
     ticker.abort();
     crate::logging::hide_bar();
-    let document = running.shared.status_document();
+    let document = running.status_document();
     drop(running);
     // Only a bundle holds everything: a run that could not write one (a full disk) keeps its
     // results in the run directory's results/, the only copy of them.
@@ -361,9 +360,7 @@ async fn operator_for(at: &RunAt, cluster: &ClusterArgs) -> anyhow::Result<Clien
 /// The saved status of a local run whose aggregator does not answer. One that had not ended
 /// is reported failed: its process is gone, and nothing will end it but a new aggregator.
 fn saved_status(run_dir: &Path) -> anyhow::Result<StatusDocument> {
-    let dir = RunDir::new(run_dir);
-    let config = RunConfig::load(&dir)?;
-    let mut document = RunState::load(&dir, &config)?.document(&config.run_id);
+    let mut document = RunDir::new(run_dir).saved_status()?;
     if matches!(
         document.status,
         RunStatus::Running | RunStatus::PostProcessing
@@ -380,7 +377,8 @@ fn saved_status(run_dir: &Path) -> anyhow::Result<StatusDocument> {
 /// Where a run's bundle is written: its bundle directory, for a local run.
 fn bundle_dir(at: &RunAt) -> Option<PathBuf> {
     match at {
-        RunAt::Local { run_dir, .. } => RunConfig::load(&RunDir::new(run_dir))
+        RunAt::Local { run_dir, .. } => RunDir::new(run_dir)
+            .load_config()
             .ok()
             .map(|c| c.bundle_dir),
         RunAt::Kubernetes(_) | RunAt::Fleet(_) => None,

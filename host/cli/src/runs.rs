@@ -13,7 +13,6 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use factbuoy_aggregator::RunDir;
-use factbuoy_aggregator::config::RunConfig;
 
 use crate::kube_cmd::{ClusterArgs, operator_dir};
 use crate::output::Ended;
@@ -118,7 +117,7 @@ pub fn locate(run_dir: Option<PathBuf>, run_id: Option<&str>) -> anyhow::Result<
             ))
             .into());
         }
-        let config = RunConfig::load(&RunDir::new(&run_dir))?;
+        let config = RunDir::new(&run_dir).load_config()?;
         Ok(RunAt::Local {
             run_id: config.run_id,
             run_dir,
