@@ -738,11 +738,14 @@ fn a_client_sending_one_byte_a_second_is_dropped() {
 
 #[test]
 fn a_global_result_comes_from_a_global_certificate_and_completes_the_run() {
-    let aggregator = Aggregator::create(&["a"], &["--plugin", "setup", "--global", "setup"]);
+    let aggregator = Aggregator::create(
+        &["a"],
+        &["--plugin", "systemd-logs", "--global", "systemd-logs"],
+    );
     let global = aggregator.issue("global:cluster");
     let agent = aggregator.issue("agent:a");
     let facts = br#"{"nodes":1}"#;
-    let path = "/api/v1/results/global/setup/files/cluster.json";
+    let path = "/api/v1/results/global/systemd-logs/files/cluster.json";
     // Only the global certificate may deliver it.
     assert_eq!(
         put_file(&aggregator, &agent, path, facts, &content_digest(facts)).status,
@@ -752,7 +755,10 @@ fn a_global_result_comes_from_a_global_certificate_and_completes_the_run() {
         put_file(&aggregator, &global, path, facts, &content_digest(facts)).status,
         201
     );
-    let commit_url = format!("https://{}/api/v1/results/global/setup", aggregator.agent);
+    let commit_url = format!(
+        "https://{}/api/v1/results/global/systemd-logs",
+        aggregator.agent
+    );
     let committed = curl(
         Some(&global),
         &global.join("ca.pem"),
@@ -773,7 +779,7 @@ fn a_global_result_comes_from_a_global_certificate_and_completes_the_run() {
     let pairs = status["plugins"].as_array().unwrap();
     assert_eq!(pairs.len(), 2, "{status}");
     assert!(
-        pairs.iter().any(|p| p["plugin"] == "setup"
+        pairs.iter().any(|p| p["plugin"] == "systemd-logs"
             && p["node"] == "global"
             && p["result_status"] == "passed"),
         "{status}"
@@ -786,7 +792,7 @@ fn a_global_result_comes_from_a_global_certificate_and_completes_the_run() {
     );
     let stored = aggregator
         .run_dir()
-        .join("results/plugins/setup/results/global/cluster.json");
+        .join("results/plugins/systemd-logs/results/global/cluster.json");
     assert_eq!(std::fs::read(stored).unwrap(), facts);
     // A plugin that is not part of the run cannot be made global.
     let dir = tempfile::tempdir().unwrap();
@@ -811,11 +817,28 @@ fn a_global_result_comes_from_a_global_certificate_and_completes_the_run() {
         "{}",
         String::from_utf8_lossy(&refused.stderr)
     );
+    // Nor one that requires host-info: beside the aggregator it would describe whichever
+    // machine runs it, not the run (the same rule as `gen --global`).
+    let refused = factbuoy()
+        .args(["aggregator", "create", "--node", "a", "--plugin", "hello"])
+        .args(["--global", "hello", "--run-dir"])
+        .arg(dir.path().join("run"))
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("\"hello\" requires host-info") && stderr.contains("run it per node"),
+        "{stderr}"
+    );
 }
 
 #[test]
 fn factbuoy_agent_global_runs_the_global_plugins_once_and_node_agents_skip_them() {
-    let aggregator = Aggregator::create(&["a"], &["--plugin", "setup", "--global", "hello"]);
+    let aggregator = Aggregator::create(
+        &["a"],
+        &["--plugin", "systemd-logs", "--global", "systemd-logs"],
+    );
     // A node's certificate cannot fetch the global plan.
     let agent = aggregator.issue("agent:a");
     let forged = factbuoy()
@@ -831,19 +854,25 @@ fn factbuoy_agent_global_runs_the_global_plugins_once_and_node_agents_skip_them(
         "{stderr}"
     );
 
+    // The global agent's root holds a journal (a global plugin reads what its runner is given,
+    // never host-info).
     let global = aggregator.issue("global:runner");
+    let root = aggregator.dir.path().join("global-root");
+    support::unpack_journal_fixtures(&root.join("var/log/journal"), |_| true);
     let ran = run(factbuoy()
         .args(["agent", "--global", "--aggregator", &aggregator.agent])
         .arg("--credentials")
-        .arg(&global));
+        .arg(&global)
+        .arg("--root")
+        .arg(&root));
     assert_eq!(
         String::from_utf8_lossy(&ran.stdout).trim(),
-        "hello: succeeded"
+        "systemd-logs: succeeded"
     );
     let ran = aggregator.agent_run("a");
     assert_eq!(
         String::from_utf8_lossy(&ran.stdout).trim(),
-        "setup: succeeded"
+        "hello: succeeded"
     );
     let status = aggregator.wait_for("complete");
     let mut pairs: Vec<(String, String, String)> = status["plugins"]
@@ -857,11 +886,11 @@ fn factbuoy_agent_global_runs_the_global_plugins_once_and_node_agents_skip_them(
         .collect();
     pairs.sort();
     let pair = |plugin: &str, node: &str| (plugin.into(), node.into(), "passed".into());
-    assert_eq!(pairs, [pair("hello", "global"), pair("setup", "a")]);
-    let greeting = aggregator
+    assert_eq!(pairs, [pair("hello", "a"), pair("systemd-logs", "global")]);
+    let journal = aggregator
         .run_dir()
-        .join("results/plugins/hello/results/global/greeting.json");
-    assert!(greeting.is_file(), "{} is missing", greeting.display());
+        .join("results/plugins/systemd-logs/results/global/journal.jsonl");
+    assert!(journal.is_file(), "{} is missing", journal.display());
 }
 
 #[test]

@@ -86,14 +86,17 @@ fn create_fails(nodes: &[&str]) -> String {
 
 #[test]
 fn no_node_certificate_can_speak_for_the_global_scope() {
-    let aggregator = Aggregator::create(&["a"], &["--plugin", "setup", "--global", "setup"]);
+    let aggregator = Aggregator::create(
+        &["a"],
+        &["--plugin", "systemd-logs", "--global", "systemd-logs"],
+    );
     // A certificate for node `global` made with the CA key itself gets nowhere near the global
     // result: neither through the node route nor through the global one.
     let forged = forge(&aggregator, "urn:factbuoy:agent:global");
     let fake = br#"{"forged":true}"#;
     for path in [
-        "/api/v1/results/by-node/global/setup/files/cluster.json",
-        "/api/v1/results/global/setup/files/cluster.json",
+        "/api/v1/results/by-node/global/systemd-logs/files/cluster.json",
+        "/api/v1/results/global/systemd-logs/files/cluster.json",
     ] {
         let answer = aggregator.put(&forged, path, fake);
         assert!(
@@ -114,11 +117,16 @@ fn no_node_certificate_can_speak_for_the_global_scope() {
     };
     let answer = commit(
         &forged,
-        "/api/v1/results/by-node/global/setup",
+        "/api/v1/results/by-node/global/systemd-logs",
         &[("cluster.json", fake)],
     );
     assert!(matches!(answer.status, 400 | 403), "{}", answer.text());
-    assert!(!aggregator.run_dir().join("staging/setup/global").exists());
+    assert!(
+        !aggregator
+            .run_dir()
+            .join("staging/systemd-logs/global")
+            .exists()
+    );
 
     // `global` is refused as a node where names enter: creating a run and issuing a certificate.
     let refused = create_fails(&["a", "global"]);
@@ -140,13 +148,13 @@ fn no_node_certificate_can_speak_for_the_global_scope() {
     let real = br#"{"nodes":1}"#;
     let answer = aggregator.put(
         &global,
-        "/api/v1/results/global/setup/files/cluster.json",
+        "/api/v1/results/global/systemd-logs/files/cluster.json",
         real,
     );
     assert_eq!(answer.status, 201, "{}", answer.text());
     let answer = commit(
         &global,
-        "/api/v1/results/global/setup",
+        "/api/v1/results/global/systemd-logs",
         &[("cluster.json", real)],
     );
     assert_eq!(answer.status, 201, "{}", answer.text());
@@ -154,7 +162,7 @@ fn no_node_certificate_can_speak_for_the_global_scope() {
     aggregator.wait_for("complete", Duration::from_secs(60));
     let stored = aggregator
         .run_dir()
-        .join("results/plugins/setup/results/global/cluster.json");
+        .join("results/plugins/systemd-logs/results/global/cluster.json");
     assert_eq!(std::fs::read(stored).unwrap(), real);
 }
 

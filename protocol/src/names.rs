@@ -351,6 +351,26 @@ impl NodeName {
         Ok(NodeName(name.to_owned()))
     }
 
+    /// The node name of a machine called `host_name`: lower-case, with anything outside
+    /// `a-z0-9.-` made `-`, and `localhost` for a name with nothing left.
+    pub fn from_host_name(host_name: &str) -> Result<Self, InvalidIdentifier> {
+        let lowered: String = host_name
+            .to_lowercase()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        match lowered.trim_matches(|c| c == '-' || c == '.') {
+            "" => NodeName::parse("localhost"),
+            trimmed => NodeName::parse(trimmed),
+        }
+    }
+
     /// The name.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -389,6 +409,17 @@ impl fmt::Display for NodeName {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_names_make_valid_node_names() {
+        for (host, node) in [
+            ("Web_01", "web-01"),
+            ("host.example.com", "host.example.com"),
+            ("--", "localhost"),
+        ] {
+            assert_eq!(NodeName::from_host_name(host).unwrap().as_str(), node);
+        }
+    }
 
     #[test]
     fn names_that_collide_when_unpacked_are_refused() {

@@ -13,6 +13,15 @@ pub fn rfc3339(at: SystemTime) -> String {
         .unwrap_or_default()
 }
 
+/// A status or kind as the wire, `-o json` and the docs spell it (`agent-failed`,
+/// `post-processing`): the value's serialised name.
+pub fn wire_name<T: Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
 /// Now, as [`rfc3339`] writes it.
 pub fn now_rfc3339() -> String {
     rfc3339(SystemTime::now())

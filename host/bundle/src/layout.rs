@@ -42,6 +42,18 @@ pub fn result_dir(plugin: &str, node: &str, kind: ResultKind) -> String {
     format!("plugins/{plugin}/{kind}/{node}")
 }
 
+/// A file's path under a result folder split into `(plugin, kind, node, file)`, the inverse of
+/// [`result_dir`]: `plugins/setup/results/n1/ansible_facts.json` gives
+/// `("setup", "results", "n1", "ansible_facts.json")`. `kind` is `results` or `errors` in what
+/// the aggregator writes, but any name in a bundle from elsewhere; `file` may hold further `/`.
+pub fn result_parts(path: &str) -> Option<(&str, &str, &str, &str)> {
+    let rest = path.strip_prefix("plugins/")?;
+    let (plugin, rest) = rest.split_once('/')?;
+    let (kind, rest) = rest.split_once('/')?;
+    let (node, file) = rest.split_once('/')?;
+    Some((plugin, kind, node, file))
+}
+
 /// A plugin's description.
 pub fn definition(plugin: &str) -> String {
     format!("plugins/{plugin}/definition.json")
@@ -85,6 +97,22 @@ mod tests {
             "plugins/setup/errors/global"
         );
         assert_eq!(report("setup", "n1"), "meta/reports/setup/n1.json");
+    }
+
+    #[test]
+    fn a_result_files_path_splits_back_into_its_parts() {
+        let errors = format!("{}/{ERROR_FILE}", result_dir("p", "n1", ResultKind::Errors));
+        assert_eq!(
+            result_parts(&errors),
+            Some(("p", "errors", "n1", ERROR_FILE))
+        );
+        assert_eq!(
+            result_parts("plugins/p/results/global/sub/a.json"),
+            Some(("p", "results", "global", "sub/a.json"))
+        );
+        for not_a_result in [RUN, "plugins/p/definition.json", "plugins/p/results/n1"] {
+            assert_eq!(result_parts(not_a_result), None, "{not_a_result}");
+        }
     }
 
     #[test]

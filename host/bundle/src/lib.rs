@@ -1,19 +1,13 @@
 //! The bundle: one `<UTC timestamp>_factbuoy_<run id>.tar.gz` per run, which people open long
 //! after the run to see what the fleet looked like.
 //!
-//! [`layout`] names every path in it, [`writer`] writes one in a single streaming pass,
+//! [`layout`] names every path in it, [`writer`] writes one in a single streaming pass, and
 //! [`reader`] reads one (a `.tar.gz` or an extracted folder) without unpacking it, refusing
-//! hostile entries, [`inspect`] answers `factbuoy inspect` from it, and [`ansible_cache`]
-//! hands the setup plugin's facts to Ansible's `jsonfile` fact cache. The bundle is Sonobuoy's
-//! layout plus `meta/`; docs/bundle.md describes it for users, docs/inspect.md its reading.
+//! hostile entries. The bundle is Sonobuoy's layout plus `meta/`; docs/bundle.md describes it
+//! for users. Not here: what is asked of a bundle once written (verify, summary, queries,
+//! drift, SQL, exports, the HTML report), which is factbuoy-inspect's, so the aggregator that
+//! writes bundles links none of it.
 
-pub mod ansible_cache;
-pub mod drift;
-pub mod export;
-pub mod inspect;
 pub mod layout;
-pub mod logs;
 pub mod reader;
-pub mod report;
-pub mod sql;
 pub mod writer;

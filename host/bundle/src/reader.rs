@@ -115,7 +115,7 @@ pub enum ReadError {
     Corrupt {
         /// The bundle's path.
         bundle: String,
-        /// Where: at its start, or after entry <path>.
+        /// Where: at its start, or after entry `<path>`.
         at: String,
         /// What the decompressor or the tar reader said.
         cause: std::io::Error,

@@ -1,32 +1,30 @@
 //! The `factbuoy` command line: argument parsing and printing only. What the commands do lives
-//! in the library crates under host/ (docs/architecture.md).
+//! in the library crates under host/ (docs/architecture.md): one module per command in
+//! `commands/`, none importing another; flag groups several commands share in `flags`; how
+//! output looks in `output`, `table` and `summary`.
 //!
 //! Exit codes: see [`output::EXIT_CODES`], which `--help` prints.
 
-mod aggregator_cmd;
-mod ansible_cmd;
-mod fleet_cmd;
-mod inspect_cmd;
+mod commands;
+mod fact_cache;
+mod flags;
 mod json_report;
-mod kube_cmd;
-mod kube_run;
-mod kube_serve;
 mod logging;
 mod output;
-mod plan;
 mod plugin_build;
-mod plugin_cmd;
 mod plugin_new;
-mod prune_cmd;
-mod run_cmd;
-mod runs;
+mod signals;
 mod summary;
-mod version_cmd;
+mod table;
 
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+use commands::{
+    agent, aggregator, ansible, delete, fleet, generate, inspect, plugin, prune, retrieve, run,
+    status, version,
+};
 use output::{EXIT_CODES, ExitStatus, Format, emit_with, exit_status_of, report_error};
 
 /// Examples, then the exit codes, after `factbuoy --help`.
@@ -75,11 +73,11 @@ enum Command {
         factbuoy run --plugin ./my.wasm --grant my-plugin:read:/etc\n  \
         factbuoy run --kubernetes --context prod         # every node of a cluster\n\n\
         Ctrl-C ends the run: what was collected is packaged, the rest is marked interrupted.")]
-    Run(run_cmd::RunArgs),
+    Run(run::RunArgs),
     /// Show a run's status: the current run's, or the one named (local or Kubernetes).
-    Status(run_cmd::StatusArgs),
+    Status(status::StatusArgs),
     /// Download a run's bundle, resuming a partial download (through port-forward for a Kubernetes run).
-    Retrieve(run_cmd::RetrieveArgs),
+    Retrieve(retrieve::RetrieveArgs),
     /// List, inspect, validate and run gatherer plugins on this host; create and build new ones.
     #[command(
         subcommand,
@@ -89,7 +87,7 @@ enum Command {
         factbuoy plugin run hello -p hello:greeting=hi\n  \
         factbuoy plugin new my-facts --lang python && cd my-facts && factbuoy plugin build"
     )]
-    Plugin(plugin_cmd::PluginCommand),
+    Plugin(plugin::PluginCommand),
     /// Create, serve and issue certificates for a run whose agents are separate processes.
     #[command(
         subcommand,
@@ -98,7 +96,7 @@ enum Command {
         factbuoy aggregator issue --run-dir ./run --role agent:web-1 --out ./web-1-creds\n  \
         factbuoy aggregator serve --run-dir ./run --exit-when-complete"
     )]
-    Aggregator(aggregator_cmd::AggregatorCommand),
+    Aggregator(aggregator::AggregatorCommand),
     /// Run the plugins an aggregator's plan names on this node and send it the results; or join
     /// a fleet and serve it.
     #[command(
@@ -109,7 +107,7 @@ enum Command {
         factbuoy agent serve\n  \
         factbuoy agent --aggregator 10.0.0.5:7443 --credentials ./web-1-creds --node web-1"
     )]
-    Agent(aggregator_cmd::AgentCommand),
+    Agent(agent::AgentCommand),
     /// A long-lived aggregator for machines outside any cluster: serve it, make join tokens,
     /// list and revoke nodes.
     #[command(
@@ -120,14 +118,14 @@ enum Command {
         factbuoy fleet nodes\n  \
         factbuoy run --fleet fleet.example.com:7443"
     )]
-    Fleet(fleet_cmd::FleetCommand),
+    Fleet(fleet::FleetCommand),
     /// Hand facts to Ansible: write setup facts into its jsonfile fact cache.
     #[command(
         subcommand,
         after_help = "Examples:\n  \
         factbuoy ansible fact-cache ./facts --from run.tar.gz"
     )]
-    Ansible(ansible_cmd::AnsibleCommand),
+    Ansible(ansible::AnsibleCommand),
     /// Read a run's bundle offline: verify, summarise, query, compare, search its logs, export,
     /// report.
     #[command(
@@ -143,13 +141,13 @@ enum Command {
         factbuoy inspect export run.tar.gz --format csv --out ./export\n  \
         factbuoy inspect report run.tar.gz --out report.html"
     )]
-    Inspect(inspect_cmd::InspectCommand),
+    Inspect(inspect::InspectCommand),
     /// Print the Kubernetes manifests `run --kubernetes` would apply (YAML; -o json: a List).
-    Gen(kube_cmd::GenArgs),
+    Gen(generate::GenArgs),
     /// Delete what Kubernetes runs made: every object with the run's label, cluster-scoped too.
-    Delete(kube_cmd::DeleteArgs),
+    Delete(delete::DeleteArgs),
     /// Remove the state of finished local runs: their directories and the current-run record.
-    Prune(prune_cmd::PruneArgs),
+    Prune(prune::PruneArgs),
     /// Print this binary's version, the plugin contract it speaks and its bundled plugins.
     #[command(after_help = "Examples:\n  factbuoy version\n  factbuoy version -o json")]
     Version,
@@ -185,19 +183,19 @@ fn main() -> ExitCode {
 
 async fn execute(command: Command, format: Format) -> anyhow::Result<ExitStatus> {
     match command {
-        Command::Run(args) => run_cmd::run(args, format).await,
-        Command::Status(args) => run_cmd::status(args, format).await,
-        Command::Retrieve(args) => run_cmd::retrieve(args, format).await,
-        Command::Plugin(command) => plugin_cmd::execute(command, format).await,
-        Command::Aggregator(command) => aggregator_cmd::aggregator(command, format).await,
-        Command::Agent(command) => aggregator_cmd::agent_command(command, format).await,
-        Command::Fleet(command) => fleet_cmd::execute(command, format).await,
-        Command::Ansible(command) => ansible_cmd::execute(command, format).await,
-        Command::Inspect(command) => inspect_cmd::execute(command, format),
-        Command::Gen(args) => kube_cmd::gen_cmd(args, format).await,
-        Command::Delete(args) => kube_cmd::delete_cmd(args, format).await,
-        Command::Prune(args) => prune_cmd::prune(args, format),
-        Command::Version => version_cmd::version(format).await,
+        Command::Run(args) => run::run(args, format).await,
+        Command::Status(args) => status::status(args, format).await,
+        Command::Retrieve(args) => retrieve::retrieve(args, format).await,
+        Command::Plugin(command) => plugin::execute(command, format).await,
+        Command::Aggregator(command) => aggregator::aggregator(command, format).await,
+        Command::Agent(command) => agent::agent_command(command, format).await,
+        Command::Fleet(command) => fleet::execute(command, format).await,
+        Command::Ansible(command) => ansible::execute(command, format).await,
+        Command::Inspect(command) => inspect::execute(command, format),
+        Command::Gen(args) => generate::generate(args, format).await,
+        Command::Delete(args) => delete::delete_cmd(args, format).await,
+        Command::Prune(args) => prune::prune(args, format),
+        Command::Version => version::version(format).await,
         Command::Completions { shell } => {
             // Generated in memory: clap_complete panics when a write fails (`| head -1`).
             let mut script = Vec::new();

@@ -54,9 +54,6 @@ pub enum Ended {
     /// The run is still going and what was asked for does not exist yet.
     #[error("{0}")]
     NotReady(String),
-    /// No run is known by the id or directory given.
-    #[error("{0}")]
-    NoSuchRun(String),
     /// The command ran and what it ran failed (an agent that could not deliver, say).
     #[error("{0}")]
     Failed(String),
@@ -64,11 +61,16 @@ pub enum Ended {
 
 /// The exit status an error that ended a command maps to.
 pub fn exit_status_of(error: &anyhow::Error) -> ExitStatus {
-    match error.downcast_ref::<Ended>() {
-        Some(Ended::NotReady(_)) => ExitStatus::NotReady,
-        Some(Ended::NoSuchRun(_)) => ExitStatus::NoSuchRun,
-        Some(Ended::Failed(_)) => ExitStatus::Failed,
-        None => ExitStatus::InvalidInput,
+    use factbuoy_operator::Error as Operator;
+    match (
+        error.downcast_ref::<Ended>(),
+        error.downcast_ref::<Operator>(),
+    ) {
+        (Some(Ended::NotReady(_)), _) | (_, Some(Operator::NotReady(_))) => ExitStatus::NotReady,
+        (_, Some(Operator::NoSuchRun(_))) => ExitStatus::NoSuchRun,
+        (Some(Ended::Failed(_)), _) | (_, Some(Operator::Stopped(_))) => ExitStatus::Failed,
+        (_, Some(Operator::Other(cause))) => exit_status_of(cause),
+        (None, None) => ExitStatus::InvalidInput,
     }
 }
 

@@ -1,4 +1,4 @@
-//! A run as a person reads it, for `run`, `run --kubernetes` and `status`: a table of every
+//! A run as a person reads it, for `run` (of every kind), `status` and `retrieve --wait`: a table of every
 //! (plugin, node) pair with its final progress, then why each failed result failed and what
 //! each result warned about, then where the bundle is.
 
@@ -6,29 +6,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use factbuoy_protocol::text::printable;
-use factbuoy_protocol::types::{PairStatus, PluginStatus, ResultStatus, RunStatus, StatusDocument};
+use factbuoy_protocol::types::{
+    PairStatus, PluginStatus, ResultStatus, RunStatus, StatusDocument, wire_name,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Failures and warnings listed by name; the rest are counted (a large cluster's status would
 /// otherwise scroll the table away). `-o json` has them all.
 const MAX_LISTED: usize = 20;
-
-/// A status as the wire, `-o json` and the docs spell it (`agent-failed`, `post-processing`).
-pub fn wire_name<T: serde::Serialize>(status: &T) -> String {
-    serde_json::to_value(status)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
-
-/// Whether every pair of a finished run passed.
-pub fn all_passed(document: &StatusDocument) -> bool {
-    document.status == RunStatus::Complete
-        && document
-            .plugins
-            .iter()
-            .all(|p| p.result_status == Some(ResultStatus::Passed))
-}
 
 /// The whole summary: the table, the failures and warnings, and the bundle's place (`bundle`,
 /// a directory, when the bundle is there or will be downloaded there).
@@ -113,7 +98,7 @@ pub fn table(document: &StatusDocument) -> String {
         .iter()
         .filter(|p| p.result_status == Some(ResultStatus::Passed))
         .count();
-    let mut rows = vec![[
+    let mut rows = vec![vec![
         "PLUGIN".to_owned(),
         "NODE".to_owned(),
         "STATUS".to_owned(),
@@ -121,7 +106,7 @@ pub fn table(document: &StatusDocument) -> String {
         "PROGRESS".to_owned(),
     ]];
     for p in &document.plugins {
-        rows.push([
+        rows.push(vec![
             p.plugin.clone(),
             p.node.clone(),
             wire_name(&p.status),
@@ -129,10 +114,6 @@ pub fn table(document: &StatusDocument) -> String {
             progress(p),
         ]);
     }
-    let widths: Vec<usize> = (0..5)
-        .map(|column| rows.iter().map(|r| r[column].chars().count()).max())
-        .map(Option::unwrap_or_default)
-        .collect();
     let mut lines = vec![
         format!(
             "run {}: {} ({results} of {} results, {passed} passed)",
@@ -142,14 +123,7 @@ pub fn table(document: &StatusDocument) -> String {
         ),
         String::new(),
     ];
-    for row in rows {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, width)| format!("{cell:width$}"))
-            .collect();
-        lines.push(line.join("  ").trim_end().to_owned());
-    }
+    lines.extend(crate::table::aligned(&rows, 0));
     lines.join("\n")
 }
 

@@ -202,13 +202,15 @@ fn read_entry(
                 };
                 problems.warn(&file.path, format!("left out a field: {too_large}"));
             }
-            Ok(payload) => match fields.accept(start, payload.truncated, format) {
-                Ok(()) | Err(Rejected::BootId | Rejected::NoName) => {}
-                Err(Rejected::InvalidName(name)) => problems.warn(
-                    &file.path,
-                    format!("left out a field with the invalid name {name:?} (offset {item})"),
-                ),
-            },
+            Ok(payload) => {
+                match fields.accept(start, payload.truncated, format.name_search_limit()) {
+                    Ok(()) | Err(Rejected::BootId | Rejected::NoName) => {}
+                    Err(Rejected::InvalidName(name)) => problems.warn(
+                        &file.path,
+                        format!("left out a field with the invalid name {name:?} (offset {item})"),
+                    ),
+                }
+            }
             Err(e) => {
                 fields.discard(start);
                 problems.warn(&file.path, format!("left out a field it cannot read: {e}"));

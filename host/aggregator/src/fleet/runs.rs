@@ -8,14 +8,14 @@ use std::sync::Arc;
 use anyhow::Context;
 use factbuoy_protocol::fleet::{FleetRoute, FleetRunRequest, FleetRunStarted};
 use factbuoy_protocol::names::{IdentifierKind, NodeName, check_identifier};
-use factbuoy_protocol::types::{RunStatus, now_rfc3339};
+use factbuoy_protocol::types::RunStatus;
 
 use super::admission::FleetAdmission;
 use super::offers::FleetRun;
 use super::shared::Fleet;
 use super::{plugins, registry};
 use crate::enroll::Admission;
-use crate::model::config::{self, PluginPlan, RunConfig, ServerLimits};
+use crate::model::config::{PluginPlan, RunConfig};
 use crate::persistence::run_dir::RunDir;
 use crate::run::Run;
 use crate::start::start_with;
@@ -155,16 +155,9 @@ pub(crate) async fn start(
         *newest += 1;
         *newest
     };
-    let run_id = format!("{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff);
     let listen = SocketAddr::new(fleet.settings.listen.ip(), 0);
     let config = RunConfig {
-        run_id: run_id.clone(),
-        created: now_rfc3339(),
-        factbuoy_version: env!("CARGO_PKG_VERSION").to_owned(),
-        plugins,
         nodes: nodes.clone(),
-        dynamic_nodes: false,
-        heartbeat_seconds: config::DEFAULT_HEARTBEAT.as_secs(),
         lost_after_seconds: request.lost_after_seconds.max(1),
         run_timeout_seconds: request.timeout_seconds.max(1),
         agent_listen: listen,
@@ -172,8 +165,9 @@ pub(crate) async fn start(
         server_names: fleet.settings.server_names.clone(),
         bundle_dir: fleet.dir.bundles(),
         operator_ca: Some(fleet.ca.cert_pem().to_owned()),
-        limits: ServerLimits::default(),
+        ..RunConfig::new(plugins)
     };
+    let run_id = config.run_id.clone();
     let dir = run_dir(fleet, number, &run_id);
     let run = Run::create(dir.clone(), config, &[]).map_err(StartError::Failed)?;
     for sha256 in &from_files {

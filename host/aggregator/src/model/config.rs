@@ -156,7 +156,38 @@ impl PluginPlan {
     }
 }
 
+/// A new run id: 12 random hex digits.
+pub fn new_run_id() -> String {
+    format!("{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff)
+}
+
 impl RunConfig {
+    /// A run of `plugins` with every other setting at its default: a new id ([`new_run_id`]),
+    /// created now, no expected nodes yet (a fixed set), both listeners on loopback with ports
+    /// picked at the first start, the default heartbeat, loss and run timeouts and server
+    /// limits, and the bundle written into the current directory. Every kind of run starts
+    /// from here and changes what differs.
+    pub fn new(plugins: Vec<PluginPlan>) -> RunConfig {
+        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+        RunConfig {
+            run_id: new_run_id(),
+            created: factbuoy_protocol::types::now_rfc3339(),
+            factbuoy_version: env!("CARGO_PKG_VERSION").to_owned(),
+            plugins,
+            nodes: Vec::new(),
+            dynamic_nodes: false,
+            heartbeat_seconds: DEFAULT_HEARTBEAT.as_secs(),
+            lost_after_seconds: DEFAULT_LOST_AFTER.as_secs(),
+            run_timeout_seconds: DEFAULT_RUN_TIMEOUT.as_secs(),
+            agent_listen: loopback,
+            operator_listen: loopback,
+            server_names: vec!["localhost".to_owned(), "127.0.0.1".to_owned()],
+            bundle_dir: PathBuf::from("."),
+            operator_ca: None,
+            limits: ServerLimits::default(),
+        }
+    }
+
     /// This configuration without the values of secret parameters: what may be written into
     /// `run.json` and the bundle.
     pub fn without_secrets(&self) -> RunConfig {

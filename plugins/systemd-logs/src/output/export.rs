@@ -6,7 +6,7 @@
 
 use std::io::{self, Write};
 
-use super::Fields;
+use super::fields::Fields;
 use super::printable::is_printable;
 
 pub fn write_entry(fields: &Fields, out: &mut impl Write) -> io::Result<()> {

@@ -8,8 +8,8 @@
 
 use std::io::{self, Write};
 
+use super::fields::{Field, Fields, JSON_THRESHOLD, write_decimal};
 use super::printable::is_printable;
-use super::{Field, Fields, JSON_THRESHOLD, write_decimal};
 
 pub fn write_entry(fields: &Fields, all: bool, out: &mut impl Write) -> io::Result<()> {
     out.write_all(b"{")?;

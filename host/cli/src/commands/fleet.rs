@@ -1,0 +1,265 @@
+//! `factbuoy fleet`: a long-lived aggregator for machines outside any cluster: serve it, make
+//! join tokens, list and revoke nodes. A machine's side is `factbuoy agent join|serve`, a run
+//! over every enrolled node `factbuoy run --fleet`. docs/fleet.md is the guide; the aggregator
+//! crate's `fleet` module does the work.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use factbuoy_aggregator::fleet::{self, FleetDir, FleetSettings, registry, tokens};
+use factbuoy_operator::StateDir;
+use factbuoy_protocol::names::NodeName;
+use serde::Serialize;
+
+use crate::output::{ExitStatus, Format, emit, emit_document};
+
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// Serve the fleet: enrollment, runs, the registry of nodes. Prints the address it listens on.
+    #[command(after_help = "Examples:\n  \
+        factbuoy fleet serve --dir /var/lib/factbuoy-fleet --listen 0.0.0.0:7443 --name fleet.example.com")]
+    Serve(ServeArgs),
+    /// Make, list and delete join tokens.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  factbuoy fleet token create --ttl 1h\n  factbuoy fleet token list\n  factbuoy fleet token delete 5f0c2a9d81e4"
+    )]
+    Token(TokenCommand),
+    /// List the enrolled nodes: last seen, agent version, enrollment, certificate expiry.
+    #[command(after_help = "Examples:\n  factbuoy fleet nodes\n  factbuoy fleet nodes -o json")]
+    Nodes(DirArgs),
+    /// Revoke a node: its agent is refused at its next request, and later runs leave it out.
+    #[command(after_help = "Examples:\n  factbuoy fleet revoke db-7")]
+    Revoke {
+        /// The node to revoke.
+        node: NodeName,
+        #[command(flatten)]
+        dir: DirArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Make a join token and print the command a machine runs to join with it.
+    #[command(after_help = "Examples:\n  \
+        factbuoy fleet token create --ttl 1h\n  \
+        factbuoy fleet token create --ttl 24h --uses 20   # a batch of machines")]
+    Create {
+        #[command(flatten)]
+        dir: DirArgs,
+        /// How long the token is accepted.
+        #[arg(long, default_value = "1h")]
+        ttl: humantime::Duration,
+        /// How many machines may join with it.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+        uses: u32,
+    },
+    /// List the tokens (never their secrets).
+    #[command(
+        after_help = "Examples:\n  factbuoy fleet token list\n  factbuoy fleet token list -o json"
+    )]
+    List(DirArgs),
+    /// Delete a token: no machine joins with it any more.
+    #[command(after_help = "Examples:\n  factbuoy fleet token delete 5f0c2a9d81e4")]
+    Delete {
+        /// The token's ID (the part before the dot).
+        id: String,
+        #[command(flatten)]
+        dir: DirArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct DirArgs {
+    /// The fleet's directory [default: ~/.local/state/factbuoy/fleet].
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+impl DirArgs {
+    fn fleet(&self) -> anyhow::Result<FleetDir> {
+        Ok(FleetDir::new(match &self.dir {
+            Some(dir) => dir.clone(),
+            None => default_fleet_dir()?,
+        }))
+    }
+}
+
+fn default_fleet_dir() -> anyhow::Result<PathBuf> {
+    Ok(StateDir::from_env()?.fleet())
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// Where to listen, for agents and operators alike. Port 0 picks one, kept across restarts.
+    #[arg(long, default_value = "0.0.0.0:7443")]
+    listen: SocketAddr,
+    /// A name or address agents dial (repeat it): put in the fleet's certificate and its runs'
+    /// [default: the listen address when it is not 0.0.0.0, and this host's name].
+    #[arg(long = "name", value_name = "NAME")]
+    names: Vec<String>,
+    /// How long enrollment certificates are valid; agents renew them when a third is left.
+    #[arg(long, default_value = "30d")]
+    certificate_validity: humantime::Duration,
+}
+
+pub async fn execute(command: FleetCommand, format: Format) -> anyhow::Result<ExitStatus> {
+    match command {
+        FleetCommand::Serve(args) => serve(args, format).await,
+        FleetCommand::Token(TokenCommand::Create { dir, ttl, uses }) => {
+            let dir = dir.fleet()?;
+            let settings = fleet::settings(&dir)?;
+            let token = tokens::create(&dir, *ttl, Some(uses))?;
+            let pin = fleet::ca_pin(&dir)?;
+            let address = settings.advertised();
+            let line = format!("factbuoy agent join {address} --token {token} --ca-pin {pin}");
+            match format {
+                Format::Table => emit(&line),
+                machine => emit_document(
+                    &serde_json::json!({
+                        "address": address, "token": token, "ca_pin": pin, "command": line,
+                    }),
+                    machine,
+                ),
+            }
+            Ok(ExitStatus::Success)
+        }
+        FleetCommand::Token(TokenCommand::List(dir)) => {
+            let tokens = tokens::list(&dir.fleet()?)?;
+            match format {
+                Format::Table => {
+                    let mut rows = vec![vec![
+                        "ID".to_owned(),
+                        "EXPIRES".to_owned(),
+                        "USES LEFT".to_owned(),
+                        "USED".to_owned(),
+                    ]];
+                    for t in &tokens {
+                        let expired = if tokens::expired(&t.expires) {
+                            " (expired)"
+                        } else {
+                            ""
+                        };
+                        rows.push(vec![
+                            t.id.clone(),
+                            t.expires.clone(),
+                            t.uses_left.map_or("unlimited".into(), |n| n.to_string()),
+                            format!("{}{expired}", t.used),
+                        ]);
+                    }
+                    emit(&crate::table::aligned(&rows, 0).join("\n"));
+                }
+                machine => emit_document(&tokens, machine),
+            }
+            Ok(ExitStatus::Success)
+        }
+        FleetCommand::Token(TokenCommand::Delete { id, dir }) => {
+            anyhow::ensure!(
+                tokens::delete(&dir.fleet()?, &id)?,
+                "no token {id:?} in this fleet; `factbuoy fleet token list` shows them"
+            );
+            emit(&format!("deleted token {id}"));
+            Ok(ExitStatus::Success)
+        }
+        FleetCommand::Nodes(dir) => nodes(&dir.fleet()?, format),
+        FleetCommand::Revoke { node, dir } => {
+            let dir = dir.fleet()?;
+            anyhow::ensure!(
+                registry::load(&dir)?.contains_key(&node),
+                "no node {node} is enrolled in this fleet; `factbuoy fleet nodes` lists them"
+            );
+            registry::revoke(&dir, &node)?;
+            emit(&format!(
+                "revoked {node}: its agent is refused at its next request; it may join again only with a new token"
+            ));
+            Ok(ExitStatus::Success)
+        }
+    }
+}
+
+async fn serve(args: ServeArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let dir = args.dir.fleet()?;
+    let mut names = args.names;
+    if names.is_empty() {
+        if !args.listen.ip().is_unspecified() {
+            names.push(args.listen.ip().to_string());
+        }
+        if let Some(host) = sysinfo::System::host_name() {
+            names.push(host);
+        }
+    }
+    let settings = FleetSettings {
+        listen: args.listen,
+        server_names: names,
+        certificate_validity_seconds: args.certificate_validity.as_secs().max(10),
+    };
+    let running = fleet::serve(dir.clone(), settings, factbuoy_catalog::bundled_component).await?;
+    let document = serde_json::json!({
+        "address": running.address,
+        "advertised": running.settings.advertised(),
+        "dir": dir.root(),
+    });
+    match format {
+        Format::Table => emit(&format!(
+            "fleet listening on {} (agents dial {}); `factbuoy fleet token create` makes a join token",
+            running.address,
+            running.settings.advertised()
+        )),
+        machine => emit_document(&document, machine),
+    }
+    crate::signals::interrupted().await;
+    drop(running);
+    Ok(ExitStatus::Success)
+}
+
+/// One line of `fleet nodes`.
+#[derive(Serialize)]
+struct NodeLine {
+    name: NodeName,
+    last_seen: Option<String>,
+    agent_version: Option<String>,
+    enrolled_at: String,
+    certificate_expires: String,
+    revoked: bool,
+}
+
+fn nodes(dir: &FleetDir, format: Format) -> anyhow::Result<ExitStatus> {
+    let lines: Vec<NodeLine> = registry::load(dir)?
+        .into_values()
+        .map(|record| NodeLine {
+            revoked: registry::is_revoked(dir, &record.name),
+            name: record.name,
+            last_seen: record.last_seen,
+            agent_version: record.agent_version,
+            enrolled_at: record.enrolled_at,
+            certificate_expires: record.certificate_expires,
+        })
+        .collect();
+    match format {
+        Format::Table => {
+            let mut rows = vec![vec![
+                "NAME".to_owned(),
+                "LAST SEEN".to_owned(),
+                "AGENT".to_owned(),
+                "ENROLLED".to_owned(),
+                "CERTIFICATE EXPIRES".to_owned(),
+            ]];
+            for n in &lines {
+                let revoked = if n.revoked { "  (revoked)" } else { "" };
+                rows.push(vec![
+                    n.name.as_str().to_owned(),
+                    n.last_seen.clone().unwrap_or_else(|| "never".to_owned()),
+                    n.agent_version.clone().unwrap_or_else(|| "-".to_owned()),
+                    n.enrolled_at.clone(),
+                    format!("{}{revoked}", n.certificate_expires),
+                ]);
+            }
+            emit(&crate::table::aligned(&rows, 0).join("\n"));
+        }
+        machine => emit_document(&lines, machine),
+    }
+    Ok(ExitStatus::Success)
+}

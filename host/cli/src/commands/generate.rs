@@ -1,0 +1,61 @@
+//! `factbuoy gen`: the manifests a Kubernetes run applies, for review or GitOps, with the
+//! operator credentials kept here so that `status` and `retrieve` reach the run once anyone
+//! applies them.
+
+use clap::Args;
+use factbuoy_aggregator::config;
+use factbuoy_operator::{KubernetesTarget, StateDir};
+
+use crate::flags::{KubeArgs, PluginArgs};
+use crate::output::{ExitStatus, Format, emit, emit_document};
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    factbuoy gen > run.yaml && kubectl apply -f run.yaml\n  \
+    factbuoy gen --plugin setup -p setup:gather_subset=network -o json\n  \
+    factbuoy gen --global cluster-report --plugin ./cluster-report.wasm")]
+pub struct GenArgs {
+    #[command(flatten)]
+    kube: KubeArgs,
+    #[command(flatten)]
+    plugins: PluginArgs,
+    /// Deadline of the whole run; what is missing then becomes error results.
+    #[arg(long, default_value_t = config::DEFAULT_RUN_TIMEOUT.into())]
+    timeout: humantime::Duration,
+    /// The run id [default: a new random one].
+    #[arg(long, value_name = "ID")]
+    run_id: Option<String>,
+}
+
+pub async fn generate(args: GenArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let state = StateDir::from_env()?;
+    let target = KubernetesTarget {
+        cluster: args.kube.cluster.cluster(),
+        placement: args.kube.placement(),
+        run_id: args.run_id.clone(),
+    };
+    let selection = args.plugins.selection(&args.kube.global);
+    let (record, prepared) =
+        factbuoy_operator::generate(&state, &target, &selection, *args.timeout).await?;
+    let objects = prepared.manifests.objects();
+    match format {
+        Format::Json => emit_document(
+            &serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": objects,
+            }),
+            Format::Json,
+        ),
+        // YAML is the manifests' own form, and what a person reads too.
+        Format::Table | Format::Yaml => {
+            emit(serde_saphyr::to_string_multiple(&objects)?.trim_end())
+        }
+    }
+    eprintln!(
+        "run {id}: operator credentials in {}; `factbuoy delete {id}` removes what these manifests create",
+        factbuoy_operator::operator_dir(&state, &record.run_id).display(),
+        id = record.run_id,
+    );
+    Ok(ExitStatus::Success)
+}

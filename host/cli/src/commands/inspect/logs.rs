@@ -1,0 +1,190 @@
+//! `factbuoy inspect logs`: every node's journal entries, merged in time order by
+//! [`factbuoy_inspect::logs`], printed as they come.
+
+use std::path::PathBuf;
+
+use anyhow::bail;
+use clap::Args;
+use factbuoy_bundle::reader::Bundle;
+use factbuoy_inspect::logs;
+use factbuoy_protocol::text::printable;
+use serde_json::Value;
+
+use super::show::names;
+use crate::output::{ExitStatus, Format};
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The bundle: a .tar.gz or the folder it was extracted to.
+    bundle: PathBuf,
+    /// Only this node's entries (may be repeated).
+    #[arg(long, value_name = "NODE")]
+    node: Vec<String>,
+    /// Only entries about this unit or unit pattern (may be repeated).
+    #[arg(short, long, value_name = "UNIT")]
+    unit: Vec<String>,
+    /// Only entries of this priority or more severe: 0-7, or emerg, alert, crit, err,
+    /// warning, notice, info, debug.
+    #[arg(long, value_name = "LEVEL", value_parser = parse_priority)]
+    priority: Option<u8>,
+    /// Only entries at or after this time (UTC).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    since: Option<u64>,
+    /// Only entries at or before this time (UTC).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    until: Option<u64>,
+    /// Only entries whose message contains TEXT.
+    #[arg(short, long, value_name = "TEXT")]
+    grep: Option<String>,
+}
+
+/// journalctl's priority names, most severe first.
+const PRIORITIES: [&str; 8] = [
+    "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
+];
+
+fn parse_priority(given: &str) -> Result<u8, String> {
+    let aliases = [("error", 3), ("warn", 4), ("panic", 0)];
+    given
+        .parse::<u8>()
+        .ok()
+        .filter(|p| *p <= 7)
+        .or_else(|| PRIORITIES.iter().position(|p| *p == given).map(|p| p as u8))
+        .or_else(|| aliases.iter().find(|(a, _)| *a == given).map(|(_, p)| *p))
+        .ok_or_else(|| {
+            format!(
+                "{given:?} is not a priority: 0-7, or {}",
+                PRIORITIES.join(", ")
+            )
+        })
+}
+
+/// A UTC time as microseconds since the epoch, journald's unit.
+fn parse_time(given: &str) -> Result<u64, String> {
+    let full = if given.len() == 10 {
+        format!("{given} 00:00:00")
+    } else {
+        given.to_owned()
+    };
+    let time = humantime::parse_rfc3339_weak(&full).map_err(|e| {
+        format!("{given:?} is not a time ({e}): write 2026-11-23, \"2026-11-23 14:00:00\" or RFC 3339 (UTC)")
+    })?;
+    let since_epoch = time
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| format!("{given:?} is before 1970"))?;
+    Ok(since_epoch.as_micros() as u64)
+}
+
+pub fn logs(args: LogsArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let bundle = Bundle::open(&args.bundle)?;
+    let filter = logs::Filter {
+        nodes: args.node.clone(),
+        units: args.unit.iter().map(|u| logs::Unit::new(u)).collect(),
+        priority: args.priority,
+        since: args.since,
+        until: args.until,
+        grep: args.grep.clone(),
+    };
+    // Entries are written as they are merged, never gathered.
+    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    let merged = logs::merge(&bundle, &filter, |found| {
+        write_entry(&mut stdout, &found, format)
+    })
+    .and_then(|merged| {
+        std::io::Write::flush(&mut stdout)
+            .map(|()| merged)
+            .map_err(logs::LogsError::Emit)
+    });
+    let merged = match merged {
+        // `factbuoy inspect logs ... | head`: a closed pipe ends the output quietly.
+        Err(logs::LogsError::Emit(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            return Ok(ExitStatus::Success);
+        }
+        other => other?,
+    };
+    if merged.nodes.is_empty() {
+        bail!(
+            "{} has no journals (plugins/systemd-logs/results/<node>/journal.jsonl): was the \
+             systemd-logs plugin part of the run, with its default output=json?",
+            args.bundle.display()
+        );
+    }
+    let missing: Vec<&str> = args
+        .node
+        .iter()
+        .filter(|n| !merged.nodes.contains(n))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "{} has no journal for {}; it has journals for {}",
+            args.bundle.display(),
+            missing.join(", "),
+            names(&merged.nodes)
+        );
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// One line of `-o json`: the fields in this order.
+#[derive(serde::Serialize)]
+struct LogLine<'a> {
+    node: &'a str,
+    time: Option<String>,
+    entry: &'a Value,
+}
+
+/// Writes one merged entry: journalctl's short form with the node for people, a JSON line or
+/// a YAML document for machines.
+fn write_entry(
+    out: &mut impl std::io::Write,
+    found: &logs::LogEntry,
+    format: Format,
+) -> std::io::Result<()> {
+    let time = found.time.map(|micros| {
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(micros);
+        humantime::format_rfc3339_micros(at).to_string()
+    });
+    match format {
+        Format::Table => {
+            let field = |name: &str| found.entry.get(name).and_then(Value::as_str);
+            let ident = field("SYSLOG_IDENTIFIER")
+                .or_else(|| field("_COMM"))
+                .or_else(|| field("_SYSTEMD_UNIT"))
+                .unwrap_or("-");
+            let pid = field("_PID")
+                .or_else(|| field("SYSLOG_PID"))
+                .map(|pid| format!("[{pid}]"))
+                .unwrap_or_default();
+            let message = logs::message(&found.entry).unwrap_or_else(|| {
+                "[no message, or one too long to show: -o json has the entry]".into()
+            });
+            let line = format!(
+                "{} {} {ident}{pid}: {message}",
+                time.as_deref().unwrap_or("-"),
+                found.node
+            );
+            // A message's own line breaks and escape sequences are shown escaped: one entry,
+            // one line, nothing the bundle's author chose reaches the terminal raw.
+            writeln!(out, "{}", printable(&line))
+        }
+        Format::Json => {
+            let line = LogLine {
+                node: &found.node,
+                time,
+                entry: &found.entry,
+            };
+            serde_json::to_writer(&mut *out, &line)?;
+            writeln!(out)
+        }
+        Format::Yaml => {
+            let line = LogLine {
+                node: &found.node,
+                time,
+                entry: &found.entry,
+            };
+            let text = serde_saphyr::to_string(&line).map_err(std::io::Error::other)?;
+            writeln!(out, "---\n{}", text.trim_end())
+        }
+    }
+}

@@ -1,0 +1,493 @@
+//! `factbuoy inspect`: a run's bundle (a `.tar.gz` or its extracted folder) read offline,
+//! long after the run. What each command answers is computed in the inspection crate
+//! ([`factbuoy_inspect`]: verify, summary, facts, query; `drift`, `sql`, `logs`, `export`,
+//! `report`); this module parses the arguments and prints, with `diff` and `logs` in modules of
+//! their own.
+
+use std::path::PathBuf;
+
+use anyhow::bail;
+use clap::{Args, Subcommand};
+use factbuoy_bundle::reader::Bundle;
+use factbuoy_inspect::drift::IgnoreList;
+use factbuoy_inspect::export;
+use factbuoy_inspect::{FACT_SOURCES, FactPath};
+use serde_json::json;
+
+use crate::output::{ExitStatus, Format, emit, emit_document};
+use crate::table::{bytes, count, fitted};
+
+mod diff;
+mod logs;
+mod show;
+
+use show::{cell, emit_lines};
+
+#[derive(Debug, Subcommand)]
+pub enum InspectCommand {
+    /// Check every file against meta/index.json (size and sha-256), and list what is wrong.
+    #[command(after_help = "Examples:\n  \
+        factbuoy inspect verify 20261123182513_factbuoy_4e302443c9a6.tar.gz\n  \
+        factbuoy inspect verify run.tar.gz --sha256 \"$(factbuoy status -o json | jq -r .tar_info.sha256)\"\n  \
+        factbuoy inspect verify ./extracted-bundle -o json\n\n\
+        Exit 0 when every file matches, 1 when anything is wrong (each problem is listed).")]
+    Verify(VerifyArgs),
+    /// The run (id, times, status, versions), a nodes × plugins table of results, errors, sizes.
+    #[command(after_help = "Examples:\n  \
+        factbuoy inspect summary run.tar.gz\n  \
+        factbuoy inspect summary ./extracted-bundle -o json")]
+    Summary(BundleArg),
+    /// A node's facts (setup's ansible_facts.json, host-facts' host-facts.json), one path a line.
+    #[command(after_help = "Examples:\n  \
+        factbuoy inspect facts run.tar.gz web-1\n  \
+        factbuoy inspect facts run.tar.gz web-1 host-facts -o json")]
+    Facts(FactsArgs),
+    /// One path into every node's facts, answered per node.
+    ///
+    /// PATH is `a.b.c`, `a[0]` or `a[*].b` (read as the JSONPath `$.a.b.c`), or any RFC 9535
+    /// JSONPath starting with `$`.
+    #[command(after_help = "Examples:\n  \
+        factbuoy inspect query run.tar.gz ansible_distribution_version\n  \
+        factbuoy inspect query run.tar.gz cpu.cores\n  \
+        factbuoy inspect query run.tar.gz 'ansible_mounts[*].mount' -o json\n  \
+        factbuoy inspect query run.tar.gz '$.ansible_mounts[?@.size_total > 1e9].mount'")]
+    Query(QueryArgs),
+    /// Where the nodes of a bundle disagree, or what changed between two bundles of one fleet.
+    ///
+    /// With one bundle: the facts on which its nodes disagree, grouped by how they split the
+    /// nodes (the facts that set a few nodes apart come first). With two: nodes added and
+    /// removed, and each fact that changed with the nodes it changed on. Facts that change on
+    /// their own (clocks, load, free memory and space, traffic counters) are left out; the
+    /// built-in patterns are listed by `-o json` and replaced with --no-default-ignores.
+    #[command(after_help = "Examples:\n  \
+        factbuoy inspect diff run.tar.gz\n  \
+        factbuoy inspect diff last-month.tar.gz today.tar.gz\n  \
+        factbuoy inspect diff run.tar.gz --ignore 'ansible_env.*' --ignore '*_checksum'\n  \
+        factbuoy inspect diff old.tar.gz new.tar.gz --exit-code -o json\n\n\
+        Patterns match a fact's whole path as `facts` prints it; `*` matches anything, dots and\n\
+        brackets included (`ansible_mounts[*].size_available`), `?` one character.")]
+    Diff(diff::DiffArgs),
+    /// Ask SQL of the facts of every node of one or more bundles (SQLite, with its JSON
+    /// functions).
+    ///
+    /// Tables: runs (run_id, bundle, status, error, created, factbuoy_version); results
+    /// (run_id, plugin, node, status, result_status, error); facts (run_id, node, plugin,
+    /// facts: the whole document as JSON); fact_values (run_id, node, plugin, path, value: one
+    /// row per leaf, paths as `facts` prints them). Views: setup and host_facts (run_id, node,
+    /// facts). The database is read-only.
+    #[command(after_help = "Examples:\n  \
+        factbuoy inspect sql run.tar.gz \"SELECT node, facts->>'ansible_distribution_version' FROM setup\"\n  \
+        factbuoy inspect sql run.tar.gz \"SELECT facts->>'ansible_kernel' AS kernel, count(*) FROM setup GROUP BY kernel\"\n  \
+        factbuoy inspect sql run.tar.gz \"SELECT node, value FROM fact_values WHERE path = 'cpu.cores' AND value < 8\"\n  \
+        factbuoy inspect sql run.tar.gz \"SELECT node, plugin, status, error FROM results WHERE result_status = 'failed'\"\n  \
+        factbuoy inspect sql jan.tar.gz feb.tar.gz \"SELECT run_id, count(*) FROM setup GROUP BY run_id\" -o json\n  \
+        factbuoy inspect sql run.tar.gz 'SELECT 1' --db fleet.sqlite   # keep the tables for sqlite3")]
+    Sql(SqlArgs),
+    /// Write the facts in a format other tools read, into a folder.
+    ///
+    /// ansible-fact-cache: Ansible's jsonfile fact cache, a file per node (as `factbuoy
+    /// ansible fact-cache --from`). jsonl: facts.jsonl, a line per node and plugin:
+    /// {"node", "plugin", "facts"}. csv: facts.csv, every leaf as node,plugin,path,value; with
+    /// --path, a row per node and a column per path (as `query` takes it).
+    #[command(after_help = "Examples:\n  \
+        factbuoy inspect export run.tar.gz --format ansible-fact-cache --out ./facts\n  \
+        factbuoy inspect export run.tar.gz --format jsonl --out ./export\n  \
+        factbuoy inspect export run.tar.gz --format csv --out ./export\n  \
+        factbuoy inspect export run.tar.gz --format csv --out ./export \\\n      \
+        --path ansible_distribution_version --path cpu.cores --path 'ansible_mounts[*].mount'\n\n\
+        Files are written whole or not at all (a temporary file renamed into place), and only in --out.")]
+    Export(ExportArgs),
+    /// Journal entries of the systemd-logs results, filtered, merged across nodes in time order.
+    ///
+    /// Each node's entries keep the order journalctl wrote them in; across nodes, the earliest
+    /// next entry comes first. --unit matches as `journalctl -u` does (`sshd` is
+    /// sshd.service; `*` and `?` make a pattern), --priority keeps that level and more severe.
+    /// Times are UTC: 2026-11-23, "2026-11-23 14:00:00" or RFC 3339. `-o json` writes JSON
+    /// Lines, {"node", "time", "entry"} a line, as they are merged.
+    #[command(after_help = "Examples:\n  \
+        factbuoy inspect logs run.tar.gz\n  \
+        factbuoy inspect logs run.tar.gz --node web-1 --unit sshd --priority warning\n  \
+        factbuoy inspect logs run.tar.gz --since '2026-11-23 14:00:00' --until '2026-11-23 15:00:00'\n  \
+        factbuoy inspect logs run.tar.gz --unit 'kube*' --grep 'OOM' -o json | jq -r .node")]
+    Logs(logs::LogsArgs),
+    /// One self-contained HTML file of the bundle: the fleet, drift, each node's facts and
+    /// errors, searchable.
+    ///
+    /// It loads nothing (no network, no external files: a Content-Security-Policy forbids it),
+    /// so it can be mailed, archived and opened anywhere offline. Drift leaves out what `diff`
+    /// leaves out; --ignore and --no-default-ignores work as they do there.
+    #[command(after_help = "Examples:\n  \
+        factbuoy inspect report run.tar.gz --out report.html\n  \
+        factbuoy inspect report run.tar.gz --out report.html --ignore 'ansible_env.*'")]
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// Ansible's jsonfile fact cache: both layouts (`s1_<node>` for ansible-core 2.19 and
+    /// later, `<node>` before).
+    AnsibleFactCache,
+    /// JSON Lines: facts.jsonl.
+    Jsonl,
+    /// CSV: facts.csv.
+    Csv,
+}
+
+#[derive(Debug, Args)]
+pub struct BundleArg {
+    /// The bundle: a .tar.gz or the folder it was extracted to.
+    bundle: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The bundle: a .tar.gz or the folder it was extracted to.
+    bundle: PathBuf,
+    /// The sha-256 the .tar.gz should have (tar_info.sha256 of `factbuoy status -o json`).
+    #[arg(long, value_name = "HEX")]
+    sha256: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct FactsArgs {
+    /// The bundle: a .tar.gz or the folder it was extracted to.
+    bundle: PathBuf,
+    /// The node whose facts to show.
+    node: String,
+    /// Only this plugin's facts: setup or host-facts.
+    plugin: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct QueryArgs {
+    /// The bundle: a .tar.gz or the folder it was extracted to.
+    bundle: PathBuf,
+    /// The path into the facts: a.b[*].c, or RFC 9535 JSONPath starting with $.
+    path: String,
+}
+
+#[derive(Debug, Args)]
+pub struct SqlArgs {
+    /// The bundles: .tar.gz files or folders they were extracted to.
+    #[arg(required = true, num_args = 1..)]
+    bundles: Vec<PathBuf>,
+    /// One SQL statement.
+    query: String,
+    /// Write the tables to this new SQLite file and keep it (it must not exist); a temporary
+    /// file is used and removed otherwise.
+    #[arg(long, value_name = "FILE")]
+    db: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The bundle: a .tar.gz or the folder it was extracted to.
+    bundle: PathBuf,
+    /// The format.
+    #[arg(long = "format", id = "export_format", value_enum)]
+    export_format: ExportFormat,
+    /// The folder to write into; created if missing.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// CSV only: a column per path, a row per node (may be repeated).
+    #[arg(long, value_name = "PATH")]
+    path: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The bundle: a .tar.gz or the folder it was extracted to.
+    bundle: PathBuf,
+    /// The HTML file to write (replaced if it exists).
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Leave out of the drift facts whose path matches PATTERN too (may be repeated).
+    #[arg(long, value_name = "PATTERN")]
+    ignore: Vec<String>,
+    /// Show the facts that always change in the drift too.
+    #[arg(long)]
+    no_default_ignores: bool,
+}
+
+pub fn execute(command: InspectCommand, format: Format) -> anyhow::Result<ExitStatus> {
+    match command {
+        InspectCommand::Verify(args) => verify(args, format),
+        InspectCommand::Summary(args) => summary(args, format),
+        InspectCommand::Facts(args) => facts(args, format),
+        InspectCommand::Query(args) => query(args, format),
+        InspectCommand::Diff(args) => diff::diff(args, format),
+        InspectCommand::Sql(args) => sql(args, format),
+        InspectCommand::Export(args) => export(args, format),
+        InspectCommand::Logs(args) => logs::logs(args, format),
+        InspectCommand::Report(args) => report(args, format),
+    }
+}
+
+fn verify(args: VerifyArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let bundle = Bundle::open(&args.bundle)?;
+    let verification = factbuoy_inspect::verify(&bundle, args.sha256.as_deref());
+    match format {
+        Format::Table => {
+            let name = args.bundle.display();
+            if verification.problems.is_empty() {
+                emit(&format!(
+                    "{name}: every file matches meta/index.json ({} files, {})",
+                    verification.indexed,
+                    bytes(verification.bytes)
+                ));
+            } else {
+                let count = verification.problems.len();
+                let plural = if count == 1 { "" } else { "s" };
+                let mut lines = vec![format!("{name}: {count} problem{plural}")];
+                for problem in &verification.problems {
+                    lines.push(format!("  - {}: {}", problem.entry, problem.problem));
+                }
+                emit_lines(&lines);
+            }
+            if let Some(sha256) = &verification.bundle_sha256 {
+                emit(&format!("sha256 {sha256}"));
+            }
+        }
+        machine => emit_document(&verification, machine),
+    }
+    Ok(if verification.problems.is_empty() {
+        ExitStatus::Success
+    } else {
+        ExitStatus::Failed
+    })
+}
+
+fn summary(args: BundleArg, format: Format) -> anyhow::Result<ExitStatus> {
+    let bundle = Bundle::open(&args.bundle)?;
+    let summary = factbuoy_inspect::summary(&bundle)?;
+    if format != Format::Table {
+        emit_document(&summary, format);
+        return Ok(ExitStatus::Success);
+    }
+    let run = &summary.run;
+    let mut lines = vec![format!("run {}: {}", run.run_id, run.status)];
+    if let Some(error) = &run.error {
+        lines.push(format!("  error: {error}"));
+    }
+    let or_unknown = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
+    lines.push(format!(
+        "  created {}, last activity {}, factbuoy {}",
+        or_unknown(&run.created),
+        or_unknown(&run.last_activity),
+        or_unknown(&run.factbuoy_version)
+    ));
+    let plugins: Vec<String> = run
+        .plugins
+        .iter()
+        .map(|p| format!("{} {}", p.name, or_unknown(&p.version)))
+        .collect();
+    lines.push(format!("  plugins: {}", plugins.join(", ")));
+    lines.push(String::new());
+
+    // Nodes down, plugins across: a fleet has more nodes than plugins.
+    let mut columns: Vec<String> = Vec::new();
+    for outcome in &summary.results {
+        if !columns.contains(&outcome.plugin) {
+            columns.push(outcome.plugin.clone());
+        }
+    }
+    let mut rows = vec![
+        std::iter::once("NODE".to_owned())
+            .chain(columns.iter().cloned())
+            .collect::<Vec<_>>(),
+    ];
+    for node in &run.nodes {
+        let mut row = vec![node.clone()];
+        for plugin in &columns {
+            let cell = summary
+                .results
+                .iter()
+                .find(|o| &o.plugin == plugin && &o.node == node)
+                // `lost`, `timed-out`, `interrupted` say more than the stand-in's `failed`.
+                .map(|o| match &o.result_status {
+                    Some(result) if o.status == "complete" => result.clone(),
+                    _ => o.status.clone(),
+                })
+                .unwrap_or_else(|| "-".into());
+            row.push(cell);
+        }
+        rows.push(row);
+    }
+    lines.extend(fitted(&rows, 0));
+
+    if !summary.errors.is_empty() {
+        lines.push(String::new());
+        lines.push("Errors:".into());
+        for e in &summary.errors {
+            lines.push(format!("  - {} on {}: {}", e.plugin, e.node, e.error));
+        }
+    }
+    let sizes = &summary.sizes;
+    lines.push(String::new());
+    let packed = sizes
+        .bundle_bytes
+        .map(|b| format!(" in a {} bundle", bytes(b)))
+        .unwrap_or_default();
+    lines.push(format!(
+        "Sizes: {} files, {}{packed}",
+        sizes.files,
+        bytes(sizes.content_bytes)
+    ));
+    let by_plugin: Vec<String> = sizes
+        .by_plugin
+        .iter()
+        .map(|p| format!("{} {}", p.plugin, bytes(p.bytes)))
+        .collect();
+    lines.push(format!("  by plugin: {}", by_plugin.join(", ")));
+    emit_lines(&lines);
+    Ok(ExitStatus::Success)
+}
+
+fn facts(args: FactsArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    if let Some(plugin) = &args.plugin
+        && !FACT_SOURCES.iter().any(|(p, _)| p == plugin)
+    {
+        bail!("{plugin:?} gathers no facts: name setup or host-facts, or leave it out for both");
+    }
+    let bundle = Bundle::open(&args.bundle)?;
+    let facts = factbuoy_inspect::facts(&bundle, &args.node, args.plugin.as_deref())?;
+    if facts.is_empty() {
+        bail!(
+            "{} has no facts for node {:?} (from {}); `factbuoy inspect summary` lists its nodes",
+            args.bundle.display(),
+            args.node,
+            args.plugin.as_deref().unwrap_or("setup or host-facts")
+        );
+    }
+    if format != Format::Table {
+        emit_document(&json!({ "node": args.node, "plugins": facts }), format);
+        return Ok(ExitStatus::Success);
+    }
+    let mut rows = vec![vec!["PLUGIN".to_owned(), "PATH".into(), "VALUE".into()]];
+    for document in &facts {
+        for (path, value) in factbuoy_inspect::leaves(&document.facts) {
+            rows.push(vec![document.plugin.clone(), path, cell(value)]);
+        }
+    }
+    emit_lines(&fitted(&rows, 0));
+    Ok(ExitStatus::Success)
+}
+
+fn query(args: QueryArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let path = FactPath::parse(&args.path)?;
+    let bundle = Bundle::open(&args.bundle)?;
+    let answers = factbuoy_inspect::query(&bundle, &path)?;
+    if answers.is_empty() {
+        bail!(
+            "{} has no facts (no setup or host-facts results) to query",
+            args.bundle.display()
+        );
+    }
+    if format != Format::Table {
+        emit_document(
+            &json!({ "path": path.as_jsonpath(), "nodes": answers }),
+            format,
+        );
+        return Ok(ExitStatus::Success);
+    }
+    let mut rows = vec![vec!["NODE".to_owned(), "PLUGIN".into(), "VALUE".into()]];
+    for answer in &answers {
+        for found in &answer.plugins {
+            let plugin = &found.plugin;
+            if found.values.is_empty() {
+                rows.push(vec![answer.node.clone(), plugin.clone(), "-".into()]);
+            }
+            for value in &found.values {
+                rows.push(vec![answer.node.clone(), plugin.clone(), cell(value)]);
+            }
+        }
+    }
+    emit_lines(&fitted(&rows, 0));
+    Ok(ExitStatus::Success)
+}
+
+fn sql(args: SqlArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let bundles = args
+        .bundles
+        .iter()
+        .map(|b| Bundle::open(b))
+        .collect::<Result<Vec<_>, _>>()?;
+    let scratch;
+    let database = match &args.db {
+        Some(path) => {
+            if path.exists() {
+                bail!(
+                    "{} exists: name a new file for --db (the tables are written afresh)",
+                    path.display()
+                );
+            }
+            path.clone()
+        }
+        None => {
+            scratch = tempfile::tempdir()?;
+            scratch.path().join("facts.sqlite")
+        }
+    };
+    let answer = factbuoy_inspect::sql::query(&bundles, &database, &args.query)?;
+    if format != Format::Table {
+        emit_document(&answer, format);
+        return Ok(ExitStatus::Success);
+    }
+    let mut rows = vec![answer.columns.clone()];
+    rows.extend(
+        answer
+            .rows
+            .iter()
+            .map(|row| row.iter().map(cell).collect::<Vec<_>>()),
+    );
+    emit_lines(&fitted(&rows, 0));
+    Ok(ExitStatus::Success)
+}
+
+fn export(args: ExportArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    if !args.path.is_empty() && args.export_format != ExportFormat::Csv {
+        bail!("--path chooses CSV columns: use it with --format csv");
+    }
+    let exported = match args.export_format {
+        ExportFormat::AnsibleFactCache => {
+            let facts = factbuoy_inspect::ansible_cache::facts_from_bundle(&args.bundle)?;
+            return crate::fact_cache::write_cache(
+                &args.out,
+                "",
+                factbuoy_inspect::ansible_cache::Layout::Both,
+                facts,
+                format,
+            );
+        }
+        ExportFormat::Jsonl => export::jsonl(&Bundle::open(&args.bundle)?, &args.out)?,
+        ExportFormat::Csv => {
+            let paths = args
+                .path
+                .iter()
+                .map(|p| FactPath::parse(p))
+                .collect::<Result<Vec<_>, _>>()?;
+            export::csv(&Bundle::open(&args.bundle)?, &args.out, &paths)?
+        }
+    };
+    match format {
+        Format::Table => emit(&format!(
+            "{}: {}",
+            exported.file.display(),
+            count(exported.rows as usize, "row")
+        )),
+        machine => emit_document(&exported, machine),
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn report(args: ReportArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let bundle = Bundle::open(&args.bundle)?;
+    let ignore = IgnoreList::new(!args.no_default_ignores, &args.ignore);
+    factbuoy_inspect::report::write_file(&bundle, &ignore, &args.out)?;
+    let size = std::fs::metadata(&args.out)?.len();
+    match format {
+        Format::Table => emit(&format!("{}: {}", args.out.display(), bytes(size))),
+        machine => emit_document(&json!({"file": args.out, "bytes": size}), machine),
+    }
+    Ok(ExitStatus::Success)
+}

@@ -1,0 +1,490 @@
+//! `factbuoy plugin ...`: list, info, validate and run plugins on this host; create and build
+//! plugin projects.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use bytesize::ByteSize;
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use crate::json_report::JsonReport;
+use crate::output::{ExitStatus, Format, emit, emit_document};
+use crate::{plugin_build, plugin_new};
+use factbuoy_catalog::{BUNDLED, PluginRef};
+use factbuoy_protocol::text::printable;
+use factbuoy_runtime::bindings::{Capability, PluginInfo};
+use factbuoy_runtime::definition::Definition;
+use factbuoy_runtime::params::{self, type_name};
+use factbuoy_runtime::sink::{ArtifactSink, DirectorySink, StdoutSink};
+use factbuoy_runtime::{Limits, RunReport, RunRequest, Runtime, RuntimeOptions, limits};
+
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// List the plugins bundled in this binary.
+    #[command(after_help = "Examples:\n  factbuoy plugin list\n  factbuoy plugin list -o json")]
+    List(CommonArgs),
+    /// Show a plugin's metadata: parameters, capabilities, artifacts.
+    #[command(
+        after_help = "Examples:\n  factbuoy plugin info setup\n  factbuoy plugin info ./my.wasm -o yaml"
+    )]
+    Info {
+        /// A bundled plugin's name or a path to a `.wasm` component.
+        #[arg(value_parser = crate::flags::PluginName, hide_possible_values = true)]
+        plugin: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Check that a file is a factbuoy gatherer this binary can run.
+    #[command(
+        after_help = "Examples:\n  factbuoy plugin validate ./target/wasm32-wasip2/release/my_plugin.wasm"
+    )]
+    Validate {
+        /// Path to a `.wasm` component.
+        path: PathBuf,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Run a plugin on this host and print or write its artifacts.
+    #[command(after_help = "Examples:\n  \
+        factbuoy plugin run hello -p hello:greeting=hi      # artifacts to stdout, summary to stderr\n  \
+        factbuoy plugin run setup --out facts/              # artifacts to files\n  \
+        factbuoy plugin run ./my.wasm --grant my-plugin:read:/etc -o json")]
+    Run(PluginRunArgs),
+    /// Create a plugin project in ./NAME, in Rust, Python or JavaScript, ready to build.
+    #[command(after_help = "Examples:\n  \
+        factbuoy plugin new disk-usage --lang python\n  \
+        factbuoy plugin new disk-usage --lang js && cd disk-usage && npm install\n  \
+        factbuoy plugin new disk-usage --lang rust --dir ~/src/disk-usage\n\n\
+        The project holds the WIT contract of this factbuoy (and for Python and JavaScript the SDK),\n\
+        so it builds outside a factbuoy checkout. Then: cd NAME && factbuoy plugin build")]
+    New {
+        /// The plugin's name: a-z, 0-9 and `-`, starting with a letter.
+        name: String,
+        /// The language to write it in.
+        #[arg(long, value_enum)]
+        lang: plugin_new::Lang,
+        /// Where to create the project [default: ./NAME].
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Build the plugin project in a directory, precompile it, and print the component's path.
+    #[command(after_help = "Examples:\n  \
+        factbuoy plugin build                     # the project in this directory\n  \
+        factbuoy plugin run \"$(factbuoy plugin build ./disk-usage)\" --grant disk-usage:host-info\n\n\
+        Rust projects (Cargo.toml) are built with cargo for wasm32-wasip2; Python projects (app.py)\n\
+        with componentize-py, from the project's .venv or PATH; JavaScript projects (package.json)\n\
+        with componentize-js, from the project's node_modules or PATH. The component is then\n\
+        compiled into the cache `plugin run` uses, so that even its first run starts at once.\n\
+        Exit status: 1 when the toolchain ran and failed, 2 when it is missing.")]
+    Build {
+        /// The project directory.
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct CommonArgs {
+    /// Where compiled components are cached [default: $FACTBUOY_CACHE_DIR or ~/.cache/factbuoy].
+    #[arg(long, global = true)]
+    cache_dir: Option<PathBuf>,
+    /// Compile every time instead of using the cache.
+    #[arg(long, global = true)]
+    no_cache: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PluginRunArgs {
+    /// A bundled plugin's name or a path to a `.wasm` component.
+    #[arg(value_parser = crate::flags::PluginName, hide_possible_values = true)]
+    plugin: String,
+    /// A parameter, e.g. hello:greeting=hi, as `run` takes it (the `hello:` may be left out
+    /// here); repeat for several, and to add to a list parameter.
+    #[arg(short, long = "param", value_name = "PLUGIN:NAME=VALUE", value_parser = Scoped::param)]
+    params: Vec<Scoped>,
+    /// Grant a capability, e.g. hello:host-info or hello:read:/etc (`all`: everything the plugin
+    /// asks). Bundled plugins get what they ask for by default; plugins from files get nothing.
+    #[arg(long, value_name = "PLUGIN:CAPABILITY", value_parser = Scoped::capability)]
+    grant: Vec<Scoped>,
+    /// Take a capability away (wins over --grant), e.g. hello:host-info or hello:read:/etc.
+    #[arg(long, value_name = "PLUGIN:CAPABILITY", value_parser = Scoped::capability)]
+    deny: Vec<Scoped>,
+    /// Host directory the plugin's granted paths are mapped onto (`/host` in a pod).
+    #[arg(long, default_value = "/", value_name = "DIR")]
+    root: PathBuf,
+    /// Write artifacts below this directory instead of printing them.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Wall-clock deadline for the run, e.g. 30s or 5m.
+    #[arg(long, default_value_t = limits::DEFAULT_DEADLINE.into())]
+    deadline: humantime::Duration,
+    /// Memory limit, e.g. 512MiB.
+    #[arg(long, default_value_t = ByteSize::b(limits::DEFAULT_MEMORY_BYTES))]
+    memory: ByteSize,
+    /// Wasm stack limit, e.g. 1MiB.
+    #[arg(long, default_value_t = ByteSize::b(limits::DEFAULT_STACK_BYTES as u64))]
+    stack: ByteSize,
+    /// Limit on all artifacts together, e.g. 4GiB.
+    #[arg(long, default_value_t = ByteSize::b(limits::DEFAULT_OUTPUT_BYTES))]
+    max_output: ByteSize,
+    /// Limit on captured stdout and on captured stderr, each.
+    #[arg(long, default_value_t = ByteSize::b(limits::DEFAULT_CAPTURED_STDIO_BYTES as u64))]
+    max_stdio: ByteSize,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// A `-p`, `--grant` or `--deny` of `plugin run`: scoped to the plugin as in `run`
+/// (`hello:greeting=hi`), or not, since there is only one plugin.
+#[derive(Debug, Clone)]
+pub struct Scoped {
+    plugin: Option<String>,
+    value: String,
+}
+
+impl Scoped {
+    fn param(text: &str) -> Result<Scoped, String> {
+        match factbuoy_operator::plan::scoped_param(text) {
+            Ok((plugin, value)) => Ok(Scoped {
+                plugin: Some(plugin),
+                value,
+            }),
+            Err(_) if text.contains('=') => Ok(Scoped {
+                plugin: None,
+                value: text.to_owned(),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn capability(text: &str) -> Result<Scoped, String> {
+        if factbuoy_operator::plan::is_capability(text) {
+            return Ok(Scoped {
+                plugin: None,
+                value: text.to_owned(),
+            });
+        }
+        let (plugin, value) = factbuoy_operator::plan::scoped_grant(text)?;
+        Ok(Scoped {
+            plugin: Some(plugin),
+            value,
+        })
+    }
+
+    /// The values, each checked to be for `plugin` (its name, or the argument that named it).
+    fn for_plugin(all: &[Scoped], plugin: &str, argument: &str) -> anyhow::Result<Vec<String>> {
+        all.iter()
+            .map(|scoped| match &scoped.plugin {
+                Some(named) if named != plugin && named != argument => anyhow::bail!(
+                    "{named}:{} is for plugin {named:?}, but this command runs {plugin:?}",
+                    scoped.value
+                ),
+                _ => Ok(scoped.value.clone()),
+            })
+            .collect()
+    }
+}
+
+impl PluginRunArgs {
+    fn limits(&self) -> Limits {
+        Limits {
+            deadline: *self.deadline,
+            memory_bytes: self.memory.as_u64(),
+            stack_bytes: self.stack.as_u64() as usize,
+            output_bytes: self.max_output.as_u64(),
+            captured_stdio_bytes: self.max_stdio.as_u64() as usize,
+            ..Limits::default()
+        }
+    }
+}
+
+fn runtime(common: &CommonArgs, limits: Limits) -> anyhow::Result<Runtime> {
+    let defaults = RuntimeOptions::default();
+    Runtime::new(RuntimeOptions {
+        limits,
+        cache_dir: if common.no_cache {
+            None
+        } else {
+            common.cache_dir.clone().or(defaults.cache_dir)
+        },
+    })
+}
+
+pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<ExitStatus> {
+    match command {
+        PluginCommand::List(common) => list(&common, format).await,
+        PluginCommand::Info { plugin, common } => {
+            let runtime = runtime(&common, Limits::default())?;
+            let loaded = PluginRef::parse(&plugin)?.load(&runtime).await?;
+            match format {
+                Format::Table => emit(describe_text(&loaded.info).trim_end()),
+                machine => emit_document(&Definition::from(&loaded.info), machine),
+            }
+            Ok(ExitStatus::Success)
+        }
+        PluginCommand::Validate { path, common } => {
+            let runtime = runtime(&common, Limits::default())?;
+            let loaded = PluginRef::File(path.clone()).load(&runtime).await?;
+            match format {
+                Format::Table => emit(&format!(
+                    "{}: valid factbuoy gatherer {} {}",
+                    path.display(),
+                    loaded.info.name,
+                    loaded.info.version
+                )),
+                machine => emit_document(
+                    &json!({"valid": true, "path": path, "name": loaded.info.name, "version": loaded.info.version}),
+                    machine,
+                ),
+            }
+            Ok(ExitStatus::Success)
+        }
+        PluginCommand::Run(args) => run(args, format).await,
+        PluginCommand::New { name, lang, dir } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+            let written = plugin_new::create(&name, lang, &dir)?;
+            match format {
+                Format::Table => {
+                    for path in &written {
+                        emit(&dir.join(path).display().to_string());
+                    }
+                    eprintln!(
+                        "created {} plugin {name} in {}; build it with: cd {} && {}",
+                        lang.name(),
+                        dir.display(),
+                        dir.display(),
+                        lang.build_steps()
+                    );
+                }
+                machine => emit_document(
+                    &json!({"name": name, "dir": dir, "files": written}),
+                    machine,
+                ),
+            }
+            Ok(ExitStatus::Success)
+        }
+        PluginCommand::Build { dir, common } => {
+            // Building blocks on child processes; keep the runtime's threads free meanwhile.
+            let wasm = tokio::task::spawn_blocking(move || plugin_build::build(&dir)).await??;
+            precompile(&wasm, &common).await?;
+            match format {
+                Format::Table => emit(&wasm.display().to_string()),
+                machine => emit_document(&json!({"wasm": wasm}), machine),
+            }
+            Ok(ExitStatus::Success)
+        }
+    }
+}
+
+/// Compiles a freshly built component into the cache `plugin run` loads from (with the same
+/// engine settings as a run with default limits), checking on the way that it loads and
+/// describes itself: a JavaScript or Python component takes seconds to compile, and this moves
+/// that wait from the first run to the build.
+async fn precompile(wasm: &std::path::Path, common: &CommonArgs) -> anyhow::Result<()> {
+    if common.no_cache {
+        return Ok(());
+    }
+    let runtime = runtime(common, Limits::default())?;
+    let started = std::time::Instant::now();
+    let loaded = PluginRef::File(wasm.to_owned())
+        .load(&runtime)
+        .await
+        .with_context(|| format!("built {}, but it is not a usable plugin", wasm.display()))?;
+    eprintln!(
+        "precompiled {} {} in {:.1} s; its first run starts from the compilation cache",
+        loaded.info.name,
+        printable(&loaded.info.version),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+async fn list(common: &CommonArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let runtime = runtime(common, Limits::default())?;
+    let mut infos = Vec::new();
+    for bundled in BUNDLED {
+        infos.push(PluginRef::Bundled(bundled.name).load(&runtime).await?.info);
+    }
+    match format {
+        machine @ (Format::Json | Format::Yaml) => emit_document(
+            &infos.iter().map(Definition::from).collect::<Vec<_>>(),
+            machine,
+        ),
+        Format::Table => {
+            let width = infos.iter().map(|i| i.name.len()).max().unwrap_or(0);
+            for info in &infos {
+                emit(&format!(
+                    "{:width$}  {:8}  {}",
+                    info.name, info.version, info.description
+                ));
+            }
+        }
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn describe_text(info: &PluginInfo) -> String {
+    let mut text = format!("{} {}\n{}\n", info.name, info.version, info.description);
+    if !info.parameters.is_empty() {
+        text.push_str("\nParameters:\n");
+        for p in &info.parameters {
+            let mut notes = vec![type_name(p.type_).to_owned()];
+            if p.required {
+                notes.push("required".into());
+            }
+            if let Some(default) = &p.default {
+                notes.push(format!("default {default}"));
+            }
+            if p.secret {
+                notes.push("secret".into());
+            }
+            text.push_str(&format!(
+                "  {} ({})\n      {}\n",
+                p.name,
+                notes.join(", "),
+                p.description
+            ));
+        }
+    }
+    if !info.capabilities.is_empty() {
+        text.push_str("\nCapabilities:\n");
+        for c in &info.capabilities {
+            let written = match &c.capability {
+                Capability::HostInfo => "host-info".to_owned(),
+                Capability::ReadPath(path) => format!("read:{path}"),
+            };
+            let need = if c.required { "required" } else { "optional" };
+            text.push_str(&format!("  {written} ({need})\n      {}\n", c.reason));
+        }
+    }
+    if !info.artifacts.is_empty() {
+        text.push_str("\nArtifacts:\n");
+        for a in &info.artifacts {
+            text.push_str(&format!(
+                "  {} ({})\n      {}\n",
+                a.name, a.media_type, a.description
+            ));
+        }
+    }
+    // Every string here is the plugin's.
+    text.lines().map(|l| printable(l) + "\n").collect()
+}
+
+async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let runtime = runtime(&args.common, args.limits())?;
+    let plugin = PluginRef::parse(&args.plugin)?;
+    let loaded = plugin.load(&runtime).await?;
+    let name = &loaded.info.name;
+    let mut grants = plugin.default_grants();
+    grants.extend_written(
+        Scoped::for_plugin(&args.grant, name, &args.plugin)?,
+        Scoped::for_plugin(&args.deny, name, &args.plugin)?,
+    )?;
+    factbuoy_operator::plan::check_required(&loaded.info, &grants)?;
+    let assignments = Scoped::for_plugin(&args.params, name, &args.plugin)?
+        .iter()
+        .map(|text| params::parse_assignment(text).map_err(anyhow::Error::msg))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let params = params::resolve(&loaded.info.parameters, &assignments)
+        .map_err(|e| anyhow::anyhow!("plugin {name:?}: {e}"))?;
+    if let Some(out) = &args.out {
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    }
+    // Artifacts go to --out when given; otherwise to stdout, or into the JSON report, streamed
+    // from files in a private directory that is removed afterwards.
+    let embedded = match (&args.out, format) {
+        (None, Format::Json | Format::Yaml) => {
+            Some(tempfile::tempdir().context("creating a temporary directory")?)
+        }
+        _ => None,
+    };
+    let sink: Arc<dyn ArtifactSink> = match (&args.out, &embedded) {
+        (Some(out), _) => Arc::new(DirectorySink::new(out)),
+        (None, Some(dir)) => Arc::new(DirectorySink::new(dir.path())),
+        (None, None) => Arc::new(StdoutSink),
+    };
+    let report = runtime
+        .run(
+            &loaded,
+            RunRequest {
+                params,
+                grants,
+                host_root: args.root.clone(),
+                sink,
+                observer: None,
+                limits: None,
+            },
+        )
+        .await;
+    match format {
+        Format::Table => print_summary(&report, args.out.is_some()),
+        machine => match &embedded {
+            Some(dir) => emit_document(&JsonReport::new(&report, dir.path())?, machine),
+            None => emit_document(&report, machine),
+        },
+    }
+    Ok(if report.succeeded {
+        ExitStatus::Success
+    } else {
+        ExitStatus::Failed
+    })
+}
+
+/// The text summary: on stdout when artifacts went to files, on stderr when they went to stdout.
+fn print_summary(report: &RunReport, artifacts_in_files: bool) {
+    let mut lines = Vec::new();
+    // Everything below but the numbers is the plugin's text.
+    let status = match report.failure_line() {
+        Some(line) => format!("error: {}", printable(&line)),
+        None => format!(
+            "{} {}: succeeded",
+            report.plugin,
+            printable(&report.version)
+        ),
+    };
+    lines.push(format!("{status} ({:.1} ms)", report.duration_ms));
+    for artifact in &report.artifacts {
+        let cut = if artifact.truncated {
+            ", truncated"
+        } else {
+            ""
+        };
+        lines.push(format!(
+            "  artifact {} ({}, {} bytes{cut})",
+            artifact.name,
+            printable(&artifact.media_type),
+            artifact.size_bytes
+        ));
+    }
+    for path in &report.absent_paths {
+        lines.push(format!(
+            "  note: granted {path} does not exist below the root; nothing mapped"
+        ));
+    }
+    for warning in &report.warnings {
+        lines.push(format!("  warning: {}", printable(warning)));
+    }
+    for error in &report.errors {
+        lines.push(format!("  error: {}", printable(error)));
+    }
+    if report.failure.is_some() && !report.stderr.text.is_empty() {
+        lines.push(format!("  plugin stderr:\n{}", indent(&report.stderr.text)));
+    }
+    let text = lines.join("\n");
+    if artifacts_in_files && report.succeeded {
+        emit(&text);
+    } else {
+        eprintln!("{text}");
+    }
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("    {}", printable(l)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

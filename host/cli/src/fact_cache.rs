@@ -1,0 +1,66 @@
+//! Writing setup facts into an Ansible `jsonfile` fact cache and saying what was written:
+//! shared by `factbuoy ansible fact-cache` and `factbuoy inspect export --format
+//! ansible-fact-cache` (whose facts `factbuoy_inspect::ansible_cache::facts_from_bundle` reads).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context;
+use factbuoy_inspect::ansible_cache::{self, write_host};
+use serde_json::json;
+
+use crate::output::{ExitStatus, Format, emit, emit_document};
+
+/// Writes a cache file (or two, for [`ansible_cache::Layout::Both`]) per host in `dir`, and
+/// prints what was written and each host whose facts could not be; exit 1 if any could not.
+pub fn write_cache(
+    dir: &Path,
+    prefix: &str,
+    layout: ansible_cache::Layout,
+    facts_by_host: BTreeMap<String, Result<Vec<u8>, String>>,
+    format: Format,
+) -> anyhow::Result<ExitStatus> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("creating the cache directory {}", dir.display()))?;
+    let mut written = Vec::new();
+    let mut errors = Vec::new();
+    for (host, facts) in facts_by_host {
+        let result = facts.and_then(|facts| {
+            write_host(dir, prefix, &host, &facts, layout).map_err(|e| format!("{e:#}"))
+        });
+        match result {
+            Ok(done) => written.push(done),
+            Err(e) => errors.push(format!("{host}: {e}")),
+        }
+    }
+
+    match format {
+        Format::Table => {
+            for w in &written {
+                let files: Vec<String> = w.files.iter().map(|f| f.display().to_string()).collect();
+                emit(&format!(
+                    "{}: {} facts -> {}",
+                    w.host,
+                    w.facts,
+                    files.join(", ")
+                ));
+            }
+            for e in &errors {
+                eprintln!("error: {}", factbuoy_protocol::text::printable(e));
+            }
+        }
+        machine => emit_document(
+            &json!({
+                "directory": dir,
+                "written": written.iter().map(|w| json!({"host": w.host, "files": w.files, "facts": w.facts})).collect::<Vec<_>>(),
+                "errors": errors,
+            }),
+            machine,
+        ),
+    }
+    Ok(if errors.is_empty() {
+        ExitStatus::Success
+    } else {
+        ExitStatus::Failed
+    })
+}

@@ -1,0 +1,177 @@
+//! Flag groups several commands share, and how each maps onto the operator library's types:
+//! the plugins of a run (`run`, `gen`), which cluster (`run --kubernetes`, `gen`, `status`,
+//! `retrieve`, `delete`), a Kubernetes run's placement, and which run a command is about.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use factbuoy_catalog::BUNDLED;
+use factbuoy_kubernetes::{ClusterRun, ResourceKind, Target as Cluster, Toleration};
+use factbuoy_operator::plan::{scoped_grant, scoped_param};
+use factbuoy_operator::{PluginSelection, WhichRun};
+
+/// A plugin as the command line names it: a bundled plugin's name or a path. Any text is
+/// accepted (a path is checked when it is loaded); shell completion offers the bundled names.
+#[derive(Debug, Clone, Copy)]
+pub struct PluginName;
+
+impl clap::builder::TypedValueParser for PluginName {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        command: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(command, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            BUNDLED
+                .iter()
+                .map(|b| clap::builder::PossibleValue::new(b.name)),
+        ))
+    }
+}
+
+/// The plugin flags of a run.
+#[derive(Debug, Clone, Args)]
+pub struct PluginArgs {
+    /// Plugins to run, by bundled name or path [default: host-facts, setup, and systemd-logs where a journal exists].
+    #[arg(long = "plugin", value_name = "NAME|PATH", value_parser = PluginName, hide_possible_values = true)]
+    pub plugins: Vec<String>,
+    /// A plugin parameter, e.g. setup:gather_subset=network.
+    #[arg(short, long = "param", value_name = "PLUGIN:NAME=VALUE", value_parser = scoped_param)]
+    pub params: Vec<(String, String)>,
+    /// A capability for a plugin from a file, e.g. my-plugin:host-info or my-plugin:read:/etc
+    /// (bundled plugins get what they ask).
+    #[arg(long, value_name = "PLUGIN:CAPABILITY", value_parser = scoped_grant)]
+    pub grant: Vec<(String, String)>,
+    /// Deadline of each plugin.
+    #[arg(long, default_value_t = factbuoy_runtime::limits::DEFAULT_DEADLINE.into())]
+    pub plugin_timeout: humantime::Duration,
+}
+
+impl PluginArgs {
+    /// The selection these flags make, with `global` plugins run once for the whole run.
+    pub fn selection(&self, global: &[String]) -> PluginSelection {
+        PluginSelection {
+            plugins: self.plugins.clone(),
+            params: self.params.clone(),
+            grants: self.grant.clone(),
+            global: global.to_vec(),
+            deadline: *self.plugin_timeout,
+        }
+    }
+}
+
+/// Which cluster, as kubectl's flags name it.
+#[derive(Debug, Clone, Args)]
+pub struct ClusterArgs {
+    /// The kubeconfig file [default: $KUBECONFIG, else ~/.kube/config].
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context [default: its current context].
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+impl ClusterArgs {
+    /// The cluster these flags name.
+    pub fn cluster(&self) -> Cluster {
+        Cluster {
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+        }
+    }
+}
+
+/// The flags that shape a Kubernetes run's manifests (`run --kubernetes`, `gen`).
+#[derive(Debug, Clone, Args)]
+pub struct KubeArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// An existing namespace to run in [default: a new namespace factbuoy-<run id>, the run's root].
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// The factbuoy image, as deploy/build-image.sh built it.
+    #[arg(long, default_value = factbuoy_kubernetes::DEFAULT_IMAGE, value_name = "NAME:TAG")]
+    pub image: String,
+    /// imagePullPolicy of the aggregator and the agents (Never for an image imported into each node).
+    #[arg(long, default_value = "IfNotPresent", value_parser = ["Always", "IfNotPresent", "Never"])]
+    pub image_pull_policy: String,
+    /// Run agents only on nodes with these labels: KEY=VALUE[,KEY=VALUE...].
+    #[arg(long, value_name = "KEY=VALUE,...", value_parser = factbuoy_kubernetes::parse_node_selector)]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    /// Tolerate a taint: KEY[=VALUE][:EFFECT] (repeatable). Agents tolerate every taint unless --no-tolerate-all.
+    #[arg(long, value_name = "KEY[=VALUE][:EFFECT]", value_parser = factbuoy_kubernetes::parse_toleration)]
+    pub tolerate: Vec<Toleration>,
+    /// Tolerate only the --tolerate taints; nodes with other NoSchedule/NoExecute taints are skipped.
+    #[arg(long)]
+    pub no_tolerate_all: bool,
+    /// Memory limit of each agent container (the plugin sandbox's cap plus the agent's own).
+    #[arg(long, default_value = "768Mi", value_name = "QUANTITY")]
+    pub agent_memory_limit: String,
+    /// Cluster objects to save into the bundle's resources/, as lists (the aggregator may list
+    /// exactly these): any of nodes, namespaces, pods, services, persistentvolumes, daemonsets,
+    /// deployments, storageclasses.
+    #[arg(long, value_name = "KIND,...", value_delimiter = ',', default_value = "nodes,namespaces", value_parser = factbuoy_kubernetes::resource_kind)]
+    pub resources: Vec<&'static ResourceKind>,
+    /// Run PLUGIN once for the whole run, in the aggregator's pod, instead of on every node. It
+    /// reads the cluster objects saved for resources/ (`read:/nodes.json`), never a node's files
+    /// or host-info. Name it with --plugin too.
+    #[arg(long = "global", value_name = "PLUGIN", value_parser = PluginName, hide_possible_values = true)]
+    pub global: Vec<String>,
+    /// A group ID the agents run with as well, to read the nodes' journals: the GID of
+    /// systemd-journal (or adm) on the nodes, `getent group systemd-journal` there. Repeatable.
+    #[arg(long, value_name = "GID")]
+    pub journal_group: Vec<u32>,
+}
+
+impl KubeArgs {
+    /// Where and how the run's pods are placed.
+    pub fn placement(&self) -> ClusterRun {
+        ClusterRun {
+            namespace: self.namespace.clone(),
+            image: self.image.clone(),
+            image_pull_policy: self.image_pull_policy.clone(),
+            node_selector: self.node_selector.clone().unwrap_or_default(),
+            tolerate: self.tolerate.clone(),
+            tolerate_all: !self.no_tolerate_all,
+            agent_memory_limit: self.agent_memory_limit.clone(),
+            resources: self.resources.clone(),
+            journal_groups: self.journal_group.clone(),
+        }
+    }
+}
+
+/// Which run `status` and `retrieve` talk about.
+#[derive(Debug, Args)]
+pub struct WhichRunArgs {
+    /// The run: a Kubernetes run started from this machine, or a local run [default: the current run].
+    #[arg(value_name = "RUN-ID", conflicts_with = "run_dir")]
+    pub run_id: Option<String>,
+    /// A local run's directory.
+    #[arg(long, value_name = "DIR")]
+    pub run_dir: Option<PathBuf>,
+    /// For a Kubernetes run: reach its cluster otherwise than the command that started it did.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+impl WhichRunArgs {
+    /// The run these flags name.
+    pub fn which(&self) -> WhichRun {
+        match (&self.run_dir, &self.run_id) {
+            (Some(dir), _) => WhichRun::Dir(dir.clone()),
+            (None, Some(id)) => WhichRun::Id(id.clone()),
+            (None, None) => WhichRun::Current,
+        }
+    }
+}

@@ -1,0 +1,577 @@
+//! `factbuoy inspect diff`: where the nodes of one bundle disagree ([`drift`]), and what changed
+//! between two bundles of one fleet ([`changes`]).
+//!
+//! Facts are compared leaf by leaf, as [`crate::leaves`] flattens them. Facts that
+//! change on their own (clocks, counters, free space) would drown everything else, so an
+//! [`IgnoreList`] leaves them out; [`DEFAULT_IGNORES`] is built in and can be replaced.
+//!
+//! Every leaf path and every distinct value is stored once (`Interner`), and a node's facts as
+//! pairs of numbers, so a fleet of hundreds of nodes stays a few megabytes; each facts document
+//! is dropped once flattened.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+use serde_json::Value;
+use wildmatch::WildMatch;
+
+use crate::facts::{FACT_SOURCES, RunDocuments, leaves, run_and_facts};
+use crate::meta::nodes_of;
+
+use factbuoy_bundle::reader::{Bundle, ReadError};
+
+/// Facts that change between any two gatherings of one host: `*` matches any run of
+/// characters (dots and brackets included), `?` one.
+pub const DEFAULT_IGNORES: &[&str] = &[
+    // setup (Ansible's names)
+    "ansible_date_time.*",
+    "ansible_uptime_seconds",
+    // `ansible_loadavg['15m']`: keys that start with a digit are written in brackets.
+    "ansible_loadavg*",
+    "ansible_memfree_mb",
+    "ansible_swapfree_mb",
+    "ansible_memory_mb.*.free",
+    "ansible_memory_mb.*.used",
+    "ansible_memory_mb.*.cached",
+    "ansible_mounts[*].block_available",
+    "ansible_mounts[*].block_used",
+    "ansible_mounts[*].inode_available",
+    "ansible_mounts[*].inode_used",
+    "ansible_mounts[*].size_available",
+    // host-facts
+    "collected_at",
+    "system.uptime_seconds",
+    "system.load_average.*",
+    "system.processes*",
+    "memory.available_bytes",
+    "memory.free_bytes",
+    "memory.used_bytes",
+    "memory.buffers_bytes",
+    "memory.cached_bytes",
+    "memory.shared_bytes",
+    "memory.swap.free_bytes",
+    "memory.swap.used_bytes",
+    "mounts[*].usage.available_bytes",
+    "mounts[*].usage.free_bytes",
+    "mounts[*].usage.used_bytes",
+    "mounts[*].usage.inodes_free",
+    "mounts[*].usage.inodes_used",
+    "network.interfaces[*].rx_bytes",
+    "network.interfaces[*].tx_bytes",
+    "network.interfaces[*].rx_packets",
+    "network.interfaces[*].tx_packets",
+];
+
+/// The fact paths a comparison leaves out.
+#[derive(Debug, Clone)]
+pub struct IgnoreList {
+    patterns: Vec<(String, WildMatch)>,
+}
+
+impl IgnoreList {
+    /// [`DEFAULT_IGNORES`] (unless `defaults` is false) and `extra`.
+    pub fn new(defaults: bool, extra: &[String]) -> IgnoreList {
+        let built_in = DEFAULT_IGNORES
+            .iter()
+            .filter(|_| defaults)
+            .map(|p| p.to_string());
+        IgnoreList {
+            patterns: built_in
+                .chain(extra.iter().cloned())
+                .map(|p| {
+                    let matcher = WildMatch::new(&p);
+                    (p, matcher)
+                })
+                .collect(),
+        }
+    }
+
+    /// The patterns, as written.
+    pub fn patterns(&self) -> Vec<String> {
+        self.patterns.iter().map(|(p, _)| p.clone()).collect()
+    }
+
+    /// Whether `path` is left out.
+    pub fn ignores(&self, path: &str) -> bool {
+        self.patterns.iter().any(|(_, m)| m.matches(path))
+    }
+}
+
+/// A fact: the plugin whose facts hold it (an index into [`FACT_SOURCES`]) and its path.
+type FactKey = (usize, String);
+
+/// Each leaf path and each distinct value once, numbered; shared by the bundles compared so
+/// that equal values have equal numbers.
+#[derive(Default)]
+struct Interner {
+    keys: Vec<FactKey>,
+    key_ids: HashMap<FactKey, u32>,
+    ignored: Vec<bool>,
+    /// Values as compact JSON text.
+    values: Vec<String>,
+    value_ids: HashMap<String, u32>,
+}
+
+impl Interner {
+    fn key(&mut self, key: FactKey, ignore: &IgnoreList) -> u32 {
+        if let Some(id) = self.key_ids.get(&key) {
+            return *id;
+        }
+        let id = self.keys.len() as u32;
+        self.ignored.push(ignore.ignores(&key.1));
+        self.keys.push(key.clone());
+        self.key_ids.insert(key, id);
+        id
+    }
+
+    fn value(&mut self, value: &Value) -> u32 {
+        let text = value.to_string();
+        if let Some(id) = self.value_ids.get(&text) {
+            return *id;
+        }
+        let id = self.values.len() as u32;
+        self.values.push(text.clone());
+        self.value_ids.insert(text, id);
+        id
+    }
+
+    fn json(&self, value: u32) -> Value {
+        serde_json::from_str(&self.values[value as usize]).unwrap_or(Value::Null)
+    }
+
+    fn plugin(&self, key: u32) -> String {
+        FACT_SOURCES[self.keys[key as usize].0].0.to_owned()
+    }
+
+    fn path(&self, key: u32) -> String {
+        self.keys[key as usize].1.clone()
+    }
+}
+
+/// Which bundle: its path and run, as a comparison reports them.
+#[derive(Debug, Clone, Serialize)]
+pub struct BundleRun {
+    /// The bundle's path, as given.
+    pub bundle: String,
+    /// The run's id.
+    pub run_id: String,
+    /// When the run was created, RFC 3339 UTC.
+    pub created: Option<String>,
+}
+
+/// One node's facts of one plugin: (key, value) pairs sorted by key.
+type Pairs = Vec<(u32, u32)>;
+/// One node's facts from each plugin of [`FACT_SOURCES`], `None` where it has none.
+type NodeFacts = [Option<Pairs>; FACT_SOURCES.len()];
+/// A split of the nodes into sets (node numbers), and the facts that split them so, each with
+/// the value of every set.
+type Partitions = HashMap<Vec<Vec<u32>>, Vec<(u32, Vec<u32>)>>;
+
+/// One bundle's facts, by node.
+struct Fleet {
+    run: BundleRun,
+    /// Every node of the run, in the status document's order.
+    nodes: Vec<String>,
+    /// For each node, for each plugin of [`FACT_SOURCES`]: its facts, as (key, value) pairs
+    /// sorted by key; `None` when the bundle has no facts of that plugin for the node.
+    facts: HashMap<String, NodeFacts>,
+}
+
+impl Fleet {
+    /// Reads `bundle`'s run, its nodes and every node's facts, in one pass.
+    fn load(
+        bundle: &Bundle,
+        interner: &mut Interner,
+        ignore: &IgnoreList,
+    ) -> Result<Fleet, ReadError> {
+        let mut facts: HashMap<String, NodeFacts> = HashMap::new();
+        let RunDocuments { run, status } = run_and_facts(bundle, |node, source, document| {
+            let mut pairs: Pairs = leaves(&document)
+                .into_iter()
+                .filter_map(|(path, value)| {
+                    let key = interner.key((source, path), ignore);
+                    (!interner.ignored[key as usize]).then(|| (key, interner.value(value)))
+                })
+                .collect();
+            pairs.sort_unstable();
+            facts.entry(node.to_owned()).or_default()[source] = Some(pairs);
+            Ok::<(), ReadError>(())
+        })?;
+        let mut nodes = nodes_of(&status);
+        // A result whose node the status document does not name still counts.
+        let mut unlisted: Vec<&String> = facts.keys().filter(|n| !nodes.contains(n)).collect();
+        unlisted.sort();
+        nodes.extend(unlisted.into_iter().cloned());
+        Ok(Fleet {
+            run: BundleRun {
+                bundle: bundle.path().display().to_string(),
+                run_id: status.run_id.clone(),
+                created: run
+                    .as_ref()
+                    .and_then(|r| r["created"].as_str())
+                    .map(str::to_owned),
+            },
+            nodes,
+            facts,
+        })
+    }
+
+    /// `node`'s facts from the plugin `source` (an index into [`FACT_SOURCES`]), sorted by key.
+    fn facts_of(&self, node: &str, source: usize) -> Option<&[(u32, u32)]> {
+        self.facts.get(node)?[source].as_deref()
+    }
+
+    /// The nodes without facts of some plugin, and which.
+    fn without_facts(&self) -> Vec<NodeWithout> {
+        self.nodes
+            .iter()
+            .filter_map(|node| {
+                let plugins: Vec<String> = FACT_SOURCES
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| self.facts_of(node, *i).is_none())
+                    .map(|(_, (p, _))| p.to_string())
+                    .collect();
+                (!plugins.is_empty()).then(|| NodeWithout {
+                    node: node.clone(),
+                    plugins,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A node lacking some plugins' facts (its result failed, or the plugin did not run): it
+/// takes no part in comparing those plugins' facts.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeWithout {
+    /// The node.
+    pub node: String,
+    /// The plugins of [`FACT_SOURCES`] it has no facts from.
+    pub plugins: Vec<String>,
+}
+
+/// What was left out of a comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ignored {
+    /// The patterns of the [`IgnoreList`].
+    pub patterns: Vec<String>,
+    /// How many distinct fact paths they matched.
+    pub facts: usize,
+}
+
+impl Ignored {
+    fn of(interner: &Interner, ignore: &IgnoreList) -> Ignored {
+        Ignored {
+            patterns: ignore.patterns(),
+            facts: interner.ignored.iter().filter(|i| **i).count(),
+        }
+    }
+}
+
+/// Where the nodes of one bundle disagree.
+#[derive(Debug, Clone, Serialize)]
+pub struct Drift {
+    /// The bundle.
+    pub bundle: BundleRun,
+    /// Its nodes.
+    pub nodes: Vec<String>,
+    /// Nodes left out of some plugins' comparison.
+    pub without_facts: Vec<NodeWithout>,
+    /// What was left out.
+    pub ignored: Ignored,
+    /// The facts on which nodes disagree, grouped by how they split the nodes: facts that
+    /// split the fleet the same way (a kernel, its version and its build date) are one group.
+    /// Groups of fewer node sets come first, so a few odd nodes are at the top and the facts
+    /// every node has its own value of (names, addresses) at the bottom.
+    pub groups: Vec<DriftGroup>,
+}
+
+/// Facts that split the nodes into the same sets.
+#[derive(Debug, Clone, Serialize)]
+pub struct DriftGroup {
+    /// The sets of nodes that agree, largest first.
+    pub node_sets: Vec<Vec<String>>,
+    /// The facts, each with one value per node set.
+    pub facts: Vec<DriftFact>,
+}
+
+/// One fact on which the nodes disagree.
+#[derive(Debug, Clone, Serialize)]
+pub struct DriftFact {
+    /// `setup` or `host-facts`.
+    pub plugin: String,
+    /// The fact's path, as `query` takes it.
+    pub path: String,
+    /// The value of each node set, in the order of `node_sets`; `null` where `absent` says so.
+    pub values: Vec<Value>,
+    /// The indices of the node sets that lack the fact.
+    pub absent: Vec<usize>,
+}
+
+/// Where the nodes of `bundle` disagree on their facts, but for what `ignore` leaves out.
+pub fn drift(bundle: &Bundle, ignore: &IgnoreList) -> Result<Drift, ReadError> {
+    let mut interner = Interner::default();
+    let fleet = Fleet::load(bundle, &mut interner, ignore)?;
+    const ABSENT: u32 = u32::MAX;
+    // Node number -> name, in the run's order; a partition is written in node numbers.
+    let nodes = &fleet.nodes;
+    let mut groups: Partitions = HashMap::new();
+    for source in 0..FACT_SOURCES.len() {
+        // The nodes with this plugin's facts, each with a cursor into its sorted pairs.
+        let members: Vec<(u32, &[(u32, u32)])> = nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| Some((i as u32, fleet.facts_of(n, source)?)))
+            .collect();
+        if members.len() < 2 {
+            continue;
+        }
+        let mut keys: Vec<u32> = members
+            .iter()
+            .flat_map(|(_, pairs)| pairs.iter().map(|(k, _)| *k))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for key in keys {
+            let values: Vec<u32> = members
+                .iter()
+                .map(|(_, pairs)| {
+                    pairs
+                        .binary_search_by_key(&key, |(k, _)| *k)
+                        .map_or(ABSENT, |i| pairs[i].1)
+                })
+                .collect();
+            if values.iter().all(|v| *v == values[0]) {
+                continue;
+            }
+            // Node sets by value, largest first, then by their first node.
+            let mut by_value: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+            for ((node, _), value) in members.iter().zip(&values) {
+                by_value.entry(*value).or_default().push(*node);
+            }
+            let mut sets: Vec<(u32, Vec<u32>)> = by_value.into_iter().collect();
+            sets.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.1[0].cmp(&b.1[0])));
+            let (set_values, partition): (Vec<u32>, Vec<Vec<u32>>) = sets.into_iter().unzip();
+            groups.entry(partition).or_default().push((key, set_values));
+        }
+    }
+    let mut groups: Vec<DriftGroup> = groups
+        .into_iter()
+        .map(|(partition, facts)| DriftGroup {
+            node_sets: partition
+                .iter()
+                .map(|set| set.iter().map(|n| nodes[*n as usize].clone()).collect())
+                .collect(),
+            facts: facts
+                .into_iter()
+                .map(|(key, values)| DriftFact {
+                    plugin: interner.plugin(key),
+                    path: interner.path(key),
+                    absent: (0..values.len()).filter(|i| values[*i] == ABSENT).collect(),
+                    values: values
+                        .iter()
+                        .map(|v| match *v {
+                            ABSENT => Value::Null,
+                            v => interner.json(v),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        })
+        .collect();
+    for group in &mut groups {
+        group
+            .facts
+            .sort_by(|a, b| (&a.plugin, &a.path).cmp(&(&b.plugin, &b.path)));
+    }
+    groups.sort_by(|a, b| {
+        a.node_sets
+            .len()
+            .cmp(&b.node_sets.len())
+            .then(b.facts.len().cmp(&a.facts.len()))
+            .then_with(|| a.node_sets.cmp(&b.node_sets))
+    });
+    Ok(Drift {
+        bundle: fleet.run.clone(),
+        without_facts: fleet.without_facts(),
+        nodes: fleet.nodes,
+        ignored: Ignored::of(&interner, ignore),
+        groups,
+    })
+}
+
+/// What changed between two bundles of one fleet.
+#[derive(Debug, Clone, Serialize)]
+pub struct Changes {
+    /// The earlier bundle.
+    pub before: BundleRun,
+    /// The later bundle.
+    pub after: BundleRun,
+    /// Nodes only in `after`.
+    pub nodes_added: Vec<String>,
+    /// Nodes only in `before`.
+    pub nodes_removed: Vec<String>,
+    /// How many nodes are in both, and were compared.
+    pub nodes_compared: usize,
+    /// Nodes in both whose facts of some plugin one bundle lacks: those facts are not
+    /// compared (a failed result is not a change of every fact).
+    pub not_compared: Vec<NotCompared>,
+    /// What was left out.
+    pub ignored: Ignored,
+    /// The facts that changed, each change once with the nodes it happened on, by plugin and
+    /// path.
+    pub changes: Vec<Change>,
+}
+
+/// One node's facts of one plugin that a bundle lacks.
+#[derive(Debug, Clone, Serialize)]
+pub struct NotCompared {
+    /// The node.
+    pub node: String,
+    /// `setup` or `host-facts`.
+    pub plugin: String,
+    /// `before` or `after`: the bundle without them (the first, when both lack them).
+    pub missing_in: String,
+}
+
+/// How a fact changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// It has another value.
+    Changed,
+    /// It is new.
+    Added,
+    /// It is gone.
+    Removed,
+}
+
+/// One change of one fact, on the nodes where it happened alike.
+#[derive(Debug, Clone, Serialize)]
+pub struct Change {
+    /// `setup` or `host-facts`.
+    pub plugin: String,
+    /// The fact's path.
+    pub path: String,
+    /// Changed, added or removed.
+    pub kind: ChangeKind,
+    /// The value before (`null` when added).
+    pub before: Value,
+    /// The value after (`null` when removed).
+    pub after: Value,
+    /// The nodes, in `after`'s order.
+    pub nodes: Vec<String>,
+}
+
+/// What changed from `before` to `after`: nodes added and removed, and for the nodes in both,
+/// each fact's change with the nodes it happened on, but for what `ignore` leaves out.
+pub fn changes(before: &Bundle, after: &Bundle, ignore: &IgnoreList) -> Result<Changes, ReadError> {
+    let mut interner = Interner::default();
+    let old = Fleet::load(before, &mut interner, ignore)?;
+    let new = Fleet::load(after, &mut interner, ignore)?;
+    let nodes_added: Vec<String> = new
+        .nodes
+        .iter()
+        .filter(|n| !old.nodes.contains(n))
+        .cloned()
+        .collect();
+    let nodes_removed: Vec<String> = old
+        .nodes
+        .iter()
+        .filter(|n| !new.nodes.contains(n))
+        .cloned()
+        .collect();
+    let both: Vec<&String> = new.nodes.iter().filter(|n| old.nodes.contains(n)).collect();
+    let mut not_compared = Vec::new();
+    // (key, before, after) -> nodes; `None` is absent.
+    let mut found: BTreeMap<(u32, Option<u32>, Option<u32>), Vec<String>> = BTreeMap::new();
+    for node in &both {
+        for (source, (plugin, _)) in FACT_SOURCES.iter().enumerate() {
+            let (Some(a), Some(b)) = (old.facts_of(node, source), new.facts_of(node, source))
+            else {
+                let missing_in = if old.facts_of(node, source).is_none() {
+                    "before"
+                } else {
+                    "after"
+                };
+                not_compared.push(NotCompared {
+                    node: node.to_string(),
+                    plugin: plugin.to_string(),
+                    missing_in: missing_in.into(),
+                });
+                continue;
+            };
+            // Both are sorted by key: walk them side by side.
+            let (mut i, mut j) = (0, 0);
+            while i < a.len() || j < b.len() {
+                let change = match (a.get(i), b.get(j)) {
+                    (Some(x), Some(y)) if x.0 == y.0 => {
+                        i += 1;
+                        j += 1;
+                        (x.1 != y.1).then_some((x.0, Some(x.1), Some(y.1)))
+                    }
+                    (Some(x), y) if y.is_none_or(|y| x.0 < y.0) => {
+                        i += 1;
+                        Some((x.0, Some(x.1), None))
+                    }
+                    (_, Some(y)) => {
+                        j += 1;
+                        Some((y.0, None, Some(y.1)))
+                    }
+                    (_, None) => unreachable!("the loop runs while either side has pairs"),
+                };
+                if let Some(change) = change {
+                    found.entry(change).or_default().push(node.to_string());
+                }
+            }
+        }
+    }
+    let mut changes: Vec<Change> = found
+        .into_iter()
+        .map(|((key, was, is), nodes)| Change {
+            plugin: interner.plugin(key),
+            path: interner.path(key),
+            kind: match (was, is) {
+                (Some(_), Some(_)) => ChangeKind::Changed,
+                (None, _) => ChangeKind::Added,
+                (_, None) => ChangeKind::Removed,
+            },
+            before: was.map_or(Value::Null, |v| interner.json(v)),
+            after: is.map_or(Value::Null, |v| interner.json(v)),
+            nodes,
+        })
+        .collect();
+    changes.sort_by(|a, b| {
+        (&a.plugin, &a.path)
+            .cmp(&(&b.plugin, &b.path))
+            .then(b.nodes.len().cmp(&a.nodes.len()))
+    });
+    Ok(Changes {
+        before: old.run,
+        after: new.run,
+        nodes_added,
+        nodes_removed,
+        nodes_compared: both.len(),
+        not_compared,
+        ignored: Ignored::of(&interner, ignore),
+        changes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_match_whole_paths_across_dots_and_brackets() {
+        let ignore = IgnoreList::new(true, &["custom.*".into()]);
+        assert!(ignore.ignores("ansible_mounts[3].size_available"));
+        assert!(ignore.ignores("ansible_date_time.epoch"));
+        assert!(ignore.ignores("custom.anything[0].deep"));
+        assert!(!ignore.ignores("ansible_mounts[3].size_total"));
+        assert!(!ignore.ignores("ansible_kernel"));
+        let none = IgnoreList::new(false, &[]);
+        assert!(!none.ignores("ansible_date_time.epoch"));
+    }
+}

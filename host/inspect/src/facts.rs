@@ -1,0 +1,285 @@
+//! The facts in a bundle: the plugins whose results are facts ([`FACT_SOURCES`]), a node's
+//! facts ([`facts`]), one path into every node's facts ([`query`], with paths read by
+//! [`FactPath`]), and the leaves of a facts document ([`leaves`]) that `diff`, `sql` and
+//! `export` compare and tabulate. Each facts document is read as it streams past in
+//! [`Bundle::walk`], one in memory at a time.
+
+use std::collections::BTreeMap;
+
+use factbuoy_bundle::layout::{self, result_parts};
+use factbuoy_bundle::reader::{Bundle, MAX_META_BYTES, ReadError};
+use factbuoy_protocol::types::StatusDocument;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::meta::missing;
+
+/// The most of one facts document read into memory; real ones are tens of kilobytes.
+pub const MAX_FACTS_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The plugins whose results are facts, and the artifact that holds them (docs/setup.md,
+/// docs/host-facts.md).
+pub const FACT_SOURCES: [(&str, &str); 2] = [
+    ("setup", "ansible_facts.json"),
+    ("host-facts", "host-facts.json"),
+];
+
+/// Calls `found(node, plugin, facts)` for each facts document of the bundle as it streams
+/// past (one in memory at a time), for the nodes and plugins `wanted` accepts.
+pub(crate) fn each_facts(
+    bundle: &Bundle,
+    wanted: impl Fn(&str, &str) -> bool,
+    mut found: impl FnMut(&str, &str, Value),
+) -> Result<(), ReadError> {
+    bundle.walk(|visited| {
+        let entry = visited.map_err(ReadError::Refused)?;
+        let path = entry.path().to_owned();
+        let Some((plugin, "results", node, file)) = result_parts(&path) else {
+            return Ok(());
+        };
+        let is_facts = FACT_SOURCES
+            .iter()
+            .any(|(p, artifact)| *p == plugin && *artifact == file);
+        if is_facts && wanted(node, plugin) {
+            let facts: Value = entry.read_json(MAX_FACTS_BYTES)?;
+            found(node, plugin, facts);
+        }
+        Ok(())
+    })
+}
+
+/// A bundle's `meta/run.json` (when it has one) and `meta/status.json`.
+pub(crate) struct RunDocuments {
+    pub run: Option<Value>,
+    pub status: StatusDocument,
+}
+
+/// Reads the run's documents and hands every facts document to `found(node, source, facts)`
+/// (`source` is an index into [`FACT_SOURCES`]) as it streams past, in one pass. The first
+/// error `found` returns ends the walk and is returned.
+pub(crate) fn run_and_facts<E: From<ReadError>>(
+    bundle: &Bundle,
+    mut found: impl FnMut(&str, usize, Value) -> Result<(), E>,
+) -> Result<RunDocuments, E> {
+    let mut run: Option<Value> = None;
+    let mut status: Option<StatusDocument> = None;
+    let mut stopped: Option<E> = None;
+    let walked = bundle.walk(|visited| {
+        let entry = visited.map_err(ReadError::Refused)?;
+        let path = entry.path().to_owned();
+        if path == layout::RUN {
+            run = Some(entry.read_json(MAX_META_BYTES)?);
+        } else if path == layout::STATUS {
+            status = Some(entry.read_json(MAX_META_BYTES)?);
+        } else if let Some((plugin, "results", node, file)) = result_parts(&path)
+            && let Some(source) = FACT_SOURCES
+                .iter()
+                .position(|(p, artifact)| *p == plugin && *artifact == file)
+        {
+            let facts: Value = entry.read_json(MAX_FACTS_BYTES)?;
+            if let Err(e) = found(node, source, facts) {
+                stopped = Some(e);
+                // A walk ends on an error of its own kind; `stopped` is what is returned.
+                return Err(ReadError::Read {
+                    entry: path,
+                    cause: std::io::Error::other("stopped"),
+                });
+            }
+        }
+        Ok(())
+    });
+    if let Some(e) = stopped {
+        return Err(e);
+    }
+    walked?;
+    let status = status.ok_or_else(|| missing(bundle, layout::STATUS))?;
+    Ok(RunDocuments { run, status })
+}
+
+/// One plugin's facts document.
+#[derive(Debug, Clone, Serialize)]
+pub struct PluginFacts {
+    /// `setup` or `host-facts`.
+    pub plugin: String,
+    /// The document, as the plugin wrote it.
+    pub facts: Value,
+}
+
+/// `node`'s facts, from each [`FACT_SOURCES`] plugin (only `plugin`'s when given), by plugin
+/// name. Empty when the bundle has none for the node.
+pub fn facts(
+    bundle: &Bundle,
+    node: &str,
+    plugin: Option<&str>,
+) -> Result<Vec<PluginFacts>, ReadError> {
+    let mut facts = Vec::new();
+    each_facts(
+        bundle,
+        |n, p| n == node && plugin.is_none_or(|wanted| wanted == p),
+        |_, p, document| {
+            facts.push(PluginFacts {
+                plugin: p.to_owned(),
+                facts: document,
+            });
+        },
+    )?;
+    facts.sort_by(|a, b| a.plugin.cmp(&b.plugin));
+    Ok(facts)
+}
+
+/// A path into the facts, as [`FactPath::parse`] reads it.
+#[derive(Debug, Clone)]
+pub struct FactPath {
+    given: String,
+    written: String,
+    path: serde_json_path::JsonPath,
+}
+
+/// A path [`FactPath::parse`] cannot read.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{path:?} is not a path into the facts ({cause}); write it as a.b[*].c, or as RFC 9535 JSONPath starting with $"
+)]
+pub struct PathError {
+    path: String,
+    cause: serde_json_path::ParseError,
+}
+
+impl FactPath {
+    /// Reads `a.b[0].c`, `a.b[*].c` (the form the issue asks for) as the RFC 9535 JSONPath
+    /// `$.a.b[0].c`; a path starting with `$` is taken as JSONPath as it is
+    /// (`$..mount`, `$.ansible_mounts[?@.size_total > 1000000000].mount`).
+    pub fn parse(written: &str) -> Result<FactPath, PathError> {
+        let full = if written.starts_with('$') {
+            written.to_owned()
+        } else if written.starts_with('[') {
+            format!("${written}")
+        } else {
+            format!("$.{written}")
+        };
+        let path = serde_json_path::JsonPath::parse(&full).map_err(|cause| PathError {
+            path: written.into(),
+            cause,
+        })?;
+        Ok(FactPath {
+            given: written.to_owned(),
+            written: full,
+            path,
+        })
+    }
+
+    /// The path as it was given.
+    pub fn given(&self) -> &str {
+        &self.given
+    }
+
+    /// The path as JSONPath.
+    pub fn as_jsonpath(&self) -> &str {
+        &self.written
+    }
+
+    /// The values at this path in `facts`, in document order.
+    pub fn values(&self, facts: &Value) -> Vec<Value> {
+        self.path.query(facts).all().into_iter().cloned().collect()
+    }
+}
+
+/// One node's answer to [`query`]: the values found in each plugin's facts.
+#[derive(Debug, Clone, Serialize)]
+pub struct Answer {
+    /// The node.
+    pub node: String,
+    /// The values at the path in each plugin's facts, by plugin name.
+    pub plugins: Vec<PluginValues>,
+}
+
+/// The values at a path in one plugin's facts.
+#[derive(Debug, Clone, Serialize)]
+pub struct PluginValues {
+    /// `setup` or `host-facts`.
+    pub plugin: String,
+    /// The values, in document order; empty when the facts lack the path.
+    pub values: Vec<Value>,
+}
+
+/// The values at `path` in every node's facts, by node name. Only the answers are kept: each
+/// facts document is dropped once asked.
+pub fn query(bundle: &Bundle, path: &FactPath) -> Result<Vec<Answer>, ReadError> {
+    let mut answers: BTreeMap<String, BTreeMap<String, Vec<Value>>> = BTreeMap::new();
+    each_facts(
+        bundle,
+        |_, _| true,
+        |node, plugin, facts| {
+            answers
+                .entry(node.to_owned())
+                .or_default()
+                .insert(plugin.to_owned(), path.values(&facts));
+        },
+    )?;
+    Ok(answers
+        .into_iter()
+        .map(|(node, values)| Answer {
+            node,
+            plugins: values
+                .into_iter()
+                .map(|(plugin, values)| PluginValues { plugin, values })
+                .collect(),
+        })
+        .collect())
+}
+
+/// Every leaf of `facts` with its path in the form [`FactPath::parse`] takes: `a.b[0].c`, and
+/// `a['/dev/x']` for a key that is not a plain name. An empty object or array is a leaf.
+pub fn leaves(facts: &Value) -> Vec<(String, &Value)> {
+    let mut found = Vec::new();
+    flatten(String::new(), facts, &mut found);
+    found
+}
+
+fn flatten<'v>(path: String, value: &'v Value, leaves: &mut Vec<(String, &'v Value)>) {
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (key, value) in map {
+                let plain = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                    && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                let next = match (plain, path.is_empty()) {
+                    (true, true) => key.clone(),
+                    (true, false) => format!("{path}.{key}"),
+                    (false, _) => {
+                        let quoted = key.replace('\\', "\\\\").replace('\'', "\\'");
+                        format!("{path}['{quoted}']")
+                    }
+                };
+                flatten(next, value, leaves);
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            for (i, value) in items.iter().enumerate() {
+                flatten(format!("{path}[{i}]"), value, leaves);
+            }
+        }
+        leaf => leaves.push((path, leaf)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_simple_form_is_read_as_jsonpath() {
+        let facts = serde_json::json!({
+            "cpu": {"cores": 4},
+            "ansible_mounts": [{"mount": "/"}, {"mount": "/boot"}],
+        });
+        let values = |p: &str| FactPath::parse(p).unwrap().values(&facts);
+        assert_eq!(values("cpu.cores"), vec![Value::from(4)]);
+        assert_eq!(
+            values("ansible_mounts[*].mount"),
+            vec![Value::from("/"), Value::from("/boot")]
+        );
+        assert_eq!(values("$..mount").len(), 2);
+        assert!(values("nothing.here").is_empty());
+        assert!(FactPath::parse("a..[").is_err());
+    }
+}

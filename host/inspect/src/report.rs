@@ -1,0 +1,264 @@
+//! `factbuoy inspect report`: one self-contained HTML file of a bundle, to open in any browser
+//! offline: the fleet table, drift highlighted, each node's facts and errors, searchable.
+//!
+//! The page is static HTML (`report/head.html`) and a script (`report/app.js`) that renders
+//! everything from JSON embedded in the page. Everything a bundle's author chose (names,
+//! values, messages) reaches the page only as JSON inside `<script type="application/json">`
+//! and is shown through `textContent`: nothing from the bundle is ever parsed as HTML. A
+//! Content-Security-Policy forbids loading anything, so the file works offline and cannot
+//! reach the network.
+//!
+//! The bundle is read three times (drift, summary, facts) and each facts document is written
+//! into the page as it streams past, so memory stays one document and the drift tables.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::Path;
+
+use factbuoy_bundle::reader::{Bundle, ReadError};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::drift::{self, Drift, IgnoreList};
+use crate::export::{ExportError, Failure, write_whole};
+use crate::facts::{FactPath, each_facts};
+use crate::summary::{Summary, summary};
+
+const HEAD: &str = include_str!("report/head.html");
+const APP: &str = include_str!("report/app.js");
+
+/// Where a fleet table column's value comes from: a plugin, and the paths whose values,
+/// joined by spaces, make the cell.
+type Source = (&'static str, &'static [&'static str]);
+
+/// The fleet table's columns of facts: a label, and its sources in order of preference
+/// (setup's facts, then host-facts' for a node without them).
+const KEY_FACTS: [(&str, &[Source]); 5] = [
+    (
+        "OS",
+        &[
+            (
+                "setup",
+                &["$.ansible_distribution", "$.ansible_distribution_version"],
+            ),
+            ("host-facts", &["$.os.pretty_name"]),
+        ],
+    ),
+    (
+        "Kernel",
+        &[
+            ("setup", &["$.ansible_kernel"]),
+            ("host-facts", &["$.kernel.release"]),
+        ],
+    ),
+    (
+        "CPUs",
+        &[
+            ("setup", &["$.ansible_processor_vcpus"]),
+            ("host-facts", &["$.cpu.threads"]),
+        ],
+    ),
+    ("Memory (MiB)", &[("setup", &["$.ansible_memtotal_mb"])]),
+    (
+        "Address",
+        &[
+            ("setup", &["$.ansible_default_ipv4.address"]),
+            ("host-facts", &["$.network.default_ipv4.source_address"]),
+        ],
+    ),
+];
+
+/// Why the report could not be written.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReportError {
+    /// The bundle could not be read.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// The page could not be written.
+    #[error("writing the report: {0}")]
+    Write(#[from] io::Error),
+}
+
+/// The page's data besides the facts.
+#[derive(Serialize)]
+struct Data<'a> {
+    bundle: String,
+    generated: String,
+    summary: &'a Summary,
+    drift: &'a Drift,
+    key_facts: KeyFacts,
+}
+
+/// The fleet table's columns and each node's cells.
+#[derive(Serialize)]
+struct KeyFacts {
+    labels: Vec<&'static str>,
+    /// Node -> a cell per label (empty when its facts lack it).
+    nodes: BTreeMap<String, Vec<String>>,
+}
+
+/// Writes the report of `bundle` to the file `target`, whole or not at all (a temporary file
+/// beside it, renamed into place); `ignore` decides what the drift leaves out.
+pub fn write_file(bundle: &Bundle, ignore: &IgnoreList, target: &Path) -> Result<(), ExportError> {
+    write_whole(target, |out| {
+        write(bundle, ignore, out).map_err(|e| match e {
+            ReportError::Read(e) => Failure::Read(e),
+            ReportError::Write(e) => Failure::Write(e),
+        })
+    })
+}
+
+/// Writes the report of `bundle` to `out`; `ignore` decides what the drift leaves out.
+pub(crate) fn write(
+    bundle: &Bundle,
+    ignore: &IgnoreList,
+    out: &mut impl Write,
+) -> Result<(), ReportError> {
+    let drift = drift::drift(bundle, ignore)?;
+    let summary = summary(bundle)?;
+    // Per column, per source: the parsed paths.
+    let sources: Vec<Vec<(&str, Vec<FactPath>)>> = KEY_FACTS
+        .iter()
+        .map(|(_, sources)| {
+            sources
+                .iter()
+                .map(|(plugin, paths)| {
+                    let parsed = paths
+                        .iter()
+                        .map(|p| FactPath::parse(p).expect("the key fact paths parse"))
+                        .collect();
+                    (*plugin, parsed)
+                })
+                .collect()
+        })
+        .collect();
+    // Node -> per column, the best source found so far (its rank) and the cell.
+    let mut cells: BTreeMap<String, Vec<Option<(usize, String)>>> = BTreeMap::new();
+
+    out.write_all(HEAD.as_bytes())?;
+    let mut failed = None;
+    each_facts(
+        bundle,
+        |_, _| true,
+        |node, plugin, facts| {
+            if failed.is_some() {
+                return;
+            }
+            let row = cells
+                .entry(node.to_owned())
+                .or_insert_with(|| vec![None; KEY_FACTS.len()]);
+            for (cell, column) in row.iter_mut().zip(&sources) {
+                for (rank, (source, paths)) in column.iter().enumerate() {
+                    if *source != plugin || cell.as_ref().is_some_and(|(best, _)| *best <= rank) {
+                        continue;
+                    }
+                    let found: Vec<String> = paths
+                        .iter()
+                        .flat_map(|p| p.values(&facts))
+                        .map(|v| match v {
+                            Value::String(text) => text,
+                            other => other.to_string(),
+                        })
+                        .collect();
+                    if !found.is_empty() {
+                        *cell = Some((rank, found.join(" ")));
+                    }
+                }
+            }
+            let document = FactsScript {
+                node,
+                plugin,
+                facts: &facts,
+            };
+            if let Err(e) = script(out, "facts", None, &document) {
+                failed = Some(e);
+            }
+        },
+    )?;
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    let data = Data {
+        bundle: bundle.path().file_name().map_or_else(
+            || bundle.path().display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        ),
+        generated: now_rfc3339(),
+        summary: &summary,
+        drift: &drift,
+        key_facts: KeyFacts {
+            labels: KEY_FACTS.iter().map(|(label, _)| *label).collect(),
+            nodes: cells
+                .into_iter()
+                .map(|(node, row)| {
+                    let row = row
+                        .into_iter()
+                        .map(|cell| cell.map(|(_, text)| text).unwrap_or_default())
+                        .collect();
+                    (node, row)
+                })
+                .collect(),
+        },
+    };
+    script(out, "data", Some("report-data"), &data)?;
+    write!(out, "<script>\n{APP}</script>\n</body>\n</html>\n")?;
+    out.flush()?;
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct FactsScript<'a> {
+    node: &'a str,
+    plugin: &'a str,
+    facts: &'a Value,
+}
+
+/// Writes `value` as JSON inside a `<script type="application/json">`. JSON text holds `<` only
+/// inside strings, where `\u003c` means the same: so no `</script>` (or `<!--`) in a value can
+/// end the element.
+fn script(
+    out: &mut impl Write,
+    class: &str,
+    id: Option<&str>,
+    value: &impl Serialize,
+) -> io::Result<()> {
+    match id {
+        Some(id) => write!(
+            out,
+            "<script type=\"application/json\" class=\"{class}\" id=\"{id}\">"
+        )?,
+        None => write!(out, "<script type=\"application/json\" class=\"{class}\">")?,
+    }
+    serde_json::to_writer(EscapeLessThan { inner: &mut *out }, value)?;
+    out.write_all(b"</script>\n")
+}
+
+/// Passes bytes through, `<` written as `\u003c`.
+struct EscapeLessThan<W> {
+    inner: W,
+}
+
+impl<W: Write> Write for EscapeLessThan<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        for part in buf.split_inclusive(|b| *b == b'<') {
+            match part.strip_suffix(b"<") {
+                Some(before) => {
+                    self.inner.write_all(before)?;
+                    self.inner.write_all(b"\\u003c")?;
+                }
+                None => self.inner.write_all(part)?,
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}

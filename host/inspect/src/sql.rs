@@ -1,0 +1,197 @@
+//! `factbuoy inspect sql`: the facts of every node of one or more bundles as SQLite tables, the
+//! way osquery users ask their fleets questions, but offline.
+//!
+//! The tables are written into a database file (a temporary one unless the caller keeps it), so
+//! memory stays SQLite's page cache whatever the fleet's size; each facts document streams past
+//! once. docs/inspect.md lists the tables for users.
+
+use std::path::Path;
+
+use factbuoy_bundle::reader::{Bundle, ReadError};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, params};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::facts::{FACT_SOURCES, RunDocuments, leaves, run_and_facts};
+use crate::meta::wire;
+
+/// The tables and views, as created; docs/inspect.md explains each column.
+const SCHEMA: &str = "
+CREATE TABLE runs (run_id TEXT, bundle TEXT, status TEXT, error TEXT, created TEXT,
+                   factbuoy_version TEXT);
+CREATE TABLE results (run_id TEXT, plugin TEXT, node TEXT, status TEXT, result_status TEXT,
+                      error TEXT);
+CREATE TABLE facts (run_id TEXT, node TEXT, plugin TEXT, facts TEXT);
+CREATE TABLE fact_values (run_id TEXT, node TEXT, plugin TEXT, path TEXT, value);
+CREATE VIEW setup AS SELECT run_id, node, facts FROM facts WHERE plugin = 'setup';
+CREATE VIEW host_facts AS SELECT run_id, node, facts FROM facts WHERE plugin = 'host-facts';
+CREATE INDEX fact_values_by_path ON fact_values (path);
+";
+
+/// Why a query could not be answered.
+#[derive(Debug, thiserror::Error)]
+pub enum SqlError {
+    /// A bundle could not be read.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// The database file could not be made or written.
+    #[error("writing the facts database {path}: {cause}")]
+    Database {
+        /// The database file.
+        path: String,
+        /// What SQLite said.
+        cause: rusqlite::Error,
+    },
+    /// The query is not valid SQL for these tables, or failed.
+    #[error(
+        "the query failed: {0}; the tables are runs, results, facts, fact_values and the views setup and host_facts (docs/inspect.md)"
+    )]
+    Query(rusqlite::Error),
+}
+
+/// A query's answer: the column names and the rows, each value as JSON (SQLite integers and
+/// reals as numbers, text as strings, NULL as null, blobs as hex strings).
+#[derive(Debug, Clone, Serialize)]
+pub struct Answer {
+    /// The columns, as the query names them.
+    pub columns: Vec<String>,
+    /// The rows.
+    pub rows: Vec<Vec<Value>>,
+}
+
+/// Loads `bundles` into the SQLite database at `database` (a new file) and answers `query`
+/// against it. The database is read-only for the query.
+pub fn query(bundles: &[Bundle], database: &Path, query: &str) -> Result<Answer, SqlError> {
+    let db_error = |cause| SqlError::Database {
+        path: database.display().to_string(),
+        cause,
+    };
+    let mut connection = Connection::open(database).map_err(db_error)?;
+    connection.execute_batch(SCHEMA).map_err(db_error)?;
+    for bundle in bundles {
+        let transaction = connection.transaction().map_err(db_error)?;
+        load(bundle, &transaction).map_err(|e| match e {
+            Loading::Read(e) => SqlError::Read(e),
+            Loading::Database(cause) => db_error(cause),
+        })?;
+        transaction.commit().map_err(db_error)?;
+    }
+    connection
+        .pragma_update(None, "query_only", true)
+        .map_err(db_error)?;
+    let mut statement = connection.prepare(query).map_err(SqlError::Query)?;
+    let columns: Vec<String> = statement
+        .column_names()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let mut rows = Vec::new();
+    let mut found = statement.query([]).map_err(SqlError::Query)?;
+    while let Some(row) = found.next().map_err(SqlError::Query)? {
+        let values = (0..columns.len())
+            .map(|i| row.get_ref(i).map(json))
+            .collect::<Result<Vec<Value>, _>>()
+            .map_err(SqlError::Query)?;
+        rows.push(values);
+    }
+    Ok(Answer { columns, rows })
+}
+
+fn json(value: ValueRef<'_>) -> Value {
+    match value {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) => Value::from(i),
+        ValueRef::Real(r) => Value::from(r),
+        ValueRef::Text(text) => Value::from(String::from_utf8_lossy(text).into_owned()),
+        ValueRef::Blob(bytes) => Value::from(hex::encode(bytes)),
+    }
+}
+
+enum Loading {
+    Read(ReadError),
+    Database(rusqlite::Error),
+}
+
+impl From<ReadError> for Loading {
+    fn from(e: ReadError) -> Self {
+        Loading::Read(e)
+    }
+}
+
+/// Writes one bundle's run, results and facts; one pass over the archive.
+fn load(bundle: &Bundle, db: &Connection) -> Result<(), Loading> {
+    // Facts are written as they stream past, before the run id is known from the status
+    // document (which may come later in the archive): under a stand-in, replaced at the end.
+    const PENDING: &str = "";
+    let RunDocuments { run, status } = run_and_facts(bundle, |node, source, facts| {
+        insert_facts(db, PENDING, node, FACT_SOURCES[source].0, &facts).map_err(Loading::Database)
+    })?;
+    let text = |key: &str| {
+        run.as_ref()
+            .and_then(|r| r[key].as_str())
+            .map(str::to_owned)
+    };
+    (|| {
+        let id = &status.run_id;
+        db.execute(
+            "INSERT INTO runs VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                id,
+                bundle.path().display().to_string(),
+                wire(&status.status),
+                status.error,
+                text("created"),
+                text("factbuoy_version")
+            ],
+        )?;
+        let mut insert = db.prepare("INSERT INTO results VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
+        for pair in &status.plugins {
+            insert.execute(params![
+                id,
+                pair.plugin,
+                pair.node,
+                wire(&pair.status),
+                pair.result_status.as_ref().map(wire),
+                pair.error
+            ])?;
+        }
+        for table in ["facts", "fact_values"] {
+            db.execute(
+                &format!("UPDATE {table} SET run_id = ?1 WHERE run_id = ?2"),
+                params![id, PENDING],
+            )?;
+        }
+        Ok(())
+    })()
+    .map_err(Loading::Database)
+}
+
+fn insert_facts(
+    db: &Connection,
+    run_id: &str,
+    node: &str,
+    plugin: &str,
+    facts: &Value,
+) -> rusqlite::Result<()> {
+    db.execute(
+        "INSERT INTO facts VALUES (?1, ?2, ?3, ?4)",
+        params![run_id, node, plugin, facts.to_string()],
+    )?;
+    let mut insert = db.prepare_cached("INSERT INTO fact_values VALUES (?1, ?2, ?3, ?4, ?5)")?;
+    for (path, value) in leaves(facts) {
+        let value: rusqlite::types::Value = match value {
+            Value::Null => rusqlite::types::Value::Null,
+            Value::Bool(b) => rusqlite::types::Value::Integer(i64::from(*b)),
+            Value::Number(n) => match n.as_i64() {
+                Some(i) => rusqlite::types::Value::Integer(i),
+                None => rusqlite::types::Value::Real(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            Value::String(s) => rusqlite::types::Value::Text(s.clone()),
+            // An empty object or array.
+            other => rusqlite::types::Value::Text(other.to_string()),
+        };
+        insert.execute(params![run_id, node, plugin, path, value])?;
+    }
+    Ok(())
+}

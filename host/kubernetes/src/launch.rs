@@ -1,0 +1,162 @@
+//! The operator's side of starting a Kubernetes run: the run's objects and the operator's
+//! credentials from a planned run ([`prepare`], all `factbuoy gen` does), then applied
+//! ([`apply`], what `factbuoy run --kubernetes` adds).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context;
+use k8s_openapi::api::core::v1::Toleration;
+
+use factbuoy_aggregator::config::{PlanScope, RunConfig};
+use factbuoy_dispatch::Cluster;
+use factbuoy_dispatch::apply::{self, Mode};
+use factbuoy_dispatch::manifest::scheduling;
+use factbuoy_dispatch::manifest::{RunManifests, RunSpec};
+use factbuoy_dispatch::names;
+use factbuoy_dispatch::resources::ResourceKind;
+use factbuoy_pki::RunCa;
+use factbuoy_protocol::identity::Role;
+
+/// The image `gen` and `run --kubernetes` use by default: what deploy/build-image.sh names it.
+pub const DEFAULT_IMAGE: &str = concat!("factbuoy.local/factbuoy:", env!("CARGO_PKG_VERSION"));
+
+/// Where and how a run's pods are placed in the cluster: everything about a Kubernetes run but
+/// its plan.
+#[derive(Debug, Clone)]
+pub struct ClusterRun {
+    /// An existing namespace to run in; `None` makes a new namespace `factbuoy-<run id>`, the
+    /// run's root object.
+    pub namespace: Option<String>,
+    /// The factbuoy image, as deploy/build-image.sh built it.
+    pub image: String,
+    /// `imagePullPolicy` of the aggregator and the agents.
+    pub image_pull_policy: String,
+    /// Agents run only on nodes with these labels.
+    pub node_selector: BTreeMap<String, String>,
+    /// Taints the agents tolerate.
+    pub tolerate: Vec<Toleration>,
+    /// Whether agents tolerate every taint (besides `tolerate`).
+    pub tolerate_all: bool,
+    /// Memory limit of each agent container, a Kubernetes quantity.
+    pub agent_memory_limit: String,
+    /// Cluster objects the aggregator saves into the bundle's resources/.
+    pub resources: Vec<&'static ResourceKind>,
+    /// Groups the agents run with as well, to read the nodes' journals.
+    pub journal_groups: Vec<u32>,
+}
+
+impl Default for ClusterRun {
+    fn default() -> Self {
+        ClusterRun {
+            namespace: None,
+            image: DEFAULT_IMAGE.to_owned(),
+            image_pull_policy: "IfNotPresent".to_owned(),
+            node_selector: BTreeMap::new(),
+            tolerate: Vec::new(),
+            tolerate_all: true,
+            agent_memory_limit: "768Mi".to_owned(),
+            resources: ["nodes", "namespaces"]
+                .iter()
+                .map(|name| factbuoy_dispatch::resources::kind(name).expect("a known kind"))
+                .collect(),
+            journal_groups: Vec::new(),
+        }
+    }
+}
+
+/// What the agents need of their node: the union of what the per-node plugins are granted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentAccess {
+    /// Whether a plugin is granted `host-info`.
+    pub host_info: bool,
+    /// Host paths plugins are granted to read.
+    pub read_paths: Vec<String>,
+}
+
+/// A Kubernetes run, ready to apply.
+pub struct Prepared {
+    /// The run's objects.
+    pub manifests: RunManifests,
+    /// The namespace the run's objects live in.
+    pub namespace: String,
+}
+
+/// Builds the objects of run `config` placed by `placement`, with the operator CA and the
+/// operator's certificate made in `operator_dir` (ca.pem, ca.key, operator.pem, operator.key,
+/// the keys 0600): the aggregator's operator listener trusts that CA only. `components` are the
+/// plugins from files, by digest.
+pub fn prepare(
+    placement: &ClusterRun,
+    config: &RunConfig,
+    access: &AgentAccess,
+    components: Vec<(String, Vec<u8>)>,
+    operator_dir: &Path,
+) -> anyhow::Result<Prepared> {
+    let run_id = &config.run_id;
+    names::check_run_id(run_id)?;
+    let plan_json = serde_json::to_string_pretty(config)?;
+    anyhow::ensure!(
+        plan_json == serde_json::to_string_pretty(&config.without_secrets())?,
+        "a secret plugin parameter cannot go into the run's ConfigMap, which anyone who may read it in the namespace sees; Kubernetes runs take no secret parameters yet"
+    );
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(operator_dir)
+            .with_context(|| format!("creating {}", operator_dir.display()))?;
+    }
+    let operator_ca = RunCa::create(&format!("{run_id} operator"))?;
+    operator_ca.save(operator_dir)?;
+    operator_ca
+        .issue_client(&Role::Operator {
+            name: "operator".to_owned(),
+        })?
+        .save(operator_dir, OPERATOR_FILES)?;
+
+    let spec = RunSpec {
+        run_id: run_id.clone(),
+        namespace: placement.namespace.clone(),
+        image: placement.image.clone(),
+        image_pull_policy: placement.image_pull_policy.clone(),
+        node_selector: placement.node_selector.clone(),
+        tolerations: scheduling::tolerations(&placement.tolerate, placement.tolerate_all),
+        read_paths: access.read_paths.clone(),
+        host_info: access.host_info,
+        agent_memory_limit: placement.agent_memory_limit.clone(),
+        journal_groups: placement
+            .journal_groups
+            .iter()
+            .map(|&gid| i64::from(gid))
+            .collect(),
+        global_plugins: config.plugins.iter().any(|p| p.scope == PlanScope::Global),
+        resources: placement.resources.clone(),
+        operator_ca_pem: operator_ca.cert_pem().to_owned(),
+        plan_json,
+        components,
+    };
+    let manifests = RunManifests::build(&spec)?;
+    for path in &manifests.left_out {
+        tracing::warn!(
+            "plugins are granted {path}, which agents do not mount: they will see it absent"
+        );
+    }
+    Ok(Prepared {
+        namespace: manifests.namespace_name.clone(),
+        manifests,
+    })
+}
+
+/// The stem of the operator's certificate files in the operator directory
+/// (`operator.pem`, `operator.key`).
+pub(crate) const OPERATOR_FILES: &str = "operator";
+
+/// Applies a prepared run's objects to the cluster.
+pub async fn apply(cluster: &Cluster, prepared: &mut Prepared) -> anyhow::Result<()> {
+    apply::apply(&cluster.client, &mut prepared.manifests, Mode::Apply)
+        .await
+        .context("applying the run's manifests")?;
+    Ok(())
+}

@@ -1,0 +1,150 @@
+//! A run over a Kubernetes cluster's nodes, from the operator's side: planned here, its
+//! manifests and operator credentials made and applied by the kubernetes crate, then followed
+//! through port-forward.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use factbuoy_aggregator::config::RunConfig;
+use factbuoy_kubernetes::launch::{self, Prepared};
+use factbuoy_kubernetes::reach::{self, AGGREGATOR_START};
+use factbuoy_kubernetes::{ClusterRun, Target as Cluster};
+use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
+
+use crate::follow::{Finished, Source, follow_and_fetch};
+use crate::plan::{Nodes, Plan, PluginSelection};
+use crate::records::{KubeRun, RunRecord};
+use crate::state::StateDir;
+
+/// How often a Kubernetes run's status is asked for while following it.
+const STATUS_EVERY: Duration = Duration::from_secs(2);
+
+/// A run over the nodes of a Kubernetes cluster.
+#[derive(Debug, Clone, Default)]
+pub struct KubernetesTarget {
+    /// Which cluster, as kubectl's flags name it.
+    pub cluster: Cluster,
+    /// Where and how the run's pods are placed.
+    pub placement: ClusterRun,
+    /// The run's id [default: a new one].
+    pub run_id: Option<String>,
+}
+
+/// Where a Kubernetes run's operator credentials and record are kept on this machine.
+pub fn operator_dir(state: &StateDir, run_id: &str) -> PathBuf {
+    state.kubernetes_run(run_id)
+}
+
+/// Plans the run and builds its objects (what `factbuoy gen` prints), with the operator
+/// credentials and the run's record saved in the state directory, so that `status`,
+/// `retrieve` and `delete` find the run once the objects are applied by any means.
+pub async fn generate(
+    state: &StateDir,
+    target: &KubernetesTarget,
+    selection: &PluginSelection,
+    timeout: Duration,
+) -> anyhow::Result<(KubeRun, Prepared)> {
+    let runtime = Runtime::new(RuntimeOptions {
+        limits: Limits {
+            deadline: selection.deadline,
+            ..Limits::default()
+        },
+        ..RuntimeOptions::default()
+    })?;
+    let plan = Plan::build(&runtime, selection, Nodes::Elsewhere).await?;
+    let mut config = RunConfig {
+        // Expected nodes come from the aggregator's live watch of the cluster's nodes; the
+        // aggregator's pod sets its listeners, names and bundle folder.
+        dynamic_nodes: true,
+        run_timeout_seconds: timeout.as_secs().max(1),
+        ..RunConfig::new(plan.plugins())
+    };
+    if let Some(run_id) = &target.run_id {
+        config.run_id = run_id.clone();
+    }
+    let run_id = config.run_id.clone();
+    let dir = operator_dir(state, &run_id);
+    let prepared = launch::prepare(
+        &target.placement,
+        &config,
+        &plan.agent_access()?,
+        plan.components(),
+        &dir,
+    )?;
+    let record = KubeRun {
+        run_id,
+        namespace: prepared.namespace.clone(),
+        // Absolute: `status` may run from another directory.
+        kubeconfig: target
+            .cluster
+            .kubeconfig
+            .as_deref()
+            .map(std::path::absolute)
+            .transpose()?,
+        context: target.cluster.context.clone(),
+    };
+    record.save(state)?;
+    Ok((record, prepared))
+}
+
+/// A Kubernetes run whose objects are applied.
+pub(crate) struct Applied {
+    record: KubeRun,
+    cluster: factbuoy_kubernetes::Cluster,
+    operator_dir: PathBuf,
+    timeout: Duration,
+}
+
+/// Plans the run, builds its objects and applies them.
+pub(crate) async fn start(
+    state: &StateDir,
+    target: &KubernetesTarget,
+    selection: &PluginSelection,
+    timeout: Duration,
+) -> anyhow::Result<(RunRecord, Applied)> {
+    let (record, mut prepared) = generate(state, target, selection, timeout).await?;
+    let cluster = factbuoy_kubernetes::connect(&target.cluster).await?;
+    launch::apply(&cluster, &mut prepared).await?;
+    let applied = Applied {
+        operator_dir: operator_dir(state, &record.run_id),
+        record: record.clone(),
+        cluster,
+        timeout,
+    };
+    Ok((RunRecord::Kubernetes(record), applied))
+}
+
+impl Applied {
+    /// Follows the run until it ends, and downloads its bundle into `out`.
+    pub(crate) async fn finish(
+        self,
+        out: &Path,
+        on_status: &mut dyn FnMut(&factbuoy_protocol::types::StatusDocument),
+    ) -> crate::Result<Finished> {
+        let Applied {
+            record,
+            cluster,
+            operator_dir,
+            timeout,
+        } = self;
+        let source = Source::Served(
+            reach::operator_client(&cluster, &record.namespace, &record.run_id, &operator_dir)
+                .await?,
+        );
+        let stuck = format!(
+            "see `kubectl -n {} describe pod {}`",
+            record.namespace,
+            factbuoy_kubernetes::AGGREGATOR_POD
+        );
+        let retrieve = format!("factbuoy retrieve {}", record.run_id);
+        follow_and_fetch(
+            &source,
+            STATUS_EVERY,
+            (timeout + AGGREGATOR_START, &stuck),
+            out,
+            &retrieve,
+            on_status,
+        )
+        .await
+    }
+}

@@ -1,0 +1,285 @@
+//! Runs remembered across processes: the current run in the state directory's
+//! `current-run.json`, and each Kubernetes run's record beside its operator credentials, so
+//! that `status` and `retrieve` find a run from another terminal by its id or as the current
+//! one.
+//!
+//! A local run is found by its run directory (its operator listener is on loopback); a
+//! Kubernetes run by its cluster, namespace and run id (its operator listener is reached through
+//! port-forward); a fleet run by the fleet's address and operator credentials.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use factbuoy_aggregator::RunDir;
+use factbuoy_kubernetes::Target as Cluster;
+use factbuoy_protocol::Client;
+use factbuoy_protocol::tls::Identity;
+
+use crate::error::{Error, Result};
+use crate::state::StateDir;
+
+/// The name of a Kubernetes run's record in its operator directory.
+const KUBE_RUN_FILE: &str = "run.json";
+
+/// Where a run is. Serialised untagged: `current-run.json` files written by earlier versions
+/// read back.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RunRecord {
+    /// A run on this host.
+    Local(LocalRun),
+    /// A run in a Kubernetes cluster.
+    Kubernetes(KubeRun),
+    /// A run of a fleet (`run --fleet`).
+    Fleet(FleetRun),
+}
+
+/// A run on this host, served from its run directory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LocalRun {
+    /// The run's id.
+    pub run_id: String,
+    /// Its run directory.
+    pub run_dir: PathBuf,
+    /// Its operator listener, on loopback.
+    pub operator_address: SocketAddr,
+}
+
+/// A Kubernetes run: which cluster, as the command that started it named it, and where in it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KubeRun {
+    /// The run's id.
+    pub run_id: String,
+    /// The namespace of its objects.
+    pub namespace: String,
+    /// The kubeconfig the run was started with, absolute.
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context the run was started with.
+    pub context: Option<String>,
+}
+
+/// A fleet run: the fleet's operator credentials and the run's operator listener.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FleetRun {
+    /// The run's id.
+    pub run_id: String,
+    /// The run's operator listener, HOST:PORT.
+    pub fleet_operator_address: String,
+    /// The fleet's operator credentials: `client.pem`, `client.key`.
+    pub credentials: PathBuf,
+    /// The run's CA certificate, PEM.
+    pub run_ca: String,
+}
+
+/// Which run a command talks about.
+#[derive(Debug, Clone)]
+pub enum WhichRun {
+    /// The current run: the one started last from this machine.
+    Current,
+    /// A run by id: a Kubernetes run started from this machine, or a local run.
+    Id(String),
+    /// The local run in this directory.
+    Dir(PathBuf),
+}
+
+impl RunRecord {
+    /// The run's id.
+    pub fn run_id(&self) -> &str {
+        match self {
+            RunRecord::Local(run) => &run.run_id,
+            RunRecord::Kubernetes(run) => &run.run_id,
+            RunRecord::Fleet(run) => &run.run_id,
+        }
+    }
+}
+
+impl KubeRun {
+    /// The cluster it runs in: the one it was started with, with `overrides` first.
+    pub fn cluster(&self, overrides: &Cluster) -> Cluster {
+        Cluster {
+            kubeconfig: overrides
+                .kubeconfig
+                .clone()
+                .or_else(|| self.kubeconfig.clone()),
+            context: overrides.context.clone().or_else(|| self.context.clone()),
+        }
+    }
+
+    /// Saves the record beside the run's operator credentials, where [`StateDir::locate`] finds
+    /// it by run id.
+    pub(crate) fn save(&self, state: &StateDir) -> anyhow::Result<()> {
+        let path = state.kubernetes_run(&self.run_id).join(KUBE_RUN_FILE);
+        std::fs::write(&path, serde_json::to_string_pretty(self)?)
+            .with_context(|| format!("writing {}", path.display()))
+    }
+
+    fn load(state: &StateDir, run_id: &str) -> anyhow::Result<Option<KubeRun>> {
+        let path = state.kubernetes_run(run_id).join(KUBE_RUN_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Ok(Some(serde_json::from_str(&text).with_context(|| {
+                format!("{} is not a Kubernetes run's record", path.display())
+            })?)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        }
+    }
+}
+
+impl FleetRun {
+    /// An operator client of the run.
+    pub fn operator(&self) -> anyhow::Result<Client> {
+        let identity = Identity {
+            ca_pem: self.run_ca.clone(),
+            ..fleet_operator_identity(&self.credentials)?
+        };
+        Ok(Client::new(&self.fleet_operator_address, &identity)?
+            .with_timeout(Duration::from_secs(10)))
+    }
+}
+
+/// The fleet's operator credentials in `credentials` (`ca.pem`, `client.pem`, `client.key`).
+pub(crate) fn fleet_operator_identity(credentials: &Path) -> anyhow::Result<Identity> {
+    Identity::from_files(
+        &credentials.join("ca.pem"),
+        &credentials.join("client.pem"),
+        &credentials.join("client.key"),
+    )
+    .with_context(|| {
+        format!(
+            "reading the fleet's operator credentials in {}; name them with --fleet-credentials (`operator/` in the fleet's directory)",
+            credentials.display()
+        )
+    })
+}
+
+impl StateDir {
+    /// Makes `run` the current run.
+    pub fn remember(&self, run: &RunRecord) -> Result<()> {
+        self.create()?;
+        factbuoy_pki::write_private(
+            &self.current_run(),
+            &serde_json::to_string_pretty(run).map_err(anyhow::Error::from)?,
+        )
+        .map_err(anyhow::Error::from)?;
+        Ok(())
+    }
+
+    /// The run `which` names: the local run in a directory, else the one with an id (a
+    /// Kubernetes run's record, else a local run directory), else the current one.
+    pub fn locate(&self, which: &WhichRun) -> Result<RunRecord> {
+        match which {
+            WhichRun::Dir(dir) => local(dir),
+            WhichRun::Id(run_id) => {
+                if let Some(kube) = KubeRun::load(self, run_id)? {
+                    return Ok(RunRecord::Kubernetes(kube));
+                }
+                let dir = self.local_runs().join(run_id);
+                if !dir.exists() {
+                    return Err(Error::NoSuchRun(format!(
+                        "no run {run_id} is known here: neither a Kubernetes run started from this machine nor a local run in {}",
+                        dir.display()
+                    )));
+                }
+                local(&dir)
+            }
+            WhichRun::Current => {
+                let path = self.current_run();
+                let text = match std::fs::read_to_string(&path) {
+                    Ok(text) => text,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        return Err(Error::NoSuchRun(format!(
+                            "no current run ({} is missing); start one with `factbuoy run`",
+                            path.display()
+                        )));
+                    }
+                    Err(e) => {
+                        return Err(anyhow::Error::from(e)
+                            .context(format!("reading {}", path.display()))
+                            .into());
+                    }
+                };
+                Ok(serde_json::from_str(&text)
+                    .with_context(|| format!("{} is unreadable", path.display()))?)
+            }
+        }
+    }
+
+    /// Forgets the current run if it is the local run in `run_dir` (a pruned run).
+    pub(crate) fn forget_if_current(&self, run_dir: &Path) -> anyhow::Result<()> {
+        let path = self.current_run();
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return Ok(());
+        };
+        if let Ok(RunRecord::Local(current)) = serde_json::from_str(&text)
+            && current.run_dir == run_dir
+        {
+            std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+        }
+        Ok(())
+    }
+}
+
+/// The local run in `run_dir`.
+fn local(run_dir: &Path) -> Result<RunRecord> {
+    if !RunDir::new(run_dir).config().exists() {
+        return Err(Error::NoSuchRun(format!(
+            "{} holds no run (no run.json there)",
+            run_dir.display()
+        )));
+    }
+    let config = RunDir::new(run_dir).load_config()?;
+    Ok(RunRecord::Local(LocalRun {
+        run_id: config.run_id,
+        run_dir: run_dir.to_owned(),
+        operator_address: config.operator_listen,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The records earlier versions wrote must still be found.
+    #[test]
+    fn records_read_back_in_the_shape_earlier_versions_wrote() {
+        let local: RunRecord = serde_json::from_str(
+            r#"{"run_id":"0a1b2c3d4e5f","run_dir":"/tmp/r","operator_address":"127.0.0.1:4000"}"#,
+        )
+        .unwrap();
+        assert!(matches!(local, RunRecord::Local(ref r) if r.run_id == "0a1b2c3d4e5f"));
+        let kube: RunRecord = serde_json::from_str(
+            r#"{"run_id":"0a1b2c3d4e5f","namespace":"factbuoy-0a1b2c3d4e5f","kubeconfig":null,"context":"prod"}"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(kube, RunRecord::Kubernetes(ref r) if r.context.as_deref() == Some("prod"))
+        );
+        let fleet: RunRecord = serde_json::from_str(
+            r#"{"run_id":"0a1b2c3d4e5f","fleet_operator_address":"f:7444","credentials":"/c","run_ca":"PEM"}"#,
+        )
+        .unwrap();
+        assert!(matches!(fleet, RunRecord::Fleet(ref r) if r.run_ca == "PEM"));
+    }
+
+    #[test]
+    fn a_missing_current_run_is_no_such_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::at(dir.path());
+        assert!(matches!(
+            state.locate(&WhichRun::Current),
+            Err(Error::NoSuchRun(_))
+        ));
+        assert!(matches!(
+            state.locate(&WhichRun::Id("0a1b2c3d4e5f".into())),
+            Err(Error::NoSuchRun(_))
+        ));
+        assert!(matches!(
+            state.locate(&WhichRun::Dir(dir.path().join("nothing"))),
+            Err(Error::NoSuchRun(_))
+        ));
+    }
+}

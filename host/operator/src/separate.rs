@@ -1,0 +1,66 @@
+//! A run whose aggregator and agents are separate processes (`factbuoy aggregator create`, then
+//! `aggregator serve` and an `agent` per node started by hand, on other machines or here): the
+//! run directory is planned and created here; serving it is the aggregator's.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use factbuoy_aggregator::config::{RunConfig, ServerLimits};
+use factbuoy_aggregator::{Run, RunDir};
+use factbuoy_protocol::names::NodeName;
+use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
+
+use crate::plan::{Nodes, Plan, PluginSelection};
+
+/// A run directory to create, for agents started by hand.
+#[derive(Debug, Clone)]
+pub struct SeparateRun {
+    /// The run directory, which must be empty or missing.
+    pub run_dir: PathBuf,
+    /// The nodes expected to send results.
+    pub nodes: Vec<NodeName>,
+    /// Where the agent listener binds; port 0 picks one at the first start.
+    pub agent_listen: SocketAddr,
+    /// Where the operator listener binds.
+    pub operator_listen: SocketAddr,
+    /// Names and addresses agents and operators dial, for the server certificate.
+    pub server_names: Vec<String>,
+    /// Where the bundle is written.
+    pub bundle_dir: PathBuf,
+    /// Interval between an agent's heartbeats.
+    pub heartbeat: Duration,
+    /// Silence after which a node is marked lost.
+    pub lost_after: Duration,
+    /// Deadline of the whole run.
+    pub timeout: Duration,
+    /// Limits of both listeners.
+    pub limits: ServerLimits,
+}
+
+/// Plans `selection` and creates the run directory `run` describes; returns the run's id.
+pub async fn create(selection: &PluginSelection, run: &SeparateRun) -> anyhow::Result<String> {
+    let runtime = Runtime::new(RuntimeOptions {
+        limits: Limits {
+            deadline: selection.deadline,
+            ..Limits::default()
+        },
+        ..RuntimeOptions::default()
+    })?;
+    let plan = Plan::build(&runtime, selection, Nodes::Elsewhere).await?;
+    let config = RunConfig {
+        nodes: run.nodes.clone(),
+        heartbeat_seconds: run.heartbeat.as_secs().max(1),
+        lost_after_seconds: run.lost_after.as_secs().max(1),
+        run_timeout_seconds: run.timeout.as_secs().max(1),
+        agent_listen: run.agent_listen,
+        operator_listen: run.operator_listen,
+        server_names: run.server_names.clone(),
+        bundle_dir: std::path::absolute(&run.bundle_dir)?,
+        limits: run.limits.clone(),
+        ..RunConfig::new(plan.plugins())
+    };
+    let run_id = config.run_id.clone();
+    Run::create(RunDir::new(&run.run_dir), config, &plan.components())?;
+    Ok(run_id)
+}

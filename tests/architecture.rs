@@ -1,0 +1,548 @@
+//! The workspace's shape, checked: no crate has an import cycle between its modules, and no
+//! command module of the binary imports another (docs/architecture.md).
+//!
+//! Each crate's module tree is read from its sources with `syn` (no build needed). Every path in
+//! a module's code (`crate::a::b`, `super::x`, a name brought in by `use`, paths inside macro
+//! calls too) is resolved to the module that defines it, following re-exports; `use`
+//! declarations themselves count only through the code that uses their names, so a parent's
+//! `pub use child::Item` is not a dependency of the parent. A dependency from module A on module
+//! B is then an edge between the two siblings that contain them, or between a module's own body
+//! (the items written in its file) and one of its children; a cycle among the siblings of any
+//! module is a failure. `#[cfg(test)]` items are left out: tests may reach anywhere.
+//!
+//! `cargo test -p factbuoy --test architecture` runs it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use syn::visit::Visit;
+
+/// A module's absolute path inside its crate (`[]` is the crate root).
+type ModPath = Vec<String>;
+
+/// One module: where its file is, the names it imports, the paths its code names.
+#[derive(Default)]
+struct Module {
+    /// Local name → absolute path it was imported from (`use` items, `pub` or not).
+    imports: BTreeMap<String, ModPath>,
+    /// Child module names.
+    children: BTreeSet<String>,
+    /// Paths named by the module's own code, as written (leading `crate`/`super`/`self` kept).
+    named: Vec<Vec<String>>,
+}
+
+/// A crate's modules by absolute path.
+struct Crate {
+    name: String,
+    modules: BTreeMap<ModPath, Module>,
+}
+
+fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg")
+            && a.parse_args::<syn::Meta>()
+                .is_ok_and(|m| m.path().is_ident("test"))
+    })
+}
+
+/// The file of module `name` declared in `parent_file`, as rustc looks for it.
+fn module_file(
+    parent_file: &Path,
+    is_mod_root: bool,
+    name: &str,
+    attrs: &[syn::Attribute],
+) -> PathBuf {
+    let dir = if is_mod_root {
+        parent_file.parent().unwrap().to_owned()
+    } else {
+        parent_file.with_extension("")
+    };
+    for a in attrs {
+        if a.path().is_ident("path")
+            && let syn::Meta::NameValue(nv) = &a.meta
+            && let syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s),
+                ..
+            }) = &nv.value
+        {
+            return dir.join(s.value());
+        }
+    }
+    let flat = dir.join(format!("{name}.rs"));
+    if flat.exists() {
+        flat
+    } else {
+        dir.join(name).join("mod.rs")
+    }
+}
+
+fn read_file_module(
+    file: &Path,
+    path: ModPath,
+    is_mod_root: bool,
+    modules: &mut BTreeMap<ModPath, Module>,
+) {
+    let text =
+        std::fs::read_to_string(file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+    let parsed =
+        syn::parse_file(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", file.display()));
+    read_items(&parsed.items, file, is_mod_root, path, modules);
+}
+
+fn read_items(
+    items: &[syn::Item],
+    file: &Path,
+    is_mod_root: bool,
+    path: ModPath,
+    modules: &mut BTreeMap<ModPath, Module>,
+) {
+    let mut module = Module::default();
+    let mut collector = Collector { named: Vec::new() };
+    for item in items {
+        match item {
+            syn::Item::Mod(m) if is_cfg_test(&m.attrs) => {}
+            syn::Item::Mod(m) => {
+                let name = m.ident.to_string();
+                module.children.insert(name.clone());
+                let mut child = path.clone();
+                child.push(name.clone());
+                match &m.content {
+                    Some((_, inner)) => {
+                        // An inline module's files would sit in a folder named after it.
+                        let inner_file = if is_mod_root {
+                            file.parent().unwrap().join(&name).join("mod.rs")
+                        } else {
+                            file.with_extension("").join(&name).join("mod.rs")
+                        };
+                        read_items(inner, &inner_file, true, child, modules);
+                    }
+                    None => {
+                        let child_file = module_file(file, is_mod_root, &name, &m.attrs);
+                        let root = child_file.file_name().is_some_and(|f| f == "mod.rs");
+                        read_file_module(&child_file, child, root, modules);
+                    }
+                }
+            }
+            syn::Item::Use(u) if !is_cfg_test(&u.attrs) => {
+                flatten_use(&u.tree, Vec::new(), &mut module.imports);
+            }
+            syn::Item::Use(_) => {}
+            other => {
+                if !item_is_cfg_test(other) {
+                    collector.visit_item(other);
+                }
+            }
+        }
+    }
+    module.named = collector.named;
+    modules.insert(path, module);
+}
+
+fn item_is_cfg_test(item: &syn::Item) -> bool {
+    let attrs: &[syn::Attribute] = match item {
+        syn::Item::Fn(i) => &i.attrs,
+        syn::Item::Impl(i) => &i.attrs,
+        syn::Item::Struct(i) => &i.attrs,
+        syn::Item::Enum(i) => &i.attrs,
+        syn::Item::Const(i) => &i.attrs,
+        syn::Item::Static(i) => &i.attrs,
+        syn::Item::Trait(i) => &i.attrs,
+        syn::Item::Type(i) => &i.attrs,
+        syn::Item::Macro(i) => &i.attrs,
+        _ => &[],
+    };
+    is_cfg_test(attrs)
+}
+
+/// `use a::{b, c::d as e}` → `b → a::b`, `e → a::c::d`; globs are kept as `*`.
+fn flatten_use(tree: &syn::UseTree, prefix: Vec<String>, out: &mut BTreeMap<String, ModPath>) {
+    match tree {
+        syn::UseTree::Path(p) => {
+            let mut next = prefix;
+            next.push(p.ident.to_string());
+            flatten_use(&p.tree, next, out);
+        }
+        syn::UseTree::Name(n) => {
+            let name = n.ident.to_string();
+            let mut full = prefix;
+            if name == "self" {
+                let last = full.last().cloned().unwrap_or_default();
+                out.insert(last, full);
+            } else {
+                full.push(name.clone());
+                out.insert(name, full);
+            }
+        }
+        syn::UseTree::Rename(r) => {
+            let mut full = prefix;
+            full.push(r.ident.to_string());
+            out.insert(r.rename.to_string(), full);
+        }
+        syn::UseTree::Glob(_) => {
+            let key = format!("*{}", out.len());
+            let mut full = prefix;
+            full.push("*".into());
+            out.insert(key, full);
+        }
+        syn::UseTree::Group(g) => {
+            for t in &g.items {
+                flatten_use(t, prefix.clone(), out);
+            }
+        }
+    }
+}
+
+/// Every path the code names, macro bodies included.
+struct Collector {
+    named: Vec<Vec<String>>,
+}
+
+impl<'ast> Visit<'ast> for Collector {
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        self.named
+            .push(path.segments.iter().map(|s| s.ident.to_string()).collect());
+        syn::visit::visit_path(self, path);
+    }
+
+    fn visit_item_mod(&mut self, _: &'ast syn::ItemMod) {}
+
+    fn visit_item_use(&mut self, _: &'ast syn::ItemUse) {}
+
+    fn visit_attribute(&mut self, _: &'ast syn::Attribute) {}
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        self.visit_path(&mac.path);
+        scan_tokens(mac.tokens.clone(), &mut self.named);
+    }
+}
+
+/// Paths in a macro's tokens: identifiers joined by `::`.
+fn scan_tokens(tokens: proc_macro2::TokenStream, named: &mut Vec<Vec<String>>) {
+    use proc_macro2::TokenTree;
+    fn flush(current: &mut Vec<String>, named: &mut Vec<Vec<String>>) {
+        if !current.is_empty() {
+            named.push(std::mem::take(current));
+        }
+    }
+    let mut current: Vec<String> = Vec::new();
+    let mut colons = 0;
+    for token in tokens {
+        match token {
+            TokenTree::Ident(i) => {
+                if colons != 2 {
+                    flush(&mut current, named);
+                }
+                current.push(i.to_string());
+                colons = 0;
+            }
+            TokenTree::Punct(p) if p.as_char() == ':' => colons += 1,
+            TokenTree::Group(g) => {
+                flush(&mut current, named);
+                scan_tokens(g.stream(), named);
+                colons = 0;
+            }
+            _ => {
+                flush(&mut current, named);
+                colons = 0;
+            }
+        }
+    }
+    flush(&mut current, named);
+}
+
+impl Crate {
+    fn read(name: &str, root_file: &Path) -> Crate {
+        let mut modules = BTreeMap::new();
+        read_file_module(root_file, Vec::new(), true, &mut modules);
+        Crate {
+            name: name.to_owned(),
+            modules,
+        }
+    }
+
+    /// Turns `path` as written in module `from` into an absolute path inside the crate, or
+    /// `None` when it names something outside it (another crate, std, a local variable).
+    fn absolute(&self, from: &ModPath, path: &[String], depth: usize) -> Option<ModPath> {
+        if depth > 16 || path.is_empty() {
+            return None;
+        }
+        let (mut base, rest): (ModPath, &[String]) = match path[0].as_str() {
+            "crate" => (Vec::new(), &path[1..]),
+            "self" => (from.clone(), &path[1..]),
+            "super" => {
+                let mut base = from.clone();
+                let mut rest = path;
+                while rest.first().is_some_and(|s| s == "super") {
+                    base.pop();
+                    rest = &rest[1..];
+                }
+                (base, rest)
+            }
+            first => {
+                let module = self.modules.get(from)?;
+                if module.children.contains(first) {
+                    (from.clone(), path)
+                } else if let Some(imported) = module.imports.get(first) {
+                    let mut full = imported.clone();
+                    full.extend_from_slice(&path[1..]);
+                    return self.absolute(from, &full, depth + 1);
+                } else {
+                    return None;
+                }
+            }
+        };
+        // Walk down through modules; a name that is an import of the module reached is
+        // followed (a re-export), anything else is an item of that module.
+        let mut rest = rest.to_vec();
+        while let Some(first) = rest.first().cloned() {
+            let module = self.modules.get(&base)?;
+            if module.children.contains(&first) {
+                base.push(first);
+                rest.remove(0);
+            } else if let Some(imported) = module.imports.get(&first) {
+                let mut full = imported.clone();
+                full.extend_from_slice(&rest[1..]);
+                return self.absolute(&base, &full, depth + 1);
+            } else {
+                break;
+            }
+        }
+        Some(base)
+    }
+
+    /// The module a path in `from`'s code depends on. A lone name counts only when `use`
+    /// brought it in: alone, a child module's name is a variable of the same name.
+    fn reference(&self, from: &ModPath, named: &[String]) -> Option<ModPath> {
+        if named.len() == 1 && !self.modules.get(from)?.imports.contains_key(&named[0]) {
+            return None;
+        }
+        self.absolute(from, named, 0)
+    }
+
+    /// For each module, the graph between its children and its own body, and the cycles in it.
+    fn cycles(&self) -> Vec<String> {
+        const BODY: &str = "(its own items)";
+        // level → from → to → an example "module names path".
+        let mut levels: BTreeMap<ModPath, BTreeMap<String, BTreeMap<String, String>>> =
+            BTreeMap::new();
+        for (from, module) in &self.modules {
+            for named in &module.named {
+                let Some(to) = self.reference(from, named) else {
+                    continue;
+                };
+                if to == *from {
+                    continue;
+                }
+                let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+                let level: ModPath = from[..common].to_vec();
+                let side = |p: &ModPath| {
+                    if p.len() == common {
+                        BODY.to_owned()
+                    } else {
+                        p[common].clone()
+                    }
+                };
+                let (a, b) = (side(from), side(&to));
+                let example = format!("{} names {}", show(from), named.join("::"));
+                levels
+                    .entry(level)
+                    .or_default()
+                    .entry(a)
+                    .or_default()
+                    .entry(b)
+                    .or_insert(example);
+            }
+        }
+        let mut found = Vec::new();
+        for (level, graph) in &levels {
+            for cycle in find_cycles(graph) {
+                let steps: Vec<String> = cycle
+                    .windows(2)
+                    .map(|w| format!("{} → {} ({})", w[0], w[1], graph[&w[0]][&w[1]]))
+                    .collect();
+                found.push(format!(
+                    "{}: in {}: {}",
+                    self.name,
+                    show(level),
+                    steps.join("; ")
+                ));
+            }
+        }
+        found
+    }
+
+    /// Sibling modules under `parent` that name each other: `(from, to, example)`.
+    fn sibling_edges(&self, parent: &[&str]) -> Vec<(String, String, String)> {
+        let parent: ModPath = parent.iter().map(|s| (*s).to_owned()).collect();
+        let mut edges = Vec::new();
+        for (from, module) in &self.modules {
+            if from.len() <= parent.len() || from[..parent.len()] != parent[..] {
+                continue;
+            }
+            for named in &module.named {
+                let Some(to) = self.reference(from, named) else {
+                    continue;
+                };
+                if to.len() > parent.len()
+                    && to[..parent.len()] == parent[..]
+                    && to[parent.len()] != from[parent.len()]
+                {
+                    edges.push((
+                        from[parent.len()].clone(),
+                        to[parent.len()].clone(),
+                        named.join("::"),
+                    ));
+                }
+            }
+        }
+        edges
+    }
+}
+
+fn show(path: &ModPath) -> String {
+    if path.is_empty() {
+        "the crate root".to_owned()
+    } else {
+        path.join("::")
+    }
+}
+
+/// One cycle per strongly connected part of `graph` with more than one node, as a closed walk.
+fn find_cycles(graph: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<Vec<String>> {
+    let mut cycles = Vec::new();
+    let mut reported: BTreeSet<String> = BTreeSet::new();
+    for start in graph.keys() {
+        if reported.contains(start) {
+            continue;
+        }
+        // Breadth-first search for the shortest way back to `start`.
+        let mut previous: BTreeMap<String, String> = BTreeMap::new();
+        let mut queue = std::collections::VecDeque::from([start.clone()]);
+        let mut closed = None;
+        while let Some(node) = queue.pop_front() {
+            for next in graph.get(&node).into_iter().flat_map(|m| m.keys()) {
+                if next == start {
+                    closed = Some(node.clone());
+                    break;
+                }
+                if !previous.contains_key(next) {
+                    previous.insert(next.clone(), node.clone());
+                    queue.push_back(next.clone());
+                }
+            }
+            if closed.is_some() {
+                break;
+            }
+        }
+        if let Some(last) = closed {
+            let mut walk = vec![start.clone(), last.clone()];
+            let mut at = last;
+            while at != *start {
+                at = previous[&at].clone();
+                walk.push(at.clone());
+            }
+            walk.reverse();
+            reported.extend(walk.iter().cloned());
+            cycles.push(walk);
+        }
+    }
+    cycles
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_owned()
+}
+
+/// Every crate of the workspace with its root files (a package may have a library and a binary).
+fn workspace_crates() -> Vec<Crate> {
+    let root = workspace();
+    let mut dirs = vec![
+        root.join("protocol"),
+        root.join("guest-sdk"),
+        root.join("guest-sdk/linux"),
+    ];
+    for group in ["host", "plugins", "tests/plugins", "bench"] {
+        for entry in std::fs::read_dir(root.join(group)).unwrap() {
+            dirs.push(entry.unwrap().path());
+        }
+    }
+    let mut crates = Vec::new();
+    for dir in dirs {
+        if !dir.join("Cargo.toml").exists() {
+            continue;
+        }
+        for file in ["src/lib.rs", "src/main.rs"] {
+            let path = dir.join(file);
+            if path.exists() {
+                let name = format!("{} ({file})", dir.strip_prefix(&root).unwrap().display());
+                crates.push(Crate::read(&name, &path));
+            }
+        }
+    }
+    crates
+}
+
+#[test]
+fn no_crate_has_an_import_cycle_between_its_modules() {
+    let crates = workspace_crates();
+    assert!(crates.len() > 10, "found only {} crates", crates.len());
+    let cycles: Vec<String> = crates.iter().flat_map(Crate::cycles).collect();
+    assert!(
+        cycles.is_empty(),
+        "import cycles between modules:\n{}",
+        cycles.join("\n")
+    );
+}
+
+/// A checker that finds nothing proves nothing: a small crate with a cycle, written here.
+#[test]
+fn a_cycle_between_modules_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("lib.rs"),
+        "mod a;\nmod b;\nmod c;\npub use c::Thing;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("a.rs"),
+        "use crate::b::f;\npub fn g() { f() }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("b.rs"),
+        "pub fn f() { let _ = crate::Thing; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("c.rs"),
+        "pub struct Thing;\npub fn h() { println!(\"{}\", crate::a::g()); }\n",
+    )
+    .unwrap();
+    let found = Crate::read("example", &dir.path().join("lib.rs")).cycles();
+    assert_eq!(found.len(), 1, "{found:?}");
+    for step in ["a → b", "b → c", "c → a"] {
+        assert!(found[0].contains(step), "{found:?}");
+    }
+}
+
+#[test]
+fn no_command_of_the_binary_imports_another() {
+    let cli = workspace_crates()
+        .into_iter()
+        .find(|c| c.name == "host/cli (src/main.rs)")
+        .expect("the binary's crate");
+    let edges = cli.sibling_edges(&["commands"]);
+    assert!(
+        edges.is_empty(),
+        "command modules import each other (shared code belongs in a library crate or outside commands/):\n{}",
+        edges
+            .iter()
+            .map(|(a, b, path)| format!("commands::{a} → commands::{b} ({path})"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
