@@ -82,6 +82,7 @@ pub async fn generate(
             .map(std::path::absolute)
             .transpose()?,
         context: target.cluster.context.clone(),
+        created: Some(config.created.clone()),
     };
     record.save(state)?;
     Ok((record, prepared))

@@ -10,6 +10,7 @@
 
 pub mod error;
 pub mod follow;
+pub mod list;
 pub mod plan;
 pub mod prune;
 pub mod records;
