@@ -8,8 +8,6 @@ use std::time::Duration;
 use serde::Serialize;
 
 use factbuoy_aggregator::RunDir;
-use factbuoy_aggregator::config::RunConfig;
-use factbuoy_aggregator::state::RunState;
 use factbuoy_kubernetes::Target as Cluster;
 use factbuoy_protocol::types::{ResultStatus, RunStatus, StatusDocument};
 
@@ -106,7 +104,7 @@ pub async fn list(state: &StateDir, cluster: &Cluster, live: bool) -> anyhow::Re
 /// a run whose operator listener no longer answers will not leave (abandoned).
 fn local_entry(run: &LocalRun) -> Listed {
     let dir = RunDir::new(&run.run_dir);
-    let config = RunConfig::load(&dir).ok();
+    let config = dir.load_config().ok();
     let mut entry = Listed {
         run_id: run.run_id.clone(),
         kind: "local",
@@ -119,8 +117,8 @@ fn local_entry(run: &LocalRun) -> Listed {
     };
     let document = match (dir.load_final_status(), &config) {
         (Ok(Some(document)), _) => document,
-        (_, Some(config)) => match RunState::load(&dir, config) {
-            Ok(state) => state.document(&config.run_id),
+        (_, Some(_)) => match dir.saved_status() {
+            Ok(document) => document,
             Err(e) => {
                 entry.note = Some(format!("{e:#}"));
                 return entry;

@@ -10,8 +10,6 @@ use anyhow::Context;
 use serde::Serialize;
 
 use factbuoy_aggregator::RunDir;
-use factbuoy_aggregator::config::RunConfig;
-use factbuoy_aggregator::state::RunState;
 
 use factbuoy_protocol::types::{ResultStatus, StatusDocument, wire_name};
 
@@ -95,7 +93,7 @@ pub fn prune(state: &StateDir, options: &PruneOptions) -> anyhow::Result<Pruning
 /// operator listener no longer answers). `None` for a run still going, and for a directory
 /// that holds no run.
 fn ended_run(dir: &RunDir) -> anyhow::Result<Option<Pruned>> {
-    let Ok(config) = RunConfig::load(dir) else {
+    let Ok(config) = dir.load_config() else {
         return Ok(None);
     };
     let run = |document: &StatusDocument| Pruned {
@@ -112,7 +110,7 @@ fn ended_run(dir: &RunDir) -> anyhow::Result<Option<Pruned>> {
     if let Some(document) = dir.load_final_status()? {
         return Ok(Some(run(&document)));
     }
-    let document = RunState::load(dir, &config)?.document(&config.run_id);
+    let document = dir.saved_status()?;
     if ended(document.status) {
         return Ok(Some(run(&document)));
     }

@@ -15,7 +15,6 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use factbuoy_aggregator::RunDir;
-use factbuoy_aggregator::config::RunConfig;
 use factbuoy_kubernetes::Target as Cluster;
 use factbuoy_protocol::Client;
 use factbuoy_protocol::tls::Identity;
@@ -324,7 +323,7 @@ fn local(run_dir: &Path) -> Result<RunRecord> {
             run_dir.display()
         )));
     }
-    let config = RunConfig::load(&RunDir::new(run_dir))?;
+    let config = RunDir::new(run_dir).load_config()?;
     Ok(RunRecord::Local(LocalRun {
         run_id: config.run_id,
         run_dir: run_dir.to_owned(),
