@@ -9,9 +9,7 @@ mod fields;
 pub mod json;
 pub mod printable;
 
-pub use fields::{
-    Field, Fields, JSON_THRESHOLD, Rejected, valid_field_name, write_cursor, write_decimal,
-};
+pub use fields::{Fields, JSON_THRESHOLD, Rejected};
 
 /// The output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +64,7 @@ impl Format {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use super::fields::{valid_field_name, write_cursor};
     use super::*;
     use crate::journal::{EntryMeta, Id128};
 
