@@ -164,7 +164,7 @@ impl std::fmt::Debug for RunOffer {
 /// An operator's request for a run over every enrolled node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FleetRunRequest {
-    /// The plugins, as the aggregator's `run.json` lists them (`factbuoy_aggregator::config::PluginPlan`).
+    /// The plugins, as the aggregator's `run.json` lists them (`factbuoy_aggregator::config::RunPlugin`).
     pub plugins: Vec<serde_json::Value>,
     /// The run's deadline, in seconds.
     pub timeout_seconds: u64,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use factbuoy_aggregator::config::{PlanScope, PluginPlan};
+use factbuoy_aggregator::config::{PlanScope, RunPlugin};
 use factbuoy_catalog::{BUNDLED, PluginRef};
 use factbuoy_kubernetes::AgentAccess;
 use factbuoy_runtime::bindings::PluginInfo;
@@ -93,7 +93,7 @@ pub struct Plan {
 /// One plugin of a planned run.
 pub struct PlanEntry {
     /// What the run's configuration says of it.
-    pub plugin: PluginPlan,
+    pub plugin: RunPlugin,
     /// Its component, when it is not bundled in this binary and must travel with the run.
     pub component: Option<Vec<u8>>,
     /// The plugin as it was loaded and described for planning; a local agent runs it as is.
@@ -169,7 +169,7 @@ impl Plan {
     }
 
     /// What the run's configuration says of each plugin.
-    pub fn plugins(&self) -> Vec<PluginPlan> {
+    pub fn plugins(&self) -> Vec<RunPlugin> {
         self.entries.iter().map(|e| e.plugin.clone()).collect()
     }
 
@@ -254,7 +254,7 @@ async fn plan_one(
         grants.push("all".to_owned());
     }
     Ok(PlanEntry {
-        plugin: PluginPlan {
+        plugin: RunPlugin {
             name,
             sha256,
             scope: PlanScope::PerNode,

@@ -15,7 +15,7 @@ use super::offers::FleetRun;
 use super::shared::Fleet;
 use super::{plugins, registry};
 use crate::enroll::Admission;
-use crate::model::config::{PluginPlan, RunConfig};
+use crate::model::config::{RunConfig, RunPlugin};
 use crate::persistence::run_dir::RunDir;
 use crate::run::Run;
 use crate::start::start_with;
@@ -115,7 +115,7 @@ pub(crate) async fn start(
     let mut plugins = Vec::new();
     let mut from_files = Vec::new();
     for value in request.plugins {
-        let plan: PluginPlan = serde_json::from_value(value)
+        let plan: RunPlugin = serde_json::from_value(value)
             .map_err(|e| StartError::Invalid(format!("a plugin of the request: {e}")))?;
         check_identifier(IdentifierKind::Plugin, &plan.name)
             .map_err(|e| StartError::Invalid(e.to_string()))?;

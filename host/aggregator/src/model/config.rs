@@ -45,7 +45,7 @@ pub enum PlanScope {
 
 /// One plugin of the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PluginPlan {
+pub struct RunPlugin {
     /// The plugin's name, as results and progress name it.
     pub name: String,
     /// Lower-case hex sha-256 of its component, by which agents fetch it.
@@ -111,7 +111,7 @@ pub struct RunConfig {
     /// The version of factbuoy that created the run.
     pub factbuoy_version: String,
     /// The plugins the run expects results of.
-    pub plugins: Vec<PluginPlan>,
+    pub plugins: Vec<RunPlugin>,
     /// Nodes expected to send per-node results; `run.json` naming an invalid or reserved node
     /// does not load.
     pub nodes: Vec<NodeName>,
@@ -145,7 +145,7 @@ pub struct RunConfig {
     pub limits: ServerLimits,
 }
 
-impl PluginPlan {
+impl RunPlugin {
     /// Whether the plugin's description declares parameter `name` secret.
     pub fn is_secret(&self, name: &str) -> bool {
         self.definition["parameters"]
@@ -167,7 +167,7 @@ impl RunConfig {
     /// picked at the first start, the default heartbeat, loss and run timeouts and server
     /// limits, and the bundle written into the current directory. Every kind of run starts
     /// from here and changes what differs.
-    pub fn new(plugins: Vec<PluginPlan>) -> RunConfig {
+    pub fn new(plugins: Vec<RunPlugin>) -> RunConfig {
         let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
         RunConfig {
             run_id: new_run_id(),
@@ -201,7 +201,7 @@ impl RunConfig {
     }
 
     /// The plugin of this run called `name`.
-    pub fn plugin(&self, name: &str) -> Option<&PluginPlan> {
+    pub fn plugin(&self, name: &str) -> Option<&RunPlugin> {
         self.plugins.iter().find(|p| p.name == name)
     }
 }
@@ -209,7 +209,7 @@ impl RunConfig {
 /// A run of `setup` on nodes `a` and `b`, and of the global plugin `cluster`, for tests.
 #[cfg(test)]
 pub(crate) fn sample() -> RunConfig {
-    let plugin = |name: &str, scope| PluginPlan {
+    let plugin = |name: &str, scope| RunPlugin {
         name: name.into(),
         sha256: String::new(),
         scope,
