@@ -2033,3 +2033,122 @@ fn an_entry_of_8_gib_is_read_at_the_size_tar_reads_from_a_pax_or_a_base_256_head
         std::fs::remove_file(&bundle).unwrap();
     }
 }
+
+#[test]
+fn node_names_that_differ_by_a_zero_width_space_are_told_apart_in_every_table() {
+    // `web-<zero-width space>1` looks like `web-1` wherever it reaches a terminal raw.
+    let twin = "web-\u{200b}1";
+    let shown = r"web-\u{200b}1";
+    let nodes = ["web-1", twin];
+    let pair = |plugin: &str, node: &str| json!({"plugin": plugin, "node": node, "status": "complete", "result_status": "passed"});
+    let status = json!({
+        "run_id": "r1",
+        "status": "complete",
+        "plugins": nodes
+            .iter()
+            .flat_map(|node| [pair("setup", node), pair("systemd-logs", node)])
+            .collect::<Vec<_>>(),
+    });
+    let mut files: Vec<(&'static str, Vec<u8>)> = vec![
+        ("meta/run.json", br#"{"run_id":"r1","plugins":[]}"#.to_vec()),
+        ("meta/status.json", serde_json::to_vec(&status).unwrap()),
+    ];
+    for (i, node) in nodes.into_iter().enumerate() {
+        let facts = json!({"ansible_hostname": node});
+        let journal = json!({
+            "__REALTIME_TIMESTAMP": format!("170000000000000{i}"),
+            "SYSLOG_IDENTIFIER": "sshd",
+            "_PID": "1",
+            "MESSAGE": format!("hello from {node}"),
+        });
+        let path = |plugin: &str, file: &str| -> &'static str {
+            format!("plugins/{plugin}/results/{node}/{file}").leak()
+        };
+        files.push((
+            path("setup", "ansible_facts.json"),
+            serde_json::to_vec(&facts).unwrap(),
+        ));
+        files.push((
+            path("systemd-logs", "journal.jsonl"),
+            format!("{journal}\n").into_bytes(),
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = bundle_of(dir.path(), "twins.tar.gz", &files);
+    let b = bundle.to_str().unwrap();
+    let table = |args: &[&str]| {
+        let output = inspect(dir.path(), args);
+        assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+        let stdout = text(&output.stdout);
+        assert!(
+            !stdout.contains('\u{200b}'),
+            "{args:?} printed it raw: {stdout}"
+        );
+        assert!(stdout.contains(shown), "{args:?}: {stdout}");
+        stdout
+    };
+    let has_line = |stdout: &str, words: &[&str]| {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>() == words),
+            "no line {words:?} in {stdout}"
+        );
+    };
+
+    let summary = table(&["summary", b]);
+    has_line(&summary, &["web-1", "passed", "passed"]);
+    has_line(&summary, &[shown, "passed", "passed"]);
+    // The columns after the escaped name still line up.
+    let column = |prefix: &str, word: &str| {
+        let line = summary.lines().find(|l| l.starts_with(prefix)).unwrap();
+        line.find(word).unwrap()
+    };
+    assert_eq!(column("NODE", "setup"), column("web-1 ", "passed"));
+    assert_eq!(column("NODE", "setup"), column(shown, "passed"));
+
+    let facts = table(&["facts", b, twin]);
+    has_line(&facts, &["setup", "ansible_hostname", shown]);
+    let query = table(&["query", b, "ansible_hostname"]);
+    has_line(&query, &["web-1", "setup", "web-1"]);
+    has_line(&query, &[shown, "setup", shown]);
+    let sql = table(&["sql", b, "SELECT node FROM setup ORDER BY node"]);
+    has_line(&sql, &["web-1"]);
+    has_line(&sql, &[shown]);
+    let logs = table(&["logs", b]);
+    assert!(
+        logs.contains(" web-1 sshd[1]: hello from web-1\n")
+            && logs.contains(&format!(" {shown} sshd[1]: hello from {shown}\n")),
+        "{logs}"
+    );
+
+    // Documents for machines keep the exact names.
+    let output = inspect(dir.path(), &["summary", b, "-o", "json"]);
+    assert_eq!(json_of(&output)["run"]["nodes"], json!(["web-1", twin]));
+    let output = inspect(dir.path(), &["query", b, "ansible_hostname", "-o", "json"]);
+    let answers = json_of(&output);
+    let named: Vec<&Value> = answers["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| &n["node"])
+        .collect();
+    assert_eq!(named, [&json!("web-1"), &json!(twin)]);
+    let output = inspect(
+        dir.path(),
+        &[
+            "sql",
+            b,
+            "SELECT node FROM setup ORDER BY node",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(json_of(&output)["rows"], json!([["web-1"], [twin]]));
+    let output = inspect(dir.path(), &["logs", b, "-o", "json"]);
+    let logged: Vec<Value> = text(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["node"].clone())
+        .collect();
+    assert_eq!(logged, [json!("web-1"), json!(twin)]);
+}
