@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use factbuoy_aggregator::enroll::{Admission, Admitting, Refusal};
+use factbuoy_aggregator::enroll::{Admission, Admitting, NotAdmitted};
 use factbuoy_aggregator::{RunDir, RunningAggregator};
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::names::NodeName;
@@ -38,16 +38,18 @@ impl Admission for Tokens {
         self.calls.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move {
             if let Some(name) = credential.strip_prefix("token-") {
-                return NodeName::parse(name).map_err(|e| Refusal::Refused(e.to_string()));
+                return NodeName::parse(name).map_err(|e| NotAdmitted::Refused(e.to_string()));
             }
             if let Some(name) = credential.strip_prefix("slow-") {
                 tokio::time::sleep(SLOW).await;
-                return NodeName::parse(name).map_err(|e| Refusal::Refused(e.to_string()));
+                return NodeName::parse(name).map_err(|e| NotAdmitted::Refused(e.to_string()));
             }
             match credential {
                 "hang" => std::future::pending().await,
-                "down" => Err(Refusal::Unavailable("the API server is unreachable".into())),
-                _ => Err(Refusal::Refused(format!(
+                "down" => Err(NotAdmitted::Unavailable(
+                    "the API server is unreachable".into(),
+                )),
+                _ => Err(NotAdmitted::Refused(format!(
                     "this token is no agent's\u{1b}[31m; check the DaemonSet's serviceAccountName{}",
                     "!".repeat(4000)
                 ))),
@@ -171,7 +173,7 @@ async fn a_good_credential_gets_a_certificate_for_its_node_and_the_agent_deliver
         String::from_utf8_lossy(&output.stderr)
     );
     // Admitted, a became expected, and its result is in.
-    let document = running.shared.status_document();
+    let document = running.status_document();
     assert_eq!(
         pair_status(&document, "hello", "a").as_deref(),
         Some("complete")
@@ -439,7 +441,7 @@ async fn a_flood_past_the_in_flight_bound_gets_503_and_the_rest_succeed() {
     // The deferred ones are admitted once they retry.
     let (answer, _) = enroll(&running, &ca, "token-late").await;
     assert_eq!(answer.unwrap(), node("late"));
-    let known = running.shared.status_document().plugins.len();
+    let known = running.status_document().plugins.len();
     assert_eq!(known, admitted + 1);
 }
 
@@ -484,9 +486,7 @@ async fn a_staying_agent_waits_for_sigterm_after_delivering_and_runs_nothing_aga
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while pair_status(&running.shared.status_document(), "hello", "a").as_deref()
-        != Some("complete")
-    {
+    while pair_status(&running.status_document(), "hello", "a").as_deref() != Some("complete") {
         assert!(Instant::now() < deadline, "a's result never arrived");
         assert!(child.try_wait().unwrap().is_none(), "the agent ended");
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -515,7 +515,7 @@ async fn a_staying_agent_waits_for_sigterm_after_delivering_and_runs_nothing_aga
     assert!(status.success(), "{status:?}");
     // One enrollment and one result: nothing ran twice.
     assert_eq!(tokens.calls.load(Ordering::SeqCst), 1);
-    let metrics = running.shared.metrics.encode();
+    let metrics = running.metrics_text();
     assert!(
         metrics.contains("factbuoy_aggregator_results_total{outcome=\"succeeded\"} 1\n"),
         "{metrics}"
@@ -551,7 +551,7 @@ async fn the_credential_file_is_read_again_at_each_attempt() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert_eq!(
-        pair_status(&running.shared.status_document(), "hello", "a").as_deref(),
+        pair_status(&running.status_document(), "hello", "a").as_deref(),
         Some("complete")
     );
 }

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use factbuoy_aggregator::nodes::NodeSetError;
+use factbuoy_aggregator::NodeSetError;
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::types::RunStatus;
 use support::aggregator::{curl, manifest};
@@ -41,7 +41,7 @@ async fn a_node_added_mid_run_is_waited_for_and_its_result_lands() {
     nodes.settled().await.unwrap();
     assert_success(&agent(&running, "a", &a).await);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let document = running.shared.status_document();
+    let document = running.status_document();
     assert_eq!(document.status, RunStatus::Running, "{document:?}");
     assert_eq!(
         pair_status(&document, "hello", "b").as_deref(),
@@ -142,8 +142,7 @@ async fn a_skipped_node_is_not_waited_for_and_the_bundle_says_why() {
     );
     let why = error_of(&files, "plugins/hello/errors/c/error.json");
     assert!(why.contains("node selector"), "{why}");
-    running.shared.update_node_gauges();
-    let metrics = running.shared.metrics.encode();
+    let metrics = running.metrics_text();
     assert!(
         metrics.contains("factbuoy_aggregator_nodes{state=\"skipped\"} 2\n"),
         "{metrics}"
@@ -209,12 +208,12 @@ async fn a_dynamic_run_does_not_complete_before_its_nodes_are_settled() {
     let running = serve(&run_dir).await;
     // Nothing expected yet: without the rule, this run would be complete at once.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(running.shared.status_document().status, RunStatus::Running);
+    assert_eq!(running.status_document().status, RunStatus::Running);
     running.nodes().expect(&node("a")).await.unwrap();
     let a = issue(&run_dir, &Role::Agent { node: node("a") });
     assert_success(&agent(&running, "a", &a).await);
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert_eq!(running.shared.status_document().status, RunStatus::Running);
+    assert_eq!(running.status_document().status, RunStatus::Running);
     running.nodes().settled().await.unwrap();
     wait_for(&running, RunStatus::Complete, Duration::from_secs(10)).await;
     assert!(matches!(
@@ -238,7 +237,7 @@ async fn a_restarted_aggregator_keeps_the_dynamic_node_set() {
     drop(running);
 
     let running = serve(&run_dir).await;
-    let document = running.shared.status_document();
+    let document = running.status_document();
     assert_eq!(document.status, RunStatus::Running, "{document:?}");
     assert_eq!(
         pair_status(&document, "hello", "a").as_deref(),
@@ -305,7 +304,7 @@ async fn a_result_the_failed_agent_still_sends_replaces_its_error() {
         .fail(&node("a"), "the pod crash-loops; see its logs")
         .await
         .unwrap();
-    let document = running.shared.status_document();
+    let document = running.status_document();
     assert_eq!(
         pair_status(&document, "hello", "a").as_deref(),
         Some("agent-failed")

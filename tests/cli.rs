@@ -197,6 +197,79 @@ fn a_failed_plugin_exits_1_and_says_why() {
     assert_eq!(report["failure"]["kind"], "capability-denied");
 }
 
+#[test]
+fn a_secret_parameter_is_read_from_a_file_or_the_environment_and_never_echoed() {
+    let hostile = support::fixture("hostile");
+    const SECRET: &str = "s3cr3t-Zq7";
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, format!("{SECRET}\n")).unwrap();
+    let from_file = format!("token=@{}", file.display());
+    let run = |token: &str, env: Option<(&str, &str)>| {
+        let mut command = support::factbuoy();
+        command.args(["plugin", "run", path_str(&hostile), "-o", "json"]);
+        command.args(["-p", "mode=budget-secret", "-p", token]);
+        if let Some((name, value)) = env {
+            command.env(name, value);
+        }
+        command.output().unwrap()
+    };
+    let expected: String = SECRET.chars().rev().collect();
+    for output in [
+        run(&from_file, None),
+        run(
+            "token=env:FACTBUOY_TEST_TOKEN",
+            Some(("FACTBUOY_TEST_TOKEN", SECRET)),
+        ),
+    ] {
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert!(
+            !stderr(&output).contains("command line"),
+            "{}",
+            stderr(&output)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let probe = report["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == "probe.json")
+            .unwrap_or_else(|| panic!("no probe.json: {report}"));
+        assert_eq!(
+            probe["content"]["token_reversed"],
+            expected.as_str(),
+            "{report}"
+        );
+        assert_eq!(probe["content"]["token_len"], SECRET.len(), "{report}");
+    }
+    // Written on the command line it is taken, with a warning; missing sources are named,
+    // their would-be value never shown.
+    let literal = run(&format!("token={SECRET}"), None);
+    assert!(literal.status.success());
+    assert!(
+        stderr(&literal).contains("written on the command line")
+            && !stderr(&literal).contains(SECRET),
+        "{}",
+        stderr(&literal)
+    );
+    let missing = run("token=env:FACTBUOY_TEST_UNSET_TOKEN", None);
+    assert_eq!(missing.status.code(), Some(2));
+    // -o json: the error is a document on stdout.
+    assert!(
+        stdout(&missing).contains("FACTBUOY_TEST_UNSET_TOKEN, which is not set"),
+        "{}",
+        stdout(&missing)
+    );
+    std::fs::remove_file(&file).unwrap();
+    let gone = run(&from_file, None);
+    assert_eq!(gone.status.code(), Some(2));
+    assert!(
+        stdout(&gone).contains(&format!("from {}", file.display())),
+        "{}",
+        stdout(&gone)
+    );
+}
+
 /// `plugin run PLUGIN --grant GRANT -o json`, which must succeed: its report.
 fn passing_run(plugin: &Path, grant: &str) -> serde_json::Value {
     let output = factbuoy(&[

@@ -444,6 +444,104 @@ fn a_killed_run_is_never_reported_running() {
     assert!(!run_dir.exists());
 }
 
+#[test]
+fn runs_lists_every_local_run_with_its_state_and_status_says_which_run_it_shows() {
+    let host = Host::new();
+    let hostile = hostile();
+    let finished = host.run(&[
+        "--plugin",
+        "hello",
+        "--plugin",
+        &hostile,
+        "-p",
+        "hostile:mode=fail",
+    ]);
+    assert_eq!(
+        finished.status.code(),
+        Some(1),
+        "{}",
+        text(&finished.stderr)
+    );
+    let finished_id = host.status()["run_id"].as_str().unwrap().to_owned();
+    // Two runs going at once, each held up by a plugin that spins until it is stopped.
+    let looping = [
+        "--plugin",
+        hostile.as_str(),
+        "-p",
+        "hostile:mode=loop",
+        "--plugin-timeout",
+        "5m",
+    ];
+    let first = host.start(&looping);
+    let first_id = host.wait_for("the first run to start", |s| {
+        s["status"] == "running" && s["run_id"] != finished_id.as_str()
+    })["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let second = host.start(&looping);
+    let second_id = host.wait_for("the second run to start", |s| {
+        s["status"] == "running" && s["run_id"] != first_id.as_str()
+    })["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let listed = host.output(&["runs", "-o", "json"]);
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let run = |id: &str| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["run_id"] == id)
+            .unwrap_or_else(|| panic!("no {id} in {listed}"))
+            .clone()
+    };
+    assert_eq!(listed.as_array().unwrap().len(), 3, "{listed}");
+    assert_eq!(run(&finished_id)["status"], "complete");
+    assert_eq!(run(&finished_id)["failed_results"], 1);
+    for id in [&first_id, &second_id] {
+        assert_eq!(run(id)["status"], "running", "{listed}");
+        assert_eq!(run(id)["kind"], "local");
+    }
+    assert_eq!(run(&second_id)["current"], true);
+    assert_eq!(run(&first_id)["current"], false);
+    // The newest first, the current one marked, a failed result counted.
+    let table = text(&host.output(&["runs"]).stdout);
+    let rows: Vec<&str> = table.lines().skip(1).collect();
+    assert!(
+        rows[0].starts_with('*') && rows[0].contains(&second_id),
+        "{table}"
+    );
+    assert!(
+        rows[1].contains(&first_id) && rows[1].contains("running"),
+        "{table}"
+    );
+    assert!(
+        rows[2].contains(&finished_id) && rows[2].contains("complete, 1 failed"),
+        "{table}"
+    );
+
+    // `status` without a run id says which of the runs going it shows.
+    let status = host.output(&["status"]);
+    assert!(status.status.success(), "{}", text(&status.stderr));
+    assert!(
+        text(&status.stderr).contains(&format!(
+            "2 runs are going on this host; this is the current one, {second_id}"
+        )),
+        "{}",
+        text(&status.stderr)
+    );
+    for run in [first, second] {
+        send_signal(run.id(), libc::SIGINT);
+        run.wait_with_output().unwrap();
+    }
+    let after = text(&host.output(&["status"]).stderr);
+    assert!(!after.contains("runs are going"), "{after}");
+}
+
 /// Sends `signal` to process `pid`.
 fn send_signal(pid: u32, signal: i32) {
     // SAFETY: kill(2) with a child's pid; no memory is shared.

@@ -62,6 +62,40 @@ fn run_host_facts_with_tz(args: &[&str], tz: Option<&str>) -> (Value, Value) {
     (report, facts)
 }
 
+/// Run in another network namespace than the one the host's `/sys` shows (`unshare -n`, as a
+/// pod without hostNetwork), the warnings name the facts that are that namespace's; in the
+/// host's own namespace they say nothing of namespaces.
+#[test]
+fn facts_of_another_network_namespace_are_named_in_a_warning() {
+    let (report, _) = run_host_facts(&[]);
+    assert!(
+        !report["warnings"].to_string().contains("namespace"),
+        "{report}"
+    );
+    let unshared = Command::new("unshare")
+        .arg("-n")
+        .arg(env!("CARGO_BIN_EXE_factbuoy"))
+        .args(["plugin", "run", "host-facts", "-o", "json"])
+        .env("FACTBUOY_CACHE_DIR", support::cache_dir())
+        .output()
+        .unwrap();
+    if !unshared.status.success() && unshared.stdout.is_empty() {
+        eprintln!(
+            "skipped: this machine does not allow a network namespace (unshare -n): {}",
+            String::from_utf8_lossy(&unshared.stderr)
+        );
+        return;
+    }
+    let report: Value = serde_json::from_slice(&unshared.stdout).unwrap();
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings.contains("another network namespace than the host root's")
+            && warnings.contains("network.default_ipv4")
+            && warnings.contains("host.hostname"),
+        "{warnings}"
+    );
+}
+
 #[test]
 fn this_hosts_facts_follow_the_schema() {
     let (_, facts) = run_host_facts(&[]);

@@ -53,7 +53,7 @@ fn images(cluster: &Cluster) {
         }
         std::fs::copy("/bin/busybox", root.join("bin/busybox")).unwrap();
         for applet in [
-            "sh", "cat", "id", "grep", "wc", "ls", "sleep", "touch", "echo",
+            "sh", "cat", "id", "grep", "wc", "ls", "sleep", "touch", "echo", "hostname",
         ] {
             std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).unwrap();
         }
@@ -112,6 +112,7 @@ fn spec(run_id: &str, image: &str) -> RunSpec {
         host_info: true,
         agent_memory_limit: "768Mi".into(),
         journal_groups: Vec::new(),
+        host_network: true,
         global_plugins: false,
         resources: factbuoy_dispatch::resources::default_kinds(),
         operator_ca_pem: "not used".into(),
@@ -574,12 +575,17 @@ fn agents_run_on_every_node_as_non_root_under_runtime_default_seccomp_and_read_t
             "--",
             "sh",
             "-c",
-            "echo uid=$(id -u) gid=$(id -g); grep Seccomp: /proc/self/status; \
+            "echo uid=$(id -u) gid=$(id -g) host=$(hostname); grep Seccomp: /proc/self/status; \
              echo token=$(wc -c < /var/run/secrets/factbuoy/token); ls /host; \
              touch /host/etc/x 2>/dev/null && echo host-writable; \
              touch /x 2>/dev/null && echo root-writable; echo done",
         ]);
-        assert!(seen.contains("uid=65532 gid=65532"), "{seen}");
+        // In the node's network and UTS namespaces (hostNetwork): the node's host name.
+        let node = pod["spec"]["nodeName"].as_str().unwrap();
+        assert!(
+            seen.contains(&format!("uid=65532 gid=65532 host={node}\n")),
+            "{seen}"
+        );
         assert!(seen.contains("Seccomp:\t2"), "seccomp filter mode: {seen}");
         let token = seen
             .lines()

@@ -35,13 +35,14 @@ fn a_kubernetes_run_ends_in_a_bundle_with_every_nodes_results_and_the_clusters_r
         ],
     );
     for node in ["node-1", "node-2", "node-3"] {
-        for (plugin, artifact) in [
-            ("host-facts", "host-facts.json"),
-            ("setup", "ansible_facts.json"),
-        ] {
-            let facts = bundle.json(&format!("plugins/{plugin}/results/{node}/{artifact}"));
-            assert!(facts.is_object(), "{plugin} on {node}: {facts}");
-        }
+        // The agents share their node's network and host name: the facts are the node's
+        // (tests/kube_conformance.rs compares them with the node's own view).
+        let facts = bundle.json(&format!("plugins/setup/results/{node}/ansible_facts.json"));
+        assert_eq!(facts["ansible_nodename"], node, "{facts}");
+        let host = bundle.json(&format!(
+            "plugins/host-facts/results/{node}/host-facts.json"
+        ));
+        assert_eq!(host["host"]["hostname"], node, "{host}");
     }
     let status = bundle.status();
     // The bundle holds the run's final status, not the `post-processing` it was packed in.
@@ -122,6 +123,76 @@ fn a_kubernetes_run_ends_in_a_bundle_with_every_nodes_results_and_the_clusters_r
     assert_eq!(resumed["resumed_from"], whole.len() / 2, "{resumed}");
     assert_eq!(std::fs::read(path).unwrap(), whole);
 
+    factbuoy_json(cluster, state.path(), &["delete", &run_id]);
+}
+
+/// Where policy forbids `hostNetwork`, `--no-host-network` keeps the agents in pods of their own:
+/// the host name and addresses are then the pods', and `run` and every result's warnings say
+/// which facts those are.
+#[test]
+fn without_host_network_the_pods_own_facts_are_named_in_the_runs_warnings() {
+    let cluster = cluster();
+    let state = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = kube_runs::start_run(
+        cluster,
+        state.path(),
+        out.path(),
+        &[
+            "--plugin",
+            "setup",
+            "--plugin",
+            "host-facts",
+            "--no-host-network",
+        ],
+    );
+    let ran = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert!(
+        stderr.contains("--no-host-network: the host name")
+            && stderr.contains("are the agent pod's, not the node's"),
+        "{stderr}"
+    );
+    let path = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
+        .unwrap_or_else(|| panic!("no bundle: {stderr}"));
+    let bundle = kube_runs::Bundle::read(path);
+    let status = bundle.status();
+    for node in ["node-1", "node-2", "node-3"] {
+        let facts = bundle.json(&format!("plugins/setup/results/{node}/ansible_facts.json"));
+        let nodename = facts["ansible_nodename"].as_str().unwrap();
+        assert!(nodename.starts_with("factbuoy-agent-"), "{nodename}");
+        // The node's eth0 (from its /sys) is not the pod's eth0: it gets no ethtool facts,
+        // rather than the pod's.
+        assert!(
+            facts["ansible_eth0"]["macaddress"].is_string()
+                && facts["ansible_eth0"].get("features").is_none(),
+            "{node}: {}",
+            facts["ansible_eth0"]
+        );
+        let setup = pair(&status, "setup", node)["warnings"].to_string();
+        for fact in [
+            "ansible_nodename",
+            "ansible_default_ipv4",
+            "ansible_all_ipv4_addresses",
+        ] {
+            assert!(setup.contains(fact), "{node}: {setup}");
+        }
+        assert!(
+            setup.contains("without hostNetwork") && setup.contains("ethtool features"),
+            "{node}: {setup}"
+        );
+        let host_facts = pair(&status, "host-facts", node)["warnings"].to_string();
+        assert!(
+            host_facts.contains("network.default_ipv4") && host_facts.contains("host.hostname"),
+            "{node}: {host_facts}"
+        );
+        // The user is not the node's: by design, no warning about it.
+        assert!(!setup.contains("passwd"), "{node}: {setup}");
+    }
+    let run_id = status["run_id"].as_str().unwrap().to_owned();
     factbuoy_json(cluster, state.path(), &["delete", &run_id]);
 }
 

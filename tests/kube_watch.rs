@@ -406,7 +406,7 @@ fn agent_pods_problems_are_classified_with_what_to_do() {
     });
 }
 
-use factbuoy_dispatch::admission::{AdmissionError, PodTokenAdmission, Refusal};
+use factbuoy_dispatch::admission::{AdmissionError, PodTokenAdmission, PodTokenRefusal};
 use factbuoy_dispatch::names::token_audience;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::authentication::v1::TokenRequest;
@@ -470,7 +470,7 @@ fn requests(cluster: &Cluster, resource: &str, verb: &str) -> u64 {
 fn refused(
     result: Result<factbuoy_protocol::names::NodeName, AdmissionError>,
     token: &str,
-) -> Refusal {
+) -> PodTokenRefusal {
     match result {
         Err(AdmissionError::Refused(refusal)) => {
             let message = refusal.to_string();
@@ -579,25 +579,25 @@ fn an_agent_token_names_its_pods_node_and_nothing_else() {
         let wrong_audience = bound_token(&client, ns, "factbuoy-agent", &a, "factbuoy:another-run").await;
         assert!(matches!(
             refused(admission.admit(&wrong_audience).await, &wrong_audience),
-            Refusal::NotAuthenticated { .. }
+            PodTokenRefusal::NotAuthenticated { .. }
         ));
         let other_sa = running_pod(&client, ns, "other-sa").await;
         let token = bound_token(&client, ns, "other", &other_sa, &audience).await;
         assert!(matches!(
             refused(admission.admit(&token).await, &token),
-            Refusal::WrongServiceAccount { username, .. } if username == "system:serviceaccount:watch-adm:other"
+            PodTokenRefusal::WrongServiceAccount { username, .. } if username == "system:serviceaccount:watch-adm:other"
         ));
         let elsewhere = running_pod(&client, "watch-adm-other", "elsewhere").await;
         let token = bound_token(&client, "watch-adm-other", "factbuoy-agent", &elsewhere, &audience).await;
         assert!(matches!(
             refused(admission.admit(&token).await, &token),
-            Refusal::WrongServiceAccount { username, .. } if username.contains(":watch-adm-other:")
+            PodTokenRefusal::WrongServiceAccount { username, .. } if username.contains(":watch-adm-other:")
         ));
         let no_daemonset = running_pod(&client, ns, "no-daemonset").await;
         let token = bound_token(&client, ns, "factbuoy-agent", &no_daemonset, &audience).await;
         assert!(matches!(
             refused(admission.admit(&token).await, &token),
-            Refusal::NotDaemonSetPod { pod, .. } if pod == "no-daemonset"
+            PodTokenRefusal::NotDaemonSetPod { pod, .. } if pod == "no-daemonset"
         ));
         // Owned by the DaemonSet, but not as its controller (the DaemonSet did not make it).
         let daemonset = kube::Api::<DaemonSet>::namespaced(client.clone(), ns)
@@ -613,7 +613,7 @@ fn an_agent_token_names_its_pods_node_and_nothing_else() {
         let token = bound_token(&client, ns, "factbuoy-agent", &not_controlled, &audience).await;
         assert!(matches!(
             refused(admission.admit(&token).await, &token),
-            Refusal::NotDaemonSetPod { pod, .. } if pod == "not-controlled"
+            PodTokenRefusal::NotDaemonSetPod { pod, .. } if pod == "not-controlled"
         ));
         let terminating = running_pod(&client, ns, "terminating").await;
         let token = bound_token(&client, ns, "factbuoy-agent", &terminating, &audience).await;
@@ -621,7 +621,7 @@ fn an_agent_token_names_its_pods_node_and_nothing_else() {
         cluster.kubectl(["-n", ns, "delete", "pod", "terminating", "--wait=false"]);
         assert!(matches!(
             refused(admission.admit(&token).await, &token),
-            Refusal::PodTerminating { pod } if pod == "terminating"
+            PodTokenRefusal::PodTerminating { pod } if pod == "terminating"
         ));
         // A deleted agent pod's token: the DaemonSet's next pod has another name and uid.
         pods.delete(&a.metadata.name.clone().unwrap(), &kube::api::DeleteParams::default().grace_period(0))
@@ -638,7 +638,7 @@ fn an_agent_token_names_its_pods_node_and_nothing_else() {
             }
         }
         assert!(
-            matches!(gone, Some(Refusal::NotAuthenticated { .. } | Refusal::PodGone { .. } | Refusal::PodTerminating { .. })),
+            matches!(gone, Some(PodTokenRefusal::NotAuthenticated { .. } | PodTokenRefusal::PodGone { .. } | PodTokenRefusal::PodTerminating { .. })),
             "{gone:?}"
         );
         // A pod re-created under the same name is another pod: its predecessor's token is refused.
@@ -657,14 +657,14 @@ fn an_agent_token_names_its_pods_node_and_nothing_else() {
         create::<Pod>(&client, ns, bare("fixed", "factbuoy-agent", 2, "sleep 3600")).await;
         let replaced = refused(admission.admit(&token).await, &token);
         assert!(
-            matches!(&replaced, Refusal::PodReplaced { pod, .. } if pod == "fixed")
-                || matches!(&replaced, Refusal::NotAuthenticated { .. }),
+            matches!(&replaced, PodTokenRefusal::PodReplaced { pod, .. } if pod == "fixed")
+                || matches!(&replaced, PodTokenRefusal::NotAuthenticated { .. }),
             "{replaced:?}"
         );
         for garbage in ["garbage", "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln"] {
-            assert!(matches!(refused(admission.admit(garbage).await, garbage), Refusal::NotAuthenticated { .. }));
+            assert!(matches!(refused(admission.admit(garbage).await, garbage), PodTokenRefusal::NotAuthenticated { .. }));
         }
-        assert!(matches!(refused(admission.admit(" \n").await, "\u{0}"), Refusal::NoToken));
+        assert!(matches!(refused(admission.admit(" \n").await, "\u{0}"), PodTokenRefusal::NoToken));
         // token_b still works: refusals changed nothing.
         assert_eq!(admission.admit(&token_b).await.unwrap().as_str(), "node-2");
 

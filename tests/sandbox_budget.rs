@@ -474,11 +474,15 @@ fn a_secret_parameter_reaches_the_plugin_and_nothing_else() {
     let dir = tempfile::tempdir().unwrap();
     let (run_dir, out) = (dir.path().join("run"), dir.path().join("out"));
     let mut said = Vec::new();
+    // Given from a file, as an operator keeps it out of shell history and /proc/*/cmdline.
+    let secret_file = dir.path().join("token");
+    std::fs::write(&secret_file, format!("{SECRET}\n")).unwrap();
     let create = factbuoy()
         .args(["-vv", "aggregator", "create", "--node", "n1", "--plugin"])
         .arg(hostile_wasm())
         .args(["-p", "hostile:mode=budget-secret"])
-        .args(["-p", &format!("hostile:token={SECRET}")])
+        .arg("-p")
+        .arg(format!("hostile:token=@{}", secret_file.display()))
         .arg("--run-dir")
         .arg(&run_dir)
         .arg("--out")
@@ -526,14 +530,20 @@ fn a_secret_parameter_reaches_the_plugin_and_nothing_else() {
         said.push(std::fs::read(dir.path().join(log)).unwrap());
     }
 
-    // The plugin got it: its artifact holds it reversed.
+    // The plugin got it, without the file's newline: its artifact holds it reversed.
     let reversed: String = SECRET.chars().rev().collect();
     assert!(
         !files_holding(&out, &reversed).is_empty(),
         "the plugin never saw the secret"
     );
+    let length = format!("\"token_len\":{}", SECRET.len());
+    assert!(
+        !files_holding(&out, &length).is_empty(),
+        "the plugin saw the secret with something more"
+    );
     // Nowhere else: not in the run directory, the bundle, or anything a process printed.
     assert!(!secrets.exists(), "the secret outlived the run");
+    std::fs::remove_file(&secret_file).unwrap();
     let written = [files_holding(&run_dir, SECRET), files_holding(&out, SECRET)].concat();
     assert!(written.is_empty(), "the secret is written in {written:?}");
     for (i, output) in said.iter().enumerate() {

@@ -183,6 +183,60 @@ fn hostile_host_files_lose_only_their_facts() {
     assert!(facts["ansible_distribution"].is_string());
 }
 
+/// The user facts name the process's uid as the host root's passwd file does. A uid it does not
+/// list (an agent pod's 65532 on a node) keeps its ids and gets no name, home or shell, and no
+/// warning, by design (docs/setup.md).
+#[test]
+fn a_user_the_host_root_does_not_name_keeps_its_ids_without_a_warning() {
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    put(
+        r,
+        "/proc/self/status",
+        b"Name:\tfactbuoy\nUid:\t65532\t65532\t65532\t65532\nGid:\t65532\t65532\t65532\t65532\n",
+    );
+    let user_facts = |passwd: &[u8]| {
+        put(r, "/etc/passwd", passwd);
+        let output = Command::new(env!("CARGO_BIN_EXE_factbuoy"))
+            .args(["plugin", "run", "setup", "-o", "json", "--root"])
+            .arg(r)
+            .args(["-p", "gather_subset=!all,!min,user"])
+            .env("FACTBUOY_CACHE_DIR", support::cache_dir())
+            // As in a pod: no login name in the environment.
+            .env_remove("LOGNAME")
+            .env_remove("USER")
+            .output()
+            .unwrap();
+        let (code, report, facts) = support::setup_report(&output);
+        assert_eq!(code, 0, "{report}");
+        assert!(!warnings(&report).contains("passwd"), "{report}");
+        facts
+    };
+    let unnamed = user_facts(b"root:x:0:0:root:/root:/bin/bash\n");
+    for id in [
+        "ansible_real_user_id",
+        "ansible_effective_user_id",
+        "ansible_real_group_id",
+        "ansible_effective_group_id",
+    ] {
+        assert_eq!(unnamed[id], 65532, "{id}: {unnamed}");
+    }
+    for named in [
+        "ansible_user_id",
+        "ansible_user_uid",
+        "ansible_user_dir",
+        "ansible_user_shell",
+    ] {
+        assert!(unnamed.get(named).is_none(), "{named}: {unnamed}");
+    }
+    let listed = user_facts(
+        b"root:x:0:0:root:/root:/bin/bash\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n",
+    );
+    assert_eq!(listed["ansible_user_id"], "nonroot");
+    assert_eq!(listed["ansible_user_uid"], 65532);
+    assert_eq!(listed["ansible_user_dir"], "/home/nonroot");
+}
+
 /// A host root whose `/etc/resolv.conf` and `/etc/localtime` are absolute symlinks, as on a
 /// host with systemd-resolved: they mean paths below the root, not on this machine.
 fn root_with_absolute_links() -> tempfile::TempDir {

@@ -161,7 +161,7 @@ impl Client {
     }
 
     /// A client that presents no certificate and trusts a server whose chain carries the CA
-    /// pinned by `pin` (`sha256:...`, see [`crate::fleet::ca_pin`]): to join a fleet
+    /// pinned by `pin` (`sha256:...`, see [`crate::tls::ca_pin`]): to join a fleet
     /// ([`Client::join`]) before the agent holds any certificate.
     pub fn pinned(address: &str, pin: &str) -> Result<Self, ClientError> {
         Client::with_config(address, crate::tls::pinned_client_config(pin))

@@ -3,7 +3,7 @@
 //! describes it; [`crate::Client`] speaks it.
 //!
 //! - **Join** (no client certificate; the agent trusts the aggregator through the CA pin the
-//!   operator handed it with the token): a [`JoinRequest`] with the token and a CSR of a key made
+//!   operator handed it with the token, [`crate::tls::ca_pin`]): a [`JoinRequest`] with the token and a CSR of a key made
 //!   on the agent's machine; the answer is an enrollment certificate for the node.
 //! - **Renew** (enrollment certificate): a new certificate over a new key, before the old expires.
 //! - **Next run** (enrollment certificate): a long poll answered with a [`RunOffer`] for the
@@ -14,11 +14,9 @@
 //!   ([`FleetRoute::Plugin`]) before a run names them; agents then fetch them from the run.
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::names::NodeName;
 use crate::routes::API_PREFIX;
-use crate::tls::{TlsError, certificates};
 
 /// The longest a [`FleetRoute::NextRun`] poll is held open before it is answered 204: each idle
 /// agent then costs the fleet a request every 50 s (5,000 agents: 2.9 % of a core at 25 s,
@@ -188,32 +186,6 @@ pub struct FleetRunStarted {
     pub ca: String,
     /// The nodes the run expects: every enrolled node not revoked.
     pub nodes: Vec<NodeName>,
-}
-
-/// The pin of a CA certificate (PEM): `sha256:` and the hex SHA-256 of its DER
-/// SubjectPublicKeyInfo, as `kubeadm join --discovery-token-ca-cert-hash` pins a cluster's CA.
-pub fn ca_pin(ca_pem: &str) -> Result<String, TlsError> {
-    let der = certificates(ca_pem, "CA certificate")?.remove(0);
-    pin_of_der(&der).ok_or_else(|| TlsError::NoCertificate("CA certificate".into()))
-}
-
-/// The pin of a DER certificate, `None` if it does not parse.
-pub fn pin_of_der(der: &[u8]) -> Option<String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-    Some(format!(
-        "sha256:{}",
-        hex(&Sha256::digest(cert.public_key().raw))
-    ))
-}
-
-/// Whether `pin` is written as [`ca_pin`] writes one.
-pub fn is_pin(pin: &str) -> bool {
-    pin.strip_prefix("sha256:")
-        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -1,10 +1,12 @@
 //! rustls configurations from PEM files: a client that trusts only the run's CA and presents its
-//! own certificate.
+//! own certificate, or one that trusts a CA by its pin (how an agent joining a fleet trusts the
+//! fleet before it holds any certificate).
 
 use std::path::Path;
 use std::sync::Arc;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use sha2::{Digest, Sha256};
 
 /// Why an identity's PEM material could not be loaded or used.
 #[derive(Debug, thiserror::Error)]
@@ -110,9 +112,35 @@ pub fn client_config(identity: &Identity) -> Result<Arc<rustls::ClientConfig>, T
     Ok(Arc::new(config))
 }
 
+/// The pin of a CA certificate (PEM): `sha256:` and the hex SHA-256 of its DER
+/// SubjectPublicKeyInfo, as `kubeadm join --discovery-token-ca-cert-hash` pins a cluster's CA.
+pub fn ca_pin(ca_pem: &str) -> Result<String, TlsError> {
+    let der = certificates(ca_pem, "CA certificate")?.remove(0);
+    pin_of_der(&der).ok_or_else(|| TlsError::NoCertificate("CA certificate".into()))
+}
+
+/// The pin of a DER certificate, `None` if it does not parse.
+fn pin_of_der(der: &[u8]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    Some(format!(
+        "sha256:{}",
+        hex(&Sha256::digest(cert.public_key().raw))
+    ))
+}
+
+/// Whether `pin` is written as [`ca_pin`] writes one.
+pub fn is_pin(pin: &str) -> bool {
+    pin.strip_prefix("sha256:")
+        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// A client configuration for joining a fleet: presents no certificate, and trusts a server
 /// whose certificate chain holds a CA with SubjectPublicKeyInfo pin `pin` (see
-/// [`crate::fleet::ca_pin`]) that signed the server's certificate for the name dialled. This is
+/// [`ca_pin`]) that signed the server's certificate for the name dialled. This is
 /// how an agent trusts the aggregator before it has any certificate of its own.
 pub fn pinned_client_config(pin: &str) -> Arc<rustls::ClientConfig> {
     let config = rustls::ClientConfig::builder_with_provider(provider())
@@ -145,7 +173,7 @@ impl rustls::client::danger::ServerCertVerifier for PinnedCa {
     ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
         let pinned = intermediates
             .iter()
-            .find(|ca| crate::fleet::pin_of_der(ca).as_deref() == Some(self.pin.as_str()))
+            .find(|ca| pin_of_der(ca).as_deref() == Some(self.pin.as_str()))
             .ok_or_else(|| {
                 rustls::Error::General(format!(
                     "the server's CA does not match the pin {} (its chain holds no such CA): this \

@@ -10,16 +10,23 @@
 #                                into nodes added later
 #   cluster.sh exec CMD...       run CMD inside the cluster's network namespace, with KUBECONFIG
 #                                set and kubectl & co. on PATH
+#   cluster.sh node-exec N CMD...  run CMD on node N: inside its network, UTS, mount and PID
+#                                namespaces, as a program started on that machine would run
 #   cluster.sh ctr N ARGS...     containerd's ctr on node N, namespace k8s.io (say, to kill a
 #                                container's task behind the kubelet's back)
 #   cluster.sh env               print shell exports (KUBECONFIG, namespace, paths) for `eval`
 #   cluster.sh status            nodes, components, memory
 #
-# Everything runs inside namespaces the script creates: one network namespace (`ip netns add`,
-# name $FACTBUOY_KUBE_NETNS) holds every address of the cluster (node IPs, pod bridges, Service
-# rules), so nothing is reachable from the host's network and nothing clashes with it; one mount
-# namespace holds every mount the cluster makes (container root filesystems, volumes, pod network
-# namespaces), so they all vanish with it. Each daemon runs in its own cgroup under
+# Everything runs inside namespaces the script creates. The cluster's network namespace (`ip netns
+# add`, name $FACTBUOY_KUBE_NETNS) is the network the machines share: the control plane and a
+# bridge every node is plugged into, routing between them, so nothing is reachable from the host's
+# network and nothing clashes with it. The cluster's mount namespace holds the control plane's
+# mounts. Each node is a machine of its own, as far as the kernel can make one: its own network
+# namespace ($FACTBUOY_KUBE_NETNS-node-N: eth0, its pod bridge, its own kube-proxy rules), UTS
+# namespace (host name node-N), mount namespace (its /sys shows its own interfaces, its /proc its
+# own processes; container root filesystems, volumes and pod network namespaces are mounted
+# there) and PID namespace, whose process 1 (`cluster.sh node-init N`) holds the others; only the
+# kernel and the file systems are shared. Each daemon runs in its own cgroup under
 # /$FACTBUOY_KUBE_NETNS in every cgroup hierarchy, which is how `down` and `node-stop` find every
 # process, shims and containers included, and how `status` measures memory.
 #
@@ -59,6 +66,7 @@ API_URL=https://$API_IP:$API_PORT
 SERVICE_CIDR=10.96.0.0/24       # the `kubernetes` Service is 10.96.0.1:443
 CLUSTER_CIDR=10.244.0.0/16      # node N's pods: 10.244.N.0/24 on bridge cniN
 node_ip() { echo "10.200.0.$((10 + $1))"; }
+node_netns() { echo "$NS-node-$1"; }    # node N's network namespace, under /run/netns
 PAUSE_IMAGE=k8s.gcr.io/pause:3.2
 
 # Paths the kubelet, containerd, libcni and the controller manager hard-code (the kubelet's
@@ -68,12 +76,15 @@ PAUSE_IMAGE=k8s.gcr.io/pause:3.2
 # created only if missing and removed by `down`.
 HARDCODED_DIRS="/var/log/pods /var/log/containers /var/lib/cni /run/containerd /var/lib/kubelet
   /usr/libexec/kubernetes"
+# Those a node's kubelet, containerd and libcni use: each node binds a directory of its own over
+# them in its mount namespace, as each machine has its own.
+NODE_DIRS="/var/log/pods /var/log/containers /var/lib/cni /run/containerd /var/lib/kubelet"
 
 export PATH=$BIN:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
 die() { printf 'cluster: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # ------------------------------------------------------------------ namespaces
 is_up() { [ -e "$NETNS_FILE" ] && [ -f "$STATE/up" ]; }
@@ -143,16 +154,33 @@ cg_rm() {
   done
   return 0
 }
-# spawn CGROUP LOGNAME CMD...: start a daemon in its own session, in CGROUP (created here),
-# inside both namespaces, stdout and stderr appended to $LOGS/LOGNAME.log.
-spawn() {
+# in_cgroup CGROUP LOGNAME CMD...: start CMD in its own session, in CGROUP (created here),
+# stdout and stderr appended to $LOGS/LOGNAME.log.
+in_cgroup() {
   local cg=$CG/$1 name=$2 h
   shift 2
   cg_mk "$cg"
   (
     for h in $(hierarchies); do echo "$BASHPID" > "$h/$cg/cgroup.procs"; done
-    exec setsid -f nsenter --net="$NETNS_FILE" --mount="$MNTNS_FILE" --wd=/ -- "$@"
+    exec setsid -f "$@"
   ) </dev/null >>"$LOGS/$name.log" 2>&1
+}
+# spawn CGROUP LOGNAME CMD...: a daemon of the control plane, inside the cluster's namespaces.
+spawn() {
+  local cg=$1 name=$2
+  shift 2
+  in_cgroup "$cg" "$name" nsenter --net="$NETNS_FILE" --mount="$MNTNS_FILE" --wd=/ -- "$@"
+}
+# node_pid N: node N's process 1, as the host numbers it.
+node_pid() { cat "$STATE/nodes/node-$1/init.pid"; }
+# on_node N: the nsenter arguments that put a command on node N (all of its namespaces).
+on_node() { echo "--target $(node_pid "$1") --net --uts --mount --pid"; }
+# spawn_on_node N CGROUP LOGNAME CMD...: a daemon of node N, inside its namespaces.
+spawn_on_node() {
+  local n=$1 cg=$2 name=$3
+  shift 3
+  # shellcheck disable=SC2046 # on_node's words are separate arguments
+  in_cgroup "$cg" "$name" nsenter $(on_node "$n") --wd=/ -- "$@"
 }
 alive() { [ -n "$(cg_procs "$CG/$1")" ]; }
 
@@ -230,17 +258,41 @@ cert_user() { # NAME: kubeconfig user lines for a client certificate
 }
 
 # ------------------------------------------------------------------ one node
-# Node N: its own containerd (+ runc, overlayfs) and kubelet, address node_ip N on bridge nodes0,
-# pods on bridge cniN. All nodes share the cluster's network namespace, so one kube-proxy serves
-# them all and each kubelet listens on its own address.
+# Node N: a machine of its own (see the top of this file), plugged into the cluster's bridge
+# nodes0 by a veth pair (eth0 inside, address node_ip N, default route through the cluster's
+# namespace, which routes each node's pod network to it); its own containerd (+ runc,
+# overlayfs), kubelet and kube-proxy, pods on bridge cniN.
 start_node() {
-  local n=$1 nd=$STATE/nodes/node-$1 ip t
+  local n=$1 nd=$STATE/nodes/node-$1 ip netns t
   ip=$(node_ip "$n")
+  netns=$(node_netns "$n")
   if ! [[ $n =~ ^[0-9]+$ ]] || [ "$n" -lt 1 ] || [ "$n" -gt 200 ]; then die "node number must be 1..200, not $n"; fi
   alive "node-$n" && die "node-$n is running"
   rm -rf "$nd"
-  mkdir -p "$nd/cni" "$nd/kubelet"
-  ip -n "$NS" addr replace "$ip/32" dev nodes0
+  mkdir -p "$nd/cni" "$nd/kubelet" "$nd/cgroup"
+
+  # Its network: eth0 with a fixed MAC address (02:fb:00:00:00:N, so facts about it can be
+  # compared across cluster starts), the cluster's namespace as its router.
+  [ -e "/run/netns/$netns" ] && ip netns del "$netns"
+  ip netns add "$netns"
+  ip -n "$NS" link add "veth-node$n" type veth peer name eth0 netns "$netns"
+  ip -n "$NS" link set "veth-node$n" master nodes0 up
+  ip -n "$netns" link set lo up
+  ip -n "$netns" link set eth0 address "$(printf '02:fb:00:00:00:%02x' "$n")"
+  ip -n "$netns" addr add "$ip/24" dev eth0
+  ip -n "$netns" link set eth0 up
+  ip -n "$netns" route add default via "$API_IP"
+  ip -n "$NS" route replace "10.244.$n.0/24" via "$ip"
+  nsenter --net="/run/netns/$netns" sh -c 'echo 1 > /proc/sys/net/ipv4/ip_forward'
+
+  # Its process 1, in new UTS, mount and PID namespaces: it sets them up (cmd_node_init) and
+  # holds them; every other process of the node enters them (spawn_on_node). The mount
+  # namespace is a private copy of the cluster's: what is mounted on the machine later (another
+  # test's `ip netns add`, say) does not appear in a node's mount table, as it would not on a
+  # machine of its own.
+  in_cgroup "node-$n/init" "node-$n-init" nsenter --net="/run/netns/$netns" --mount="$MNTNS_FILE" --wd=/ -- \
+    unshare --uts --mount --pid --fork --propagation private -- "$HERE/cluster.sh" node-init "$n"
+  wait_for "node-$n's namespaces" 30 test -s "$nd/init.pid" || { show_log "node-$n-init"; return 1; }
 
   cat > "$nd/cni/10-bridge.conflist" <<EOF
 {"cniVersion": "0.4.0", "name": "node-$n",
@@ -287,7 +339,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   [plugins."io.containerd.internal.v1.opt"]
     path = "$nd/containerd-opt"
 EOF
-  spawn "node-$n/containerd" "node-$n-containerd" containerd --config "$nd/containerd.toml"
+  spawn_on_node "$n" "node-$n/containerd" "node-$n-containerd" containerd --config "$nd/containerd.toml"
   wait_for "node-$n's containerd" 30 ctr -a "$nd/containerd.sock" version || { show_log "node-$n-containerd"; return 1; }
   for t in "$STATE"/images/*.tar; do
     ctr -a "$nd/containerd.sock" -n k8s.io images import "$t" >/dev/null
@@ -328,7 +380,7 @@ nodeLeaseDurationSeconds: 20
 podPidsLimit: -1
 maxPods: 110
 EOF
-  spawn "node-$n/kubelet" "node-$n-kubelet" kubelet \
+  spawn_on_node "$n" "node-$n/kubelet" "node-$n-kubelet" kubelet \
     --config "$nd/kubelet.yaml" --kubeconfig "$nd/kubelet.kubeconfig" \
     --container-runtime remote --container-runtime-endpoint "unix://$nd/containerd.sock" \
     --image-service-endpoint "unix://$nd/containerd.sock" --pod-infra-container-image "$PAUSE_IMAGE" \
@@ -336,6 +388,41 @@ EOF
     --root-dir "$nd/kubelet" --cert-dir "$nd/kubelet/pki" \
     --volume-plugin-dir "$nd/kubelet/volume-plugins" \
     --node-labels "factbuoy-kube/node=$n" --v 1
+  # Service addresses, in the node's own network namespace (conntrack settings 0: leave the
+  # host-wide conntrack sysctls alone).
+  spawn_on_node "$n" "node-$n/kube-proxy" "node-$n-kube-proxy" kube-proxy \
+    --kubeconfig "$STATE/kube-proxy.kubeconfig" --hostname-override "node-$n" --bind-address "$ip" \
+    --proxy-mode iptables --cluster-cidr "$CLUSTER_CIDR" \
+    --healthz-bind-address 127.0.0.1:10256 --metrics-bind-address 127.0.0.1:10249 \
+    --conntrack-max-per-core 0 --conntrack-tcp-timeout-established 0 \
+    --conntrack-tcp-timeout-close-wait 0 --profiling=false
+}
+# cmd_node_init N: process 1 of node N (started by start_node, in the node's new namespaces).
+# It names the node, mounts the node's own /sys (a sysfs shows the network namespace of whoever
+# mounted it; the cgroup hierarchies are moved over) and /proc (its PID namespace), binds the
+# node's own directories over NODE_DIRS, writes its PID as the host numbers it, and then reaps
+# the orphans of the node's processes until it is killed.
+cmd_node_init() {
+  local n=${1:?usage: cluster.sh node-init N} nd pid d
+  nd=$STATE/nodes/node-$n
+  [ "$$" = 1 ] || die "node-init is process 1 of a node's PID namespace (start_node starts it)"
+  read -r pid _ < /proc/self/stat   # still the host's /proc
+  hostname "node-$n"
+  mount --rbind /sys/fs/cgroup "$nd/cgroup"
+  mount -t sysfs sysfs /sys
+  mount --rbind "$nd/cgroup" /sys/fs/cgroup
+  umount -l "$nd/cgroup"
+  mount -t proc proc /proc
+  for d in $NODE_DIRS; do
+    mkdir -p "$nd/root$d"
+    mount --bind "$nd/root$d" "$d"
+  done
+  echo "$pid" > "$nd/init.pid"
+  # Orphans are re-parented to process 1; bash reaps every child that ends while it waits.
+  while :; do
+    sleep 86400 &
+    wait $! || true
+  done
 }
 node_ready() {
   [ "$(kctl get node "node-$1" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
@@ -344,17 +431,12 @@ wait_node_ready() {
   wait_for "node-$1 Ready" 120 node_ready "$1" || { show_log "node-$1-kubelet"; show_log "node-$1-containerd"; return 1; }
 }
 stop_node() {
-  local n=$1 nd=$STATE/nodes/node-$1 m
+  local n=$1 nd=$STATE/nodes/node-$1
+  # Killing its process 1 ends every process in its PID namespace; its mounts (container root
+  # filesystems, volumes, pod network namespaces) go with its mount namespace.
   cg_kill "$CG/node-$n" || true
-  # Its mounts (container root filesystems, volumes, pod network namespaces) go; the pods'
-  # network namespaces die with their last reference, and their veths with them.
-  if [ -e "$MNTNS_FILE" ]; then
-    # shellcheck disable=SC2016 # awk's own $2
-    in_mnt awk -v p="$nd/" 'index($2, p) == 1 {print $2}' /proc/self/mounts | sort -r |
-      while read -r m; do in_mnt umount -l "$m" 2>/dev/null || true; done
-  fi
-  ip -n "$NS" link del "cni$n" 2>/dev/null || true
-  ip -n "$NS" addr del "$(node_ip "$n")/32" dev nodes0 2>/dev/null || true
+  ip netns del "$(node_netns "$n")" 2>/dev/null || true
+  ip -n "$NS" route del "10.244.$n.0/24" 2>/dev/null || true
   cg_rm "$CG/node-$n"
   rm -rf "$nd"
 }
@@ -385,9 +467,9 @@ cmd_up() {
   kubeconfig "$KUBECONFIG_FILE" "    token: $(cat "$PKI/admin.token")"
   kubeconfig "$STATE/kube-proxy.kubeconfig" "$(cert_user kube-proxy)"
 
-  # The network namespace: loopback, and bridge nodes0 carrying the API server's and the
-  # nodes' addresses (the kubelet refuses a loopback node IP, and Service endpoints may not be
-  # loopback). Forwarding between the node bridges and the pod bridges is on, in here only.
+  # The cluster's network namespace: loopback, and bridge nodes0 with the API server's address
+  # (Service endpoints may not be loopback), into which every node is plugged. It routes
+  # between the nodes' pod networks (start_node adds each route).
   ip netns add "$NS"
   ip -n "$NS" link set lo up
   ip -n "$NS" link add nodes0 type bridge
@@ -459,10 +541,10 @@ cmd_up() {
   wait_for kube-apiserver 90 in_net curl -fsS --cacert "$PKI/ca.crt" \
     -H "Authorization: Bearer $(cat "$PKI/admin.token")" "$API_URL/readyz" || { show_log kube-apiserver; return 1; }
 
-  # Controllers (per-controller service accounts; the token controller signs legacy tokens),
-  # the scheduler, and one kube-proxy in iptables mode for the whole namespace. A node is marked
-  # NotReady 20 s after its last heartbeat (default 40 s), unless FACTBUOY_KUBE_NODE_GRACE says
-  # otherwise (bench/kube-scale.sh: Node objects with no kubelet must stay Ready).
+  # Controllers (per-controller service accounts; the token controller signs legacy tokens)
+  # and the scheduler. A node is marked NotReady 20 s after its last heartbeat (default 40 s),
+  # unless FACTBUOY_KUBE_NODE_GRACE says otherwise (bench/kube-scale.sh: Node objects with no
+  # kubelet must stay Ready).
   spawn control/kube-controller-manager kube-controller-manager kube-controller-manager "${qps[@]}" \
     --kubeconfig "$KUBECONFIG_FILE" --authentication-kubeconfig "$KUBECONFIG_FILE" \
     --authorization-kubeconfig "$KUBECONFIG_FILE" \
@@ -475,9 +557,12 @@ cmd_up() {
     --authorization-kubeconfig "$KUBECONFIG_FILE" \
     --bind-address 127.0.0.1 --secure-port 10259 --port 0 --cert-dir "$STATE/scheduler" \
     --leader-elect=false --profiling=false
-  # conntrack settings 0: leave the (host-wide) conntrack sysctls alone.
+  # Service addresses in the cluster's namespace too, for commands started with `exec` (each
+  # node has its own kube-proxy); it is no node. conntrack settings 0: leave the (host-wide)
+  # conntrack sysctls alone.
   spawn control/kube-proxy kube-proxy kube-proxy \
-    --kubeconfig "$STATE/kube-proxy.kubeconfig" --hostname-override node-1 \
+    --kubeconfig "$STATE/kube-proxy.kubeconfig" --hostname-override control-plane \
+    --bind-address "$API_IP" \
     --proxy-mode iptables --cluster-cidr "$CLUSTER_CIDR" \
     --healthz-bind-address 127.0.0.1:10256 --metrics-bind-address 127.0.0.1:10249 \
     --conntrack-max-per-core 0 --conntrack-tcp-timeout-established 0 \
@@ -487,6 +572,9 @@ cmd_up() {
   for n in $(seq 1 "$nodes"); do wait_node_ready "$n"; done
   for t in etcd kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
     alive "control/$t" || { show_log "$t"; die "$t exited"; }
+  done
+  for n in $(seq 1 "$nodes"); do
+    alive "node-$n/kube-proxy" || { show_log "node-$n-kube-proxy"; die "node-$n's kube-proxy exited"; }
   done
   trap - EXIT
   t=$(( ($(date +%s%N) - start) / 100000000 ))
@@ -504,13 +592,19 @@ ns_pids() {
   done
   return 0
 }
+# node_namespaces: the network namespaces of this cluster's nodes, by name.
+node_namespaces() {
+  ip netns list 2>/dev/null | awk -v p="$NS-node-" 'index($1, p) == 1 && substr($1, length(p) + 1) ~ /^[0-9]+$/ {print $1}'
+}
 cmd_down() {
-  local t pids m other
-  # 1. Every process of the cluster: daemons, shims and containers are all in its cgroups.
+  local t pids m other netns
+  # 1. Every process of the cluster: daemons, shims and containers are all in its cgroups (and
+  #    a node's commands started with `node-exec` end with its process 1).
   cg_kill "$CG" || true
   # 2. Anything else still inside its namespaces (say a command started with `exec`).
   for _ in 1 2 3; do
-    pids=$( { ns_pids "$NETNS_FILE" net; ns_pids "$MNTNS_FILE" mnt; } | sort -un)
+    pids=$( { ns_pids "$NETNS_FILE" net; ns_pids "$MNTNS_FILE" mnt
+              for netns in $(node_namespaces); do ns_pids "/run/netns/$netns" net; done; } | sort -un)
     [ -n "$pids" ] || break
     # shellcheck disable=SC2086
     kill -KILL $pids 2>/dev/null || true
@@ -521,7 +615,8 @@ cmd_down() {
     umount "$MNTNS_FILE" 2>/dev/null || true
     umount "$STATE/ns" || umount -l "$STATE/ns"
   fi
-  # 4. The network namespace, with its links, addresses, routes and iptables rules.
+  # 4. The network namespaces, with their links, addresses, routes and iptables rules.
+  for netns in $(node_namespaces); do ip netns del "$netns"; done
   if [ -e "$NETNS_FILE" ]; then ip netns del "$NS"; fi
   # 5. Cgroups, host mount points we created, state.
   cg_rm "$CG"
@@ -545,6 +640,7 @@ cmd_down() {
   t=""
   [ -z "$(cg_procs "$CG")" ] || t="$t processes"
   [ ! -e "$NETNS_FILE" ] || t="$t netns"
+  [ -z "$(node_namespaces)" ] || t="$t node-netns"
   [ ! -e "$STATE" ] || t="$t $STATE"
   for m in $(hierarchies); do [ ! -d "$m/$CG" ] || t="$t cgroups"; done
   [ -z "$t" ] || die "down: left behind:$t"
@@ -583,6 +679,18 @@ cmd_exec() {
   [ $# -gt 0 ] || die "usage: cluster.sh exec CMD..."
   is_up || die "not up"
   exec nsenter --net="$NETNS_FILE" -- env KUBECONFIG="$KUBECONFIG_FILE" PATH="$PATH" "$@"
+}
+cmd_node_exec() {
+  local n=${1:?usage: cluster.sh node-exec N CMD...}
+  shift
+  [ $# -gt 0 ] || die "usage: cluster.sh node-exec N CMD..."
+  is_up || die "not up"
+  alive "node-$n/init" || die "node-$n is not running"
+  # nsenter waits for CMD in the node's PID namespace without passing signals on: CMD gets
+  # SIGKILL when nsenter dies (setpriv --pdeathsig), so killing `node-exec` kills CMD.
+  # shellcheck disable=SC2046 # on_node's words are separate arguments
+  exec nsenter $(on_node "$n") --wd="$PWD" -- \
+    setpriv --pdeathsig KILL env KUBECONFIG="$KUBECONFIG_FILE" PATH="$PATH" "$@"
 }
 cmd_ctr() {
   local n=${1:?usage: cluster.sh ctr N ARGS...}
@@ -623,6 +731,8 @@ case "$cmd" in
   node-stop) cmd_node_stop "$@" ;;
   import) cmd_import "$@" ;;
   exec) cmd_exec "$@" ;;
+  node-exec) cmd_node_exec "$@" ;;
+  node-init) cmd_node_init "$@" ;;
   ctr) cmd_ctr "$@" ;;
   env) cmd_env ;;
   status) cmd_status ;;

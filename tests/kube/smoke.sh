@@ -3,7 +3,8 @@
 #
 # up 3 -> 3 Ready nodes -> an image made by mkimage.sh and imported -> a DaemonSet (read-only
 # hostPath, projected audience-bound token) Running on every node -> logs, exec, the API server
-# reached from a pod through the `kubernetes` Service -> TokenRequest + TokenReview ->
+# reached from a pod through the `kubernetes` Service -> each node its own host name, network and
+# processes, seen by node-exec and by a hostNetwork pod -> TokenRequest + TokenReview ->
 # port-forward to a pod -> node-stop 3 turns NotReady -> node-add 4 joins and gets its pod ->
 # down -> nothing left (namespaces, processes, cgroups, mounts, files).
 #
@@ -75,6 +76,7 @@ else
 fi
 NETNS_INO=$(stat -L -c %i "/run/netns/$NS")
 MNTNS_INO=$(stat -L -c %i "$STATE/ns/mnt")
+NODE_NETNS_INOS=$(for n in 1 2 3; do stat -L -c %i "/run/netns/$NS-node-$n"; done)
 
 ready_nodes() {
   k get nodes -o 'jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}'
@@ -171,6 +173,41 @@ check "a pod reaches the API server through the kubernetes Service (10.96.0.1:44
      'printf \"GET / HTTP/1.0\r\n\r\n\" | nc \$KUBERNETES_SERVICE_HOST \$KUBERNETES_SERVICE_PORT' |
    grep -q 'HTTP request to an HTTPS server'"
 
+# ------------------------------------------------------------------ nodes are machines
+# Each node has its own host name, network and processes: a command started there with
+# node-exec, and a hostNetwork pod, see node-2's, not the machine's or another node's.
+check "node-exec 2: host name node-2" [ "$("$CLUSTER" node-exec 2 hostname)" = node-2 ]
+check "node-exec 2: its eth0 is node-2's (MAC, address)" bash -c \
+  "[ \"\$('$CLUSTER' node-exec 2 cat /sys/class/net/eth0/address)\" = 02:fb:00:00:00:02 ] &&
+   '$CLUSTER' node-exec 2 ip -4 -o addr show dev eth0 | grep -q ' 10\.200\.0\.12/24 '"
+check "node-exec 2: process 1 is node-2's own, and its kubelet is the only one" bash -c \
+  "'$CLUSTER' node-exec 2 cat /proc/1/cmdline | tr '\\0' ' ' | grep -q 'node-init 2' &&
+   [ \"\$('$CLUSTER' node-exec 2 sh -c 'grep -l kubelet /proc/[0-9]*/comm | wc -l')\" = 1 ]"
+k apply -f - > /dev/null <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata: {name: on-host-network, namespace: smoke}
+spec:
+  nodeName: node-2
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: look
+    image: factbuoy.local/smoke-busybox:1
+    imagePullPolicy: Never
+    command: [/bin/sh, -c, 'echo "hostname=$(hostname)"; echo "mac=$(cat /sys/class/net/eth0/address)";
+      printf "GET / HTTP/1.0\r\n\r\n" | nc $KUBERNETES_SERVICE_HOST $KUBERNETES_SERVICE_PORT | head -n 1;
+      exec sleep 3600']
+EOF
+host_network_log() { k -n smoke logs on-host-network 2>/dev/null; }
+eventually 60 bash -c "'$CLUSTER' exec kubectl -n smoke logs on-host-network 2>/dev/null | grep -q HTTP"
+check "a hostNetwork pod on node-2 has node-2's host name and eth0" bash -c \
+  "'$CLUSTER' exec kubectl -n smoke logs on-host-network | grep -qx 'hostname=node-2' &&
+   '$CLUSTER' exec kubectl -n smoke logs on-host-network | grep -qx 'mac=02:fb:00:00:00:02'"
+check "it reaches the API server's Service from node-2's network" bash -c \
+  "'$CLUSTER' exec kubectl -n smoke logs on-host-network | grep -q 'HTTP/1.0 400'"
+[ "$failed" = 0 ] || host_network_log | sed 's/^/  | /'
+
 # ------------------------------------------------------------------ tokens
 # review TOKEN AUDIENCE: the TokenReview's status as "authenticated username pod-name".
 review() {
@@ -233,13 +270,15 @@ fi
 t=$(now)
 check "down" "$CLUSTER" down
 echo "  down took $(secs "$t") s"
-check "netns $NS is gone" bash -c "! ip netns list | grep -qw '$NS'"
-ns_procs() { # processes in the cluster's network or mount namespace
-  local p
+check "netns $NS and its nodes' are gone" bash -c "! ip netns list | grep -q '^$NS\\b'"
+ns_procs() { # processes in the cluster's or a node's network namespace, or its mount namespace
+  local p net
   for p in /proc/[0-9]*; do
-    case "$(stat -L -c %i "$p/ns/net" 2>/dev/null) $(stat -L -c %i "$p/ns/mnt" 2>/dev/null)" in
+    net=$(stat -L -c %i "$p/ns/net" 2>/dev/null)
+    case "$net $(stat -L -c %i "$p/ns/mnt" 2>/dev/null)" in
       "$NETNS_INO "*|*" $MNTNS_INO") echo "${p#/proc/}" ;;
     esac
+    if [ -n "$net" ] && echo "$NODE_NETNS_INOS" | grep -qx "$net"; then echo "${p#/proc/}"; fi
   done
 }
 check "no process left in its namespaces" [ -z "$(ns_procs)" ]

@@ -70,6 +70,20 @@ impl Cluster {
         command
     }
 
+    /// `cluster.sh node-exec N PROGRAM`: a command on node `node` (1-based), inside its network,
+    /// UTS, mount and PID namespaces, as a program started on that machine runs; it dies with
+    /// the process that started it. Add arguments and run it.
+    pub fn node_command(&self, node: u32, program: impl AsRef<OsStr>) -> Command {
+        let mut command = Command::new(workspace().join("tests/kube/cluster.sh"));
+        command
+            .env("FACTBUOY_KUBE_NETNS", &self.name)
+            .env("FACTBUOY_KUBE_DIR", &self.dir)
+            .arg("node-exec")
+            .arg(node.to_string())
+            .arg(program);
+        command
+    }
+
     /// kubectl with `args`; panics with its stderr unless it succeeds, returns its stdout.
     pub fn kubectl<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(&self, args: I) -> String {
         let output = self

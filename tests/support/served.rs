@@ -114,7 +114,7 @@ pub async fn wait_for(
 ) -> StatusDocument {
     let deadline = Instant::now() + within;
     loop {
-        let document = running.shared.status_document();
+        let document = running.status_document();
         if document.status == status {
             return document;
         }
@@ -143,9 +143,9 @@ pub fn pair_status(document: &StatusDocument, plugin: &str, node: &str) -> Optio
 
 /// Every file of the finished bundle, by path.
 pub fn bundle_files(running: &RunningAggregator) -> BTreeMap<String, Vec<u8>> {
-    let document = running.shared.status_document();
+    let document = running.status_document();
     let tar = document.tar_info.expect("a finished bundle");
-    let path = running.shared.config.bundle_dir.join(&tar.name);
+    let path = running.config().bundle_dir.join(&tar.name);
     let bytes = std::fs::read(path).unwrap();
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
     let mut files = BTreeMap::new();

@@ -123,6 +123,39 @@ fn parse_mountinfo_line(line: &str) -> Option<MountInfo> {
     })
 }
 
+/// Where `path` (absolute, normalised) lives according to a mount table: the device of the file
+/// system holding it and its path inside that file system. The mount is the one with the longest
+/// mount point containing `path`, the last of those mounted on the same point; `None` when no
+/// mount contains it. Two paths with the same answer are the same directory, whichever mount
+/// namespace each table describes: that is how a pod's `/host/etc` is known to be the node's
+/// `/etc` without privileges.
+pub fn locate(table: &[MountInfo], path: &str) -> Option<(u32, u32, String)> {
+    let below = |point: &str| -> Option<String> {
+        let rest = path.strip_prefix(point.trim_end_matches('/'))?;
+        (rest.is_empty() || rest.starts_with('/')).then(|| rest.to_owned())
+    };
+    let (mount, rest) = table
+        .iter()
+        .filter_map(|m| Some((m, below(&m.mount_point)?)))
+        .fold(
+            None,
+            |best: Option<(&MountInfo, String)>, (m, rest)| match &best {
+                Some((b, _)) if b.mount_point.len() > m.mount_point.len() => best,
+                _ => Some((m, rest)),
+            },
+        )?;
+    let inside = format!("{}{rest}", mount.root.trim_end_matches('/'));
+    Some((
+        mount.major,
+        mount.minor,
+        if inside.is_empty() {
+            "/".into()
+        } else {
+            inside
+        },
+    ))
+}
+
 /// Replaces each `\NNN` (three octal digits) with the byte it names.
 pub fn unescape_octal(text: &str) -> String {
     if !text.contains('\\') {
@@ -188,6 +221,39 @@ mod tests {
         // A pod's agent cannot read process 1's link, but can read its table.
         assert_eq!(table_dir(Some("mnt:[2]"), None, true), "/proc/1");
         assert_eq!(table_dir(None, None, false), "/proc/self");
+    }
+
+    #[test]
+    fn a_path_is_located_in_the_file_system_of_its_innermost_mount() {
+        // The node's table, and a pod's with the node's /etc bound at /host/etc.
+        let node = parse_mountinfo(
+            "22 1 254:0 / / rw - ext4 /dev/vda rw\n\
+             23 22 0:21 / /proc rw - proc proc rw\n\
+             24 22 254:0 /etc/hosts /etc/hostsx rw - ext4 /dev/vda rw\n",
+        );
+        let pod = parse_mountinfo(
+            "500 400 0:77 / / ro - overlay overlay rw\n\
+             501 500 254:0 /etc /host/etc ro - ext4 /dev/vda rw\n\
+             502 500 254:0 /srv /host/etcd ro - ext4 /dev/vda rw\n",
+        );
+        let etc = Some((254, 0, "/etc".to_owned()));
+        assert_eq!(locate(&node, "/etc"), etc);
+        assert_eq!(locate(&pod, "/host/etc"), etc);
+        assert_eq!(
+            locate(&pod, "/host/etc/ssl"),
+            Some((254, 0, "/etc/ssl".into()))
+        );
+        assert_eq!(locate(&pod, "/host/etcd"), Some((254, 0, "/srv".into())));
+        assert_eq!(locate(&pod, "/host"), Some((0, 77, "/host".into())));
+        assert_eq!(locate(&node, "/proc/1"), Some((0, 21, "/1".into())));
+        assert_eq!(locate(&[], "/etc"), None);
+        // Mounted over: the later mount on the same point is the one seen.
+        let stacked = parse_mountinfo(
+            "22 1 254:0 / / rw - ext4 /dev/vda rw\n\
+             30 22 0:50 / /etc rw - tmpfs tmpfs rw\n\
+             31 30 0:51 / /etc rw - tmpfs tmpfs rw\n",
+        );
+        assert_eq!(locate(&stacked, "/etc"), Some((0, 51, "/".into())));
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod lvm;
 pub mod meminfo;
 pub mod mounts;
 pub mod net;
+pub mod netns;
 pub mod os_release;
 pub mod pci;
 pub mod resolv_conf;

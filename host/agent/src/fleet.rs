@@ -12,10 +12,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
-use factbuoy_protocol::fleet::{Enrollment, JoinRequest, RunOffer, ca_pin};
+use factbuoy_protocol::fleet::{Enrollment, JoinRequest, RunOffer};
 use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::text::printable;
 use factbuoy_protocol::tls::Identity;
+use factbuoy_protocol::tls::ca_pin;
 use factbuoy_protocol::types::rfc3339;
 use factbuoy_protocol::{Client, ClientError, Scope};
 use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
@@ -117,7 +118,7 @@ pub async fn join(
             membership.node
         );
     }
-    if !factbuoy_protocol::fleet::is_pin(pin) {
+    if !factbuoy_protocol::tls::is_pin(pin) {
         anyhow::bail!(
             "--ca-pin {pin:?} is not sha256:<64 hex digits> as `factbuoy fleet token create` prints it"
         );

@@ -6,7 +6,8 @@
 //!
 //! Every enrollment is bounded: its body ([`MAX_ENROLL_BYTES`]), the admissions in flight at
 //! once ([`MAX_ADMISSIONS_IN_FLIGHT`]; more are answered 503 with `Retry-After`), and each
-//! admission's time ([`ADMISSION_TIMEOUT`], then 503). Credentials are never logged.
+//! admission's time ([`ADMISSION_TIMEOUT`], then 503). Credentials are never logged. The route
+//! that answers enrollments is the crate's `routes::enroll`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -28,7 +29,7 @@ pub const RETRY_AFTER_SECONDS: u64 = 1;
 
 /// Why an admission admitted no node.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
+pub enum NotAdmitted {
     /// The credential admits no node (answered 403 with the message, escaped and bounded): it
     /// should say what is wrong and what to do.
     #[error("{0}")]
@@ -40,7 +41,7 @@ pub enum Refusal {
 }
 
 /// The future an admission returns.
-pub type Admitting<'a> = Pin<Box<dyn Future<Output = Result<NodeName, Refusal>> + Send + 'a>>;
+pub type Admitting<'a> = Pin<Box<dyn Future<Output = Result<NodeName, NotAdmitted>> + Send + 'a>>;
 
 /// Decides which node, if any, a credential speaks for.
 pub trait Admission: Send + Sync {

@@ -9,38 +9,38 @@ use prometheus_client::registry::Registry;
 
 /// The label of `results_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OutcomeLabel {
+pub(crate) struct OutcomeLabel {
     /// `succeeded` or `failed`, as the manifest says.
-    pub outcome: String,
+    pub(crate) outcome: String,
 }
 
 /// The label of `rejections_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabel {
+pub(crate) struct ReasonLabel {
     /// Why the request or connection was refused, in kebab-case (`too-large`, `tls-handshake`).
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// The label of the `nodes` gauge.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StateLabel {
+pub(crate) struct StateLabel {
     /// `pending`, `running`, `done` or `lost`.
-    pub state: String,
+    pub(crate) state: String,
 }
 
 /// Every metric of the aggregator, registered under the `factbuoy_aggregator` prefix.
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     /// `results_total{outcome}`: results committed by agents (made-up error results not counted).
-    pub results: Family<OutcomeLabel, Counter>,
+    pub(crate) results: Family<OutcomeLabel, Counter>,
     /// `received_bytes_total`: bytes of result files accepted.
-    pub bytes_received: Counter,
+    pub(crate) bytes_received: Counter,
     /// `rejections_total{reason}`: requests and connections refused.
-    pub rejections: Family<ReasonLabel, Counter>,
+    pub(crate) rejections: Family<ReasonLabel, Counter>,
     /// `upload_duration_seconds`: time to receive one accepted result file, in seconds.
-    pub upload_seconds: Histogram,
+    pub(crate) upload_seconds: Histogram,
     /// `nodes{state}`: expected nodes by state, set when `/metrics` is read.
-    pub nodes: Family<StateLabel, Gauge>,
+    pub(crate) nodes: Family<StateLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -81,7 +81,7 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Counts one refusal for `reason`.
-    pub fn reject(&self, reason: &str) {
+    pub(crate) fn reject(&self, reason: &str) {
         self.rejections
             .get_or_create(&ReasonLabel {
                 reason: reason.to_owned(),
@@ -90,7 +90,7 @@ impl Metrics {
     }
 
     /// Every metric in the Prometheus text format.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry)
             .expect("writing to a String");

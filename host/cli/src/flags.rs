@@ -132,6 +132,11 @@ pub struct KubeArgs {
     /// systemd-journal (or adm) on the nodes, `getent group systemd-journal` there. Repeatable.
     #[arg(long, value_name = "GID")]
     pub journal_group: Vec<u32>,
+    /// Keep the agents out of their nodes' network and UTS namespaces (no hostNetwork), where
+    /// policy forbids it: the host name, addresses, routes and interfaces' ethtool facts are then
+    /// the agent pods', not the nodes'.
+    #[arg(long)]
+    pub no_host_network: bool,
 }
 
 impl KubeArgs {
@@ -147,6 +152,7 @@ impl KubeArgs {
             agent_memory_limit: self.agent_memory_limit.clone(),
             resources: self.resources.clone(),
             journal_groups: self.journal_group.clone(),
+            host_network: !self.no_host_network,
         }
     }
 }

@@ -23,7 +23,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use commands::{
     agent, aggregator, ansible, delete, fleet, generate, inspect, plugin, prune, retrieve, run,
-    status, version,
+    runs, status, version,
 };
 use output::{EXIT_CODES, ExitStatus, Format, emit_with, exit_status_of, report_error};
 
@@ -76,6 +76,8 @@ enum Command {
     Run(run::RunArgs),
     /// Show a run's status: the current run's, or the one named (local or Kubernetes).
     Status(status::StatusArgs),
+    /// List the runs this machine knows, of every kind, with their state; `*` marks the current one.
+    Runs(runs::RunsArgs),
     /// Download a run's bundle, resuming a partial download (through port-forward for a Kubernetes run).
     Retrieve(retrieve::RetrieveArgs),
     /// List, inspect, validate and run gatherer plugins on this host; create and build new ones.
@@ -185,6 +187,7 @@ async fn execute(command: Command, format: Format) -> anyhow::Result<ExitStatus>
     match command {
         Command::Run(args) => run::run(args, format).await,
         Command::Status(args) => status::status(args, format).await,
+        Command::Runs(args) => runs::runs(args, format).await,
         Command::Retrieve(args) => retrieve::retrieve(args, format).await,
         Command::Plugin(command) => plugin::execute(command, format).await,
         Command::Aggregator(command) => aggregator::aggregator(command, format).await,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use factbuoy_protocol::text::printable;
 use factbuoy_protocol::types::{
-    PairStatus, PluginStatus, ResultStatus, RunStatus, StatusDocument, wire_name,
+    PairStatus, PluginStatus, ProgressUpdate, ResultStatus, RunStatus, StatusDocument, wire_name,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -54,15 +54,15 @@ pub fn text(document: &StatusDocument, bundle_dir: Option<&Path>) -> String {
     }
     match (&document.tar_info, bundle_dir) {
         (Some(tar), Some(dir)) => text.push_str(&format!(
-            "\n\nbundle: {} ({} bytes, sha256 {})",
+            "\n\nbundle: {} ({}, sha256 {})",
             printable(&dir.join(&tar.name).display().to_string()),
-            tar.size,
+            crate::table::bytes(tar.size),
             printable(&tar.sha256)
         )),
         (Some(tar), None) => text.push_str(&format!(
-            "\n\nbundle: {} ({} bytes); `factbuoy retrieve` downloads it",
+            "\n\nbundle: {} ({}); `factbuoy retrieve` downloads it",
             printable(&tar.name),
-            tar.size
+            crate::table::bytes(tar.size)
         )),
         (None, _) if document.status == RunStatus::Running => {}
         (None, _) => text.push_str(&format!(
@@ -122,13 +122,27 @@ pub fn table(document: &StatusDocument) -> String {
         format!(
             "run {}: {} ({results} of {} results, {passed} passed)",
             printable(&document.run_id),
-            wire_name(&document.status),
+            state(document),
             document.plugins.len()
         ),
         String::new(),
     ];
     lines.extend(crate::table::aligned(&rows, 0));
     lines.join("\n")
+}
+
+/// A run's state as a person reads it: its status, and how many results failed when any did
+/// (`complete, 1 failed`): a run completes when every result is in, passed or not.
+pub fn state(document: &StatusDocument) -> String {
+    let failed = document
+        .plugins
+        .iter()
+        .filter(|p| p.result_status == Some(ResultStatus::Failed))
+        .count();
+    match failed {
+        0 => wire_name(&document.status),
+        n => format!("{}, {n} failed", wire_name(&document.status)),
+    }
 }
 
 /// `passed`, `passed (empty)`, `failed`, or nothing yet.
@@ -140,9 +154,15 @@ fn result(pair: &PluginStatus) -> String {
     }
 }
 
-/// The pair's latest progress: its final state once the result is in.
+/// What a pair last said it was doing. Once its result is in, only a progress that reached its
+/// end (`9/9 collected`): a last `20/28 collecting dns` would read as if it stopped there.
 fn progress(pair: &PluginStatus) -> String {
-    let Some(progress) = &pair.progress else {
+    let unfinished = |p: &&ProgressUpdate| p.total > 0 && p.completed < p.total;
+    let Some(progress) = pair
+        .progress
+        .as_ref()
+        .filter(|p| pair.result_status.is_none() || !unfinished(p))
+    else {
         return String::new();
     };
     let message = printable(&progress.msg).into_owned();
@@ -232,6 +252,36 @@ mod tests {
         for spelled in ["post-processing", "agent-failed", "timed-out"] {
             assert!(table.contains(spelled), "{table}");
         }
+    }
+
+    #[test]
+    fn a_run_with_failed_results_says_how_many_and_finished_pairs_show_no_progress() {
+        let mut finished = pair(PairStatus::Complete, Some(ResultStatus::Passed));
+        finished.progress = Some(ProgressUpdate {
+            completed: 20,
+            total: 28,
+            msg: "collecting dns".into(),
+            ..Default::default()
+        });
+        let mut doc = document(vec![
+            finished,
+            pair(PairStatus::AgentFailed, Some(ResultStatus::Failed)),
+        ]);
+        doc.status = RunStatus::Complete;
+        let shown = table(&doc);
+        assert!(
+            shown.starts_with("run r: complete, 1 failed (2 of 2 results, 1 passed)"),
+            "{shown}"
+        );
+        assert!(!shown.contains("collecting dns"), "{shown}");
+        doc.plugins[0].progress.as_mut().unwrap().completed = 28;
+        assert!(
+            table(&doc).contains("28/28 collecting dns"),
+            "{}",
+            table(&doc)
+        );
+        doc.plugins.pop();
+        assert_eq!(state(&doc), "complete");
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub const DEFAULT_REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why an agent was refused: the check that failed. Never holds the token.
 #[derive(Debug, thiserror::Error)]
-pub enum Refusal {
+pub enum PodTokenRefusal {
     /// No token was presented.
     #[error("the agent presented no token")]
     NoToken,
@@ -122,7 +122,7 @@ pub enum Refusal {
 pub enum AdmissionError {
     /// A check failed: the agent is not who it must be. Retrying does not help.
     #[error("agent refused: {0}")]
-    Refused(#[from] Refusal),
+    Refused(#[from] PodTokenRefusal),
     /// The API server could not be asked (unreachable, overloaded, the aggregator's RBAC): the
     /// agent may try again later.
     #[error("cannot verify the agent's token now ({0}); the agent should retry")]
@@ -163,7 +163,7 @@ impl PodTokenAdmission {
     /// claims. Costs a TokenReview and a pod read (and, once, a DaemonSet read).
     pub async fn admit(&self, token: &str) -> Result<NodeName, AdmissionError> {
         if token.trim().is_empty() {
-            return Err(Refusal::NoToken.into());
+            return Err(PodTokenRefusal::NoToken.into());
         }
         tokio::time::timeout(self.timeout, self.check(token.trim()))
             .await
@@ -191,7 +191,7 @@ impl PodTokenAdmission {
             .status
             .unwrap_or_default();
         if status.authenticated != Some(true) {
-            return Err(Refusal::NotAuthenticated {
+            return Err(PodTokenRefusal::NotAuthenticated {
                 audience,
                 error: status.error.filter(|e| !e.is_empty()),
             }
@@ -199,7 +199,7 @@ impl PodTokenAdmission {
         }
         let audiences = status.audiences.unwrap_or_default();
         if !audiences.contains(&audience) {
-            return Err(Refusal::WrongAudience {
+            return Err(PodTokenRefusal::WrongAudience {
                 audience,
                 audiences,
             }
@@ -209,12 +209,12 @@ impl PodTokenAdmission {
         let expected = agent_username(&self.namespace);
         let username = user.username.unwrap_or_default();
         if username != expected {
-            return Err(Refusal::WrongServiceAccount { username, expected }.into());
+            return Err(PodTokenRefusal::WrongServiceAccount { username, expected }.into());
         }
         let extra = user.extra.unwrap_or_default();
         let one = |key: &'static str| match extra.get(key).map(Vec::as_slice) {
             Some([value]) => Ok(value.clone()),
-            other => Err(Refusal::NoPod {
+            other => Err(PodTokenRefusal::NoPod {
                 key,
                 found: other.map_or(0, <[String]>::len),
             }),
@@ -226,10 +226,10 @@ impl PodTokenAdmission {
             .get_opt(&name)
             .await
             .map_err(|e| unavailable("reading the agent's pod", e))?
-            .ok_or_else(|| Refusal::PodGone { pod: name.clone() })?;
+            .ok_or_else(|| PodTokenRefusal::PodGone { pod: name.clone() })?;
         let uid = pod.uid().unwrap_or_default();
         if uid != token_uid {
-            return Err(Refusal::PodReplaced {
+            return Err(PodTokenRefusal::PodReplaced {
                 pod: name,
                 uid,
                 token_uid,
@@ -237,10 +237,10 @@ impl PodTokenAdmission {
             .into());
         }
         if pod.metadata.deletion_timestamp.is_some() {
-            return Err(Refusal::PodTerminating { pod: name }.into());
+            return Err(PodTokenRefusal::PodTerminating { pod: name }.into());
         }
         if pod.labels().get(RUN_LABEL) != Some(&self.run_id) {
-            return Err(Refusal::NotRunPod {
+            return Err(PodTokenRefusal::NotRunPod {
                 pod: name,
                 run_id: self.run_id.clone(),
             }
@@ -254,7 +254,7 @@ impl PodTokenAdmission {
                 && daemonset_uid.as_deref() == Some(o.uid.as_str())
         });
         if !owned {
-            return Err(Refusal::NotDaemonSetPod {
+            return Err(PodTokenRefusal::NotDaemonSetPod {
                 pod: name,
                 daemonset_uid,
             }
@@ -264,8 +264,9 @@ impl PodTokenAdmission {
             .spec
             .and_then(|s| s.node_name)
             .filter(|n| !n.is_empty())
-            .ok_or_else(|| Refusal::NotScheduled { pod: name.clone() })?;
-        NodeName::parse(&node).map_err(|error| Refusal::NodeName { pod: name, error }.into())
+            .ok_or_else(|| PodTokenRefusal::NotScheduled { pod: name.clone() })?;
+        NodeName::parse(&node)
+            .map_err(|error| PodTokenRefusal::NodeName { pod: name, error }.into())
     }
 
     /// The run's agent DaemonSet's uid; `None` when there is no such DaemonSet of the run.

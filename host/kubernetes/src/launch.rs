@@ -44,6 +44,10 @@ pub struct ClusterRun {
     pub resources: Vec<&'static ResourceKind>,
     /// Groups the agents run with as well, to read the nodes' journals.
     pub journal_groups: Vec<u32>,
+    /// Whether agents share their node's network and UTS namespaces (hostNetwork), so that
+    /// the host name, addresses and interfaces they report are the node's; off where policy
+    /// forbids it, and those facts are then the pods' (docs/kubernetes.md).
+    pub host_network: bool,
 }
 
 impl Default for ClusterRun {
@@ -61,6 +65,7 @@ impl Default for ClusterRun {
                 .map(|name| factbuoy_dispatch::resources::kind(name).expect("a known kind"))
                 .collect(),
             journal_groups: Vec::new(),
+            host_network: true,
         }
     }
 }
@@ -131,6 +136,7 @@ pub fn prepare(
             .iter()
             .map(|&gid| i64::from(gid))
             .collect(),
+        host_network: placement.host_network,
         global_plugins: config.plugins.iter().any(|p| p.scope == PlanScope::Global),
         resources: placement.resources.clone(),
         operator_ca_pem: operator_ca.cert_pem().to_owned(),
@@ -141,6 +147,12 @@ pub fn prepare(
     for path in &manifests.left_out {
         tracing::warn!(
             "plugins are granted {path}, which agents do not mount: they will see it absent"
+        );
+    }
+    if !placement.host_network {
+        tracing::warn!(
+            "--no-host-network: {}",
+            factbuoy_dispatch::manifest::HOST_NETWORK_FACTS
         );
     }
     Ok(Prepared {

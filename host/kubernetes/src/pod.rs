@@ -11,9 +11,8 @@ use std::time::Duration;
 use anyhow::Context;
 use factbuoy_agent::AgentConfig;
 use factbuoy_aggregator::config::PlanScope;
-use factbuoy_aggregator::enroll::{Admission, Admitting, Refusal};
-use factbuoy_aggregator::nodes::{NodeSet, NodeSetError};
-use factbuoy_aggregator::{Run, RunDir};
+use factbuoy_aggregator::enroll::{Admission, Admitting, NotAdmitted};
+use factbuoy_aggregator::{NodeSet, NodeSetError, Run, RunDir};
 use factbuoy_dispatch::admission::{AdmissionError, PodTokenAdmission};
 use factbuoy_dispatch::manifest::components;
 use factbuoy_dispatch::names;
@@ -144,19 +143,19 @@ pub async fn serve(
     }
     tokio::spawn(apply_pod_events(running.nodes(), pod_rx));
     let mut publisher = Publisher::new(run_pods, me.pod.clone());
-    let shared = running.shared.clone();
+    let status_reader = running.status_reader();
     let status = loop {
         tokio::select! {
             status = running.finished() => break status,
             _ = tokio::time::sleep(STATUS_TICK) => {
-                if let Err(e) = publisher.publish(&shared.status_document(), false).await {
+                if let Err(e) = publisher.publish(&status_reader.document(), false).await {
                     tracing::warn!("publishing the status annotation: {e}");
                 }
             }
         }
     };
     tracing::info!(?status, run = %run_id, "the run ended");
-    if let Err(e) = publisher.publish(&shared.status_document(), true).await {
+    if let Err(e) = publisher.publish(&status_reader.document(), true).await {
         tracing::warn!("publishing the final status annotation: {e}");
     }
     end_daemonset(&client, &me.namespace).await;
@@ -281,8 +280,8 @@ impl Admission for PodTokens {
     fn admit<'a>(&'a self, credential: &'a str) -> Admitting<'a> {
         Box::pin(async move {
             self.0.admit(credential).await.map_err(|e| match e {
-                AdmissionError::Refused(refusal) => Refusal::Refused(refusal.to_string()),
-                AdmissionError::Unavailable(why) => Refusal::Unavailable(why),
+                AdmissionError::Refused(refusal) => NotAdmitted::Refused(refusal.to_string()),
+                AdmissionError::Unavailable(why) => NotAdmitted::Unavailable(why),
             })
         })
     }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use factbuoy_aggregator::fleet::FleetDir;
 use factbuoy_protocol::Client;
 use factbuoy_protocol::fleet::{FleetRunRequest, FleetRunStarted};
 use factbuoy_protocol::types::StatusDocument;
@@ -27,7 +28,8 @@ const PACKAGING_GRACE: Duration = Duration::from_secs(300);
 pub struct FleetTarget {
     /// The fleet's address, HOST:PORT.
     pub address: String,
-    /// The fleet's operator credentials [default: `operator/` in the state directory's fleet].
+    /// The fleet's operator credentials [default: `operator/` of the fleet served from this
+    /// machine at `address`, else of the state directory's fleet].
     pub credentials: Option<PathBuf>,
     /// How long a node may stay silent before its results are given up as lost.
     pub lost_after: Duration,
@@ -57,9 +59,15 @@ pub(crate) async fn start(
     selection: &PluginSelection,
     timeout: Duration,
 ) -> anyhow::Result<(RunRecord, Requested, FleetStart)> {
+    // Unless named: the fleet served from this machine at that address, else the default one.
     let credentials = match &target.credentials {
         Some(dir) => dir.clone(),
-        None => factbuoy_aggregator::fleet::FleetDir::new(state.fleet()).operator(),
+        None => FleetDir::new(
+            state
+                .fleet_served_at(&target.address)
+                .unwrap_or_else(|| state.fleet()),
+        )
+        .operator(),
     };
     let identity = fleet_operator_identity(&credentials)?;
     let runtime = Runtime::new(RuntimeOptions {
@@ -105,7 +113,9 @@ pub(crate) async fn start(
         fleet_operator_address: format!("{host}:{}", started.operator_port),
         credentials,
         run_ca: started.ca.clone(),
+        created: Some(factbuoy_protocol::types::now_rfc3339()),
     };
+    record.save(state)?;
     Ok((
         RunRecord::Fleet(record.clone()),
         Requested {

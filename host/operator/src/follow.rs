@@ -9,8 +9,6 @@ use std::time::Duration;
 use anyhow::Context;
 
 use factbuoy_aggregator::RunDir;
-use factbuoy_aggregator::config::RunConfig;
-use factbuoy_aggregator::state::RunState;
 use factbuoy_kubernetes::Target as Cluster;
 use factbuoy_protocol::Client;
 use factbuoy_protocol::tls::Identity;
@@ -74,7 +72,8 @@ impl Source {
     /// Where the run writes its bundle, for a local run.
     pub fn bundle_dir(&self) -> Option<PathBuf> {
         match self {
-            Source::Local(local) => RunConfig::load(&RunDir::new(&local.run_dir))
+            Source::Local(local) => RunDir::new(&local.run_dir)
+                .load_config()
                 .ok()
                 .map(|c| c.bundle_dir),
             Source::Served(_) => None,
@@ -274,9 +273,7 @@ pub(crate) fn local_operator(run: &LocalRun) -> anyhow::Result<Client> {
 /// The saved status of a local run whose aggregator does not answer. One that had not ended
 /// is reported failed: its process is gone, and nothing will end it but a new aggregator.
 pub fn saved_status(run_dir: &Path) -> anyhow::Result<StatusDocument> {
-    let dir = RunDir::new(run_dir);
-    let config = RunConfig::load(&dir)?;
-    let mut document = RunState::load(&dir, &config)?.document(&config.run_id);
+    let mut document = RunDir::new(run_dir).saved_status()?;
     if matches!(
         document.status,
         RunStatus::Running | RunStatus::PostProcessing

@@ -30,11 +30,6 @@ pub struct KubernetesTarget {
     pub run_id: Option<String>,
 }
 
-/// Where a Kubernetes run's operator credentials and record are kept on this machine.
-pub fn operator_dir(state: &StateDir, run_id: &str) -> PathBuf {
-    state.kubernetes_run(run_id)
-}
-
 /// Plans the run and builds its objects (what `factbuoy gen` prints), with the operator
 /// credentials and the run's record saved in the state directory, so that `status`,
 /// `retrieve` and `delete` find the run once the objects are applied by any means.
@@ -63,7 +58,7 @@ pub async fn generate(
         config.run_id = run_id.clone();
     }
     let run_id = config.run_id.clone();
-    let dir = operator_dir(state, &run_id);
+    let dir = state.kubernetes_run(&run_id);
     let prepared = launch::prepare(
         &target.placement,
         &config,
@@ -82,6 +77,7 @@ pub async fn generate(
             .map(std::path::absolute)
             .transpose()?,
         context: target.cluster.context.clone(),
+        created: Some(config.created.clone()),
     };
     record.save(state)?;
     Ok((record, prepared))
@@ -106,7 +102,7 @@ pub(crate) async fn start(
     let cluster = factbuoy_kubernetes::connect(&target.cluster).await?;
     launch::apply(&cluster, &mut prepared).await?;
     let applied = Applied {
-        operator_dir: operator_dir(state, &record.run_id),
+        operator_dir: state.kubernetes_run(&record.run_id),
         record: record.clone(),
         cluster,
         timeout,

@@ -10,6 +10,7 @@
 
 pub mod error;
 pub mod follow;
+pub mod list;
 pub mod plan;
 pub mod prune;
 pub mod records;
@@ -24,7 +25,7 @@ mod local;
 pub use error::{Error, Result};
 pub use fleet::{FleetStart, FleetTarget};
 pub use follow::Finished;
-pub use kubernetes::{KubernetesTarget, generate, operator_dir};
+pub use kubernetes::{KubernetesTarget, generate};
 pub use local::{Interrupts, LocalTarget, this_host};
 pub use plan::{Plan, PluginSelection};
 pub use records::{RunRecord, WhichRun};

@@ -139,7 +139,7 @@ pub(crate) async fn start(
     let spool_dir = run.dir().spool();
     let running = factbuoy_aggregator::start(run, factbuoy_catalog::bundled_component).await?;
     let record = RunRecord::Local(LocalRun {
-        run_id: running.shared.config.run_id.clone(),
+        run_id: running.config().run_id.clone(),
         run_dir: run_dir.clone(),
         operator_address: running.operator_address,
     });
@@ -198,7 +198,7 @@ impl LocalRunning {
                     running.interrupt(&format!("{reason} from the operator"));
                     break None;
                 }
-                _ = progress.tick() => on_status(&running.shared.status_document()),
+                _ = progress.tick() => on_status(&running.status_document()),
             }
         };
         drop(agent);
@@ -209,10 +209,10 @@ impl LocalRunning {
                     "{reason} again: stopped while the bundle was being written; `factbuoy aggregator serve --run-dir {} --exit-when-complete` finishes it",
                     run_dir.display()
                 ))),
-                _ = progress.tick() => on_status(&running.shared.status_document()),
+                _ = progress.tick() => on_status(&running.status_document()),
             }
         }
-        let document = running.shared.status_document();
+        let document = running.status_document();
         drop(running);
         // Only a bundle holds everything: a run that could not write one (a full disk) keeps
         // its results in the run directory's results/, the only copy of them.

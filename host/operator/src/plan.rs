@@ -236,6 +236,7 @@ async fn plan_one(
         .filter(|(p, _)| *p == name || p == text)
         .map(|(_, assignment)| params::parse_assignment(assignment).map_err(anyhow::Error::msg))
         .collect::<anyhow::Result<_>>()?;
+    let own_params = read_secret_values(&loaded.info, own_params)?;
     params::resolve(&loaded.info.parameters, &own_params)
         .map_err(|e| anyhow::anyhow!("plugin {name:?}: {e}"))?;
     let mut grants: Vec<String> = selection
@@ -266,6 +267,51 @@ async fn plan_one(
         component,
         loaded,
     })
+}
+
+/// The values of a plugin's secret parameters, read from where the operator put them so that
+/// they never sit in shell history or `/proc/*/cmdline`: `@PATH` reads the file (one trailing
+/// newline dropped, as editors and `echo` add it), `env:NAME` the environment variable. Any
+/// other value of a secret parameter is taken as written, with a warning; values of parameters
+/// that are not secret are always taken as written. Errors never show a secret's value.
+pub fn read_secret_values(
+    info: &PluginInfo,
+    params: Vec<(String, String)>,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let secret = |name: &str| info.parameters.iter().any(|p| p.name == name && p.secret);
+    params
+        .into_iter()
+        .map(|(name, value)| {
+            if !secret(&name) {
+                return Ok((name, value));
+            }
+            let plugin = &info.name;
+            let read = if let Some(path) = value.strip_prefix('@') {
+                let mut text = std::fs::read_to_string(path).with_context(|| {
+                    format!("reading the secret parameter {plugin}:{name} from {path}")
+                })?;
+                if text.ends_with('\n') {
+                    text.pop();
+                    if text.ends_with('\r') {
+                        text.pop();
+                    }
+                }
+                text
+            } else if let Some(variable) = value.strip_prefix("env:") {
+                std::env::var(variable).with_context(|| {
+                    format!(
+                        "reading the secret parameter {plugin}:{name} from the environment variable {variable}, which is not set (or not UTF-8)"
+                    )
+                })?
+            } else {
+                tracing::warn!(
+                    "the secret parameter {plugin}:{name} is written on the command line, where shell history and /proc/*/cmdline keep it; give it as {name}=@FILE or {name}=env:VARIABLE"
+                );
+                value
+            };
+            Ok((name, read))
+        })
+        .collect()
 }
 
 /// Splits `PLUGIN:NAME=VALUE`, a parameter as every command's `-p` takes it.

@@ -10,10 +10,8 @@ use anyhow::Context;
 use serde::Serialize;
 
 use factbuoy_aggregator::RunDir;
-use factbuoy_aggregator::config::RunConfig;
-use factbuoy_aggregator::state::RunState;
 
-use factbuoy_protocol::types::wire_name;
+use factbuoy_protocol::types::{ResultStatus, StatusDocument, wire_name};
 
 use crate::follow::ended;
 use crate::state::StateDir;
@@ -41,6 +39,8 @@ pub struct Pruned {
     pub run_dir: PathBuf,
     /// `complete`, `failed`, or `abandoned` (its aggregator died before the run ended).
     pub status: String,
+    /// How many of its results failed.
+    pub failed_results: usize,
     /// Whether the run's bundle was written: else its directory holds its only results.
     pub bundled: bool,
 }
@@ -93,28 +93,33 @@ pub fn prune(state: &StateDir, options: &PruneOptions) -> anyhow::Result<Pruning
 /// operator listener no longer answers). `None` for a run still going, and for a directory
 /// that holds no run.
 fn ended_run(dir: &RunDir) -> anyhow::Result<Option<Pruned>> {
-    let Ok(config) = RunConfig::load(dir) else {
+    let Ok(config) = dir.load_config() else {
         return Ok(None);
     };
-    let run = |status: String, bundled: bool| Pruned {
+    let run = |document: &StatusDocument| Pruned {
         run_id: config.run_id.clone(),
         run_dir: dir.root().to_owned(),
-        status,
-        bundled,
+        status: wire_name(&document.status),
+        failed_results: document
+            .plugins
+            .iter()
+            .filter(|p| p.result_status == Some(ResultStatus::Failed))
+            .count(),
+        bundled: document.tar_info.is_some(),
     };
     if let Some(document) = dir.load_final_status()? {
-        let bundled = document.tar_info.is_some();
-        return Ok(Some(run(wire_name(&document.status), bundled)));
+        return Ok(Some(run(&document)));
     }
-    let state = RunState::load(dir, &config)?;
-    if ended(state.status) {
-        return Ok(Some(run(
-            wire_name(&state.status),
-            state.tar_info.is_some(),
-        )));
+    let document = dir.saved_status()?;
+    if ended(document.status) {
+        return Ok(Some(run(&document)));
     }
     // The configuration holds the port the listener bound at its first start.
     let answering =
         std::net::TcpStream::connect_timeout(&config.operator_listen, LIVENESS_TIMEOUT).is_ok();
-    Ok((!answering).then(|| run("abandoned".to_owned(), false)))
+    Ok((!answering).then(|| Pruned {
+        status: "abandoned".to_owned(),
+        bundled: false,
+        ..run(&document)
+    }))
 }

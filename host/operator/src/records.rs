@@ -15,7 +15,6 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use factbuoy_aggregator::RunDir;
-use factbuoy_aggregator::config::RunConfig;
 use factbuoy_kubernetes::Target as Cluster;
 use factbuoy_protocol::Client;
 use factbuoy_protocol::tls::Identity;
@@ -25,6 +24,10 @@ use crate::state::StateDir;
 
 /// The name of a Kubernetes run's record in its operator directory.
 const KUBE_RUN_FILE: &str = "run.json";
+/// The folder of fleet runs' records in the state directory, one `<run id>.json` each.
+const FLEET_RUNS_DIR: &str = "fleet-runs";
+/// The fleets served from this machine: the addresses they are dialled at, and their folders.
+const FLEETS_FILE: &str = "fleets.json";
 
 /// Where a run is. Serialised untagged: `current-run.json` files written by earlier versions
 /// read back.
@@ -61,6 +64,9 @@ pub struct KubeRun {
     pub kubeconfig: Option<PathBuf>,
     /// The kubeconfig context the run was started with.
     pub context: Option<String>,
+    /// When the run was created, RFC 3339 (absent in records written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
 }
 
 /// A fleet run: the fleet's operator credentials and the run's operator listener.
@@ -74,6 +80,9 @@ pub struct FleetRun {
     pub credentials: PathBuf,
     /// The run's CA certificate, PEM.
     pub run_ca: String,
+    /// When the run was started, RFC 3339 (absent in records written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
 }
 
 /// Which run a command talks about.
@@ -131,6 +140,15 @@ impl KubeRun {
 }
 
 impl FleetRun {
+    /// Saves the record in the state directory, where [`StateDir::records`] lists it.
+    pub(crate) fn save(&self, state: &StateDir) -> anyhow::Result<()> {
+        let dir = state.root().join(FLEET_RUNS_DIR);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let path = dir.join(format!("{}.json", self.run_id));
+        factbuoy_pki::write_private(&path, &serde_json::to_string_pretty(self)?)?;
+        Ok(())
+    }
+
     /// An operator client of the run.
     pub fn operator(&self) -> anyhow::Result<Client> {
         let identity = Identity {
@@ -209,6 +227,68 @@ impl StateDir {
         }
     }
 
+    /// Every run this machine knows of: the local runs in its runs folder, and the Kubernetes
+    /// and fleet runs started from here. A record that cannot be read is left out with a
+    /// warning.
+    pub fn records(&self) -> anyhow::Result<Vec<RunRecord>> {
+        let mut records = Vec::new();
+        for dir in entries(&self.local_runs())? {
+            match local(&dir) {
+                Ok(record) => records.push(record),
+                Err(e) => tracing::warn!("{}: {e}", dir.display()),
+            }
+        }
+        for dir in entries(&self.root().join("kube"))? {
+            let run_id = dir
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            match KubeRun::load(self, &run_id) {
+                Ok(Some(record)) => records.push(RunRecord::Kubernetes(record)),
+                Ok(None) => {}
+                Err(e) => tracing::warn!("{e:#}"),
+            }
+        }
+        for path in entries(&self.root().join(FLEET_RUNS_DIR))? {
+            let read = std::fs::read_to_string(&path)
+                .map_err(anyhow::Error::from)
+                .and_then(|text| Ok(serde_json::from_str::<FleetRun>(&text)?));
+            match read {
+                Ok(record) => records.push(RunRecord::Fleet(record)),
+                Err(e) => tracing::warn!("{}: {e:#}", path.display()),
+            }
+        }
+        Ok(records)
+    }
+
+    /// Remembers that the fleet in `dir` is served at `addresses` (HOST:PORT), so that a run
+    /// started from this machine finds its operator credentials whatever `--dir` it was served
+    /// from.
+    pub fn remember_fleet(&self, addresses: &[String], dir: &Path) -> anyhow::Result<()> {
+        self.create()?;
+        let path = self.root().join(FLEETS_FILE);
+        let mut fleets = self.fleets();
+        fleets.retain(|_, known| known != dir);
+        for address in addresses {
+            fleets.insert(address.clone(), std::path::absolute(dir)?);
+        }
+        factbuoy_pki::write_private(&path, &serde_json::to_string_pretty(&fleets)?)?;
+        Ok(())
+    }
+
+    /// The folder of the fleet served from this machine at `address`, if one is.
+    pub fn fleet_served_at(&self, address: &str) -> Option<PathBuf> {
+        self.fleets().remove(address)
+    }
+
+    fn fleets(&self) -> std::collections::BTreeMap<String, PathBuf> {
+        std::fs::read_to_string(self.root().join(FLEETS_FILE))
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default()
+    }
+
     /// Forgets the current run if it is the local run in `run_dir` (a pruned run).
     pub(crate) fn forget_if_current(&self, run_dir: &Path) -> anyhow::Result<()> {
         let path = self.current_run();
@@ -224,6 +304,17 @@ impl StateDir {
     }
 }
 
+/// The entries of `dir`, none when it does not exist.
+fn entries(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => Ok(entries
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<_, _>>()?),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e).with_context(|| format!("listing {}", dir.display())),
+    }
+}
+
 /// The local run in `run_dir`.
 fn local(run_dir: &Path) -> Result<RunRecord> {
     if !RunDir::new(run_dir).config().exists() {
@@ -232,7 +323,7 @@ fn local(run_dir: &Path) -> Result<RunRecord> {
             run_dir.display()
         )));
     }
-    let config = RunConfig::load(&RunDir::new(run_dir))?;
+    let config = RunDir::new(run_dir).load_config()?;
     Ok(RunRecord::Local(LocalRun {
         run_id: config.run_id,
         run_dir: run_dir.to_owned(),

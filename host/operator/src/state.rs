@@ -47,7 +47,8 @@ impl StateDir {
         self.0.join("runs")
     }
 
-    /// Where a Kubernetes run's operator credentials and record are: `kube/<run id>`.
+    /// Where a Kubernetes run's operator credentials (its operator CA and certificate) and its
+    /// record are: `kube/<run id>`.
     pub fn kubernetes_run(&self, run_id: &str) -> PathBuf {
         self.0.join("kube").join(run_id)
     }

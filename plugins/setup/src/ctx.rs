@@ -4,11 +4,12 @@
 //! any other failure (permission, a path the run did not grant) drops that one fact and is
 //! reported as a warning, so one unreadable file never costs a whole collector.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 
 use factbuoy_guest::hostfs::HostFs;
+use factbuoy_guest::linux::netns::{self, NetworkNamespace};
 use factbuoy_guest::progress;
 use serde_json::Value;
 
@@ -44,6 +45,7 @@ pub struct Ctx {
     texts: RefCell<HashMap<String, Option<String>>>,
     /// Programs looked up so far, by name.
     programs: RefCell<HashMap<String, Option<String>>>,
+    network_namespace: OnceCell<NetworkNamespace>,
 }
 
 impl Ctx {
@@ -55,6 +57,7 @@ impl Ctx {
             environ: RefCell::new(None),
             texts: RefCell::new(HashMap::new()),
             programs: RefCell::new(HashMap::new()),
+            network_namespace: OnceCell::new(),
         }
     }
 
@@ -141,6 +144,13 @@ impl Ctx {
             "{root} is not readable (not granted with --grant read:{root}, or absent below the \
              host root): facts read from it are missing"
         ));
+    }
+
+    /// Whether factbuoy runs in the host root's network namespace, which host names, addresses
+    /// and routes come from ([`netns`]); looked at once per run.
+    pub fn network_namespace(&self) -> &NetworkNamespace {
+        self.network_namespace
+            .get_or_init(|| netns::network_namespace(&self.fs))
     }
 
     /// The environment of the process running factbuoy (what Ansible reports for the

@@ -9,11 +9,12 @@ use std::future::ready;
 use factbuoy_protocol::names::NodeName;
 use ring::hmac;
 
-use super::{FleetDir, registry};
-use crate::enroll::{Admission, Admitting, Refusal};
+use super::dir::FleetDir;
+use super::registry;
+use crate::enroll::{Admission, Admitting, NotAdmitted};
 
 /// The credential of `node` for run `run_id`: `NODE.HEX`.
-pub fn credential(key: &hmac::Key, run_id: &str, node: &NodeName) -> String {
+pub(crate) fn credential(key: &hmac::Key, run_id: &str, node: &NodeName) -> String {
     let tag = hmac::sign(key, message(run_id, node).as_bytes());
     format!("{node}.{}", hex::encode(tag.as_ref()))
 }
@@ -23,19 +24,19 @@ fn message(run_id: &str, node: &NodeName) -> String {
 }
 
 /// The admission of one fleet run.
-pub struct FleetAdmission {
+pub(crate) struct FleetAdmission {
     /// The fleet's ticket key.
-    pub key: hmac::Key,
+    pub(crate) key: hmac::Key,
     /// The run.
-    pub run_id: String,
+    pub(crate) run_id: String,
     /// The fleet's directory, to see revocations.
-    pub dir: FleetDir,
+    pub(crate) dir: FleetDir,
 }
 
 impl FleetAdmission {
-    fn decide(&self, credential: &str) -> Result<NodeName, Refusal> {
+    fn decide(&self, credential: &str) -> Result<NodeName, NotAdmitted> {
         let refused = || {
-            Refusal::Refused(format!(
+            NotAdmitted::Refused(format!(
                 "this is not a credential of run {} (agents get theirs from the fleet with their enrollment certificate)",
                 self.run_id
             ))
@@ -46,7 +47,7 @@ impl FleetAdmission {
         hmac::verify(&self.key, message(&self.run_id, &node).as_bytes(), &tag)
             .map_err(|_| refused())?;
         if registry::is_revoked(&self.dir, &node) {
-            return Err(Refusal::Refused(format!(
+            return Err(NotAdmitted::Refused(format!(
                 "node {node} was revoked (`factbuoy fleet revoke`); it must join again with a new token"
             )));
         }

@@ -9,11 +9,11 @@ use std::path::Path;
 use bytes::Bytes;
 use factbuoy_protocol::fleet::MAX_PLUGIN_BYTES;
 
-use super::FleetDir;
-use crate::RunDir;
-use crate::config::ServerLimits;
-use crate::run_dir::sync_dir;
-use crate::storage::{UploadError, write_verified};
+use super::dir::FleetDir;
+use crate::model::config::ServerLimits;
+use crate::persistence::files::sync_dir;
+use crate::persistence::run_dir::RunDir;
+use crate::upload::{UploadError, write_verified};
 
 /// Whether the fleet stores the component with digest `sha256`.
 pub(super) fn is_stored(dir: &FleetDir, sha256: &str) -> bool {

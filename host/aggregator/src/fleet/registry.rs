@@ -1,8 +1,8 @@
 //! The enrolled nodes: one record per node name, each in its own file `nodes/<node>.json`
 //! written (and synced) when the node joins or renews, so a join costs one small write however
 //! many nodes there are; when each was last seen and with which agent is `last-seen.json`,
-//! written every few seconds. Both are written by the serving fleet only. A node is revoked by a file `revoked/<node>` (which `factbuoy fleet revoke` writes while
-//! the fleet serves); the fleet looks for it at every request of the node, so a revoked node is
+//! written every few seconds. Both are written by the serving fleet only. A node is revoked by
+//! a file `revoked/<node>` (which `factbuoy fleet revoke` writes while the fleet serves); the fleet looks for it at every request of the node, so a revoked node is
 //! refused at its next request. A machine that joins under a revoked name replaces the record and
 //! removes the file; the old machine's certificate then no longer matches the record.
 
@@ -12,11 +12,11 @@ use std::path::Path;
 use factbuoy_protocol::names::NodeName;
 use serde::{Deserialize, Serialize};
 
-use super::FleetDir;
+use super::dir::{FleetDir, write_json_private};
 
 /// What the fleet knows of one enrolled node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeRecord {
+pub struct EnrolledNode {
     /// The node's name in every run.
     pub name: NodeName,
     /// When the machine joined, RFC 3339.
@@ -34,7 +34,7 @@ pub struct NodeRecord {
 }
 
 /// Every enrolled node, by name.
-pub type Registry = BTreeMap<NodeName, NodeRecord>;
+pub type Registry = BTreeMap<NodeName, EnrolledNode>;
 
 /// When a node last asked for work, and with which agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,7 +56,7 @@ pub fn load(dir: &FleetDir) -> std::io::Result<Registry> {
         if path.extension().is_none_or(|x| x != "json") {
             continue; // a temporary file a stop left
         }
-        let record: NodeRecord = read_json(&path)?;
+        let record: EnrolledNode = read_json(&path)?;
         registry.insert(record.name.clone(), record);
     }
     if dir.last_seen().exists() {
@@ -81,9 +81,9 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> std::io::Result<T> 
 }
 
 /// Writes one node's record, atomically and synced: the node is enrolled once this returns.
-pub fn save_record(dir: &FleetDir, record: &NodeRecord) -> std::io::Result<()> {
+pub fn save_record(dir: &FleetDir, record: &EnrolledNode) -> std::io::Result<()> {
     std::fs::create_dir_all(dir.nodes())?;
-    super::write_json_private(&dir.node(&record.name), record)
+    write_json_private(&dir.node(&record.name), record)
 }
 
 /// Writes when each node was last seen.
@@ -98,7 +98,7 @@ pub fn save_seen(dir: &FleetDir, registry: &Registry) -> std::io::Result<()> {
             (name, seen)
         })
         .collect();
-    super::write_json_private(&dir.last_seen(), &seen)
+    write_json_private(&dir.last_seen(), &seen)
 }
 
 /// Whether `node` is revoked.

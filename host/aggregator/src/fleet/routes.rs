@@ -18,11 +18,12 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode, header};
 
-use super::registry::{self, NodeRecord};
+use super::registry::{self, EnrolledNode};
 use super::runs::{self, StartError};
-use super::{Fleet, plugins, tokens};
-use crate::handler::{Body, Refusal, empty, json_response as json, refuse, upload_refusal};
-use crate::server::Peer;
+use super::shared::Fleet;
+use super::{plugins, tokens};
+use crate::routes::http::{Rejection, empty, json_response as json, reject, upload_rejection};
+use crate::serving::{Body, Peer};
 
 /// Largest join or renewal body.
 const MAX_ENROLL_BYTES: usize = 16 << 10;
@@ -31,23 +32,24 @@ const MAX_RUN_REQUEST_BYTES: usize = 4 << 20;
 /// Time allowed to send a body.
 const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Answers one request; never fails (a refusal is a JSON error).
-pub(super) async fn handle(
+/// Answers one request; never fails (a rejection is a JSON error).
+pub(crate) async fn handle(
     fleet: Arc<Fleet>,
     peer: Arc<Peer>,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     Ok(match respond(&fleet, &peer, request).await {
         Ok(response) => response,
-        Err(refusal) => {
-            fleet.metrics.reject(refusal.reason);
-            if refusal.status == StatusCode::FORBIDDEN || refusal.status == StatusCode::CONFLICT {
-                tracing::warn!(peer = %peer.address, status = %refusal.status, "{}", refusal.message);
+        Err(rejection) => {
+            fleet.metrics.reject(rejection.reason);
+            if rejection.status == StatusCode::FORBIDDEN || rejection.status == StatusCode::CONFLICT
+            {
+                tracing::warn!(peer = %peer.address, status = %rejection.status, "{}", rejection.message);
             }
             json(
-                refusal.status,
+                rejection.status,
                 &ErrorBody {
-                    error: refusal.message,
+                    error: rejection.message,
                 },
             )
         }
@@ -58,9 +60,9 @@ async fn respond(
     fleet: &Arc<Fleet>,
     peer: &Peer,
     request: Request<Incoming>,
-) -> Result<Response<Body>, Refusal> {
+) -> Result<Response<Body>, Rejection> {
     let route = FleetRoute::parse(request.uri().path()).ok_or_else(|| {
-        refuse(
+        reject(
             StatusCode::NOT_FOUND,
             "not-found",
             "no such fleet route; see docs/protocol.md",
@@ -73,7 +75,7 @@ async fn respond(
     };
     if !methods.contains(request.method()) {
         let names: Vec<&str> = methods.iter().map(Method::as_str).collect();
-        return Err(refuse(
+        return Err(reject(
             StatusCode::METHOD_NOT_ALLOWED,
             "method",
             format!("use {} for {}", names.join(" or "), route.path()),
@@ -103,7 +105,7 @@ async fn respond(
                 return if plugins::is_stored(&fleet.dir, &sha256) {
                     Ok(empty(StatusCode::NO_CONTENT))
                 } else {
-                    Err(refuse(
+                    Err(reject(
                         StatusCode::NOT_FOUND,
                         "not-stored",
                         format!("the fleet stores no plugin {sha256}; PUT it here"),
@@ -116,7 +118,7 @@ async fn respond(
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.parse::<u64>().ok());
             if declared.is_some_and(|n| n > MAX_PLUGIN_BYTES) {
-                return Err(refuse(
+                return Err(reject(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     "too-large",
                     format!("a plugin may have at most {MAX_PLUGIN_BYTES} bytes"),
@@ -124,7 +126,7 @@ async fn respond(
             }
             plugins::receive(&fleet.dir, &sha256, request.into_body())
                 .await
-                .map_err(upload_refusal)?;
+                .map_err(upload_rejection)?;
             tracing::info!(plugin = %sha256, "stored a plugin");
             Ok(empty(StatusCode::CREATED))
         }
@@ -134,14 +136,14 @@ async fn respond(
             match runs::start(fleet, body).await {
                 Ok(started) => Ok(json(StatusCode::CREATED, &started)),
                 Err(e @ StartError::Invalid(_)) => {
-                    Err(refuse(StatusCode::BAD_REQUEST, "bad-run", e.to_string()))
+                    Err(reject(StatusCode::BAD_REQUEST, "bad-run", e.to_string()))
                 }
                 Err(e @ StartError::NoNodes) => {
-                    Err(refuse(StatusCode::CONFLICT, "no-nodes", e.to_string()))
+                    Err(reject(StatusCode::CONFLICT, "no-nodes", e.to_string()))
                 }
                 Err(e @ StartError::Failed(_)) => {
                     tracing::error!("{e}");
-                    Err(refuse(
+                    Err(reject(
                         StatusCode::INTERNAL_SERVER_ERROR,
                         "storage",
                         e.to_string(),
@@ -153,11 +155,11 @@ async fn respond(
 }
 
 /// Refuses anyone but the fleet's operator (`what` they tried).
-fn operator(peer: &Peer, what: &str) -> Result<(), Refusal> {
+fn operator(peer: &Peer, what: &str) -> Result<(), Rejection> {
     if matches!(peer.role, Some(Role::Operator { .. })) {
         return Ok(());
     }
-    Err(refuse(
+    Err(reject(
         StatusCode::FORBIDDEN,
         "role",
         format!(
@@ -168,11 +170,11 @@ fn operator(peer: &Peer, what: &str) -> Result<(), Refusal> {
 
 /// Runs an enrollment on the blocking pool and answers with its certificate.
 async fn blocking(
-    enroll: impl FnOnce() -> Result<Enrollment, Refusal> + Send + 'static,
-) -> Result<Response<Body>, Refusal> {
+    enroll: impl FnOnce() -> Result<Enrollment, Rejection> + Send + 'static,
+) -> Result<Response<Body>, Rejection> {
     match tokio::task::spawn_blocking(enroll).await {
         Ok(enrolled) => enrolled.map(|enrollment| json(StatusCode::OK, &enrollment)),
-        Err(e) => Err(refuse(
+        Err(e) => Err(reject(
             StatusCode::INTERNAL_SERVER_ERROR,
             "panic",
             format!("the enrollment failed: {e}; retry"),
@@ -184,28 +186,28 @@ async fn blocking(
 async fn read_json<T: serde::de::DeserializeOwned>(
     request: Request<Incoming>,
     limit: usize,
-) -> Result<T, Refusal> {
+) -> Result<T, Rejection> {
     let collected = tokio::time::timeout(
         BODY_TIMEOUT,
         Limited::new(request.into_body(), limit).collect(),
     )
     .await
     .map_err(|_| {
-        refuse(
+        reject(
             StatusCode::REQUEST_TIMEOUT,
             "slow-body",
             format!("the body did not arrive within {}s", BODY_TIMEOUT.as_secs()),
         )
     })?
     .map_err(|e| {
-        refuse(
+        reject(
             StatusCode::PAYLOAD_TOO_LARGE,
             "too-large",
             format!("the body was cut off or is larger than {limit} bytes: {e}"),
         )
     })?;
     serde_json::from_slice(&collected.to_bytes()).map_err(|e| {
-        refuse(
+        reject(
             StatusCode::BAD_REQUEST,
             "bad-json",
             format!("the body is not the JSON this route takes: {e}"),
@@ -214,16 +216,16 @@ async fn read_json<T: serde::de::DeserializeOwned>(
 }
 
 /// The node whose current enrollment certificate `peer` presented.
-fn enrolled(fleet: &Fleet, peer: &Peer) -> Result<NodeName, Refusal> {
+fn enrolled(fleet: &Fleet, peer: &Peer) -> Result<NodeName, Rejection> {
     let Some(Role::Agent { node }) = &peer.role else {
-        return Err(refuse(
+        return Err(reject(
             StatusCode::FORBIDDEN,
             "role",
             "this route takes an enrollment certificate; join the fleet first (`factbuoy agent join`)",
         ));
     };
     if registry::is_revoked(&fleet.dir, node) {
-        return Err(refuse(
+        return Err(reject(
             StatusCode::FORBIDDEN,
             "revoked",
             format!(
@@ -241,14 +243,14 @@ fn enrolled(fleet: &Fleet, peer: &Peer) -> Result<NodeName, Refusal> {
         Some(record) if Some(&record.certificate_sha256) == fingerprint.as_ref() => {
             Ok(node.clone())
         }
-        Some(_) => Err(refuse(
+        Some(_) => Err(reject(
             StatusCode::FORBIDDEN,
             "replaced",
             format!(
                 "this certificate of node {node} was replaced (renewed, or the name joined from another machine); use the current one or join again"
             ),
         )),
-        None => Err(refuse(
+        None => Err(reject(
             StatusCode::FORBIDDEN,
             "unknown-node",
             format!("node {node} is not enrolled in this fleet; join it with a token"),
@@ -271,9 +273,9 @@ fn seen(fleet: &Fleet, node: &NodeName, request: &Request<Incoming>) {
     }
 }
 
-fn signing_request(csr: &str) -> Result<SigningRequest, Refusal> {
+fn signing_request(csr: &str) -> Result<SigningRequest, Rejection> {
     SigningRequest::parse(csr)
-        .map_err(|e| refuse(StatusCode::BAD_REQUEST, "bad-csr", e.to_string()))
+        .map_err(|e| reject(StatusCode::BAD_REQUEST, "bad-csr", e.to_string()))
 }
 
 /// Signs an enrollment certificate for `node` and makes it the node's only accepted one.
@@ -284,10 +286,10 @@ fn enroll(
     csr: &SigningRequest,
     enrolled_at: String,
     agent_version: Option<String>,
-) -> Result<Enrollment, Refusal> {
+) -> Result<Enrollment, Rejection> {
     let internal = |what: &str, e: &dyn std::fmt::Display| {
         tracing::error!("{what}: {e}");
-        refuse(
+        reject(
             StatusCode::INTERNAL_SERVER_ERROR,
             "storage",
             format!("{what}: {e}; retry"),
@@ -303,7 +305,7 @@ fn enroll(
     let fingerprint = factbuoy_pki::fingerprint_pem(&certificate)
         .ok_or_else(|| internal("reading the signed certificate", &"unparsable"))?;
     let not_after = rfc3339(fingerprint.not_after.into());
-    let record = NodeRecord {
+    let record = EnrolledNode {
         name: node.clone(),
         enrolled_at,
         certificate_sha256: fingerprint.sha256,
@@ -322,13 +324,13 @@ fn enroll(
     })
 }
 
-fn join(fleet: &Fleet, body: JoinRequest) -> Result<Enrollment, Refusal> {
+fn join(fleet: &Fleet, body: JoinRequest) -> Result<Enrollment, Rejection> {
     let csr = signing_request(&body.csr)?;
     let node = body.node;
     let token = |outcome: std::io::Result<Result<(), tokens::TokenRefusal>>| match outcome {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(why)) => Err(refuse(StatusCode::FORBIDDEN, "token", why.to_string())),
-        Err(e) => Err(refuse(
+        Ok(Err(why)) => Err(reject(StatusCode::FORBIDDEN, "token", why.to_string())),
+        Err(e) => Err(reject(
             StatusCode::INTERNAL_SERVER_ERROR,
             "storage",
             format!("reading the tokens: {e}; retry"),
@@ -339,7 +341,7 @@ fn join(fleet: &Fleet, body: JoinRequest) -> Result<Enrollment, Refusal> {
     let mut registry = fleet.registry.lock().unwrap();
     let revoked = registry::is_revoked(&fleet.dir, &node);
     if registry.0.contains_key(&node) && !revoked {
-        return Err(refuse(
+        return Err(reject(
             StatusCode::CONFLICT,
             "name-taken",
             format!(
@@ -357,7 +359,7 @@ fn join(fleet: &Fleet, body: JoinRequest) -> Result<Enrollment, Refusal> {
     Ok(enrollment)
 }
 
-fn renew(fleet: &Fleet, node: &NodeName, body: &RenewRequest) -> Result<Enrollment, Refusal> {
+fn renew(fleet: &Fleet, node: &NodeName, body: &RenewRequest) -> Result<Enrollment, Rejection> {
     let csr = signing_request(&body.csr)?;
     let mut registry = fleet.registry.lock().unwrap();
     let (enrolled_at, version) = match registry.0.get(node) {
@@ -375,7 +377,7 @@ async fn next_run(fleet: &Arc<Fleet>, node: &NodeName, after: u64) -> Response<B
     let deadline = tokio::time::Instant::now() + Duration::from_secs(LONG_POLL_SECONDS);
     loop {
         started.borrow_and_update();
-        if let Some(offer) = fleet.runs.offer(fleet, node, after) {
+        if let Some(offer) = fleet.runs.offer(&fleet.ticket_key, node, after) {
             return json(StatusCode::OK, &offer);
         }
         tokio::select! {

@@ -1,71 +1,24 @@
 //! The fleet's runs: each an ordinary run served in this process, numbered in the order the
-//! fleet started them (agents poll for the runs after the last number they took part in), kept
-//! in `runs/<number>-<run id>/` so that a restarted fleet serves the unfinished ones again.
+//! fleet started them, kept in `runs/<number>-<run id>/` so that a restarted fleet serves the
+//! unfinished ones again.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::ops::Bound;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use anyhow::Context;
-use factbuoy_protocol::fleet::{FleetRoute, FleetRunRequest, FleetRunStarted, RunOffer};
+use factbuoy_protocol::fleet::{FleetRoute, FleetRunRequest, FleetRunStarted};
 use factbuoy_protocol::names::{IdentifierKind, NodeName, check_identifier};
 use factbuoy_protocol::types::RunStatus;
-use tokio::sync::watch;
 
-use super::admission::{FleetAdmission, credential};
-use super::{Fleet, registry};
-use crate::config::{PluginPlan, RunConfig};
-use crate::{Run, RunDir, RunningAggregator};
-
-/// A run of the fleet.
-struct FleetRun {
-    run_id: String,
-    nodes: Vec<NodeName>,
-    ca: String,
-    running: RunningAggregator,
-}
-
-impl FleetRun {
-    fn status(&self) -> RunStatus {
-        self.running.shared.state.lock().unwrap().status
-    }
-}
-
-/// The runs the fleet serves, by number; and the newest number, which long polls watch.
-#[derive(Default)]
-pub(super) struct FleetRuns {
-    runs: Mutex<BTreeMap<u64, FleetRun>>,
-    newest: Mutex<u64>,
-    started: watch::Sender<u64>,
-}
-
-impl FleetRuns {
-    /// The first running run after number `after` that expects `node`, as an offer.
-    pub(super) fn offer(&self, fleet: &Fleet, node: &NodeName, after: u64) -> Option<RunOffer> {
-        let runs = self.runs.lock().unwrap();
-        // Excluded: `after` may be u64::MAX (a client may ask anything).
-        runs.range((Bound::Excluded(after), Bound::Unbounded))
-            .find(|(_, run)| run.nodes.contains(node) && run.status() == RunStatus::Running)
-            .map(|(number, run)| RunOffer {
-                number: *number,
-                run_id: run.run_id.clone(),
-                agent_port: run.running.agent_address.port(),
-                ca: run.ca.clone(),
-                credential: credential(&fleet.ticket_key, &run.run_id, node),
-            })
-    }
-
-    /// Notified when a run starts.
-    pub(super) fn watch(&self) -> watch::Receiver<u64> {
-        self.started.subscribe()
-    }
-
-    fn add(&self, number: u64, run: FleetRun) {
-        self.runs.lock().unwrap().insert(number, run);
-        self.started.send_replace(number);
-    }
-}
+use super::admission::FleetAdmission;
+use super::offers::FleetRun;
+use super::shared::Fleet;
+use super::{plugins, registry};
+use crate::enroll::Admission;
+use crate::model::config::{PluginPlan, RunConfig};
+use crate::persistence::run_dir::RunDir;
+use crate::run::Run;
+use crate::start::start_with;
 
 /// The directory of run `number`.
 fn run_dir(fleet: &Fleet, number: u64, run_id: &str) -> RunDir {
@@ -73,7 +26,7 @@ fn run_dir(fleet: &Fleet, number: u64, run_id: &str) -> RunDir {
 }
 
 /// Serves again the runs a stop left unfinished, and numbers new runs after every run there is.
-pub(super) async fn resume(fleet: &Arc<Fleet>) -> anyhow::Result<()> {
+pub(crate) async fn resume(fleet: &Arc<Fleet>) -> anyhow::Result<()> {
     let mut newest = 0;
     let mut found = Vec::new();
     for entry in std::fs::read_dir(fleet.dir.runs())? {
@@ -98,7 +51,7 @@ pub(super) async fn resume(fleet: &Arc<Fleet>) -> anyhow::Result<()> {
                 continue;
             }
         };
-        if matches!(run.state.status, RunStatus::Complete | RunStatus::Failed) {
+        if matches!(run.status(), RunStatus::Complete | RunStatus::Failed) {
             continue;
         }
         serve(fleet, number, run)
@@ -116,7 +69,7 @@ async fn serve(fleet: &Arc<Fleet>, number: u64, run: Run) -> anyhow::Result<Sock
     let nodes = run.config().nodes.clone();
     let ca = run.ca().cert_pem().to_owned();
     let admission = admission(fleet, &run_id);
-    let running = crate::start_with(run, fleet.bundled, Some(admission)).await?;
+    let running = start_with(run, fleet.bundled, Some(admission)).await?;
     let operator_address = running.operator_address;
     fleet.runs.add(
         number,
@@ -130,7 +83,7 @@ async fn serve(fleet: &Arc<Fleet>, number: u64, run: Run) -> anyhow::Result<Sock
     Ok(operator_address)
 }
 
-fn admission(fleet: &Arc<Fleet>, run_id: &str) -> Arc<dyn crate::enroll::Admission> {
+fn admission(fleet: &Arc<Fleet>, run_id: &str) -> Arc<dyn Admission> {
     Arc::new(FleetAdmission {
         key: fleet.ticket_key.clone(),
         run_id: run_id.to_owned(),
@@ -140,7 +93,7 @@ fn admission(fleet: &Arc<Fleet>, run_id: &str) -> Arc<dyn crate::enroll::Admissi
 
 /// Why a run could not start: the operator's mistake (400, 409) or the fleet's (500).
 #[derive(Debug, thiserror::Error)]
-pub(super) enum StartError {
+pub(crate) enum StartError {
     /// The request names something the fleet cannot run.
     #[error("{0}")]
     Invalid(String),
@@ -155,7 +108,7 @@ pub(super) enum StartError {
 }
 
 /// Starts a run of `request` over every enrolled node that is not revoked.
-pub(super) async fn start(
+pub(crate) async fn start(
     fleet: &Arc<Fleet>,
     request: FleetRunRequest,
 ) -> Result<FleetRunStarted, StartError> {
@@ -167,7 +120,7 @@ pub(super) async fn start(
         check_identifier(IdentifierKind::Plugin, &plan.name)
             .map_err(|e| StartError::Invalid(e.to_string()))?;
         if (fleet.bundled)(&plan.sha256).is_none() {
-            if !super::plugins::is_stored(&fleet.dir, &plan.sha256) {
+            if !plugins::is_stored(&fleet.dir, &plan.sha256) {
                 return Err(StartError::Invalid(format!(
                     "plugin {} (sha256 {sha256}) is neither bundled in the fleet's binary nor stored by the fleet; upload it first (PUT {}; `factbuoy run --fleet` does)",
                     plan.name,
@@ -218,7 +171,7 @@ pub(super) async fn start(
     let dir = run_dir(fleet, number, &run_id);
     let run = Run::create(dir.clone(), config, &[]).map_err(StartError::Failed)?;
     for sha256 in &from_files {
-        if let Err(e) = super::plugins::link_into(&fleet.dir, sha256, &dir) {
+        if let Err(e) = plugins::link_into(&fleet.dir, sha256, &dir) {
             // Not left for a restart to serve as a run whose plugin no agent could fetch.
             let _ = std::fs::remove_dir_all(dir.root());
             return Err(StartError::Failed(

@@ -10,7 +10,7 @@ use factbuoy_protocol::types::{now_rfc3339, rfc3339};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::FleetDir;
+use super::dir::{FleetDir, lock, write_json_private};
 
 /// A token as `tokens.json` keeps it: never its secret.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,12 +153,12 @@ fn with_tokens<T>(
     dir: &FleetDir,
     change: impl FnOnce(&mut Vec<Token>) -> std::io::Result<(T, bool)>,
 ) -> std::io::Result<T> {
-    let _lock = super::lock(&dir.lock_file())?;
+    let _lock = lock(&dir.lock_file())?;
     let path = dir.tokens();
     let mut tokens: Vec<Token> = read(&path)?;
     let (answer, write) = change(&mut tokens)?;
     if write {
-        super::write_json_private(&path, &tokens)?;
+        write_json_private(&path, &tokens)?;
     }
     Ok(answer)
 }

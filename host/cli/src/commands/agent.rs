@@ -284,9 +284,14 @@ async fn join(args: JoinArgs, format: Format) -> anyhow::Result<ExitStatus> {
         Duration::from_secs(60),
     )
     .await?;
+    // The same state directory serves it: say so when it is not the default one.
+    let serve = match &args.state.state_dir {
+        Some(dir) => format!("factbuoy agent serve --state-dir {}", dir.display()),
+        None => "factbuoy agent serve".to_owned(),
+    };
     match format {
         Format::Table => emit(&format!(
-            "joined the fleet at {} as {}; `factbuoy agent serve` takes part in its runs",
+            "joined the fleet at {} as {}; `{serve}` takes part in its runs",
             membership.fleet, membership.node
         )),
         machine => emit_document(&membership, machine),
@@ -300,6 +305,13 @@ async fn serve_member(args: AgentServeArgs) -> anyhow::Result<ExitStatus> {
         host_root: args.root,
         retry_for: *args.retry_for,
     };
+    // A service's first line in its journal says what it serves.
+    if let Some(membership) = state.membership()? {
+        eprintln!(
+            "serving the fleet at {} as node {}; waiting for runs",
+            membership.fleet, membership.node
+        );
+    }
     tokio::select! {
         // Refused (revoked, say): exit 1, which the systemd unit does not restart.
         served = factbuoy_agent::fleet::serve(&state, &options) => {

@@ -197,6 +197,17 @@ async fn serve(args: ServeArgs, format: Format) -> anyhow::Result<ExitStatus> {
         certificate_validity_seconds: args.certificate_validity.as_secs().max(10),
     };
     let running = fleet::serve(dir.clone(), settings, factbuoy_catalog::bundled_component).await?;
+    // `run --fleet ADDRESS` from this machine finds the operator credentials of this fleet.
+    let port = running.address.port();
+    let mut addresses = vec![running.settings.advertised(), running.address.to_string()];
+    if running.address.ip().is_unspecified() || running.address.ip().is_loopback() {
+        addresses.extend([format!("127.0.0.1:{port}"), format!("localhost:{port}")]);
+    }
+    if let Err(e) =
+        StateDir::from_env().and_then(|state| state.remember_fleet(&addresses, dir.root()))
+    {
+        tracing::warn!("remembering where this fleet's operator credentials are: {e:#}");
+    }
     let document = serde_json::json!({
         "address": running.address,
         "advertised": running.settings.advertised(),

@@ -54,7 +54,7 @@ pub async fn generate(args: GenArgs, format: Format) -> anyhow::Result<ExitStatu
     }
     eprintln!(
         "run {id}: operator credentials in {}; `factbuoy delete {id}` removes what these manifests create",
-        factbuoy_operator::operator_dir(&state, &record.run_id).display(),
+        state.kubernetes_run(&record.run_id).display(),
         id = record.run_id,
     );
     Ok(ExitStatus::Success)

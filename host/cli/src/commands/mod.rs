@@ -13,5 +13,6 @@ pub mod plugin;
 pub mod prune;
 pub mod retrieve;
 pub mod run;
+pub mod runs;
 pub mod status;
 pub mod version;

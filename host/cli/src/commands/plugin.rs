@@ -389,6 +389,7 @@ async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> 
         .iter()
         .map(|text| params::parse_assignment(text).map_err(anyhow::Error::msg))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let assignments = factbuoy_operator::plan::read_secret_values(&loaded.info, assignments)?;
     let params = params::resolve(&loaded.info.parameters, &assignments)
         .map_err(|e| anyhow::anyhow!("plugin {name:?}: {e}"))?;
     if let Some(out) = &args.out {

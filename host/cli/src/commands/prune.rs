@@ -3,7 +3,7 @@
 
 use clap::Args;
 use factbuoy_operator::StateDir;
-use factbuoy_operator::prune::{self, PruneOptions};
+use factbuoy_operator::prune::{self, PruneOptions, Pruned};
 
 use crate::output::{ExitStatus, Format, emit, emit_document};
 
@@ -46,7 +46,7 @@ pub fn prune(args: PruneArgs, format: Format) -> anyhow::Result<ExitStatus> {
                     format!(
                         "{verb} run {} ({}): {}",
                         p.run_id,
-                        p.status,
+                        state(p),
                         p.run_dir.display()
                     )
                 })
@@ -55,7 +55,7 @@ pub fn prune(args: PruneArgs, format: Format) -> anyhow::Result<ExitStatus> {
                 format!(
                     "kept run {} ({}, no bundle): its results are only in {}; --all removes it",
                     p.run_id,
-                    p.status,
+                    state(p),
                     p.run_dir.display()
                 )
             }));
@@ -67,4 +67,12 @@ pub fn prune(args: PruneArgs, format: Format) -> anyhow::Result<ExitStatus> {
         machine => emit_document(&pruning, machine),
     }
     Ok(ExitStatus::Success)
+}
+
+/// `complete`, or `complete, 1 failed` when results failed.
+fn state(run: &Pruned) -> String {
+    match run.failed_results {
+        0 => run.status.clone(),
+        n => format!("{}, {n} failed", run.status),
+    }
 }

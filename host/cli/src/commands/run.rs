@@ -57,8 +57,8 @@ pub struct FleetRunArgs {
     /// follow the run, download the bundle into --out.
     #[arg(long = "fleet", value_name = "ADDRESS", conflicts_with = "kubernetes")]
     address: Option<String>,
-    /// The fleet's operator credentials [default: operator/ in the default fleet directory,
-    /// ~/.local/state/factbuoy/fleet].
+    /// The fleet's operator credentials [default: those of the fleet served from this machine
+    /// at ADDRESS, else operator/ in ~/.local/state/factbuoy/fleet].
     #[arg(long, value_name = "DIR", requires = "address")]
     fleet_credentials: Option<PathBuf>,
     /// How long a node may stay silent (its machine off, say) before its results are given up

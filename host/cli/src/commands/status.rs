@@ -1,8 +1,9 @@
 //! `factbuoy status`: a run's status, the current run's or the one named, of any kind.
 
 use clap::Args;
-use factbuoy_operator::StateDir;
 use factbuoy_operator::follow::Source;
+use factbuoy_operator::list::{self, Listed};
+use factbuoy_operator::{StateDir, WhichRun};
 
 use crate::flags::WhichRunArgs;
 use crate::output::{ExitStatus, Format, emit, emit_document};
@@ -19,7 +20,11 @@ pub struct StatusArgs {
 
 pub async fn status(args: StatusArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let state = StateDir::from_env()?;
-    let record = state.locate(&args.run.which())?;
+    let which = args.run.which();
+    let record = state.locate(&which)?;
+    if matches!(which, WhichRun::Current) {
+        say_which(&state, record.run_id()).await;
+    }
     let source = Source::of(&record, &state, &args.run.cluster.cluster()).await?;
     let document = source.status().await?;
     match format {
@@ -27,4 +32,19 @@ pub async fn status(args: StatusArgs, format: Format) -> anyhow::Result<ExitStat
         machine => emit_document(&document, machine),
     }
     Ok(ExitStatus::Success)
+}
+
+/// Says which run `status` shows when more than one local run is going: the current one, the
+/// one started last, which need not be the one the operator has in mind.
+async fn say_which(state: &StateDir, current: &str) {
+    let Ok(runs) = list::list(state, &Default::default(), false).await else {
+        return;
+    };
+    let going = |run: &&Listed| run.kind == "local" && run.may_be_going() && run.note.is_none();
+    let going = runs.iter().filter(going).count();
+    if going > 1 {
+        eprintln!(
+            "note: {going} runs are going on this host; this is the current one, {current}, the one started last; `factbuoy runs` lists them, `factbuoy status RUN-ID` shows another"
+        );
+    }
 }

@@ -75,6 +75,11 @@ pub struct RunSpec {
     pub agent_memory_limit: String,
     /// Groups the agents run with as well (`supplementalGroups`), to read journal files.
     pub journal_groups: Vec<i64>,
+    /// Whether the agents share their node's network and UTS namespaces (`hostNetwork`), so
+    /// that the host name, addresses, routes and interfaces plugins see are the node's. On by
+    /// default; off (`--no-host-network`) for clusters whose policy forbids it, where those facts
+    /// are the agent pod's ([`HOST_NETWORK_FACTS`]).
+    pub host_network: bool,
     /// Whether the aggregator runs global plugins (it then gets their memory too).
     pub global_plugins: bool,
     /// The kinds of cluster objects the aggregator saves into the bundle's `resources/`.
@@ -203,6 +208,18 @@ fn resources(cpu: &str, memory: &str, memory_limit: &str) -> ResourceRequirement
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }
+
+/// The `dnsPolicy` of agents in their node's network namespace: the node's resolvers. Agents
+/// look up no name (they dial the Service's address, from its environment variables), and with
+/// `hostNetwork` the kubelet gives a `ClusterFirst` pod the node's resolvers anyway.
+pub const HOST_NETWORK_DNS_POLICY: &str = "Default";
+
+/// What plugins see of the agent pod instead of the node when agents do not share the node's
+/// network and UTS namespaces ([`RunSpec::host_network`] off): what `gen` and `run` warn about.
+/// The plugins notice it too, and name the facts in their own words in the run's warnings.
+pub const HOST_NETWORK_FACTS: &str = "the host name, IPv4 and IPv6 addresses, routes, default \
+    routes and locally reachable addresses are the agent pod's, not the node's, and the node's \
+    interfaces have no ethtool features or time stamping";
 
 /// The argv of the aggregator container: `factbuoy aggregator serve-kubernetes --plan ...`.
 pub fn aggregator_command(resources: &[&ResourceKind]) -> Vec<String> {
@@ -596,7 +613,12 @@ fn agent_pod_spec(spec: &RunSpec, namespace: &str, host_dirs: &[String]) -> PodS
                 .then(|| spec.journal_groups.clone()),
             ..security::pod_security_context()
         }),
-        host_network: Some(false),
+        // The node's network and UTS namespaces: facts about the host name, addresses and
+        // interfaces are the node's (docs/kubernetes.md, "Security context, and why").
+        host_network: Some(spec.host_network),
+        dns_policy: spec
+            .host_network
+            .then(|| HOST_NETWORK_DNS_POLICY.to_owned()),
         host_pid: Some(false),
         host_ipc: Some(false),
         node_selector: (!spec.node_selector.is_empty()).then(|| spec.node_selector.clone()),

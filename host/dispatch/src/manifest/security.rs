@@ -1,7 +1,8 @@
 //! Security contexts: every factbuoy container runs as a fixed non-root user with no
 //! capabilities, no privilege escalation, a read-only root file system and the runtime's default
 //! seccomp profile. Such a pod meets the Pod Security *restricted* profile, except that the agents
-//! mount host paths (read-only): [`restricted_violations`] checks each rule.
+//! mount host paths (read-only) and, unless a run turns it off, share their node's network
+//! namespace (`hostNetwork`): [`restricted_violations`] checks each rule.
 
 use k8s_openapi::api::core::v1::{
     Capabilities, PodSecurityContext, PodSpec, SeccompProfile, SecurityContext,

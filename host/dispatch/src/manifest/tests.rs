@@ -49,6 +49,7 @@ pub(crate) fn spec() -> RunSpec {
         host_info: true,
         agent_memory_limit: "768Mi".into(),
         journal_groups: Vec::new(),
+        host_network: true,
         global_plugins: false,
         resources: crate::resources::default_kinds(),
         operator_ca_pem: "-----BEGIN CERTIFICATE-----\n...\n".into(),
@@ -206,10 +207,26 @@ fn no_field_is_newer_than_1_20() {
 }
 
 #[test]
-fn pods_meet_restricted_except_host_paths() {
+fn pods_meet_restricted_except_host_paths_and_the_agents_host_network() {
     let m = RunManifests::build(&spec()).unwrap();
+    let [aggregator, agent] = pod_specs(&m)[..] else {
+        panic!("two pod specs")
+    };
+    assert_eq!(
+        security::restricted_violations(aggregator),
+        Vec::<String>::new()
+    );
+    assert_eq!(security::restricted_violations(agent), ["hostNetwork"]);
+    let opted_out = RunManifests::build(&RunSpec {
+        host_network: false,
+        ..spec()
+    })
+    .unwrap();
+    assert_eq!(
+        security::restricted_violations(pod_specs(&opted_out)[1]),
+        Vec::<String>::new()
+    );
     for pod in pod_specs(&m) {
-        assert_eq!(security::restricted_violations(pod), Vec::<String>::new());
         let sc = pod.security_context.as_ref().unwrap();
         assert_eq!(sc.run_as_non_root, Some(true));
         assert_ne!(sc.run_as_user, Some(0));
@@ -249,6 +266,31 @@ fn pods_meet_restricted_except_host_paths() {
             .flatten()
             .all(|v| v.host_path.is_none())
     );
+}
+
+#[test]
+fn agents_share_their_nodes_network_unless_a_run_opts_out_and_listen_on_nothing() {
+    let m = RunManifests::build(&spec()).unwrap();
+    let [aggregator, agent] = pod_specs(&m)[..] else {
+        panic!("two pod specs")
+    };
+    assert_eq!(agent.host_network, Some(true));
+    assert_eq!(agent.dns_policy.as_deref(), Some(HOST_NETWORK_DNS_POLICY));
+    assert_eq!((agent.host_pid, agent.host_ipc), (Some(false), Some(false)));
+    // On the node's network an agent could bind the node's ports: it declares none, and binds
+    // none (it only dials the aggregator).
+    assert!(agent.containers.iter().all(|c| c.ports.is_none()));
+    assert_eq!(aggregator.host_network, Some(false));
+    assert_eq!(aggregator.dns_policy, None);
+
+    let opted_out = RunManifests::build(&RunSpec {
+        host_network: false,
+        ..spec()
+    })
+    .unwrap();
+    let agent = pod_specs(&opted_out)[1];
+    assert_eq!(agent.host_network, Some(false));
+    assert_eq!(agent.dns_policy, None);
 }
 
 #[test]
@@ -427,7 +469,8 @@ fn journal_groups_reach_only_the_agents_and_global_plugins_raise_only_the_aggreg
         "the aggregator reads no journal"
     );
     // A supplemental group breaks no rule of the restricted profile.
-    for pod in pod_specs(&m) {
-        assert_eq!(security::restricted_violations(pod), Vec::<String>::new());
-    }
+    assert_eq!(
+        security::restricted_violations(pod_specs(&m)[1]),
+        security::restricted_violations(pod_specs(&plain)[1]),
+    );
 }

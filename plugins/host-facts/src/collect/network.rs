@@ -4,6 +4,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use factbuoy_guest::host_info;
 use factbuoy_guest::linux::net::{self, Inet6Address};
+use factbuoy_guest::linux::netns::{self, NetworkNamespace};
 use factbuoy_guest::linux::resolv_conf;
 
 use crate::model::{Address, DefaultRoute, Dns, Interface, Network, Route};
@@ -87,6 +88,14 @@ pub fn collect(r: &Reader) -> Network {
                 .map(|a| a.address.to_string()),
         });
 
+    if let NetworkNamespace::Other { .. } = netns::network_namespace(&r.fs) {
+        r.warn(format!(
+            "{}: network.routes, network.default_ipv4, network.default_ipv6 and the \
+             interfaces' addresses are that namespace's, not the host's, and host.hostname and \
+             host.domain may be factbuoy's own",
+            netns::OTHER_NAMESPACE
+        ));
+    }
     Network {
         interfaces,
         routes,

@@ -12,6 +12,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use factbuoy_guest::host_info::{self, EthtoolError};
 use factbuoy_guest::linux::ethtool;
 use factbuoy_guest::linux::net::{self, Inet6Address};
+use factbuoy_guest::linux::netns::{self, NetworkNamespace};
 use serde_json::{Map, Value, json};
 
 use crate::ctx::Ctx;
@@ -47,13 +48,19 @@ pub fn collect(ctx: &mut Ctx) {
     let mut all_v6: Vec<String> = Vec::new();
     let mut macaddress = String::new();
     let ethtool = Ethtool::find(ctx);
+    // The host's interfaces factbuoy's namespace lacks; one of the same name there (a pod's
+    // eth0) is another interface, whose ethtool answer is not this one's.
+    let outside = match ctx.network_namespace() {
+        NetworkNamespace::Same => Vec::new(),
+        NetworkNamespace::Other { outside } => outside.clone(),
+    };
     for device in ctx.list("/sys/class/net").unwrap_or_default() {
         let dir = format!("/sys/class/net/{device}");
         if !ctx.fs.is_dir(&dir) {
             continue;
         }
         let mut info = device_info(ctx, &device, &dir, &mut macaddress);
-        if let Some(ethtool) = &ethtool {
+        if let Some(ethtool) = ethtool.as_ref().filter(|_| !outside.contains(&device)) {
             ethtool.add_data(ctx, &device, &mut info);
         }
         set_interface(&mut interfaces, &device, info);
@@ -105,6 +112,30 @@ pub fn collect(ctx: &mut Ctx) {
     ctx.set("all_ipv4_addresses", all_v4);
     ctx.set("all_ipv6_addresses", all_v6);
     ctx.set("locally_reachable_ips", locally_reachable(ctx));
+    warn_of_other_namespace(ctx, ethtool.is_some());
+}
+
+/// Says which facts describe factbuoy's own network namespace, when it is not the host's: the
+/// interfaces are the host's (from its `/sys`), their addresses and the routes are not.
+fn warn_of_other_namespace(ctx: &Ctx, ethtool: bool) {
+    let NetworkNamespace::Other { outside } = ctx.network_namespace() else {
+        return;
+    };
+    ctx.warn(format!(
+        "network: {}: ansible_default_ipv4, ansible_default_ipv6, ansible_all_ipv4_addresses, \
+         ansible_all_ipv6_addresses, ansible_locally_reachable_ips and each interface's ipv4 \
+         and ipv6 are that namespace's, not the host's",
+        netns::OTHER_NAMESPACE
+    ));
+    if ethtool && !outside.is_empty() {
+        ctx.warn(format!(
+            "network: {} {} not in factbuoy's network namespace, so {} ethtool features and \
+             time stamping are missing",
+            netns::listed(outside, 8),
+            if outside.len() == 1 { "is" } else { "are" },
+            if outside.len() == 1 { "its" } else { "their" },
+        ));
+    }
 }
 
 fn set_interface(
@@ -266,7 +297,7 @@ impl Ethtool {
                 }
                 info.insert("features".into(), map.into());
             }
-            Err(e) => ethtool_failed(ctx, device, &e),
+            Err(e) => ethtool_failed(ctx, &e),
         }
         match answer.timestamping {
             Ok(ts) => {
@@ -293,20 +324,18 @@ impl Ethtool {
                     info.insert("phc_index".into(), index.into());
                 }
             }
-            Err(e) => ethtool_failed(ctx, device, &e),
+            Err(e) => ethtool_failed(ctx, &e),
         }
     }
 }
 
 /// ethtool would have failed too, and Ansible then leaves the facts out; say why when it is
-/// not simply a driver without the request.
-fn ethtool_failed(ctx: &Ctx, device: &str, error: &EthtoolError) {
+/// not simply a driver without the request, or an interface factbuoy's network namespace does
+/// not have (gone meanwhile, or the host's seen from another namespace, which
+/// [`warn_of_other_namespace`] reports once for all).
+fn ethtool_failed(ctx: &Ctx, error: &EthtoolError) {
     match error {
-        EthtoolError::NotSupported(_) => {}
-        EthtoolError::NoSuchInterface(_) => ctx.warn(format!(
-            "network: {device} is not in factbuoy's network namespace (in a pod: no \
-             hostNetwork), so its ethtool features and time stamping are missing"
-        )),
+        EthtoolError::NotSupported(_) | EthtoolError::NoSuchInterface(_) => {}
         EthtoolError::Io(message) => ctx.warn(format!("network: ethtool data: {message}")),
     }
 }

@@ -3,6 +3,7 @@
 use std::net::IpAddr;
 
 use factbuoy_guest::host_info;
+use factbuoy_guest::linux::netns::{self, NetworkNamespace};
 
 use crate::ctx::Ctx;
 
@@ -32,6 +33,13 @@ pub fn collect(ctx: &mut Ctx) {
         ctx.set("nodename", nodename.as_str());
         ctx.set("fqdn", fqdn);
         ctx.set("domain", domain);
+        if *ctx.network_namespace() != NetworkNamespace::Same {
+            ctx.warn(format!(
+                "platform: {}: ansible_hostname, ansible_nodename, ansible_fqdn and \
+                 ansible_domain may be factbuoy's own host name, not the host's",
+                netns::OTHER_NAMESPACE
+            ));
+        }
     }
 
     // Ansible reports the word size of its Python; here, the one native to the machine.

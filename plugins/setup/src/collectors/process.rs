@@ -32,7 +32,12 @@ pub fn loadavg(ctx: &mut Ctx) {
     }
 }
 
-/// `user`: who the gathering process runs as, with its passwd entry.
+/// `user`: who the gathering process runs as, with its entry in the host root's passwd file.
+///
+/// The ids are the process's. The rest comes from the host root's `/etc/passwd`, the host's
+/// name for that uid; a uid it does not list gets no name, no home and no shell, and no warning:
+/// that is how a Kubernetes agent runs (uid 65532 of factbuoy's image, which no node knows), by
+/// design (docs/setup.md).
 pub fn user(ctx: &mut Ctx) {
     let Some(status) = ctx.read_raw("/proc/self/status") else {
         return;
@@ -81,8 +86,6 @@ pub fn user(ctx: &mut Ctx) {
         ctx.set("user_gecos", f[4]);
         ctx.set("user_dir", f[5]);
         ctx.set("user_shell", f[6]);
-    } else {
-        ctx.warn(format!("user: uid {real_uid} has no entry in /etc/passwd"));
     }
     ctx.set("real_user_id", real_uid);
     ctx.set("effective_user_id", effective_uid);

@@ -1,6 +1,6 @@
-//! The HTTPS listeners: TLS with a required client certificate from the run's CA, the
-//! certificate's role handed to every request, and limits on connections, request heads and
-//! slow clients.
+//! The HTTPS listeners, for a run's two and for a fleet's: binding with a deep accept queue,
+//! TLS (the certificate's role handed to every request), and limits on connections, request
+//! heads and slow clients. What a request is answered is the routes' business, passed in.
 //!
 //! Connections have two budgets per listener. One that has not finished its TLS handshake holds
 //! a handshake slot (a quarter of the connection cap, at least 8) for at most the head timeout;
@@ -16,21 +16,42 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
+use factbuoy_pki::role_of;
 use factbuoy_protocol::identity::Role;
+use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
-use hyper::{Request, Response};
-use rustls::pki_types::CertificateDer;
-
 use hyper::service::service_fn;
+use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
+use rustls::pki_types::CertificateDer;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{Semaphore, oneshot};
 use tokio_rustls::TlsAcceptor;
 
-use super::handler::{self, Body, Listener};
-use crate::config::ServerLimits;
-use crate::shared::Shared;
-use factbuoy_pki::role_of;
+use crate::model::config::ServerLimits;
+
+/// The body of every response: whole JSON or text, or a file streamed from disk.
+pub(crate) type Body = BoxBody<Bytes, std::io::Error>;
+
+/// Connections the kernel holds for the aggregator before it accepts them. Agents arrive in
+/// bursts (a whole cluster starts at once); with the default of 128 the queue overflowed under
+/// 512 uploads in flight, and each dropped connection cost its agent a one-second SYN retry.
+/// Linux caps it at `net.core.somaxconn`.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listener on `address` with the aggregator's accept queue ([`LISTEN_BACKLOG`]).
+pub(crate) fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if address.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    // As TcpListener::bind does: a restarted aggregator must get its port back at once.
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(LISTEN_BACKLOG)
+}
 
 /// Descriptors kept for everything but connections: the run directory, logs, the blocking
 /// pool's file-system work, the listeners.
@@ -40,11 +61,11 @@ const MIN_HANDSHAKES: usize = 8;
 
 /// How many connections one listener holds at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Budget {
+pub(crate) struct Budget {
     /// Connections that finished their handshake.
-    pub connections: usize,
+    pub(crate) connections: usize,
     /// Connections still in their TLS handshake.
-    pub handshakes: usize,
+    pub(crate) handshakes: usize,
 }
 
 /// The budget of each of the two listeners for a configured cap of `max_connections`. Raises the
@@ -52,7 +73,7 @@ pub struct Budget {
 /// warning, until both listeners' connections fit: a handshake takes one descriptor, a served
 /// connection two (its socket and an upload's file). Running out of descriptors would refuse
 /// every client at accept instead.
-pub fn budget(max_connections: usize) -> Budget {
+pub(crate) fn budget(max_connections: usize) -> Budget {
     budget_within(max_connections, 2)
 }
 
@@ -60,7 +81,7 @@ pub fn budget(max_connections: usize) -> Budget {
 /// descriptor (agents upload nothing to it; an operator's rare plugin upload takes one more, from
 /// the reserve). It takes half the descriptors, as a run's listener does, leaving the rest to
 /// the runs it serves.
-pub fn fleet_budget(max_connections: usize) -> Budget {
+pub(crate) fn fleet_budget(max_connections: usize) -> Budget {
     budget_within(max_connections, 1)
 }
 
@@ -110,47 +131,23 @@ struct Handshakes {
     pending: BTreeMap<u64, oneshot::Sender<()>>,
 }
 
-/// Accepts connections until the task is dropped, answering each request with the run's handler.
-pub async fn serve(
-    listener: TcpListener,
-    tls: Arc<rustls::ServerConfig>,
-    kind: Listener,
-    shared: Arc<Shared>,
-    budget: Budget,
-) {
-    let limits = shared.config.limits.clone();
-    let reject = {
-        let shared = shared.clone();
-        Arc::new(move |reason: &'static str| shared.metrics.reject(reason))
-    };
-    serve_with(
-        listener,
-        tls,
-        &limits,
-        budget,
-        reject,
-        move |peer, request| handler::handle(shared.clone(), kind, peer.role.clone(), request),
-    )
-    .await
-}
-
 /// Who is at the other end of a connection, as its TLS handshake showed.
 #[derive(Debug, Clone)]
-pub struct Peer {
+pub(crate) struct Peer {
     /// The factbuoy role its certificate carries, if any.
-    pub role: Option<Role>,
+    pub(crate) role: Option<Role>,
     /// Its certificate, if it presented one.
-    pub certificate: Option<CertificateDer<'static>>,
+    pub(crate) certificate: Option<CertificateDer<'static>>,
     /// Its address.
-    pub address: SocketAddr,
+    pub(crate) address: SocketAddr,
 }
 
 /// Counts a refused connection under its reason.
-pub type Reject = Arc<dyn Fn(&'static str) + Send + Sync>;
+pub(crate) type Reject = Arc<dyn Fn(&'static str) + Send + Sync>;
 
 /// Accepts connections until the task is dropped, under `limits` and `budget`, and answers each
-/// request with `handle`: the run's listeners and the fleet's share this.
-pub async fn serve_with<H, F>(
+/// request with `handle`: the run's listeners and the fleet's.
+pub(crate) async fn serve<H, F>(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     limits: &ServerLimits,
@@ -244,5 +241,39 @@ pub async fn serve_with<H, F>(
                 tracing::debug!(%peer, "connection ended: {e}");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_burst_of_connections_waits_in_the_queue_instead_of_being_dropped() {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let address = listener.local_addr().unwrap();
+        // Nothing accepts: every connection must fit in the kernel's queue. With the default
+        // backlog of 128 the rest would wait for a SYN retry and time out here.
+        let burst = 300;
+        // A kernel whose somaxconn is below the burst caps any backlog, and the test could not
+        // tell 4096 from 128: say so rather than pass.
+        let somaxconn: usize = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .expect("reading /proc/sys/net/core/somaxconn")
+            .trim()
+            .parse()
+            .expect("net.core.somaxconn is a number");
+        assert!(
+            somaxconn >= burst,
+            "this kernel caps listen backlogs at {somaxconn} (net.core.somaxconn), below the \
+             {burst} connections this test needs: raise it (sysctl -w net.core.somaxconn=4096, \
+             the default since Linux 5.4) to run it"
+        );
+        let connections: Vec<_> = (0..burst)
+            .map(|i| {
+                std::net::TcpStream::connect_timeout(&address, Duration::from_millis(500))
+                    .unwrap_or_else(|e| panic!("connection {i} was not queued: {e}"))
+            })
+            .collect();
+        assert_eq!(connections.len(), burst);
     }
 }

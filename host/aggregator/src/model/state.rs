@@ -1,11 +1,13 @@
 //! What the aggregator knows about a run: which (plugin, node) pairs it expects, what arrived,
-//! heartbeats, and the run's status.
+//! heartbeats, the nodes and what the dispatcher said of each, and the run's status; and what
+//! follows from it: whether a result may be accepted, which pairs are lost or missing, the
+//! status document.
 //!
-//! Durable in two parts, so that a restarted aggregator continues the run and loses nothing:
-//! every committed result writes its own small record, `commits/<plugin>/<node>.json`, before
-//! the commit is acknowledged (cost independent of the run's size); `state.json` holds the
-//! run-level status. Loading replays the records onto a fresh state. Progress and heartbeats
-//! change often and are not saved: after a restart every node gets a fresh heartbeat window.
+//! In memory only. It is durable in parts, so that a restarted aggregator continues the run and
+//! loses nothing (`persistence`): each committed result's record and each node's record,
+//! written before they take effect, and `state.json` for the run-level fields; loading replays
+//! the records onto a fresh state. Progress and heartbeats change often and are not saved: after
+//! a restart every node gets a fresh heartbeat window.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -13,74 +15,18 @@ use std::time::{Duration, SystemTime};
 use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::routes::Scope;
 use factbuoy_protocol::types::{
-    Outcome, PairStatus, PluginStatus, ProgressUpdate, ResultStatus, RunStatus, StatusDocument,
-    TarInfo,
+    Outcome, PairStatus, PluginStatus, ResultStatus, RunStatus, StatusDocument, TarInfo,
+    now_rfc3339, rfc3339,
 };
 use serde::{Deserialize, Serialize};
 
-use factbuoy_protocol::types::{now_rfc3339, rfc3339};
-
 use super::config::{PlanScope, RunConfig};
 use super::nodes::{self, Disposition};
-use super::run_dir::{RunDir, write_atomically};
-
-/// A committed result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Committed {
-    /// How the plugin run ended; always failed for a made-up result.
-    pub outcome: Outcome,
-    /// Files with their size and sha-256, as verified at commit.
-    pub files: BTreeMap<String, (u64, String)>,
-    /// Made by the aggregator itself (lost node, timeout) rather than sent by an agent.
-    pub synthetic: bool,
-    /// Names the tree this commit assembled in staging (`commit-<id>`): while that tree is still
-    /// there, a restarted aggregator knows the commit took effect and finishes moving it.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub commit_id: String,
-    /// Whether the commit brought the agent's run report (else an older report is removed).
-    #[serde(default)]
-    pub report: bool,
-    /// Why the result failed, cut for the status document (see [`PluginStatus::error`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// The result's warnings, capped for the status document (see [`PluginStatus::warnings`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
-}
-
-impl Committed {
-    /// Whether the result passed without a byte of artifacts.
-    fn is_empty_pass(&self) -> bool {
-        self.outcome == Outcome::Succeeded && self.files.values().all(|(size, _)| *size == 0)
-    }
-}
-
-/// One (plugin, node) pair.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Pair {
-    /// Where the pair is.
-    pub status: PairStatus,
-    /// Its result, once one is committed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub committed: Option<Committed>,
-    /// The latest progress report; not saved.
-    #[serde(skip)]
-    pub progress: Option<ProgressUpdate>,
-}
-
-impl Pair {
-    fn pending() -> Self {
-        Pair {
-            status: PairStatus::Pending,
-            committed: None,
-            progress: None,
-        }
-    }
-}
+use super::pair::{Committed, Pair};
 
 /// Who speaks for a node never heard from (see [`RunState::lost_pairs`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unheard {
+pub(crate) enum Unheard {
     /// Nobody: its silence past the lost window makes it lost.
     Silent,
     /// The run's dispatcher, which watches the node and its agent.
@@ -90,46 +36,46 @@ pub enum Unheard {
 /// The whole run's state. Only the run-level fields are saved in `state.json`; pairs come back
 /// from their commit records, and heartbeats start afresh.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunState {
+pub(crate) struct RunState {
     /// Where the run is.
-    pub status: RunStatus,
+    pub(crate) status: RunStatus,
     /// plugin -> scope (a node, or global) -> pair; rebuilt from commit records.
     #[serde(skip)]
-    pub pairs: BTreeMap<String, BTreeMap<Scope, Pair>>,
+    pub(crate) pairs: BTreeMap<String, BTreeMap<Scope, Pair>>,
     /// The bundle, once it is written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tar_info: Option<TarInfo>,
+    pub(crate) tar_info: Option<TarInfo>,
     /// When the run was created, RFC 3339 UTC.
-    pub started: String,
+    pub(crate) started: String,
     /// When the run ended, complete or failed, RFC 3339 UTC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished: Option<String>,
+    pub(crate) finished: Option<String>,
     /// node -> last heartbeat.
     #[serde(skip)]
-    pub heartbeats: BTreeMap<NodeName, SystemTime>,
+    pub(crate) heartbeats: BTreeMap<NodeName, SystemTime>,
     /// Why a failed run failed (a full disk, say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     /// The run's nodes and what its dispatcher said about each; rebuilt from the configured
     /// nodes and the node records.
     #[serde(skip)]
-    pub nodes: BTreeMap<NodeName, Disposition>,
+    pub(crate) nodes: BTreeMap<NodeName, Disposition>,
     /// node -> when it became expected in this process: its lost window counts from here at
     /// least. Not saved.
     #[serde(skip)]
-    pub expected_at: BTreeMap<NodeName, SystemTime>,
+    pub(crate) expected_at: BTreeMap<NodeName, SystemTime>,
     /// Why the run was interrupted, when its operator stopped it: the missing results become
     /// error results, the bundle holds what was collected, and the run ends failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interrupted: Option<String>,
+    pub(crate) interrupted: Option<String>,
     /// Whether the dispatcher said its first listing of nodes is complete (dynamic runs).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub settled: bool,
+    pub(crate) settled: bool,
 }
 
 /// What a commit attempt meets.
 #[derive(Debug, PartialEq, Eq)]
-pub enum CommitCheck {
+pub(crate) enum CommitCheck {
     /// Nothing committed yet, or a failed result that a new attempt may replace.
     Open,
     /// A successful result is already there: a true duplicate.
@@ -142,29 +88,9 @@ pub enum CommitCheck {
     NodeClosed(String),
 }
 
-/// Writes the durable record of a pair's committed result, atomically: once it is on disk the
-/// commit has taken effect, and a restarted aggregator reads it back.
-pub fn write_record(
-    run_dir: &RunDir,
-    plugin: &str,
-    label: &str,
-    status: PairStatus,
-    committed: &Committed,
-) -> std::io::Result<()> {
-    #[derive(Serialize)]
-    struct Record<'a> {
-        status: PairStatus,
-        committed: &'a Committed,
-    }
-    let path = run_dir.commit_record(plugin, label);
-    std::fs::create_dir_all(path.parent().expect("record paths have a parent"))?;
-    let bytes = serde_json::to_vec(&Record { status, committed }).map_err(std::io::Error::other)?;
-    write_atomically(&path, &bytes)
-}
-
 impl RunState {
     /// A fresh state with every expected pair pending.
-    pub fn new(config: &RunConfig) -> Self {
+    pub(crate) fn new(config: &RunConfig) -> Self {
         let mut pairs = BTreeMap::new();
         for plugin in &config.plugins {
             let entry: &mut BTreeMap<Scope, Pair> = pairs.entry(plugin.name.clone()).or_default();
@@ -194,7 +120,7 @@ impl RunState {
     /// Makes `node` one of the run's nodes with `disposition`, adding its per-node pairs
     /// (pending) if it had none; `now` starts its lost window. In memory: the caller writes the
     /// node record first.
-    pub fn set_node(
+    pub(crate) fn set_node(
         &mut self,
         config: &RunConfig,
         node: &NodeName,
@@ -216,15 +142,18 @@ impl RunState {
 
     /// Whether `node`'s agent gets a plan: it is one of the run's nodes, neither skipped nor
     /// gone.
-    pub fn plans_for(&self, node: &NodeName) -> bool {
+    pub(crate) fn plans_for(&self, node: &NodeName) -> bool {
         self.nodes
             .get(node)
-            .is_some_and(|d| d.refusal(node).is_none())
+            .is_some_and(|d| d.why_closed(node).is_none())
     }
 
     /// The error results that stand in for `node`'s missing ones, as its disposition says:
     /// (plugin, scope, status, message).
-    pub fn stand_ins_for(&self, node: &NodeName) -> Vec<(String, Scope, PairStatus, String)> {
+    pub(crate) fn stand_ins_for(
+        &self,
+        node: &NodeName,
+    ) -> Vec<(String, Scope, PairStatus, String)> {
         let Some((status, message)) = self.nodes.get(node).and_then(|d| d.stand_in(node)) else {
             return Vec::new();
         };
@@ -237,7 +166,7 @@ impl RunState {
     }
 
     /// Every stand-in the dispositions call for and a stop may have cut short.
-    pub fn disposition_stand_ins(&self) -> Vec<(String, Scope, PairStatus, String)> {
+    pub(crate) fn disposition_stand_ins(&self) -> Vec<(String, Scope, PairStatus, String)> {
         self.nodes
             .iter()
             .filter(|(_, d)| **d != Disposition::Expected)
@@ -245,64 +174,8 @@ impl RunState {
             .collect()
     }
 
-    /// The state saved in `run_dir`: run-level status from `state.json` (if any), pairs from
-    /// the commit records.
-    pub fn load(run_dir: &RunDir, config: &RunConfig) -> anyhow::Result<Self> {
-        let mut state = RunState::new(config);
-        if let Ok(bytes) = std::fs::read(run_dir.state()) {
-            let saved: RunState = serde_json::from_slice(&bytes)?;
-            state.status = saved.status;
-            state.tar_info = saved.tar_info;
-            state.started = saved.started;
-            state.finished = saved.finished;
-            state.error = saved.error;
-            state.settled = saved.settled;
-            state.interrupted = saved.interrupted;
-        }
-        let now = SystemTime::now();
-        for record in nodes::read_records(run_dir)? {
-            state.set_node(config, &record.node, record.disposition, now);
-        }
-        for (plugin, nodes) in state.pairs.iter_mut() {
-            for (scope, pair) in nodes.iter_mut() {
-                let record = run_dir.commit_record(plugin, scope.label());
-                if let Ok(bytes) = std::fs::read(&record) {
-                    *pair = serde_json::from_slice(&bytes)
-                        .map_err(|e| anyhow::anyhow!("{}: {e}", record.display()))?;
-                }
-            }
-        }
-        Ok(state)
-    }
-
-    /// Saves the run-level status.
-    pub fn save(&self, run_dir: &RunDir) -> anyhow::Result<()> {
-        Ok(write_atomically(
-            &run_dir.state(),
-            &serde_json::to_vec_pretty(self)?,
-        )?)
-    }
-
-    /// Records a pair's committed result durably, then applies it.
-    pub fn record_commit(
-        &mut self,
-        run_dir: &RunDir,
-        plugin: &str,
-        scope: &Scope,
-        status: PairStatus,
-        committed: Committed,
-    ) -> anyhow::Result<()> {
-        let label = scope.label();
-        if self.pair(plugin, scope).is_none() {
-            anyhow::bail!("no pair {plugin}/{label} in this run");
-        }
-        write_record(run_dir, plugin, label, status, &committed)?;
-        self.apply_commit(plugin, scope, status, committed);
-        Ok(())
-    }
-
-    /// Applies a result already recorded with [`write_record`], in memory.
-    pub fn apply_commit(
+    /// Applies a result whose commit record is written, in memory.
+    pub(crate) fn apply_commit(
         &mut self,
         plugin: &str,
         scope: &Scope,
@@ -316,17 +189,18 @@ impl RunState {
     }
 
     /// The pair of `plugin` and `scope`, if the run expects it.
-    pub fn pair(&self, plugin: &str, scope: &Scope) -> Option<&Pair> {
+    pub(crate) fn pair(&self, plugin: &str, scope: &Scope) -> Option<&Pair> {
         self.pairs.get(plugin)?.get(scope)
     }
 
-    /// The pair, to change in memory only; a result is committed with [`RunState::record_commit`].
-    pub fn pair_mut(&mut self, plugin: &str, scope: &Scope) -> Option<&mut Pair> {
+    /// The pair, to change in memory only (progress, say); a result is applied with
+    /// [`RunState::apply_commit`] once its record is written.
+    pub(crate) fn pair_mut(&mut self, plugin: &str, scope: &Scope) -> Option<&mut Pair> {
         self.pairs.get_mut(plugin)?.get_mut(scope)
     }
 
     /// Notes that something arrived for a pair that had nothing yet.
-    pub fn mark_running(&mut self, plugin: &str, scope: &Scope) {
+    pub(crate) fn mark_running(&mut self, plugin: &str, scope: &Scope) {
         if let Some(pair) = self.pair_mut(plugin, scope)
             && pair.status == PairStatus::Pending
         {
@@ -335,12 +209,12 @@ impl RunState {
     }
 
     /// Whether a result (an upload or a commit) for the pair may be accepted now.
-    pub fn check_commit(&self, plugin: &str, scope: &Scope) -> CommitCheck {
+    pub(crate) fn check_commit(&self, plugin: &str, scope: &Scope) -> CommitCheck {
         if self.status != RunStatus::Running {
             return CommitCheck::Closed;
         }
         if let Scope::Node(node) = scope
-            && let Some(why) = self.nodes.get(node).and_then(|d| d.refusal(node))
+            && let Some(why) = self.nodes.get(node).and_then(|d| d.why_closed(node))
         {
             return CommitCheck::NodeClosed(why);
         }
@@ -354,7 +228,7 @@ impl RunState {
     }
 
     /// Whether every pair has a result (sent or made up): the run can be packaged.
-    pub fn all_done(&self) -> bool {
+    pub(crate) fn all_done(&self) -> bool {
         self.pairs
             .values()
             .flat_map(|nodes| nodes.values())
@@ -366,7 +240,7 @@ impl RunState {
     /// is [`Unheard::Dispatcher`]: a dispatcher then watches the node and its agent (a pod
     /// pulling its image, a node whose kubelet stopped) and says what became of it, so silence
     /// before the first word is no loss; the run timeout still bounds the wait.
-    pub fn lost_pairs(
+    pub(crate) fn lost_pairs(
         &self,
         now: SystemTime,
         since: SystemTime,
@@ -382,7 +256,7 @@ impl RunState {
                     || self
                         .nodes
                         .get(node)
-                        .is_some_and(|d| d.refusal(node).is_some())
+                        .is_some_and(|d| d.why_closed(node).is_some())
                 {
                     continue;
                 }
@@ -405,7 +279,7 @@ impl RunState {
     }
 
     /// Pairs still waiting for a result.
-    pub fn missing_pairs(&self) -> Vec<(String, Scope)> {
+    pub(crate) fn missing_pairs(&self) -> Vec<(String, Scope)> {
         self.pairs
             .iter()
             .flat_map(|(plugin, scopes)| {
@@ -418,7 +292,7 @@ impl RunState {
     }
 
     /// The status document operators see.
-    pub fn document(&self, run_id: &str) -> StatusDocument {
+    pub(crate) fn document(&self, run_id: &str) -> StatusDocument {
         let mut plugins = Vec::new();
         for (plugin, scopes) in &self.pairs {
             for (scope, pair) in scopes {
@@ -461,7 +335,7 @@ impl RunState {
     /// How the run ends once its bundle is written: `failed` when it was interrupted or an
     /// error was recorded before packaging (what was collected is still packaged), else
     /// `complete`.
-    pub fn final_status(&self) -> RunStatus {
+    pub(crate) fn final_status(&self) -> RunStatus {
         if self.final_error().is_some() {
             RunStatus::Failed
         } else {
@@ -470,7 +344,7 @@ impl RunState {
     }
 
     /// Why the run ends failed once its bundle is written (see [`RunState::final_status`]).
-    pub fn final_error(&self) -> Option<String> {
+    pub(crate) fn final_error(&self) -> Option<String> {
         self.error.clone().or_else(|| {
             self.interrupted.as_ref().map(|reason| {
                 format!("interrupted ({reason}); the bundle holds the results collected before")
@@ -481,7 +355,7 @@ impl RunState {
     /// The status document the bundle keeps as `meta/status.json`: the run's final status, not
     /// the `post-processing` it is packaged in. It has no `tar_info`: no file inside the bundle
     /// can hold the bundle's own digest; `/status` has it once the bundle is written.
-    pub fn bundle_document(&self, run_id: &str) -> StatusDocument {
+    pub(crate) fn bundle_document(&self, run_id: &str) -> StatusDocument {
         StatusDocument {
             status: self.final_status(),
             error: self.final_error(),
@@ -493,42 +367,10 @@ impl RunState {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-
     use super::*;
-    use crate::config::{PluginPlan, ServerLimits};
 
     fn config() -> RunConfig {
-        let plugin = |name: &str, scope| PluginPlan {
-            name: name.into(),
-            sha256: String::new(),
-            scope,
-            params: vec![],
-            grants: vec![],
-            denies: vec![],
-            deadline_seconds: 60,
-            definition: serde_json::Value::Null,
-        };
-        RunConfig {
-            run_id: "r".into(),
-            created: String::new(),
-            factbuoy_version: String::new(),
-            plugins: vec![
-                plugin("setup", PlanScope::PerNode),
-                plugin("cluster", PlanScope::Global),
-            ],
-            nodes: vec![name("a"), name("b")],
-            dynamic_nodes: false,
-            heartbeat_seconds: 5,
-            lost_after_seconds: 60,
-            run_timeout_seconds: 600,
-            agent_listen: "127.0.0.1:0".parse().unwrap(),
-            operator_listen: "127.0.0.1:0".parse().unwrap(),
-            server_names: vec![],
-            bundle_dir: PathBuf::new(),
-            operator_ca: None,
-            limits: ServerLimits::default(),
-        }
+        crate::model::config::sample()
     }
 
     fn name(node: &str) -> NodeName {
@@ -678,50 +520,5 @@ mod tests {
         let document = state.bundle_document("r");
         assert_eq!(document.status, RunStatus::Failed);
         assert_eq!(document.error.as_deref(), Some("interrupted"));
-    }
-
-    #[test]
-    fn commits_and_status_survive_a_restart() {
-        let temporary = tempfile::tempdir().unwrap();
-        let dir = RunDir::new(temporary.path());
-        let config = config();
-        let mut state = RunState::new(&config);
-        let committed = Committed {
-            outcome: Outcome::Succeeded,
-            files: BTreeMap::new(),
-            synthetic: false,
-            commit_id: String::new(),
-            report: false,
-            error: None,
-            warnings: Vec::new(),
-        };
-        state
-            .record_commit(&dir, "setup", &node("a"), PairStatus::Complete, committed)
-            .unwrap();
-        state.status = RunStatus::PostProcessing;
-        state.save(&dir).unwrap();
-        let loaded = RunState::load(&dir, &config).unwrap();
-        assert_eq!(loaded.pairs, state.pairs);
-        assert_eq!(loaded.status, RunStatus::PostProcessing);
-        assert_eq!(loaded.missing_pairs().len(), 2);
-        assert!(
-            state
-                .record_commit(
-                    &dir,
-                    "setup",
-                    &node("zzz"),
-                    PairStatus::Complete,
-                    Committed {
-                        outcome: Outcome::Failed,
-                        files: BTreeMap::new(),
-                        synthetic: true,
-                        commit_id: String::new(),
-                        report: false,
-                        error: None,
-                        warnings: Vec::new(),
-                    }
-                )
-                .is_err()
-        );
     }
 }

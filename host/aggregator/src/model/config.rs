@@ -1,5 +1,6 @@
-//! What a run is: written once to `run.json` in the run directory when the run starts, read
-//! back by a restarted aggregator.
+//! What a run is: its plugins, its nodes, its timings and the limits of its listeners. Written
+//! once to `run.json` in the run directory when the run is created and read back by a restarted
+//! aggregator (`persistence::saved` does both); secret parameters are kept apart.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -7,8 +8,6 @@ use std::time::Duration;
 
 use factbuoy_protocol::names::NodeName;
 use serde::{Deserialize, Serialize};
-
-use super::run_dir::RunDir;
 
 /// Default interval between agent heartbeats.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
@@ -117,7 +116,7 @@ pub struct RunConfig {
     /// does not load.
     pub nodes: Vec<NodeName>,
     /// Whether the set of nodes changes while the run serves: a dispatcher names nodes as it
-    /// learns them ([`crate::nodes::NodeSet`]), and the run cannot end before it says its
+    /// learns them (the `NodeSet` of a serving run), and the run cannot end before it says its
     /// first listing is complete. `nodes` are then only the first expected ones. Absent in
     /// `run.json` files written before it existed: fixed.
     #[serde(default)]
@@ -162,9 +161,6 @@ pub fn new_run_id() -> String {
     format!("{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff)
 }
 
-/// A secret parameter, as `secrets.json` keeps it: `(plugin, NAME, VALUE)`.
-type Secret = (String, String, String);
-
 impl RunConfig {
     /// A run of `plugins` with every other setting at its default: a new id ([`new_run_id`]),
     /// created now, no expected nodes yet (a fixed set), both listeners on loopback with ports
@@ -192,53 +188,6 @@ impl RunConfig {
         }
     }
 
-    /// Reads `run.json` from `run_dir`, and the secret parameters beside it while the run has
-    /// them.
-    pub fn load(run_dir: &RunDir) -> anyhow::Result<Self> {
-        let path = run_dir.config();
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            anyhow::anyhow!(
-                "reading {}: {e}; is this a factbuoy run directory?",
-                path.display()
-            )
-        })?;
-        let mut config: RunConfig = serde_json::from_str(&text)?;
-        let secrets = run_dir.secrets();
-        if secrets.exists() {
-            let text = std::fs::read_to_string(&secrets)
-                .map_err(|e| anyhow::anyhow!("reading {}: {e}", secrets.display()))?;
-            let secrets: Vec<Secret> = serde_json::from_str(&text)?;
-            for (plugin, name, value) in secrets {
-                if let Some(plan) = config.plugins.iter_mut().find(|p| p.name == plugin) {
-                    plan.params.push((name, value));
-                }
-            }
-        }
-        Ok(config)
-    }
-
-    /// Writes `run.json` into `run_dir`, atomically, without secret parameters; those go to
-    /// `secrets.json`, readable by the owner only.
-    pub fn save(&self, run_dir: &RunDir) -> anyhow::Result<()> {
-        let secrets: Vec<Secret> = self
-            .plugins
-            .iter()
-            .flat_map(|plan| {
-                plan.params
-                    .iter()
-                    .filter(|(name, _)| plan.is_secret(name))
-                    .map(|(name, value)| (plan.name.clone(), name.clone(), value.clone()))
-            })
-            .collect();
-        if !secrets.is_empty() {
-            factbuoy_pki::write_private(&run_dir.secrets(), &serde_json::to_string(&secrets)?)?;
-        }
-        Ok(super::run_dir::write_atomically(
-            &run_dir.config(),
-            &serde_json::to_vec_pretty(&self.without_secrets())?,
-        )?)
-    }
-
     /// This configuration without the values of secret parameters: what may be written into
     /// `run.json` and the bundle.
     pub fn without_secrets(&self) -> RunConfig {
@@ -251,37 +200,43 @@ impl RunConfig {
         public
     }
 
-    /// Removes the run's secret parameters from disk, once no plan will be handed out again.
-    pub fn forget_secrets(run_dir: &RunDir) -> std::io::Result<()> {
-        match std::fs::remove_file(run_dir.secrets()) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        }
-    }
-
     /// The plugin of this run called `name`.
     pub fn plugin(&self, name: &str) -> Option<&PluginPlan> {
         self.plugins.iter().find(|p| p.name == name)
     }
 }
 
+/// A run of `setup` on nodes `a` and `b`, and of the global plugin `cluster`, for tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_run_file_from_before_dynamic_nodes_loads_as_fixed() {
-        let temporary = tempfile::tempdir().unwrap();
-        let dir = RunDir::new(temporary.path());
-        let old = serde_json::json!({
-            "run_id": "r", "created": "", "factbuoy_version": "0.1.0", "plugins": [],
-            "nodes": ["a"], "heartbeat_seconds": 5, "lost_after_seconds": 60,
-            "run_timeout_seconds": 600, "agent_listen": "127.0.0.1:0",
-            "operator_listen": "127.0.0.1:0", "server_names": [], "bundle_dir": "/tmp",
-            "limits": ServerLimits::default(),
-        });
-        std::fs::write(dir.config(), old.to_string()).unwrap();
-        let config = RunConfig::load(&dir).unwrap();
-        assert!(!config.dynamic_nodes);
+pub(crate) fn sample() -> RunConfig {
+    let plugin = |name: &str, scope| PluginPlan {
+        name: name.into(),
+        sha256: String::new(),
+        scope,
+        params: vec![],
+        grants: vec![],
+        denies: vec![],
+        deadline_seconds: 60,
+        definition: serde_json::Value::Null,
+    };
+    RunConfig {
+        run_id: "r".into(),
+        created: String::new(),
+        factbuoy_version: String::new(),
+        plugins: vec![
+            plugin("setup", PlanScope::PerNode),
+            plugin("cluster", PlanScope::Global),
+        ],
+        nodes: vec![NodeName::parse("a").unwrap(), NodeName::parse("b").unwrap()],
+        dynamic_nodes: false,
+        heartbeat_seconds: 5,
+        lost_after_seconds: 60,
+        run_timeout_seconds: 600,
+        agent_listen: "127.0.0.1:0".parse().unwrap(),
+        operator_listen: "127.0.0.1:0".parse().unwrap(),
+        server_names: vec![],
+        bundle_dir: PathBuf::new(),
+        operator_ca: None,
+        limits: ServerLimits::default(),
     }
 }

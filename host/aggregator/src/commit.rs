@@ -1,19 +1,15 @@
-//! Results on disk. Uploads stream into a temporary file while their digest is computed; a
-//! file whose digest differs from its `Content-Digest` is deleted, never stored. Accepted files
-//! wait in `staging/<plugin>/<node>/` under a name that records their size and digest, until a
-//! manifest commits them.
+//! Commits: a manifest turns a pair's staged files (the crate's `upload`) into its result, in
+//! the bundle's layout; the watchdog commits error results the same way (a lost node, the run
+//! timeout).
 //!
 //! A commit is all or nothing, across a full disk and a crash. It links the named files into a
 //! tree beside them (`commit-<id>/`, with `error.json` for a failed result) and writes the
-//! agent's report beside it (`report-<id>`), and then writes (and syncs) the pair's commit record: that one atomic write is the commit point. Only then is the old result renamed
-//! into `.trash/`, the new tree renamed into place and the staging directory cleared. Before the
-//! record, any error removes the new tree and leaves the staged files for a retry; after it, a
-//! stop is finished on the next start ([`Storage::recover`]), which also removes the trees of
-//! commits that never reached their record.
-//!
-//! Staged files are flat, one directory per pair, and uploads in progress share one directory:
-//! creating directories is the costliest file-system work an upload does (ext4 searches for a
-//! spread-out inode for each), far more than writing a megabyte.
+//! agent's report beside it (`report-<id>`), and then writes (and syncs) the pair's commit
+//! record (`persistence::records`): that one atomic write is the commit point. Only then is the
+//! old result renamed into `.trash/`, the new tree renamed into place and the staging directory
+//! cleared. Before the record, any error removes the new tree and leaves the staged files for a
+//! retry; after it, a stop is finished on the next start ([`ResultStore::recover`]), which also
+//! removes the trees of commits that never reached their record.
 //!
 //! ```text
 //! <run dir>/staging/.incoming/<random>                                  uploads in progress
@@ -24,67 +20,28 @@
 //! <run dir>/results/plugins/<plugin>/results/<node>/...                 committed successes
 //! <run dir>/results/plugins/<plugin>/errors/<node>/...                  committed failures, with error.json
 //! <run dir>/results/meta/reports/<plugin>/<node>.json                   each run's report from the agent
+//! <run dir>/commits/<plugin>/<node>.json                                the commit record
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use factbuoy_bundle::layout::{self, ResultKind};
 use factbuoy_protocol::names::{ArtifactName, UnpackedNames};
 use factbuoy_protocol::types::{
-    MAX_PROGRESS_MESSAGE_BYTES, Outcome, ResultManifest, truncate_entries,
+    MAX_PROGRESS_MESSAGE_BYTES, Outcome, PairStatus, ResultManifest, truncate_entries,
 };
-use http_body_util::BodyExt;
-use sha2::{Digest, Sha256};
 
-use factbuoy_protocol::types::PairStatus;
-
-use super::config::ServerLimits;
-use super::run_dir::{RunDir, sync_dir};
-use super::state::{Committed, RunState, write_record};
-
-/// Why an upload was refused. Each maps to one HTTP status.
-#[derive(Debug, thiserror::Error)]
-pub enum UploadError {
-    /// The body passed the largest file size it holds, in bytes (413).
-    #[error("the body is larger than the limit of {0} bytes")]
-    TooLarge(u64),
-    /// No data arrived for the idle timeout it holds (408).
-    #[error("the body stalled: no data for {0:?}")]
-    Stalled(Duration),
-    /// The average rate fell below the minimum once the grace had passed (408).
-    #[error("the body is too slow: {rate} bytes/s, below the minimum of {minimum} bytes/s")]
-    TooSlow {
-        /// The average rate so far, in bytes per second.
-        rate: u64,
-        /// The slowest accepted rate, in bytes per second.
-        minimum: u64,
-    },
-    /// The body's digest differs from its `Content-Digest` (400).
-    #[error(
-        "the body's sha-256 is {actual} but Content-Digest says {expected}; nothing was stored, upload it again"
-    )]
-    DigestMismatch {
-        /// Lower-case hex sha-256 from `Content-Digest`.
-        expected: String,
-        /// Lower-case hex sha-256 of the bytes received.
-        actual: String,
-    },
-    /// The client's body broke off; holds the transport's error (400).
-    #[error("the connection broke during the upload: {0}")]
-    Interrupted(String),
-    /// The file could not be written or put in place (500).
-    #[error("storing the upload: {0}")]
-    Io(#[from] std::io::Error),
-}
+use crate::model::pair::Committed;
+use crate::model::state::RunState;
+use crate::persistence::files::{is_disk_full, read_dir_names, remove_any, sync_dir};
+use crate::persistence::run_dir::RunDir;
+use crate::upload::{StagedFile, Staging};
 
 /// Why a manifest could not be committed (answered with 400).
 #[derive(Debug, thiserror::Error)]
-pub enum CommitError {
+pub(crate) enum CommitError {
     /// The manifest names a file that was not uploaded; holds its name.
     #[error(
         "the manifest names {0:?}, which was not uploaded (or not completely); upload it, then commit again"
@@ -120,7 +77,7 @@ pub enum CommitError {
 
 impl CommitError {
     /// Whether the file system ran out of space (or inodes).
-    pub fn is_disk_full(&self) -> bool {
+    pub(crate) fn is_disk_full(&self) -> bool {
         match self {
             CommitError::Io(e) | CommitError::Unfinished(_, e) => is_disk_full(e),
             _ => false,
@@ -128,173 +85,37 @@ impl CommitError {
     }
 }
 
-/// Whether an I/O error says the disk is full (space or inodes, or the quota).
-pub fn is_disk_full(error: &std::io::Error) -> bool {
-    matches!(
-        error.kind(),
-        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
-    )
-}
-
-/// Writes `body` into a new file at `path` at the pace `limits` asks, and keeps it only if it
-/// is at most `limits.max_file_bytes` long and its sha-256 is `expected_sha256`; returns its
-/// size. On any error the file is gone.
-pub async fn write_verified<B>(
-    body: &mut B,
-    path: &Path,
-    expected_sha256: &str,
-    limits: &ServerLimits,
-) -> Result<u64, UploadError>
-where
-    B: hyper::body::Body<Data = Bytes> + Unpin,
-    B::Error: std::fmt::Display,
-{
-    let result = async {
-        let mut file = std::fs::File::create(path)?;
-        let mut hasher = Sha256::new();
-        let mut size: u64 = 0;
-        let mut pace = Pace::new(limits);
-        while let Some(data) = pace.next(body).await? {
-            size += data.len() as u64;
-            if size > limits.max_file_bytes {
-                return Err(UploadError::TooLarge(limits.max_file_bytes));
-            }
-            hasher.update(&data);
-            // Straight into the page cache on this thread, as nginx does. A trip to the
-            // blocking pool per write cost more than the write (the server used about half
-            // again the CPU per 1 MiB upload), and batching to save trips held 64 KiB per
-            // connection.
-            file.write_all(&data)?;
-        }
-        let actual = hex::encode(hasher.finalize());
-        if actual != expected_sha256 {
-            return Err(UploadError::DigestMismatch {
-                expected: expected_sha256.to_owned(),
-                actual,
-            });
-        }
-        Ok(size)
-    }
-    .await;
-    if result.is_err() {
-        let _ = std::fs::remove_file(path);
-    }
-    result
-}
-
-/// The pace rules every request body meets: no silence longer than the idle timeout, and once
-/// the request is older than the grace, an average rate of at least the minimum.
-pub struct Pace {
-    started: Instant,
-    received: u64,
-    idle: Duration,
-    grace: Duration,
-    minimum: u64,
-}
-
-impl Pace {
-    /// The rules of `limits`, counted from now.
-    pub fn new(limits: &ServerLimits) -> Self {
-        Pace {
-            started: Instant::now(),
-            received: 0,
-            idle: Duration::from_secs(limits.idle_timeout_seconds),
-            grace: Duration::from_secs(limits.upload_grace_seconds),
-            minimum: limits.min_upload_bytes_per_second,
-        }
-    }
-
-    /// The next piece of `body`, or `None` at its end. A body that is still sending when its
-    /// rate falls below the minimum is cut off when the grace ends, not only at its next piece.
-    pub async fn next<B>(&mut self, body: &mut B) -> Result<Option<Bytes>, UploadError>
-    where
-        B: hyper::body::Body<Data = Bytes> + Unpin,
-        B::Error: std::fmt::Display,
-    {
-        loop {
-            // The latest moment the next piece may arrive: the idle timeout, or the time at
-            // which what has arrived falls below the minimum rate, whichever comes first.
-            let rate_deadline = match self.minimum {
-                0 => Duration::MAX,
-                minimum => self.grace.max(Duration::from_secs_f64(
-                    (self.received + 1) as f64 / minimum as f64,
-                )),
-            };
-            let idle_deadline = self.started.elapsed() + self.idle;
-            let wait = rate_deadline
-                .min(idle_deadline)
-                .saturating_sub(self.started.elapsed());
-            let frame = match tokio::time::timeout(wait, body.frame()).await {
-                Err(_) if rate_deadline < idle_deadline => return Err(self.too_slow()),
-                Err(_) => return Err(UploadError::Stalled(self.idle)),
-                Ok(None) => return Ok(None),
-                Ok(Some(Err(e))) => return Err(UploadError::Interrupted(e.to_string())),
-                Ok(Some(Ok(frame))) => frame,
-            };
-            let Ok(data) = frame.into_data() else {
-                continue;
-            };
-            self.received += data.len() as u64;
-            let elapsed = self.started.elapsed();
-            if elapsed > self.grace
-                && (self.received as f64 / elapsed.as_secs_f64()) < self.minimum as f64
-            {
-                return Err(self.too_slow());
-            }
-            return Ok(Some(data));
-        }
-    }
-
-    fn too_slow(&self) -> UploadError {
-        let elapsed = self.started.elapsed().as_secs_f64().max(f64::EPSILON);
-        UploadError::TooSlow {
-            rate: (self.received as f64 / elapsed) as u64,
-            minimum: self.minimum,
-        }
-    }
-}
-
-/// Uploads and results of one run on disk: the staging area and the results tree.
-pub struct Storage {
+/// The results of one run on disk: the staging area its commits take files from, and the
+/// results tree that becomes the bundle.
+pub(crate) struct ResultStore {
     run_dir: RunDir,
-    staging: PathBuf,
+    staging: Staging,
     results: PathBuf,
-    /// One lock per pair, held while a received file is put in place and while a commit builds,
-    /// records and moves its tree: an upload landing in a pair's directory as a commit removes
-    /// it would be lost. Pairs never wait for each other.
-    pairs: std::sync::Mutex<PairLocks>,
 }
 
-/// (plugin, node label) -> the pair's lock; only pairs the run expects get one.
-type PairLocks = HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>;
-
-/// A pair's lock, held for as long as it lives.
-pub type PairGuard = tokio::sync::OwnedMutexGuard<()>;
-
-impl Storage {
-    /// Storage below `run_dir`. Uploads a previous process left half-done are deleted: their
-    /// agents never got a 201 and send them again. Call [`Storage::recover`] before serving.
-    pub fn open(run_dir: &RunDir) -> std::io::Result<Self> {
-        let storage = Storage {
+impl ResultStore {
+    /// The results of the run in `run_dir`, with its staging area ([`Staging::open`]). Call
+    /// [`ResultStore::recover`] before serving.
+    pub(crate) fn open(run_dir: &RunDir) -> std::io::Result<Self> {
+        let store = ResultStore {
             run_dir: run_dir.clone(),
-            staging: run_dir.staging(),
+            staging: Staging::open(run_dir)?,
             results: run_dir.results(),
-            pairs: std::sync::Mutex::new(HashMap::new()),
         };
-        let incoming = storage.incoming();
-        if incoming.exists() {
-            std::fs::remove_dir_all(&incoming)?;
-        }
-        std::fs::create_dir_all(&incoming)?;
-        std::fs::create_dir_all(storage.trash())?;
-        Ok(storage)
+        std::fs::create_dir_all(store.trash())?;
+        Ok(store)
+    }
+
+    /// The staging area: uploads, and the pairs' locks.
+    pub(crate) fn staging(&self) -> &Staging {
+        &self.staging
     }
 
     /// Finishes or rolls back what a stopped aggregator had in flight, as `state` (read back from
     /// the commit records) says: a commit whose record was written is finished (its tree moved
     /// into place), one whose record was not is undone (its half-built tree removed; the staged
     /// files stay, so the agent's retry succeeds). Then empties the trash.
-    pub fn recover(&self, state: &RunState) -> std::io::Result<()> {
+    pub(crate) fn recover(&self, state: &RunState) -> std::io::Result<()> {
         for (plugin, nodes) in &state.pairs {
             for (scope, pair) in nodes {
                 let label = scope.label();
@@ -309,11 +130,11 @@ impl Storage {
                 }
             }
         }
-        for plugin in read_dir_names(&self.staging)? {
+        for plugin in read_dir_names(self.staging.root())? {
             if plugin.starts_with('.') {
                 continue;
             }
-            let plugin_dir = self.staging.join(&plugin);
+            let plugin_dir = self.staging.root().join(&plugin);
             for label in read_dir_names(&plugin_dir)? {
                 let pair_dir = plugin_dir.join(&label);
                 for entry in read_dir_names(&pair_dir)? {
@@ -329,44 +150,25 @@ impl Storage {
         self.empty_trash()
     }
 
-    /// Waits for the lock of a pair; see [`Storage::commit`].
-    pub async fn lock_pair(&self, plugin: &str, label: &str) -> PairGuard {
-        let lock = self
-            .pairs
-            .lock()
-            .unwrap()
-            .entry((plugin.to_owned(), label.to_owned()))
-            .or_default()
-            .clone();
-        lock.lock_owned().await
-    }
-
-    fn incoming(&self) -> PathBuf {
-        // A dot keeps it apart from plugin names, which start with a letter or digit.
-        self.staging.join(".incoming")
-    }
-
     /// Old trees and spent staging directories, renamed here in one step and then removed.
     fn trash(&self) -> PathBuf {
-        self.staging.join(".trash")
-    }
-
-    fn staging(&self, plugin: &str, label: &str) -> PathBuf {
-        self.staging.join(plugin).join(label)
+        self.staging.root().join(".trash")
     }
 
     fn assembly(&self, plugin: &str, label: &str, commit_id: &str) -> PathBuf {
-        self.staging(plugin, label)
+        self.staging
+            .pair_dir(plugin, label)
             .join(format!("{ASSEMBLY}{commit_id}"))
     }
 
     fn pending_report(&self, plugin: &str, label: &str, commit_id: &str) -> PathBuf {
-        self.staging(plugin, label)
+        self.staging
+            .pair_dir(plugin, label)
             .join(format!("{REPORT}{commit_id}"))
     }
 
     /// The tree that becomes the bundle.
-    pub fn bundle_root(&self) -> &Path {
+    pub(crate) fn bundle_root(&self) -> &Path {
         &self.results
     }
 
@@ -378,74 +180,20 @@ impl Storage {
         self.results.join(layout::result_dir(plugin, label, kind))
     }
 
-    /// Streams `body` into the staging area, checking size, pace and digest.
-    pub async fn receive_file<B>(
-        &self,
-        plugin: &str,
-        label: &str,
-        name: &ArtifactName,
-        expected_sha256: &str,
-        mut body: B,
-        limits: &ServerLimits,
-    ) -> Result<u64, UploadError>
-    where
-        B: hyper::body::Body<Data = Bytes> + Unpin,
-        B::Error: std::fmt::Display,
-    {
-        let temporary = self
-            .incoming()
-            .join(format!("{:016x}", rand::random::<u64>()));
-        let size = write_verified(&mut body, &temporary, expected_sha256, limits).await?;
-        let staging = self.staging(plugin, label);
-        let _settling = self.lock_pair(plugin, label).await;
-        let placed = std::fs::create_dir_all(&staging).and_then(|()| {
-            std::fs::rename(
-                &temporary,
-                staging.join(StagedFile::file_name(name, size, expected_sha256)),
-            )
-        });
-        if let Err(e) = placed {
-            let _ = std::fs::remove_file(&temporary);
-            return Err(e.into());
-        }
-        Ok(size)
-    }
-
-    /// Deletes a staged upload that arrived after its pair's result was completed, and the pair's
-    /// staging folder if that leaves it empty. A file the commit already took is not there.
-    /// Call it holding the pair's lock ([`Storage::lock_pair`]).
-    pub fn discard(
-        &self,
-        plugin: &str,
-        label: &str,
-        name: &ArtifactName,
-        size: u64,
-        sha256: &str,
-    ) -> std::io::Result<()> {
-        let staging = self.staging(plugin, label);
-        match std::fs::remove_file(staging.join(StagedFile::file_name(name, size, sha256))) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-        // Fails, as it should, while other uploads wait there.
-        let _ = std::fs::remove_dir(&staging);
-        Ok(())
-    }
-
     /// Commits the staged files the manifest names, replacing an earlier failed result, all or
     /// nothing. The result's tree is assembled from links beside the staged files;
     /// writing the commit record is the one step that makes it take effect; the tree is then
     /// renamed into place. An error before the record leaves everything as it was (the staged
-    /// files stay, a retry succeeds); a stop after it is finished by [`Storage::recover`].
+    /// files stay, a retry succeeds); a stop after it is finished by [`ResultStore::recover`].
     ///
     /// Blocking file-system work: call it off the async executor, holding the pair's lock.
-    pub fn commit(
+    pub(crate) fn commit(
         &self,
         plugin: &str,
         label: &str,
         manifest: &ResultManifest,
     ) -> Result<Committed, CommitError> {
-        let staging = self.staging(plugin, label);
+        let staging = self.staging.pair_dir(plugin, label);
         let staged = StagedFile::list(&staging)?;
         let mut files = BTreeMap::new();
         for entry in &manifest.files {
@@ -525,8 +273,8 @@ impl Storage {
     }
 
     /// Writes an error result the aggregator made up (lost node, run timeout), as a commit.
-    /// Blocking, as [`Storage::commit`].
-    pub fn synthetic_error(
+    /// Blocking, as [`ResultStore::commit`].
+    pub(crate) fn synthetic_error(
         &self,
         plugin: &str,
         label: &str,
@@ -579,7 +327,8 @@ impl Storage {
             // No fsync of the files: a sync per commit waits for every dirty page of the file
             // system (seconds under load). The record is synced; a crash of the process loses
             // nothing the page cache holds.
-            write_record(&self.run_dir, plugin, label, status, committed)
+            self.run_dir
+                .write_commit_record(plugin, label, status, committed)
         })();
         if let Err(e) = prepared {
             let _ = remove_any(&assembly);
@@ -614,7 +363,7 @@ impl Storage {
             std::fs::rename(&assembly, &destination)?;
             sync_dir(destination.parent().expect("destination has a parent"))?;
         }
-        let staging = self.staging(plugin, label);
+        let staging = self.staging.pair_dir(plugin, label);
         if staging.exists() {
             std::fs::rename(&staging, self.trash_entry())?;
         }
@@ -646,70 +395,6 @@ fn write_new(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> 
     file.write_all(&serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?)
 }
 
-/// Removes a file or a tree; nothing there is fine.
-fn remove_any(path: &Path) -> std::io::Result<()> {
-    let removed = match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
-        Err(e) => Err(e),
-    };
-    match removed {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        other => other,
-    }
-}
-
-/// The names in a directory; none if it does not exist.
-fn read_dir_names(dir: &Path) -> std::io::Result<Vec<String>> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let mut names = Vec::new();
-    for entry in entries {
-        names.push(entry?.file_name().to_string_lossy().into_owned());
-    }
-    Ok(names)
-}
-
-/// An accepted upload waiting for its commit. Its file name carries what the commit checks, so
-/// nothing beside the file has to be written or kept in step with it.
-/// Its name is `<sha-256 of the artifact name>.<size>.<sha-256>`: artifact names may be longer
-/// than a file name can be.
-struct StagedFile;
-
-impl StagedFile {
-    fn name_key(name: &ArtifactName) -> String {
-        hex::encode(Sha256::digest(name.as_str().as_bytes()))
-    }
-
-    fn file_name(name: &ArtifactName, size: u64, sha256: &str) -> String {
-        format!("{}.{size}.{sha256}", Self::name_key(name))
-    }
-
-    /// The staged files of one pair by name key, each with its versions' size and sha-256;
-    /// none if nothing was uploaded.
-    fn list(staging: &Path) -> std::io::Result<HashMap<String, Vec<(u64, String)>>> {
-        let mut staged: HashMap<String, Vec<(u64, String)>> = HashMap::new();
-        for file_name in read_dir_names(staging)? {
-            let mut parts = file_name.split('.');
-            if let (Some(name_key), Some(Ok(size)), Some(sha256), None) = (
-                parts.next(),
-                parts.next().map(str::parse),
-                parts.next(),
-                parts.next(),
-            ) {
-                staged
-                    .entry(name_key.to_owned())
-                    .or_default()
-                    .push((size, sha256.to_owned()));
-            }
-        }
-        Ok(staged)
-    }
-}
-
 /// An error message as the status document carries it: at most a progress message's length.
 fn cut_message(message: &str) -> String {
     let mut message = message.to_owned();
@@ -737,9 +422,14 @@ fn report_warnings(report: Option<&serde_json::Value>) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use bytes::Bytes;
     use factbuoy_protocol::types::ManifestFile;
     use http_body_util::Full;
+    use sha2::{Digest, Sha256};
+
+    use super::*;
+    use crate::model::config::ServerLimits;
+    use crate::upload::UploadError;
 
     fn sha(bytes: &[u8]) -> String {
         hex::encode(Sha256::digest(bytes))
@@ -765,12 +455,13 @@ mod tests {
     #[tokio::test]
     async fn an_upload_is_stored_only_with_the_right_digest() {
         let dir = tempfile::tempdir().unwrap();
-        let storage = Storage::open(&RunDir::new(dir.path())).unwrap();
+        let storage = ResultStore::open(&RunDir::new(dir.path())).unwrap();
         let limits = ServerLimits::default();
         let name = ArtifactName::parse("logs/a.json").unwrap();
         let body = Full::new(Bytes::from_static(b"payload"));
         let wrong = sha(b"other");
         let error = storage
+            .staging()
             .receive_file("p", "n1", &name, &wrong, body, &limits)
             .await
             .unwrap_err();
@@ -788,6 +479,7 @@ mod tests {
 
         let body = Full::new(Bytes::from_static(b"payload"));
         let size = storage
+            .staging()
             .receive_file("p", "n1", &name, &sha(b"payload"), body, &limits)
             .await
             .unwrap();
@@ -808,7 +500,7 @@ mod tests {
     #[tokio::test]
     async fn oversized_uploads_and_incomplete_manifests_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let storage = Storage::open(&RunDir::new(dir.path())).unwrap();
+        let storage = ResultStore::open(&RunDir::new(dir.path())).unwrap();
         let limits = ServerLimits {
             max_file_bytes: 4,
             ..ServerLimits::default()
@@ -816,6 +508,7 @@ mod tests {
         let name = ArtifactName::parse("a").unwrap();
         let body = Full::new(Bytes::from_static(b"12345"));
         let error = storage
+            .staging()
             .receive_file("p", "n1", &name, &sha(b"12345"), body, &limits)
             .await
             .unwrap_err();
@@ -829,10 +522,11 @@ mod tests {
     #[tokio::test]
     async fn a_commit_names_the_staged_version_it_disagrees_with_and_survives_a_torn_commit() {
         let dir = tempfile::tempdir().unwrap();
-        let storage = Storage::open(&RunDir::new(dir.path())).unwrap();
+        let storage = ResultStore::open(&RunDir::new(dir.path())).unwrap();
         let name = ArtifactName::parse("deep/er/a.json").unwrap();
         let body = Full::new(Bytes::from_static(b"first"));
         storage
+            .staging()
             .receive_file(
                 "p",
                 "n1",
@@ -877,7 +571,7 @@ mod tests {
     #[tokio::test]
     async fn a_retry_replaces_a_failed_result() {
         let dir = tempfile::tempdir().unwrap();
-        let storage = Storage::open(&RunDir::new(dir.path())).unwrap();
+        let storage = ResultStore::open(&RunDir::new(dir.path())).unwrap();
         storage
             .commit("p", "n1", &manifest(Outcome::Failed, &[]))
             .unwrap();
@@ -890,6 +584,7 @@ mod tests {
         let name = ArtifactName::parse("ok.txt").unwrap();
         let body = Full::new(Bytes::from_static(b"ok"));
         storage
+            .staging()
             .receive_file(
                 "p",
                 "n1",

@@ -1,16 +1,18 @@
 //! The run directory: every path of a run's working state, in one place. Created 0700: it holds
-//! the run's CA key.
+//! the run's CA key. What is read and written where: `run.json`, `secrets.json` and
+//! `state.json` in `saved`, the commit and node records in `records`, `staging/` and `results/`
+//! in the crate's `upload` and `commit`.
 //!
 //! ```text
 //! <run dir>/run.json                         the run's configuration (RunConfig), secrets left out
 //! <run dir>/secrets.json                     secret parameters, 0600, while the run is running
 //! <run dir>/state.json                       run-level status (RunState)
 //! <run dir>/commits/<plugin>/<node>.json     one record per committed result
-//! <run dir>/nodes/<node>.json                 one record per node the dispatcher named (NodeSet)
+//! <run dir>/nodes/<node>.json                one record per node the dispatcher named (NodeSet)
 //! <run dir>/pki/                             CA, server and operator certificates and keys
-//! <run dir>/components/<sha256>.wasm        plugin components not bundled in the binary
-//! <run dir>/staging/                         uploads in progress and accepted (Storage)
-//! <run dir>/results/                         committed results in the bundle's layout
+//! <run dir>/components/<sha256>.wasm         plugin components not bundled in the binary
+//! <run dir>/staging/                         uploads in progress and accepted (upload, commit)
+//! <run dir>/results/                         committed results in the bundle's layout (commit)
 //! <run dir>/spool/                           the local agent's artifacts awaiting upload
 //! <run dir>/final-status.json                the status document of a retired run
 //! ```
@@ -18,11 +20,12 @@
 //! A finished run on this host is retired ([`RunDir::retire`]): its bundle holds everything,
 //! so only run.json, state.json and the final status stay, for `factbuoy status`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use factbuoy_bundle::layout;
 use factbuoy_protocol::types::StatusDocument;
+
+use super::files::write_atomically;
 
 /// A run's directory and the path of everything in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,7 +70,7 @@ impl RunDir {
     }
 
     /// The record of what the dispatcher said about a node: expected, skipped, failed, gone
-    /// ([`crate::nodes::NodeSet`]). Named as commit records are, so every node name fits.
+    /// (the serving run's `NodeSet`). Named as commit records are, so every node name fits.
     pub fn node_record(&self, node: &str) -> PathBuf {
         self.nodes()
             .join(format!("{node}{}", layout::NODE_FILE_SUFFIX))
@@ -155,27 +158,4 @@ impl RunDir {
     pub fn spool(&self) -> PathBuf {
         self.root.join("spool")
     }
-}
-
-/// Writes a file through a temporary beside it and a rename, so readers and a crash mid-write
-/// never leave a torn file; the directory is synced so the rename survives a power loss. A write
-/// that fails (a full disk) removes its temporary and leaves the old file as it was.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let temporary = path.with_extension("tmp");
-    let written = (|| {
-        let mut file = std::fs::File::create(&temporary)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temporary, path)
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&temporary);
-        return Err(e);
-    }
-    sync_dir(path.parent().expect("files have a parent"))
-}
-
-/// Makes the entries of `dir` (created, renamed, removed) durable.
-pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
 }

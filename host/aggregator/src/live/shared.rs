@@ -1,47 +1,53 @@
-//! What the request handlers and the watchdog of a serving aggregator share.
+//! What the request handlers, the node set and the watchdog of a serving run share.
 
 use std::sync::Mutex;
 use std::time::SystemTime;
 
 use factbuoy_protocol::routes::Scope;
-use factbuoy_protocol::types::{PairStatus, RunStatus, StatusDocument};
+use factbuoy_protocol::types::{PairStatus, RunStatus, StatusDocument, now_rfc3339};
 
-use crate::BundledComponents;
-use crate::config::RunConfig;
+use crate::commit::ResultStore;
+use crate::enroll::Enrollment;
 use crate::metrics::{Metrics, StateLabel};
-use crate::run_dir::RunDir;
-use crate::state::RunState;
-use crate::storage::Storage;
+use crate::model::config::RunConfig;
+use crate::model::state::RunState;
+use crate::persistence::run_dir::RunDir;
 
-/// What the request handlers share.
-pub struct Shared {
+/// Finds a plugin component compiled into the serving binary by its sha-256, so a run need not
+/// store copies of bundled plugins for agents that lack them.
+pub type BundledComponents = fn(&str) -> Option<&'static [u8]>;
+
+/// What the request handlers, the node set and the watchdog share.
+pub(crate) struct Shared {
     /// The run's configuration, with the listen addresses actually bound.
-    pub config: RunConfig,
+    pub(crate) config: RunConfig,
     /// The run's directory.
-    pub run_dir: RunDir,
+    pub(crate) run_dir: RunDir,
     /// What the aggregator knows about the run; never held across an await.
-    pub state: Mutex<RunState>,
+    pub(crate) state: Mutex<RunState>,
     /// Uploaded and committed results on disk.
-    pub storage: Storage,
+    pub(crate) results: ResultStore,
     /// The counters served at `/metrics`.
-    pub metrics: Metrics,
+    pub(crate) metrics: Metrics,
     /// Held (shared) by each commit while it runs, and (exclusive) by the watchdog when it
     /// closes the run for packaging: a commit in flight finishes before the bundle is written.
-    pub open: tokio::sync::RwLock<()>,
+    pub(crate) open: tokio::sync::RwLock<()>,
     /// Wakes the watchdog when a result arrives.
-    pub changed: tokio::sync::Notify,
-    /// Taken by each change of the node set ([`crate::nodes::NodeSet`]), so they take turns.
+    pub(crate) changed: tokio::sync::Notify,
+    /// Taken by each change of the node set ([`super::node_set::NodeSet`]), so they take turns.
     pub(crate) node_changes: tokio::sync::Mutex<()>,
+    /// The run's status as the watchdog last published it.
     pub(crate) status: tokio::sync::watch::Sender<RunStatus>,
     /// When this aggregator process started serving: silence is counted from here at least.
     pub(crate) started_at: SystemTime,
+    /// Components bundled in the serving binary.
     pub(crate) bundled: BundledComponents,
     /// How agents without a certificate get one, if the run enrolls agents.
-    pub(crate) enrollment: Option<crate::enroll::Enrollment>,
+    pub(crate) enrollment: Option<Enrollment>,
 }
 
 /// Where a plugin component's bytes are served from.
-pub enum ComponentSource {
+pub(crate) enum ComponentSource {
     /// Compiled into this binary.
     Bundled(&'static [u8]),
     /// A file in the run directory (a plugin from a file; 19 MB for a Python one, so it is
@@ -52,7 +58,7 @@ pub enum ComponentSource {
 impl Shared {
     /// Where the plugin component of this run with digest `sha256` is: bundled in this binary,
     /// or stored with the run. `None` if the run has no such plugin.
-    pub fn component(&self, sha256: &str) -> Option<ComponentSource> {
+    pub(crate) fn component(&self, sha256: &str) -> Option<ComponentSource> {
         if !self.config.plugins.iter().any(|p| p.sha256 == sha256) {
             return None;
         }
@@ -61,8 +67,9 @@ impl Shared {
             None => ComponentSource::Stored(self.run_dir.component(sha256)),
         })
     }
+
     /// Sets the `nodes` gauges: how many nodes are pending, running, done, lost or skipped.
-    pub fn update_node_gauges(&self) {
+    pub(crate) fn update_node_gauges(&self) {
         let state = self.state.lock().unwrap();
         let mut counts = std::collections::BTreeMap::from([
             ("pending", 0),
@@ -111,7 +118,46 @@ impl Shared {
     }
 
     /// The status document operators see, as of now.
-    pub fn status_document(&self) -> StatusDocument {
+    pub(crate) fn status_document(&self) -> StatusDocument {
         self.state.lock().unwrap().document(&self.config.run_id)
+    }
+
+    /// Saves the run-level state; a failure is logged (the state in memory goes on, and the
+    /// next save or the records of each change carry it).
+    pub(crate) fn save_state(&self, state: &RunState) {
+        if let Err(e) = self.run_dir.save_state(state) {
+            tracing::error!("saving the run state: {e:#}");
+        }
+    }
+
+    /// Removes the run's secret parameters from disk.
+    pub(crate) fn forget_secrets(&self) {
+        if let Err(e) = self.run_dir.forget_secrets() {
+            tracing::error!("removing the run's secret parameters: {e}");
+        }
+    }
+
+    /// Ends the run as failed, with `message` in its status document.
+    pub(crate) fn fail_run(&self, message: String) {
+        tracing::error!("the run failed: {message}");
+        self.forget_secrets();
+        let mut state = self.state.lock().unwrap();
+        state.status = RunStatus::Failed;
+        state.error = Some(message);
+        state.finished = Some(now_rfc3339());
+        self.save_state(&state);
+        self.status.send_replace(RunStatus::Failed);
+    }
+
+    /// What to do about a full disk, for error messages.
+    pub(crate) fn disk_full_hint(&self, full: bool) -> String {
+        if full {
+            format!(
+                "; the disk holding {} is full. Every result committed so far is intact there",
+                self.run_dir.root().display()
+            )
+        } else {
+            String::new()
+        }
     }
 }

@@ -1,0 +1,160 @@
+//! Serving a fleet: its directory made on the first start, its listener bound (where agents
+//! knew it), the runs a stop left unfinished served again, and the flusher of last-seen times.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use factbuoy_pki::{FLEET_CA_NAME, Issued, RunCa};
+use factbuoy_protocol::identity::Role;
+use ring::hmac;
+use tokio::task::JoinHandle;
+
+use super::dir::{FleetDir, FleetSettings, write_settings};
+use super::offers::FleetRuns;
+use super::shared::{FLUSH_EVERY, Fleet};
+use super::{registry, routes, runs};
+use crate::live::shared::BundledComponents;
+use crate::metrics::Metrics;
+use crate::model::config::ServerLimits;
+use crate::serving;
+
+/// How long the enrollment CA is valid.
+const CA_VALIDITY: time::Duration = time::Duration::days(3650);
+
+/// Makes the fleet's directory the first time (its CA, certificates and ticket key), and
+/// records `settings` (the names may change between starts; the CA never does).
+fn init(dir: &FleetDir, settings: &FleetSettings) -> anyhow::Result<RunCa> {
+    use std::os::unix::fs::DirBuilderExt;
+    let mut private = std::fs::DirBuilder::new();
+    private.recursive(true).mode(0o700);
+    private.create(dir.pki())?;
+    let ca = if dir.pki().join("ca.key").exists() {
+        RunCa::load_named(&dir.pki(), FLEET_CA_NAME)?
+    } else {
+        let ca = RunCa::create_named(FLEET_CA_NAME, CA_VALIDITY)?;
+        ca.save(&dir.pki())?;
+        private.create(dir.operator())?;
+        let operator = ca.issue_client(&Role::Operator {
+            name: "fleet-operator".into(),
+        })?;
+        operator.save(&dir.operator(), "client")?;
+        std::fs::write(dir.operator().join("ca.pem"), ca.cert_pem())?;
+        factbuoy_pki::write_private(
+            &dir.pki().join("ticket.key"),
+            &hex::encode(rand::random::<[u8; 32]>()),
+        )?;
+        ca
+    };
+    // The certificate follows the names given at each start.
+    let server = ca.issue_server(&settings.server_names)?;
+    server.save(&dir.pki(), "server")?;
+    write_settings(dir, settings)?;
+    std::fs::create_dir_all(dir.runs())?;
+    std::fs::create_dir_all(dir.bundles())?;
+    std::fs::create_dir_all(dir.plugins())?;
+    Ok(ca)
+}
+
+/// A serving fleet. Dropping it stops the listener and every run it serves.
+pub struct RunningFleet {
+    /// Where the fleet listens.
+    pub address: SocketAddr,
+    /// The settings it serves with (the port picked at the first start included).
+    pub settings: FleetSettings,
+    fleet: Arc<Fleet>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for RunningFleet {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        self.fleet.flush();
+    }
+}
+
+/// Serves the fleet in `dir` (made on the first start) with `settings`; runs that were still
+/// running when it last stopped are served again.
+pub async fn serve(
+    dir: FleetDir,
+    mut settings: FleetSettings,
+    bundled: BundledComponents,
+) -> anyhow::Result<RunningFleet> {
+    // A restart keeps the port agents know, unless told otherwise.
+    if settings.listen.port() == 0
+        && let Ok(previous) = super::dir::settings(&dir)
+        && previous.listen.ip() == settings.listen.ip()
+    {
+        settings.listen = previous.listen;
+    }
+    let ca = init(&dir, &settings)?;
+    let listener = serving::bind(settings.listen)
+        .with_context(|| format!("binding the fleet listener to {}", settings.listen))?;
+    let address = listener.local_addr()?;
+    if address != settings.listen {
+        settings.listen = address;
+        write_settings(&dir, &settings)?;
+    }
+    let server = Issued::load(&dir.pki(), "server")?;
+    // The chain carries the CA: a joining agent checks it against its pin.
+    let chained = Issued {
+        cert_pem: format!("{}{}", server.cert_pem, ca.cert_pem()),
+        key_pem: server.key_pem,
+    };
+    let tls = ca.server_config_with(
+        &chained,
+        factbuoy_pki::ClientTrust {
+            anonymous: true,
+            ..Default::default()
+        },
+    )?;
+    let key_hex = std::fs::read_to_string(dir.pki().join("ticket.key"))?;
+    let ticket_key = hmac::Key::new(
+        hmac::HMAC_SHA256,
+        &hex::decode(key_hex.trim()).context("reading pki/ticket.key")?,
+    );
+    let fleet = Arc::new(Fleet {
+        registry: Mutex::new((registry::load(&dir)?, false)),
+        runs: FleetRuns::default(),
+        dir,
+        settings: settings.clone(),
+        ca,
+        ticket_key,
+        bundled,
+        metrics: Metrics::default(),
+    });
+    runs::resume(&fleet).await?;
+    let limits = ServerLimits::default();
+    let budget = serving::fleet_budget(limits.max_connections);
+    let reject = {
+        let fleet = fleet.clone();
+        Arc::new(move |reason: &'static str| fleet.metrics.reject(reason))
+    };
+    let handler = {
+        let fleet = fleet.clone();
+        move |peer, request| routes::handle(fleet.clone(), peer, request)
+    };
+    let tasks = vec![
+        tokio::spawn(async move {
+            serving::serve(listener, tls, &limits, budget, reject, handler).await
+        }),
+        tokio::spawn(flusher(fleet.clone())),
+    ];
+    tracing::info!(%address, "fleet serving");
+    Ok(RunningFleet {
+        address,
+        settings,
+        fleet,
+        tasks,
+    })
+}
+
+async fn flusher(fleet: Arc<Fleet>) {
+    loop {
+        tokio::time::sleep(FLUSH_EVERY).await;
+        let fleet = fleet.clone();
+        let _ = tokio::task::spawn_blocking(move || fleet.flush()).await;
+    }
+}

@@ -1,0 +1,336 @@
+//! Uploads: each result file streams into a temporary file while its size, its pace and its
+//! digest are checked; a file whose digest differs from its `Content-Digest` is deleted, never
+//! stored. Accepted files wait in the pair's staging directory under a name that records their
+//! size and digest ([`StagedFile`]), until a manifest commits them (the crate's `commit`).
+//!
+//! Staged files are flat, one directory per pair, and uploads in progress share one directory:
+//! creating directories is the costliest file-system work an upload does (ext4 searches for a
+//! spread-out inode for each), far more than writing a megabyte.
+//!
+//! ```text
+//! <run dir>/staging/.incoming/<random>                                  uploads in progress
+//! <run dir>/staging/<plugin>/<node>/<sha256 of name>.<size>.<sha256>    accepted, not committed
+//! ```
+//!
+//! A stop loses only uploads in progress: [`Staging::open`] deletes them (their agents never got
+//! a 201 and send them again). Accepted files stay for the commit that names them.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use factbuoy_protocol::names::ArtifactName;
+use http_body_util::BodyExt;
+use sha2::{Digest, Sha256};
+
+use crate::model::config::ServerLimits;
+use crate::persistence::files::read_dir_names;
+use crate::persistence::run_dir::RunDir;
+
+/// Why an upload was refused. Each maps to one HTTP status.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum UploadError {
+    /// The body passed the largest file size it holds, in bytes (413).
+    #[error("the body is larger than the limit of {0} bytes")]
+    TooLarge(u64),
+    /// No data arrived for the idle timeout it holds (408).
+    #[error("the body stalled: no data for {0:?}")]
+    Stalled(Duration),
+    /// The average rate fell below the minimum once the grace had passed (408).
+    #[error("the body is too slow: {rate} bytes/s, below the minimum of {minimum} bytes/s")]
+    TooSlow {
+        /// The average rate so far, in bytes per second.
+        rate: u64,
+        /// The slowest accepted rate, in bytes per second.
+        minimum: u64,
+    },
+    /// The body's digest differs from its `Content-Digest` (400).
+    #[error(
+        "the body's sha-256 is {actual} but Content-Digest says {expected}; nothing was stored, upload it again"
+    )]
+    DigestMismatch {
+        /// Lower-case hex sha-256 from `Content-Digest`.
+        expected: String,
+        /// Lower-case hex sha-256 of the bytes received.
+        actual: String,
+    },
+    /// The client's body broke off; holds the transport's error (400).
+    #[error("the connection broke during the upload: {0}")]
+    Interrupted(String),
+    /// The file could not be written or put in place (500).
+    #[error("storing the upload: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Writes `body` into a new file at `path` at the pace `limits` asks, and keeps it only if it
+/// is at most `limits.max_file_bytes` long and its sha-256 is `expected_sha256`; returns its
+/// size. On any error the file is gone.
+pub(crate) async fn write_verified<B>(
+    body: &mut B,
+    path: &Path,
+    expected_sha256: &str,
+    limits: &ServerLimits,
+) -> Result<u64, UploadError>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let result = async {
+        let mut file = std::fs::File::create(path)?;
+        let mut hasher = Sha256::new();
+        let mut size: u64 = 0;
+        let mut pace = Pace::new(limits);
+        while let Some(data) = pace.next(body).await? {
+            size += data.len() as u64;
+            if size > limits.max_file_bytes {
+                return Err(UploadError::TooLarge(limits.max_file_bytes));
+            }
+            hasher.update(&data);
+            // Straight into the page cache on this thread, as nginx does. A trip to the
+            // blocking pool per write cost more than the write (the server used about half
+            // again the CPU per 1 MiB upload), and batching to save trips held 64 KiB per
+            // connection.
+            file.write_all(&data)?;
+        }
+        let actual = hex::encode(hasher.finalize());
+        if actual != expected_sha256 {
+            return Err(UploadError::DigestMismatch {
+                expected: expected_sha256.to_owned(),
+                actual,
+            });
+        }
+        Ok(size)
+    }
+    .await;
+    if result.is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+    result
+}
+
+/// The pace rules every request body meets: no silence longer than the idle timeout, and once
+/// the request is older than the grace, an average rate of at least the minimum.
+pub(crate) struct Pace {
+    started: Instant,
+    received: u64,
+    idle: Duration,
+    grace: Duration,
+    minimum: u64,
+}
+
+impl Pace {
+    /// The rules of `limits`, counted from now.
+    pub(crate) fn new(limits: &ServerLimits) -> Self {
+        Pace {
+            started: Instant::now(),
+            received: 0,
+            idle: Duration::from_secs(limits.idle_timeout_seconds),
+            grace: Duration::from_secs(limits.upload_grace_seconds),
+            minimum: limits.min_upload_bytes_per_second,
+        }
+    }
+
+    /// The next piece of `body`, or `None` at its end. A body that is still sending when its
+    /// rate falls below the minimum is cut off when the grace ends, not only at its next piece.
+    pub(crate) async fn next<B>(&mut self, body: &mut B) -> Result<Option<Bytes>, UploadError>
+    where
+        B: hyper::body::Body<Data = Bytes> + Unpin,
+        B::Error: std::fmt::Display,
+    {
+        loop {
+            // The latest moment the next piece may arrive: the idle timeout, or the time at
+            // which what has arrived falls below the minimum rate, whichever comes first.
+            let rate_deadline = match self.minimum {
+                0 => Duration::MAX,
+                minimum => self.grace.max(Duration::from_secs_f64(
+                    (self.received + 1) as f64 / minimum as f64,
+                )),
+            };
+            let idle_deadline = self.started.elapsed() + self.idle;
+            let wait = rate_deadline
+                .min(idle_deadline)
+                .saturating_sub(self.started.elapsed());
+            let frame = match tokio::time::timeout(wait, body.frame()).await {
+                Err(_) if rate_deadline < idle_deadline => return Err(self.too_slow()),
+                Err(_) => return Err(UploadError::Stalled(self.idle)),
+                Ok(None) => return Ok(None),
+                Ok(Some(Err(e))) => return Err(UploadError::Interrupted(e.to_string())),
+                Ok(Some(Ok(frame))) => frame,
+            };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            self.received += data.len() as u64;
+            let elapsed = self.started.elapsed();
+            if elapsed > self.grace
+                && (self.received as f64 / elapsed.as_secs_f64()) < self.minimum as f64
+            {
+                return Err(self.too_slow());
+            }
+            return Ok(Some(data));
+        }
+    }
+
+    fn too_slow(&self) -> UploadError {
+        let elapsed = self.started.elapsed().as_secs_f64().max(f64::EPSILON);
+        UploadError::TooSlow {
+            rate: (self.received as f64 / elapsed) as u64,
+            minimum: self.minimum,
+        }
+    }
+}
+
+/// The staging area of a run: uploads in progress and accepted files, by pair.
+pub(crate) struct Staging {
+    root: PathBuf,
+    /// One lock per pair, held while a received file is put in place and while a commit builds,
+    /// records and moves its tree: an upload landing in a pair's directory as a commit removes
+    /// it would be lost. Pairs never wait for each other.
+    pairs: std::sync::Mutex<PairLocks>,
+}
+
+/// (plugin, node label) -> the pair's lock; only pairs the run expects get one.
+type PairLocks = HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>;
+
+/// A pair's lock, held for as long as it lives.
+pub(crate) type PairGuard = tokio::sync::OwnedMutexGuard<()>;
+
+impl Staging {
+    /// The staging area of `run_dir`. Uploads a previous process left half-done are deleted:
+    /// their agents never got a 201 and send them again.
+    pub(crate) fn open(run_dir: &RunDir) -> std::io::Result<Self> {
+        let staging = Staging {
+            root: run_dir.staging(),
+            pairs: std::sync::Mutex::new(HashMap::new()),
+        };
+        let incoming = staging.incoming();
+        if incoming.exists() {
+            std::fs::remove_dir_all(&incoming)?;
+        }
+        std::fs::create_dir_all(&incoming)?;
+        Ok(staging)
+    }
+
+    /// The staging area itself.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The directory of one pair's accepted files.
+    pub(crate) fn pair_dir(&self, plugin: &str, label: &str) -> PathBuf {
+        self.root.join(plugin).join(label)
+    }
+
+    /// Waits for the lock of a pair: held while a received file is put in place, and while a
+    /// commit builds, records and moves the pair's tree (see the crate's `commit`).
+    pub(crate) async fn lock_pair(&self, plugin: &str, label: &str) -> PairGuard {
+        let lock = self
+            .pairs
+            .lock()
+            .unwrap()
+            .entry((plugin.to_owned(), label.to_owned()))
+            .or_default()
+            .clone();
+        lock.lock_owned().await
+    }
+
+    fn incoming(&self) -> PathBuf {
+        // A dot keeps it apart from plugin names, which start with a letter or digit.
+        self.root.join(".incoming")
+    }
+    /// Streams `body` into the staging area, checking size, pace and digest.
+    pub(crate) async fn receive_file<B>(
+        &self,
+        plugin: &str,
+        label: &str,
+        name: &ArtifactName,
+        expected_sha256: &str,
+        mut body: B,
+        limits: &ServerLimits,
+    ) -> Result<u64, UploadError>
+    where
+        B: hyper::body::Body<Data = Bytes> + Unpin,
+        B::Error: std::fmt::Display,
+    {
+        let temporary = self
+            .incoming()
+            .join(format!("{:016x}", rand::random::<u64>()));
+        let size = write_verified(&mut body, &temporary, expected_sha256, limits).await?;
+        let staging = self.pair_dir(plugin, label);
+        let _settling = self.lock_pair(plugin, label).await;
+        let placed = std::fs::create_dir_all(&staging).and_then(|()| {
+            std::fs::rename(
+                &temporary,
+                staging.join(StagedFile::file_name(name, size, expected_sha256)),
+            )
+        });
+        if let Err(e) = placed {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(e.into());
+        }
+        Ok(size)
+    }
+
+    /// Deletes a staged upload that arrived after its pair's result was completed, and the pair's
+    /// staging folder if that leaves it empty. A file the commit already took is not there.
+    /// Call it holding the pair's lock ([`Staging::lock_pair`]).
+    pub(crate) fn discard(
+        &self,
+        plugin: &str,
+        label: &str,
+        name: &ArtifactName,
+        size: u64,
+        sha256: &str,
+    ) -> std::io::Result<()> {
+        let staging = self.pair_dir(plugin, label);
+        match std::fs::remove_file(staging.join(StagedFile::file_name(name, size, sha256))) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        // Fails, as it should, while other uploads wait there.
+        let _ = std::fs::remove_dir(&staging);
+        Ok(())
+    }
+}
+
+/// An accepted upload waiting for its commit. Its file name carries what the commit checks, so
+/// nothing beside the file has to be written or kept in step with it.
+/// Its name is `<sha-256 of the artifact name>.<size>.<sha-256>`: artifact names may be longer
+/// than a file name can be.
+pub(crate) struct StagedFile;
+
+impl StagedFile {
+    /// The part of a staged file's name that stands for the artifact's name.
+    pub(crate) fn name_key(name: &ArtifactName) -> String {
+        hex::encode(Sha256::digest(name.as_str().as_bytes()))
+    }
+
+    /// The staged file's name.
+    pub(crate) fn file_name(name: &ArtifactName, size: u64, sha256: &str) -> String {
+        format!("{}.{size}.{sha256}", Self::name_key(name))
+    }
+
+    /// The staged files of one pair by name key, each with its versions' size and sha-256;
+    /// none if nothing was uploaded.
+    pub(crate) fn list(staging: &Path) -> std::io::Result<HashMap<String, Vec<(u64, String)>>> {
+        let mut staged: HashMap<String, Vec<(u64, String)>> = HashMap::new();
+        for file_name in read_dir_names(staging)? {
+            let mut parts = file_name.split('.');
+            if let (Some(name_key), Some(Ok(size)), Some(sha256), None) = (
+                parts.next(),
+                parts.next().map(str::parse),
+                parts.next(),
+                parts.next(),
+            ) {
+                staged
+                    .entry(name_key.to_owned())
+                    .or_default()
+                    .push((size, sha256.to_owned()));
+            }
+        }
+        Ok(staged)
+    }
+}
