@@ -46,6 +46,9 @@ enum Item {
     Raw(String, tar::EntryType, u64, Vec<u8>),
     /// A link (symbolic or hard) at a path, to a target.
     Link(&'static str, tar::EntryType, &'static str),
+    /// A regular file after a PAX header of `(key, value)` records, its ustar header saying
+    /// `size` whatever the records say.
+    Pax(&'static str, Vec<(&'static str, String)>, u64, Vec<u8>),
 }
 
 /// Writes `items` as a `.tar.gz` at `path`. Names go into the header raw, so the hostile ones
@@ -63,6 +66,11 @@ fn write_targz(path: &Path, items: &[Item]) {
             }
             Item::Raw(name, kind, size, data) => (name, *kind, *size, data, None),
             Item::Link(name, kind, target) => (name, *kind, 0, &[], Some(target)),
+            Item::Pax(name, records, size, data) => {
+                let records = records.iter().map(|(k, v)| (*k, v.as_bytes()));
+                builder.append_pax_extensions(records).unwrap();
+                (name, tar::EntryType::Regular, *size, data, None)
+            }
         };
         let mut header = tar::Header::new_gnu();
         let raw = &mut header.as_old_mut().name;
@@ -1468,15 +1476,23 @@ fn report_is_one_self_contained_page_that_shows_every_node_in_a_real_browser() {
     eprintln!("screenshot: {}", shot.display());
 }
 
-/// A small valid bundle for hostile tests to add one bad entry to.
-fn base() -> Vec<Item> {
+/// The files of a small valid bundle, without an index.
+fn base_files() -> Vec<(&'static str, Vec<u8>)> {
     vec![
-        Item::File("meta/run.json", br#"{"run_id":"r1","plugins":[]}"#.to_vec()),
-        Item::File(
+        ("meta/run.json", br#"{"run_id":"r1","plugins":[]}"#.to_vec()),
+        (
             "meta/status.json",
             br#"{"run_id":"r1","status":"complete","plugins":[]}"#.to_vec(),
         ),
     ]
+}
+
+/// A small valid bundle for hostile tests to add one bad entry to.
+fn base() -> Vec<Item> {
+    base_files()
+        .into_iter()
+        .map(|(path, data)| Item::File(path, data))
+        .collect()
 }
 
 fn with(extra: Item) -> Vec<Item> {
@@ -1705,70 +1721,142 @@ fn a_bundle_of_more_entries_than_any_run_writes_is_refused_by_name() {
     }
 }
 
+/// How a tar header states an entry's size.
+#[derive(Debug, Clone, Copy)]
+enum SizeField {
+    /// In its own size field: octal, or GNU's base-256 from 8 GiB on (the tar crate writes
+    /// that, and so does factbuoy's bundle writer).
+    Header,
+    /// In a PAX `size` record before it, with 0 in the ustar field: how GNU tar writes an
+    /// entry of 8 GiB or more in its `pax` format.
+    Pax,
+}
+
 /// A bundle whose `plugins/systemd-logs/results/n1/journal.export` holds `size` zero bytes,
-/// indexed truthfully, and (when `bomb`) a setup facts document of `size` spaces: gzip packs
-/// each to about a thousandth of its size.
-fn big_bundle(dir: &Path, size: u64, bomb: bool) -> PathBuf {
-    let path = dir.join("big.tar.gz");
-    let file = std::fs::File::create(&path).unwrap();
-    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
-        file,
-        flate2::Compression::fast(),
-    ));
+/// indexed truthfully, and (when `bomb`) a setup facts document of `size` spaces, each size
+/// stated as `field` says. gzip packs each to about a thousandth of its size, and writing
+/// them costs little more than hashing them ([`write_spliced_targz`]).
+fn big_bundle(dir: &Path, size: u64, bomb: bool, field: SizeField) -> PathBuf {
     let mut index = Vec::new();
-    use std::io::Read;
-    for (name, data) in [
-        (
-            "meta/run.json",
-            br#"{"run_id":"r1","plugins":[]}"#.as_slice(),
-        ),
-        (
-            "meta/status.json",
-            br#"{"run_id":"r1","status":"complete","plugins":[]}"#.as_slice(),
-        ),
-    ] {
+    let mut spans = Vec::new();
+    let mut tar = tar::Builder::new(Vec::new());
+    for (name, data) in base_files() {
         let mut header = tar::Header::new_gnu();
         header.set_size(data.len() as u64);
         header.set_mode(0o644);
         header.set_cksum();
-        index.push(json!({"path": name, "size": data.len(), "sha256": sha256(data)}));
-        builder.append_data(&mut header, name, data).unwrap();
+        index.push(json!({"path": name, "size": data.len(), "sha256": sha256(&data)}));
+        tar.append_data(&mut header, name, data.as_slice()).unwrap();
     }
-    let mut add = |builder: &mut tar::Builder<_>, name: &str, size: u64, byte: u8| {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(size);
+    let mut runs = vec![("plugins/systemd-logs/results/n1/journal.export", 0)];
+    if bomb {
+        runs.push(("plugins/setup/results/n1/ansible_facts.json", b' '));
+    }
+    for (name, byte) in runs {
+        let mut header = match field {
+            SizeField::Header => {
+                let mut header = tar::Header::new_gnu();
+                header.set_size(size);
+                header
+            }
+            SizeField::Pax => {
+                let record = size.to_string();
+                tar.append_pax_extensions([("size", record.as_bytes())])
+                    .unwrap();
+                let mut header = tar::Header::new_ustar();
+                header.set_size(0);
+                header
+            }
+        };
         header.set_mode(0o644);
         header.set_cksum();
-        let content = std::io::repeat(byte).take(size);
+        // The header alone; the content follows as a run, then the padding to a block.
+        tar.append_data(&mut header, name, std::io::empty())
+            .unwrap();
+        spans.push(Span::Bytes(std::mem::take(tar.get_mut())));
+        spans.push(Span::Run(byte, size));
+        let padding = (512 - size % 512) % 512;
+        tar.get_mut().resize(padding as usize, 0);
         let mut hasher = Sha256::new();
-        std::io::copy(&mut std::io::repeat(byte).take(size), &mut hasher).unwrap();
+        let piece = vec![byte; 1 << 20];
+        for _ in 0..size / piece.len() as u64 {
+            hasher.update(&piece);
+        }
+        hasher.update(&piece[..(size % piece.len() as u64) as usize]);
         index.push(json!({"path": name, "size": size, "sha256": hex::encode(hasher.finalize())}));
-        builder.append_data(&mut header, name, content).unwrap();
-    };
-    add(
-        &mut builder,
-        "plugins/systemd-logs/results/n1/journal.export",
-        size,
-        0,
-    );
-    if bomb {
-        add(
-            &mut builder,
-            "plugins/setup/results/n1/ansible_facts.json",
-            size,
-            b' ',
-        );
     }
     let index = serde_json::to_vec(&index).unwrap();
     let mut header = tar::Header::new_gnu();
     header.set_size(index.len() as u64);
     header.set_mode(0o644);
     header.set_cksum();
-    builder
-        .append_data(&mut header, "meta/index.json", index.as_slice())
+    tar.append_data(&mut header, "meta/index.json", index.as_slice())
         .unwrap();
-    builder.into_inner().unwrap().finish().unwrap();
+    spans.push(Span::Bytes(tar.into_inner().unwrap()));
+    let path = dir.join("big.tar.gz");
+    write_spliced_targz(&path, &spans);
     path
+}
+
+/// A stretch of a tar stream [`write_spliced_targz`] compresses.
+enum Span {
+    /// Bytes as they are.
+    Bytes(Vec<u8>),
+    /// A byte repeated so many times.
+    Run(u8, u64),
+}
+
+/// Writes `spans` as one gzip member at `path` without compressing a run's gigabytes: a
+/// mebibyte of its byte is deflated on its own, flushed to a byte boundary, and that block
+/// written again and again. Every deflated piece refers to nothing before it, so any inflater
+/// reads the pieces one after another as the whole stream; the CRC-32 of a run is combined
+/// from its mebibyte's. gzip and tar read the file as any other `.tar.gz`.
+fn write_spliced_targz(path: &Path, spans: &[Span]) {
+    const PIECE: u64 = 1 << 20;
+    let deflated = |bytes: &[u8]| {
+        let mut encoder =
+            flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+        encoder.write_all(bytes).unwrap();
+        // A sync flush: the piece ends on a byte boundary, and not as the stream's last.
+        encoder.flush().unwrap();
+        std::mem::take(encoder.get_mut())
+    };
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    // gzip's header: deflate, no flags, no time, no extra flags, operating system unknown.
+    out.write_all(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff])
+        .unwrap();
+    let mut crc = flate2::Crc::new();
+    for span in spans {
+        match span {
+            Span::Bytes(bytes) => {
+                out.write_all(&deflated(bytes)).unwrap();
+                crc.update(bytes);
+            }
+            Span::Run(byte, length) => {
+                let piece = vec![*byte; PIECE as usize];
+                let block = deflated(&piece);
+                let mut piece_crc = flate2::Crc::new();
+                piece_crc.update(&piece);
+                for _ in 0..length / PIECE {
+                    out.write_all(&block).unwrap();
+                    crc.combine(&piece_crc);
+                }
+                let rest = &piece[..(length % PIECE) as usize];
+                out.write_all(&deflated(rest)).unwrap();
+                crc.update(rest);
+            }
+        }
+    }
+    // The last block (empty, final), then the CRC-32 and the length modulo 2^32.
+    out.write_all(
+        &flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast())
+            .finish()
+            .unwrap(),
+    )
+    .unwrap();
+    out.write_all(&crc.sum().to_le_bytes()).unwrap();
+    out.write_all(&crc.amount().to_le_bytes()).unwrap();
+    out.into_inner().unwrap();
 }
 
 /// The most a command may hold while it reads an enormous entry.
@@ -1792,7 +1880,7 @@ fn assert_bounded(measured: &support::measure::Measured, what: &str) {
 fn an_enormous_entry_is_streamed_in_bounded_memory() {
     let dir = tempfile::tempdir().unwrap();
     let size = 256 * 1024 * 1024;
-    let bundle = big_bundle(dir.path(), size, false);
+    let bundle = big_bundle(dir.path(), size, false, SizeField::Header);
     let mut command = support::factbuoy();
     command
         .current_dir(dir.path())
@@ -1823,7 +1911,7 @@ fn an_enormous_entry_is_streamed_in_bounded_memory() {
 fn a_gzip_bomb_of_json_is_refused_before_it_is_read_into_memory() {
     let dir = tempfile::tempdir().unwrap();
     // 200 MiB of spaces as a facts document: a valid JSON prefix, far past the 64 MiB cap.
-    let bundle = big_bundle(dir.path(), 200 * 1024 * 1024, true);
+    let bundle = big_bundle(dir.path(), 200 * 1024 * 1024, true, SizeField::Header);
     for args in [vec!["facts", "n1"], vec!["query", "cpu.cores"]] {
         let mut command = support::factbuoy();
         command
@@ -1840,4 +1928,227 @@ fn a_gzip_bomb_of_json_is_refused_before_it_is_read_into_memory() {
         );
         assert_bounded(&measured, &format!("{} of a gzip bomb", args[0]));
     }
+}
+
+#[test]
+fn an_entry_whose_pax_and_ustar_sizes_disagree_is_refused_by_name() {
+    // The ustar header says 5 bytes, the PAX header 12. tar reads 12; a reader of the ustar
+    // field alone would check the first 5 against an index made for them, and pass.
+    let entry = "plugins/hello/results/n1/greeting.json";
+    let content = br#"{"hi":"yo"} "#.to_vec();
+    assert_eq!(content.len(), 12);
+    let mut files = base_files();
+    files.push((entry, content[..5].to_vec()));
+    let mut items = base();
+    items.push(Item::Pax(
+        entry,
+        vec![("size", "12".into())],
+        5,
+        content.clone(),
+    ));
+    items.push(Item::File("meta/index.json", index_of(&files)));
+    let why =
+        "headers that disagree on its size: 12 bytes in its PAX header, 5 in its ustar header";
+    assert_refused(&items, entry, why);
+
+    // What tar lists and extracts: the PAX size's 12 bytes.
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("two-sizes.tar.gz");
+    write_targz(&bundle, &items);
+    assert_eq!(tar_sizes(&bundle)[entry], 12);
+    let extracted = Command::new("tar")
+        .arg("-xzOf")
+        .arg(&bundle)
+        .arg(entry)
+        .output()
+        .unwrap();
+    assert_eq!(extracted.stdout, content);
+    // `verify`'s table names the entry and both sizes, and exits 1.
+    let output = inspect(dir.path(), &["verify", bundle.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.contains(&format!("  - {entry}: entry {entry}: {why}")),
+        "{stdout}"
+    );
+}
+
+/// Each regular file's size as `tar -tvzf` lists it.
+fn tar_sizes(bundle: &Path) -> std::collections::BTreeMap<String, u64> {
+    let listed = Command::new("tar")
+        .arg("-tvzf")
+        .arg(bundle)
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    // `-rw-r--r-- 0/0  8589934593 1970-01-01 00:00 plugins/...`
+    text(&listed.stdout)
+        .lines()
+        .filter(|line| line.starts_with('-'))
+        .map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (fields[5].to_owned(), fields[2].parse().unwrap())
+        })
+        .collect()
+}
+
+/// 8 GiB and a byte: one past the most an ustar header's 11 octal digits hold.
+const PAST_OCTAL: u64 = 8 * 1024 * 1024 * 1024 + 1;
+
+#[test]
+fn an_entry_of_8_gib_is_read_at_the_size_tar_reads_from_a_pax_or_a_base_256_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = "plugins/systemd-logs/results/n1/journal.export";
+    for field in [SizeField::Pax, SizeField::Header] {
+        // About 8 MiB on disk: gzip packs the zeros a thousandfold.
+        let bundle = big_bundle(dir.path(), PAST_OCTAL, false, field);
+        let b = bundle.to_str().unwrap();
+        // GNU tar's own listing of the PAX size (its base-256 reading is compared in
+        // factbuoy-bundle's tests on a small entry: a second 8 GiB pass of gzip costs a minute).
+        if let SizeField::Pax = field {
+            assert_eq!(tar_sizes(&bundle)[journal], PAST_OCTAL);
+        }
+        let output = inspect(dir.path(), &["verify", b, "-o", "json"]);
+        let report = json_of(&output);
+        assert_eq!(output.status.code(), Some(0), "{field:?}: {report}");
+        assert_eq!(report["problems"], json!([]), "{field:?}");
+        let read = report["bytes"].as_u64().unwrap();
+        assert!(
+            read > PAST_OCTAL && read < PAST_OCTAL + 4096,
+            "{field:?}: {report}"
+        );
+        let output = inspect(dir.path(), &["summary", b, "-o", "json"]);
+        assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+        assert_eq!(
+            json_of(&output)["sizes"]["by_plugin"],
+            json!([{"plugin": "systemd-logs", "bytes": PAST_OCTAL}]),
+            "{field:?}"
+        );
+        let output = inspect(dir.path(), &["summary", b]);
+        let stdout = text(&output.stdout);
+        assert!(
+            stdout.contains("by plugin: systemd-logs 8.0 GiB"),
+            "{field:?}: {stdout}"
+        );
+        std::fs::remove_file(&bundle).unwrap();
+    }
+}
+
+#[test]
+fn node_names_that_differ_by_a_zero_width_space_are_told_apart_in_every_table() {
+    // `web-<zero-width space>1` looks like `web-1` wherever it reaches a terminal raw.
+    let twin = "web-\u{200b}1";
+    let shown = r"web-\u{200b}1";
+    let nodes = ["web-1", twin];
+    let pair = |plugin: &str, node: &str| json!({"plugin": plugin, "node": node, "status": "complete", "result_status": "passed"});
+    let status = json!({
+        "run_id": "r1",
+        "status": "complete",
+        "plugins": nodes
+            .iter()
+            .flat_map(|node| [pair("setup", node), pair("systemd-logs", node)])
+            .collect::<Vec<_>>(),
+    });
+    let mut files: Vec<(&'static str, Vec<u8>)> = vec![
+        ("meta/run.json", br#"{"run_id":"r1","plugins":[]}"#.to_vec()),
+        ("meta/status.json", serde_json::to_vec(&status).unwrap()),
+    ];
+    for (i, node) in nodes.into_iter().enumerate() {
+        let facts = json!({"ansible_hostname": node});
+        let journal = json!({
+            "__REALTIME_TIMESTAMP": format!("170000000000000{i}"),
+            "SYSLOG_IDENTIFIER": "sshd",
+            "_PID": "1",
+            "MESSAGE": format!("hello from {node}"),
+        });
+        let path = |plugin: &str, file: &str| -> &'static str {
+            format!("plugins/{plugin}/results/{node}/{file}").leak()
+        };
+        files.push((
+            path("setup", "ansible_facts.json"),
+            serde_json::to_vec(&facts).unwrap(),
+        ));
+        files.push((
+            path("systemd-logs", "journal.jsonl"),
+            format!("{journal}\n").into_bytes(),
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = bundle_of(dir.path(), "twins.tar.gz", &files);
+    let b = bundle.to_str().unwrap();
+    let table = |args: &[&str]| {
+        let output = inspect(dir.path(), args);
+        assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+        let stdout = text(&output.stdout);
+        assert!(
+            !stdout.contains('\u{200b}'),
+            "{args:?} printed it raw: {stdout}"
+        );
+        assert!(stdout.contains(shown), "{args:?}: {stdout}");
+        stdout
+    };
+    let has_line = |stdout: &str, words: &[&str]| {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>() == words),
+            "no line {words:?} in {stdout}"
+        );
+    };
+
+    let summary = table(&["summary", b]);
+    has_line(&summary, &["web-1", "passed", "passed"]);
+    has_line(&summary, &[shown, "passed", "passed"]);
+    // The columns after the escaped name still line up.
+    let column = |prefix: &str, word: &str| {
+        let line = summary.lines().find(|l| l.starts_with(prefix)).unwrap();
+        line.find(word).unwrap()
+    };
+    assert_eq!(column("NODE", "setup"), column("web-1 ", "passed"));
+    assert_eq!(column("NODE", "setup"), column(shown, "passed"));
+
+    let facts = table(&["facts", b, twin]);
+    has_line(&facts, &["setup", "ansible_hostname", shown]);
+    let query = table(&["query", b, "ansible_hostname"]);
+    has_line(&query, &["web-1", "setup", "web-1"]);
+    has_line(&query, &[shown, "setup", shown]);
+    let sql = table(&["sql", b, "SELECT node FROM setup ORDER BY node"]);
+    has_line(&sql, &["web-1"]);
+    has_line(&sql, &[shown]);
+    let logs = table(&["logs", b]);
+    assert!(
+        logs.contains(" web-1 sshd[1]: hello from web-1\n")
+            && logs.contains(&format!(" {shown} sshd[1]: hello from {shown}\n")),
+        "{logs}"
+    );
+
+    // Documents for machines keep the exact names.
+    let output = inspect(dir.path(), &["summary", b, "-o", "json"]);
+    assert_eq!(json_of(&output)["run"]["nodes"], json!(["web-1", twin]));
+    let output = inspect(dir.path(), &["query", b, "ansible_hostname", "-o", "json"]);
+    let answers = json_of(&output);
+    let named: Vec<&Value> = answers["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| &n["node"])
+        .collect();
+    assert_eq!(named, [&json!("web-1"), &json!(twin)]);
+    let output = inspect(
+        dir.path(),
+        &[
+            "sql",
+            b,
+            "SELECT node FROM setup ORDER BY node",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(json_of(&output)["rows"], json!([["web-1"], [twin]]));
+    let output = inspect(dir.path(), &["logs", b, "-o", "json"]);
+    let logged: Vec<Value> = text(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["node"].clone())
+        .collect();
+    assert_eq!(logged, [json!("web-1"), json!(twin)]);
 }

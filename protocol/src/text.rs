@@ -1,35 +1,78 @@
-//! Text from a plugin (or an agent) made safe to print on a terminal or into a log.
+//! Text from a plugin, an agent or a bundle made safe to print on a terminal or into a log.
 //!
-//! Plugin text is hostile: an escape sequence in a log record can clear the operator's screen,
+//! Such text is hostile: an escape sequence in a log record can clear the operator's screen,
 //! retitle the window or write the clipboard (OSC 52), a carriage return or newline can forge a
-//! line, and bidirectional controls can make text read as something else. Every place that
-//! prints text a plugin chose passes it through [`printable`].
+//! line, bidirectional controls can make text read as something else, and an invisible
+//! character (a zero-width space, a Hangul filler) makes two node names look the same. Every
+//! place that prints text another chose passes it through [`printable`]; tables escape each
+//! cell before they measure it (the CLI's `table` module), so that columns stay aligned.
 
 use std::borrow::Cow;
+use std::fmt::Write;
 
-/// `text` with every control character (C0 including newline and tab, DEL, C1) and every
-/// bidirectional control escaped as Rust writes it in a string (`\u{1b}`, `\n`, `\u{202e}`).
-/// Text without any is returned as it is, without copying. For text of several lines, escape
-/// each line.
+use unicode_general_category::{GeneralCategory, get_general_category};
+
+/// `text` with what a terminal acts on or draws as nothing escaped as Rust writes it in a
+/// string (`\n`, `\u{1b}`, `\u{200b}`): control characters (C0 including newline and tab, DEL,
+/// C1), format characters (Unicode's whole Cf category: zero-width spaces and joiners,
+/// bidirectional controls, the soft hyphen, byte order marks, tags), the line and paragraph
+/// separators, and the other characters Unicode calls default-ignorable (Hangul fillers,
+/// variation selectors). Text without any is returned as it is, without copying, and what this
+/// returns passes through it again unchanged. For text of several lines, escape each line.
 pub fn printable(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(needs_escape) {
+    if !text.chars().any(is_escaped) {
         return Cow::Borrowed(text);
     }
     let mut escaped = String::with_capacity(text.len() + 16);
     for c in text.chars() {
-        if needs_escape(c) {
-            escaped.extend(c.escape_debug());
-        } else {
-            escaped.push(c);
+        match c {
+            _ if !is_escaped(c) => escaped.push(c),
+            '\t' | '\n' | '\r' | '\0' => escaped.extend(c.escape_debug()),
+            // Not `escape_debug` for the rest: it shows a Hangul filler as it is.
+            _ => {
+                let _ = write!(escaped, "\\u{{{:x}}}", u32::from(c));
+            }
         }
     }
     Cow::Owned(escaped)
 }
 
-fn needs_escape(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+/// Whether [`printable`] escapes `c`.
+fn is_escaped(c: char) -> bool {
+    matches!(
+        get_general_category(c),
+        GeneralCategory::Control
+            | GeneralCategory::Format
+            | GeneralCategory::LineSeparator
+            | GeneralCategory::ParagraphSeparator
+    ) || DRAWN_AS_NOTHING.iter().any(|range| range.contains(&c))
 }
+
+/// The characters of Unicode's `Default_Ignorable_Code_Point` property (DerivedCoreProperties.txt)
+/// outside the Cf category, which `is_escaped` covers: a renderer draws them as nothing, so a
+/// name with one looks like the name without.
+const DRAWN_AS_NOTHING: &[std::ops::RangeInclusive<char>] = &[
+    // Combining grapheme joiner.
+    '\u{034f}'..='\u{034f}',
+    // Hangul choseong and jungseong fillers.
+    '\u{115f}'..='\u{1160}',
+    // Khmer inherent vowels.
+    '\u{17b4}'..='\u{17b5}',
+    // Mongolian free variation selectors.
+    '\u{180b}'..='\u{180d}',
+    '\u{180f}'..='\u{180f}',
+    // Reserved among the invisible operators.
+    '\u{2065}'..='\u{2065}',
+    // Hangul filler, halfwidth Hangul filler.
+    '\u{3164}'..='\u{3164}',
+    '\u{ffa0}'..='\u{ffa0}',
+    // Variation selectors 1 to 16.
+    '\u{fe00}'..='\u{fe0f}',
+    // Reserved before the specials.
+    '\u{fff0}'..='\u{fff8}',
+    // The tags block's unassigned code points and variation selectors 17 to 256.
+    '\u{e0000}'..='\u{e0fff}',
+];
 
 #[cfg(test)]
 mod tests {
@@ -43,7 +86,44 @@ mod tests {
             shown,
             "\\u{1b}]52;c;aGk=\\u{7}\\u{1b}[2J\\r\\nok\\u{9b}31m\\u{202e}txt\\u{7f}"
         );
-        assert!(!shown.chars().any(needs_escape));
+        assert!(!shown.chars().any(is_escaped));
         assert!(matches!(printable("plain é ✓ text"), Cow::Borrowed(_)));
+        // Emoji, CJK, combining accents and every kind of space are drawn: kept.
+        let drawn = "日本語 e\u{301} \u{1f600} a\u{a0}b\u{2003}c";
+        assert!(matches!(printable(drawn), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn invisible_and_format_characters_are_escaped_so_look_alike_names_differ() {
+        for (invisible, shown) in [
+            ('\u{200b}', "\\u{200b}"),   // zero-width space
+            ('\u{200c}', "\\u{200c}"),   // zero-width non-joiner
+            ('\u{200d}', "\\u{200d}"),   // zero-width joiner
+            ('\u{2060}', "\\u{2060}"),   // word joiner
+            ('\u{feff}', "\\u{feff}"),   // zero-width no-break space (byte order mark)
+            ('\u{ad}', "\\u{ad}"),       // soft hyphen
+            ('\u{2028}', "\\u{2028}"),   // line separator
+            ('\u{2029}', "\\u{2029}"),   // paragraph separator
+            ('\u{e0041}', "\\u{e0041}"), // tag latin capital letter A
+            ('\u{3164}', "\\u{3164}"),   // Hangul filler
+            ('\u{fe0f}', "\\u{fe0f}"),   // variation selector-16
+            ('\u{34f}', "\\u{34f}"),     // combining grapheme joiner
+        ] {
+            let name = format!("web-{invisible}1");
+            assert_eq!(printable(&name), format!("web-{shown}1"), "{invisible:?}");
+            assert_ne!(printable(&name), printable("web-1"));
+        }
+    }
+
+    #[test]
+    fn every_escape_is_an_escape_sequence_that_escaping_again_leaves_alone() {
+        for c in (0..=0x10ffff)
+            .filter_map(char::from_u32)
+            .filter(|c| is_escaped(*c))
+        {
+            let once = printable(c.encode_utf8(&mut [0; 4])).into_owned();
+            assert!(once.starts_with('\\'), "{c:?}: {once}");
+            assert_eq!(printable(&once), once, "{c:?}");
+        }
     }
 }

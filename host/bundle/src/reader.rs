@@ -3,9 +3,11 @@
 //!
 //! [`Bundle::walk`] hands every entry to a visitor as it streams past: a regular file with its
 //! path, its size and a reader of its content, or an entry refused as hostile (a path with
-//! `..` or a root, a symlink, a hard link, a device file, a second entry of one path) with the
-//! reason. Nothing is ever written to disk, and nothing is held in memory but what a visitor
-//! keeps: JSON documents are read through [`Entry::read_json`], which stops at a cap.
+//! `..` or a root, a symlink, a hard link, a device file, a second entry of one path, headers
+//! that disagree on its size) with the reason. An entry's size is the one `tar -x` extracts:
+//! a PAX `size` record over the ustar field, octal or GNU base-256 (see `tar_size`). Nothing
+//! is ever written to disk, and nothing is held in memory but what a visitor keeps: JSON
+//! documents are read through [`Entry::read_json`], which stops at a cap.
 
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -16,6 +18,8 @@ use sha2::{Digest, Sha256};
 use anyhow::Context;
 
 use crate::layout::{self, ResultKind};
+
+mod tar_size;
 
 /// A node's name and the bytes of its file, or why they could not be read.
 pub type NodeFile = (String, Result<Vec<u8>, String>);
@@ -218,7 +222,7 @@ impl Entry<'_> {
         &self.path
     }
 
-    /// The entry's size, as its header (or the file system) says.
+    /// The entry's size, as tar reads its headers (or as the file system says).
     pub fn size(&self) -> u64 {
         self.size
     }
@@ -382,7 +386,7 @@ impl Bundle {
         };
         let entries = archive.entries().map_err(|e| corrupt(&last, e))?;
         for entry in entries {
-            let entry = entry.map_err(|e| corrupt(&last, e))?;
+            let mut entry = entry.map_err(|e| corrupt(&last, e))?;
             let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
             last = Some(raw.clone());
             seen.count(&raw)?;
@@ -400,27 +404,31 @@ impl Bundle {
                     .map(|l| String::from_utf8_lossy(&l).into_owned())
                     .unwrap_or_default()
             };
-            let refusal = match kind {
-                tar::EntryType::Regular | tar::EntryType::Continuous => None,
+            let size = match kind {
+                tar::EntryType::Regular | tar::EntryType::Continuous => {
+                    tar_size::agreed_size(&mut entry).map_err(|e| corrupt(&last, e))?
+                }
                 tar::EntryType::Directory => continue,
-                tar::EntryType::Symlink => Some(format!("a symbolic link to {}", link())),
-                tar::EntryType::Link => Some(format!("a hard link to {}", link())),
-                tar::EntryType::Char | tar::EntryType::Block => Some("a device file".into()),
-                tar::EntryType::Fifo => Some("a FIFO".into()),
-                other => Some(format!(
+                tar::EntryType::Symlink => Err(format!("a symbolic link to {}", link())),
+                tar::EntryType::Link => Err(format!("a hard link to {}", link())),
+                tar::EntryType::Char | tar::EntryType::Block => Err("a device file".into()),
+                tar::EntryType::Fifo => Err("a FIFO".into()),
+                other => Err(format!(
                     "an entry of tar type {:?}",
                     other.as_byte() as char
                 )),
             };
-            if let Some(reason) = refusal {
-                visit(Err(Refused { entry: raw, reason }))?;
-                continue;
-            }
+            let size = match size {
+                Ok(size) => size,
+                Err(reason) => {
+                    visit(Err(Refused { entry: raw, reason }))?;
+                    continue;
+                }
+            };
             if let Err(refused) = seen.first(&path) {
                 visit(Err(refused))?;
                 continue;
             }
-            let size = entry.header().size().map_err(|e| corrupt(&last, e))?;
             let mut file = Entry {
                 path,
                 size,

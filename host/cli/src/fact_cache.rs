@@ -38,12 +38,9 @@ pub fn write_cache(
         Format::Table => {
             for w in &written {
                 let files: Vec<String> = w.files.iter().map(|f| f.display().to_string()).collect();
-                emit(&format!(
-                    "{}: {} facts -> {}",
-                    w.host,
-                    w.facts,
-                    files.join(", ")
-                ));
+                // Host names are the bundle's node names: whatever its author chose.
+                let line = format!("{}: {} facts -> {}", w.host, w.facts, files.join(", "));
+                emit(&factbuoy_protocol::text::printable(&line));
             }
             for e in &errors {
                 eprintln!("error: {}", factbuoy_protocol::text::printable(e));

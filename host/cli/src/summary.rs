@@ -1,6 +1,8 @@
 //! A run as a person reads it, for `run` (of every kind), `status` and `retrieve --wait`: a table of every
 //! (plugin, node) pair with its final progress, then why each failed result failed and what
-//! each result warned about, then where the bundle is.
+//! each result warned about, then where the bundle is. Everything in the status document is
+//! the aggregator's to say (and a plugin's, in errors, warnings and progress), so all of it is
+//! shown [`printable`].
 
 use std::path::Path;
 use std::time::Duration;
@@ -27,8 +29,8 @@ pub fn text(document: &StatusDocument, bundle_dir: Option<&Path>) -> String {
             .map(|p| {
                 format!(
                     "{} on {}: {}",
-                    p.plugin,
-                    p.node,
+                    printable(&p.plugin),
+                    printable(&p.node),
                     printable(p.error.as_deref().unwrap_or("no reason was given"))
                 )
             }),
@@ -38,9 +40,10 @@ pub fn text(document: &StatusDocument, bundle_dir: Option<&Path>) -> String {
         text.push_str(&failures);
     }
     let warnings = listed(document.plugins.iter().flat_map(|p| {
-        p.warnings
-            .iter()
-            .map(move |w| format!("{} on {}: {}", p.plugin, p.node, printable(w)))
+        p.warnings.iter().map(move |w| {
+            let (plugin, node) = (printable(&p.plugin), printable(&p.node));
+            format!("{plugin} on {node}: {}", printable(w))
+        })
     }));
     if !warnings.is_empty() {
         text.push_str("\n\nWarnings:\n");
@@ -52,13 +55,13 @@ pub fn text(document: &StatusDocument, bundle_dir: Option<&Path>) -> String {
     match (&document.tar_info, bundle_dir) {
         (Some(tar), Some(dir)) => text.push_str(&format!(
             "\n\nbundle: {} ({}, sha256 {})",
-            dir.join(&tar.name).display(),
+            printable(&dir.join(&tar.name).display().to_string()),
             crate::table::bytes(tar.size),
-            tar.sha256
+            printable(&tar.sha256)
         )),
         (Some(tar), None) => text.push_str(&format!(
             "\n\nbundle: {} ({}); `factbuoy retrieve` downloads it",
-            tar.name,
+            printable(&tar.name),
             crate::table::bytes(tar.size)
         )),
         (None, _) if document.status == RunStatus::Running => {}
@@ -118,7 +121,7 @@ pub fn table(document: &StatusDocument) -> String {
     let mut lines = vec![
         format!(
             "run {}: {} ({results} of {} results, {passed} passed)",
-            document.run_id,
+            printable(&document.run_id),
             state(document),
             document.plugins.len()
         ),
@@ -204,7 +207,10 @@ pub fn advance(bar: &ProgressBar, document: &StatusDocument) {
         .find(|p| p.result_status.is_none() && p.status == PairStatus::Running);
     let message = running
         .filter(|p| p.progress.is_some())
-        .map(|p| format!("{} on {}: {}", p.plugin, p.node, progress(p)))
+        .map(|p| {
+            let (plugin, node) = (printable(&p.plugin), printable(&p.node));
+            format!("{plugin} on {node}: {}", progress(p))
+        })
         .unwrap_or_default();
     bar.set_message(message);
 }

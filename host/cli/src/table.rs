@@ -1,6 +1,12 @@
 //! Tables as every command prints them: rows in aligned columns, the last column not padded;
 //! on a terminal, optionally fitted to its width by cutting the widest cells. And the small
 //! pieces of text tables are made of: cut cells, counted nouns, sizes in human units.
+//!
+//! Cells hold what others chose (node names, fact values, agent versions), so each is made
+//! printable ([`factbuoy_protocol::text::printable`]) before it is measured: a control or an
+//! invisible character is shown escaped, and the columns after it stay aligned.
+
+use factbuoy_protocol::text::printable;
 
 /// The narrowest a column is cut to when a table is fitted to the terminal.
 const MIN_COLUMN_CHARS: usize = 12;
@@ -17,6 +23,10 @@ pub fn fitted(rows: &[Vec<String>], indent: usize) -> Vec<String> {
 }
 
 fn layout(rows: &[Vec<String>], indent: usize, fit: bool) -> Vec<String> {
+    let rows: Vec<Vec<_>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| printable(cell)).collect())
+        .collect();
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let mut widths: Vec<usize> = (0..columns)
         .map(|c| {
@@ -104,6 +114,23 @@ mod tests {
             ]
         );
         assert_eq!(aligned(&rows, 2)[1], "  a-much-longer-name  never      -");
+    }
+
+    #[test]
+    fn cells_are_escaped_before_they_are_measured() {
+        let rows = vec![
+            vec!["NODE".to_owned(), "SETUP".to_owned()],
+            vec!["web-1".to_owned(), "passed".to_owned()],
+            vec!["web-\u{200b}1".to_owned(), "failed\u{1b}[2J".to_owned()],
+        ];
+        assert_eq!(
+            aligned(&rows, 0),
+            [
+                "NODE           SETUP",
+                "web-1          passed",
+                "web-\\u{200b}1  failed\\u{1b}[2J",
+            ]
+        );
     }
 
     #[test]
