@@ -2,7 +2,7 @@
 """Writes one journal export-format stream of synthetic entries to stdout, for
 systemd-journal-remote to make a real journal file of: file FILE of FILES, TOTAL entries over
 all files. Every file covers the same hours, so files interleave entry by entry. Deterministic
-for given arguments. Used by bench/journal.sh and tests/journal.rs.
+for given arguments. Used by bench/journal.sh and tests/all/journal.rs.
 
 Usage: journal_stream.py FILE FILES TOTAL
 """

@@ -1,5 +1,5 @@
 //! An aggregator served by the real binary in a child process, with curl and `openssl s_client`
-//! as independent TLS clients. Used by `tests/aggregator_names.rs`.
+//! as independent TLS clients. Used by `tests/all/aggregator_names.rs`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! An aggregator served in the test's own process, for what only a library caller can do:
 //! change the node set while it serves, or admit agents. Listeners are real loopback TLS; agents
-//! are the real binary. Used by `tests/aggregator_nodes.rs` and `tests/aggregator_enroll.rs`.
+//! are the real binary. Used by `tests/all/aggregator_nodes.rs` and `tests/all/aggregator_enroll.rs`.
 
 use std::collections::BTreeMap;
 use std::io::Read;

@@ -1,5 +1,5 @@
 // Unit tests of the SDK in Node against stand-ins of the host's interfaces (stub-host.js). Run by
-// tests/plugin_authoring_js.rs, or here: `node --import ./tests/register.js --test tests/`.
+// tests/all/plugin_authoring_js.rs, or here: `node --import ./tests/register.js --test tests/`.
 import assert from "node:assert/strict";
 import { beforeEach, test } from "node:test";
 

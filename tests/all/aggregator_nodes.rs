@@ -2,18 +2,18 @@
 //! this process, changed through its `NodeSet` as a dispatcher would; real loopback TLS, the
 //! real agent binary.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
-use factbuoy_aggregator::NodeSetError;
-use factbuoy_protocol::identity::Role;
-use factbuoy_protocol::types::RunStatus;
-use support::aggregator::{curl, manifest};
-use support::served::{
+use crate::support::aggregator::{curl, manifest};
+use crate::support::served::{
     agent, assert_success, bundle_files, create, error_of, issue, node, pair_status, serve,
     wait_for,
 };
+use factbuoy_aggregator::NodeSetError;
+use factbuoy_protocol::identity::Role;
+use factbuoy_protocol::types::RunStatus;
 
 const WITHIN: Duration = Duration::from_secs(60);
 

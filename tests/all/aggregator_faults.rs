@@ -3,7 +3,7 @@
 //! and SIGKILL at many points of a commit and of packaging. What docs/protocol.md promises
 //! after 201, after a 5xx and after a crash is checked here.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use support::factbuoy;
+use crate::support::factbuoy;
 
 fn run(command: &mut Command) -> Output {
     let output = command.output().expect("running a command");

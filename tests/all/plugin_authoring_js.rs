@@ -4,15 +4,15 @@
 //! repository, precompiled so that its first run hits the compilation cache; and the exit
 //! status of a build whose toolchain is missing (2) or fails (1).
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use crate::support::authoring::{artifact, contract_of, path_str, run_json, stderr};
+use crate::support::js;
 use serde_json::Value;
-use support::authoring::{artifact, contract_of, path_str, run_json, stderr};
-use support::js;
 
 #[test]
 fn the_js_sdk_unit_tests_pass() {

@@ -6,15 +6,15 @@
 //! Needs root and `ip`/`iptables` (iproute2, iptables). Where namespaces cannot be made the test
 //! says so and is skipped, except under CI (`CI` set), where that is a failure.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::factbuoy;
 use serde_json::Value;
-use support::factbuoy;
 
 /// This process's share of names and addresses: two runs of the test at once (a CI run beside a
 /// developer's) must not take each other's bridge, namespaces or subnet.

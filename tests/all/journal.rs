@@ -6,7 +6,7 @@
 //! them. The committed fixtures come from `tests/fixtures/journal/generate.sh`; other tests
 //! write fresh journal files with systemd-journal-remote as they run.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 
 const MACHINE: &str = "3f2b7c1e9d8a4b6c8e0f1a2b3c4d5e6f";
-use support::JOURNAL_REMOTE;
+use crate::support::JOURNAL_REMOTE;
 const BOOT_A: &str = "a1a1a1a1a1a14a1a8a1a1a1a1a1a1a02";
 
 /// A host root with journal files below `var/log/journal`.

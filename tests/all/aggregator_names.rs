@@ -2,13 +2,13 @@
 //! aggregator and agents, curl and `openssl` as independent TLS clients, and certificates
 //! forged with openssl from the run's own CA key, as an attacker holding it would.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use support::aggregator::{Aggregator, create_command, curl, manifest};
+use crate::support::aggregator::{Aggregator, create_command, curl, manifest};
 
 /// Signs a client certificate carrying `uri` with the run's CA key, bypassing every check
 /// `aggregator issue` makes, and returns a credentials directory for it.

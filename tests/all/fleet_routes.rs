@@ -2,7 +2,7 @@
 //! gets a clear error, and none enrolls anything or spends a token. The fleet is served in this
 //! process on loopback; clients are the protocol crate's and curl.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! and hostile bundles built here with the `tar` crate (no binary fixture is committed). Every
 //! hostile class gets its own test: an error naming the entry, and nothing written anywhere.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use crate::support::kube_runs::Bundle;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use support::kube_runs::Bundle;
 
 /// A real run's bundle, made once per test binary: `factbuoy run --node this-host` with the
 /// default plugins (host-facts, setup, systemd-logs), and the sha-256 the run reported.

@@ -1,12 +1,12 @@
 //! Every JSON document factbuoy writes or prints spells its keys one way: snake_case.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use crate::support::kube_runs::Bundle;
 use serde_json::Value;
-use support::kube_runs::Bundle;
 
 /// Whether `key` is spelled `^[a-z][a-z0-9_]*[a-z0-9]$`.
 fn is_snake_case(key: &str) -> bool {

@@ -5,7 +5,7 @@
 //!
 //! ansible-core comes from PyPI into cached venvs under target/ (tests/ansible/venv.sh).
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! one, a Kubernetes TokenReview, lives in the dispatch crate); listeners are real loopback TLS,
 //! agents the real binary, other clients curl, openssl and the protocol crate's client.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -13,17 +13,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::support::aggregator::Answer;
+use crate::support::factbuoy;
+use crate::support::served::{
+    bundle_files, create, issue, node, pair_status, serve, serve_with, wait_for,
+};
 use factbuoy_aggregator::enroll::{Admission, Admitting, NotAdmitted};
 use factbuoy_aggregator::{RunDir, RunningAggregator};
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::types::RunStatus;
 use factbuoy_protocol::{Client, ClientError, Scope};
-use support::aggregator::Answer;
-use support::factbuoy;
-use support::served::{
-    bundle_files, create, issue, node, pair_status, serve, serve_with, wait_for,
-};
 
 /// Admits fixed tokens: `token-<node>` for that node; `refuse` is refused with a hostile
 /// message; `hang` never answers; `slow-<node>` answers after [`SLOW`]; `down` is unavailable.

@@ -4,7 +4,7 @@
 //! with the real `factbuoy` binary's facts. Where the program is not installed, Ansible
 //! reports nothing from it, and neither may the plugin.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -3,13 +3,13 @@
 //! Python plugin contained exactly as its Rust twin; `plugin new` + `plugin build` for each
 //! language, outside the repository.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 
+use crate::support::authoring::{artifact, contract_of, path_str, run_json, stderr};
+use crate::support::python;
 use serde_json::Value;
-use support::authoring::{artifact, contract_of, path_str, run_json, stderr};
-use support::python;
 
 #[test]
 fn the_python_sdk_unit_tests_pass() {

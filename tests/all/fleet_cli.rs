@@ -1,15 +1,13 @@
 //! A fleet run from the fleet's own machine as an operator meets it, on loopback with the real
 //! binary: the fleet served from a directory of its own, a member joining with a state directory
 //! of its own and serving, and `run --fleet` finding the operator credentials by itself.
-//! (tests/fleet.rs puts members on machines of their own.)
-
-mod support;
+//! (tests/all/fleet.rs puts members on machines of their own.)
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use support::factbuoy;
+use crate::support::factbuoy;
 
 /// `factbuoy` with the operator's state directory in `state`.
 fn operator(state: &Path) -> Command {

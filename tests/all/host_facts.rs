@@ -2,7 +2,7 @@
 //! against the published schema (`plugins/host-facts/schema/host-facts.v1.json`) on this host,
 //! on a host root of corrupt files, and on a Kubernetes node's files.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;
@@ -249,7 +249,7 @@ fn a_host_root_is_described_not_the_machine_running_factbuoy() {
     put(
         r,
         "/usr/share/zoneinfo/Europe/Paris",
-        include_bytes!("../guest-sdk/testdata/zoneinfo/Europe/Paris"),
+        include_bytes!("../../guest-sdk/testdata/zoneinfo/Europe/Paris"),
     );
     std::os::unix::fs::symlink("/usr/share/zoneinfo/Europe/Paris", r.join("etc/localtime"))
         .unwrap();

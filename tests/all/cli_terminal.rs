@@ -2,7 +2,7 @@
 //! (util-linux `script`), its transcript replayed through a terminal emulator (vt100) to get
 //! the final screen.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 

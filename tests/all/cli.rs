@@ -1,6 +1,6 @@
 //! The real `factbuoy` binary: plugin commands, their errors and exit codes.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Output};

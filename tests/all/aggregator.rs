@@ -2,7 +2,7 @@
 //! and `openssl s_client` as independent clients for everything a hostile or broken client might
 //! send. Real TLS, real HTTP over loopback.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use support::factbuoy;
+use crate::support::factbuoy;
 
 fn run(command: &mut Command) -> Output {
     let output = command.output().expect("running factbuoy");
@@ -1087,7 +1087,7 @@ fn factbuoy_run_collects_this_host_into_a_bundle() {
     use std::os::unix::fs::PermissionsExt;
     let mode = |path: PathBuf| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(dir.path().join("state/current-run.json")), 0o600);
-    // The run is over: its CA key went with the rest of its working files (tests/cli_runs.rs).
+    // The run is over: its CA key went with the rest of its working files (tests/all/cli_runs.rs).
     let run_dir = dir
         .path()
         .join("state/runs")

@@ -3,7 +3,7 @@
 //! only the facts that come from them. Its agreement with real Ansible is checked by
 //! `tests/ansible/compare.sh` (run by `.ci/run`).
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;
@@ -251,7 +251,7 @@ fn root_with_absolute_links() -> tempfile::TempDir {
     put(
         r,
         "/usr/share/zoneinfo/Europe/Paris",
-        include_bytes!("../guest-sdk/testdata/zoneinfo/Europe/Paris"),
+        include_bytes!("../../guest-sdk/testdata/zoneinfo/Europe/Paris"),
     );
     std::os::unix::fs::symlink(
         "/run/systemd/resolve/stub-resolv.conf",

@@ -3,7 +3,7 @@
 //! `wit/gatherer.wit` a compatible superset of each, and a plugin built against each running
 //! through the real binary.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,7 +13,7 @@ use wit_parser::{
     Function, FunctionKind, Handle, Resolve, Type, TypeDefKind, TypeId, TypeOwner, WorldKey,
 };
 
-use support::{contract_fixture, frozen_contracts, workspace};
+use crate::support::{contract_fixture, frozen_contracts, workspace};
 
 /// The digests of every file below the frozen folders, as `sha256sum` writes them.
 const DIGESTS: &str = "wit/frozen.sha256";
@@ -393,7 +393,7 @@ fn every_frozen_contract_has_a_fixture_built_against_it() {
             panic!(
                 "wit/since_v{version}/ has no fixture: add tests/plugins/{name}, a plugin built \
                  against it that calls what {version} added, and its check in \
-                 tests/contract.rs (docs/wit-versioning.md, Releasing a version)"
+                 tests/all/contract.rs (docs/wit-versioning.md, Releasing a version)"
             )
         });
         assert!(

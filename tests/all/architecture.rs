@@ -10,7 +10,7 @@
 //! (the items written in its file) and one of its children; a cycle among the siblings of any
 //! module is a failure. `#[cfg(test)]` items are left out: tests may reach anywhere.
 //!
-//! `cargo test -p factbuoy --test architecture` runs it.
+//! `cargo test -p factbuoy --test all architecture::` runs it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! `status` say of failed, warning and empty results, the exit codes, `retrieve` during and
 //! after a run, Ctrl-C, a killed run, and the state a finished run leaves behind.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};

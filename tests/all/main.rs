@@ -1,0 +1,37 @@
+//! The end-to-end tests: the real `factbuoy` binary against real components (docs/architecture.md,
+//! Tests). One test binary with a module per area, as wasmtime's `tests/all`, so that the heavy
+//! dependencies are linked once. The groups that need a process of their own are binaries beside
+//! it: the sandbox's timing and memory tests (`tests/sandbox*.rs`, whose margins other tests'
+//! load would eat) and each Kubernetes test group (`tests/kube_*.rs`, each with the test cluster
+//! its process starts and removes).
+//!
+//! `cargo test -p factbuoy --test all` runs these; `cargo test -p factbuoy --test all cli_runs::`
+//! one area.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod aggregator;
+mod aggregator_enroll;
+mod aggregator_faults;
+mod aggregator_names;
+mod aggregator_nodes;
+mod ansible_fact_cache;
+mod architecture;
+mod cli;
+mod cli_runs;
+mod cli_terminal;
+mod contract;
+mod deploy_units;
+mod fleet;
+mod fleet_cli;
+mod fleet_routes;
+mod host_facts;
+mod inspect;
+mod journal;
+mod json_keys;
+mod operator;
+mod plugin_authoring;
+mod plugin_authoring_js;
+mod setup_plugin;
+mod setup_programs;
