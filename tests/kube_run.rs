@@ -16,6 +16,101 @@ fn cluster() -> &'static Cluster {
     Cluster::shared("run", 3)
 }
 
+/// The operator library drives a Kubernetes run without the binary (tests/all/operator.rs does
+/// a local and a fleet run): `start` applies it, `finish` follows it through port-forward and
+/// downloads its bundle. And `run --kubernetes --detach -o json` answers with a document that
+/// `retrieve --wait` then follows to the bundle.
+#[test]
+fn the_operator_library_runs_a_kubernetes_run_and_a_detached_run_answers_in_json() {
+    use factbuoy_kubernetes::ClusterRun;
+    use factbuoy_operator::{
+        Interrupts, KubernetesTarget, PluginSelection, RunRequest, StateDir, Target,
+    };
+    let cluster = cluster();
+    let image = cluster.factbuoy_image();
+    let state = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let request = RunRequest {
+        target: Target::Kubernetes(KubernetesTarget {
+            cluster: factbuoy_kubernetes::Target {
+                kubeconfig: Some(cluster.kubeconfig()),
+                context: None,
+            },
+            placement: ClusterRun {
+                image: image.to_owned(),
+                image_pull_policy: "Never".to_owned(),
+                ..ClusterRun::default()
+            },
+            run_id: None,
+        }),
+        plugins: PluginSelection {
+            plugins: vec!["hello".to_owned()],
+            ..PluginSelection::default()
+        },
+        timeout: Duration::from_secs(300),
+        out: out.path().to_owned(),
+    };
+    let state_dir = StateDir::at(state.path());
+    let finished = cluster.block_on(|| async {
+        let started = factbuoy_operator::start(&state_dir, request).await.unwrap();
+        started
+            .finish(&mut Interrupts::none(), &mut |_| {})
+            .await
+            .unwrap()
+    });
+    assert!(finished.all_passed(), "{:#?}", finished.status);
+    let nodes: Vec<&str> = finished
+        .status
+        .plugins
+        .iter()
+        .map(|p| p.node.as_str())
+        .collect();
+    assert_eq!(nodes.len(), 3, "{nodes:?}");
+    let bundle = finished.bundle.expect("the bundle, downloaded");
+    assert_eq!(bundle.parent(), Some(out.path()));
+
+    // Detached: a document for machines, and the run found again from it.
+    let detached_state = tempfile::tempdir().unwrap();
+    let detached = kube_runs::factbuoy(cluster, detached_state.path())
+        .args([
+            "run",
+            "--kubernetes",
+            "--detach",
+            "-o",
+            "json",
+            "--image",
+            image,
+        ])
+        .args(["--image-pull-policy", "Never", "--plugin", "hello"])
+        .output()
+        .unwrap();
+    assert!(
+        detached.status.success(),
+        "{}",
+        String::from_utf8_lossy(&detached.stderr)
+    );
+    let document: serde_json::Value = serde_json::from_slice(&detached.stdout).unwrap();
+    let run_id = document["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(document["kind"], "kubernetes");
+    assert_eq!(document["namespace"], format!("factbuoy-{run_id}"));
+    let fetched = tempfile::tempdir().unwrap();
+    let retrieved = factbuoy_json(
+        cluster,
+        detached_state.path(),
+        &[
+            "retrieve",
+            &run_id,
+            "--wait",
+            "--out",
+            fetched.path().to_str().unwrap(),
+        ],
+    );
+    assert!(
+        retrieved["path"].as_str().unwrap().ends_with(".tar.gz"),
+        "{retrieved}"
+    );
+}
+
 #[test]
 fn a_kubernetes_run_ends_in_a_bundle_with_every_nodes_results_and_the_clusters_resources() {
     let cluster = cluster();

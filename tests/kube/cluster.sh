@@ -373,7 +373,9 @@ serializeImagePulls: false
 # Images are imported, never pulled: never garbage-collect them (the pause image included).
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-evictionHard: {memory.available: 100Mi, nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
+# Absolute floors, not percentages: on a big, nearly full disk (a CI machine) 1% is gigabytes,
+# and the kubelet would evict every test pod for disk pressure.
+evictionHard: {memory.available: 100Mi, nodefs.available: 256Mi, imagefs.available: 256Mi, nodefs.inodesFree: "1%"}
 # A stopped node is noticed sooner than with the defaults (lease 40 s, grace 40 s).
 nodeStatusUpdateFrequency: 5s
 nodeLeaseDurationSeconds: 20

@@ -285,7 +285,7 @@ check "no process left in its namespaces" [ -z "$(ns_procs)" ]
 cluster_procs() { # processes naming its state directory (every daemon and shim does)
   local p
   for p in /proc/[0-9]*; do
-    tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -qF "$STATE/" && echo "${p#/proc/}"
+    tr '\0' ' ' 2>/dev/null < "$p/cmdline" | grep -qF "$STATE/" && echo "${p#/proc/}"
   done
 }
 check "no process left naming its state directory" [ -z "$(cluster_procs)" ]
