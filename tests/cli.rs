@@ -344,6 +344,65 @@ fn prints_a_man_page_and_the_versions() {
     assert_eq!(names, ["hello", "host-facts", "setup", "systemd-logs"]);
 }
 
+/// `factbuoy man --dir` writes a page for every command, and every page another page names
+/// (`factbuoy-inspect(1)`) is among them; `factbuoy man inspect summary` prints one of them.
+#[test]
+fn every_page_the_man_pages_name_exists_and_each_prints_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = factbuoy(&["man", "--dir", path_str(dir.path())]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let mut written: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    written.sort();
+    assert_eq!(
+        stdout(&output).lines().count(),
+        written.len(),
+        "{written:?}"
+    );
+    for page in [
+        "factbuoy.1",
+        "factbuoy-run.1",
+        "factbuoy-inspect-summary.1",
+        "factbuoy-plugin-cache-prune.1",
+    ] {
+        assert!(
+            written.iter().any(|w| w == page),
+            "{page} not in {written:?}"
+        );
+    }
+    assert!(!written.iter().any(|w| w.contains("help")), "{written:?}");
+    for page in &written {
+        let text = std::fs::read_to_string(dir.path().join(page)).unwrap();
+        // roff writes a name's dashes as `\-`: `factbuoy\-inspect(1)`.
+        let named = text
+            .split_whitespace()
+            .filter_map(|word| word.split_once("(1)"));
+        for (name, _) in named.filter(|(name, _)| name.starts_with("factbuoy")) {
+            let name = name.replace("\\-", "-");
+            assert!(
+                written.contains(&format!("{name}.1")),
+                "{page} names {name}(1), which was not written"
+            );
+        }
+    }
+
+    let output = factbuoy(&["man", "inspect", "summary"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        std::fs::read_to_string(dir.path().join("factbuoy-inspect-summary.1")).unwrap()
+    );
+    let output = factbuoy(&["man", "inspekt"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("no command `inspekt`; its pages: run, status"),
+        "{}",
+        stderr(&output)
+    );
+}
+
 #[test]
 fn every_command_documents_examples_and_help_documents_exit_codes() {
     let top = factbuoy(&["--help"]);
