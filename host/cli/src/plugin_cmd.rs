@@ -1,5 +1,7 @@
 //! `factbuoy plugin ...`: list, info, validate and run plugins on this host; create and build
-//! plugin projects.
+//! plugin projects; list and prune the compilation cache ([`cache`]).
+
+mod cache;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -86,6 +88,17 @@ pub enum PluginCommand {
         #[command(flatten)]
         common: CommonArgs,
     },
+    /// List and prune the cache of compiled plugins, which keeps itself under a size (1 GiB).
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  \
+        factbuoy plugin cache list\n  \
+        factbuoy plugin cache prune --max-size 200MiB\n\n\
+        Each plugin is compiled once for this machine and kept in ~/.cache/factbuoy/components\n\
+        ($FACTBUOY_CACHE_DIR); the least recently used are removed once all exceed\n\
+        $FACTBUOY_CACHE_MAX_SIZE (default 1GiB)."
+    )]
+    Cache(cache::CacheCommand),
 }
 
 #[derive(Debug, Args)]
@@ -268,6 +281,7 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
             }
             Ok(ExitStatus::Success)
         }
+        PluginCommand::Cache(command) => cache::execute(command, format),
         PluginCommand::Build { dir, common } => {
             // Building blocks on child processes; keep the runtime's threads free meanwhile.
             let wasm = tokio::task::spawn_blocking(move || plugin_build::build(&dir)).await??;
