@@ -251,7 +251,7 @@ fn a_new_python_project_builds_and_runs_outside_the_repository() {
     assert_missing_toolchain(&project, "pip install componentize-py==0.25.1");
 
     // With it, a build that fails is a failed command (1), not invalid input (2).
-    std::fs::write(project.join("app.py"), "def broken(:\n").unwrap();
+    std::fs::write(project.join("app.py"), "import no_such_module\n").unwrap();
     let output = support::factbuoy()
         .current_dir(&project)
         .args(["plugin", "build"])
@@ -264,6 +264,102 @@ fn a_new_python_project_builds_and_runs_outside_the_repository() {
         "{}",
         stderr(&output)
     );
+}
+
+/// `plugin build` in `project` with componentize-py on PATH and `cache` as the compilation
+/// cache: the output, and how long it took.
+fn build_python(project: &Path, cache: &Path) -> (std::process::Output, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let output = support::factbuoy()
+        .current_dir(project)
+        .args(["plugin", "build"])
+        .env("PATH", python::path_with_venv())
+        .env("FACTBUOY_CACHE_DIR", cache)
+        .output()
+        .unwrap();
+    (output, started.elapsed())
+}
+
+/// The compiled entries in the compilation cache `cache`.
+fn compiled(cache: &Path) -> usize {
+    support::files_below(cache, &[], |p| p.extension().is_some_and(|e| e == "cwasm")).len()
+}
+
+/// A Python project is built again only when something it is built from changed (its files,
+/// the SDK, the contract, componentize-py's version); a syntax error is reported at its line
+/// before componentize-py's long step.
+#[test]
+fn a_python_project_is_built_only_when_it_changed_and_a_syntax_error_is_found_first() {
+    let home = tempfile::tempdir().unwrap();
+    let cache = home.path().join("cache");
+    let output = support::factbuoy()
+        .current_dir(home.path())
+        .args(["plugin", "new", "greeter", "--lang", "python"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let project = home.path().join("greeter");
+    let (output, first) = build_python(&project, &cache);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let wasm = String::from_utf8(output.stdout).unwrap();
+    let component = std::fs::read(wasm.trim()).unwrap();
+    assert_eq!(compiled(&cache), 1);
+
+    // Nothing changed, even if a file was written again: no build, the same component, no
+    // new cache entry.
+    let app = project.join("app.py");
+    let source = std::fs::read_to_string(&app).unwrap();
+    std::fs::write(&app, &source).unwrap();
+    let (output, again) = build_python(&project, &cache);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("is up to date"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        !stderr(&output).contains("componentize-py"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(String::from_utf8(output.stdout).unwrap(), wasm);
+    assert_eq!(std::fs::read(wasm.trim()).unwrap(), component);
+    assert_eq!(compiled(&cache), 1);
+    eprintln!("first build {first:?}, unchanged {again:?}");
+    assert!(again < std::time::Duration::from_secs(3), "{again:?}");
+
+    // A change to the SDK in the project is a change: built again, a new entry.
+    let sdk = project.join("factbuoy_plugin/log.py");
+    std::fs::write(&sdk, std::fs::read_to_string(&sdk).unwrap() + "\n").unwrap();
+    let (output, _) = build_python(&project, &cache);
+    assert!(
+        !stderr(&output).contains("is up to date"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(compiled(&cache), 2);
+
+    // A syntax error: its file and line as Python reports them, no componentize-py, exit 1.
+    let broken = source.replace(
+        "    def gather(self, params):",
+        "    def gather(self, params:",
+    );
+    let line = broken
+        .lines()
+        .position(|l| l.contains("def gather("))
+        .unwrap()
+        + 1;
+    std::fs::write(&app, broken).unwrap();
+    let (output, took) = build_python(&project, &cache);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let said = stderr(&output);
+    assert!(
+        said.contains(&format!("File \"app.py\", line {line}")),
+        "{said}"
+    );
+    assert!(said.contains("SyntaxError"), "{said}");
+    assert!(!said.contains("building with"), "{said}");
+    assert!(took < std::time::Duration::from_secs(3), "{took:?}");
 }
 
 /// `plugin build` in `project` without any toolchain on PATH exits 2, saying `install`.

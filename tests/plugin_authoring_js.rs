@@ -267,14 +267,51 @@ fn a_new_js_project_builds_precompiled_and_runs_outside_the_repository() {
     assert_eq!(cache_entries(cache.path()), entries);
     assert_eq!(before.ino(), after.ino());
 
-    // A toolchain that runs and fails is a failed build (1)...
+    // Nothing changed: the build is skipped, and the same component (and cache entry) stays.
+    let started = std::time::Instant::now();
+    let output = build(&project, &path, cache.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("is up to date"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        !stderr(&output).contains("componentize-js"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(String::from_utf8(output.stdout).unwrap().trim(), wasm);
+    assert_eq!(cache_entries(cache.path()), entries);
+
+    // A syntax error is found before componentize-js runs, at its file and line, and fails
+    // the build (1)...
     let app = project.join("app.js");
     let source = std::fs::read_to_string(&app).unwrap();
-    std::fs::write(
-        &app,
-        source.replace("gather(params) {", "gather(params) {{"),
-    )
-    .unwrap();
+    let line = source
+        .lines()
+        .position(|l| l.contains("gather(params) {"))
+        .unwrap()
+        + 1;
+    std::fs::write(&app, source.replace("gather(params) {", "gather(params {")).unwrap();
+    let output = build(&project, &path, cache.path());
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let said = stderr(&output);
+    assert!(
+        said.contains(&format!("greeter-js/app.js:{line}\n")),
+        "{said}"
+    );
+    assert!(said.contains("SyntaxError"), "{said}");
+    assert!(!said.contains("building with"), "{said}");
+    assert!(!said.contains("    at "), "node's own stack: {said}");
+
+    // ...as does a toolchain that runs and fails (a module that is not there)...
+    std::fs::write(&app, format!("import \"./missing.js\";\n{source}")).unwrap();
     let output = build(&project, &path, cache.path());
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(

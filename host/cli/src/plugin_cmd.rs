@@ -85,6 +85,9 @@ pub enum PluginCommand {
         /// The project directory.
         #[arg(default_value = ".")]
         dir: PathBuf,
+        /// Build a Python or JavaScript project even when nothing it is built from changed.
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -282,9 +285,10 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
             Ok(ExitStatus::Success)
         }
         PluginCommand::Cache(command) => cache::execute(command, format),
-        PluginCommand::Build { dir, common } => {
+        PluginCommand::Build { dir, force, common } => {
             // Building blocks on child processes; keep the runtime's threads free meanwhile.
-            let wasm = tokio::task::spawn_blocking(move || plugin_build::build(&dir)).await??;
+            let wasm =
+                tokio::task::spawn_blocking(move || plugin_build::build(&dir, force)).await??;
             precompile(&wasm, &common).await?;
             match format {
                 Format::Table => emit(&wasm.display().to_string()),
