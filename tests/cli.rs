@@ -197,31 +197,6 @@ fn a_failed_plugin_exits_1_and_says_why() {
     assert_eq!(report["failure"]["kind"], "capability-denied");
 }
 
-/// `plugin run PLUGIN --grant GRANT -o json`, which must succeed: its report.
-fn passing_run(plugin: &Path, grant: &str) -> serde_json::Value {
-    let output = factbuoy(&[
-        "plugin",
-        "run",
-        path_str(plugin),
-        "--grant",
-        grant,
-        "-o",
-        "json",
-    ]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    serde_json::from_slice(&output.stdout).unwrap()
-}
-
-#[test]
-fn the_readmes_plugin_example_builds_and_runs_as_the_readme_says() {
-    // tests/plugins/uptime compiles the README's code block itself (its build.rs copies it).
-    let report = passing_run(&support::fixture("uptime"), "uptime:host-info");
-    assert_eq!(report["plugin"], "uptime", "{report}");
-    assert_eq!(report["artifacts"][0]["name"], "uptime.json", "{report}");
-    let seconds = &report["artifacts"][0]["content"]["seconds"];
-    assert!(seconds.as_u64().is_some_and(|s| s > 0), "{report}");
-}
-
 #[test]
 fn files_that_are_not_gatherers_are_rejected_by_name() {
     let dir = tempfile::tempdir().unwrap();

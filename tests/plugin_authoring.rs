@@ -36,6 +36,39 @@ fn the_python_sdk_unit_tests_pass() {
     assert!(stderr(&output).contains("OK"), "{}", stderr(&output));
 }
 
+/// `factbuoy_plugin/host_info.pyi`, which tells editors what `host_info` offers, is what
+/// guest-sdk/python/host_info_stub.py makes of componentize-py's bindings of the contract today,
+/// and the package says it is typed.
+#[test]
+fn the_python_host_info_stub_is_current_with_the_contract() {
+    let bindings = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new(python::venv_bin().join("componentize-py"))
+        .arg("-d")
+        .arg(support::workspace().join("wit"))
+        .args(["-w", "gatherer", "bindings"])
+        .arg(bindings.path())
+        .status()
+        .unwrap();
+    assert!(status.success(), "componentize-py bindings failed");
+    let sdk = support::workspace().join("guest-sdk/python");
+    let output = std::process::Command::new(python::venv_bin().join("python3"))
+        .arg(sdk.join("host_info_stub.py"))
+        .arg(bindings.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let committed = std::fs::read_to_string(sdk.join("factbuoy_plugin/host_info.pyi")).unwrap();
+    assert!(
+        String::from_utf8(output.stdout).unwrap() == committed,
+        "guest-sdk/python/factbuoy_plugin/host_info.pyi is stale: run guest-sdk/python/host_info_stub.py"
+    );
+    assert!(
+        committed.contains("def ethtool(name: str) -> EthtoolInfo:"),
+        "{committed}"
+    );
+    assert!(sdk.join("factbuoy_plugin/py.typed").is_file());
+}
+
 #[test]
 fn the_python_listening_sockets_example_finds_a_socket_this_test_opened() {
     let wasm = python::component(&support::workspace().join("plugins-python/listening-sockets"));
@@ -385,6 +418,17 @@ fn a_new_rust_project_builds_and_runs_outside_the_repository() {
         "{wasm}"
     );
     assert_greets(&wasm, "greeter-rust");
+    // The README's trait and macro, against the SDK copied into the project: nothing points
+    // into a factbuoy checkout.
+    let project = home.path().join("greeter-rust");
+    let source = std::fs::read_to_string(project.join("src/lib.rs")).unwrap();
+    assert!(source.contains("export_gatherer!(Greeter);"), "{source}");
+    let manifest = std::fs::read_to_string(project.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains("factbuoy-guest = { path = \"factbuoy-guest\" }"),
+        "{manifest}"
+    );
+    assert!(!manifest.contains(".."), "{manifest}");
 
     // Without Rust, the build says what is missing and how to install it.
     assert_missing_toolchain(&home.path().join("greeter-rust"), "https://rustup.rs");

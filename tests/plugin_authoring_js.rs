@@ -372,3 +372,122 @@ fn the_js_sdk_example_in_the_docs_builds_and_lists_the_file_systems() {
     let wasm = js::component(&node_modules, &project);
     support::authoring::assert_lists_file_systems(&wasm, "fileSystem");
 }
+
+/// A WIT name as componentize-js names it in JavaScript: `kernel-version` → `kernelVersion`
+/// (`upper`: `os-info` → `OsInfo`).
+fn camel(name: &str, upper: bool) -> String {
+    let mut out = String::new();
+    for (i, word) in name.split('-').enumerate() {
+        let mut chars = word.chars();
+        if let Some(first) = chars.next() {
+            if i > 0 || upper {
+                out.extend(first.to_uppercase());
+            } else {
+                out.push(first);
+            }
+            out.extend(chars);
+        }
+    }
+    out
+}
+
+/// The SDK's declarations (`factbuoy-plugin/index.d.ts`) hold every function of the contract's
+/// `host-info` interface and every field of its records, as componentize-js names them.
+#[test]
+fn the_js_sdk_declares_every_host_info_function_and_field() {
+    let mut resolve = wit_parser::Resolve::new();
+    let (package, _) = resolve.push_dir(support::workspace().join("wit")).unwrap();
+    let interface = &resolve.interfaces[resolve.packages[package].interfaces["host-info"]];
+    let declarations = std::fs::read_to_string(
+        support::workspace().join("guest-sdk/js/factbuoy-plugin/index.d.ts"),
+    )
+    .unwrap();
+    let host_info = declarations
+        .split_once("export declare namespace hostInfo {")
+        .expect("index.d.ts declares hostInfo")
+        .1;
+    let mut missing = Vec::new();
+    for name in interface.functions.keys() {
+        let declared = format!("function {}(", camel(name, false));
+        if !host_info.contains(&declared) {
+            missing.push(declared);
+        }
+    }
+    for (name, id) in &interface.types {
+        let wit_parser::TypeDefKind::Record(record) = &resolve.types[*id].kind else {
+            continue;
+        };
+        let head = format!("interface {} {{", camel(name, true));
+        let Some((_, body)) = host_info.split_once(&head) else {
+            missing.push(head);
+            continue;
+        };
+        let body = &body[..body.find("\n  }").unwrap()];
+        for field in &record.fields {
+            let field = camel(&field.name, false);
+            if !body.contains(&format!(" {field}:")) && !body.contains(&format!(" {field}?:")) {
+                missing.push(format!("{name}.{field}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "index.d.ts lacks {missing:?}");
+}
+
+/// TypeScript (jco's own, pinned in tests/js/package-lock.json) type-checks the app `plugin new`
+/// writes and the example of docs/plugins-js.md against the SDK's declarations, and finds a
+/// misspelt field: an editor shows the SDK's API, `hostInfo`'s included.
+#[test]
+fn the_js_template_and_docs_example_type_check_against_the_sdk_declarations() {
+    let Some(toolchain) = js::node_modules() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let output = support::factbuoy()
+        .current_dir(home.path())
+        .args(["plugin", "new", "checked", "--lang", "js"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let project = home.path().join("checked");
+    let example = support::authoring::doc_example("docs/plugins-js.md", "js");
+    std::fs::write(project.join("example.js"), &example).unwrap();
+    std::fs::write(
+        project.join("misspelt.js"),
+        example.replace("d.fileSystem", "d.filesystem"),
+    )
+    .unwrap();
+    let check = |file: &str| {
+        std::process::Command::new(toolchain.join(".bin/tsc"))
+            .args([
+                "--noEmit",
+                "--allowJs",
+                "--checkJs",
+                "--strict",
+                "--target",
+                "es2022",
+                "--module",
+                "nodenext",
+                "--moduleResolution",
+                "nodenext",
+                file,
+            ])
+            .current_dir(&project)
+            .output()
+            .unwrap()
+    };
+    for file in ["app.js", "example.js"] {
+        let output = check(file);
+        assert!(
+            output.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+    }
+    let output = check("misspelt.js");
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("Property 'filesystem' does not exist"),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
