@@ -444,3 +444,85 @@ fn the_python_sdk_example_in_the_docs_builds_and_lists_the_file_systems() {
     let wasm = python::component(project.path());
     support::authoring::assert_lists_file_systems(&wasm, "file_system");
 }
+
+/// A Python plugin that fails as its `how` parameter asks: by raising, or by importing a module
+/// that was not imported at build time.
+const FAILING_APP: &str = r#"from factbuoy_plugin import Description, Gatherer, Param, export
+
+
+class Failing(Gatherer):
+    def describe(self):
+        return Description("failing", "0.1.0", "Fails as asked.").param(
+            Param.string("how").required().describe("raise, or import")
+        )
+
+    def gather(self, params):
+        if params.string("how") == "import":
+            import csv
+        raise KeyError("on purpose")
+
+
+Plugin = export(Failing)
+"#;
+
+/// An uncaught exception's traceback reaches the operator as lines (each frame, its source
+/// line, the project's file names), the interpreter opens none of its own files at run time
+/// (no "not granted" warnings), and an import of a module that was not bundled says what to do.
+#[test]
+fn a_python_traceback_is_lines_and_an_import_that_was_not_bundled_says_what_to_do() {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("app.py"), FAILING_APP).unwrap();
+    let wasm = python::component(project.path());
+    let line_of = |text: &str| FAILING_APP.lines().position(|l| l.contains(text)).unwrap() + 1;
+
+    let (code, report) = run_json(&[path_str(&wasm), "-p", "how=raise"]);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(
+        report["failure"]["message"], "KeyError: 'on purpose'",
+        "{report:#}"
+    );
+    assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
+    assert_eq!(
+        report["ungranted_paths"],
+        serde_json::json!([]),
+        "{report:#}"
+    );
+    let traceback = report["logs"][0]["message"].as_str().unwrap();
+    let frame = format!(
+        "  File \"app.py\", line {}, in gather\n    raise KeyError(\"on purpose\")\n",
+        line_of("raise KeyError")
+    );
+    assert!(
+        traceback.starts_with("Traceback (most recent call last):\n"),
+        "{traceback}"
+    );
+    assert!(traceback.contains(&frame), "{traceback}");
+    assert!(!traceback.contains("/0/"), "{traceback}");
+    assert!(
+        !traceback.contains("factbuoy_plugin"),
+        "the SDK's frames: {traceback}"
+    );
+
+    // On the terminal: the traceback as lines below its `error:` line, indented.
+    let output = support::factbuoy()
+        .args(["plugin", "run", path_str(&wasm), "-p", "how=import"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let said = stderr(&output);
+    let frame = format!(
+        "\n      File \"app.py\", line {}, in gather\n        import csv\n",
+        line_of("import csv")
+    );
+    assert!(said.contains(&frame), "{said}");
+    assert!(said.contains("import csv at the top of app.py"), "{said}");
+    assert!(!said.contains("not granted"), "{said}");
+    let (_, report) = run_json(&[path_str(&wasm), "-p", "how=import"]);
+    assert!(
+        report["failure"]["message"].as_str().unwrap().starts_with(
+            "ModuleNotFoundError: No module named 'csv' (componentize-py bundles only"
+        ),
+        "{report:#}"
+    );
+    assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
+}
