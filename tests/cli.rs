@@ -665,3 +665,41 @@ fn plugin_cache_lists_its_plugins_and_prunes_them_to_a_size() {
     );
     assert_eq!(cache_listing(&cache)["entries"], serde_json::json!([]));
 }
+
+/// A granted path missing on this host is noted when the operator granted it by name, and not
+/// when a bundled plugin only asked for it (`setup` asks for /dev/disk, which containers lack).
+#[test]
+fn a_missing_path_is_noted_only_when_the_operator_granted_it() {
+    let root = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "plugin",
+            "run",
+            "host-facts",
+            "--root",
+            path_str(root.path()),
+        ];
+        args.extend(["--out", path_str(out.path())]);
+        args.extend(extra);
+        let output = factbuoy(&args);
+        assert!(output.status.success(), "{}", stderr(&output));
+        stdout(&output) + &stderr(&output)
+    };
+    let said = run(&[]);
+    assert!(!said.contains("does not exist below the root"), "{said}");
+    let said = run(&["--grant", "host-facts:read:/etc"]);
+    let notes: Vec<&str> = said.lines().filter(|l| l.contains("note:")).collect();
+    assert_eq!(
+        notes,
+        ["  note: granted /etc does not exist below the root; nothing mapped"],
+        "{said}"
+    );
+
+    if !Path::new("/dev/disk").exists() {
+        let output = factbuoy(&["plugin", "run", "setup", "--out", path_str(out.path())]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let said = stdout(&output) + &stderr(&output);
+        assert!(!said.contains("/dev/disk"), "{said}");
+    }
+}
