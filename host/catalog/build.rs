@@ -24,6 +24,7 @@ fn main() {
         );
     }
 
+    ensure_wasm_target();
     let plugins = plugin_crates(&workspace.join("plugins"));
     // A target directory of our own: the outer cargo holds the lock on its own one.
     let target_dir = out_dir
@@ -66,6 +67,41 @@ fn plugin_crates(plugins_dir: &Path) -> Vec<String> {
     names
 }
 
+/// Adds the wasm target to the toolchain building us when it lacks it and rustup manages it.
+/// rust-toolchain.toml names the target, but rustup installs the targets it names only together
+/// with the toolchain: a machine that already had the toolchain (or that sets
+/// `RUSTUP_AUTO_INSTALL=0`) would otherwise fail the first build with "can't find crate for
+/// `std`". Without rustup, the build's error below says what to install.
+fn ensure_wasm_target() {
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+    let installed = sysroot.is_some_and(|root| root.join("lib/rustlib").join(WASM_TARGET).is_dir());
+    // rustup names the toolchain it runs in the environment of everything below it.
+    let (false, Some(toolchain)) = (installed, env::var_os("RUSTUP_TOOLCHAIN")) else {
+        return;
+    };
+    println!(
+        "cargo:warning=adding the {WASM_TARGET} target to the {} toolchain (rustup target add), \
+         to build the bundled plugins",
+        toolchain.to_string_lossy()
+    );
+    let added = Command::new("rustup")
+        .args(["target", "add", WASM_TARGET, "--toolchain"])
+        .arg(&toolchain)
+        .status();
+    if !added.is_ok_and(|status| status.success()) {
+        println!(
+            "cargo:warning=`rustup target add {WASM_TARGET}` failed; the plugin build below \
+             will say why it cannot build"
+        );
+    }
+}
+
 fn build(workspace: &Path, target_dir: &Path, plugins: &[String]) {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
@@ -102,7 +138,8 @@ fn build(workspace: &Path, target_dir: &Path, plugins: &[String]) {
         .expect("running cargo to build the bundled plugins");
     assert!(
         status.success(),
-        "building the bundled plugins for {WASM_TARGET} failed (see the output above); \
-         the target is installed by rust-toolchain.toml: `rustup target add {WASM_TARGET}` if it is missing"
+        "building the bundled plugins for {WASM_TARGET} failed (see the output above); if it \
+         says \"can't find crate for `std`\", this Rust lacks the {WASM_TARGET} target: `rustup \
+         target add {WASM_TARGET}`, or without rustup, install it as this Rust was installed"
     );
 }

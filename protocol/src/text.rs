@@ -37,6 +37,17 @@ pub fn printable(text: &str) -> Cow<'_, str> {
     Cow::Owned(escaped)
 }
 
+/// `text` of several lines for a terminal: each line as [`printable`] shows it, every line after
+/// the first indented by four spaces, so that none can pass for a line of its own (a forged
+/// `error:`). A traceback stays readable as lines.
+pub fn printable_lines(text: &str) -> String {
+    text.lines()
+        .map(printable)
+        .collect::<Vec<_>>()
+        .join("\n    ")
+}
+
+
 /// Whether [`printable`] escapes `c`.
 fn is_escaped(c: char) -> bool {
     matches!(
@@ -125,5 +136,14 @@ mod tests {
             assert!(once.starts_with('\\'), "{c:?}: {once}");
             assert_eq!(printable(&once), once, "{c:?}");
         }
+    }
+
+    #[test]
+    fn lines_stay_lines_and_none_can_pass_for_one_of_its_own() {
+        assert_eq!(
+            printable_lines("Traceback:\n  File \"app.py\"\r\nerror: forged\u{1b}[2J"),
+            "Traceback:\n      File \"app.py\"\n    error: forged\\u{1b}[2J"
+        );
+        assert_eq!(printable_lines("one line"), "one line");
     }
 }

@@ -417,6 +417,65 @@ fn prints_a_man_page_and_the_versions() {
     assert_eq!(names, ["hello", "host-facts", "setup", "systemd-logs"]);
 }
 
+/// `factbuoy man --dir` writes a page for every command, and every page another page names
+/// (`factbuoy-inspect(1)`) is among them; `factbuoy man inspect summary` prints one of them.
+#[test]
+fn every_page_the_man_pages_name_exists_and_each_prints_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = factbuoy(&["man", "--dir", path_str(dir.path())]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let mut written: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    written.sort();
+    assert_eq!(
+        stdout(&output).lines().count(),
+        written.len(),
+        "{written:?}"
+    );
+    for page in [
+        "factbuoy.1",
+        "factbuoy-run.1",
+        "factbuoy-inspect-summary.1",
+        "factbuoy-plugin-cache-prune.1",
+    ] {
+        assert!(
+            written.iter().any(|w| w == page),
+            "{page} not in {written:?}"
+        );
+    }
+    assert!(!written.iter().any(|w| w.contains("help")), "{written:?}");
+    for page in &written {
+        let text = std::fs::read_to_string(dir.path().join(page)).unwrap();
+        // roff writes a name's dashes as `\-`: `factbuoy\-inspect(1)`.
+        let named = text
+            .split_whitespace()
+            .filter_map(|word| word.split_once("(1)"));
+        for (name, _) in named.filter(|(name, _)| name.starts_with("factbuoy")) {
+            let name = name.replace("\\-", "-");
+            assert!(
+                written.contains(&format!("{name}.1")),
+                "{page} names {name}(1), which was not written"
+            );
+        }
+    }
+
+    let output = factbuoy(&["man", "inspect", "summary"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        std::fs::read_to_string(dir.path().join("factbuoy-inspect-summary.1")).unwrap()
+    );
+    let output = factbuoy(&["man", "inspekt"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("no command `inspekt`; its pages: run, status"),
+        "{}",
+        stderr(&output)
+    );
+}
+
 #[test]
 fn every_command_documents_examples_and_help_documents_exit_codes() {
     let top = factbuoy(&["--help"]);
@@ -544,4 +603,201 @@ fn a_plugin_file_rewritten_in_place_is_read_again_even_with_its_old_size_and_tim
     );
     info();
     assert_eq!(compiled(), 2, "the rewritten file ran from the old digest");
+}
+
+/// `plugin cache list -o json` of the cache in `cache`.
+fn cache_listing(cache: &Path) -> serde_json::Value {
+    let output = factbuoy(&[
+        "plugin",
+        "cache",
+        "list",
+        "-o",
+        "json",
+        "--cache-dir",
+        path_str(cache),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// The plugins named in a `plugin cache list -o json`, least recently used first.
+fn cached_plugins(listing: &serde_json::Value) -> Vec<String> {
+    listing["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            e["plugin"]
+                .as_str()
+                .unwrap_or("?")
+                .split(' ')
+                .next()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// `plugin info PLUGIN` with the cache `cache` kept under `max_bytes` (none: the default).
+fn load_into(cache: &Path, plugin: &str, max_bytes: Option<u64>) {
+    let mut command = support::factbuoy();
+    command.args(["plugin", "info", plugin, "--cache-dir", path_str(cache)]);
+    if let Some(max) = max_bytes {
+        command.env("FACTBUOY_CACHE_MAX_SIZE", max.to_string());
+    }
+    let output = command.output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+/// The cache keeps under its size (`FACTBUOY_CACHE_MAX_SIZE`) by removing the least recently
+/// used plugin, where a load from the cache counts as a use.
+#[test]
+fn the_compilation_cache_stays_under_its_size_without_the_least_recently_used() {
+    let work = tempfile::tempdir().unwrap();
+    // The sizes of the three compiled plugins, measured in a cache of their own.
+    let measure = work.path().join("measure");
+    for plugin in ["hello", "host-facts", "systemd-logs"] {
+        load_into(&measure, plugin, None);
+    }
+    let sizes: std::collections::HashMap<String, u64> = cache_listing(&measure)["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let name = e["plugin"].as_str().unwrap().split(' ').next().unwrap();
+            (name.to_owned(), e["size_bytes"].as_u64().unwrap())
+        })
+        .collect();
+    // Room for hello and the larger of the others, not for all three.
+    let max = sizes["hello"] + sizes["host-facts"].max(sizes["systemd-logs"]);
+
+    let cache = work.path().join("cache");
+    load_into(&cache, "hello", Some(max));
+    load_into(&cache, "host-facts", Some(max));
+    // hello is used again, so host-facts is now the least recently used...
+    load_into(&cache, "hello", Some(max));
+    load_into(&cache, "systemd-logs", Some(max));
+    // ...and the one removed to make room.
+    let listing = cache_listing(&cache);
+    assert_eq!(
+        cached_plugins(&listing),
+        ["hello", "systemd-logs"],
+        "{listing:#}"
+    );
+    assert!(
+        listing["total_bytes"].as_u64().unwrap() <= max,
+        "{listing:#}"
+    );
+}
+
+#[test]
+fn plugin_cache_lists_its_plugins_and_prunes_them_to_a_size() {
+    let work = tempfile::tempdir().unwrap();
+    let cache = work.path().join("cache");
+    for plugin in ["hello", "host-facts"] {
+        load_into(&cache, plugin, None);
+    }
+    // An entry an older factbuoy left (another engine's directory) is listed as such.
+    let old = cache.join("00000000deadbeef");
+    std::fs::create_dir_all(&old).unwrap();
+    let entry = old.join(format!("{}.cwasm", "ab".repeat(32)));
+    std::fs::write(&entry, b"old code").unwrap();
+    let long_ago = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1 << 30);
+    std::fs::File::open(&entry)
+        .unwrap()
+        .set_modified(long_ago)
+        .unwrap();
+
+    let output = factbuoy(&["plugin", "cache", "list", "--cache-dir", path_str(&cache)]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let table = stdout(&output);
+    assert!(table.starts_with("PLUGIN "), "{table}");
+    assert!(table.contains("hello 0.1.0 "), "{table}");
+    assert!(
+        table.contains("abababababab (another factbuoy version's)"),
+        "{table}"
+    );
+    assert!(table.contains("3 compiled plugins"), "{table}");
+
+    // The other version's entry goes, then the least recently used (hello) to fit 1 byte more
+    // than host-facts; --dry-run only says so.
+    let listing = cache_listing(&cache);
+    let host_facts = listing["entries"][2]["size_bytes"].as_u64().unwrap();
+    assert_eq!(
+        cached_plugins(&listing),
+        ["?", "hello", "host-facts"],
+        "{listing:#}"
+    );
+    let max = (host_facts + 1).to_string();
+    let prune = |extra: &[&str]| {
+        let mut args = vec!["plugin", "cache", "prune", "--max-size", &max, "-o", "json"];
+        args.extend(extra);
+        args.extend(["--cache-dir", path_str(&cache)]);
+        let output = factbuoy(&args);
+        assert!(output.status.success(), "{}", stderr(&output));
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+    let dry = prune(&["--dry-run"]);
+    assert_eq!(dry["removed"].as_array().unwrap().len(), 2, "{dry:#}");
+    assert_eq!(
+        cache_listing(&cache)["entries"].as_array().unwrap().len(),
+        3
+    );
+    let pruned = prune(&[]);
+    assert_eq!(pruned["removed"], dry["removed"], "{pruned:#}");
+    assert_eq!(cached_plugins(&cache_listing(&cache)), ["host-facts"]);
+
+    let output = factbuoy(&[
+        "plugin",
+        "cache",
+        "prune",
+        "--all",
+        "--cache-dir",
+        path_str(&cache),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("removed 1 compiled plugin,"),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(cache_listing(&cache)["entries"], serde_json::json!([]));
+}
+
+/// A granted path missing on this host is noted when the operator granted it by name, and not
+/// when a bundled plugin only asked for it (`setup` asks for /dev/disk, which containers lack).
+#[test]
+fn a_missing_path_is_noted_only_when_the_operator_granted_it() {
+    let root = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "plugin",
+            "run",
+            "host-facts",
+            "--root",
+            path_str(root.path()),
+        ];
+        args.extend(["--out", path_str(out.path())]);
+        args.extend(extra);
+        let output = factbuoy(&args);
+        assert!(output.status.success(), "{}", stderr(&output));
+        stdout(&output) + &stderr(&output)
+    };
+    let said = run(&[]);
+    assert!(!said.contains("does not exist below the root"), "{said}");
+    let said = run(&["--grant", "host-facts:read:/etc"]);
+    let notes: Vec<&str> = said.lines().filter(|l| l.contains("note:")).collect();
+    assert_eq!(
+        notes,
+        ["  note: granted /etc does not exist below the root; nothing mapped"],
+        "{said}"
+    );
+
+    if !Path::new("/dev/disk").exists() {
+        let output = factbuoy(&["plugin", "run", "setup", "--out", path_str(out.path())]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let said = stdout(&output) + &stderr(&output);
+        assert!(!said.contains("/dev/disk"), "{said}");
+    }
 }

@@ -208,3 +208,28 @@ fn inspect_tables_fit_the_terminal_and_are_whole_when_piped() {
     }
     assert!(lines.iter().any(|l| l.ends_with('…')), "no cell was cut");
 }
+
+/// `plugin run` prints a JSON artifact indented on a terminal (for people), and exactly as the
+/// plugin wrote it when piped (for programs).
+#[test]
+fn a_json_artifact_is_indented_on_a_terminal_and_as_written_when_piped() {
+    let dir = tempfile::tempdir().unwrap();
+    let terminal = on_terminal(&dir.path().join("state"), &["plugin", "run", "hello"]);
+    assert_eq!(terminal.code, Some(0), "{}", terminal.screen);
+    let written = String::from_utf8_lossy(&terminal.transcript);
+    assert!(
+        written.contains("{\r\n  \"greeting\": \"hello\",\r\n  \"hostname\""),
+        "{written}"
+    );
+
+    let piped = support::factbuoy()
+        .args(["plugin", "run", "hello"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(piped.stdout).unwrap();
+    assert!(
+        text.starts_with("{\"greeting\":\"hello\",\"hostname\""),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 1, "{text}");
+}

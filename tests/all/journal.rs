@@ -2,7 +2,7 @@
 //! journal files that systemd's own writer made, and its output must be what journalctl 's
 //! output is for the same files, entry by entry and field by field, with the same filters.
 //!
-//! Needs `journalctl` (package systemd), `systemd-journal-remote` and `zstd`; `.ci/run` installs
+//! Needs `journalctl` (package systemd), `systemd-journal-remote` and `zstd`; `tests/prerequisites.sh` installs
 //! them. The committed fixtures come from `tests/fixtures/journal/generate.sh`; other tests
 //! write fresh journal files with systemd-journal-remote as they run.
 

@@ -36,6 +36,39 @@ fn the_python_sdk_unit_tests_pass() {
     assert!(stderr(&output).contains("OK"), "{}", stderr(&output));
 }
 
+/// `factbuoy_plugin/host_info.pyi`, which tells editors what `host_info` offers, is what
+/// guest-sdk/python/host_info_stub.py makes of componentize-py's bindings of the contract today,
+/// and the package says it is typed.
+#[test]
+fn the_python_host_info_stub_is_current_with_the_contract() {
+    let bindings = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new(python::venv_bin().join("componentize-py"))
+        .arg("-d")
+        .arg(support::workspace().join("wit"))
+        .args(["-w", "gatherer", "bindings"])
+        .arg(bindings.path())
+        .status()
+        .unwrap();
+    assert!(status.success(), "componentize-py bindings failed");
+    let sdk = support::workspace().join("guest-sdk/python");
+    let output = std::process::Command::new(python::venv_bin().join("python3"))
+        .arg(sdk.join("host_info_stub.py"))
+        .arg(bindings.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let committed = std::fs::read_to_string(sdk.join("factbuoy_plugin/host_info.pyi")).unwrap();
+    assert!(
+        String::from_utf8(output.stdout).unwrap() == committed,
+        "guest-sdk/python/factbuoy_plugin/host_info.pyi is stale: run guest-sdk/python/host_info_stub.py"
+    );
+    assert!(
+        committed.contains("def ethtool(name: str) -> EthtoolInfo:"),
+        "{committed}"
+    );
+    assert!(sdk.join("factbuoy_plugin/py.typed").is_file());
+}
+
 #[test]
 fn the_python_listening_sockets_example_finds_a_socket_this_test_opened() {
     let wasm = python::component(&support::workspace().join("plugins-python/listening-sockets"));
@@ -251,7 +284,7 @@ fn a_new_python_project_builds_and_runs_outside_the_repository() {
     assert_missing_toolchain(&project, "pip install componentize-py==0.25.1");
 
     // With it, a build that fails is a failed command (1), not invalid input (2).
-    std::fs::write(project.join("app.py"), "def broken(:\n").unwrap();
+    std::fs::write(project.join("app.py"), "import no_such_module\n").unwrap();
     let output = support::factbuoy()
         .current_dir(&project)
         .args(["plugin", "build"])
@@ -264,6 +297,102 @@ fn a_new_python_project_builds_and_runs_outside_the_repository() {
         "{}",
         stderr(&output)
     );
+}
+
+/// `plugin build` in `project` with componentize-py on PATH and `cache` as the compilation
+/// cache: the output, and how long it took.
+fn build_python(project: &Path, cache: &Path) -> (std::process::Output, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let output = support::factbuoy()
+        .current_dir(project)
+        .args(["plugin", "build"])
+        .env("PATH", python::path_with_venv())
+        .env("FACTBUOY_CACHE_DIR", cache)
+        .output()
+        .unwrap();
+    (output, started.elapsed())
+}
+
+/// The compiled entries in the compilation cache `cache`.
+fn compiled(cache: &Path) -> usize {
+    support::files_below(cache, &[], |p| p.extension().is_some_and(|e| e == "cwasm")).len()
+}
+
+/// A Python project is built again only when something it is built from changed (its files,
+/// the SDK, the contract, componentize-py's version); a syntax error is reported at its line
+/// before componentize-py's long step.
+#[test]
+fn a_python_project_is_built_only_when_it_changed_and_a_syntax_error_is_found_first() {
+    let home = tempfile::tempdir().unwrap();
+    let cache = home.path().join("cache");
+    let output = support::factbuoy()
+        .current_dir(home.path())
+        .args(["plugin", "new", "greeter", "--lang", "python"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let project = home.path().join("greeter");
+    let (output, first) = build_python(&project, &cache);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let wasm = String::from_utf8(output.stdout).unwrap();
+    let component = std::fs::read(wasm.trim()).unwrap();
+    assert_eq!(compiled(&cache), 1);
+
+    // Nothing changed, even if a file was written again: no build, the same component, no
+    // new cache entry.
+    let app = project.join("app.py");
+    let source = std::fs::read_to_string(&app).unwrap();
+    std::fs::write(&app, &source).unwrap();
+    let (output, again) = build_python(&project, &cache);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("is up to date"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        !stderr(&output).contains("componentize-py"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(String::from_utf8(output.stdout).unwrap(), wasm);
+    assert_eq!(std::fs::read(wasm.trim()).unwrap(), component);
+    assert_eq!(compiled(&cache), 1);
+    eprintln!("first build {first:?}, unchanged {again:?}");
+    assert!(again < std::time::Duration::from_secs(3), "{again:?}");
+
+    // A change to the SDK in the project is a change: built again, a new entry.
+    let sdk = project.join("factbuoy_plugin/log.py");
+    std::fs::write(&sdk, std::fs::read_to_string(&sdk).unwrap() + "\n").unwrap();
+    let (output, _) = build_python(&project, &cache);
+    assert!(
+        !stderr(&output).contains("is up to date"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(compiled(&cache), 2);
+
+    // A syntax error: its file and line as Python reports them, no componentize-py, exit 1.
+    let broken = source.replace(
+        "    def gather(self, params):",
+        "    def gather(self, params:",
+    );
+    let line = broken
+        .lines()
+        .position(|l| l.contains("def gather("))
+        .unwrap()
+        + 1;
+    std::fs::write(&app, broken).unwrap();
+    let (output, took) = build_python(&project, &cache);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let said = stderr(&output);
+    assert!(
+        said.contains(&format!("File \"app.py\", line {line}")),
+        "{said}"
+    );
+    assert!(said.contains("SyntaxError"), "{said}");
+    assert!(!said.contains("building with"), "{said}");
+    assert!(took < std::time::Duration::from_secs(3), "{took:?}");
 }
 
 /// `plugin build` in `project` without any toolchain on PATH exits 2, saying `install`.
@@ -289,6 +418,17 @@ fn a_new_rust_project_builds_and_runs_outside_the_repository() {
         "{wasm}"
     );
     assert_greets(&wasm, "greeter-rust");
+    // The README's trait and macro, against the SDK copied into the project: nothing points
+    // into a factbuoy checkout.
+    let project = home.path().join("greeter-rust");
+    let source = std::fs::read_to_string(project.join("src/lib.rs")).unwrap();
+    assert!(source.contains("export_gatherer!(Greeter);"), "{source}");
+    let manifest = std::fs::read_to_string(project.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains("factbuoy-guest = { path = \"factbuoy-guest\" }"),
+        "{manifest}"
+    );
+    assert!(!manifest.contains(".."), "{manifest}");
 
     // Without Rust, the build says what is missing and how to install it.
     assert_missing_toolchain(&home.path().join("greeter-rust"), "https://rustup.rs");
@@ -303,4 +443,86 @@ fn the_python_sdk_example_in_the_docs_builds_and_lists_the_file_systems() {
     std::fs::write(project.path().join("app.py"), app).unwrap();
     let wasm = python::component(project.path());
     support::authoring::assert_lists_file_systems(&wasm, "file_system");
+}
+
+/// A Python plugin that fails as its `how` parameter asks: by raising, or by importing a module
+/// that was not imported at build time.
+const FAILING_APP: &str = r#"from factbuoy_plugin import Description, Gatherer, Param, export
+
+
+class Failing(Gatherer):
+    def describe(self):
+        return Description("failing", "0.1.0", "Fails as asked.").param(
+            Param.string("how").required().describe("raise, or import")
+        )
+
+    def gather(self, params):
+        if params.string("how") == "import":
+            import csv
+        raise KeyError("on purpose")
+
+
+Plugin = export(Failing)
+"#;
+
+/// An uncaught exception's traceback reaches the operator as lines (each frame, its source
+/// line, the project's file names), the interpreter opens none of its own files at run time
+/// (no "not granted" warnings), and an import of a module that was not bundled says what to do.
+#[test]
+fn a_python_traceback_is_lines_and_an_import_that_was_not_bundled_says_what_to_do() {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("app.py"), FAILING_APP).unwrap();
+    let wasm = python::component(project.path());
+    let line_of = |text: &str| FAILING_APP.lines().position(|l| l.contains(text)).unwrap() + 1;
+
+    let (code, report) = run_json(&[path_str(&wasm), "-p", "how=raise"]);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(
+        report["failure"]["message"], "KeyError: 'on purpose'",
+        "{report:#}"
+    );
+    assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
+    assert_eq!(
+        report["ungranted_paths"],
+        serde_json::json!([]),
+        "{report:#}"
+    );
+    let traceback = report["logs"][0]["message"].as_str().unwrap();
+    let frame = format!(
+        "  File \"app.py\", line {}, in gather\n    raise KeyError(\"on purpose\")\n",
+        line_of("raise KeyError")
+    );
+    assert!(
+        traceback.starts_with("Traceback (most recent call last):\n"),
+        "{traceback}"
+    );
+    assert!(traceback.contains(&frame), "{traceback}");
+    assert!(!traceback.contains("/0/"), "{traceback}");
+    assert!(
+        !traceback.contains("factbuoy_plugin"),
+        "the SDK's frames: {traceback}"
+    );
+
+    // On the terminal: the traceback as lines below its `error:` line, indented.
+    let output = support::factbuoy()
+        .args(["plugin", "run", path_str(&wasm), "-p", "how=import"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let said = stderr(&output);
+    let frame = format!(
+        "\n      File \"app.py\", line {}, in gather\n        import csv\n",
+        line_of("import csv")
+    );
+    assert!(said.contains(&frame), "{said}");
+    assert!(said.contains("import csv at the top of app.py"), "{said}");
+    assert!(!said.contains("not granted"), "{said}");
+    let (_, report) = run_json(&[path_str(&wasm), "-p", "how=import"]);
+    assert!(
+        report["failure"]["message"].as_str().unwrap().starts_with(
+            "ModuleNotFoundError: No module named 'csv' (componentize-py bundles only"
+        ),
+        "{report:#}"
+    );
+    assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
 }

@@ -262,21 +262,56 @@ fn a_new_js_project_builds_precompiled_and_runs_outside_the_repository() {
     let greeting = artifact(&report, "greeting.json");
     assert_eq!(greeting["greeting"], "ahoy", "{greeting:#}");
     assert!(greeting["kernel"].is_string(), "{greeting:#}");
+    // (Stored once: a store writes a new file; the hit only marked it used.)
     let after = std::fs::metadata(&entries[0]).unwrap();
     assert_eq!(cache_entries(cache.path()), entries);
-    assert_eq!(
-        (before.ino(), before.mtime_nsec()),
-        (after.ino(), after.mtime_nsec())
-    );
+    assert_eq!(before.ino(), after.ino());
 
-    // A toolchain that runs and fails is a failed build (1)...
+    // Nothing changed: the build is skipped, and the same component (and cache entry) stays.
+    let started = std::time::Instant::now();
+    let output = build(&project, &path, cache.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("is up to date"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        !stderr(&output).contains("componentize-js"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(String::from_utf8(output.stdout).unwrap().trim(), wasm);
+    assert_eq!(cache_entries(cache.path()), entries);
+
+    // A syntax error is found before componentize-js runs, at its file and line, and fails
+    // the build (1)...
     let app = project.join("app.js");
     let source = std::fs::read_to_string(&app).unwrap();
-    std::fs::write(
-        &app,
-        source.replace("gather(params) {", "gather(params) {{"),
-    )
-    .unwrap();
+    let line = source
+        .lines()
+        .position(|l| l.contains("gather(params) {"))
+        .unwrap()
+        + 1;
+    std::fs::write(&app, source.replace("gather(params) {", "gather(params {")).unwrap();
+    let output = build(&project, &path, cache.path());
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let said = stderr(&output);
+    assert!(
+        said.contains(&format!("greeter-js/app.js:{line}\n")),
+        "{said}"
+    );
+    assert!(said.contains("SyntaxError"), "{said}");
+    assert!(!said.contains("building with"), "{said}");
+    assert!(!said.contains("    at "), "node's own stack: {said}");
+
+    // ...as does a toolchain that runs and fails (a module that is not there)...
+    std::fs::write(&app, format!("import \"./missing.js\";\n{source}")).unwrap();
     let output = build(&project, &path, cache.path());
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(
@@ -336,4 +371,123 @@ fn the_js_sdk_example_in_the_docs_builds_and_lists_the_file_systems() {
     std::fs::write(project.join("app.js"), app).unwrap();
     let wasm = js::component(&node_modules, &project);
     support::authoring::assert_lists_file_systems(&wasm, "fileSystem");
+}
+
+/// A WIT name as componentize-js names it in JavaScript: `kernel-version` → `kernelVersion`
+/// (`upper`: `os-info` → `OsInfo`).
+fn camel(name: &str, upper: bool) -> String {
+    let mut out = String::new();
+    for (i, word) in name.split('-').enumerate() {
+        let mut chars = word.chars();
+        if let Some(first) = chars.next() {
+            if i > 0 || upper {
+                out.extend(first.to_uppercase());
+            } else {
+                out.push(first);
+            }
+            out.extend(chars);
+        }
+    }
+    out
+}
+
+/// The SDK's declarations (`factbuoy-plugin/index.d.ts`) hold every function of the contract's
+/// `host-info` interface and every field of its records, as componentize-js names them.
+#[test]
+fn the_js_sdk_declares_every_host_info_function_and_field() {
+    let mut resolve = wit_parser::Resolve::new();
+    let (package, _) = resolve.push_dir(support::workspace().join("wit")).unwrap();
+    let interface = &resolve.interfaces[resolve.packages[package].interfaces["host-info"]];
+    let declarations = std::fs::read_to_string(
+        support::workspace().join("guest-sdk/js/factbuoy-plugin/index.d.ts"),
+    )
+    .unwrap();
+    let host_info = declarations
+        .split_once("export declare namespace hostInfo {")
+        .expect("index.d.ts declares hostInfo")
+        .1;
+    let mut missing = Vec::new();
+    for name in interface.functions.keys() {
+        let declared = format!("function {}(", camel(name, false));
+        if !host_info.contains(&declared) {
+            missing.push(declared);
+        }
+    }
+    for (name, id) in &interface.types {
+        let wit_parser::TypeDefKind::Record(record) = &resolve.types[*id].kind else {
+            continue;
+        };
+        let head = format!("interface {} {{", camel(name, true));
+        let Some((_, body)) = host_info.split_once(&head) else {
+            missing.push(head);
+            continue;
+        };
+        let body = &body[..body.find("\n  }").unwrap()];
+        for field in &record.fields {
+            let field = camel(&field.name, false);
+            if !body.contains(&format!(" {field}:")) && !body.contains(&format!(" {field}?:")) {
+                missing.push(format!("{name}.{field}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "index.d.ts lacks {missing:?}");
+}
+
+/// TypeScript (jco's own, pinned in tests/js/package-lock.json) type-checks the app `plugin new`
+/// writes and the example of docs/plugins-js.md against the SDK's declarations, and finds a
+/// misspelt field: an editor shows the SDK's API, `hostInfo`'s included.
+#[test]
+fn the_js_template_and_docs_example_type_check_against_the_sdk_declarations() {
+    let Some(toolchain) = js::node_modules() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let output = support::factbuoy()
+        .current_dir(home.path())
+        .args(["plugin", "new", "checked", "--lang", "js"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let project = home.path().join("checked");
+    let example = support::authoring::doc_example("docs/plugins-js.md", "js");
+    std::fs::write(project.join("example.js"), &example).unwrap();
+    std::fs::write(
+        project.join("misspelt.js"),
+        example.replace("d.fileSystem", "d.filesystem"),
+    )
+    .unwrap();
+    let check = |file: &str| {
+        std::process::Command::new(toolchain.join(".bin/tsc"))
+            .args([
+                "--noEmit",
+                "--allowJs",
+                "--checkJs",
+                "--strict",
+                "--target",
+                "es2022",
+                "--module",
+                "nodenext",
+                "--moduleResolution",
+                "nodenext",
+                file,
+            ])
+            .current_dir(&project)
+            .output()
+            .unwrap()
+    };
+    for file in ["app.js", "example.js"] {
+        let output = check(file);
+        assert!(
+            output.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+    }
+    let output = check("misspelt.js");
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("Property 'filesystem' does not exist"),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
 }

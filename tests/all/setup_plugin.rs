@@ -1,7 +1,7 @@
 //! The bundled `setup` plugin run by the real `factbuoy` binary: facts that match the host's
 //! own files, `gather_subset` and `filter`, and that denied paths and hostile host files cost
 //! only the facts that come from them. Its agreement with real Ansible is checked by
-//! `tests/ansible/compare.sh` (run by `.ci/run`).
+//! `tests/ansible/compare.sh` (run by `tests/suite.sh`).
 
 use crate::support;
 

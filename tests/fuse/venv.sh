@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes (once) a Python venv with fusepy (PyPI) for tests/fuse/stuck_fs.py, and prints its
-# absolute path. fusepy loads libfuse.so.2 (Debian: libfuse2), which .ci/run installs.
+# absolute path. fusepy loads libfuse.so.2 (Debian: libfuse2), which tests/prerequisites.sh installs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 venv="target/fuse-venv"

@@ -35,7 +35,7 @@ RUNTIME_PKGS="etcd-server etcd-client containerd runc containernetworking-plugin
 BUILD_PKGS="golang-1.19-go golang-github-modern-go-reflect2-dev rsync make gcc libc6-dev
   dpkg-dev file"
 
-# `apt_updated` set (as .ci/run passes it) means `apt-get update` already ran: skip it.
+# `apt_updated` set (as tests/prerequisites.sh passes it) means `apt-get update` already ran: skip it.
 apt_updated=${apt_updated:-}
 apt_install() { # PKG... (installs those that are not installed yet)
   local missing=() p

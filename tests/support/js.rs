@@ -19,7 +19,9 @@ pub fn node_modules() -> Option<PathBuf> {
             .output()
             .is_ok_and(|o| o.status.success());
         if !has_npm && std::env::var_os("CI").is_none() {
-            eprintln!("skipped: npm (Node.js) is not installed; CI installs it (.ci/run)");
+            eprintln!(
+                "skipped: npm (Node.js) is not installed; tests/prerequisites.sh installs it"
+            );
             return None;
         }
         let out = Command::new(workspace().join("tests/js/install.sh"))

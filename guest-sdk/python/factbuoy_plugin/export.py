@@ -1,12 +1,10 @@
 """The class a plugin subclasses, and the one line that exports it."""
 
-import traceback
-
 from componentize_py_types import Err
 from wit_world import exports
 from wit_world.imports import types
 
-from . import log
+from . import _bundle, log
 from .describe import Description
 from .errors import GatherError
 from .params import Params
@@ -31,20 +29,30 @@ def export(gatherer: type) -> type:
     (componentize-py looks the export up by that name)."""
     if not (isinstance(gatherer, type) and issubclass(gatherer, Gatherer)):
         raise TypeError(f"export() takes a Gatherer subclass, not {gatherer!r}")
+    # Called while app.py is loaded at build time, when its sources are still files.
+    _bundle.keep_sources()
 
     class Plugin(exports.Plugin):
         def describe(self) -> types.PluginInfo:
+            _bundle.seal_imports()
             return gatherer().describe().to_wit()
 
         def gather(self, params) -> None:
+            _bundle.seal_imports()
             try:
                 gatherer().gather(Params(params))
             except GatherError as error:
                 raise Err(error.to_wit()) from None
             except Exception as error:
                 # A Python exception is a bug, like a Rust panic; the run fails with its type and
-                # message, and the traceback goes to the log for the author.
-                log.error(traceback.format_exc())
-                raise Err(types.GatherError_Failed(f"{type(error).__name__}: {error}")) from None
+                # message (and what to do, for a module that was not bundled), and the traceback
+                # from the gatherer on goes to the log for the author.
+                message = f"{type(error).__name__}: {error}"
+                hint = _bundle.not_bundled_hint(error)
+                if hint:
+                    error.add_note(hint)
+                    message = f"{message} ({hint})"
+                log.error(_bundle.format_traceback(error, skip=1).rstrip("\n"))
+                raise Err(types.GatherError_Failed(message)) from None
 
     return Plugin

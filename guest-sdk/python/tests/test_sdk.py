@@ -6,6 +6,8 @@ bindings`), with the host's functions replaced by recorders. Run by tests/all/pl
 """
 
 import json
+import linecache
+import sys
 import unittest
 
 from componentize_py_types import Err
@@ -13,6 +15,7 @@ from wit_world.imports import output as wit_output
 from wit_world.imports import types
 
 import factbuoy_plugin.output as output
+from factbuoy_plugin import _bundle
 from factbuoy_plugin import (
     Capability,
     Description,
@@ -133,6 +136,44 @@ class ExportTest(unittest.TestCase):
     def test_only_a_gatherer_can_be_exported(self):
         with self.assertRaises(TypeError):
             export(object)
+
+
+class BundleTest(unittest.TestCase):
+    def test_a_traceback_names_the_projects_files_shows_kept_lines_and_skips_sdk_frames(self):
+        # A module bundled from the first root, its source kept as keep_sources keeps it.
+        path = _bundle._ROOTS[0] + "bundled_app.py"
+        source = "def boom():\n    raise KeyError('on purpose')\n"
+        namespace = {}
+        exec(compile(source, path, "exec"), namespace)
+        lines = source.splitlines(keepends=True)
+        linecache.cache[path] = (len(source), None, lines, path)
+
+        def sdk_frame():
+            # As export's gather calls the gatherer: the traceback starts in this frame.
+            try:
+                namespace["boom"]()
+            except KeyError as error:
+                return _bundle.format_traceback(error, skip=1)
+
+        try:
+            text = sdk_frame()
+        finally:
+            del linecache.cache[path]
+        self.assertIn('File "bundled_app.py", line 2, in boom\n', text)
+        self.assertIn("    raise KeyError('on purpose')\n", text)
+        self.assertNotIn("sdk_frame", text)
+        self.assertNotIn("^", text)
+        self.assertTrue(text.endswith("KeyError: 'on purpose'\n"), text)
+
+    def test_a_module_that_was_not_bundled_gets_advice_and_nothing_else_does(self):
+        hint = _bundle.not_bundled_hint(ModuleNotFoundError("No module named 'csv.x'", name="csv.x"))
+        self.assertIn("import csv at the top of app.py", hint)
+        self.assertEqual(_bundle.not_bundled_hint(KeyError("csv")), "")
+
+    def test_imports_are_sealed_only_inside_the_component(self):
+        finders = list(sys.meta_path)
+        _bundle.seal_imports()
+        self.assertEqual(sys.meta_path, finders)
 
 
 if __name__ == "__main__":

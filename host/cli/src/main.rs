@@ -161,10 +161,12 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff), generated from the same definition as --help.
+    /// Print the man page of factbuoy or of one of its commands (roff, from the same definition
+    /// as --help), or write them all with --dir.
     #[command(after_help = "Examples:\n  factbuoy man | man -l -\n  \
-        factbuoy man > /usr/local/share/man/man1/factbuoy.1")]
-    Man,
+        factbuoy man inspect summary | man -l -\n  \
+        factbuoy man --dir /usr/local/share/man/man1    # factbuoy.1, factbuoy-run.1, ...")]
+    Man(commands::man::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -206,9 +208,6 @@ async fn execute(command: Command, format: Format) -> anyhow::Result<ExitStatus>
             emit_with(|out| out.write_all(&script));
             Ok(ExitStatus::Success)
         }
-        Command::Man => {
-            emit_with(|out| clap_mangen::Man::new(Cli::command()).render(out));
-            Ok(ExitStatus::Success)
-        }
+        Command::Man(args) => commands::man::man(args, Cli::command(), format),
     }
 }

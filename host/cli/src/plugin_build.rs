@@ -7,8 +7,14 @@
 //! (`factbuoy_plugin/`, `factbuoy-plugin/`), as `plugin new` writes them; a project inside a
 //! factbuoy checkout uses the checkout's `wit/` and `guest-sdk/`.
 //!
+//! A Python or JavaScript project is built only when an input changed ([`inputs`]), and its
+//! sources are checked for syntax errors first ([`syntax`]).
+//!
 //! A missing toolchain is invalid input (exit 2, saying how to install it); a toolchain that
 //! ran and failed is a failed build (exit 1).
+
+mod inputs;
+mod syntax;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -37,17 +43,19 @@ const JS_WASI_VERSION: &str = "0.2.12";
 /// The WASI packages `wasi:filesystem` needs, as folders of jco's built-in WIT.
 const JS_WASI_PACKAGES: &[&str] = &["wasi-filesystem", "wasi-io", "wasi-clocks"];
 
-/// Builds the project in `dir` and returns the path of the component.
-pub fn build(dir: &Path) -> anyhow::Result<PathBuf> {
+/// Builds the project in `dir` and returns the path of the component. A Python or JavaScript
+/// project whose inputs have not changed since its last build is not built again, unless
+/// `force`.
+pub fn build(dir: &Path, force: bool) -> anyhow::Result<PathBuf> {
     let dir = dir
         .canonicalize()
         .with_context(|| format!("opening the project directory {}", dir.display()))?;
     if dir.join("Cargo.toml").is_file() {
         build_rust(&dir)
     } else if dir.join(format!("{PYTHON_APP}.py")).is_file() {
-        build_python(&dir)
+        build_python(&dir, force)
     } else if dir.join("package.json").is_file() {
-        build_js(&dir)
+        build_js(&dir, force)
     } else {
         bail!(
             "{} is not a plugin project: it has no Cargo.toml (Rust), {PYTHON_APP}.py (Python) \
@@ -115,7 +123,7 @@ fn build_rust(dir: &Path) -> anyhow::Result<PathBuf> {
     )
 }
 
-fn build_python(dir: &Path) -> anyhow::Result<PathBuf> {
+fn build_python(dir: &Path, force: bool) -> anyhow::Result<PathBuf> {
     let wit = contract(dir)?;
     let sdk = sdk(
         dir,
@@ -126,6 +134,21 @@ fn build_python(dir: &Path) -> anyhow::Result<PathBuf> {
     )?;
     let componentize = componentize_py(dir)?;
     let wasm = component_path(dir)?;
+    let toolchain = format!(
+        "{} {}",
+        componentize.display(),
+        tool_version(&componentize, "--version")?
+    );
+    let digest = inputs::digest(dir, &outside(dir, [wit_dir(&wit), &sdk]), &toolchain)?;
+    if !force && inputs::up_to_date(&wasm, &digest) {
+        say_up_to_date(&wasm);
+        return Ok(wasm);
+    }
+    // The Python beside componentize-py (its venv's), else the one on PATH.
+    let python = Some(componentize.with_file_name("python3"))
+        .filter(|p| p.is_file())
+        .or_else(|| on_path("python3"));
+    syntax::check_python(dir, python.as_deref())?;
     let mut command = Command::new(&componentize);
     command
         .arg("-d")
@@ -137,8 +160,55 @@ fn build_python(dir: &Path) -> anyhow::Result<PathBuf> {
         .arg(sdk.parent().expect("a found directory has a parent"))
         .arg("-o")
         .arg(&wasm);
+    inputs::forget(&wasm);
     run_toolchain(&mut command, dir)?;
+    inputs::record(&wasm, &digest);
     Ok(wasm)
+}
+
+/// Says that a build was skipped, and how to force one.
+fn say_up_to_date(wasm: &Path) {
+    eprintln!(
+        "{} is up to date: nothing it is built from changed since it was built (--force builds \
+         it again)",
+        wasm.display()
+    );
+}
+
+/// The folder holding the contract file `wit`.
+fn wit_dir(wit: &Path) -> &Path {
+    wit.parent().expect("a found file has a parent")
+}
+
+/// Those of `paths` outside the project `dir` (a checkout's SDK and contract): the project's
+/// own files are inputs already.
+fn outside<'a>(dir: &Path, paths: impl IntoIterator<Item = &'a Path>) -> Vec<&'a Path> {
+    paths.into_iter().filter(|p| !p.starts_with(dir)).collect()
+}
+
+/// What `program ARG` prints (its version), trimmed.
+fn tool_version(program: &Path, arg: &str) -> anyhow::Result<String> {
+    let out = Command::new(program)
+        .arg(arg)
+        .output()
+        .with_context(|| format!("running {} {arg}", program.display()))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{} {arg} failed: {}",
+        program.display(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// The version in the package.json of the package `name` below `node_modules`.
+fn package_version(node_modules: &Path, name: &str) -> anyhow::Result<String> {
+    let manifest = node_modules.join(name).join("package.json");
+    let text = std::fs::read_to_string(&manifest)
+        .with_context(|| format!("reading {}", manifest.display()))?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not JSON", manifest.display()))?;
+    Ok(json["version"].as_str().unwrap_or_default().to_owned())
 }
 
 /// The project's WIT contract, `wit/gatherer.wit` in `dir` or a folder above it (a checkout's).
@@ -185,7 +255,7 @@ fn component_path(dir: &Path) -> anyhow::Result<PathBuf> {
 /// directly, as jco 1.35's own command fails on Node 20 before building. The component targets
 /// a world of its own, the gatherer plus WASI's file system, which the SDK reads granted paths
 /// through; the sources and the SDK are staged in `target/js-build/` beside that WIT.
-fn build_js(dir: &Path) -> anyhow::Result<PathBuf> {
+fn build_js(dir: &Path, force: bool) -> anyhow::Result<PathBuf> {
     let wit = contract(dir)?;
     let sdk = sdk(dir, "factbuoy-plugin", "guest-sdk/js", "JavaScript", "js")?;
     anyhow::ensure!(
@@ -196,6 +266,19 @@ fn build_js(dir: &Path) -> anyhow::Result<PathBuf> {
     );
     let node_modules = js_toolchain(dir)?;
     let wasm = component_path(dir)?;
+    let toolchain = format!(
+        "node {} componentize-js {} jco {} at {}",
+        tool_version(Path::new("node"), "--version")?,
+        package_version(&node_modules, "@bytecodealliance/componentize-js")?,
+        package_version(&node_modules, "@bytecodealliance/jco")?,
+        node_modules.display()
+    );
+    let digest = inputs::digest(dir, &outside(dir, [wit_dir(&wit), &sdk]), &toolchain)?;
+    if !force && inputs::up_to_date(&wasm, &digest) {
+        say_up_to_date(&wasm);
+        return Ok(wasm);
+    }
+    syntax::check_js(dir)?;
     let stage = dir.join("target").join("js-build");
     if stage.exists() {
         std::fs::remove_dir_all(&stage)
@@ -218,7 +301,9 @@ fn build_js(dir: &Path) -> anyhow::Result<PathBuf> {
         .args(["--disable", "http", "fetch-event"])
         .arg("-o")
         .arg(&wasm);
+    inputs::forget(&wasm);
     run_toolchain(&mut command, dir)?;
+    inputs::record(&wasm, &digest);
     Ok(wasm)
 }
 
@@ -372,7 +457,7 @@ mod tests {
     #[test]
     fn a_directory_without_a_project_is_refused_with_the_way_out() {
         let tmp = tempfile::tempdir().unwrap();
-        let err = build(tmp.path()).unwrap_err().to_string();
+        let err = build(tmp.path(), false).unwrap_err().to_string();
         assert!(err.contains("not a plugin project"), "{err}");
         assert!(err.contains("factbuoy plugin new"), "{err}");
     }

@@ -67,7 +67,6 @@ const RUST: &[Template] = &[
     },
 ];
 
-/// The Python SDK is copied whole into each project (no package index needed to build it).
 const PYTHON: &[Template] = &[
     Template {
         path: "app.py",
@@ -81,45 +80,8 @@ const PYTHON: &[Template] = &[
         path: ".gitignore",
         text: include_str!("../templates/python/gitignore"),
     },
-    Template {
-        path: "factbuoy_plugin/__init__.py",
-        text: include_str!("../../../guest-sdk/python/factbuoy_plugin/__init__.py"),
-    },
-    Template {
-        path: "factbuoy_plugin/describe.py",
-        text: include_str!("../../../guest-sdk/python/factbuoy_plugin/describe.py"),
-    },
-    Template {
-        path: "factbuoy_plugin/errors.py",
-        text: include_str!("../../../guest-sdk/python/factbuoy_plugin/errors.py"),
-    },
-    Template {
-        path: "factbuoy_plugin/export.py",
-        text: include_str!("../../../guest-sdk/python/factbuoy_plugin/export.py"),
-    },
-    Template {
-        path: "factbuoy_plugin/host_info.py",
-        text: include_str!("../../../guest-sdk/python/factbuoy_plugin/host_info.py"),
-    },
-    Template {
-        path: "factbuoy_plugin/log.py",
-        text: include_str!("../../../guest-sdk/python/factbuoy_plugin/log.py"),
-    },
-    Template {
-        path: "factbuoy_plugin/output.py",
-        text: include_str!("../../../guest-sdk/python/factbuoy_plugin/output.py"),
-    },
-    Template {
-        path: "factbuoy_plugin/params.py",
-        text: include_str!("../../../guest-sdk/python/factbuoy_plugin/params.py"),
-    },
-    Template {
-        path: "factbuoy_plugin/progress.py",
-        text: include_str!("../../../guest-sdk/python/factbuoy_plugin/progress.py"),
-    },
 ];
 
-/// The JavaScript SDK is copied whole into each project, like the Python one.
 const JS: &[Template] = &[
     Template {
         path: "package.json",
@@ -137,35 +99,14 @@ const JS: &[Template] = &[
         path: ".gitignore",
         text: include_str!("../templates/js/gitignore"),
     },
-    Template {
-        path: "factbuoy-plugin/index.js",
-        text: include_str!("../../../guest-sdk/js/factbuoy-plugin/index.js"),
-    },
-    Template {
-        path: "factbuoy-plugin/describe.js",
-        text: include_str!("../../../guest-sdk/js/factbuoy-plugin/describe.js"),
-    },
-    Template {
-        path: "factbuoy-plugin/errors.js",
-        text: include_str!("../../../guest-sdk/js/factbuoy-plugin/errors.js"),
-    },
-    Template {
-        path: "factbuoy-plugin/fs.js",
-        text: include_str!("../../../guest-sdk/js/factbuoy-plugin/fs.js"),
-    },
-    Template {
-        path: "factbuoy-plugin/host.js",
-        text: include_str!("../../../guest-sdk/js/factbuoy-plugin/host.js"),
-    },
-    Template {
-        path: "factbuoy-plugin/output.js",
-        text: include_str!("../../../guest-sdk/js/factbuoy-plugin/output.js"),
-    },
-    Template {
-        path: "factbuoy-plugin/params.js",
-        text: include_str!("../../../guest-sdk/js/factbuoy-plugin/params.js"),
-    },
 ];
+
+/// The SDKs, copied whole into each project, so that it builds without a package index (for
+/// Rust, only crates.io's ordinary dependencies) and outside any factbuoy checkout. Listed by
+/// build.rs.
+mod sdk {
+    include!(concat!(env!("OUT_DIR"), "/sdk_files.rs"));
+}
 
 /// Writes a new `lang` project for a plugin called `name` into `dir` (which must not exist) and
 /// returns the paths written, relative to `dir`.
@@ -180,32 +121,34 @@ pub fn create(name: &str, lang: Lang, dir: &Path) -> anyhow::Result<Vec<PathBuf>
         "{} already exists; choose another name or --dir, or remove it",
         dir.display()
     );
-    let templates = match lang {
-        Lang::Rust => RUST,
-        Lang::Python => PYTHON,
-        Lang::Js => JS,
+    let (templates, sdk) = match lang {
+        Lang::Rust => (RUST, sdk::RUST_SDK),
+        Lang::Python => (PYTHON, sdk::PYTHON_SDK),
+        Lang::Js => (JS, sdk::JS_SDK),
     };
-    let crate_name = name.replace('-', "_");
     let files = templates
         .iter()
-        .map(|t| {
-            let text = t
-                .text
-                .replace("{{name}}", name)
-                .replace("{{crate}}", &crate_name);
-            (PathBuf::from(t.path), text)
-        })
-        .chain([(PathBuf::from("wit/gatherer.wit"), GATHERER_WIT.to_owned())]);
+        .map(|t| (t.path, render(t.text, name).into_bytes()))
+        .chain(sdk.iter().map(|(path, bytes)| (*path, bytes.to_vec())))
+        .chain([("wit/gatherer.wit", GATHERER_WIT.as_bytes().to_vec())]);
     let mut written = Vec::new();
-    for (path, text) in files {
-        let target = dir.join(&path);
+    for (path, bytes) in files {
+        let target = dir.join(path);
         let parent = target.parent().expect("a template path has a parent");
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
-        std::fs::write(&target, text).with_context(|| format!("writing {}", target.display()))?;
-        written.push(path);
+        std::fs::write(&target, bytes).with_context(|| format!("writing {}", target.display()))?;
+        written.push(PathBuf::from(path));
     }
     Ok(written)
+}
+
+/// A template's text for the plugin `name` (`{{name}}`; `{{crate}}`: the name as a Rust
+/// identifier).
+fn render(template: &str, name: &str) -> String {
+    template
+        .replace("{{name}}", name)
+        .replace("{{crate}}", &name.replace('-', "_"))
 }
 
 #[cfg(test)]
@@ -229,6 +172,64 @@ mod tests {
         }
         let cargo = std::fs::read_to_string(tmp.path().join("Rust/Cargo.toml")).unwrap();
         assert!(cargo.contains("name = \"disk-usage\""));
+    }
+
+    #[test]
+    fn each_project_holds_its_sdk_whole_and_its_readme_links_nowhere_made_up() {
+        let tmp = tempfile::tempdir().unwrap();
+        for (lang, sdk_file) in [
+            (Lang::Rust, "factbuoy-guest/src/lib.rs"),
+            (Lang::Rust, "factbuoy-guest/linux/src/lib.rs"),
+            (Lang::Python, "factbuoy_plugin/host_info.pyi"),
+            (Lang::Python, "factbuoy_plugin/py.typed"),
+            (Lang::Js, "factbuoy-plugin/index.d.ts"),
+        ] {
+            let dir = tmp.path().join(format!("{lang:?}"));
+            if !dir.exists() {
+                create("disk-usage", lang, &dir).unwrap();
+            }
+            assert!(dir.join(sdk_file).is_file(), "{lang:?}: no {sdk_file}");
+            let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+            assert!(!readme.contains("example.invalid"), "{readme}");
+        }
+        assert!(
+            !tmp.path()
+                .join("Python/factbuoy_plugin/__pycache__")
+                .exists()
+        );
+    }
+
+    /// The README shows what `plugin new my-facts --lang rust` writes into src/lib.rs, word for
+    /// word (tests/all/plugin_authoring.rs builds and runs it outside the repository).
+    #[test]
+    fn the_readmes_rust_example_is_what_plugin_new_writes() {
+        let readme = include_str!("../../../README.md");
+        let section = readme
+            .split_once("## Writing a plugin")
+            .expect("the README has a \"## Writing a plugin\" section")
+            .1;
+        let example = section
+            .split_once("```rust\n")
+            .and_then(|(_, rest)| rest.split_once("```"))
+            .expect("the section has a ```rust block")
+            .0;
+        assert_eq!(
+            example,
+            render(include_str!("../templates/rust/lib.rs"), "my-facts")
+        );
+    }
+
+    /// The SDK crates copied into a Rust project carry the workspace's version, as the
+    /// workspace's crates inherit it.
+    #[test]
+    fn the_copied_sdk_crates_have_this_version() {
+        for (path, text) in sdk::RUST_SDK {
+            if path.ends_with("Cargo.toml") {
+                let text = std::str::from_utf8(text).unwrap();
+                let version = format!("\nversion = \"{}\"\n", env!("CARGO_PKG_VERSION"));
+                assert!(text.contains(&version), "{path}: {text}");
+            }
+        }
     }
 
     #[test]

@@ -11,16 +11,58 @@
 //! digest is used only while the file's device, inode, size, modification time and change time
 //! are all unchanged; any write changes the change time, which no user can set back (git's index
 //! trusts the same fields).
+//!
+//! The cache is bounded: all entries below the cache directory together (those of other engine
+//! hashes too, which an older factbuoy left) are kept under [`max_bytes`], the least recently
+//! used removed first after each new entry. A hit marks its entry used (its modification time);
+//! each entry's `<sha-256>.name` says which plugin it is, for `factbuoy plugin cache list`.
+//!
+//! ```text
+//! <cache dir>/                        $FACTBUOY_CACHE_DIR, ~/.cache/factbuoy/components
+//!   <engine hash>/                    0700, one per factbuoy version and engine configuration
+//!     <sha-256>.cwasm                 a compiled component; modified = last used
+//!     <sha-256>.name                  "<plugin name> <version>", written after its describe
+//!     digests/<hash of a path>        a file's identity, its digest and its path
+//! ```
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
 /// Environment variable that overrides the cache directory.
 pub const CACHE_DIR_ENV: &str = "FACTBUOY_CACHE_DIR";
+/// Environment variable that overrides the size the cache is kept under, e.g. `500MiB`.
+pub const CACHE_MAX_SIZE_ENV: &str = "FACTBUOY_CACHE_MAX_SIZE";
+/// The size the cache is kept under by default: the bundled plugins take about 30 MB, a Python
+/// or JavaScript plugin 30 to 40 MB each, so about 25 plugins of other languages fit.
+pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+/// The extension of a compiled entry.
+const ENTRY_EXTENSION: &str = "cwasm";
+/// The extension of an entry's name record.
+const NAME_EXTENSION: &str = "name";
+
+/// The size the cache is kept under: `$FACTBUOY_CACHE_MAX_SIZE` (`500MiB`, `2GB`), else
+/// [`DEFAULT_MAX_BYTES`]. A value that is not a size is logged and the default used.
+pub fn max_bytes() -> u64 {
+    let Some(value) = std::env::var_os(CACHE_MAX_SIZE_ENV) else {
+        return DEFAULT_MAX_BYTES;
+    };
+    match value.to_string_lossy().parse::<bytesize::ByteSize>() {
+        Ok(size) => size.as_u64(),
+        Err(e) => {
+            tracing::warn!(
+                "ignoring {CACHE_MAX_SIZE_ENV}={}: {e}; keeping the cache under {}",
+                value.to_string_lossy(),
+                bytesize::ByteSize::b(DEFAULT_MAX_BYTES)
+            );
+            DEFAULT_MAX_BYTES
+        }
+    }
+}
 
 /// The default location: `$FACTBUOY_CACHE_DIR`, else the user's cache directory.
 pub fn default_dir() -> Option<PathBuf> {
@@ -32,35 +74,78 @@ pub fn default_dir() -> Option<PathBuf> {
 /// The on-disk cache of compiled components for one engine configuration.
 #[derive(Clone)]
 pub struct ComponentCache {
-    /// `None` disables the cache: every load compiles.
-    dir: Option<PathBuf>,
+    /// The cache directory and this engine's directory in it; `None` disables the cache: every
+    /// load compiles.
+    dirs: Option<(PathBuf, PathBuf)>,
+    /// The size all entries below the cache directory are kept under.
+    max_bytes: u64,
 }
 
 impl ComponentCache {
-    /// The cache below `root`, in the directory for `engine`'s compatibility hash; `None`
-    /// disables it. Nothing is created until the first entry is stored.
+    /// The cache below `root`, in the directory for `engine`'s compatibility hash, kept under
+    /// [`max_bytes`]; `None` disables it. Nothing is created until the first entry is stored.
     pub fn new(engine: &Engine, root: Option<PathBuf>) -> Self {
-        let mut hasher = DefaultHasher::new();
-        engine.precompile_compatibility_hash().hash(&mut hasher);
-        let dir = root.map(|root| root.join(format!("{:016x}", hasher.finish())));
-        ComponentCache { dir }
+        ComponentCache {
+            dirs: root.map(|root| {
+                let dir = engine_dir(&root, engine);
+                (root, dir)
+            }),
+            max_bytes: max_bytes(),
+        }
     }
 
-    /// The cached component whose wasm has digest `sha256`, if there is a usable entry. A cache
-    /// that cannot be read only costs time: it is logged and bypassed.
+    /// The cache directory and this engine's directory in it; `None` when the cache is off.
+    pub fn dirs(&self) -> Option<(&Path, &Path)> {
+        self.dirs
+            .as_ref()
+            .map(|(root, dir)| (root.as_path(), dir.as_path()))
+    }
+
+    /// The size all entries are kept under.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
+    /// This engine's directory, where its entries are.
+    fn dir(&self) -> Option<&PathBuf> {
+        self.dirs.as_ref().map(|(_, dir)| dir)
+    }
+
+    /// The cached component whose wasm has digest `sha256`, if there is a usable entry, marked
+    /// used. A cache that cannot be read only costs time: it is logged and bypassed.
     pub fn cached(&self, engine: &Engine, sha256: &str) -> Option<Component> {
-        let entry = self.dir.as_ref()?.join(format!("{sha256}.cwasm"));
+        let entry = self.dir()?.join(format!("{sha256}.{ENTRY_EXTENSION}"));
         if !entry.is_file() {
             return None;
         }
         // SAFETY: entries are written only by `store` below, into a directory private to this
         // user, and wasmtime checks the header against this engine before using one.
         match unsafe { Component::deserialize_file(engine, &entry) } {
-            Ok(component) => Some(component),
+            Ok(component) => {
+                mark_used(&entry);
+                Some(component)
+            }
+            // Removed by another process's eviction since it was seen: a miss like any other.
+            Err(_) if !entry.exists() => None,
             Err(e) => {
                 tracing::warn!("ignoring unusable cache entry {}: {e:#}", entry.display());
                 None
             }
+        }
+    }
+
+    /// Records that the entry of `sha256` is the plugin `name` (name and version), once, for
+    /// `factbuoy plugin cache list`. Failing to record it only costs the listing its name.
+    pub fn name_entry(&self, sha256: &str, name: &str) {
+        let Some(dir) = self.dir() else {
+            return;
+        };
+        let record = dir.join(format!("{sha256}.{NAME_EXTENSION}"));
+        if record.exists() || !dir.join(format!("{sha256}.{ENTRY_EXTENSION}")).exists() {
+            return;
+        }
+        if let Err(e) = std::fs::write(&record, name) {
+            tracing::debug!("could not name the cache entry {}: {e}", record.display());
         }
     }
 
@@ -73,13 +158,18 @@ impl ComponentCache {
         sha256: &str,
     ) -> wasmtime::Result<Component> {
         let component = Component::new(engine, wasm)?;
-        if let Some(dir) = &self.dir {
-            let entry = dir.join(format!("{sha256}.cwasm"));
-            if let Err(e) = store(dir, &entry, &component) {
-                tracing::warn!(
+        if let Some((root, dir)) = &self.dirs {
+            let entry = dir.join(format!("{sha256}.{ENTRY_EXTENSION}"));
+            match store(dir, &entry, &component) {
+                Ok(()) => {
+                    if let Err(e) = evict(root, self.max_bytes, &entry) {
+                        tracing::warn!("could not bound the cache in {}: {e}", root.display());
+                    }
+                }
+                Err(e) => tracing::warn!(
                     "could not cache the compiled component in {}: {e:#}",
                     dir.display()
-                );
+                ),
             }
         }
         Ok(component)
@@ -88,28 +178,28 @@ impl ComponentCache {
     /// The remembered digest of the file at `path`, whose metadata is `metadata`, if the file
     /// has not changed since it was remembered.
     pub fn known_digest(&self, path: &Path, metadata: &std::fs::Metadata) -> Option<String> {
-        let memo = std::fs::read_to_string(self.digest_memo(path)?).ok()?;
-        let (identity, sha256) = memo.trim_end().rsplit_once(' ')?;
-        let hex = sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit());
-        (hex && identity == file_identity(metadata)).then(|| sha256.to_owned())
+        let memo = Memo::read(&self.digest_memo(path)?)?;
+        (memo.identity == file_identity(metadata)).then_some(memo.sha256)
     }
 
     /// Remembers that the file at `path`, whose metadata is `metadata`, has digest `sha256`.
     /// Failing to remember only costs the next load a read and a hash: it is logged.
     pub fn remember_digest(&self, path: &Path, metadata: &std::fs::Metadata, sha256: &str) {
-        let Some(memo) = self.digest_memo(path) else {
+        let Some(file) = self.digest_memo(path) else {
             return;
         };
-        let written = memo
+        let written = file
             .parent()
             .map_or(Ok(()), create_private_dir)
             .and_then(|()| {
-                let temporary = memo.with_extension(format!("tmp{}", std::process::id()));
-                std::fs::write(
-                    &temporary,
-                    format!("{} {sha256}\n", file_identity(metadata)),
-                )?;
-                std::fs::rename(&temporary, &memo)
+                let temporary = file.with_extension(format!("tmp{}", std::process::id()));
+                let memo = Memo {
+                    identity: file_identity(metadata),
+                    sha256: sha256.to_owned(),
+                    path: std::path::absolute(path)?,
+                };
+                std::fs::write(&temporary, memo.text())?;
+                std::fs::rename(&temporary, &file)
             });
         if let Err(e) = written {
             tracing::debug!("could not remember the digest of {}: {e}", path.display());
@@ -120,8 +210,191 @@ impl ComponentCache {
     fn digest_memo(&self, path: &Path) -> Option<PathBuf> {
         let absolute = std::path::absolute(path).ok()?;
         let key = factbuoy_protocol::digest::sha256_hex(absolute.as_os_str().as_encoded_bytes());
-        Some(self.dir.as_ref()?.join("digests").join(key))
+        Some(self.dir()?.join("digests").join(key))
     }
+}
+
+/// The directory of `engine`'s entries below the cache directory `root`.
+pub fn engine_dir(root: &Path, engine: &Engine) -> PathBuf {
+    let mut hasher = DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    root.join(format!("{:016x}", hasher.finish()))
+}
+
+/// A remembered digest: a file's identity ([`file_identity`]), its digest, and its path (so
+/// that pruning can tell a memo of a file that is gone).
+struct Memo {
+    identity: String,
+    sha256: String,
+    path: PathBuf,
+}
+
+impl Memo {
+    fn text(&self) -> String {
+        format!(
+            "{}\n{}\n{}\n",
+            self.identity,
+            self.sha256,
+            self.path.display()
+        )
+    }
+
+    /// The memo in `file`; `None` when there is none or it is not one (an older layout).
+    fn read(file: &Path) -> Option<Memo> {
+        let text = std::fs::read_to_string(file).ok()?;
+        let mut lines = text.lines();
+        let (identity, sha256, path) = (lines.next()?, lines.next()?, lines.next()?);
+        let hex = sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit());
+        hex.then(|| Memo {
+            identity: identity.to_owned(),
+            sha256: sha256.to_owned(),
+            path: PathBuf::from(path),
+        })
+    }
+}
+
+/// Marks an entry used now, for least-recently-used eviction. An entry that cannot be marked is
+/// only evicted sooner.
+fn mark_used(entry: &Path) {
+    let marked = std::fs::File::open(entry).and_then(|f| f.set_modified(SystemTime::now()));
+    if let Err(e) = marked {
+        tracing::debug!("could not mark {} used: {e}", entry.display());
+    }
+}
+
+/// One compiled component in the cache.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The sha-256 of the plugin's wasm.
+    pub sha256: String,
+    /// The plugin's name and version, when known.
+    pub plugin: Option<String>,
+    /// The entry's size on disk.
+    pub size_bytes: u64,
+    /// When it was last loaded (or compiled).
+    pub last_used: SystemTime,
+    /// Whether it is for an engine like the asking one; others are an older factbuoy's (or a
+    /// differently configured engine's) and are never loaded by it.
+    pub current: bool,
+    /// Its file.
+    pub path: PathBuf,
+}
+
+/// Every entry below the cache directory `root`, least recently used first. `current_dir` is
+/// the asking engine's directory ([`engine_dir`]). A missing cache has no entries.
+pub fn entries(root: &Path, current_dir: Option<&Path>) -> std::io::Result<Vec<Entry>> {
+    let mut entries = Vec::new();
+    let engine_dirs = match std::fs::read_dir(root) {
+        Ok(dirs) => dirs,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(entries),
+        Err(e) => return Err(e),
+    };
+    for engine_dir in engine_dirs {
+        let engine_dir = engine_dir?.path();
+        let Ok(files) = std::fs::read_dir(&engine_dir) else {
+            continue;
+        };
+        for file in files {
+            let path = file?.path();
+            if path.extension().is_none_or(|e| e != ENTRY_EXTENSION) {
+                continue;
+            }
+            // Gone since it was listed: another process evicted it.
+            let Ok(metadata) = std::fs::metadata(&path) else {
+                continue;
+            };
+            let sha256 = path
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            let plugin = std::fs::read_to_string(path.with_extension(NAME_EXTENSION))
+                .ok()
+                .map(|name| name.trim().to_owned());
+            entries.push(Entry {
+                sha256,
+                plugin,
+                size_bytes: metadata.len(),
+                last_used: metadata.modified()?,
+                current: current_dir == Some(engine_dir.as_path()),
+                path,
+            });
+        }
+    }
+    entries.sort_by_key(|e| e.last_used);
+    Ok(entries)
+}
+
+/// Removes an entry and its name record. One already removed (by another process) is not an
+/// error.
+pub fn remove(entry: &Entry) -> std::io::Result<()> {
+    for file in [
+        entry.path.clone(),
+        entry.path.with_extension(NAME_EXTENSION),
+    ] {
+        match std::fs::remove_file(&file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The entries to remove, least recently used first, so that the rest take at most `max_bytes`.
+pub fn over(entries: &[Entry], max_bytes: u64) -> Vec<Entry> {
+    let mut total: u64 = entries.iter().map(|e| e.size_bytes).sum();
+    let mut removed = Vec::new();
+    for entry in entries {
+        if total <= max_bytes {
+            break;
+        }
+        total -= entry.size_bytes;
+        removed.push(entry.clone());
+    }
+    removed
+}
+
+/// Removes the least recently used entries below `root` until all take at most `max_bytes`,
+/// sparing `keep` (the entry just stored, which the caller is about to use).
+fn evict(root: &Path, max_bytes: u64, keep: &Path) -> std::io::Result<()> {
+    let all = entries(root, None)?;
+    for entry in over(&all, max_bytes) {
+        if entry.path != keep {
+            tracing::debug!(
+                "evicting {} ({} bytes) from the compilation cache",
+                entry.path.display(),
+                entry.size_bytes
+            );
+            remove(&entry)?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes the digest memos below `root` whose file is gone or has changed since: they can
+/// never be used again. Returns how many were removed.
+pub fn prune_memos(root: &Path) -> std::io::Result<usize> {
+    let mut removed = 0;
+    let Ok(engine_dirs) = std::fs::read_dir(root) else {
+        return Ok(0);
+    };
+    for engine_dir in engine_dirs {
+        let Ok(memos) = std::fs::read_dir(engine_dir?.path().join("digests")) else {
+            continue;
+        };
+        for memo_file in memos {
+            let memo_file = memo_file?.path();
+            let stale = match Memo::read(&memo_file) {
+                Some(memo) => std::fs::metadata(&memo.path)
+                    .map_or(true, |m| file_identity(&m) != memo.identity),
+                None => true,
+            };
+            if stale && std::fs::remove_file(&memo_file).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    Ok(removed)
 }
 
 /// What must not change for a remembered digest to hold.
@@ -156,4 +429,52 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
         .recursive(true)
         .mode(0o700)
         .create(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(sha256: &str, size_bytes: u64, age_seconds: u64) -> Entry {
+        Entry {
+            sha256: sha256.into(),
+            plugin: None,
+            size_bytes,
+            last_used: SystemTime::now() - std::time::Duration::from_secs(age_seconds),
+            current: true,
+            path: PathBuf::from(format!("{sha256}.cwasm")),
+        }
+    }
+
+    #[test]
+    fn the_least_recently_used_go_until_the_rest_fit() {
+        // Least recently used first, as `entries` lists them.
+        let all = [entry("a", 40, 30), entry("b", 30, 20), entry("c", 20, 10)];
+        let gone = |max| -> Vec<String> { over(&all, max).into_iter().map(|e| e.sha256).collect() };
+        assert_eq!(gone(90), Vec::<String>::new());
+        assert_eq!(gone(89), ["a"]);
+        assert_eq!(gone(50), ["a"]);
+        assert_eq!(gone(49), ["a", "b"]);
+        assert_eq!(gone(0), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn a_memo_reads_back_and_an_older_layout_is_no_memo() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("memo");
+        let memo = Memo {
+            identity: "1 2 3 4.5 6.7".into(),
+            sha256: "ab".repeat(32),
+            path: PathBuf::from("/p/plugin.wasm"),
+        };
+        std::fs::write(&file, memo.text()).unwrap();
+        let read = Memo::read(&file).unwrap();
+        assert_eq!(
+            (read.identity, read.sha256, read.path),
+            (memo.identity, memo.sha256, memo.path)
+        );
+        // What factbuoy wrote before memos named their file: one line.
+        std::fs::write(&file, format!("1 2 3 4.5 6.7 {}\n", "ab".repeat(32))).unwrap();
+        assert!(Memo::read(&file).is_none());
+    }
 }

@@ -271,6 +271,11 @@ impl Runtime {
         self.allocator
     }
 
+    /// The cache of compiled components.
+    pub fn cache(&self) -> &cache::ComponentCache {
+        &self.cache
+    }
+
     /// The limits a run gets when its request does not override them.
     pub fn limits(&self) -> &Limits {
         &self.limits
@@ -314,8 +319,16 @@ impl Runtime {
         wasm: &[u8],
         sha256: Option<&str>,
     ) -> Result<LoadedPlugin, LoadError> {
-        let component = self.compile(label, wasm, sha256).await?;
-        self.link_and_describe(label, component).await
+        let digest = match sha256 {
+            Some(digest) => digest.to_owned(),
+            None => factbuoy_protocol::digest::sha256_hex(wasm),
+        };
+        let component = self.compile(label, wasm, &digest).await?;
+        let loaded = self.link_and_describe(label, component).await?;
+        let info = &loaded.info;
+        self.cache
+            .name_entry(&digest, &format!("{} {}", info.name, info.version));
+        Ok(loaded)
     }
 
     async fn link_and_describe(
@@ -352,7 +365,7 @@ impl Runtime {
         &self,
         label: &str,
         wasm: &[u8],
-        sha256: Option<&str>,
+        digest: &str,
     ) -> Result<Component, LoadError> {
         if !wasm.starts_with(b"\0asm") {
             return Err(LoadError::NotWasm(label.to_owned()));
@@ -360,21 +373,18 @@ impl Runtime {
         if !wasmtime::wasmparser::Parser::is_component(wasm) {
             return Err(LoadError::CoreModule(label.to_owned()));
         }
-        let digest = match sha256 {
-            Some(digest) => digest.to_owned(),
-            None => factbuoy_protocol::digest::sha256_hex(wasm),
-        };
         let compile_error = |message: String| LoadError::Compile {
             plugin: label.to_owned(),
             message,
         };
         // A hit maps the cached code: no copy of the wasm, which is 19 MB for a Python plugin.
-        if let Some(component) = self.cache.cached(&self.engine, &digest) {
+        if let Some(component) = self.cache.cached(&self.engine, digest) {
             return Ok(component);
         }
         // Compiling takes seconds of CPU, minutes on a slow node or in a debug build: off the
         // async threads, so that an agent's heartbeats, uploads and progress go on meanwhile.
         let (cache, engine, wasm) = (self.cache.clone(), self.engine.clone(), wasm.to_vec());
+        let digest = digest.to_owned();
         tokio::task::spawn_blocking(move || cache.compile(&engine, &wasm, &digest))
             .await
             .map_err(|e| compile_error(e.to_string()))?

@@ -9,6 +9,7 @@ pub mod delete;
 pub mod fleet;
 pub mod generate;
 pub mod inspect;
+pub mod man;
 pub mod plugin;
 pub mod prune;
 pub mod retrieve;

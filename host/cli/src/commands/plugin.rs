@@ -1,6 +1,10 @@
 //! `factbuoy plugin ...`: list, info, validate and run plugins on this host; create and build
-//! plugin projects.
+//! plugin projects; list and prune the compilation cache ([`cache`]).
 
+mod cache;
+mod terminal_sink;
+
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -82,9 +86,23 @@ pub enum PluginCommand {
         /// The project directory.
         #[arg(default_value = ".")]
         dir: PathBuf,
+        /// Build a Python or JavaScript project even when nothing it is built from changed.
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         common: CommonArgs,
     },
+    /// List and prune the cache of compiled plugins, which keeps itself under a size (1 GiB).
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  \
+        factbuoy plugin cache list\n  \
+        factbuoy plugin cache prune --max-size 200MiB\n\n\
+        Each plugin is compiled once for this machine and kept in ~/.cache/factbuoy/components\n\
+        ($FACTBUOY_CACHE_DIR); the least recently used are removed once all exceed\n\
+        $FACTBUOY_CACHE_MAX_SIZE (default 1GiB)."
+    )]
+    Cache(cache::CacheCommand),
 }
 
 #[derive(Debug, Args)]
@@ -267,9 +285,11 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
             }
             Ok(ExitStatus::Success)
         }
-        PluginCommand::Build { dir, common } => {
+        PluginCommand::Cache(command) => cache::execute(command, format),
+        PluginCommand::Build { dir, force, common } => {
             // Building blocks on child processes; keep the runtime's threads free meanwhile.
-            let wasm = tokio::task::spawn_blocking(move || plugin_build::build(&dir)).await??;
+            let wasm =
+                tokio::task::spawn_blocking(move || plugin_build::build(&dir, force)).await??;
             precompile(&wasm, &common).await?;
             match format {
                 Format::Table => emit(&wasm.display().to_string()),
@@ -406,6 +426,7 @@ async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> 
     let sink: Arc<dyn ArtifactSink> = match (&args.out, &embedded) {
         (Some(out), _) => Arc::new(DirectorySink::new(out)),
         (None, Some(dir)) => Arc::new(DirectorySink::new(dir.path())),
+        (None, None) if std::io::stdout().is_terminal() => Arc::new(terminal_sink::TerminalSink),
         (None, None) => Arc::new(StdoutSink),
     };
     let report = runtime
@@ -422,7 +443,7 @@ async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> 
         )
         .await;
     match format {
-        Format::Table => print_summary(&report, args.out.is_some()),
+        Format::Table => print_summary(&report, args.out.is_some(), &read_grants(&args.grant)),
         machine => match &embedded {
             Some(dir) => emit_document(&JsonReport::new(&report, dir.path())?, machine),
             None => emit_document(&report, machine),
@@ -435,8 +456,19 @@ async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> 
     })
 }
 
+/// The paths `--grant` named (`read:/PATH`), as opposed to those granted by default or by
+/// `all`.
+fn read_grants(grants: &[Scoped]) -> Vec<String> {
+    grants
+        .iter()
+        .filter_map(|g| g.value.strip_prefix("read:").map(str::to_owned))
+        .collect()
+}
+
 /// The text summary: on stdout when artifacts went to files, on stderr when they went to stdout.
-fn print_summary(report: &RunReport, artifacts_in_files: bool) {
+/// A granted path missing on this host is noted when the operator named it (`read_grants`);
+/// one a bundled plugin asks for and does without (`/dev/disk` in a container) only in the log.
+fn print_summary(report: &RunReport, artifacts_in_files: bool, read_grants: &[String]) {
     let mut lines = Vec::new();
     // Everything below but the numbers is the plugin's text.
     let status = match report.failure_line() {
@@ -462,9 +494,13 @@ fn print_summary(report: &RunReport, artifacts_in_files: bool) {
         ));
     }
     for path in &report.absent_paths {
-        lines.push(format!(
-            "  note: granted {path} does not exist below the root; nothing mapped"
-        ));
+        if read_grants.contains(path) {
+            lines.push(format!(
+                "  note: granted {path} does not exist below the root; nothing mapped"
+            ));
+        } else {
+            tracing::info!("{path} does not exist below the root; nothing mapped there");
+        }
     }
     for warning in &report.warnings {
         lines.push(format!("  warning: {}", printable(warning)));

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use factbuoy_protocol::text::printable;
+use factbuoy_protocol::text::{printable, printable_lines};
 
 use crate::bindings::factbuoy::plugin::{logging, progress};
 use crate::interfaces::InstanceState;
@@ -169,7 +169,8 @@ impl logging::Host for InstanceState {
         {
             return Ok(());
         }
-        let shown = printable(&message);
+        // A traceback is lines: printed as lines, each made safe.
+        let shown = printable_lines(&message);
         match level {
             Level::Trace => tracing::trace!(%plugin, "{shown}"),
             Level::Debug => tracing::debug!(%plugin, "{shown}"),

@@ -1,0 +1,264 @@
+//! `factbuoy plugin cache list|prune`: what the compilation cache holds, and removing it.
+//!
+//! The cache bounds itself (the least recently used entries go once all exceed
+//! `$FACTBUOY_CACHE_MAX_SIZE`, 1 GiB by default; docs/sandbox.md); `prune` also removes what
+//! this factbuoy can never load (an older version's entries, memos of files that are gone) and
+//! takes it below a size of the operator's choosing.
+
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use anyhow::Context;
+use bytesize::ByteSize;
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use crate::output::{ExitStatus, Format, emit, emit_document};
+use factbuoy_protocol::text::printable;
+use factbuoy_runtime::cache::{self, Entry};
+use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
+
+#[derive(Debug, Subcommand)]
+pub enum CacheCommand {
+    /// List the compiled plugins in the cache, least recently used first, with their size.
+    #[command(after_help = "Examples:\n  \
+        factbuoy plugin cache list\n  \
+        factbuoy plugin cache list -o json")]
+    List(CacheArgs),
+    /// Remove what this factbuoy cannot use, and the least recently used plugins above a size.
+    #[command(after_help = "Examples:\n  \
+        factbuoy plugin cache prune                   # other versions' entries; then down to the cap\n  \
+        factbuoy plugin cache prune --max-size 200MiB # the least recently used above 200 MiB\n  \
+        factbuoy plugin cache prune --all --dry-run   # what removing everything would remove\n\n\
+        A removed plugin is compiled again at its next load (seconds for Python and JavaScript).")]
+    Prune {
+        /// Keep the cache under this size, removing the least recently used first [default: the
+        /// cap, $FACTBUOY_CACHE_MAX_SIZE or 1GiB].
+        #[arg(long, value_name = "SIZE", conflicts_with = "all")]
+        max_size: Option<ByteSize>,
+        /// Remove every entry.
+        #[arg(long)]
+        all: bool,
+        /// List what would be removed, and remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        cache: CacheArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct CacheArgs {
+    /// The cache [default: $FACTBUOY_CACHE_DIR or ~/.cache/factbuoy/components].
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+}
+
+/// The cache as this binary's engine sees it: its directory, this engine's directory in it
+/// (entries elsewhere are other versions'), and its cap.
+struct Cache {
+    root: PathBuf,
+    engine_dir: PathBuf,
+    max_bytes: u64,
+}
+
+impl Cache {
+    fn open(args: &CacheArgs) -> anyhow::Result<Cache> {
+        let root = args
+            .cache_dir
+            .clone()
+            .or_else(cache::default_dir)
+            .context("no cache directory: set $FACTBUOY_CACHE_DIR or pass --cache-dir")?;
+        // The engine decides which entries this binary can load.
+        let runtime = Runtime::new(RuntimeOptions {
+            limits: Limits::default(),
+            cache_dir: Some(root.clone()),
+        })?;
+        let (_, engine_dir) = runtime.cache().dirs().expect("the cache is on");
+        Ok(Cache {
+            engine_dir: engine_dir.to_owned(),
+            max_bytes: runtime.cache().max_bytes(),
+            root,
+        })
+    }
+
+    fn entries(&self) -> anyhow::Result<Vec<Entry>> {
+        cache::entries(&self.root, Some(&self.engine_dir))
+            .with_context(|| format!("listing {}", self.root.display()))
+    }
+}
+
+pub fn execute(command: CacheCommand, format: Format) -> anyhow::Result<ExitStatus> {
+    match command {
+        CacheCommand::List(args) => list(&Cache::open(&args)?, format),
+        CacheCommand::Prune {
+            max_size,
+            all,
+            dry_run,
+            cache,
+        } => {
+            let cache = Cache::open(&cache)?;
+            let max_bytes = match (all, max_size) {
+                (true, _) => 0,
+                (false, Some(size)) => size.as_u64(),
+                (false, None) => cache.max_bytes,
+            };
+            prune(&cache, max_bytes, dry_run, format)
+        }
+    }
+}
+
+fn list(cache: &Cache, format: Format) -> anyhow::Result<ExitStatus> {
+    let entries = cache.entries()?;
+    let total: u64 = entries.iter().map(|e| e.size_bytes).sum();
+    match format {
+        Format::Table => {
+            if !entries.is_empty() {
+                let rows: Vec<[String; 4]> = entries.iter().map(row).collect();
+                let width = |i: usize| rows.iter().map(|r| r[i].len()).max().unwrap_or(0);
+                let widths = [width(0).max(6), width(1).max(4), width(2).max(9)];
+                emit(&format!(
+                    "{:w0$}  {:>w1$}  {:w2$}  DIGEST",
+                    "PLUGIN",
+                    "SIZE",
+                    "LAST USED",
+                    w0 = widths[0],
+                    w1 = widths[1],
+                    w2 = widths[2]
+                ));
+                for [plugin, size, used, digest] in rows {
+                    emit(&format!(
+                        "{plugin:w0$}  {size:>w1$}  {used:w2$}  {digest}",
+                        w0 = widths[0],
+                        w1 = widths[1],
+                        w2 = widths[2]
+                    ));
+                }
+            }
+            emit(&format!(
+                "{} compiled {}, {} of at most {} in {}",
+                entries.len(),
+                plural(entries.len()),
+                ByteSize::b(total),
+                ByteSize::b(cache.max_bytes),
+                cache.root.display()
+            ));
+        }
+        machine => emit_document(
+            &json!({
+                "dir": cache.root,
+                "max_bytes": cache.max_bytes,
+                "total_bytes": total,
+                "entries": entries.iter().map(entry_json).collect::<Vec<_>>(),
+            }),
+            machine,
+        ),
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// An entry's row: plugin, size, when last used, digest (short; marked when another version's).
+fn row(entry: &Entry) -> [String; 4] {
+    let plugin = entry
+        .plugin
+        .as_deref()
+        .map_or_else(|| "?".to_owned(), |name| printable(name).into_owned());
+    let digest = &entry.sha256[..entry.sha256.len().min(12)];
+    let digest = if entry.current {
+        digest.to_owned()
+    } else {
+        format!("{digest} (another factbuoy version's)")
+    };
+    [
+        plugin,
+        ByteSize::b(entry.size_bytes).to_string(),
+        ago(entry.last_used),
+        digest,
+    ]
+}
+
+fn entry_json(entry: &Entry) -> serde_json::Value {
+    json!({
+        "sha256": entry.sha256,
+        "plugin": entry.plugin,
+        "size_bytes": entry.size_bytes,
+        "last_used": humantime::format_rfc3339_seconds(entry.last_used).to_string(),
+        "current": entry.current,
+    })
+}
+
+/// "plugin" or "plugins", for `count` of them.
+fn plural(count: usize) -> &'static str {
+    if count == 1 { "plugin" } else { "plugins" }
+}
+
+/// How long ago `time` was, in its largest unit: `40s ago`, `3m ago`, `5h ago`, `2d ago`.
+fn ago(time: SystemTime) -> String {
+    let seconds = SystemTime::now()
+        .duration_since(time)
+        .unwrap_or_default()
+        .as_secs();
+    match seconds {
+        0..60 => format!("{seconds}s ago"),
+        60..3600 => format!("{}m ago", seconds / 60),
+        3600..86400 => format!("{}h ago", seconds / 3600),
+        _ => format!("{}d ago", seconds / 86400),
+    }
+}
+
+/// Removes the entries of other factbuoy versions, then the least recently used until the
+/// rest take at most `max_bytes`, then the memos of files that are gone.
+fn prune(
+    cache: &Cache,
+    max_bytes: u64,
+    dry_run: bool,
+    format: Format,
+) -> anyhow::Result<ExitStatus> {
+    let (stale, current): (Vec<Entry>, Vec<Entry>) =
+        cache.entries()?.into_iter().partition(|e| !e.current);
+    let mut removing = stale;
+    removing.extend(cache::over(&current, max_bytes));
+    let kept: u64 = current.iter().map(|e| e.size_bytes).sum::<u64>()
+        - removing
+            .iter()
+            .filter(|e| e.current)
+            .map(|e| e.size_bytes)
+            .sum::<u64>();
+    let freed: u64 = removing.iter().map(|e| e.size_bytes).sum();
+    let memos = if dry_run {
+        0
+    } else {
+        for entry in &removing {
+            cache::remove(entry).with_context(|| format!("removing {}", entry.path.display()))?;
+        }
+        cache::prune_memos(&cache.root)
+            .with_context(|| format!("pruning the digest memos in {}", cache.root.display()))?
+    };
+    match format {
+        Format::Table => {
+            let verb = if dry_run { "would remove" } else { "removed" };
+            for entry in &removing {
+                let [plugin, size, used, digest] = row(entry);
+                emit(&format!("{verb} {plugin} ({size}, used {used}) {digest}"));
+            }
+            emit(&format!(
+                "{verb} {} compiled {}, {}; {} kept",
+                removing.len(),
+                plural(removing.len()),
+                ByteSize::b(freed),
+                ByteSize::b(kept)
+            ));
+        }
+        machine => emit_document(
+            &json!({
+                "dry_run": dry_run,
+                "removed": removing.iter().map(entry_json).collect::<Vec<_>>(),
+                "freed_bytes": freed,
+                "kept_bytes": kept,
+                "memos_removed": memos,
+            }),
+            machine,
+        ),
+    }
+    Ok(ExitStatus::Success)
+}

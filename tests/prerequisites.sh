@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# tests/prerequisites.sh: installs what the whole test suite needs and is not built by cargo,
+# each part only when it is missing, so a second run takes seconds. tests/suite.sh runs it first.
+#
+# - Debian packages (apt-get, as root; Debian 12 and derivatives), listed below with the tests
+#   that need them;
+# - Python venvs under target/ (PyPI): Ansible for the setup plugin's comparison and fact cache,
+#   componentize-py for Python plugins, fusepy for the stuck-file-system test;
+# - the JavaScript plugin toolchain under target/ (npm, pinned in tests/js/package-lock.json);
+# - the Kubernetes test cluster's binaries, built once into /var/cache/factbuoy (tests/kube/,
+#   about 11 minutes on an idle 2-core machine the first time, a second after).
+# The Rust toolchain and its wasm32-wasip2 target come from rust-toolchain.toml and the build
+# itself (host/catalog/build.rs adds the target through rustup).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/sbin:/sbin"
+log() { printf 'prerequisites: %s\n' "$*" >&2; }
+
+missing=()
+# want CHECK PACKAGE...: the packages, unless the shell command CHECK succeeds.
+want() {
+  local check=$1
+  shift
+  if ! bash -c "$check" >/dev/null 2>&1; then missing+=("$@"); fi
+}
+# pip inside a venv (Debian's python3 has the venv module but not ensurepip without it).
+want 'python3 -c "import ensurepip, venv"' python3-venv
+# systemd-logs tests: journalctl and systemd-journal-remote write and read real journal files;
+# the committed fixtures are zstd-compressed.
+want 'command -v journalctl && [ -x /lib/systemd/systemd-journal-remote ]' systemd systemd-journal-remote
+want 'command -v zstd' zstd
+# Aggregator tests: independent TLS clients that try every refusal.
+want 'command -v curl && command -v openssl' curl openssl
+# Sandbox test of a plugin stuck in a host call: fusepy loads libfuse.so.2.
+want '[ -e /usr/lib/x86_64-linux-gnu/libfuse.so.2 ] || [ -e /usr/lib/aarch64-linux-gnu/libfuse.so.2 ]' libfuse2
+# Sandbox budget tests: GNU time measures a child's peak RSS.
+want '[ -x /usr/bin/time ]' time
+# tests/all/cli_terminal.rs runs the binary on a pseudo-terminal with script(1).
+want 'command -v script' bsdutils
+# inspect report tests: a real headless browser loads the HTML report.
+want 'command -v chromium' chromium
+# The comparison with Ansible covers the facts Ansible gets from programs: interface features,
+# each disk's controller (lspci and pci.ids), LVM (vgs, lvs, pvs).
+want 'command -v ethtool && command -v lspci && command -v vgs' ethtool pciutils lvm2
+# Fleet tests: each remote machine is a network namespace whose firewall drops inbound
+# connections; socat listens in one to prove it does.
+want 'command -v ip && command -v iptables && command -v socat' iproute2 iptables socat
+# JavaScript plugins: Node.js and npm.
+want 'command -v node && command -v npm' nodejs npm
+
+apt_updated=
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]}"
+  apt-get update
+  apt_updated=1
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+log "Python venvs (Ansible, componentize-py, fusepy) and the JavaScript toolchain under target/"
+tests/ansible/venv.sh >/dev/null
+tests/python/venv.sh >/dev/null
+tests/fuse/venv.sh >/dev/null
+tests/js/install.sh >/dev/null
+
+# The Kubernetes test cluster (tests/kube/README.md): its own apt packages, then Kubernetes
+# v1.20.2 built from Debian's source package once, cached outside the repository.
+log "the Kubernetes test cluster's binaries (tests/kube/build.sh)"
+apt_updated=$apt_updated tests/kube/build.sh

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# tests/suite.sh: the whole test suite, on a fresh machine too (as root, for apt-get, loop devices
+# and network namespaces): installs what the tests need (tests/prerequisites.sh), then
+#
+# 1. the Kubernetes test cluster's own check (tests/kube/smoke.sh, about 85 s);
+# 2. `cargo test --workspace --locked`, with an LVM volume group on a loop device where the
+#    machine allows one, so that the comparison with Ansible has one to compare;
+# 3. a build of the benchmarks (they are not run, but none may stop compiling unnoticed);
+# 4. the setup plugin against real `ansible -m setup` on this machine (tests/ansible/compare.sh:
+#    prints the coverage and fails below the bar).
+#
+# .ci/run is `cargo fmt --check`, clippy, then this. Arguments are passed to `cargo test`
+# (`tests/suite.sh -- --test-threads 1`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# Where Debian keeps lvm2's, ethtool's and iptables' programs, which tests and the comparison run.
+export PATH="$PATH:/usr/sbin:/sbin"
+log() { printf 'tests/suite.sh: %s\n' "$*" >&2; }
+
+tests/prerequisites.sh
+
+log "the Kubernetes test cluster's smoke test"
+tests/kube/smoke.sh
+
+tests/ansible/lvm-loop.sh up
+trap 'tests/ansible/lvm-loop.sh down' EXIT
+
+log "cargo test --workspace --locked $*"
+cargo test --workspace --locked "$@"
+log "building the benchmarks"
+cargo build --workspace --benches --locked
+
+log "the setup plugin against ansible -m setup"
+tests/ansible/compare.sh
