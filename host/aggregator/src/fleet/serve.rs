@@ -115,6 +115,8 @@ pub async fn serve(
         hmac::HMAC_SHA256,
         &hex::decode(key_hex.trim()).context("reading pki/ticket.key")?,
     );
+    let limits = ServerLimits::default();
+    let (budget, run_budget) = serving::fleet_budgets(limits.max_connections);
     let fleet = Arc::new(Fleet {
         registry: Mutex::new((registry::load(&dir)?, false)),
         runs: FleetRuns::default(),
@@ -124,10 +126,9 @@ pub async fn serve(
         ticket_key,
         bundled,
         metrics: Metrics::default(),
+        run_budget,
     });
     runs::resume(&fleet).await?;
-    let limits = ServerLimits::default();
-    let budget = serving::fleet_budget(limits.max_connections);
     let reject = {
         let fleet = fleet.clone();
         Arc::new(move |reason: &'static str| fleet.metrics.reject(reason))

@@ -11,6 +11,7 @@ use super::offers::FleetRuns;
 use super::registry::{Registry, save_seen};
 use crate::live::shared::BundledComponents;
 use crate::metrics::Metrics;
+use crate::serving::Budget;
 
 /// How often last-seen times are written to `last-seen.json`.
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(5);
@@ -34,6 +35,8 @@ pub(crate) struct Fleet {
     pub(crate) bundled: BundledComponents,
     /// The fleet listener's counters.
     pub(crate) metrics: Metrics,
+    /// The connections each run's listeners hold, worked out once when the fleet started.
+    pub(crate) run_budget: Budget,
 }
 
 impl Fleet {
