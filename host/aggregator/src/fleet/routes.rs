@@ -18,6 +18,7 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode, header};
 
+use super::admission::revoked;
 use super::registry::{self, EnrolledNode};
 use super::runs::{self, StartError};
 use super::shared::Fleet;
@@ -97,7 +98,7 @@ async fn respond(
         FleetRoute::NextRun { after } => {
             let node = enrolled(fleet, peer)?;
             seen(fleet, &node, &request);
-            Ok(next_run(fleet, &node, after).await)
+            next_run(fleet, &node, after).await
         }
         FleetRoute::Plugin { sha256 } => {
             operator(peer, "storing plugins")?;
@@ -224,14 +225,8 @@ fn enrolled(fleet: &Fleet, peer: &Peer) -> Result<NodeName, Rejection> {
             "this route takes an enrollment certificate; join the fleet first (`factbuoy agent join`)",
         ));
     };
-    if registry::is_revoked(&fleet.dir, node) {
-        return Err(reject(
-            StatusCode::FORBIDDEN,
-            "revoked",
-            format!(
-                "node {node} was revoked (`factbuoy fleet revoke`); it must join again with a new token"
-            ),
-        ));
+    if let Some(why) = revoked(&fleet.dir, node) {
+        return Err(reject(StatusCode::FORBIDDEN, "revoked", why));
     }
     let fingerprint = peer
         .certificate
@@ -410,19 +405,30 @@ fn renew(fleet: &Fleet, node: &NodeName, body: &RenewRequest) -> Result<Enrollme
     Ok(enrollment)
 }
 
-/// The next run for `node` after `after`, waiting up to [`LONG_POLL_SECONDS`]; 204 if none.
-async fn next_run(fleet: &Arc<Fleet>, node: &NodeName, after: u64) -> Response<Body> {
+/// The next run for `node` after `after`, waiting up to [`LONG_POLL_SECONDS`]; 204 if none;
+/// refused at once if the node is revoked meanwhile.
+async fn next_run(
+    fleet: &Arc<Fleet>,
+    node: &NodeName,
+    after: u64,
+) -> Result<Response<Body>, Rejection> {
     let mut started = fleet.runs.watch();
+    let mut revocations = fleet.revocations.subscribe();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(LONG_POLL_SECONDS);
     loop {
         started.borrow_and_update();
+        revocations.borrow_and_update();
+        if let Some(why) = revoked(&fleet.dir, node) {
+            return Err(reject(StatusCode::FORBIDDEN, "revoked", why));
+        }
         if let Some(offer) = fleet.runs.offer(&fleet.ticket_key, node, after) {
-            return json(StatusCode::OK, &offer);
+            return Ok(json(StatusCode::OK, &offer));
         }
         tokio::select! {
             changed = started.changed() => if changed.is_err() { break },
+            changed = revocations.changed() => if changed.is_err() { break },
             _ = tokio::time::sleep_until(deadline) => break,
         }
     }
-    empty(StatusCode::NO_CONTENT)
+    Ok(empty(StatusCode::NO_CONTENT))
 }

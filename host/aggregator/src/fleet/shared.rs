@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use factbuoy_pki::RunCa;
 use ring::hmac;
+use tokio::sync::watch;
 
 use super::dir::{FleetDir, FleetSettings};
 use super::offers::FleetRuns;
@@ -37,6 +38,8 @@ pub(crate) struct Fleet {
     pub(crate) metrics: Metrics,
     /// The connections each run's listeners hold, worked out once when the fleet started.
     pub(crate) run_budget: Budget,
+    /// Counts the times new revocations were found (`revocations`): long polls watch it.
+    pub(crate) revocations: watch::Sender<u64>,
 }
 
 impl Fleet {
