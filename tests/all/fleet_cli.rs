@@ -138,3 +138,139 @@ fn run_fleet_on_the_fleets_machine_finds_its_credentials_and_the_member_says_wha
         );
     }
 }
+
+/// A client without a certificate that pipelines requests and never reads an answer, as an
+/// attacker holding a connection slot does: it writes until the server stops taking its
+/// requests (its answers fill the buffers), and keeps the connection open.
+fn slow_reader(
+    address: &str,
+    ca_pem: &str,
+) -> Option<rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>> {
+    use std::io::Write;
+    let tcp = std::net::TcpStream::connect(address).ok()?;
+    tcp.set_write_timeout(Some(std::time::Duration::from_millis(500)))
+        .unwrap();
+    let config = factbuoy_protocol::tls::anonymous_client_config(ca_pem).unwrap();
+    let connection =
+        rustls::ClientConnection::new(config, "127.0.0.1".try_into().unwrap()).unwrap();
+    let mut stream = rustls::StreamOwned::new(connection, tcp);
+    let burst = b"GET /api/v1/fleet/nothing HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n".repeat(256);
+    for _ in 0..200 {
+        if stream.write_all(&burst).is_err() {
+            break;
+        }
+    }
+    Some(stream)
+}
+
+/// Waits for `child` for at most `timeout`; `None` (and the child killed) when it runs longer.
+fn wait_with_timeout(
+    mut child: Child,
+    timeout: std::time::Duration,
+) -> Option<std::process::Output> {
+    let deadline = std::time::Instant::now() + timeout;
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    Some(child.wait_with_output().unwrap())
+}
+
+#[test]
+fn anonymous_clients_that_never_read_keep_no_machine_from_joining_and_no_run_from_starting() {
+    let work = tempfile::tempdir().unwrap();
+    let state = work.path().join("operator-state");
+    let fleet_dir = work.path().join("fleet");
+    let member_dir = work.path().join("member-state");
+    let fleet_log = work.path().join("fleet.log");
+    let mut processes = Processes(Vec::new());
+
+    // The fleet, allowed 200 open files: a budget an attacker could fill with 54 connections
+    // when every client shared one pool.
+    let mut fleet = Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -n 200 && exec "$0" "$@""#)
+        .arg(env!("CARGO_BIN_EXE_factbuoy"))
+        .args(["fleet", "serve", "--listen", "127.0.0.1:0"])
+        .args(["--name", "127.0.0.1", "-o", "json", "--dir"])
+        .arg(&fleet_dir)
+        .env("FACTBUOY_STATE_DIR", &state)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&fleet_log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(fleet.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    processes.0.push(fleet);
+    let served: serde_json::Value = serde_json::from_str(&first).unwrap();
+    let address = served["address"].as_str().unwrap().to_owned();
+    let token = operator(&state)
+        .args(["fleet", "token", "create", "-o", "json", "--dir"])
+        .arg(&fleet_dir)
+        .output()
+        .unwrap();
+    assert!(token.status.success(), "{}", text(&token.stderr));
+    let token: serde_json::Value = serde_json::from_slice(&token.stdout).unwrap();
+
+    // More clients that never read than the fleet has slots of any kind, eight at a time (as
+    // many as its handshake slots: none is dropped before it holds a slot).
+    let ca_pem = std::fs::read_to_string(fleet_dir.join("operator/ca.pem")).unwrap();
+    let mut attackers = Vec::new();
+    for _ in 0..10 {
+        attackers.extend(std::thread::scope(|scope| {
+            let batch: Vec<_> = (0..8)
+                .map(|_| scope.spawn(|| slow_reader(&address, &ca_pem)))
+                .collect();
+            batch
+                .into_iter()
+                .map(|a| a.join().unwrap())
+                .collect::<Vec<_>>()
+        }));
+    }
+
+    // A machine joins, within a moment rather than after its retries give up.
+    let join = factbuoy()
+        .args(["agent", "join", &address, "--node", "member-1"])
+        .args(["--token", token["token"].as_str().unwrap()])
+        .args(["--ca-pin", token["ca_pin"].as_str().unwrap()])
+        .arg("--state-dir")
+        .arg(&member_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let joined = wait_with_timeout(join, std::time::Duration::from_secs(30))
+        .expect("the join did not end within 30 s: the attackers held its slot");
+    assert!(joined.status.success(), "{}", text(&joined.stderr));
+
+    // It polls and uploads, and the operator starts runs: two, one after the other.
+    let member = factbuoy()
+        .args(["agent", "serve", "--state-dir"])
+        .arg(&member_dir)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    processes.0.push(member);
+    for round in 0..2 {
+        let out = work.path().join(format!("out-{round}"));
+        let ran = operator(&state)
+            .args(["run", "--fleet", &address, "--plugin", "hello", "--out"])
+            .arg(&out)
+            .arg("--fleet-credentials")
+            .arg(fleet_dir.join("operator"))
+            .output()
+            .unwrap();
+        assert!(ran.status.success(), "{}", text(&ran.stderr));
+        assert!(text(&ran.stdout).contains("hello"), "{}", text(&ran.stdout));
+    }
+
+    // The fleet said once, when it started, that its descriptors lower its budgets.
+    let log = std::fs::read_to_string(&fleet_log).unwrap();
+    assert_eq!(log.matches("serving at most").count(), 1, "{log}");
+}

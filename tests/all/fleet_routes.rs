@@ -243,3 +243,191 @@ async fn the_fleet_refuses_hostile_and_mistaken_requests_and_enrolls_nothing_for
     assert_eq!(status, 403, "{message}");
     assert!(message.contains("replaced"), "{message}");
 }
+
+/// A small tmpfs, unmounted when dropped (root only).
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(at: &Path, options: &str) -> SmallDisk {
+        std::fs::create_dir_all(at).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(at)
+            .status()
+            .unwrap();
+        assert!(mounted.success(), "mounting a tmpfs needs root");
+        SmallDisk(at.to_owned())
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// What runs out on the small disk.
+#[derive(Debug, Clone, Copy)]
+enum Exhausted {
+    Inodes,
+    Blocks,
+}
+
+/// Takes everything `exhausted` names on the disk at `filler` but `left` units (inodes, or
+/// 4 KiB pages).
+fn fill(filler: &Path, exhausted: Exhausted, left: usize) {
+    let _ = std::fs::remove_dir_all(filler);
+    std::fs::create_dir_all(filler).unwrap();
+    match exhausted {
+        Exhausted::Inodes => {
+            let mut made = Vec::new();
+            for n in 0.. {
+                let path = filler.join(n.to_string());
+                if std::fs::File::create(&path).is_err() {
+                    break;
+                }
+                made.push(path);
+            }
+            for path in made.iter().rev().take(left) {
+                std::fs::remove_file(path).unwrap();
+            }
+        }
+        Exhausted::Blocks => {
+            use std::io::Write;
+            let path = filler.join("blocks");
+            let mut file = std::fs::File::create(&path).unwrap();
+            let page = [0u8; 4096];
+            while file.write_all(&page).and_then(|()| file.sync_all()).is_ok() {}
+            let length = file.metadata().unwrap().len() / 4096 * 4096;
+            file.set_len(length.saturating_sub(4096 * left as u64))
+                .unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_join_the_disk_refuses_spends_no_token_and_records_no_node() {
+    for exhausted in [Exhausted::Inodes, Exhausted::Blocks] {
+        // With nothing left, then a little more each time, until a join fits; each the first
+        // join of a fleet of its own (the first also makes `nodes/`).
+        let mut refused = 0;
+        for left in 0..12 {
+            let work = tempfile::tempdir().unwrap();
+            let disk = work.path().join("disk");
+            let _mounted = SmallDisk::mount(&disk, "size=1m,nr_inodes=64,mode=0700");
+            let dir = FleetDir::new(disk.join("fleet"));
+            let settings = FleetSettings {
+                listen: "127.0.0.1:0".parse().unwrap(),
+                server_names: vec!["127.0.0.1".into()],
+                certificate_validity_seconds: 3600,
+            };
+            let running = fleet::serve(dir.clone(), settings, factbuoy_catalog::bundled_component)
+                .await
+                .unwrap();
+            let joiner =
+                Client::pinned(&running.address.to_string(), &fleet::ca_pin(&dir).unwrap())
+                    .unwrap();
+            // Tokens of a few hundred bytes each: the token file takes pages of its own.
+            for _ in 0..11 {
+                tokens::create(&dir, Duration::from_secs(3600), Some(1)).unwrap();
+            }
+            let token = tokens::create(&dir, Duration::from_secs(3600), Some(1)).unwrap();
+            let request = JoinRequest {
+                token: token.clone(),
+                node: node("m"),
+                csr: factbuoy_pki::KeyRequest::new("m").unwrap().csr_pem,
+            };
+            let filler = disk.join("filler");
+            fill(&filler, exhausted, left);
+            let answer = joiner.join(&request).await;
+            std::fs::remove_dir_all(&filler).unwrap();
+            if answer.is_ok() {
+                break;
+            }
+            refused += 1;
+            let (status, message) = refusal(answer);
+            assert_eq!(status, 500, "{exhausted:?}, {left} left: {message}");
+            // Nothing of the refused join stays: no node, no spent token.
+            assert!(
+                registry::load(&dir).unwrap().is_empty(),
+                "{exhausted:?}, {left} left: a refused join recorded its node"
+            );
+            let id = token.split_once('.').unwrap().0;
+            let used = tokens::list(&dir)
+                .unwrap()
+                .into_iter()
+                .find(|t| t.id == id)
+                .unwrap()
+                .used;
+            assert_eq!(
+                used, 0,
+                "{exhausted:?}, {left} left: a refused join spent its token"
+            );
+            // With room again, the same token joins.
+            joiner.join(&request).await.unwrap_or_else(|e| {
+                panic!("{exhausted:?}, {left} left: the token no longer joins: {e}")
+            });
+        }
+        assert!(
+            refused > 0,
+            "{exhausted:?}: no join was refused: the disk never filled"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_machine_that_joins_again_starts_a_fresh_record() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = FleetDir::new(work.path().join("fleet"));
+    let settings = FleetSettings {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        server_names: vec!["127.0.0.1".into()],
+        certificate_validity_seconds: 3600,
+    };
+    let serve = || {
+        fleet::serve(
+            dir.clone(),
+            settings.clone(),
+            factbuoy_catalog::bundled_component,
+        )
+    };
+    let running = serve().await.unwrap();
+    let address = running.address.to_string();
+    let joiner = Client::pinned(&address, &fleet::ca_pin(&dir).unwrap()).unwrap();
+    let join = |name: &str| {
+        let key = factbuoy_pki::KeyRequest::new(name).unwrap();
+        let request = JoinRequest {
+            token: tokens::create(&dir, Duration::from_secs(3600), Some(1)).unwrap(),
+            node: node(name),
+            csr: key.csr_pem.clone(),
+        };
+        let joiner = joiner.clone();
+        async move { (joiner.join(&request).await.unwrap(), key) }
+    };
+
+    // The first membership asks for work (with its agent's version), and is seen doing so.
+    let (joined, key) = join("a").await;
+    let agent = Identity {
+        ca_pem: joined.ca.clone(),
+        cert_pem: joined.certificate.clone(),
+        key_pem: key.key_pem,
+    };
+    let polling = Client::new(&address, &agent).unwrap();
+    let _ = tokio::time::timeout(Duration::from_millis(500), polling.next_run(0)).await;
+    drop(running); // writes the last-seen times
+    let first = registry::load(&dir).unwrap()[&node("a")].clone();
+    assert!(first.agent_version.is_some(), "{first:?}");
+
+    // Revoked, then joined again (another machine, say): nothing of the first membership shows.
+    registry::revoke(&dir, &node("a")).unwrap();
+    let running = serve().await.unwrap();
+    let _ = join("a").await;
+    let second = registry::load(&dir).unwrap()[&node("a")].clone();
+    assert_ne!(second.enrolled_at, first.enrolled_at);
+    assert_eq!(second.agent_version, None, "{second:?}");
+    assert_ne!(second.last_seen, first.last_seen, "{second:?}");
+    drop(running);
+}

@@ -88,7 +88,8 @@ pub struct AgentSummary {
 /// Runs the plan to the end. The plan's plugins are independent, so they run at once, up to
 /// `config.parallel`. A node's agent sends heartbeats meanwhile; the global runner has no node
 /// whose heartbeats could stop, so it sends none. Dropping the future (an interrupted run)
-/// stops the plugins and the heartbeats it started.
+/// stops the plugins and the heartbeats it started; so does the aggregator refusing a
+/// heartbeat (the node was revoked), which ends the run with an error.
 pub async fn run(
     client: Client,
     runtime: Arc<Runtime>,
@@ -129,8 +130,18 @@ pub async fn run(
         });
     }
     let mut results = Vec::new();
-    while let Some(done) = tasks.join_next().await {
-        results.push(done?);
+    loop {
+        tokio::select! {
+            done = tasks.join_next() => match done {
+                Some(done) => results.push(done?),
+                None => break,
+            },
+            // Heartbeats end only when the aggregator refuses the node (a fleet revoked it):
+            // nothing it still runs would be taken.
+            Some(refused) = heartbeats.join_next() => {
+                anyhow::bail!("the aggregator refused this node, so its plugins were stopped: {}", refused?);
+            }
+        }
     }
     // In the plan's order.
     results.sort_by_key(|(index, _, _)| *index);
@@ -142,10 +153,14 @@ pub async fn run(
     })
 }
 
-async fn send_heartbeats(client: Client, node: NodeName, every: Duration) {
+/// Sends the node's heartbeats until the aggregator refuses them (403: the node's admission was
+/// withdrawn); returns that refusal. Other failures are the aggregator being away: tried again.
+async fn send_heartbeats(client: Client, node: NodeName, every: Duration) -> ClientError {
     loop {
-        if let Err(e) = client.heartbeat(&node).await {
-            tracing::debug!("heartbeat: {e}");
+        match client.heartbeat(&node).await {
+            Err(e) if e.status() == Some(StatusCode::FORBIDDEN) => return e,
+            Err(e) => tracing::debug!("heartbeat: {e}"),
+            Ok(()) => {}
         }
         tokio::time::sleep(every).await;
     }

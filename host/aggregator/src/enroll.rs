@@ -7,7 +7,9 @@
 //! Every enrollment is bounded: its body ([`MAX_ENROLL_BYTES`]), the admissions in flight at
 //! once ([`MAX_ADMISSIONS_IN_FLIGHT`]; more are answered 503 with `Retry-After`), and each
 //! admission's time ([`ADMISSION_TIMEOUT`], then 503). Credentials are never logged. The route
-//! that answers enrollments is the crate's `routes::enroll`.
+//! that answers enrollments is the crate's `routes::enroll`. An admission may be withdrawn
+//! while the run serves ([`Admission::withdrawn`]): every request of the node's agent is then
+//! refused.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -47,6 +49,14 @@ pub type Admitting<'a> = Pin<Box<dyn Future<Output = Result<NodeName, NotAdmitte
 pub trait Admission: Send + Sync {
     /// The node `credential` admits. Never log the credential.
     fn admit<'a>(&'a self, credential: &'a str) -> Admitting<'a>;
+
+    /// Why `node`, admitted before, is no longer (a fleet's revocation, say), if it is not:
+    /// asked at every request its agent makes, which is then refused (403) with this message.
+    /// Quick: no I/O beyond a look at a file. By default an admission is never withdrawn.
+    fn withdrawn(&self, node: &NodeName) -> Option<String> {
+        let _ = node;
+        None
+    }
 }
 
 /// What the agent listener needs to enroll agents.

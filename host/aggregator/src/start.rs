@@ -127,6 +127,18 @@ pub async fn start_with(
     bundled: BundledComponents,
     admission: Option<Arc<dyn Admission>>,
 ) -> anyhow::Result<RunningAggregator> {
+    let budget = serving::budget(run.config().limits.max_connections);
+    start_within(run, bundled, admission, budget).await
+}
+
+/// Serves `run` as [`start_with`] does, its listeners each within `budget`: a fleet works out
+/// its runs' budget once, when it starts serving.
+pub(crate) async fn start_within(
+    run: Run,
+    bundled: BundledComponents,
+    admission: Option<Arc<dyn Admission>>,
+    budget: Budget,
+) -> anyhow::Result<RunningAggregator> {
     let Run {
         dir: run_dir,
         mut config,
@@ -190,7 +202,6 @@ pub async fn start_with(
         bundled,
         enrollment: admission.map(|admission| Enrollment::new(admission, ca)),
     });
-    let budget = serving::budget(shared.config.limits.max_connections);
     let tasks = vec![
         tokio::spawn(listen(
             agent_listener,

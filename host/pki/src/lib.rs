@@ -391,16 +391,22 @@ fn write_with_mode(path: &Path, contents: &str, mode: u32) -> Result<(), PkiErro
     };
     // Written beside the target, then renamed: a reader never sees a partial key.
     let temporary = path.with_extension("tmp");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&temporary)
-        .map_err(io)?;
-    file.write_all(contents.as_bytes()).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    std::fs::rename(&temporary, path).map_err(io)
+    let written = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(&temporary)?;
+        file.write_all(contents.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, path)
+    })();
+    if written.is_err() {
+        // A full disk keeps nothing of a failed write.
+        let _ = std::fs::remove_file(&temporary);
+    }
+    written.map_err(io)
 }
 
 #[cfg(test)]

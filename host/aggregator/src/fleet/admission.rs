@@ -2,7 +2,8 @@
 //! certificate, a credential for one run (an HMAC of the run and the node under the fleet's
 //! ticket key); the run's `POST /api/v1/enroll` checks it here, and that the node was not revoked
 //! since. So a run certificate is signed only for a node whose enrollment certificate asked for
-//! it, and the run need not know the fleet CA.
+//! it, and the run need not know the fleet CA. A node revoked after it enrolled is refused at
+//! every request it makes to the run from then on (plan, uploads, commits, heartbeats).
 
 use std::future::ready;
 
@@ -46,18 +47,30 @@ impl FleetAdmission {
         let tag = hex::decode(tag).map_err(|_| refused())?;
         hmac::verify(&self.key, message(&self.run_id, &node).as_bytes(), &tag)
             .map_err(|_| refused())?;
-        if registry::is_revoked(&self.dir, &node) {
-            return Err(NotAdmitted::Refused(format!(
-                "node {node} was revoked (`factbuoy fleet revoke`); it must join again with a new token"
-            )));
+        if let Some(why) = revoked(&self.dir, &node) {
+            return Err(NotAdmitted::Refused(why));
         }
         Ok(node)
     }
 }
 
+/// What a revoked node is told, if `node` is revoked.
+pub(crate) fn revoked(dir: &FleetDir, node: &NodeName) -> Option<String> {
+    registry::is_revoked(dir, node).then(|| {
+        format!(
+            "node {node} was revoked (`factbuoy fleet revoke`); it must join again with a new token"
+        )
+    })
+}
+
 impl Admission for FleetAdmission {
     fn admit<'a>(&'a self, credential: &'a str) -> Admitting<'a> {
         Box::pin(ready(self.decide(credential)))
+    }
+
+    /// A node revoked since it enrolled: refused at its next request to the run.
+    fn withdrawn(&self, node: &NodeName) -> Option<String> {
+        revoked(&self.dir, node)
     }
 }
 

@@ -13,6 +13,7 @@ use ring::hmac;
 use tokio::sync::watch;
 
 use super::admission::credential;
+use crate::live::node_set::NodeSet;
 use crate::start::RunningAggregator;
 
 /// A run of the fleet.
@@ -56,6 +57,17 @@ impl FleetRuns {
                 ca: run.ca.clone(),
                 credential: credential(ticket_key, &run.run_id, node),
             })
+    }
+
+    /// The runs still running that expect `node`, by number, with their node sets.
+    pub(crate) fn running_with(&self, node: &NodeName) -> Vec<(u64, NodeSet)> {
+        self.runs
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, run)| run.nodes.contains(node) && run.running.status() == RunStatus::Running)
+            .map(|(number, run)| (*number, run.running.nodes()))
+            .collect()
     }
 
     /// Notified when a run starts.

@@ -7,12 +7,13 @@
 //! removes the file; the old machine's certificate then no longer matches the record.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use factbuoy_protocol::names::NodeName;
 use serde::{Deserialize, Serialize};
 
 use super::dir::{FleetDir, write_json_private};
+use crate::persistence::files::sync_dir;
 
 /// What the fleet knows of one enrolled node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,11 +37,14 @@ pub struct EnrolledNode {
 /// Every enrolled node, by name.
 pub type Registry = BTreeMap<NodeName, EnrolledNode>;
 
-/// When a node last asked for work, and with which agent.
+/// When a node last asked for work, and with which agent; with the certificate it asked with,
+/// so that a membership's times never show on the next one (a rejoin starts a fresh record).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Seen {
     last_seen: Option<String>,
     agent_version: Option<String>,
+    #[serde(default)]
+    certificate_sha256: Option<String>,
 }
 
 /// Reads every node's record (none yet: an empty registry).
@@ -62,7 +66,12 @@ pub fn load(dir: &FleetDir) -> std::io::Result<Registry> {
     if dir.last_seen().exists() {
         let seen: BTreeMap<NodeName, Seen> = read_json(&dir.last_seen())?;
         for (name, seen) in seen {
-            if let Some(record) = registry.get_mut(&name) {
+            let current = |record: &EnrolledNode| {
+                seen.certificate_sha256
+                    .as_ref()
+                    .is_none_or(|sha256| *sha256 == record.certificate_sha256)
+            };
+            if let Some(record) = registry.get_mut(&name).filter(|record| current(record)) {
                 record.last_seen = seen.last_seen;
                 record.agent_version = seen.agent_version;
             }
@@ -82,8 +91,60 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> std::io::Result<T> 
 
 /// Writes one node's record, atomically and synced: the node is enrolled once this returns.
 pub fn save_record(dir: &FleetDir, record: &EnrolledNode) -> std::io::Result<()> {
+    stage_record(dir, record)?.commit()
+}
+
+/// A node's record written and synced beside its place, not yet in it: a join stages the
+/// record first, so that whatever the disk refuses (space, inodes) it refuses before the token
+/// is spent. [`StagedRecord::commit`] puts it in place; dropping it uncommitted removes it.
+#[derive(Debug)]
+pub(crate) struct StagedRecord {
+    staged: PathBuf,
+    path: PathBuf,
+    committed: bool,
+}
+
+/// Writes `record` beside its place (`nodes/<node>.json.staged`, which [`load`] never reads).
+pub(crate) fn stage_record(dir: &FleetDir, record: &EnrolledNode) -> std::io::Result<StagedRecord> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     std::fs::create_dir_all(dir.nodes())?;
-    write_json_private(&dir.node(&record.name), record)
+    let path = dir.node(&record.name);
+    let staged = StagedRecord {
+        staged: path.with_extension("json.staged"),
+        path,
+        committed: false,
+    };
+    let written = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&staged.staged)?;
+        file.write_all(&serde_json::to_vec_pretty(record)?)?;
+        file.sync_all()
+    })();
+    // On an error the drop removes it: a full disk keeps no half-written record.
+    written?;
+    Ok(staged)
+}
+
+impl StagedRecord {
+    /// Puts the record in place (a rename, which needs no space) and makes that durable.
+    pub(crate) fn commit(mut self) -> std::io::Result<()> {
+        std::fs::rename(&self.staged, &self.path)?;
+        self.committed = true;
+        sync_dir(self.path.parent().expect("records are in nodes/"))
+    }
+}
+
+impl Drop for StagedRecord {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.staged);
+        }
+    }
 }
 
 /// Writes when each node was last seen.
@@ -94,6 +155,7 @@ pub fn save_seen(dir: &FleetDir, registry: &Registry) -> std::io::Result<()> {
             let seen = Seen {
                 last_seen: record.last_seen.clone(),
                 agent_version: record.agent_version.clone(),
+                certificate_sha256: Some(record.certificate_sha256.clone()),
             };
             (name, seen)
         })

@@ -18,6 +18,7 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode, header};
 
+use super::admission::revoked;
 use super::registry::{self, EnrolledNode};
 use super::runs::{self, StartError};
 use super::shared::Fleet;
@@ -97,7 +98,7 @@ async fn respond(
         FleetRoute::NextRun { after } => {
             let node = enrolled(fleet, peer)?;
             seen(fleet, &node, &request);
-            Ok(next_run(fleet, &node, after).await)
+            next_run(fleet, &node, after).await
         }
         FleetRoute::Plugin { sha256 } => {
             operator(peer, "storing plugins")?;
@@ -224,14 +225,8 @@ fn enrolled(fleet: &Fleet, peer: &Peer) -> Result<NodeName, Rejection> {
             "this route takes an enrollment certificate; join the fleet first (`factbuoy agent join`)",
         ));
     };
-    if registry::is_revoked(&fleet.dir, node) {
-        return Err(reject(
-            StatusCode::FORBIDDEN,
-            "revoked",
-            format!(
-                "node {node} was revoked (`factbuoy fleet revoke`); it must join again with a new token"
-            ),
-        ));
+    if let Some(why) = revoked(&fleet.dir, node) {
+        return Err(reject(StatusCode::FORBIDDEN, "revoked", why));
     }
     let fingerprint = peer
         .certificate
@@ -278,23 +273,46 @@ fn signing_request(csr: &str) -> Result<SigningRequest, Rejection> {
         .map_err(|e| reject(StatusCode::BAD_REQUEST, "bad-csr", e.to_string()))
 }
 
-/// Signs an enrollment certificate for `node` and makes it the node's only accepted one.
-fn enroll(
+/// An enrollment signed and its record staged, not yet in force: [`Signed::record`] makes it
+/// the node's only accepted certificate.
+struct Signed {
+    record: EnrolledNode,
+    staged: registry::StagedRecord,
+    enrollment: Enrollment,
+}
+
+impl Signed {
+    /// Puts the record in place and in the registry; hands out the certificate.
+    fn record(
+        self,
+        registry: &mut (registry::Registry, bool),
+    ) -> Result<Enrollment, std::io::Error> {
+        self.staged.commit()?;
+        registry.0.insert(self.record.name.clone(), self.record);
+        // `last-seen.json` may still hold the membership before: written again soon.
+        registry.1 = true;
+        Ok(self.enrollment)
+    }
+}
+
+fn internal(what: &str, e: &dyn std::fmt::Display) -> Rejection {
+    tracing::error!("{what}: {e}");
+    reject(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "storage",
+        format!("{what}: {e}; retry"),
+    )
+}
+
+/// Signs an enrollment certificate for `node` and stages its record (the disk refuses here, if
+/// it does); nothing is handed out or in force yet.
+fn sign(
     fleet: &Fleet,
-    registry: &mut (registry::Registry, bool),
     node: &NodeName,
     csr: &SigningRequest,
     enrolled_at: String,
     agent_version: Option<String>,
-) -> Result<Enrollment, Rejection> {
-    let internal = |what: &str, e: &dyn std::fmt::Display| {
-        tracing::error!("{what}: {e}");
-        reject(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "storage",
-            format!("{what}: {e}; retry"),
-        )
-    };
+) -> Result<Signed, Rejection> {
     let validity = time::Duration::seconds(
         i64::try_from(fleet.settings.certificate_validity_seconds).unwrap_or(i64::MAX),
     );
@@ -313,28 +331,29 @@ fn enroll(
         last_seen: Some(now_rfc3339()),
         agent_version,
     };
-    // Nothing is handed out before the record is on disk.
-    registry::save_record(&fleet.dir, &record).map_err(|e| internal("recording the node", &e))?;
-    registry.0.insert(node.clone(), record);
-    Ok(Enrollment {
-        node: node.clone(),
-        certificate,
-        ca: fleet.ca.cert_pem().to_owned(),
-        not_after,
+    let staged = registry::stage_record(&fleet.dir, &record)
+        .map_err(|e| internal("recording the node", &e))?;
+    Ok(Signed {
+        record,
+        staged,
+        enrollment: Enrollment {
+            node: node.clone(),
+            certificate,
+            ca: fleet.ca.cert_pem().to_owned(),
+            not_after,
+        },
     })
 }
 
+/// A join, all or nothing: the node's record is staged first, then the token spent (the
+/// commit point), then the record put in place; a token is spent only if the node is recorded.
 fn join(fleet: &Fleet, body: JoinRequest) -> Result<Enrollment, Rejection> {
     let csr = signing_request(&body.csr)?;
     let node = body.node;
     let token = |outcome: std::io::Result<Result<(), tokens::TokenRefusal>>| match outcome {
         Ok(Ok(())) => Ok(()),
         Ok(Err(why)) => Err(reject(StatusCode::FORBIDDEN, "token", why.to_string())),
-        Err(e) => Err(reject(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "storage",
-            format!("reading the tokens: {e}; retry"),
-        )),
+        Err(e) => Err(internal("reading or writing the tokens", &e)),
     };
     // The token first: without one, nothing is said about which names are enrolled.
     token(tokens::check(&fleet.dir, &body.token))?;
@@ -349,9 +368,22 @@ fn join(fleet: &Fleet, body: JoinRequest) -> Result<Enrollment, Rejection> {
             ),
         ));
     }
-    // The token is spent only once everything else would admit the machine.
+    // A fresh record: nothing of a membership before (when last seen, with which agent).
+    let signed = sign(fleet, &node, &csr, now_rfc3339(), None)?;
+    // Spent only once everything else would admit the machine and its record is on disk; a
+    // refusal or a failure here drops the staged record.
     token(tokens::redeem(&fleet.dir, &body.token))?;
-    let enrollment = enroll(fleet, &mut registry, &node, &csr, now_rfc3339(), None)?;
+    let enrollment = match signed.record(&mut registry) {
+        Ok(enrollment) => enrollment,
+        Err(e) => {
+            if let Err(refund) = tokens::refund(&fleet.dir, &body.token) {
+                tracing::error!(
+                    "node {node} was not recorded, and its token stays spent: {refund}"
+                );
+            }
+            return Err(internal("recording the node", &e));
+        }
+    };
     if revoked && let Err(e) = registry::unrevoke(&fleet.dir, &node) {
         tracing::error!("node {node} joined again, but its revocation stays: {e}");
     }
@@ -366,24 +398,37 @@ fn renew(fleet: &Fleet, node: &NodeName, body: &RenewRequest) -> Result<Enrollme
         Some(record) => (record.enrolled_at.clone(), record.agent_version.clone()),
         None => (now_rfc3339(), None),
     };
-    let enrollment = enroll(fleet, &mut registry, node, &csr, enrolled_at, version)?;
+    let enrollment = sign(fleet, node, &csr, enrolled_at, version)?
+        .record(&mut registry)
+        .map_err(|e| internal("recording the node", &e))?;
     tracing::info!(%node, "renewed an enrollment certificate");
     Ok(enrollment)
 }
 
-/// The next run for `node` after `after`, waiting up to [`LONG_POLL_SECONDS`]; 204 if none.
-async fn next_run(fleet: &Arc<Fleet>, node: &NodeName, after: u64) -> Response<Body> {
+/// The next run for `node` after `after`, waiting up to [`LONG_POLL_SECONDS`]; 204 if none;
+/// refused at once if the node is revoked meanwhile.
+async fn next_run(
+    fleet: &Arc<Fleet>,
+    node: &NodeName,
+    after: u64,
+) -> Result<Response<Body>, Rejection> {
     let mut started = fleet.runs.watch();
+    let mut revocations = fleet.revocations.subscribe();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(LONG_POLL_SECONDS);
     loop {
         started.borrow_and_update();
+        revocations.borrow_and_update();
+        if let Some(why) = revoked(&fleet.dir, node) {
+            return Err(reject(StatusCode::FORBIDDEN, "revoked", why));
+        }
         if let Some(offer) = fleet.runs.offer(&fleet.ticket_key, node, after) {
-            return json(StatusCode::OK, &offer);
+            return Ok(json(StatusCode::OK, &offer));
         }
         tokio::select! {
             changed = started.changed() => if changed.is_err() { break },
+            changed = revocations.changed() => if changed.is_err() { break },
             _ = tokio::time::sleep_until(deadline) => break,
         }
     }
-    empty(StatusCode::NO_CONTENT)
+    Ok(empty(StatusCode::NO_CONTENT))
 }

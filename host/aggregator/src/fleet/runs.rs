@@ -18,7 +18,7 @@ use crate::enroll::Admission;
 use crate::model::config::{RunConfig, RunPlugin};
 use crate::persistence::run_dir::RunDir;
 use crate::run::Run;
-use crate::start::start_with;
+use crate::start::start_within;
 
 /// The directory of run `number`.
 fn run_dir(fleet: &Fleet, number: u64, run_id: &str) -> RunDir {
@@ -69,7 +69,7 @@ async fn serve(fleet: &Arc<Fleet>, number: u64, run: Run) -> anyhow::Result<Sock
     let nodes = run.config().nodes.clone();
     let ca = run.ca().cert_pem().to_owned();
     let admission = admission(fleet, &run_id);
-    let running = start_with(run, fleet.bundled, Some(admission)).await?;
+    let running = start_within(run, fleet.bundled, Some(admission), fleet.run_budget).await?;
     let operator_address = running.operator_address;
     fleet.runs.add(
         number,

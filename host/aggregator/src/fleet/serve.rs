@@ -1,5 +1,6 @@
 //! Serving a fleet: its directory made on the first start, its listener bound (where agents
-//! knew it), the runs a stop left unfinished served again, and the flusher of last-seen times.
+//! knew it), the runs a stop left unfinished served again, the flusher of last-seen times and
+//! the watch of revocations.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -8,12 +9,13 @@ use anyhow::Context;
 use factbuoy_pki::{FLEET_CA_NAME, Issued, RunCa};
 use factbuoy_protocol::identity::Role;
 use ring::hmac;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::dir::{FleetDir, FleetSettings, write_settings};
 use super::offers::FleetRuns;
 use super::shared::{FLUSH_EVERY, Fleet};
-use super::{registry, routes, runs};
+use super::{registry, revocations, routes, runs};
 use crate::live::shared::BundledComponents;
 use crate::metrics::Metrics;
 use crate::model::config::ServerLimits;
@@ -115,6 +117,8 @@ pub async fn serve(
         hmac::HMAC_SHA256,
         &hex::decode(key_hex.trim()).context("reading pki/ticket.key")?,
     );
+    let limits = ServerLimits::default();
+    let (budget, run_budget) = serving::fleet_budgets(limits.max_connections);
     let fleet = Arc::new(Fleet {
         registry: Mutex::new((registry::load(&dir)?, false)),
         runs: FleetRuns::default(),
@@ -124,10 +128,10 @@ pub async fn serve(
         ticket_key,
         bundled,
         metrics: Metrics::default(),
+        run_budget,
+        revocations: watch::Sender::new(0),
     });
     runs::resume(&fleet).await?;
-    let limits = ServerLimits::default();
-    let budget = serving::fleet_budget(limits.max_connections);
     let reject = {
         let fleet = fleet.clone();
         Arc::new(move |reason: &'static str| fleet.metrics.reject(reason))
@@ -141,6 +145,7 @@ pub async fn serve(
             serving::serve(listener, tls, &limits, budget, reject, handler).await
         }),
         tokio::spawn(flusher(fleet.clone())),
+        tokio::spawn(revocations::watch(fleet.clone())),
     ];
     tracing::info!(%address, "fleet serving");
     Ok(RunningFleet {

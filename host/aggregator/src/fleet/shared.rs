@@ -5,12 +5,14 @@ use std::time::Duration;
 
 use factbuoy_pki::RunCa;
 use ring::hmac;
+use tokio::sync::watch;
 
 use super::dir::{FleetDir, FleetSettings};
 use super::offers::FleetRuns;
 use super::registry::{Registry, save_seen};
 use crate::live::shared::BundledComponents;
 use crate::metrics::Metrics;
+use crate::serving::Budget;
 
 /// How often last-seen times are written to `last-seen.json`.
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(5);
@@ -34,6 +36,10 @@ pub(crate) struct Fleet {
     pub(crate) bundled: BundledComponents,
     /// The fleet listener's counters.
     pub(crate) metrics: Metrics,
+    /// The connections each run's listeners hold, worked out once when the fleet started.
+    pub(crate) run_budget: Budget,
+    /// Counts the times new revocations were found (`revocations`): long polls watch it.
+    pub(crate) revocations: watch::Sender<u64>,
 }
 
 impl Fleet {

@@ -95,6 +95,23 @@ pub fn redeem(dir: &FleetDir, text: &str) -> std::io::Result<Result<(), TokenRef
     use_token(dir, text, true)
 }
 
+/// Gives back the use [`redeem`] counted for `text`: the join it admitted could not be recorded.
+pub fn refund(dir: &FleetDir, text: &str) -> std::io::Result<()> {
+    let Some((id, _)) = text.trim().split_once('.') else {
+        return Ok(());
+    };
+    with_tokens(dir, |tokens| {
+        let Some(token) = tokens.iter_mut().find(|t| t.id == id && t.used > 0) else {
+            return Ok(((), false));
+        };
+        token.used -= 1;
+        if let Some(left) = &mut token.uses_left {
+            *left += 1;
+        }
+        Ok(((), true))
+    })
+}
+
 /// Checks `text` as [`redeem`] does, without counting a use.
 pub fn check(dir: &FleetDir, text: &str) -> std::io::Result<Result<(), TokenRefusal>> {
     use_token(dir, text, false)
@@ -193,6 +210,13 @@ mod tests {
             redeem(&dir, &format!("{id}.{}", "0".repeat(32))).unwrap(),
             Err(TokenRefusal::WrongSecret(id.into()))
         );
+        assert_eq!(redeem(&dir, &once).unwrap(), Ok(()));
+        assert_eq!(
+            redeem(&dir, &once).unwrap(),
+            Err(TokenRefusal::UsedUp(id.into()))
+        );
+        // A join that could not be recorded gives its use back.
+        refund(&dir, &once).unwrap();
         assert_eq!(redeem(&dir, &once).unwrap(), Ok(()));
         assert_eq!(
             redeem(&dir, &once).unwrap(),

@@ -31,6 +31,15 @@ pub const DEFAULT_MIN_UPLOAD_BYTES_PER_SECOND: u64 = 16 << 10;
 pub const DEFAULT_UPLOAD_GRACE: Duration = Duration::from_secs(10);
 /// Default connections each listener serves at once.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+/// Default longest a response may make no progress before its connection is closed: a client
+/// that stops reading (or pipelines requests and never reads the answers) holds nothing long.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default age after which a connection with a certificate is closed once its request in
+/// flight is answered (its client connects again).
+pub const DEFAULT_CONNECTION_LIFETIME: Duration = Duration::from_secs(15 * 60);
+/// Default age after which a connection without a certificate is cut, whatever it is doing: it
+/// can only join or enroll, which takes a request or two.
+pub const DEFAULT_ANONYMOUS_LIFETIME: Duration = Duration::from_secs(60);
 
 /// Whether a plugin runs on every node or once for the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,8 +73,10 @@ pub struct RunPlugin {
     pub definition: serde_json::Value,
 }
 
-/// Limits of the aggregator's HTTP server.
+/// Limits of the aggregator's HTTP server. A `run.json` written before a limit existed gets its
+/// default.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ServerLimits {
     /// Largest uploaded file.
     pub max_file_bytes: u64,
@@ -73,7 +84,8 @@ pub struct ServerLimits {
     pub max_json_bytes: u64,
     /// Largest request head (request line and headers); also each connection's read buffer.
     pub max_header_bytes: usize,
-    /// Time allowed to send the request head.
+    /// Time allowed to send the request head; also how long a kept connection may wait idle
+    /// for its next request.
     pub header_timeout_seconds: u64,
     /// Longest wait for the next piece of a body.
     pub idle_timeout_seconds: u64,
@@ -83,6 +95,14 @@ pub struct ServerLimits {
     pub upload_grace_seconds: u64,
     /// Connections served at once; more are closed on accept.
     pub max_connections: usize,
+    /// Longest a response may make no progress (the client reads nothing) before the
+    /// connection is closed.
+    pub write_timeout_seconds: u64,
+    /// Age after which a connection with a certificate is closed once its request in flight
+    /// is answered.
+    pub lifetime_seconds: u64,
+    /// Age after which a connection without a certificate is cut.
+    pub anonymous_lifetime_seconds: u64,
 }
 
 impl Default for ServerLimits {
@@ -96,6 +116,9 @@ impl Default for ServerLimits {
             min_upload_bytes_per_second: DEFAULT_MIN_UPLOAD_BYTES_PER_SECOND,
             upload_grace_seconds: DEFAULT_UPLOAD_GRACE.as_secs(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            write_timeout_seconds: DEFAULT_WRITE_TIMEOUT.as_secs(),
+            lifetime_seconds: DEFAULT_CONNECTION_LIFETIME.as_secs(),
+            anonymous_lifetime_seconds: DEFAULT_ANONYMOUS_LIFETIME.as_secs(),
         }
     }
 }

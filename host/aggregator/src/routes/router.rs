@@ -1,8 +1,8 @@
 //! Requests of a run's two listeners: routing, authorization by certificate role, and which
 //! route answers each.
 //!
-//! Status codes: 400 malformed request or names, 403 a certificate that may not do this or an
-//! unexpected (plugin, node), 404 unknown path, 405 wrong method, 408 a stalled or too slow
+//! Status codes: 400 malformed request or names, 403 a certificate that may not do this, a node
+//! whose admission was withdrawn (a revoked fleet node) or an unexpected (plugin, node), 404 unknown path, 405 wrong method, 408 a stalled or too slow
 //! upload, 409 a true duplicate or a finished run, 413 too large, 416 an unsatisfiable range.
 //! Every error body is `{"error": "..."}` with a sentence a person can act on.
 
@@ -83,6 +83,11 @@ async fn respond(
         )
     })?;
     authorize(&role, &route)?;
+    if let (Some(enrollment), Role::Agent { node }) = (&shared.enrollment, &role)
+        && let Some(why) = enrollment.admission.withdrawn(node)
+    {
+        return Err(reject(StatusCode::FORBIDDEN, "withdrawn", why));
+    }
     let serves = match route {
         Route::Status | Route::Bundle | Route::Metrics => Listener::Operator,
         _ => Listener::Agent,
