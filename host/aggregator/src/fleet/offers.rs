@@ -65,7 +65,9 @@ impl FleetRuns {
             .lock()
             .unwrap()
             .iter()
-            .filter(|(_, run)| run.nodes.contains(node) && run.running.status() == RunStatus::Running)
+            .filter(|(_, run)| {
+                run.nodes.contains(node) && run.running.status() == RunStatus::Running
+            })
             .map(|(number, run)| (*number, run.running.nodes()))
             .collect()
     }

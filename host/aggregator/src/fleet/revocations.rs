@@ -64,7 +64,9 @@ async fn apply(fleet: &Fleet, node: &NodeName) {
         match nodes.skip(node, REASON).await {
             Ok(()) => tracing::info!(%node, run = number, "a revoked node's results are refused"),
             Err(NodeSetError::Ended(_) | NodeSetError::Final(_)) => {}
-            Err(e) => tracing::error!(%node, run = number, "refusing a revoked node's results: {e}"),
+            Err(e) => {
+                tracing::error!(%node, run = number, "refusing a revoked node's results: {e}")
+            }
         }
     }
 }
