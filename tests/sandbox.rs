@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use factbuoy_runtime::failure::{LimitKind, PluginFailure};
 use factbuoy_runtime::sink::MemorySink;
-use factbuoy_runtime::{Limits, RunReport};
+use factbuoy_runtime::{InvocationReport, Limits};
 use support::sandbox::{Hostile, limit_of};
 
 const DEADLINE: Duration = Duration::from_millis(1500);
@@ -62,21 +62,26 @@ impl Sandbox {
         }
     }
 
-    async fn run_with(&self, args: &[&str], grants: &[&str]) -> (RunReport, MemorySink) {
+    async fn run_with(&self, args: &[&str], grants: &[&str]) -> (InvocationReport, MemorySink) {
         self.run_in(self.root.path(), args, grants).await
     }
 
     /// Runs the plugin with `root` as the host root.
-    async fn run_in(&self, root: &Path, args: &[&str], grants: &[&str]) -> (RunReport, MemorySink) {
+    async fn run_in(
+        &self,
+        root: &Path,
+        args: &[&str],
+        grants: &[&str],
+    ) -> (InvocationReport, MemorySink) {
         self.hostile.run(root, args, grants, None).await
     }
 
-    async fn run(&self, args: &[&str]) -> (RunReport, MemorySink) {
+    async fn run(&self, args: &[&str]) -> (InvocationReport, MemorySink) {
         self.run_with(args, &["read:/data"]).await
     }
 
     /// Runs a misbehaving mode, then checks the runtime still runs a well-behaved plugin.
-    async fn contain(&self, args: &[&str]) -> RunReport {
+    async fn contain(&self, args: &[&str]) -> InvocationReport {
         let (report, _) = self.run(args).await;
         assert!(!report.succeeded, "{args:?} should fail: {report:#?}");
         let (after, sink) = self.run(&["mode=well-behaved"]).await;

@@ -13,13 +13,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use factbuoy_runtime::failure::{LimitKind, PluginFailure};
-use factbuoy_runtime::interfaces::progress::{Level, PluginProgress, ProgressObserver};
 use factbuoy_runtime::limits::{
     DEFAULT_METADATA_BYTES, DEFAULT_OPEN_ARTIFACTS, DEFAULT_RECORDED_LOG_BYTES,
     RECORD_OVERHEAD_BYTES,
 };
 use factbuoy_runtime::sink::MemorySink;
-use factbuoy_runtime::{Limits, RunReport};
+use factbuoy_runtime::{InvocationReport, Limits};
+use factbuoy_runtime::{Level, PluginProgress, ProgressObserver};
 
 use support::factbuoy;
 use support::measure::{Measured, measure, measure_into};
@@ -53,7 +53,7 @@ impl Sandbox {
         }
     }
 
-    async fn run(&self, args: &[&str]) -> (RunReport, MemorySink) {
+    async fn run(&self, args: &[&str]) -> (InvocationReport, MemorySink) {
         self.run_observed(args, None).await
     }
 
@@ -61,13 +61,13 @@ impl Sandbox {
         &self,
         args: &[&str],
         observer: Option<Arc<dyn ProgressObserver>>,
-    ) -> (RunReport, MemorySink) {
+    ) -> (InvocationReport, MemorySink) {
         self.hostile.run(Path::new("/"), args, &[], observer).await
     }
 
     /// Runs a misbehaving mode within its deadline, then checks the same runtime still runs a
     /// well-behaved plugin correctly.
-    async fn contain(&self, args: &[&str]) -> RunReport {
+    async fn contain(&self, args: &[&str]) -> InvocationReport {
         let started = Instant::now();
         let (report, _) = self.run(args).await;
         assert!(started.elapsed() < DEADLINE + MARGIN, "{args:?} ran late");
@@ -80,7 +80,7 @@ impl Sandbox {
 }
 
 /// Bytes of plugin-controlled text a report holds.
-fn report_text_bytes(report: &RunReport) -> usize {
+fn report_text_bytes(report: &InvocationReport) -> usize {
     let artifacts: usize = report
         .artifacts
         .iter()

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use factbuoy_runtime::failure::{LimitKind, PluginFailure};
-use factbuoy_runtime::{Limits, RunReport};
+use factbuoy_runtime::{InvocationReport, Limits};
 use serde_json::Value;
 use support::sandbox::Hostile;
 
@@ -158,7 +158,7 @@ impl Sandbox {
         root: &Path,
         args: &[&str],
         grants: &[&str],
-    ) -> (RunReport, Option<Value>, Duration) {
+    ) -> (InvocationReport, Option<Value>, Duration) {
         let (request, sink) = self.hostile.request(root, args, grants, None);
         let sandbox = self.clone();
         let started = Instant::now();
@@ -172,7 +172,7 @@ impl Sandbox {
                 sandbox
                     .hostile
                     .runtime
-                    .run(&sandbox.hostile.plugin, request),
+                    .invoke(&sandbox.hostile.plugin, request),
             );
             let _ = sender.send(report);
         });

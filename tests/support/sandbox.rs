@@ -4,12 +4,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use factbuoy_runtime::ProgressObserver;
 use factbuoy_runtime::failure::{LimitKind, PluginFailure};
 use factbuoy_runtime::grants::GrantSet;
-use factbuoy_runtime::interfaces::progress::ProgressObserver;
 use factbuoy_runtime::params;
 use factbuoy_runtime::sink::MemorySink;
-use factbuoy_runtime::{Limits, LoadedPlugin, RunReport, RunRequest, Runtime, RuntimeOptions};
+use factbuoy_runtime::{
+    Invocation, InvocationReport, Limits, LoadedPlugin, Runtime, RuntimeOptions,
+};
 
 /// A runtime with the hostile plugin loaded.
 pub struct Hostile {
@@ -40,14 +42,14 @@ impl Hostile {
         args: &[&str],
         grants: &[&str],
         observer: Option<Arc<dyn ProgressObserver>>,
-    ) -> (RunRequest, MemorySink) {
+    ) -> (Invocation, MemorySink) {
         let given: Vec<(String, String)> = args
             .iter()
             .map(|a| params::parse_assignment(a).unwrap())
             .collect();
         let params = params::resolve(&self.plugin.info.parameters, &given).unwrap();
         let sink = MemorySink::default();
-        let request = RunRequest {
+        let request = Invocation {
             params,
             grants: GrantSet {
                 granted: grants.iter().map(|g| g.parse().unwrap()).collect(),
@@ -68,14 +70,14 @@ impl Hostile {
         args: &[&str],
         grants: &[&str],
         observer: Option<Arc<dyn ProgressObserver>>,
-    ) -> (RunReport, MemorySink) {
+    ) -> (InvocationReport, MemorySink) {
         let (request, sink) = self.request(root, args, grants, observer);
-        (self.runtime.run(&self.plugin, request).await, sink)
+        (self.runtime.invoke(&self.plugin, request).await, sink)
     }
 }
 
 /// The limit a failed run hit, if a limit ended it.
-pub fn limit_of(report: &RunReport) -> Option<LimitKind> {
+pub fn limit_of(report: &InvocationReport) -> Option<LimitKind> {
     match report.failure {
         Some(PluginFailure::LimitExceeded { limit, .. }) => Some(limit),
         _ => None,

@@ -20,10 +20,10 @@ use factbuoy_protocol::types::{
 };
 use factbuoy_protocol::{Client, ClientError, Scope};
 use factbuoy_runtime::grants::GrantSet;
-use factbuoy_runtime::interfaces::progress::{Level, PluginProgress, ProgressObserver};
 use factbuoy_runtime::params;
 use factbuoy_runtime::sink::DirectorySink;
-use factbuoy_runtime::{Limits, LoadedPlugin, RunReport, RunRequest, Runtime};
+use factbuoy_runtime::{Invocation, InvocationReport, Limits, LoadedPlugin, Runtime};
+use factbuoy_runtime::{Level, PluginProgress, ProgressObserver};
 use hyper::StatusCode;
 use tokio::sync::mpsc;
 
@@ -226,7 +226,7 @@ async fn run_plugin(
 }
 
 struct Gathered {
-    report: RunReport,
+    report: InvocationReport,
     /// Each artifact's manifest entry and where it is spooled.
     files: Vec<(ManifestFile, PathBuf)>,
 }
@@ -283,9 +283,9 @@ async fn gather(
         ..runtime.limits().clone()
     };
     let report = runtime
-        .run(
+        .invoke(
             &loaded,
-            RunRequest {
+            Invocation {
                 params,
                 grants,
                 host_root: config.host_root.clone(),

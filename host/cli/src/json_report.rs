@@ -12,7 +12,7 @@ use serde::ser::{Error as _, SerializeMap, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
-use factbuoy_runtime::RunReport;
+use factbuoy_runtime::InvocationReport;
 
 /// Bytes read from an artifact at a time.
 const CHUNK_BYTES: usize = 64 << 10;
@@ -25,7 +25,7 @@ pub struct JsonReport {
 
 impl JsonReport {
     /// The report of `report`, whose artifacts are the files below `dir`.
-    pub fn new(report: &RunReport, dir: &Path) -> serde_json::Result<Self> {
+    pub fn new(report: &InvocationReport, dir: &Path) -> serde_json::Result<Self> {
         // The report itself is small: the metadata budget bounds it.
         let Value::Object(mut fields) = serde_json::to_value(report)? else {
             return Err(serde_json::Error::custom("a report is an object"));

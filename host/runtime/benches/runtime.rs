@@ -12,7 +12,7 @@ use factbuoy_runtime::bindings::{CONTRACT_VERSION, PLUGIN_EXPORT};
 use factbuoy_runtime::grants::GrantSet;
 use factbuoy_runtime::params;
 use factbuoy_runtime::sink::MemorySink;
-use factbuoy_runtime::{Limits, RunRequest, Runtime, RuntimeOptions, engine};
+use factbuoy_runtime::{Invocation, Limits, Runtime, RuntimeOptions, engine};
 use wasmtime::Store;
 use wasmtime::component::{Component, Linker, ResourceTable, Val};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
@@ -139,7 +139,7 @@ async fn main() {
     let resolved = params::resolve(&plugin.info.parameters, &given).unwrap();
     let mut runs = Vec::with_capacity(RUN_ITERATIONS);
     for _ in 0..RUN_ITERATIONS {
-        let request = RunRequest {
+        let request = Invocation {
             params: resolved.clone(),
             grants: GrantSet::default(),
             host_root: "/".into(),
@@ -148,7 +148,7 @@ async fn main() {
             limits: None,
         };
         let started = Instant::now();
-        let report = runtime.run(&plugin, request).await;
+        let report = runtime.invoke(&plugin, request).await;
         runs.push(started.elapsed());
         assert!(report.succeeded, "{report:?}");
     }

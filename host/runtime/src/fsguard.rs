@@ -98,7 +98,7 @@ fn pid_allowed(rest: &[&str], how: ProcUse, top: bool) -> bool {
 
 /// Why a path was refused.
 #[derive(Debug, thiserror::Error)]
-pub enum Refusal {
+pub enum PathRefusal {
     /// Not a regular file or directory; holds what it is.
     #[error("it is a {0}; only regular files and directories can be opened")]
     Special(&'static str),
@@ -232,10 +232,10 @@ impl FsGuard {
     }
 
     /// Checks a file just opened for the plugin to use as `how`.
-    pub fn check(&mut self, file: &File, how: ProcUse) -> Result<Checked, Refusal> {
+    pub fn check(&mut self, file: &File, how: ProcUse) -> Result<Checked, PathRefusal> {
         let meta = file.metadata()?;
         if let Some(kind) = special_kind(meta.mode()) {
-            return Err(Refusal::Special(kind));
+            return Err(PathRefusal::Special(kind));
         }
         let kind = statfs::fstatfs(file)
             .map_err(io::Error::from)?
@@ -244,7 +244,7 @@ impl FsGuard {
             let inside = self.proc_path(file, meta.dev())?;
             let parts: Vec<&str> = inside.split('/').filter(|p| !p.is_empty()).collect();
             if !proc_allowed(&parts, how) {
-                return Err(Refusal::Proc(inside));
+                return Err(PathRefusal::Proc(inside));
             }
         }
         Ok(Checked {
@@ -254,7 +254,7 @@ impl FsGuard {
     }
 
     /// Checks reading the symlink `name` in the open directory `dir`.
-    pub fn check_link(&mut self, dir: &File, name: &str) -> Result<(), Refusal> {
+    pub fn check_link(&mut self, dir: &File, name: &str) -> Result<(), PathRefusal> {
         let meta = dir.metadata()?;
         let kind = statfs::fstatfs(dir)
             .map_err(io::Error::from)?
@@ -268,7 +268,7 @@ impl FsGuard {
         if proc_allowed(&parts, ProcUse::ReadLink) {
             Ok(())
         } else {
-            Err(Refusal::Proc(parts.join("/")))
+            Err(PathRefusal::Proc(parts.join("/")))
         }
     }
 
@@ -396,13 +396,13 @@ mod tests {
                 continue;
             };
             assert!(
-                matches!(guard.check(&file, ProcUse::Open), Err(Refusal::Proc(_))),
+                matches!(guard.check(&file, ProcUse::Open), Err(PathRefusal::Proc(_))),
                 "{denied}"
             );
         }
         assert!(matches!(
             guard.check(&open("/dev/null"), ProcUse::Open),
-            Err(Refusal::Special("character device"))
+            Err(PathRefusal::Special("character device"))
         ));
         assert!(guard.check_link(&open("/proc/self/ns"), "mnt").is_ok());
         assert!(guard.check_link(&open("/proc/self"), "cwd").is_err());

@@ -1,10 +1,11 @@
-//! The sandbox: loads gatherer components and runs them with every limit enforced together.
+//! The sandbox: loads gatherer components and invokes them with every limit enforced together.
 //!
 //! One [`Runtime`] per process shares one wasmtime engine. A plugin is compiled once (and cached
-//! on disk), pre-linked once, described once, and then instantiated afresh for every run. What a
-//! run may touch is the intersection of what the plugin asks for and what the run grants; what
-//! it may consume is bounded by [`Limits`]. Whatever happens inside, [`Runtime::run`] returns a
-//! [`RunReport`]: a plugin failing never fails the host.
+//! on disk), pre-linked once, described once, and then instantiated afresh for every invocation
+//! (one execution of its `gather`; a collection *run* invokes each plugin once per node). What an
+//! invocation may touch is the intersection of what the plugin asks for and what it is granted;
+//! what it may consume is bounded by [`Limits`]. Whatever happens inside, [`Runtime::invoke`] returns a
+//! [`InvocationReport`]: a plugin failing never fails the host.
 
 pub mod bindings;
 pub mod cache;
@@ -16,6 +17,7 @@ pub mod engine;
 pub mod failure;
 pub mod fsguard;
 pub mod grants;
+mod instance;
 pub mod interfaces;
 pub mod limits;
 pub mod params;
@@ -35,9 +37,11 @@ use capture::{CaptureStream, Captured};
 use engine::Allocator;
 use failure::PluginFailure;
 use grants::{Effective, GrantSet};
-use interfaces::output::{ArtifactRecord, OutputState};
-use interfaces::progress::{LogRecord, PluginProgress, ProgressObserver, ProgressState};
-use interfaces::{Access, InstanceState};
+pub use instance::output::ArtifactRecord;
+use instance::output::OutputState;
+use instance::progress::ProgressState;
+pub use instance::progress::{Level, LogRecord, PluginProgress, ProgressObserver, level_name};
+use instance::{Access, InstanceState};
 pub use limits::Limits;
 use sink::ArtifactSink;
 use violation::Violation;
@@ -153,7 +157,7 @@ pub struct Runtime {
     limits: Limits,
     /// An empty, read-only directory mapped at `/` for runs that are not granted `/`, so that
     /// opening a path outside every grant reaches the host, which says which grant is missing
-    /// ([`RunReport::ungranted_paths`]). `None` where no temporary directory could be made:
+    /// ([`InvocationReport::ungranted_paths`]). `None` where no temporary directory could be made:
     /// such paths are then only "not found".
     ungranted_root: Option<tempfile::TempDir>,
 }
@@ -167,8 +171,8 @@ pub struct LoadedPlugin {
     pre: GathererPre<InstanceState>,
 }
 
-/// One run of a plugin.
-pub struct RunRequest {
+/// One invocation of a plugin: what it is given and granted.
+pub struct Invocation {
     /// Parameters already resolved against the plugin's description.
     pub params: Vec<(String, ParamValue)>,
     /// What the run grants; the plugin gets the intersection with what it asks for.
@@ -184,9 +188,9 @@ pub struct RunRequest {
     pub limits: Option<Limits>,
 }
 
-/// What happened in one run.
+/// What happened in one invocation.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct RunReport {
+pub struct InvocationReport {
     /// The plugin's name, as its description gives it.
     pub plugin: String,
     /// The plugin's own version, as its description gives it.
@@ -228,7 +232,7 @@ pub struct RunReport {
     pub duration_ms: f64,
 }
 
-impl RunReport {
+impl InvocationReport {
     /// One line for people: `plugin "x" 0.1.0: <what went wrong>`.
     pub fn failure_line(&self) -> Option<String> {
         self.failure
@@ -276,7 +280,7 @@ impl Runtime {
         &self.cache
     }
 
-    /// The limits a run gets when its request does not override them.
+    /// The limits an invocation gets when it does not override them.
     pub fn limits(&self) -> &Limits {
         &self.limits
     }
@@ -516,15 +520,15 @@ impl Runtime {
         store
     }
 
-    /// Runs a loaded plugin once. Never fails: every problem ends up in the report.
-    pub async fn run(&self, plugin: &LoadedPlugin, request: RunRequest) -> RunReport {
+    /// Invokes a loaded plugin once. Never fails: every problem ends up in the report.
+    pub async fn invoke(&self, plugin: &LoadedPlugin, invocation: Invocation) -> InvocationReport {
         let started = Instant::now();
-        let mut limits = request.limits.unwrap_or_else(|| self.limits.clone());
+        let mut limits = invocation.limits.unwrap_or_else(|| self.limits.clone());
         // The engine's memory slots are sized for the runtime's limit: above it, growth would
         // fail in the allocator before the limiter could report it by name.
         limits.memory_bytes = limits.memory_bytes.min(self.limits.memory_bytes);
         let info = &plugin.info;
-        let mut report = RunReport {
+        let mut report = InvocationReport {
             plugin: info.name.clone(),
             version: info.version.clone(),
             source: plugin.label.clone(),
@@ -543,7 +547,7 @@ impl Runtime {
             stderr: Captured::default(),
             duration_ms: 0.0,
         };
-        let effective = match request.grants.effective(&info.capabilities) {
+        let effective = match invocation.grants.effective(&info.capabilities) {
             Ok(effective) => effective,
             Err(e) => {
                 report.failure = Some(PluginFailure::Failed {
@@ -566,14 +570,14 @@ impl Runtime {
         let mut mapped = Vec::new();
         let mut guard = fsguard::FsGuard::default();
         for guest_path in &effective.read_paths {
-            let host_path = host_path(&request.host_root, guest_path);
+            let host_path = host_path(&invocation.host_root, guest_path);
             if !host_path.is_dir() {
                 report.absent_paths.push(guest_path.clone());
                 continue;
             }
             // A grant is a path the plugin opens too: `read:/proc/1/fd` maps nothing.
             let checked = std::fs::File::open(&host_path)
-                .map_err(fsguard::Refusal::from)
+                .map_err(fsguard::PathRefusal::from)
                 .and_then(|dir| guard.check(&dir, fsguard::ProcUse::Open));
             if let Err(refusal) = checked {
                 report.warnings.push(format!(
@@ -608,11 +612,11 @@ impl Runtime {
             limits,
             Access {
                 host_info: effective.host_info,
-                host_root: request.host_root,
+                host_root: invocation.host_root,
                 read_paths: mapped,
             },
-            request.sink,
-            request.observer,
+            invocation.sink,
+            invocation.observer,
         );
         if let Some(dir) = &ungranted_root
             && let Err(e) = store
@@ -626,7 +630,7 @@ impl Runtime {
             let gatherer = plugin.pre.instantiate_async(&mut store).await?;
             gatherer
                 .factbuoy_plugin_plugin()
-                .call_gather(&mut store, &request.params)
+                .call_gather(&mut store, &invocation.params)
                 .await
         };
         // The epoch callback ends a plugin that computes past its deadline; this ends one that

@@ -13,7 +13,7 @@ use factbuoy_catalog::PluginRef;
 use factbuoy_inspect::ansible_cache::{self, FACTS_ARTIFACT, SETUP_PLUGIN, node_name};
 use factbuoy_runtime::params;
 use factbuoy_runtime::sink::MemorySink;
-use factbuoy_runtime::{Limits, RunRequest, Runtime, RuntimeOptions};
+use factbuoy_runtime::{Invocation, Limits, Runtime, RuntimeOptions};
 
 use crate::fact_cache::write_cache;
 use crate::output::{ExitStatus, Format};
@@ -130,9 +130,9 @@ async fn gather_here(args: &FactCacheArgs) -> anyhow::Result<Vec<u8>> {
         .map_err(|e| anyhow::anyhow!("plugin \"setup\": {e}"))?;
     let memory = MemorySink::default();
     let report = runtime
-        .run(
+        .invoke(
             &loaded,
-            RunRequest {
+            Invocation {
                 params,
                 grants: plugin.default_grants(),
                 host_root: args.root.clone(),

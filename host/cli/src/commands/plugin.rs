@@ -22,7 +22,7 @@ use factbuoy_runtime::bindings::{Capability, PluginInfo};
 use factbuoy_runtime::definition::Definition;
 use factbuoy_runtime::params::{self, type_name};
 use factbuoy_runtime::sink::{ArtifactSink, DirectorySink, StdoutSink};
-use factbuoy_runtime::{Limits, RunReport, RunRequest, Runtime, RuntimeOptions, limits};
+use factbuoy_runtime::{Invocation, InvocationReport, Limits, Runtime, RuntimeOptions, limits};
 
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
@@ -430,9 +430,9 @@ async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> 
         (None, None) => Arc::new(StdoutSink),
     };
     let report = runtime
-        .run(
+        .invoke(
             &loaded,
-            RunRequest {
+            Invocation {
                 params,
                 grants,
                 host_root: args.root.clone(),
@@ -468,7 +468,7 @@ fn read_grants(grants: &[Scoped]) -> Vec<String> {
 /// The text summary: on stdout when artifacts went to files, on stderr when they went to stdout.
 /// A granted path missing on this host is noted when the operator named it (`read_grants`);
 /// one a bundled plugin asks for and does without (`/dev/disk` in a container) only in the log.
-fn print_summary(report: &RunReport, artifacts_in_files: bool, read_grants: &[String]) {
+fn print_summary(report: &InvocationReport, artifacts_in_files: bool, read_grants: &[String]) {
     let mut lines = Vec::new();
     // Everything below but the numbers is the plugin's text.
     let status = match report.failure_line() {

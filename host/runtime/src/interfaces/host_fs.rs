@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::bindings::factbuoy::plugin::host_fs::{self, LinkError};
-use crate::fsguard::{FsGuard, Refusal};
+use crate::fsguard::{FsGuard, PathRefusal};
 use crate::interfaces::InstanceState;
 use crate::interfaces::wasi_filesystem::open_parent;
 
@@ -61,7 +61,7 @@ pub(crate) fn read_link(
         guard
             .check_link(&parent, &name.to_string_lossy())
             .map_err(|refusal| match refusal {
-                Refusal::Io(e) => e,
+                PathRefusal::Io(e) => e,
                 refused => std::io::Error::new(std::io::ErrorKind::PermissionDenied, refused),
             })?;
         cap_primitives::fs::read_link_contents(&parent, Path::new(name))

@@ -1,8 +1,5 @@
-//! `output`: artifacts streamed from the plugin into the run's [`ArtifactSink`], with names
-//! checked, sizes and digests recorded, and the run's output limit enforced.
-
-use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
+//! `output`: artifacts streamed from the plugin into the invocation's sink, with names checked,
+//! sizes and digests recorded, and the output limit enforced.
 
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
@@ -10,86 +7,10 @@ use wasmtime::component::Resource;
 
 use crate::bindings::OpenArtifact;
 use crate::bindings::factbuoy::plugin::output::{self, OutputError};
-use crate::interfaces::InstanceState;
-use crate::sink::{ArtifactSink, ArtifactWriter};
+use crate::instance::InstanceState;
+use crate::instance::output::{ArtifactRecord, OpenWriter};
 use crate::violation::Violation;
-use factbuoy_protocol::names::{ArtifactName, UnpackedNames};
-
-/// The writing side of an artifact not yet finished.
-struct OpenWriter {
-    writer: ArtifactWriter,
-    hasher: Sha256,
-}
-
-/// What the report says about one artifact.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct ArtifactRecord {
-    /// The name the plugin gave it, checked.
-    pub name: ArtifactName,
-    /// The media type the plugin declared, unchecked (`application/json`).
-    pub media_type: String,
-    /// Bytes stored, which is fewer than written when `truncated`.
-    pub size_bytes: u64,
-    /// Hex sha-256 of the bytes stored; set when the artifact is finished.
-    pub sha256: Option<String>,
-    /// The output limit cut this artifact short.
-    pub truncated: bool,
-    /// Storing it failed; the message says why.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// The `output` side of an instance: the sink, the artifacts created so far, and the bytes
-/// counted against the run's output limit.
-pub struct OutputState {
-    sink: Arc<dyn ArtifactSink>,
-    names: HashSet<ArtifactName>,
-    /// The same names as they will be unpacked, case-folded: a bundle must unpack on macOS and
-    /// Windows too.
-    unpacked: UnpackedNames,
-    pub(crate) records: Vec<ArtifactRecord>,
-    /// Artifacts not yet finished, by record index; kept here rather than in the resource table
-    /// so that those a trapped plugin left open can still be finished.
-    open: BTreeMap<usize, OpenWriter>,
-    written_bytes: u64,
-}
-
-impl OutputState {
-    /// Nothing written yet; artifacts will go to `sink`.
-    pub fn new(sink: Arc<dyn ArtifactSink>) -> Self {
-        OutputState {
-            sink,
-            names: HashSet::new(),
-            unpacked: UnpackedNames::default(),
-            records: Vec::new(),
-            open: BTreeMap::new(),
-            written_bytes: 0,
-        }
-    }
-}
-
-impl OutputState {
-    async fn finish(&mut self, record: usize) -> Result<(), OutputError> {
-        let Some(OpenWriter { mut writer, hasher }) = self.open.remove(&record) else {
-            return Err(OutputError::Closed);
-        };
-        let record = &mut self.records[record];
-        record.sha256 = Some(hex::encode(hasher.finalize()));
-        writer.shutdown().await.map_err(|e| {
-            record.error = Some(e.to_string());
-            OutputError::Io(format!("finishing {}: {e}", record.name))
-        })
-    }
-
-    /// Finishes every artifact the plugin left open (it trapped, or never called `finish`).
-    pub(crate) async fn finish_all(&mut self) {
-        let open: Vec<usize> = self.open.keys().copied().collect();
-        for record in open {
-            // A failure is already noted in the artifact's record.
-            let _ = self.finish(record).await;
-        }
-    }
-}
+use factbuoy_protocol::names::ArtifactName;
 
 impl output::Host for InstanceState {
     async fn create(

@@ -18,7 +18,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream, FsError, FsResult};
 
-use crate::fsguard::{Checked, FsGuard, ProcUse, Refusal, is_local, special_kind};
+use crate::fsguard::{Checked, FsGuard, PathRefusal, ProcUse, is_local, special_kind};
 use crate::interfaces::InstanceState;
 
 /// The store's view for `wasi:filesystem/types`: wasmtime-wasi's, and the run's guard.
@@ -55,12 +55,12 @@ pub(crate) fn add_to_linker(linker: &mut Linker<InstanceState>) -> wasmtime::Res
 
 /// The WASI error a refusal becomes: `access` for the /proc rule (what an unreadable file
 /// gives), `unsupported` for a special file, `io` when the check itself failed.
-fn refusal_error(refusal: &Refusal, path: &str) -> FsError {
+fn refusal_error(refusal: &PathRefusal, path: &str) -> FsError {
     tracing::debug!("refused a plugin's {path:?}: {refusal}");
     match refusal {
-        Refusal::Special(_) => ErrorCode::Unsupported.into(),
-        Refusal::Proc(_) => ErrorCode::Access.into(),
-        Refusal::Io(_) => ErrorCode::Io.into(),
+        PathRefusal::Special(_) => ErrorCode::Unsupported.into(),
+        PathRefusal::Proc(_) => ErrorCode::Access.into(),
+        PathRefusal::Io(_) => ErrorCode::Io.into(),
     }
 }
 
@@ -80,7 +80,7 @@ fn open_beneath(dir: &File, path: &str, follow: bool) -> io::Result<File> {
     // Refused unopened: opening a device can have effects (a watchdog starts, a tape rewinds).
     let meta = cap_primitives::fs::stat(dir, path, follow)?;
     if let Some(kind) = special_kind(cap_primitives::fs::MetadataExt::mode(&meta)) {
-        return Err(io::Error::other(Refusal::Special(kind)));
+        return Err(io::Error::other(PathRefusal::Special(kind)));
     }
     let mut options = cap_primitives::fs::OpenOptions::new();
     options
