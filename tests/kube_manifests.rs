@@ -118,6 +118,7 @@ fn spec(run_id: &str, image: &str) -> RunSpec {
         operator_ca_pem: "not used".into(),
         plan_json: "{}".into(),
         components: vec![],
+        secrets: false,
     }
 }
 

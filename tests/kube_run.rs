@@ -594,3 +594,123 @@ fn a_python_plugin_from_a_file_travels_in_parts_and_runs_on_every_node() {
     let run_id = status["run_id"].as_str().unwrap().to_owned();
     factbuoy_json(cluster, state.path(), &["delete", &run_id]);
 }
+
+/// A secret parameter travels in the run's Secret, which only the aggregator reads and which it
+/// deletes when the run ends: the plugin gets it on every node, and it is nowhere else: not in
+/// what `gen` prints, the bundle, the state directory, what `run` printed, the aggregator's log,
+/// or any object left in the cluster (ConfigMaps, pods and their annotations, events, Secrets).
+#[test]
+fn a_secret_parameter_reaches_the_plugin_on_every_node_and_nothing_else() {
+    const SECRET: &str = "kube-s3cr3t-Q9x";
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(SECRET);
+    let cluster = cluster();
+    let hostile = support::fixture("hostile");
+    let hostile = hostile.to_str().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let token = state.path().join("token-file");
+    std::fs::write(&token, format!("{SECRET}\n")).unwrap();
+    let from_file = format!("hostile:token=@{}", token.display());
+    let plugin = ["--plugin", hostile, "-p", "hostile:mode=budget-secret"];
+
+    // `gen` prints manifests without it, and how to create the Secret they name.
+    let generated = kube_runs::factbuoy(cluster, state.path())
+        .args(["gen", "--run-id", "5ec4e7000001"])
+        .args(plugin)
+        .args(["-p", &from_file])
+        .output()
+        .unwrap();
+    assert!(generated.status.success(), "{generated:?}");
+    let printed = [&generated.stdout[..], &generated.stderr[..]].concat();
+    let printed = String::from_utf8_lossy(&printed);
+    assert!(!printed.contains(SECRET) && !printed.contains(&encoded));
+    assert!(
+        printed.contains("create secret generic factbuoy-secrets --from-file=hostile.token=FILE"),
+        "{printed}"
+    );
+
+    // `run --kubernetes` creates the Secret itself.
+    let run = kube_runs::factbuoy(cluster, state.path())
+        .args(["run", "--kubernetes", "--image", cluster.factbuoy_image()])
+        .args(["--image-pull-policy", "Never", "--timeout", "5m", "--out"])
+        .arg(out.path())
+        .args(plugin)
+        .args(["-p", "hostile:token=env:FACTBUOY_TEST_TOKEN"])
+        .env("FACTBUOY_TEST_TOKEN", SECRET)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ran = run.wait_with_output().unwrap();
+    assert!(ran.status.success(), "{ran:?}");
+    let bundle = kube_runs::Bundle::read(
+        std::fs::read_dir(out.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
+            .expect("a bundle"),
+    );
+    let status = bundle.status();
+    let run_id = status["run_id"].as_str().unwrap().to_owned();
+    let namespace = format!("factbuoy-{run_id}");
+    let reversed: String = SECRET.chars().rev().collect();
+    for node in ["node-1", "node-2", "node-3"] {
+        assert_eq!(
+            pair(&status, "hostile", node)["status"],
+            "complete",
+            "{status:#}"
+        );
+        let probe = bundle.json(&format!("plugins/hostile/results/{node}/probe.json"));
+        assert_eq!(
+            probe["token_reversed"],
+            reversed.as_str(),
+            "{node}: {probe}"
+        );
+        assert_eq!(probe["token_len"], SECRET.len(), "{node}: {probe}");
+    }
+
+    // The aggregator deleted its Secret when the run ended.
+    let secrets = cluster.kubectl(["-n", &namespace, "get", "secrets", "-o", "name"]);
+    assert!(!secrets.contains("factbuoy-secrets"), "{secrets}");
+    let holders = |text: &str| text.contains(SECRET) || text.contains(&encoded);
+    for (name, file) in &bundle.files {
+        assert!(
+            !holders(&String::from_utf8_lossy(file)),
+            "the bundle's {name}"
+        );
+    }
+    for what in [&ran.stdout, &ran.stderr] {
+        assert!(!holders(&String::from_utf8_lossy(what)), "run printed it");
+    }
+    std::fs::remove_file(&token).unwrap();
+    for entry in walkdir(state.path()) {
+        let text = String::from_utf8_lossy(&std::fs::read(&entry).unwrap()).into_owned();
+        assert!(!holders(&text), "{} holds it", entry.display());
+    }
+    let log = cluster.kubectl(["-n", &namespace, "logs", "factbuoy-aggregator"]);
+    assert!(!holders(&log), "the aggregator's log: {log}");
+    let objects = cluster.kubectl([
+        "get",
+        "configmaps,pods,events,secrets,daemonsets,services",
+        "--all-namespaces",
+        "-o",
+        "json",
+    ]);
+    assert!(!holders(&objects), "an object in the cluster holds it");
+    factbuoy_json(cluster, state.path(), &["delete", &run_id]);
+}
+
+/// Every file below `dir`.
+fn walkdir(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walkdir(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}

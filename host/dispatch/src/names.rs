@@ -21,6 +21,9 @@ pub const RUN_CONFIG_MAP: &str = "factbuoy-run";
 pub const RUN_PLAN_KEY: &str = "run.json";
 /// Key of the operator CA certificate (PEM) in [`RUN_CONFIG_MAP`].
 pub const OPERATOR_CA_KEY: &str = "operator-ca.pem";
+/// The Secret holding a run's secret parameters, one key per parameter ([`secret_key`]): only
+/// the aggregator reads it (by name), and deletes it when the run ends.
+pub const SECRETS: &str = "factbuoy-secrets";
 /// The ConfigMap the aggregator creates at start with its run CA certificate; agents mount it.
 pub const CA_CONFIG_MAP: &str = "factbuoy-ca";
 /// Key of the run CA certificate (PEM) in [`CA_CONFIG_MAP`].
@@ -160,6 +163,13 @@ pub fn token_audience(run_id: &str) -> String {
 /// `factbuoy-aggregator.<namespace>.svc`.
 pub fn server_name(namespace: &str) -> String {
     format!("{AGGREGATOR}.{namespace}.svc")
+}
+
+/// The key of secret parameter `param` of plugin `plugin` in Secret [`SECRETS`]:
+/// `<plugin>.<param>` (plugin and parameter names are lower-case words with `-` and `_`, which
+/// Secret keys allow; the dot cannot occur in either, so the key splits back unambiguously).
+pub fn secret_key(plugin: &str, param: &str) -> String {
+    format!("{plugin}.{param}")
 }
 
 /// The user name a TokenReview gives an agent's token: `system:serviceaccount:<ns>:factbuoy-agent`.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context;
-use k8s_openapi::api::core::v1::Toleration;
+use k8s_openapi::api::core::v1::{Secret, Toleration};
 
 use factbuoy_aggregator::config::{PlanScope, RunConfig};
 use factbuoy_dispatch::Cluster;
@@ -17,6 +17,8 @@ use factbuoy_dispatch::names;
 use factbuoy_dispatch::resources::ResourceKind;
 use factbuoy_pki::RunCa;
 use factbuoy_protocol::identity::Role;
+
+use crate::secrets;
 
 /// The image `gen` and `run --kubernetes` use by default: what deploy/build-image.sh names it.
 pub const DEFAULT_IMAGE: &str = concat!("factbuoy.local/factbuoy:", env!("CARGO_PKG_VERSION"));
@@ -85,6 +87,19 @@ pub struct Prepared {
     pub manifests: RunManifests,
     /// The namespace the run's objects live in.
     pub namespace: String,
+    /// The run's Secret with the values of its secret parameters, if it has any: never among
+    /// the manifests (`factbuoy gen` prints how to create it instead).
+    pub secret: Option<Secret>,
+}
+
+impl Prepared {
+    /// How to create the run's Secret after applying the manifests by other means, if the run
+    /// has secret parameters: a `kubectl create secret` command with a file per parameter.
+    pub fn secret_command(&self) -> Option<String> {
+        let secret = self.secret.as_ref()?;
+        let keys: Vec<&String> = secret.data.iter().flat_map(|data| data.keys()).collect();
+        Some(secrets::create_command(&self.namespace, &keys))
+    }
 }
 
 /// Builds the objects of run `config` placed by `placement`, with the operator CA and the
@@ -100,11 +115,9 @@ pub fn prepare(
 ) -> anyhow::Result<Prepared> {
     let run_id = &config.run_id;
     names::check_run_id(run_id)?;
-    let plan_json = serde_json::to_string_pretty(config)?;
-    anyhow::ensure!(
-        plan_json == serde_json::to_string_pretty(&config.without_secrets())?,
-        "a secret plugin parameter cannot go into the run's ConfigMap, which anyone who may read it in the namespace sees; Kubernetes runs take no secret parameters yet"
-    );
+    // Secret parameters travel apart, in the run's Secret (`secrets`), never in the ConfigMap.
+    let plan_json = serde_json::to_string_pretty(&config.without_secrets())?;
+    let secret_values = secrets::values(config);
     {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
@@ -142,6 +155,7 @@ pub fn prepare(
         operator_ca_pem: operator_ca.cert_pem().to_owned(),
         plan_json,
         components,
+        secrets: !secret_values.is_empty(),
     };
     let manifests = RunManifests::build(&spec)?;
     for path in &manifests.left_out {
@@ -155,9 +169,12 @@ pub fn prepare(
             factbuoy_dispatch::manifest::HOST_NETWORK_FACTS
         );
     }
+    let secret = (!secret_values.is_empty())
+        .then(|| secrets::object(run_id, &manifests.namespace_name, &secret_values));
     Ok(Prepared {
         namespace: manifests.namespace_name.clone(),
         manifests,
+        secret,
     })
 }
 
@@ -165,10 +182,14 @@ pub fn prepare(
 /// (`operator.pem`, `operator.key`).
 pub(crate) const OPERATOR_FILES: &str = "operator";
 
-/// Applies a prepared run's objects to the cluster.
+/// Applies a prepared run's objects to the cluster, then creates its Secret, if any (the
+/// aggregator waits for it).
 pub async fn apply(cluster: &Cluster, prepared: &mut Prepared) -> anyhow::Result<()> {
     apply::apply(&cluster.client, &mut prepared.manifests, Mode::Apply)
         .await
         .context("applying the run's manifests")?;
+    if let Some(secret) = &prepared.secret {
+        secrets::create(&cluster.client, secret).await?;
+    }
     Ok(())
 }

@@ -8,6 +8,7 @@
 //! - [`pod`]: the aggregator as a pod of its own run (`factbuoy aggregator serve-kubernetes`):
 //!   it makes the run's CA inside the pod, publishes it, saves the cluster's resources, follows
 //!   the nodes and the agent pods, and ends the run's DaemonSet once every result is in.
+//! - [`secrets`]: secret parameters, in a Secret only the aggregator reads, from both ends.
 //!
 //! Not here: planning (the operator crate decides what runs), and anything local or fleet runs
 //! need. The aggregator knows nothing of Kubernetes; [`pod`] connects it to the cluster through
@@ -16,6 +17,7 @@
 pub mod launch;
 pub mod pod;
 pub mod reach;
+pub mod secrets;
 
 pub use factbuoy_dispatch::delete::{DeleteOptions, Selection, delete};
 pub use factbuoy_dispatch::manifest::components::COMPONENTS_DIR;

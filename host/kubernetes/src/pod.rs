@@ -24,6 +24,8 @@ use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::tls::Identity;
 use factbuoy_protocol::{Client as AgentClient, Scope};
 use factbuoy_runtime::{Runtime, RuntimeOptions};
+
+use crate::secrets;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -60,6 +62,8 @@ pub struct ServeOptions {
     /// The kinds of cluster objects saved into the bundle's resources/ (the run's RBAC lets it
     /// list exactly these).
     pub resources: Vec<&'static ResourceKind>,
+    /// Whether the run has secret parameters, whose values are in Secret `factbuoy-secrets`.
+    pub secrets: bool,
 }
 
 /// The pod's own name and namespace, from the downward API.
@@ -92,7 +96,7 @@ pub async fn serve(
     let cluster = factbuoy_dispatch::in_cluster()?;
     let client = cluster.client;
     wait_for_api(&client).await?;
-    let run = open_or_create(&args, &me.namespace)?;
+    let run = open_or_create(&args, &client, &me.namespace).await?;
     let run_id = run.config().run_id.clone();
     publish_ca(&client, &me, run.ca().cert_pem()).await?;
     save_resources(
@@ -159,6 +163,9 @@ pub async fn serve(
         tracing::warn!("publishing the final status annotation: {e}");
     }
     end_daemonset(&client, &me.namespace).await;
+    if args.secrets {
+        secrets::delete(&client, &me.namespace).await;
+    }
     // The bundle stays available on the operator listener until `factbuoy delete`.
     shutdown.await;
     Ok(())
@@ -244,7 +251,11 @@ impl GlobalRunner {
 
 /// The run in `--run-dir`, created from the plan on first start and read back after a restart
 /// of the container.
-fn open_or_create(args: &ServeOptions, namespace: &str) -> anyhow::Result<Run> {
+async fn open_or_create(
+    args: &ServeOptions,
+    client: &Client,
+    namespace: &str,
+) -> anyhow::Result<Run> {
     let dir = RunDir::new(&args.run_dir);
     if dir.config().exists() {
         return Run::open(dir);
@@ -267,6 +278,9 @@ fn open_or_create(args: &ServeOptions, namespace: &str) -> anyhow::Result<Run> {
         )
     })?;
     config.operator_ca = Some(operator_ca);
+    if args.secrets {
+        secrets::read_into(client, namespace, &mut config).await?;
+    }
     let components = components::join(&args.components)?;
     let run = Run::create(dir, config, &components)?;
     Ok(run)

@@ -139,6 +139,10 @@ pub struct ServeKubernetesArgs {
     /// list exactly these).
     #[arg(long, value_name = "KIND,...", value_delimiter = ',', default_value = "nodes,namespaces", value_parser = factbuoy_kubernetes::resource_kind)]
     resources: Vec<&'static ResourceKind>,
+    /// The run has secret parameters: read their values from Secret `factbuoy-secrets` of the
+    /// pod's namespace (waiting for it to be created), and delete it when the run ends.
+    #[arg(long)]
+    secrets: bool,
 }
 
 pub async fn aggregator(command: AggregatorCommand, format: Format) -> anyhow::Result<ExitStatus> {
@@ -169,6 +173,7 @@ pub async fn aggregator(command: AggregatorCommand, format: Format) -> anyhow::R
                 run_dir: args.run_dir,
                 lost_after: *args.lost_after,
                 resources: args.resources,
+                secrets: args.secrets,
             };
             let shutdown = async {
                 crate::signals::interrupted().await;

@@ -52,6 +52,13 @@ pub async fn generate(args: GenArgs, format: Format) -> anyhow::Result<ExitStatu
             emit(serde_saphyr::to_string_multiple(&objects)?.trim_end())
         }
     }
+    if let Some(command) = prepared.secret_command() {
+        // The values stay here: the manifests only name the Secret the aggregator reads.
+        eprintln!(
+            "run {}: its secret parameters are not in these manifests; once they are applied, create the Secret the aggregator waits for (10 minutes), each FILE holding one value:\n  {command}",
+            record.run_id
+        );
+    }
     eprintln!(
         "run {id}: operator credentials in {}; `factbuoy delete {id}` removes what these manifests create",
         state.kubernetes_run(&record.run_id).display(),

@@ -90,6 +90,9 @@ pub struct RunSpec {
     pub plan_json: String,
     /// Plugin components that are not bundled in the image, by SHA-256 (hex).
     pub components: Vec<(String, Vec<u8>)>,
+    /// Whether the run has secret parameters: their values are in Secret
+    /// [`SECRETS`](names::SECRETS), which the aggregator alone may read, by name.
+    pub secrets: bool,
 }
 
 /// Why a run's manifests cannot be built.
@@ -221,10 +224,11 @@ pub const HOST_NETWORK_FACTS: &str = "the host name, IPv4 and IPv6 addresses, ro
     routes and locally reachable addresses are the agent pod's, not the node's, and the node's \
     interfaces have no ethtool features or time stamping";
 
-/// The argv of the aggregator container: `factbuoy aggregator serve-kubernetes --plan ...`.
-pub fn aggregator_command(resources: &[&ResourceKind]) -> Vec<String> {
+/// The argv of the aggregator container: `factbuoy aggregator serve-kubernetes --plan ...`,
+/// and `--secrets` when the run has secret parameters (in Secret [`names::SECRETS`]).
+pub fn aggregator_command(resources: &[&ResourceKind], secrets: bool) -> Vec<String> {
     let kinds: Vec<&str> = resources.iter().map(|k| k.name).collect();
-    strings(&[
+    let mut command = strings(&[
         BINARY,
         "aggregator",
         "serve-kubernetes",
@@ -236,7 +240,11 @@ pub fn aggregator_command(resources: &[&ResourceKind]) -> Vec<String> {
         AGGREGATOR_RUN_DIR,
         "--resources",
         &kinds.join(","),
-    ])
+    ]);
+    if secrets {
+        command.push("--secrets".to_owned());
+    }
+    command
 }
 
 /// The argv of the agent container. The aggregator's address comes from the Service's
@@ -335,6 +343,7 @@ impl RunManifests {
             rules: Some(
                 rbac::namespace_rules()
                     .into_iter()
+                    .chain(spec.secrets.then(rbac::secrets_rule))
                     .map(|r| r.rule)
                     .collect(),
             ),
@@ -564,7 +573,7 @@ fn aggregator_pod_spec(spec: &RunSpec, component_parts: &[ConfigMap]) -> PodSpec
             name: "aggregator".to_owned(),
             image: Some(spec.image.clone()),
             image_pull_policy: Some(spec.image_pull_policy.clone()),
-            command: Some(aggregator_command(&spec.resources)),
+            command: Some(aggregator_command(&spec.resources, spec.secrets)),
             env: Some(vec![
                 field_env("POD_NAME", "metadata.name"),
                 field_env("POD_NAMESPACE", "metadata.namespace"),

@@ -6,7 +6,7 @@ use k8s_openapi::api::rbac::v1::PolicyRule;
 
 use std::collections::BTreeMap;
 
-use crate::names::{AGENT, AGGREGATOR, CA_CONFIG_MAP};
+use crate::names::{AGENT, AGGREGATOR, CA_CONFIG_MAP, SECRETS};
 use crate::resources::{self, ResourceKind};
 
 /// One permission and why the aggregator needs it.
@@ -126,6 +126,18 @@ pub fn namespace_rules() -> Vec<Rule> {
     ]
 }
 
+/// The aggregator's one rule about Secrets, in the run's namespace, for a run with secret
+/// parameters only: its own Secret, by name.
+pub fn secrets_rule() -> Rule {
+    rule(
+        "",
+        &["secrets"],
+        &["get", "delete"],
+        &[SECRETS],
+        "Runs with secret parameters only: reads their values from `factbuoy-secrets` at its start, and deletes it when the run ends; no other Secret.",
+    )
+}
+
 /// The rules of a run that saves the default resources, as a Markdown table (scope, API group,
 /// resources, verbs, names, reason): what docs/kubernetes.md shows.
 pub fn rules_table() -> String {
@@ -135,7 +147,8 @@ pub fn rules_table() -> String {
     let scoped = cluster_rules(&resources::default_kinds())
         .into_iter()
         .map(|r| ("cluster", r))
-        .chain(namespace_rules().into_iter().map(|r| ("run namespace", r)));
+        .chain(namespace_rules().into_iter().map(|r| ("run namespace", r)))
+        .chain(std::iter::once(("run namespace", secrets_rule())));
     for (scope, Rule { rule, reason }) in scoped {
         let group = rule.api_groups.unwrap_or_default().join(",");
         table.push_str(&format!(
@@ -184,6 +197,14 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_only_secret_the_aggregator_may_read_is_its_runs_by_name() {
+        let rule = secrets_rule().rule;
+        assert_eq!(rule.resources, Some(vec!["secrets".to_owned()]));
+        assert_eq!(rule.resource_names, Some(vec![SECRETS.to_owned()]));
+        assert_eq!(rule.verbs, ["get", "delete"]);
     }
 
     #[test]

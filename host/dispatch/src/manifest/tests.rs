@@ -55,6 +55,7 @@ pub(crate) fn spec() -> RunSpec {
         operator_ca_pem: "-----BEGIN CERTIFICATE-----\n...\n".into(),
         plan_json: "{}".into(),
         components: vec![],
+        secrets: false,
     }
 }
 
@@ -473,4 +474,36 @@ fn journal_groups_reach_only_the_agents_and_global_plugins_raise_only_the_aggreg
         security::restricted_violations(pod_specs(&m)[1]),
         security::restricted_violations(pod_specs(&plain)[1]),
     );
+}
+
+#[test]
+fn a_run_with_secret_parameters_lets_its_aggregator_alone_read_its_secret_by_name() {
+    let without = RunManifests::build(&spec()).unwrap();
+    let with = RunManifests::build(&RunSpec {
+        secrets: true,
+        ..spec()
+    })
+    .unwrap();
+    let reads_secrets = |m: &RunManifests| {
+        m.role
+            .rules
+            .iter()
+            .flatten()
+            .any(|r| r.resources.iter().flatten().any(|r| r == "secrets"))
+    };
+    assert!(!reads_secrets(&without));
+    assert!(reads_secrets(&with));
+    let command = |m: &RunManifests| {
+        m.aggregator.spec.as_ref().unwrap().containers[0]
+            .command
+            .clone()
+            .unwrap()
+    };
+    assert!(!command(&without).contains(&"--secrets".to_owned()));
+    assert_eq!(command(&with).last().unwrap(), "--secrets");
+    // The agents never get it: no volume, no environment, no API token.
+    let agents = serde_json::to_string(&with.agents).unwrap();
+    assert!(!agents.contains(names::SECRETS), "{agents}");
+    // Nor does any object hold a value: the Secret is not among the run's manifests.
+    assert!(with.objects().iter().all(|o| o["kind"] != "Secret"));
 }
