@@ -679,3 +679,80 @@ fn compiling_a_plugin_leaves_the_async_threads_free() {
         "the async thread paused {longest_gap:?} during a {compile:?} load"
     );
 }
+
+/// An interrupted run stops its plugins: one streaming an artifact ends as `stopped` within a
+/// tick, with what it wrote until then finished and kept; one stuck in a host call ends at
+/// once, not at its deadline.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stop_signal_ends_a_streaming_or_stuck_plugin_and_keeps_what_it_wrote() {
+    use factbuoy_runtime::StopSignal;
+    let sandbox = Sandbox::alone().await;
+    let stopped_after = |stop: StopSignal, after: Duration| {
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            stop.stop();
+        })
+    };
+
+    let stop = StopSignal::new();
+    let (mut request, sink) =
+        sandbox
+            .hostile
+            .request(sandbox.root.path(), &["mode=stream"], &[], None);
+    request.stop = Some(stop.clone());
+    stopped_after(stop, Duration::from_millis(500));
+    let started = Instant::now();
+    let report = sandbox
+        .hostile
+        .runtime
+        .invoke(&sandbox.hostile.plugin, request)
+        .await;
+    assert!(started.elapsed() < DEADLINE, "{:?}", started.elapsed());
+    assert!(
+        matches!(&report.failure, Some(PluginFailure::Stopped { message }) if message.contains("partial")),
+        "{report:#?}"
+    );
+    let stream = &report.artifacts[0];
+    assert!(stream.sha256.is_some(), "finished: {stream:?}");
+    let (name, bytes) = sink.contents().remove(0);
+    assert_eq!(name.to_string(), "stream.txt");
+    let kept = String::from_utf8(bytes).unwrap();
+    assert!(kept.starts_with("line 0\nline 1\n"), "{kept}");
+    assert_eq!(kept.len() as u64, stream.size_bytes);
+
+    // Stuck in a read that never returns: no tick reaches it, the stop does.
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let _mounted = match StuckFs::mount(&data) {
+        Ok(mounted) => mounted,
+        Err(why) => {
+            eprintln!("skipped the stuck half: {why}");
+            return;
+        }
+    };
+    let stop = StopSignal::new();
+    let (mut request, _) = sandbox.hostile.request(
+        root.path(),
+        &["mode=read", "path=/data/stuck"],
+        &["read:/data"],
+        None,
+    );
+    request.stop = Some(stop.clone());
+    stopped_after(stop, Duration::from_millis(500));
+    let started = Instant::now();
+    let report = sandbox
+        .hostile
+        .runtime
+        .invoke(&sandbox.hostile.plugin, request)
+        .await;
+    assert!(
+        matches!(report.failure, Some(PluginFailure::Stopped { .. })),
+        "{report:#?}"
+    );
+    assert!(
+        started.elapsed() < DEADLINE,
+        "stuck for {:?}",
+        started.elapsed()
+    );
+}

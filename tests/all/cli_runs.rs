@@ -348,6 +348,9 @@ fn retrieve_says_not_ready_during_a_run_and_waits_for_its_bundle_with_wait() {
     );
 }
 
+/// Ctrl-C stops the plugins and keeps what they wrote: a plugin streaming an artifact is
+/// delivered with its lines so far, as a failed result that says it was stopped and is partial;
+/// the run ends failed, interrupted, with its bundle.
 #[test]
 fn ctrl_c_ends_a_local_run_failed_with_a_bundle_of_what_was_collected() {
     let host = Host::new();
@@ -358,7 +361,7 @@ fn ctrl_c_ends_a_local_run_failed_with_a_bundle_of_what_was_collected() {
         "--plugin",
         &hostile,
         "-p",
-        "hostile:mode=loop",
+        "hostile:mode=stream",
         "--plugin-timeout",
         "5m",
     ]);
@@ -366,6 +369,8 @@ fn ctrl_c_ends_a_local_run_failed_with_a_bundle_of_what_was_collected() {
         pair(&s["plugins"], "hello")["result_status"] == "passed"
     });
     assert_eq!(status["status"], "running");
+    // Some lines streamed.
+    std::thread::sleep(Duration::from_millis(500));
     let interrupted = Instant::now();
     send_signal(run.id(), libc::SIGINT);
     let output = run.wait_with_output().unwrap();
@@ -384,9 +389,14 @@ fn ctrl_c_ends_a_local_run_failed_with_a_bundle_of_what_was_collected() {
     // The run is over for every later look at it, and its bundle holds what was collected.
     let document = host.status();
     assert_eq!(document["status"], "failed");
-    assert_eq!(
-        pair(&document["plugins"], "hostile")["status"],
-        "interrupted"
+    let stopped = pair(&document["plugins"], "hostile");
+    assert_eq!(stopped["result_status"], "failed", "{stopped}");
+    assert!(
+        stopped["error"]
+            .as_str()
+            .unwrap()
+            .contains("was stopped before it finished"),
+        "{stopped}"
     );
     let bundles = host.bundles();
     assert_eq!(bundles.len(), 1, "{bundles:?}");
@@ -396,9 +406,14 @@ fn ctrl_c_ends_a_local_run_failed_with_a_bundle_of_what_was_collected() {
         "{:?}",
         files.keys()
     );
+    let kept = String::from_utf8_lossy(&files["plugins/hostile/errors/this-host/stream.txt"]);
+    assert!(
+        kept.starts_with("line 0\nline 1\n") && kept.lines().count() >= 10,
+        "{kept}"
+    );
     assert!(
         String::from_utf8_lossy(&files["plugins/hostile/errors/this-host/error.json"])
-            .contains("the run was interrupted"),
+            .contains("(partial)"),
         "{:?}",
         files.keys()
     );

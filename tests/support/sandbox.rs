@@ -59,6 +59,7 @@ impl Hostile {
             sink: Arc::new(sink.clone()),
             observer,
             limits: None,
+            stop: None,
         };
         (request, sink)
     }

@@ -317,6 +317,7 @@ async fn take_part(
         spool_dir: spool.clone(),
         retry_for: options.retry_for,
         parallel: AgentConfig::all_cores(),
+        stop: factbuoy_runtime::StopSignal::new(),
     });
     let summary = crate::run(client, runtime, config, Arc::default()).await;
     let _ = std::fs::remove_dir_all(&spool);

@@ -22,7 +22,7 @@ use factbuoy_protocol::{Client, ClientError, Scope};
 use factbuoy_runtime::grants::GrantSet;
 use factbuoy_runtime::params;
 use factbuoy_runtime::sink::DirectorySink;
-use factbuoy_runtime::{Invocation, InvocationReport, Limits, LoadedPlugin, Runtime};
+use factbuoy_runtime::{Invocation, InvocationReport, Limits, LoadedPlugin, Runtime, StopSignal};
 use factbuoy_runtime::{Level, PluginProgress, ProgressObserver};
 use hyper::StatusCode;
 use tokio::sync::mpsc;
@@ -53,6 +53,10 @@ pub struct AgentConfig {
     pub retry_for: Duration,
     /// Plugins run at once: each may use the sandbox's whole memory limit.
     pub parallel: usize,
+    /// Stops the run's plugins before they finish (an interrupted run): those running end
+    /// failed as stopped, and deliver what they wrote until then, marked partial; those not
+    /// started yet never start.
+    pub stop: StopSignal,
 }
 
 impl AgentConfig {
@@ -125,6 +129,11 @@ pub async fn run(
                 .acquire_owned()
                 .await
                 .expect("the semaphore is never closed");
+            // Stopped before its turn: nothing to deliver; the aggregator gives the pair an
+            // error result saying the run was interrupted.
+            if config.stop.is_stopped() {
+                return (index, planned.name, Outcome::Failed);
+            }
             let outcome = run_plugin(&client, &runtime, &config, &loaded, &planned).await;
             (index, planned.name, outcome)
         });
@@ -292,6 +301,7 @@ async fn gather(
                 sink: Arc::new(DirectorySink::new(spool)),
                 observer: Some(observer),
                 limits: Some(limits),
+                stop: Some(config.stop.clone()),
             },
         )
         .await;

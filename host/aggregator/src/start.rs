@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use factbuoy_pki::ClientTrust;
@@ -67,18 +67,28 @@ impl RunningAggregator {
         self.shared.metrics.encode()
     }
 
-    /// Ends the run early, for `reason` (the operator pressed Ctrl-C, say): every missing result
-    /// becomes an error result saying so, the bundle holds what was collected, and the run
-    /// ends failed. Does nothing to a run that is no longer running.
-    pub fn interrupt(&self, reason: &str) {
+    /// Ends the run early, for `reason` (the operator pressed Ctrl-C, say): results still
+    /// arriving within `grace` are taken (an agent delivering what its stopped plugins wrote),
+    /// then every missing result becomes an error result saying so, the bundle holds what was
+    /// collected, and the run ends failed. Does nothing to a run that is no longer running or
+    /// already interrupted.
+    pub fn interrupt(&self, reason: &str, grace: Duration) {
         let mut state = self.shared.state.lock().unwrap();
         if state.status != RunStatus::Running || state.interrupted.is_some() {
             return;
         }
         tracing::warn!("interrupting the run: {reason}");
         state.interrupted = Some(reason.to_owned());
+        state.interrupt_grace_until = Some(SystemTime::now() + grace);
         self.shared.save_state(&state);
         drop(state);
+        self.shared.changed.notify_one();
+    }
+
+    /// Ends an interrupted run's grace now (a second Ctrl-C, or its agents are done): the
+    /// missing results become error results at once.
+    pub fn end_interrupt_grace(&self) {
+        self.shared.state.lock().unwrap().interrupt_grace_until = None;
         self.shared.changed.notify_one();
     }
 

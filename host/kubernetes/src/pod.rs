@@ -238,6 +238,7 @@ impl GlobalRunner {
                 spool_dir: self.spool_dir,
                 retry_for: factbuoy_agent::RETRY_FOR,
                 parallel: 1,
+                stop: factbuoy_runtime::StopSignal::new(),
             });
             factbuoy_agent::run(client, runtime, config, Arc::default()).await
         };

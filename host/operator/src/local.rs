@@ -19,7 +19,7 @@ use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::types::StatusDocument;
 use factbuoy_protocol::{Client, Scope};
-use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
+use factbuoy_runtime::{Limits, Runtime, RuntimeOptions, StopSignal};
 
 use crate::error::Error;
 use crate::follow::Finished;
@@ -93,9 +93,14 @@ type AgentRun = Pin<Box<dyn Future<Output = anyhow::Result<AgentSummary>> + Send
 pub(crate) struct LocalRunning {
     running: RunningAggregator,
     agent: AgentRun,
+    /// Stops the agent's plugins when the run is interrupted.
+    stop: StopSignal,
     run_dir: PathBuf,
     bundle_dir: PathBuf,
 }
+
+/// How long an interrupted run waits for the agent to deliver what its stopped plugins wrote.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
 
 /// Plans and starts a run of `selection` on this host, its bundle to be written into `out`.
 pub(crate) async fn start(
@@ -148,12 +153,14 @@ pub(crate) async fn start(
         &format!("127.0.0.1:{}", running.agent_address.port()),
         &identity,
     )?;
+    let stop = StopSignal::new();
     let agent_config = Arc::new(AgentConfig {
         scope: Scope::Node(node),
         host_root: target.root.clone(),
         spool_dir,
         retry_for: factbuoy_agent::RETRY_FOR,
         parallel: AgentConfig::all_cores(),
+        stop: stop.clone(),
     });
     let loaded = Arc::new(LoadedPlugins::default());
     for entry in plan.entries {
@@ -165,6 +172,7 @@ pub(crate) async fn start(
         LocalRunning {
             running,
             agent,
+            stop,
             run_dir,
             bundle_dir,
         },
@@ -182,6 +190,7 @@ impl LocalRunning {
         let LocalRunning {
             mut running,
             mut agent,
+            stop,
             run_dir,
             bundle_dir,
         } = self;
@@ -194,14 +203,27 @@ impl LocalRunning {
                 // not held up.
                 _ = running.finished() => break None,
                 reason = interrupts.next() => {
-                    // The agent's plugins stop with its future; what they delivered is kept.
-                    running.interrupt(&format!("{reason} from the operator"));
-                    break None;
+                    if stop.is_stopped() {
+                        // Again: what is not delivered yet becomes error results now.
+                        running.end_interrupt_grace();
+                        break None;
+                    }
+                    // The plugins stop; the agent delivers what they wrote until then, marked
+                    // partial, while the run waits for it up to the grace.
+                    stop.stop();
+                    running.interrupt(&format!("{reason} from the operator"), INTERRUPT_GRACE);
+                    tracing::warn!(
+                        "{reason}: stopping the plugins and keeping what they wrote; {reason} again to stop at once"
+                    );
                 }
                 _ = progress.tick() => on_status(&running.status_document()),
             }
         };
+        // The agent is done (or given up on): an interrupted run waits for nothing more.
         drop(agent);
+        if stop.is_stopped() {
+            running.end_interrupt_grace();
+        }
         loop {
             tokio::select! {
                 _ = running.finished() => break,

@@ -146,6 +146,7 @@ async fn main() {
             sink: Arc::new(MemorySink::default()),
             observer: None,
             limits: None,
+            stop: None,
         };
         let started = Instant::now();
         let report = runtime.invoke(&plugin, request).await;

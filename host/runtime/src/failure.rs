@@ -48,6 +48,13 @@ pub enum PluginFailure {
         /// The whole error chain, with the wasm backtrace.
         detail: String,
     },
+    /// The plugin was stopped before it finished, its run interrupted; its artifacts are
+    /// partial.
+    #[error("{message}")]
+    Stopped {
+        /// What happened, and that the artifacts are partial.
+        message: String,
+    },
     /// The plugin rejected its parameters.
     #[error("rejected its parameters: {message}")]
     InvalidParameters {
@@ -118,6 +125,11 @@ impl PluginFailure {
 impl From<Violation> for PluginFailure {
     fn from(violation: Violation) -> Self {
         let limit = match &violation {
+            Violation::Stopped => {
+                return PluginFailure::Stopped {
+                    message: violation.to_string(),
+                };
+            }
             Violation::Deadline(_) => LimitKind::Deadline,
             Violation::Memory { .. } => LimitKind::Memory,
             Violation::Table { .. } => LimitKind::Table,

@@ -22,6 +22,7 @@ pub mod interfaces;
 pub mod limits;
 pub mod params;
 pub mod sink;
+mod stop;
 pub mod violation;
 
 use std::path::{Path, PathBuf};
@@ -44,6 +45,7 @@ pub use instance::progress::{Level, LogRecord, PluginProgress, ProgressObserver,
 use instance::{Access, InstanceState};
 pub use limits::Limits;
 use sink::ArtifactSink;
+pub use stop::StopSignal;
 use violation::Violation;
 
 /// How long `describe` may take; it must not touch the host, so this is generous.
@@ -186,6 +188,9 @@ pub struct Invocation {
     /// Overrides the runtime's limits for this run. The stack limit is engine-wide and stays;
     /// the memory limit can only be lowered.
     pub limits: Option<Limits>,
+    /// Stops the invocation before it finishes when given (its run is interrupted); `None`: it
+    /// runs to its end or its deadline.
+    pub stop: Option<StopSignal>,
 }
 
 /// What happened in one invocation.
@@ -439,7 +444,14 @@ impl Runtime {
             failure,
         };
         let sink: Arc<dyn ArtifactSink> = Arc::new(sink::MemorySink::default());
-        let mut store = self.new_store(label, wasi_builder(), limits, Access::none(), sink, None);
+        let mut store = self.new_store(
+            label,
+            wasi_builder(),
+            limits,
+            Access::none(),
+            (sink, None),
+            None,
+        );
         let deadline = store.data().limits.deadline;
         let call = async {
             let gatherer = pre.instantiate_async(&mut store).await?;
@@ -476,8 +488,8 @@ impl Runtime {
         mut wasi: WasiCtxBuilder,
         limits: Limits,
         access: Access,
-        sink: Arc<dyn ArtifactSink>,
-        observer: Option<Arc<dyn ProgressObserver>>,
+        (sink, observer): (Arc<dyn ArtifactSink>, Option<Arc<dyn ProgressObserver>>),
+        stop: Option<StopSignal>,
     ) -> Store<InstanceState> {
         let stdout = CaptureStream::new(limits.captured_stdio_bytes);
         let stderr = CaptureStream::new(limits.captured_stdio_bytes);
@@ -509,10 +521,14 @@ impl Runtime {
         store.limiter(|state| state);
         let started = Instant::now();
         let deadline = store.data().limits.deadline;
-        // Every tick: yield to other tasks, and end the plugin once its deadline has passed.
+        // Every tick: yield to other tasks, and end the plugin once its deadline has passed or
+        // its run was interrupted.
         store.epoch_deadline_callback(move |mut ctx| {
             if started.elapsed() >= deadline {
                 return Err(ctx.data_mut().violate(Violation::Deadline(deadline)));
+            }
+            if stop.as_ref().is_some_and(StopSignal::is_stopped) {
+                return Err(ctx.data_mut().violate(Violation::Stopped));
             }
             Ok(UpdateDeadline::Yield(1))
         });
@@ -615,8 +631,8 @@ impl Runtime {
                 host_root: invocation.host_root,
                 read_paths: mapped,
             },
-            invocation.sink,
-            invocation.observer,
+            (invocation.sink, invocation.observer),
+            invocation.stop.clone(),
         );
         if let Some(dir) = &ungranted_root
             && let Err(e) = store
@@ -633,15 +649,25 @@ impl Runtime {
                 .call_gather(&mut store, &invocation.params)
                 .await
         };
-        // The epoch callback ends a plugin that computes past its deadline; this ends one that
-        // is stuck in a host call.
-        let outcome = tokio::time::timeout(deadline, call).await;
+        // The epoch callback ends a plugin that computes past its deadline or is stopped; this
+        // ends one that is stuck in a host call.
+        let stop = invocation.stop;
+        let stopped = async {
+            match &stop {
+                Some(stop) => stop.stopped().await,
+                None => std::future::pending().await,
+            }
+        };
+        let outcome = tokio::select! {
+            outcome = tokio::time::timeout(deadline, call) => outcome.map_err(|_| Violation::Deadline(deadline)),
+            () = stopped => Err(Violation::Stopped),
+        };
         let state = store.data_mut();
         state.output.finish_all().await;
         let stderr_tail = state.stderr.last_text(PANIC_SEARCH_BYTES);
         let failure = match outcome {
-            Err(_) => {
-                state.violation.get_or_insert(Violation::Deadline(deadline));
+            Err(violation) => {
+                state.violation.get_or_insert(violation);
                 None
             }
             Ok(Err(e)) => Some(failure::classify_trap(&e, &stderr_tail, stack_bytes)),

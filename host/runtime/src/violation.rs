@@ -6,6 +6,11 @@ use std::time::Duration;
 /// A limit crossed, with the values its message quotes.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Violation {
+    /// Its run was interrupted: stopped before it finished ([`crate::StopSignal`]).
+    #[error(
+        "was stopped before it finished: its run was interrupted; its artifacts hold what it wrote until then (partial)"
+    )]
+    Stopped,
     /// The run lasted longer than the deadline it holds.
     #[error("ran past its deadline of {}", humantime::format_duration(*.0))]
     Deadline(Duration),

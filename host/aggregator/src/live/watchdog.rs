@@ -54,7 +54,11 @@ pub(crate) async fn watchdog(shared: Arc<Shared>) {
                 state.disposition_stand_ins(),
                 state.lost_pairs(now, shared.started_at, window, unheard),
                 state.missing_pairs(),
-                state.interrupted.clone(),
+                // Once its grace is over: results being delivered are taken until then.
+                state
+                    .interrupted
+                    .clone()
+                    .filter(|_| state.interrupt_grace_until.is_none_or(|until| now >= until)),
             )
         };
         let mut stand_ins: Vec<(String, Scope, PairStatus, String)> = decided;

@@ -68,6 +68,11 @@ pub(crate) struct RunState {
     /// error results, the bundle holds what was collected, and the run ends failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) interrupted: Option<String>,
+    /// Until when an interrupted run still takes the results its agents are delivering (the
+    /// partial artifacts of stopped plugins) before the missing ones become error results. Not
+    /// saved: a restarted run stands them in at once.
+    #[serde(skip)]
+    pub(crate) interrupt_grace_until: Option<SystemTime>,
     /// Whether the dispatcher said its first listing of nodes is complete (dynamic runs).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) settled: bool,
@@ -110,6 +115,7 @@ impl RunState {
             expected_at: BTreeMap::new(),
             settled: false,
             interrupted: None,
+            interrupt_grace_until: None,
         };
         for node in &config.nodes {
             state.set_node(config, node, Disposition::Expected, SystemTime::UNIX_EPOCH);

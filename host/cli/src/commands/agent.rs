@@ -193,6 +193,7 @@ async fn deliver(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> 
         spool_dir,
         retry_for: *args.retry_for,
         parallel: AgentConfig::all_cores(),
+        stop: factbuoy_runtime::StopSignal::new(),
     });
     // Input was fine by now: an agent that cannot deliver failed (exit 1), as a plugin does.
     let summary = factbuoy_agent::run(client, runtime, config, Arc::default())

@@ -139,6 +139,7 @@ async fn gather_here(args: &FactCacheArgs) -> anyhow::Result<Vec<u8>> {
                 sink: Arc::new(memory.clone()),
                 observer: None,
                 limits: None,
+                stop: None,
             },
         )
         .await;

@@ -439,6 +439,7 @@ async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> 
                 sink,
                 observer: None,
                 limits: None,
+                stop: None,
             },
         )
         .await;

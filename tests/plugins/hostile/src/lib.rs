@@ -24,7 +24,7 @@ impl Gatherer for Hostile {
         .param(Param::string("mode").required().describe(
             "well-behaved | nothing | loop | alloc | recurse | recurse-shadow | flood | panic | fail | read | list | \
                  write | connect | host-info | host-root | read-link | hostfs-read | stdout-flood | \
-                 log-flood | huge-chunk | bad-name | udp | resolve | process | fs-proc | fs-read | fs-usage | \
+                 log-flood | huge-chunk | stream | bad-name | udp | resolve | process | fs-proc | fs-read | fs-usage | \
                  budget-… (see budget_modes.rs)",
         ))
         .param(
@@ -83,6 +83,16 @@ impl Gatherer for Hostile {
                 loop {
                     out.write_all(&block).map_err(output::into_gather_error)?;
                 }
+            }
+            // Streams numbered lines into an artifact, one every 10 ms, until stopped.
+            "stream" => {
+                let mut out = output::create("stream.txt", "text/plain")?;
+                for line in 0u64.. {
+                    out.write_all(format!("line {line}\n").as_bytes())
+                        .map_err(output::into_gather_error)?;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Ok(())
             }
             "stdout-flood" => {
                 let line = "y".repeat(1023);
