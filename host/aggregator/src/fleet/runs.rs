@@ -1,6 +1,8 @@
 //! The fleet's runs: each an ordinary run served in this process, numbered in the order the
 //! fleet started them, kept in `runs/<number>-<run id>/` so that a restarted fleet serves the
-//! unfinished ones again.
+//! unfinished ones again. A run whose bundle is written is retired as a local run is
+//! ([`RunDir::retire`]): its keys, commit records and results copy go, its configuration and
+//! final status stay; a run that ended without a bundle keeps its results, their only copy.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -44,6 +46,9 @@ pub(crate) async fn resume(fleet: &Arc<Fleet>) -> anyhow::Result<()> {
     *fleet.runs.newest.lock().unwrap() = newest;
     for (number, path) in found {
         let dir = RunDir::new(&path);
+        if dir.final_status().exists() {
+            continue;
+        }
         let run = match Run::open(dir) {
             Ok(run) => run,
             Err(e) => {
@@ -52,6 +57,8 @@ pub(crate) async fn resume(fleet: &Arc<Fleet>) -> anyhow::Result<()> {
             }
         };
         if matches!(run.status(), RunStatus::Complete | RunStatus::Failed) {
+            // A stop between the bundle and the retirement.
+            retire_if_bundled(run.dir());
             continue;
         }
         serve(fleet, number, run)
@@ -69,8 +76,17 @@ async fn serve(fleet: &Arc<Fleet>, number: u64, run: Run) -> anyhow::Result<Sock
     let nodes = run.config().nodes.clone();
     let ca = run.ca().cert_pem().to_owned();
     let admission = admission(fleet, &run_id);
+    let dir = run.dir().clone();
     let running = start_within(run, fleet.bundled, Some(admission), fleet.run_budget).await?;
     let operator_address = running.operator_address;
+    let finished = running.on_finish();
+    let retiring = tokio::spawn(async move {
+        finished.await;
+        // The state on disk, not the run's memory: this task must not keep the run alive.
+        tokio::task::spawn_blocking(move || retire_if_bundled(&dir))
+            .await
+            .unwrap_or_else(|e| tracing::error!("retiring a fleet run: {e}"));
+    });
     fleet.runs.add(
         number,
         FleetRun {
@@ -78,9 +94,36 @@ async fn serve(fleet: &Arc<Fleet>, number: u64, run: Run) -> anyhow::Result<Sock
             nodes,
             ca,
             running,
+            retiring,
         },
     );
     Ok(operator_address)
+}
+
+/// Retires the run in `dir` if it ended with its bundle written; logs what fails (the run's
+/// bundle is whole either way, and a later start tries again).
+fn retire_if_bundled(dir: &RunDir) {
+    let document = match dir.saved_status() {
+        Ok(document) => document,
+        Err(e) => {
+            tracing::warn!("reading the status of {}: {e:#}", dir.root().display());
+            return;
+        }
+    };
+    if document.tar_info.is_none()
+        || !matches!(document.status, RunStatus::Complete | RunStatus::Failed)
+    {
+        return;
+    }
+    match dir.retire(&document) {
+        Ok(()) => {
+            tracing::info!(run = %document.run_id, "retired a finished fleet run: its keys and results copy are removed")
+        }
+        Err(e) => tracing::warn!(
+            "removing the finished run's working files from {}: {e}",
+            dir.root().display()
+        ),
+    }
 }
 
 fn admission(fleet: &Arc<Fleet>, run_id: &str) -> Arc<dyn Admission> {
