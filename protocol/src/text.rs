@@ -47,7 +47,6 @@ pub fn printable_lines(text: &str) -> String {
         .join("\n    ")
 }
 
-
 /// Whether [`printable`] escapes `c`.
 fn is_escaped(c: char) -> bool {
     matches!(
