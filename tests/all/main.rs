@@ -26,6 +26,7 @@ mod deploy_units;
 mod fleet;
 mod fleet_cli;
 mod fleet_routes;
+mod fleet_runs_on_disk;
 mod host_facts;
 mod inspect;
 mod journal;
