@@ -199,3 +199,29 @@ fn ended_run(
         )
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use factbuoy_aggregator::Run;
+    use factbuoy_aggregator::config::RunConfig;
+
+    use super::*;
+
+    #[test]
+    fn a_fleet_run_still_running_is_never_pruned() {
+        let work = tempfile::tempdir().unwrap();
+        let fleet = FleetDir::new(work.path());
+        // Served by no one now: the fleet serves it again when it starts.
+        let dir = RunDir::new(fleet.runs().join("000001-r"));
+        Run::create(dir.clone(), RunConfig::new(Vec::new()), &[]).unwrap();
+        let everything = PruneOptions {
+            older_than: Duration::ZERO,
+            dry_run: false,
+            all: true,
+        };
+        let pruning = prune_fleet(&fleet, &everything).unwrap();
+        assert!(pruning.removed.is_empty(), "{pruning:?}");
+        assert!(pruning.kept.is_empty(), "{pruning:?}");
+        assert!(dir.config().exists());
+    }
+}
