@@ -1,7 +1,7 @@
-//! What a fleet run leaves on disk, with the real binary on loopback (docs/fleet.md, "After a
-//! run"): a finished run retired to its configuration and status beside its bundle,
-//! `fleet prune` removing both, and a secret parameter that reaches the plugin and nothing else
-//! of the fleet, the member or the operator.
+//! A fleet run from its start to what it leaves on disk, with the real binary on loopback
+//! (docs/fleet.md): a member revoked in the middle of a run stops, a finished run is retired to
+//! its configuration and status beside its bundle, `fleet prune` removes both, and a secret
+//! parameter reaches the plugin and nothing else of the fleet, the member or the operator.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -75,6 +75,11 @@ impl LoopbackFleet {
             .unwrap();
         fleet.processes.push(member);
         fleet
+    }
+
+    /// The member's `agent serve`.
+    fn member(&mut self) -> &mut Child {
+        &mut self.processes[1]
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -260,4 +265,69 @@ fn a_secret_parameter_of_a_fleet_run_reaches_the_plugin_and_nothing_else() {
             text(output)
         );
     }
+}
+
+#[test]
+fn a_member_revoked_in_the_middle_of_a_run_stops_its_plugins_and_exits() {
+    let mut fleet = LoopbackFleet::start();
+    // A plugin that runs until its deadline, two minutes away.
+    let hostile = crate::support::fixture("hostile");
+    let run = fleet
+        .operator()
+        .args([
+            "run",
+            "--fleet",
+            &fleet.address,
+            "--timeout",
+            "120s",
+            "--out",
+        ])
+        .arg(fleet.path("out"))
+        .args([
+            "--plugin",
+            hostile.to_str().unwrap(),
+            "-p",
+            "hostile:mode=loop",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    fleet.processes.push(run);
+    let member_log = fleet.path("member.log");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&member_log)
+        .unwrap()
+        .contains("agent starting")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the member never started the run"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+
+    fleet.succeed(&["fleet", "revoke", "member-1"]);
+    // Its next heartbeat (every 5 s) is refused: it stops the plugin, and its next poll is
+    // refused too, so it exits 1, long before the plugin's deadline.
+    let revoked = Instant::now();
+    let exited = loop {
+        if let Some(status) = fleet.member().try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            revoked.elapsed() < Duration::from_secs(20),
+            "the revoked member still runs its plugin: {}",
+            std::fs::read_to_string(&member_log).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(exited.code(), Some(1));
+    let log = std::fs::read_to_string(&member_log).unwrap();
+    assert!(
+        log.contains("the aggregator refused this node, so its plugins were stopped")
+            && log.contains("node member-1 was revoked"),
+        "{log}"
+    );
 }
