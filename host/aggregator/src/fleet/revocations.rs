@@ -28,8 +28,10 @@ pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// What a revoked node's pairs without a result say (status `skipped`), after "node N was
 /// skipped and not waited for: ".
-pub(crate) const REASON: &str = "it was revoked from the fleet during the run (`factbuoy fleet revoke`); \
-     the run refused its requests from then on and kept nothing it sent after";
+const REASON: &str = concat!(
+    "it was revoked from the fleet during the run (`factbuoy fleet revoke`); ",
+    "the run refused its requests from then on and kept nothing it sent after"
+);
 
 /// Applies new revocations to the fleet's runs and long polls until the task is dropped. At
 /// the start every revocation is new: a restarted fleet applies them to the runs it serves

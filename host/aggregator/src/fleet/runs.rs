@@ -116,9 +116,10 @@ fn retire_if_bundled(dir: &RunDir) {
         return;
     }
     match dir.retire(&document) {
-        Ok(()) => {
-            tracing::info!(run = %document.run_id, "retired a finished fleet run: its keys and results copy are removed")
-        }
+        Ok(()) => tracing::info!(
+            run = %document.run_id,
+            "retired the finished run: its keys, records and results copy are removed"
+        ),
         Err(e) => tracing::warn!(
             "removing the finished run's working files from {}: {e}",
             dir.root().display()

@@ -1,7 +1,8 @@
 //! `factbuoy fleet`: a long-lived aggregator for machines outside any cluster: serve it, make
-//! join tokens, list and revoke nodes, prune finished runs. A machine's side is `factbuoy agent join|serve`, a run
-//! over every enrolled node `factbuoy run --fleet`. docs/fleet.md is the guide; the aggregator
-//! crate's `fleet` module does the work.
+//! join tokens, list and revoke nodes, prune finished runs. A machine's side is `factbuoy agent
+//! join|serve`, a run over every enrolled node `factbuoy run --fleet`. docs/fleet.md is the
+//! guide; the aggregator crate's `fleet` module does the work, and the operator library's
+//! `prune` the pruning.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
