@@ -236,3 +236,43 @@ pub(crate) async fn start(
         nodes,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use factbuoy_protocol::types::TarInfo;
+
+    use super::*;
+    use crate::fleet::{FleetDir, FleetSettings, serve};
+    use crate::model::config::sample;
+    use crate::model::state::RunState;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_run_bundled_before_a_stop_is_retired_when_the_fleet_starts_again() {
+        let work = tempfile::tempdir().unwrap();
+        let fleet = FleetDir::new(work.path());
+        // The bundle written, the fleet stopped before the run was retired.
+        let dir = RunDir::new(fleet.runs().join("000001-r"));
+        let config = sample();
+        Run::create(dir.clone(), config.clone(), &[]).unwrap();
+        let mut state = RunState::new(&config);
+        state.status = RunStatus::Complete;
+        state.tar_info = Some(TarInfo {
+            name: "20261125T000000Z_factbuoy_r.tar.gz".into(),
+            created: String::new(),
+            sha256: String::new(),
+            size: 0,
+        });
+        dir.save_state(&state).unwrap();
+
+        let settings = FleetSettings {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            server_names: vec!["127.0.0.1".into()],
+            certificate_validity_seconds: 3600,
+        };
+        let running = serve(fleet, settings, |_| None).await.unwrap();
+        assert!(dir.final_status().exists(), "the run was not retired");
+        assert!(!dir.pki().exists(), "the run's keys outlived its bundle");
+        assert!(dir.config().exists());
+        drop(running);
+    }
+}
