@@ -247,7 +247,8 @@ mod tests {
     use crate::model::state::RunState;
 
     #[tokio::test(flavor = "multi_thread")]
-    async fn a_run_bundled_before_a_stop_is_retired_when_the_fleet_starts_again() {
+    async fn a_run_bundled_before_a_stop_is_retired_when_the_fleet_starts_again_and_one_without_a_bundle_is_not()
+     {
         let work = tempfile::tempdir().unwrap();
         let fleet = FleetDir::new(work.path());
         // The bundle written, the fleet stopped before the run was retired.
@@ -263,6 +264,13 @@ mod tests {
             size: 0,
         });
         dir.save_state(&state).unwrap();
+        // One that failed without a bundle (a full disk): its results are their only copy.
+        let unbundled = RunDir::new(fleet.runs().join("000002-u"));
+        Run::create(unbundled.clone(), config.clone(), &[]).unwrap();
+        std::fs::create_dir_all(unbundled.results()).unwrap();
+        let mut state = RunState::new(&config);
+        state.status = RunStatus::Failed;
+        unbundled.save_state(&state).unwrap();
 
         let settings = FleetSettings {
             listen: "127.0.0.1:0".parse().unwrap(),
@@ -273,6 +281,10 @@ mod tests {
         assert!(dir.final_status().exists(), "the run was not retired");
         assert!(!dir.pki().exists(), "the run's keys outlived its bundle");
         assert!(dir.config().exists());
+        assert!(
+            unbundled.results().exists() && !unbundled.final_status().exists(),
+            "a run without a bundle was retired"
+        );
         drop(running);
     }
 }
