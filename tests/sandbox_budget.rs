@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -24,6 +23,7 @@ use factbuoy_runtime::{Level, PluginProgress, ProgressObserver};
 use support::factbuoy;
 use support::measure::{Measured, measure, measure_into};
 use support::sandbox::{Hostile, limit_of};
+use support::search::{contains, files_holding};
 
 const DEADLINE: Duration = Duration::from_secs(5);
 /// How far past its deadline a run may end: epoch ticks, scheduling, and loading the plugin.
@@ -406,41 +406,6 @@ fn a_large_json_artifact_is_streamed_into_the_json_report() {
 // Class 7: secret parameters.
 
 const SECRET: &str = "s3cr3t-Tok3n-XYZZY-42";
-
-/// Every file below `dir` that holds `needle`, looking inside `.tar.gz` bundles too.
-fn files_holding(dir: &Path, needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut pending = vec![dir.to_owned()];
-    while let Some(path) = pending.pop() {
-        if path.is_dir() {
-            pending.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
-            continue;
-        }
-        let bytes = std::fs::read(&path).unwrap();
-        if contains(&bytes, needle) {
-            found.push(path.display().to_string());
-        }
-        if path.to_string_lossy().ends_with(".tar.gz") {
-            let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(&bytes[..]));
-            for entry in archive.entries().unwrap() {
-                let mut entry = entry.unwrap();
-                let mut content = Vec::new();
-                entry.read_to_end(&mut content).unwrap();
-                if contains(&content, needle) {
-                    let name = entry.path().unwrap().display().to_string();
-                    found.push(format!("{} in {}", name, path.display()));
-                }
-            }
-        }
-    }
-    found
-}
-
-fn contains(haystack: &[u8], needle: &str) -> bool {
-    haystack
-        .windows(needle.len())
-        .any(|window| window == needle.as_bytes())
-}
 
 /// `aggregator serve` in the background, logging at debug level into `log`.
 fn serve(run_dir: &Path, log: &Path) -> (std::process::Child, String) {

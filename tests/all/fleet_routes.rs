@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use factbuoy_aggregator::fleet::{self, FleetDir, FleetSettings, registry, tokens};
 use factbuoy_protocol::fleet::{FleetRunRequest, JoinRequest};
-use factbuoy_protocol::names::NodeName;
+use factbuoy_protocol::names::{ArtifactName, NodeName};
+use factbuoy_protocol::routes::Scope;
 use factbuoy_protocol::tls::Identity;
+use factbuoy_protocol::types::{ManifestFile, Outcome, PairStatus, ResultManifest, RunStatus};
 use factbuoy_protocol::{Client, ClientError};
 
 fn node(name: &str) -> NodeName {
@@ -429,5 +431,189 @@ async fn a_machine_that_joins_again_starts_a_fresh_record() {
     assert_ne!(second.enrolled_at, first.enrolled_at);
     assert_eq!(second.agent_version, None, "{second:?}");
     assert_ne!(second.last_seen, first.last_seen, "{second:?}");
+    drop(running);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_revoked_during_a_run_is_refused_by_the_run_and_its_pairs_end_in_errors_that_say_so()
+{
+    let work = tempfile::tempdir().unwrap();
+    let dir = FleetDir::new(work.path().join("fleet"));
+    let settings = FleetSettings {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        server_names: vec!["127.0.0.1".into()],
+        certificate_validity_seconds: 3600,
+    };
+    let running = fleet::serve(dir.clone(), settings, factbuoy_catalog::bundled_component)
+        .await
+        .unwrap();
+    let address = running.address.to_string();
+    let operator = Identity::from_files(
+        &dir.operator().join("ca.pem"),
+        &dir.operator().join("client.pem"),
+        &dir.operator().join("client.key"),
+    )
+    .unwrap();
+    let operator_client = Client::new(&address, &operator).unwrap();
+
+    // r1 joins; a run with a plugin from a file starts over it.
+    let key = factbuoy_pki::KeyRequest::new("r1").unwrap();
+    let joined = Client::pinned(&address, &fleet::ca_pin(&dir).unwrap())
+        .unwrap()
+        .join(&JoinRequest {
+            token: tokens::create(&dir, Duration::from_secs(3600), Some(1)).unwrap(),
+            node: node("r1"),
+            csr: key.csr_pem.clone(),
+        })
+        .await
+        .unwrap();
+    let member = Client::new(
+        &address,
+        &Identity {
+            ca_pem: joined.ca.clone(),
+            cert_pem: joined.certificate.clone(),
+            key_pem: key.key_pem,
+        },
+    )
+    .unwrap();
+    let wasm = std::fs::read(support::fixture("uptime")).unwrap();
+    let sha256 = factbuoy_protocol::digest::sha256_hex(&wasm);
+    operator_client
+        .store_fleet_plugin(&sha256, &wasm)
+        .await
+        .unwrap();
+    let uptime = serde_json::json!({
+        "name": "uptime", "sha256": sha256, "scope": "per-node", "params": [],
+        "grants": ["host-info"], "denies": [], "deadline_seconds": 60, "definition": {},
+    });
+    let started = operator_client
+        .start_fleet_run(&FleetRunRequest {
+            plugins: vec![uptime],
+            timeout_seconds: 600,
+            lost_after_seconds: 600,
+        })
+        .await
+        .unwrap();
+
+    // The member takes the offer and enrolls in the run, as `agent serve` does.
+    let offer = member
+        .next_run(0)
+        .await
+        .unwrap()
+        .expect("an offer of the run");
+    let run_address = format!("127.0.0.1:{}", offer.agent_port);
+    let run_key = factbuoy_pki::KeyRequest::new("r1").unwrap();
+    let enrolled = Client::anonymous(&run_address, &offer.ca)
+        .unwrap()
+        .enroll(&run_key.csr_pem, &offer.credential)
+        .await
+        .unwrap();
+    let agent = Client::new(
+        &run_address,
+        &Identity {
+            ca_pem: enrolled.ca.clone(),
+            cert_pem: enrolled.certificate.clone(),
+            key_pem: run_key.key_pem,
+        },
+    )
+    .unwrap();
+    let scope = Scope::Node(node("r1"));
+    let artifact = work.path().join("uptime.json");
+    std::fs::write(&artifact, b"{\"seconds\": 1}").unwrap();
+    let artifact_sha256 = factbuoy_protocol::digest::sha256_hex(b"{\"seconds\": 1}");
+    let name = ArtifactName::parse("uptime.json").unwrap();
+    agent.plan(&scope).await.unwrap();
+    agent.heartbeat(&node("r1")).await.unwrap();
+    agent
+        .put_file(&scope, "uptime", &name, &artifact, &artifact_sha256)
+        .await
+        .unwrap();
+    // Its next long poll waits for a later run.
+    let waiting = tokio::spawn({
+        let member = member.clone();
+        async move { member.next_run(offer.number).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Revoked between its enrollment and its commit: from that moment every request it makes
+    // to the run is refused, before anything it sends is taken.
+    registry::revoke(&dir, &node("r1")).unwrap();
+    let refused_with = |(status, message): (u16, String)| {
+        assert_eq!(status, 403, "{message}");
+        assert!(message.contains("node r1 was revoked"), "{message}");
+    };
+    refused_with(refusal(agent.plan(&scope).await));
+    refused_with(refusal(agent.heartbeat(&node("r1")).await));
+    refused_with(refusal(
+        agent
+            .put_file(&scope, "uptime", &name, &artifact, &artifact_sha256)
+            .await,
+    ));
+    let manifest = ResultManifest {
+        outcome: Outcome::Succeeded,
+        error: None,
+        files: vec![ManifestFile {
+            name: "uptime.json".into(),
+            size: std::fs::metadata(&artifact).unwrap().len(),
+            sha256: artifact_sha256.clone(),
+        }],
+        plugin_version: "1".into(),
+        report: None,
+    };
+    refused_with(refusal(agent.commit(&scope, "uptime", &manifest).await));
+    // Its long poll ends with the refusal, without waiting out its 50 s.
+    let polled = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the revoked node's long poll went on")
+        .unwrap();
+    refused_with(refusal(polled));
+
+    // The run does not wait for it: its pair ends in an error result that says why, and the
+    // run ends long before its lost window or its timeout.
+    let run_operator = Client::new(
+        &format!("127.0.0.1:{}", started.operator_port),
+        &Identity {
+            ca_pem: started.ca.clone(),
+            ..operator.clone()
+        },
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        let status = run_operator.status().await.unwrap();
+        if status.status == RunStatus::Complete {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run still waits for the revoked node: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let pair = &status.plugins[0];
+    assert_eq!(
+        (pair.node.as_str(), pair.status),
+        ("r1", PairStatus::Skipped),
+        "{status:?}"
+    );
+    let error = pair.error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("node r1") && error.contains("revoked from the fleet during the run"),
+        "{error}"
+    );
+
+    // The bundle holds the error result and nothing the node sent.
+    let bundle = dir.bundles().join(&status.tar_info.unwrap().name);
+    let listing = std::process::Command::new("tar")
+        .arg("-tzf")
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout).into_owned();
+    assert!(
+        listing.contains("plugins/uptime/errors/r1/error.json"),
+        "{listing}"
+    );
+    assert!(!listing.contains("/results/r1"), "{listing}");
     drop(running);
 }

@@ -25,6 +25,7 @@ mod contract;
 mod deploy_units;
 mod fleet;
 mod fleet_cli;
+mod fleet_lifecycle;
 mod fleet_routes;
 mod host_facts;
 mod inspect;

@@ -17,6 +17,7 @@ pub mod kube_runs;
 pub mod measure;
 pub mod python;
 pub mod sandbox;
+pub mod search;
 pub mod served;
 #[allow(unused_imports)] // each test binary uses a different part
 pub use fixtures::{contract_fixture, fixture, frozen_contracts, workspace};

@@ -94,13 +94,23 @@ impl RunningAggregator {
 
     /// Waits until the run is complete or failed.
     pub async fn finished(&mut self) -> RunStatus {
-        let status = self
-            .status
-            .wait_for(|s| matches!(s, RunStatus::Complete | RunStatus::Failed))
-            .await
-            .map(|s| *s);
-        status.unwrap_or(RunStatus::Failed)
+        until_finished(&mut self.status).await
     }
+
+    /// Waits, as [`RunningAggregator::finished`] does, without borrowing the handle: for a task
+    /// beside the run that acts when it ends.
+    pub(crate) fn on_finish(&self) -> impl Future<Output = RunStatus> + Send + 'static {
+        let mut status = self.status.clone();
+        async move { until_finished(&mut status).await }
+    }
+}
+
+async fn until_finished(status: &mut tokio::sync::watch::Receiver<RunStatus>) -> RunStatus {
+    let status = status
+        .wait_for(|s| matches!(s, RunStatus::Complete | RunStatus::Failed))
+        .await
+        .map(|s| *s);
+    status.unwrap_or(RunStatus::Failed)
 }
 
 impl Drop for RunningAggregator {

@@ -1,7 +1,7 @@
 //! The `factbuoy` command line: argument parsing and printing only. What the commands do lives
 //! in the library crates under host/ (docs/architecture.md): one module per command in
 //! `commands/`, none importing another; flag groups several commands share in `flags`; how
-//! output looks in `output`, `table` and `summary`.
+//! output looks in `output`, `table`, `summary` and `pruning`.
 //!
 //! Exit codes: see [`output::EXIT_CODES`], which `--help` prints.
 
@@ -13,6 +13,7 @@ mod logging;
 mod output;
 mod plugin_build;
 mod plugin_new;
+mod pruning;
 mod signals;
 mod summary;
 mod table;

@@ -11,6 +11,7 @@ use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::types::RunStatus;
 use ring::hmac;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use super::admission::credential;
 use crate::live::node_set::NodeSet;
@@ -26,6 +27,14 @@ pub(crate) struct FleetRun {
     pub(crate) ca: String,
     /// The run, served.
     pub(crate) running: RunningAggregator,
+    /// Retires the run once its bundle is written (`runs`); stopped with the run.
+    pub(crate) retiring: JoinHandle<()>,
+}
+
+impl Drop for FleetRun {
+    fn drop(&mut self) {
+        self.retiring.abort();
+    }
 }
 
 /// The runs the fleet serves, by number; and the newest number, which long polls watch.

@@ -1,6 +1,8 @@
 //! The fleet's runs: each an ordinary run served in this process, numbered in the order the
 //! fleet started them, kept in `runs/<number>-<run id>/` so that a restarted fleet serves the
-//! unfinished ones again.
+//! unfinished ones again. A run whose bundle is written is retired as a local run is
+//! ([`RunDir::retire`]): its keys, commit records and results copy go, its configuration and
+//! final status stay; a run that ended without a bundle keeps its results, their only copy.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -44,6 +46,9 @@ pub(crate) async fn resume(fleet: &Arc<Fleet>) -> anyhow::Result<()> {
     *fleet.runs.newest.lock().unwrap() = newest;
     for (number, path) in found {
         let dir = RunDir::new(&path);
+        if dir.final_status().exists() {
+            continue;
+        }
         let run = match Run::open(dir) {
             Ok(run) => run,
             Err(e) => {
@@ -52,6 +57,8 @@ pub(crate) async fn resume(fleet: &Arc<Fleet>) -> anyhow::Result<()> {
             }
         };
         if matches!(run.status(), RunStatus::Complete | RunStatus::Failed) {
+            // A stop between the bundle and the retirement.
+            retire_if_bundled(run.dir());
             continue;
         }
         serve(fleet, number, run)
@@ -69,8 +76,17 @@ async fn serve(fleet: &Arc<Fleet>, number: u64, run: Run) -> anyhow::Result<Sock
     let nodes = run.config().nodes.clone();
     let ca = run.ca().cert_pem().to_owned();
     let admission = admission(fleet, &run_id);
+    let dir = run.dir().clone();
     let running = start_within(run, fleet.bundled, Some(admission), fleet.run_budget).await?;
     let operator_address = running.operator_address;
+    let finished = running.on_finish();
+    let retiring = tokio::spawn(async move {
+        finished.await;
+        // The state on disk, not the run's memory: this task must not keep the run alive.
+        tokio::task::spawn_blocking(move || retire_if_bundled(&dir))
+            .await
+            .unwrap_or_else(|e| tracing::error!("retiring a fleet run: {e}"));
+    });
     fleet.runs.add(
         number,
         FleetRun {
@@ -78,9 +94,37 @@ async fn serve(fleet: &Arc<Fleet>, number: u64, run: Run) -> anyhow::Result<Sock
             nodes,
             ca,
             running,
+            retiring,
         },
     );
     Ok(operator_address)
+}
+
+/// Retires the run in `dir` if it ended with its bundle written; logs what fails (the run's
+/// bundle is whole either way, and a later start tries again).
+fn retire_if_bundled(dir: &RunDir) {
+    let document = match dir.saved_status() {
+        Ok(document) => document,
+        Err(e) => {
+            tracing::warn!("reading the status of {}: {e:#}", dir.root().display());
+            return;
+        }
+    };
+    if document.tar_info.is_none()
+        || !matches!(document.status, RunStatus::Complete | RunStatus::Failed)
+    {
+        return;
+    }
+    match dir.retire(&document) {
+        Ok(()) => tracing::info!(
+            run = %document.run_id,
+            "retired the finished run: its keys, records and results copy are removed"
+        ),
+        Err(e) => tracing::warn!(
+            "removing the finished run's working files from {}: {e}",
+            dir.root().display()
+        ),
+    }
 }
 
 fn admission(fleet: &Arc<Fleet>, run_id: &str) -> Arc<dyn Admission> {
@@ -191,4 +235,56 @@ pub(crate) async fn start(
         ca,
         nodes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use factbuoy_protocol::types::TarInfo;
+
+    use super::*;
+    use crate::fleet::{FleetDir, FleetSettings, serve};
+    use crate::model::config::sample;
+    use crate::model::state::RunState;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_run_bundled_before_a_stop_is_retired_when_the_fleet_starts_again_and_one_without_a_bundle_is_not()
+     {
+        let work = tempfile::tempdir().unwrap();
+        let fleet = FleetDir::new(work.path());
+        // The bundle written, the fleet stopped before the run was retired.
+        let dir = RunDir::new(fleet.runs().join("000001-r"));
+        let config = sample();
+        Run::create(dir.clone(), config.clone(), &[]).unwrap();
+        let mut state = RunState::new(&config);
+        state.status = RunStatus::Complete;
+        state.tar_info = Some(TarInfo {
+            name: "20261125T000000Z_factbuoy_r.tar.gz".into(),
+            created: String::new(),
+            sha256: String::new(),
+            size: 0,
+        });
+        dir.save_state(&state).unwrap();
+        // One that failed without a bundle (a full disk): its results are their only copy.
+        let unbundled = RunDir::new(fleet.runs().join("000002-u"));
+        Run::create(unbundled.clone(), config.clone(), &[]).unwrap();
+        std::fs::create_dir_all(unbundled.results()).unwrap();
+        let mut state = RunState::new(&config);
+        state.status = RunStatus::Failed;
+        unbundled.save_state(&state).unwrap();
+
+        let settings = FleetSettings {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            server_names: vec!["127.0.0.1".into()],
+            certificate_validity_seconds: 3600,
+        };
+        let running = serve(fleet, settings, |_| None).await.unwrap();
+        assert!(dir.final_status().exists(), "the run was not retired");
+        assert!(!dir.pki().exists(), "the run's keys outlived its bundle");
+        assert!(dir.config().exists());
+        assert!(
+            unbundled.results().exists() && !unbundled.final_status().exists(),
+            "a run without a bundle was retired"
+        );
+        drop(running);
+    }
 }

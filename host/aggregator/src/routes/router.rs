@@ -2,8 +2,9 @@
 //! route answers each.
 //!
 //! Status codes: 400 malformed request or names, 403 a certificate that may not do this, a node
-//! whose admission was withdrawn (a revoked fleet node) or an unexpected (plugin, node), 404 unknown path, 405 wrong method, 408 a stalled or too slow
-//! upload, 409 a true duplicate or a finished run, 413 too large, 416 an unsatisfiable range.
+//! whose admission was withdrawn (a revoked fleet node) or an unexpected (plugin, node), 404
+//! unknown path, 405 wrong method, 408 a stalled or too slow upload, 409 a true duplicate or a
+//! finished run, 413 too large, 416 an unsatisfiable range.
 //! Every error body is `{"error": "..."}` with a sentence a person can act on.
 
 use std::convert::Infallible;

@@ -1,7 +1,8 @@
 //! `factbuoy fleet`: a long-lived aggregator for machines outside any cluster: serve it, make
-//! join tokens, list and revoke nodes. A machine's side is `factbuoy agent join|serve`, a run
-//! over every enrolled node `factbuoy run --fleet`. docs/fleet.md is the guide; the aggregator
-//! crate's `fleet` module does the work.
+//! join tokens, list and revoke nodes, prune finished runs. A machine's side is `factbuoy agent
+//! join|serve`, a run over every enrolled node `factbuoy run --fleet`. docs/fleet.md is the
+//! guide; the aggregator crate's `fleet` module does the work, and the operator library's
+//! `prune` the pruning.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,6 +10,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use factbuoy_aggregator::fleet::{self, FleetDir, FleetSettings, registry, tokens};
 use factbuoy_operator::StateDir;
+use factbuoy_operator::prune::{self, PruneOptions};
 use factbuoy_protocol::names::NodeName;
 use serde::Serialize;
 
@@ -37,6 +39,28 @@ pub enum FleetCommand {
         #[command(flatten)]
         dir: DirArgs,
     },
+    /// Remove finished runs' directories and their bundles from the fleet's directory.
+    #[command(after_help = "Examples:\n  \
+        factbuoy fleet prune --older-than 30d --dry-run   # what would be removed\n  \
+        factbuoy fleet prune --older-than 30d             # runs that ended a month ago, and their bundles\n  \
+        factbuoy fleet prune --older-than 30d --all       # runs without a bundle too")]
+    Prune(PruneArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// Only runs that ended longer ago than this, e.g. 12h or 30d (0s: every finished run).
+    #[arg(long, value_name = "DURATION")]
+    older_than: humantime::Duration,
+    /// List what would be removed, and remove nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Also remove runs that ended without a bundle (a full disk): their directory holds the
+    /// only copy of their results.
+    #[arg(long)]
+    all: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -175,6 +199,19 @@ pub async fn execute(command: FleetCommand, format: Format) -> anyhow::Result<Ex
             emit(&format!(
                 "revoked {node}: its agent is refused at its next request; it may join again only with a new token"
             ));
+            Ok(ExitStatus::Success)
+        }
+        FleetCommand::Prune(args) => {
+            let options = PruneOptions {
+                older_than: *args.older_than,
+                dry_run: args.dry_run,
+                all: args.all,
+            };
+            let pruning = prune::prune_fleet(&args.dir.fleet()?, &options)?;
+            match format {
+                Format::Table => emit(&crate::pruning::lines(&pruning, args.dry_run).join("\n")),
+                machine => emit_document(&pruning, machine),
+            }
             Ok(ExitStatus::Success)
         }
     }

@@ -3,7 +3,7 @@
 
 use clap::Args;
 use factbuoy_operator::StateDir;
-use factbuoy_operator::prune::{self, PruneOptions, Pruned};
+use factbuoy_operator::prune::{self, PruneOptions};
 
 use crate::output::{ExitStatus, Format, emit, emit_document};
 
@@ -33,46 +33,8 @@ pub fn prune(args: PruneArgs, format: Format) -> anyhow::Result<ExitStatus> {
     };
     let pruning = prune::prune(&StateDir::from_env()?, &options)?;
     match format {
-        Format::Table => {
-            let verb = if args.dry_run {
-                "would remove"
-            } else {
-                "removed"
-            };
-            let mut lines: Vec<String> = pruning
-                .removed
-                .iter()
-                .map(|p| {
-                    format!(
-                        "{verb} run {} ({}): {}",
-                        p.run_id,
-                        state(p),
-                        p.run_dir.display()
-                    )
-                })
-                .collect();
-            lines.extend(pruning.kept.iter().map(|p| {
-                format!(
-                    "kept run {} ({}, no bundle): its results are only in {}; --all removes it",
-                    p.run_id,
-                    state(p),
-                    p.run_dir.display()
-                )
-            }));
-            if lines.is_empty() {
-                lines.push("nothing to prune".to_owned());
-            }
-            emit(&lines.join("\n"));
-        }
+        Format::Table => emit(&crate::pruning::lines(&pruning, args.dry_run).join("\n")),
         machine => emit_document(&pruning, machine),
     }
     Ok(ExitStatus::Success)
-}
-
-/// `complete`, or `complete, 1 failed` when results failed.
-fn state(run: &Pruned) -> String {
-    match run.failed_results {
-        0 => run.status.clone(),
-        n => format!("{}, {n} failed", run.status),
-    }
 }

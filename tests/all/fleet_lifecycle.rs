@@ -1,0 +1,333 @@
+//! A fleet run from its start to what it leaves on disk, with the real binary on loopback
+//! (docs/fleet.md): a member revoked in the middle of a run stops, a finished run is retired to
+//! its configuration and status beside its bundle, `fleet prune` removes both, and a secret
+//! parameter reaches the plugin and nothing else of the fleet, the member or the operator.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::factbuoy;
+use crate::support::search::{contains, files_holding};
+
+/// A fleet served from `fleet/` and one member, `member-1`, serving from `member/`, both
+/// logging at debug level into `fleet.log` and `member.log`; the operator's state directory is
+/// `operator/`. Everything is in one temporary directory, removed with the processes when
+/// dropped.
+struct LoopbackFleet {
+    work: tempfile::TempDir,
+    address: String,
+    processes: Vec<Child>,
+}
+
+impl Drop for LoopbackFleet {
+    fn drop(&mut self) {
+        for child in &mut self.processes {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl LoopbackFleet {
+    fn start() -> LoopbackFleet {
+        let work = tempfile::tempdir().unwrap();
+        let mut fleet = LoopbackFleet {
+            work,
+            address: String::new(),
+            processes: Vec::new(),
+        };
+        let mut serve = fleet
+            .operator()
+            .args(["-vv", "fleet", "serve", "--listen", "127.0.0.1:0"])
+            .args(["--name", "127.0.0.1", "-o", "json", "--dir"])
+            .arg(fleet.dir())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(fleet.path("fleet.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(serve.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        fleet.processes.push(serve);
+        let served: Value = serde_json::from_str(&first).unwrap();
+        fleet.address = served["address"].as_str().unwrap().to_owned();
+        let token = fleet.succeed(&["fleet", "token", "create", "-o", "json"]);
+        let token: Value = serde_json::from_slice(&token.stdout).unwrap();
+        let joined = factbuoy()
+            .args(["agent", "join", &fleet.address, "--node", "member-1"])
+            .args(["--token", token["token"].as_str().unwrap()])
+            .args(["--ca-pin", token["ca_pin"].as_str().unwrap()])
+            .arg("--state-dir")
+            .arg(fleet.path("member"))
+            .output()
+            .unwrap();
+        assert!(joined.status.success(), "{}", text(&joined.stderr));
+        let member = factbuoy()
+            .args(["-vv", "agent", "serve", "--state-dir"])
+            .arg(fleet.path("member"))
+            .stderr(std::fs::File::create(fleet.path("member.log")).unwrap())
+            .spawn()
+            .unwrap();
+        fleet.processes.push(member);
+        fleet
+    }
+
+    /// The member's `agent serve`.
+    fn member(&mut self) -> &mut Child {
+        &mut self.processes[1]
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.work.path().join(name)
+    }
+
+    fn dir(&self) -> PathBuf {
+        self.path("fleet")
+    }
+
+    /// `factbuoy` with the operator's state directory.
+    fn operator(&self) -> Command {
+        let mut command = factbuoy();
+        command.env("FACTBUOY_STATE_DIR", self.path("operator"));
+        command
+    }
+
+    /// `factbuoy ARGS --dir FLEET`, which must succeed.
+    fn succeed(&self, args: &[&str]) -> Output {
+        let output = self
+            .operator()
+            .args(args)
+            .arg("--dir")
+            .arg(self.dir())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
+        output
+    }
+
+    /// `run --fleet` with `args`, its bundle downloaded into `out/`, which must succeed.
+    fn run(&self, args: &[&str]) -> Output {
+        let ran = self
+            .operator()
+            .args(["-vv", "run", "--fleet", &self.address, "--out"])
+            .arg(self.path("out"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(ran.status.success(), "{}", text(&ran.stderr));
+        ran
+    }
+
+    /// The one run directory of the fleet, once it is retired (its retirement follows the
+    /// bundle by a moment).
+    fn retired_run(&self) -> PathBuf {
+        let runs: Vec<PathBuf> = std::fs::read_dir(self.dir().join("runs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !runs[0].join("final-status.json").exists() {
+            assert!(
+                Instant::now() < deadline,
+                "the finished run was not retired: {:?}",
+                listing(&runs[0])
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        runs[0].clone()
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Every file below `dir`, relative to it.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_owned()];
+    while let Some(path) = pending.pop() {
+        if path.is_dir() {
+            pending.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else {
+            files.push(path.strip_prefix(dir).unwrap().display().to_string());
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn a_finished_fleet_run_keeps_only_its_configuration_status_and_bundle_until_pruned() {
+    let fleet = LoopbackFleet::start();
+    fleet.run(&["--plugin", "hello"]);
+
+    // Retired: no key, commit record or results copy; the bundle in the fleet's bundles/.
+    let run = fleet.retired_run();
+    assert_eq!(
+        listing(&run),
+        ["final-status.json", "run.json", "state.json"],
+        "the retired run keeps more than its configuration and status"
+    );
+    let bundles = listing(&fleet.dir().join("bundles"));
+    assert_eq!(bundles.len(), 1, "{bundles:?}");
+    assert!(bundles[0].ends_with(".tar.gz"), "{bundles:?}");
+
+    // Not old enough: nothing goes.
+    let young = fleet.succeed(&["fleet", "prune", "--older-than", "1h", "-o", "json"]);
+    let young: Value = serde_json::from_slice(&young.stdout).unwrap();
+    assert_eq!(young["removed"], serde_json::json!([]), "{young}");
+
+    // A dry run names the run and its bundle, and removes nothing.
+    let dry = fleet.succeed(&[
+        "fleet",
+        "prune",
+        "--older-than",
+        "0s",
+        "--dry-run",
+        "-o",
+        "json",
+    ]);
+    let dry: Value = serde_json::from_slice(&dry.stdout).unwrap();
+    let removed = &dry["removed"][0];
+    assert_eq!(removed["status"], "complete", "{dry}");
+    assert_eq!(removed["run_dir"], run.display().to_string(), "{dry}");
+    let bundle = fleet.dir().join("bundles").join(&bundles[0]);
+    assert_eq!(removed["bundle"], bundle.display().to_string(), "{dry}");
+    assert!(run.exists() && bundle.exists());
+
+    // Pruned: the run's directory and its bundle are gone, and the fleet's own state stays.
+    let pruned = fleet.succeed(&["fleet", "prune", "--older-than", "0s"]);
+    assert!(
+        text(&pruned.stdout).contains(&format!(
+            "removed run {}",
+            removed["run_id"].as_str().unwrap()
+        )),
+        "{}",
+        text(&pruned.stdout)
+    );
+    assert_eq!(listing(&fleet.dir().join("runs")), Vec::<String>::new());
+    assert_eq!(listing(&fleet.dir().join("bundles")), Vec::<String>::new());
+    let nodes = fleet.succeed(&["fleet", "nodes", "-o", "json"]);
+    assert!(
+        text(&nodes.stdout).contains("member-1"),
+        "{}",
+        text(&nodes.stdout)
+    );
+}
+
+#[test]
+fn a_secret_parameter_of_a_fleet_run_reaches_the_plugin_and_nothing_else() {
+    const SECRET: &str = "fl33t-s3cr3t-Qv8";
+    let fleet = LoopbackFleet::start();
+    let secret_file = fleet.path("token");
+    std::fs::write(&secret_file, format!("{SECRET}\n")).unwrap();
+    let hostile = crate::support::fixture("hostile");
+    let ran = fleet.run(&[
+        "--plugin",
+        hostile.to_str().unwrap(),
+        "-p",
+        "hostile:mode=budget-secret",
+        "-p",
+        &format!("hostile:token=@{}", secret_file.display()),
+    ]);
+    fleet.retired_run();
+    std::fs::remove_file(&secret_file).unwrap();
+
+    // The plugin got it: its artifact holds it reversed, in both copies of the bundle.
+    let reversed: String = SECRET.chars().rev().collect();
+    for dir in [fleet.path("out"), fleet.dir().join("bundles")] {
+        assert!(
+            !files_holding(&dir, &reversed).is_empty(),
+            "the plugin never saw the secret ({})",
+            dir.display()
+        );
+    }
+    // Nowhere else: the fleet's directory (its runs, bundles and stored plugins), the member's
+    // state, the operator's state and the bundle it downloaded, the logs at debug level, and
+    // what the run printed.
+    let written = files_holding(fleet.work.path(), SECRET);
+    assert!(written.is_empty(), "the secret is written in {written:?}");
+    for output in [&ran.stdout, &ran.stderr] {
+        assert!(
+            !contains(output, SECRET),
+            "the run printed it: {}",
+            text(output)
+        );
+    }
+}
+
+#[test]
+fn a_member_revoked_in_the_middle_of_a_run_stops_its_plugins_and_exits() {
+    let mut fleet = LoopbackFleet::start();
+    // A plugin that runs until its deadline, two minutes away.
+    let hostile = crate::support::fixture("hostile");
+    let run = fleet
+        .operator()
+        .args([
+            "run",
+            "--fleet",
+            &fleet.address,
+            "--timeout",
+            "120s",
+            "--out",
+        ])
+        .arg(fleet.path("out"))
+        .args([
+            "--plugin",
+            hostile.to_str().unwrap(),
+            "-p",
+            "hostile:mode=loop",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    fleet.processes.push(run);
+    let member_log = fleet.path("member.log");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&member_log)
+        .unwrap()
+        .contains("agent starting")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the member never started the run"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+
+    fleet.succeed(&["fleet", "revoke", "member-1"]);
+    // Its next heartbeat (every 5 s) is refused: it stops the plugin, and its next poll is
+    // refused too, so it exits 1, long before the plugin's deadline.
+    let revoked = Instant::now();
+    let exited = loop {
+        if let Some(status) = fleet.member().try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            revoked.elapsed() < Duration::from_secs(20),
+            "the revoked member still runs its plugin: {}",
+            std::fs::read_to_string(&member_log).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(exited.code(), Some(1));
+    let log = std::fs::read_to_string(&member_log).unwrap();
+    assert!(
+        log.contains("the aggregator refused this node, so its plugins were stopped")
+            && log.contains("node member-1 was revoked"),
+        "{log}"
+    );
+}
