@@ -47,20 +47,20 @@ type Body = BoxBody<Bytes, std::io::Error>;
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The TCP connection could not be opened.
-    #[error("connecting to {address}: {source}")]
+    #[error("connecting to {address}: {error}")]
     Connect {
         /// The `HOST:PORT` dialled.
         address: String,
         /// What the connect call returned.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The TLS handshake failed: an untrusted server, or our certificate refused.
-    #[error("TLS with {address}: {source}")]
+    #[error("TLS with {address}: {error}")]
     Handshake {
         /// The `HOST:PORT` dialled.
         address: String,
         /// What the handshake returned.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The HTTP exchange broke off.
     #[error("HTTP: {0}")]
@@ -245,7 +245,7 @@ impl Client {
         let address = self.address.clone();
         let connect_error = |source| ClientError::Connect {
             address: address.clone(),
-            source,
+            error: source,
         };
         let stream: Box<dyn Stream> = match &self.dialer {
             Some(dialer) => dialer.dial(&address).await.map_err(connect_error)?,
@@ -259,7 +259,10 @@ impl Client {
             .connector
             .connect(self.server_name.clone(), stream)
             .await
-            .map_err(|source| ClientError::Handshake { address, source })?;
+            .map_err(|source| ClientError::Handshake {
+                address,
+                error: source,
+            })?;
         let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
         tokio::spawn(connection);
         Ok(sender)

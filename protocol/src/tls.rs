@@ -12,12 +12,12 @@ use sha2::{Digest, Sha256};
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// A PEM file could not be read.
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}: {error}")]
     Read {
         /// The file, as displayed.
         path: String,
         /// What reading it returned.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The PEM text holds no certificate; the string says which PEM (`CA certificate`, ...).
     #[error("{0}: no certificate found in the PEM file")]
@@ -47,7 +47,7 @@ impl Identity {
         let read = |path: &Path| {
             std::fs::read_to_string(path).map_err(|source| TlsError::Read {
                 path: path.display().to_string(),
-                source,
+                error: source,
             })
         };
         Ok(Identity {

@@ -801,3 +801,34 @@ fn a_missing_path_is_noted_only_when_the_operator_granted_it() {
         assert!(!said.contains("/dev/disk"), "{said}");
     }
 }
+
+/// An error names its OS cause once: each error type either shows its cause or hands it on as
+/// its source, never both (which printed `No such file or directory (os error 2): No such file
+/// or directory (os error 2)`).
+#[test]
+fn an_error_names_its_os_cause_once() {
+    let state = tempfile::tempdir().unwrap();
+    for args in [
+        &[
+            "agent",
+            "--aggregator",
+            "127.0.0.1:1",
+            "--node",
+            "n1",
+            "--credentials",
+            "/nonexistent",
+        ][..],
+        &["plugin", "run", "/nonexistent.wasm"],
+        &["inspect", "summary", "/nonexistent.tar.gz"],
+        &["run", "--fleet", "127.0.0.1:9", "--plugin", "hello"],
+    ] {
+        let output = support::factbuoy()
+            .args(args)
+            .env("FACTBUOY_STATE_DIR", state.path())
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{args:?}");
+        let said = stderr(&output);
+        assert_eq!(said.matches("(os error 2)").count(), 1, "{args:?}: {said}");
+    }
+}

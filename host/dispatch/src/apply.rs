@@ -49,7 +49,7 @@ pub struct ApplyReport {
 
 /// An object the API server refused.
 #[derive(Debug, thiserror::Error)]
-#[error("applying {kind} {name}{}: {source}", namespace.as_ref().map(|n| format!(" in namespace {n}")).unwrap_or_default())]
+#[error("applying {kind} {name}{}: {error}", namespace.as_ref().map(|n| format!(" in namespace {n}")).unwrap_or_default())]
 pub struct ApplyError {
     /// Its kind.
     pub kind: String,
@@ -58,8 +58,7 @@ pub struct ApplyError {
     /// Its name.
     pub name: String,
     /// What the API server said.
-    #[source]
-    pub source: kube::Error,
+    pub error: kube::Error,
 }
 
 fn describe<K: Resource<DynamicType = ()>>(object: &K) -> Applied {
@@ -93,7 +92,7 @@ where
                         kind: what.kind,
                         namespace: what.namespace,
                         name: what.name,
-                        source,
+                        error: source,
                     }
                 });
             }
@@ -177,7 +176,7 @@ pub async fn apply(
                         kind: "Namespace".into(),
                         namespace: None,
                         name: manifests.namespace_name.clone(),
-                        source,
+                        error: source,
                     })?
                     .is_some()
             }
@@ -208,7 +207,7 @@ pub async fn apply(
             kind: "ServiceAccount".into(),
             namespace: Some(manifests.namespace_name.clone()),
             name: AGGREGATOR.into(),
-            source,
+            error: source,
         })?;
         if account.is_none() {
             applier

@@ -61,15 +61,14 @@ pub struct DeleteOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum DeleteError {
     /// The API server refused a list or a delete.
-    #[error("{action} {kind}: {source}")]
+    #[error("{action} {kind}: {error}")]
     Api {
         /// "listing" or "deleting NAME".
         action: String,
         /// The kind.
         kind: String,
         /// What it said.
-        #[source]
-        source: kube::Error,
+        error: kube::Error,
     },
     /// `--wait` ran out with objects left.
     #[error(
@@ -105,7 +104,7 @@ where
         .map_err(|source| DeleteError::Api {
             action: "listing".into(),
             kind: K::kind(&()).into_owned(),
-            source,
+            error: source,
         })?;
     Ok(list.items.iter().map(found).collect())
 }
@@ -120,7 +119,7 @@ where
         Err(source) => Err(DeleteError::Api {
             action: format!("deleting {}", object.name),
             kind: object.kind.clone(),
-            source,
+            error: source,
         }),
     }
 }

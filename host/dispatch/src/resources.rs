@@ -103,28 +103,28 @@ pub enum ResourceError {
     #[error("no resource kind {0:?}; choose from {choices}", choices = kind_names())]
     UnknownKind(String),
     /// The API server refused or failed the list.
-    #[error("listing {kind}: {source}")]
+    #[error("listing {kind}: {error}")]
     Api {
         /// The kind.
         kind: &'static str,
         /// What kube said.
-        source: kube::Error,
+        error: kube::Error,
     },
     /// A page was not a Kubernetes list.
-    #[error("listing {kind}: the API server's answer is not a list: {source}")]
+    #[error("listing {kind}: the API server's answer is not a list: {error}")]
     Decode {
         /// The kind.
         kind: &'static str,
         /// Where decoding stopped.
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     /// The file could not be written.
-    #[error("writing {path}: {source}")]
+    #[error("writing {path}: {error}")]
     Write {
         /// The file.
         path: PathBuf,
         /// What the write returned.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -135,13 +135,13 @@ pub async fn save_version(client: &Client, dir: &Path) -> Result<PathBuf, Resour
         .await
         .map_err(|source| ResourceError::Api {
             kind: "version",
-            source,
+            error: source,
         })?;
     let path = dir.join("version.json");
     let json = serde_json::to_vec_pretty(&version).expect("a version serialises");
     std::fs::write(&path, json).map_err(|source| ResourceError::Write {
         path: path.clone(),
-        source,
+        error: source,
     })?;
     Ok(path)
 }
@@ -158,7 +158,7 @@ pub async fn save_kind(
     let path = dir.join(format!("{}.json", kind.name));
     let write_error = |source| ResourceError::Write {
         path: path.clone(),
-        source,
+        error: source,
     };
     let mut out = BufWriter::new(File::create(&path).map_err(write_error)?);
     out.write_all(br#"{"apiVersion":"v1","kind":"List","items":["#)
@@ -174,19 +174,19 @@ pub async fn save_kind(
             .list(&params)
             .map_err(|e| ResourceError::Api {
                 kind: kind.name,
-                source: kube::Error::BuildRequest(e),
+                error: kube::Error::BuildRequest(e),
             })?;
         let page = client
             .request_text(request)
             .await
             .map_err(|source| ResourceError::Api {
                 kind: kind.name,
-                source,
+                error: source,
             })?;
         let copied = copy_items(&page, &mut out, count == 0).map_err(|e| match e {
             CopyError::Decode(source) => ResourceError::Decode {
                 kind: kind.name,
-                source,
+                error: source,
             },
             CopyError::Write(source) => write_error(source),
         })?;

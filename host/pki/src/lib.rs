@@ -33,12 +33,12 @@ pub enum PkiError {
     #[error("generating a certificate: {0}")]
     Rcgen(#[from] rcgen::Error),
     /// A PEM file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
         /// What the file system returned.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// PEM text held no certificate or key.
     #[error(transparent)]
@@ -371,7 +371,7 @@ pub fn fingerprint_pem(pem: &str) -> Option<Fingerprint> {
 fn read(path: &Path) -> Result<String, PkiError> {
     std::fs::read_to_string(path).map_err(|source| PkiError::Io {
         path: path.to_owned(),
-        source,
+        error: source,
     })
 }
 
@@ -387,7 +387,7 @@ fn write_public(path: &Path, contents: &str) -> Result<(), PkiError> {
 fn write_with_mode(path: &Path, contents: &str, mode: u32) -> Result<(), PkiError> {
     let io = |source| PkiError::Io {
         path: path.to_owned(),
-        source,
+        error: source,
     };
     // Written beside the target, then renamed: a reader never sees a partial key.
     let temporary = path.with_extension("tmp");

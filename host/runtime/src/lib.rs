@@ -57,12 +57,12 @@ const PANIC_SEARCH_BYTES: usize = capture::TAIL_BYTES;
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The plugin's file could not be read.
-    #[error("{plugin}: cannot read the plugin: {source}")]
+    #[error("{plugin}: cannot read the plugin: {error}")]
     Read {
         /// The plugin's label (its path).
         plugin: String,
         /// Why.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The bytes do not start with the wasm magic; holds the plugin's label.
     #[error("{0}: not a WebAssembly file")]
@@ -297,7 +297,7 @@ impl Runtime {
         let label = path.display().to_string();
         let read_error = |source| LoadError::Read {
             plugin: label.clone(),
-            source,
+            error: source,
         };
         let metadata = std::fs::metadata(path).map_err(read_error)?;
         if let Some(component) = self

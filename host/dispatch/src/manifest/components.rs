@@ -47,12 +47,12 @@ pub fn split(components: &[(String, Vec<u8>)]) -> Vec<Part> {
 #[derive(Debug, thiserror::Error)]
 pub enum JoinError {
     /// A file could not be read.
-    #[error("reading the plugin parts in {path}: {source}")]
+    #[error("reading the plugin parts in {path}: {error}")]
     Io {
         /// The file or folder.
         path: String,
         /// Why.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A file whose name is not `<sha256>.<index>-of-<count>`.
     #[error(
@@ -88,7 +88,10 @@ pub enum JoinError {
 pub fn join(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, JoinError> {
     let io = |path: &Path| {
         let path = path.display().to_string();
-        move |source| JoinError::Io { path, source }
+        move |source| JoinError::Io {
+            path,
+            error: source,
+        }
     };
     // digest -> (count, index -> bytes)
     let mut found: BTreeMap<String, (usize, BTreeMap<usize, Vec<u8>>)> = BTreeMap::new();
