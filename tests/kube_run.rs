@@ -684,9 +684,9 @@ fn a_secret_parameter_reaches_the_plugin_on_every_node_and_nothing_else() {
         assert!(!holders(&String::from_utf8_lossy(what)), "run printed it");
     }
     std::fs::remove_file(&token).unwrap();
-    for entry in walkdir(state.path()) {
-        let text = String::from_utf8_lossy(&std::fs::read(&entry).unwrap()).into_owned();
-        assert!(!holders(&text), "{} holds it", entry.display());
+    for needle in [SECRET, encoded.as_str()] {
+        let written = support::search::files_holding(state.path(), needle);
+        assert!(written.is_empty(), "the state directory: {written:?}");
     }
     let log = cluster.kubectl(["-n", &namespace, "logs", "factbuoy-aggregator"]);
     assert!(!holders(&log), "the aggregator's log: {log}");
@@ -699,18 +699,4 @@ fn a_secret_parameter_reaches_the_plugin_on_every_node_and_nothing_else() {
     ]);
     assert!(!holders(&objects), "an object in the cluster holds it");
     factbuoy_json(cluster, state.path(), &["delete", &run_id]);
-}
-
-/// Every file below `dir`.
-fn walkdir(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files.extend(walkdir(&path));
-        } else {
-            files.push(path);
-        }
-    }
-    files
 }

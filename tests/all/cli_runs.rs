@@ -602,3 +602,35 @@ fn a_run_that_cannot_write_its_bundle_keeps_its_results_in_the_run_directory() {
     );
     assert!(!run_dir.join("final-status.json").exists());
 }
+
+/// A local run's secret parameter reaches the plugin and nothing else: not the state directory
+/// (the run directory, retired), the bundle, or what `run -vv` printed.
+#[test]
+fn a_local_runs_secret_parameter_reaches_the_plugin_and_nothing_else() {
+    const SECRET: &str = "l0cal-s3cr3t-Wz";
+    let host = Host::new();
+    let token = host.dir.path().join("token");
+    std::fs::write(&token, format!("{SECRET}\n")).unwrap();
+    let output = host.run(&[
+        "-vv",
+        "--plugin",
+        &hostile(),
+        "-p",
+        "hostile:mode=budget-secret",
+        "-p",
+        &format!("hostile:token=@{}", token.display()),
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    std::fs::remove_file(&token).unwrap();
+    // The plugin got it: its artifact holds it reversed.
+    let reversed: String = SECRET.chars().rev().collect();
+    assert!(
+        !support::search::files_holding(&host.out(), &reversed).is_empty(),
+        "the plugin never saw the secret"
+    );
+    let written = support::search::files_holding(host.dir.path(), SECRET);
+    assert!(written.is_empty(), "the secret is written in {written:?}");
+    for said in [&output.stdout, &output.stderr] {
+        assert!(!support::search::contains(said, SECRET), "{}", text(said));
+    }
+}
