@@ -1273,6 +1273,58 @@ fn logs_merge_every_nodes_journal_in_time_order_and_filter_as_journalctl_does() 
     let output = inspect(dir.path(), &["logs", fleet.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output.stderr).contains("has no journals"));
+
+    // Nothing to print is said, not left silent: filters that match nothing, and journals with
+    // no entries.
+    let output = inspect(
+        dir.path(),
+        &[
+            "logs",
+            bundle.to_str().unwrap(),
+            "--grep",
+            "no such text anywhere",
+        ],
+    );
+    assert!(output.status.success() && output.stdout.is_empty());
+    assert!(
+        text(&output.stderr).contains(&format!(
+            "none of the {} entries of its 2 journals matches the filters",
+            merged.len()
+        )),
+        "{}",
+        text(&output.stderr)
+    );
+    let mut files = fleet_files();
+    files.push((
+        "plugins/systemd-logs/results/web-1/journal.jsonl",
+        Vec::new(),
+    ));
+    let empty = bundle_of(dir.path(), "empty-journal.tar.gz", &files);
+    let output = inspect(dir.path(), &["logs", empty.to_str().unwrap()]);
+    assert!(output.status.success() && output.stdout.is_empty());
+    assert!(
+        text(&output.stderr).contains("its 1 journal hold no entries"),
+        "{}",
+        text(&output.stderr)
+    );
+
+    // --since and --until take what the plugin's own `since` takes: a duration ago (the
+    // committed fixtures' entries are older than an hour), `@SECONDS`.
+    assert!(logs(dir.path(), &bundle, &["--since", "1h"]).is_empty());
+    assert_eq!(
+        logs(dir.path(), &bundle, &["--until", "1h"]).len(),
+        merged.len()
+    );
+    let seconds = |micros: u64| format!("@{}.{:06}", micros / 1_000_000, micros % 1_000_000);
+    assert_eq!(
+        logs(
+            dir.path(),
+            &bundle,
+            &["--since", &seconds(low), "--until", &seconds(high)]
+        )
+        .len(),
+        within.len()
+    );
 }
 
 #[test]

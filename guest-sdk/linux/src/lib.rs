@@ -1,4 +1,4 @@
-//! Parsers for the Linux files facts come from, shared by the guest SDK (`factbuoy-guest`) and
+//! Parsers for the Linux files facts come from (and for journalctl's time specifications), shared by the guest SDK (`factbuoy-guest`) and
 //! the host's `host-info`, so that the same host answers the same way through either.
 //!
 //! Nothing here opens a file: parsers take text, and [`paths::resolve`] takes a function that
@@ -7,3 +7,4 @@
 pub mod mounts;
 pub mod os_release;
 pub mod paths;
+pub mod timespec;

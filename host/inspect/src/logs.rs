@@ -160,6 +160,8 @@ pub struct Merged {
     pub nodes: Vec<String>,
     /// The entries handed over.
     pub entries: u64,
+    /// The entries read from the journals of the nodes asked for, before the other filters.
+    pub read: u64,
 }
 
 /// Why the logs could not be read.
@@ -223,7 +225,14 @@ pub fn merge(
                 return Ok(());
             }
             let start = written;
-            match keep(entry, &path, filter, &mut out, &mut written) {
+            match keep(
+                entry,
+                &path,
+                filter,
+                &mut out,
+                &mut written,
+                &mut merged.read,
+            ) {
                 Ok(()) => {}
                 Err(Kept::Read(e)) => return Err(e),
                 Err(Kept::Other(e)) => {
@@ -297,6 +306,7 @@ fn keep(
     filter: &Filter,
     out: &mut impl Write,
     written: &mut u64,
+    read_entries: &mut u64,
 ) -> Result<(), Kept> {
     let read_error = |cause| {
         Kept::Read(ReadError::Read {
@@ -342,6 +352,7 @@ fn keep(
                 cause: "not a JSON object".into(),
             }));
         }
+        *read_entries += 1;
         let when = time(&value);
         if !filter.keeps(&value, when) {
             continue;

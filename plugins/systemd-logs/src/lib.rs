@@ -31,7 +31,7 @@
 //!
 //! # Modules
 //!
-//! - [`settings`]: the parameters; [`timespec`]: `since`/`until` values;
+//! - [`settings`]: the parameters (`since`/`until` values as `factbuoy_linux::timespec` reads them);
 //! - [`discover`]: finding journal files; [`journal`]: reading them;
 //! - [`filter`]: journalctl's `-u`, `-p`, `-b` matches; [`merge`]: journalctl's order;
 //! - [`output`]: journalctl's JSON and export formats; [`problems`]: warnings about damage;
@@ -47,7 +47,6 @@ mod merge;
 mod output;
 mod problems;
 mod settings;
-mod timespec;
 
 struct SystemdLogs;
 
@@ -85,9 +84,17 @@ impl Gatherer for SystemdLogs {
     }
 
     fn gather(params: &Params) -> Result<(), GatherError> {
-        let settings = settings::Settings::read(params, timespec::now())?;
+        let settings = settings::Settings::read(params, now())?;
         gather::run(settings)
     }
 }
 
 export_gatherer!(SystemdLogs);
+
+/// The current time, from the sandbox's wall clock, in microseconds since the epoch.
+fn now() -> u64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    factbuoy_linux::timespec::micros(since_epoch)
+}

@@ -5,7 +5,7 @@ use factbuoy_guest::prelude::*;
 use crate::filter::{self, Filter};
 use crate::journal::Id128;
 use crate::output::Format;
-use crate::timespec;
+use factbuoy_linux::timespec;
 
 /// Which boot's entries to keep.
 #[derive(Debug, Clone, PartialEq, Eq)]

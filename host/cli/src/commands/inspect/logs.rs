@@ -27,10 +27,11 @@ pub struct LogsArgs {
     /// warning, notice, info, debug.
     #[arg(long, value_name = "LEVEL", value_parser = parse_priority)]
     priority: Option<u8>,
-    /// Only entries at or after this time (UTC).
+    /// Only entries at or after this time: a duration ago (`1h`, `2days`), `today`,
+    /// `yesterday`, a UTC date and time (`2026-11-23 14:00`) or `@SECONDS`.
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     since: Option<u64>,
-    /// Only entries at or before this time (UTC).
+    /// Only entries at or before this time, written as for --since.
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     until: Option<u64>,
     /// Only entries whose message contains TEXT.
@@ -59,20 +60,13 @@ fn parse_priority(given: &str) -> Result<u8, String> {
         })
 }
 
-/// A UTC time as microseconds since the epoch, journald's unit.
+/// A point in time as microseconds since the epoch, journald's unit, in the forms the
+/// systemd-logs plugin's own `since` takes (`1h`, `yesterday`, `2026-11-23 14:00`, UTC).
 fn parse_time(given: &str) -> Result<u64, String> {
-    let full = if given.len() == 10 {
-        format!("{given} 00:00:00")
-    } else {
-        given.to_owned()
-    };
-    let time = humantime::parse_rfc3339_weak(&full).map_err(|e| {
-        format!("{given:?} is not a time ({e}): write 2026-11-23, \"2026-11-23 14:00:00\" or RFC 3339 (UTC)")
-    })?;
-    let since_epoch = time
+    let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|_| format!("{given:?} is before 1970"))?;
-    Ok(since_epoch.as_micros() as u64)
+        .unwrap_or_default();
+    factbuoy_linux::timespec::parse(given, factbuoy_linux::timespec::micros(now))
 }
 
 pub fn logs(args: LogsArgs, format: Format) -> anyhow::Result<ExitStatus> {
@@ -123,7 +117,28 @@ pub fn logs(args: LogsArgs, format: Format) -> anyhow::Result<ExitStatus> {
             names(&merged.nodes)
         );
     }
+    if merged.entries == 0 {
+        // Nothing printed: say why, so that an empty output is not mistaken for a quiet node.
+        let journals = plural(merged.nodes.len(), "journal", "journals");
+        if merged.read == 0 {
+            eprintln!(
+                "{}: its {journals} hold no entries (the systemd-logs plugin found none to collect)",
+                args.bundle.display()
+            );
+        } else {
+            eprintln!(
+                "{}: none of the {} entries of its {journals} matches the filters",
+                args.bundle.display(),
+                merged.read
+            );
+        }
+    }
     Ok(ExitStatus::Success)
+}
+
+/// `count` and the noun in the right number: `1 journal`, `3 journals`.
+fn plural(count: usize, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
 }
 
 /// One line of `-o json`: the fields in this order.

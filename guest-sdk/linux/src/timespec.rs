@@ -1,5 +1,6 @@
 //! Points in time for `since` and `until`, written as an operator would write them for
-//! journalctl, as microseconds since the Unix epoch (the journal's realtime clock).
+//! journalctl, as microseconds since the Unix epoch (the journal's realtime clock). The
+//! systemd-logs plugin and `factbuoy inspect logs` take the same forms.
 //!
 //! - a duration, meaning that long ago: `60m`, `1h 30m`, `2days` (`-60m` too; `+10m` is ahead);
 //! - `now`, `today`, `yesterday`, `tomorrow` (midnight, UTC);
@@ -8,7 +9,7 @@
 //!   are UTC (run journalctl with `TZ=UTC` to compare);
 //! - `@SECONDS` since the epoch, with a fraction if wanted: `@1700000000.25`.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 const USEC_PER_SEC: u64 = 1_000_000;
 const USEC_PER_DAY: u64 = 86_400 * USEC_PER_SEC;
@@ -50,16 +51,8 @@ pub fn parse(text: &str, now: u64) -> Result<u64, String> {
     })
 }
 
-/// The current time, from the sandbox's wall clock.
-pub fn now() -> u64 {
-    micros(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default(),
-    )
-}
-
-fn micros(duration: Duration) -> u64 {
+/// `duration` in microseconds, saturated.
+pub fn micros(duration: Duration) -> u64 {
     u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
 }
 
