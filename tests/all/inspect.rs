@@ -756,6 +756,9 @@ fn diff_of_two_bundles_lists_nodes_added_and_removed_and_each_change_with_its_no
     ]});
     let to = |v: &Value| serde_json::to_vec(v).unwrap();
     let run = Bundle::read(real_bundle().0.to_owned()).files["meta/run.json"].clone();
+    let mut run: Value = serde_json::from_slice(&run).unwrap();
+    run["created"] = json!("2030-01-01T00:00:00Z");
+    let run = to(&run);
     let after = bundle_of(
         dir.path(),
         "later.tar.gz",
@@ -822,6 +825,23 @@ fn diff_of_two_bundles_lists_nodes_added_and_removed_and_each_change_with_its_no
             "web-1"
         ])),
         "{stdout}"
+    );
+
+    // Given later first (a glob of bundles sorts by name), they are compared in the order
+    // their runs were created, and the table says so.
+    let output = inspect(dir.path(), &["diff", b, a, "-o", "json"]);
+    let reversed = json_of(&output);
+    assert_eq!(reversed["reordered"], true);
+    assert_eq!(reversed["before"]["run_id"], "f1ee7f1ee700");
+    assert_eq!(reversed["changes"], diff["changes"]);
+    assert_eq!(diff["reordered"], false);
+    let output = inspect(dir.path(), &["diff", b, a]);
+    assert!(
+        text(&output.stdout).starts_with(&format!(
+            "note: {a} was created before {b}, so it is the earlier"
+        )),
+        "{}",
+        text(&output.stdout)
     );
 
     // A bundle compared with itself: nothing, and --exit-code says so with 0.

@@ -408,6 +408,9 @@ pub struct Changes {
     pub before: BundleRun,
     /// The later bundle.
     pub after: BundleRun,
+    /// Whether the bundles were given later first, and are compared in the order their runs
+    /// were created instead.
+    pub reordered: bool,
     /// Nodes only in `after`.
     pub nodes_added: Vec<String>,
     /// Nodes only in `before`.
@@ -468,8 +471,22 @@ pub struct Change {
 /// each fact's change with the nodes it happened on, but for what `ignore` leaves out.
 pub fn changes(before: &Bundle, after: &Bundle, ignore: &IgnoreList) -> Result<Changes, ReadError> {
     let mut interner = Interner::default();
-    let old = Fleet::load(before, &mut interner, ignore)?;
-    let new = Fleet::load(after, &mut interner, ignore)?;
+    let mut old = Fleet::load(before, &mut interner, ignore)?;
+    let mut new = Fleet::load(after, &mut interner, ignore)?;
+    // Compared in the order the runs were created, whatever the order given: a shell glob of
+    // bundles made in the same second sorts them by run id.
+    let created = |run: &BundleRun| {
+        run.created.as_deref().and_then(|t| {
+            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
+        })
+    };
+    let reordered = matches!(
+        (created(&old.run), created(&new.run)),
+        (Some(first), Some(second)) if second < first
+    );
+    if reordered {
+        std::mem::swap(&mut old, &mut new);
+    }
     let nodes_added: Vec<String> = new
         .nodes
         .iter()
@@ -550,6 +567,7 @@ pub fn changes(before: &Bundle, after: &Bundle, ignore: &IgnoreList) -> Result<C
     Ok(Changes {
         before: old.run,
         after: new.run,
+        reordered,
         nodes_added,
         nodes_removed,
         nodes_compared: both.len(),

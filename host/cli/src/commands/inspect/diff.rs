@@ -153,10 +153,15 @@ fn changes_lines(changes: &Changes) -> Vec<String> {
         let created = r.created.as_deref().unwrap_or("at an unknown time");
         format!("{} (run {}, created {created})", r.bundle, r.run_id)
     };
-    let mut lines = vec![
-        format!("before: {}", run(&changes.before)),
-        format!("after:  {}", run(&changes.after)),
-    ];
+    let mut lines = Vec::new();
+    if changes.reordered {
+        lines.push(format!(
+            "note: {} was created before {}, so it is the earlier: compared in the order the runs were created",
+            changes.before.bundle, changes.after.bundle
+        ));
+    }
+    lines.push(format!("before: {}", run(&changes.before)));
+    lines.push(format!("after:  {}", run(&changes.after)));
     let list = |nodes: &[String]| {
         if nodes.is_empty() {
             "none".to_owned()
