@@ -381,9 +381,11 @@ pub fn drift(bundle: &Bundle, ignore: &IgnoreList) -> Result<Drift, ReadError> {
         })
         .collect();
     for group in &mut groups {
-        group
-            .facts
-            .sort_by(|a, b| (&a.plugin, &a.path).cmp(&(&b.plugin, &b.path)));
+        group.facts.sort_by(|a, b| {
+            a.plugin
+                .cmp(&b.plugin)
+                .then_with(|| path_order(&a.path, &b.path))
+        });
     }
     groups.sort_by(|a, b| {
         a.node_sets
@@ -560,8 +562,9 @@ pub fn changes(before: &Bundle, after: &Bundle, ignore: &IgnoreList) -> Result<C
         })
         .collect();
     changes.sort_by(|a, b| {
-        (&a.plugin, &a.path)
-            .cmp(&(&b.plugin, &b.path))
+        a.plugin
+            .cmp(&b.plugin)
+            .then_with(|| path_order(&a.path, &b.path))
             .then(b.nodes.len().cmp(&a.nodes.len()))
     });
     Ok(Changes {
@@ -577,9 +580,66 @@ pub fn changes(before: &Bundle, after: &Bundle, ignore: &IgnoreList) -> Result<C
     })
 }
 
+/// The order of fact paths for people: as text, but numbers as numbers (`flags[3]` before
+/// `flags[35]`, `eth2` before `eth10`), so that a list's items stay in their order.
+fn path_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let (mut a, mut b) = (a.as_bytes(), b.as_bytes());
+    loop {
+        let digits = |s: &[u8]| s.iter().take_while(|c| c.is_ascii_digit()).count();
+        let (da, db) = (digits(a), digits(b));
+        if da > 0 && db > 0 {
+            // Numbers: the shorter (without leading zeros) is the smaller, then digit by digit.
+            let trim = |s: &[u8]| {
+                let zeros = s.iter().take_while(|c| **c == b'0').count();
+                s[zeros.min(s.len() - 1)..].to_vec()
+            };
+            let (na, nb) = (trim(&a[..da]), trim(&b[..db]));
+            let order = na.len().cmp(&nb.len()).then_with(|| na.cmp(&nb));
+            if order.is_ne() {
+                return order;
+            }
+            (a, b) = (&a[da..], &b[db..]);
+            continue;
+        }
+        match (a.first(), b.first()) {
+            (None, None) => return std::cmp::Ordering::Equal,
+            (None, Some(_)) => return std::cmp::Ordering::Less,
+            (Some(_), None) => return std::cmp::Ordering::Greater,
+            (Some(x), Some(y)) if x != y => return x.cmp(y),
+            _ => (a, b) = (&a[1..], &b[1..]),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn list_indices_sort_as_numbers() {
+        let mut paths = vec![
+            "flags[40]",
+            "flags[3]",
+            "flags[35]",
+            "flags[10].x",
+            "flags[10]",
+            "a",
+            "flags[03]b",
+        ];
+        paths.sort_by(|a, b| path_order(a, b));
+        assert_eq!(
+            paths,
+            [
+                "a",
+                "flags[3]",
+                "flags[03]b",
+                "flags[10]",
+                "flags[10].x",
+                "flags[35]",
+                "flags[40]"
+            ]
+        );
+    }
 
     #[test]
     fn patterns_match_whole_paths_across_dots_and_brackets() {
