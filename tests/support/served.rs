@@ -3,7 +3,6 @@
 //! are the real binary. Used by `tests/all/aggregator_nodes.rs` and `tests/all/aggregator_enroll.rs`.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -146,17 +145,7 @@ pub fn bundle_files(running: &RunningAggregator) -> BTreeMap<String, Vec<u8>> {
     let document = running.status_document();
     let tar = document.tar_info.expect("a finished bundle");
     let path = running.config().bundle_dir.join(&tar.name);
-    let bytes = std::fs::read(path).unwrap();
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
-    let mut files = BTreeMap::new();
-    for entry in archive.entries().unwrap() {
-        let mut entry = entry.unwrap();
-        let name = entry.path().unwrap().to_string_lossy().into_owned();
-        let mut content = Vec::new();
-        entry.read_to_end(&mut content).unwrap();
-        files.insert(name, content);
-    }
-    files
+    super::tar_gz_files(&std::fs::read(path).unwrap())
 }
 
 /// The `error` of an `error.json` in the bundle.
