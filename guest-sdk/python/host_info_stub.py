@@ -1,8 +1,8 @@
 """Prints ``factbuoy_plugin/host_info.pyi``, the typed declarations of ``host_info`` for editors
 and type checkers, from componentize-py's bindings of ``wit/gatherer.wit``: ``host_info``
 re-exports the bindings, which exist only inside a build, so an editor would otherwise know
-nothing of its functions and records. tests/plugin_authoring.rs checks that the committed stub
-is what this prints.
+nothing of its functions and records. tests/all/plugin_authoring_python.rs checks that the
+committed stub is what this prints.
 
     componentize-py -d wit -w gatherer bindings BINDINGS
     python3 guest-sdk/python/host_info_stub.py BINDINGS > guest-sdk/python/factbuoy_plugin/host_info.pyi

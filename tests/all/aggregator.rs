@@ -4,247 +4,15 @@
 
 use crate::support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
-
+use crate::support::aggregator::{
+    Aggregator, content_digest, curl, curl_as, manifest, run, s_client, sha256,
+};
 use crate::support::factbuoy;
-
-fn run(command: &mut Command) -> Output {
-    let output = command.output().expect("running factbuoy");
-    assert!(
-        output.status.success(),
-        "{:?} failed: {}",
-        command,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
-
-fn sha256(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
-
-/// `sha-256=:<base64>:` for `bytes`.
-fn content_digest(bytes: &[u8]) -> String {
-    use base64::Engine as _;
-    format!(
-        "sha-256=:{}:",
-        base64::engine::general_purpose::STANDARD.encode(Sha256::digest(bytes))
-    )
-}
-
-/// A run directory with its aggregator serving in a child process.
-struct Aggregator {
-    dir: tempfile::TempDir,
-    child: Option<Child>,
-    agent: String,
-    operator: String,
-}
-
-impl Aggregator {
-    /// Creates a run expecting `nodes` to run `hello`, with extra `aggregator create` flags.
-    fn create(nodes: &[&str], extra: &[&str]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let mut command = factbuoy();
-        command
-            .args(["aggregator", "create", "--plugin", "hello"])
-            .arg("--run-dir")
-            .arg(dir.path().join("run"));
-        command.arg("--out").arg(dir.path().join("out"));
-        for node in nodes {
-            command.args(["--node", node]);
-        }
-        run(command.args(extra));
-        let mut aggregator = Aggregator {
-            dir,
-            child: None,
-            agent: String::new(),
-            operator: String::new(),
-        };
-        aggregator.serve();
-        aggregator
-    }
-
-    fn run_dir(&self) -> PathBuf {
-        self.dir.path().join("run")
-    }
-
-    fn serve(&mut self) {
-        let mut child = factbuoy()
-            .args(["aggregator", "serve", "--run-dir"])
-            .arg(self.run_dir())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addresses: serde_json::Value = serde_json::from_str(&line).expect("the serve line");
-        self.agent = addresses["agent_address"].as_str().unwrap().to_owned();
-        self.operator = addresses["operator_address"].as_str().unwrap().to_owned();
-        self.child = Some(child);
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.kill().unwrap();
-            child.wait().unwrap();
-        }
-    }
-
-    /// Credentials for `role` (`agent:a`, `operator:x`, `global:y`) in a fresh directory.
-    fn issue(&self, role: &str) -> PathBuf {
-        let out = self.dir.path().join(role.replace(':', "-"));
-        run(factbuoy()
-            .args(["aggregator", "issue", "--role", role])
-            .arg("--run-dir")
-            .arg(self.run_dir())
-            .arg("--out")
-            .arg(&out));
-        out
-    }
-
-    /// The run directory's own operator credentials.
-    fn operator_credentials(&self) -> PathBuf {
-        let out = self.dir.path().join("operator-creds");
-        std::fs::create_dir_all(&out).unwrap();
-        let pki = self.run_dir().join("pki");
-        std::fs::copy(pki.join("ca.pem"), out.join("ca.pem")).unwrap();
-        std::fs::copy(pki.join("operator.pem"), out.join("client.pem")).unwrap();
-        std::fs::copy(pki.join("operator.key"), out.join("client.key")).unwrap();
-        out
-    }
-
-    fn agent_run(&self, node: &str) -> Output {
-        let credentials = self.issue(&format!("agent:{node}"));
-        factbuoy()
-            .args([
-                "agent",
-                "--aggregator",
-                &self.agent,
-                "--node",
-                node,
-                "--retry-for",
-                "60s",
-            ])
-            .arg("--credentials")
-            .arg(credentials)
-            .output()
-            .unwrap()
-    }
-
-    fn status(&self) -> serde_json::Value {
-        let output = run(factbuoy()
-            .args(["status", "-o", "json", "--run-dir"])
-            .arg(self.run_dir()));
-        serde_json::from_slice(&output.stdout).unwrap()
-    }
-
-    fn wait_for(&self, status: &str) -> serde_json::Value {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let document = self.status();
-            if document["status"] == status {
-                return document;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the run never became {status}: {document}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-impl Drop for Aggregator {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// An answer from curl: HTTP status and body. Status 0 means no HTTP exchange happened.
-struct Answer {
-    status: u16,
-    body: String,
-    stderr: String,
-}
-
-fn curl(
-    credentials: Option<&Path>,
-    ca: &Path,
-    method: &str,
-    url: &str,
-    body: Option<&[u8]>,
-    headers: &[String],
-) -> Answer {
-    let scratch = tempfile::tempdir().unwrap();
-    let mut command = Command::new("curl");
-    command
-        .args(["-sS", "-X", method, "-o"])
-        .arg(scratch.path().join("body"))
-        .args(["-w", "%{http_code}"]);
-    command.arg("--cacert").arg(ca);
-    if let Some(dir) = credentials {
-        command
-            .arg("--cert")
-            .arg(dir.join("client.pem"))
-            .arg("--key")
-            .arg(dir.join("client.key"));
-    }
-    for header in headers {
-        command.args(["-H", header]);
-    }
-    if let Some(body) = body {
-        std::fs::write(scratch.path().join("upload"), body).unwrap();
-        command
-            .arg("--data-binary")
-            .arg(format!("@{}", scratch.path().join("upload").display()));
-    }
-    let output = command.arg(url).output().expect("running curl");
-    Answer {
-        status: String::from_utf8_lossy(&output.stdout)
-            .trim()
-            .parse()
-            .unwrap_or(0),
-        body: std::fs::read_to_string(scratch.path().join("body")).unwrap_or_default(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
-
-fn put_file(
-    aggregator: &Aggregator,
-    credentials: &Path,
-    path: &str,
-    bytes: &[u8],
-    digest: &str,
-) -> Answer {
-    let url = format!("https://{}{path}", aggregator.agent);
-    curl(
-        Some(credentials),
-        &credentials.join("ca.pem"),
-        "PUT",
-        &url,
-        Some(bytes),
-        &[format!("content-digest: {digest}")],
-    )
-}
-
-fn manifest(files: &[(&str, &[u8])]) -> Vec<u8> {
-    let files: Vec<serde_json::Value> = files
-        .iter()
-        .map(|(name, bytes)| serde_json::json!({"name": name, "size": bytes.len(), "sha256": sha256(bytes)}))
-        .collect();
-    serde_json::to_vec(
-        &serde_json::json!({"outcome": "succeeded", "files": files, "plugin_version": "0.1.0"}),
-    )
-    .unwrap()
-}
 
 #[test]
 fn the_handshake_needs_a_certificate_from_this_runs_ca() {
@@ -252,9 +20,9 @@ fn the_handshake_needs_a_certificate_from_this_runs_ca() {
     let own = aggregator.issue("agent:a");
     let ca = own.join("ca.pem");
     let url = format!("https://{}/api/v1/plan/by-node/a", aggregator.agent);
-    assert_eq!(curl(Some(&own), &ca, "GET", &url, None, &[]).status, 200);
+    assert_eq!(curl_as(&ca, Some(&own), "GET", &url, None, &[]).status, 200);
 
-    let without = curl(None, &ca, "GET", &url, None, &[]);
+    let without = curl_as(&ca, None, "GET", &url, None, &[]);
     assert_eq!(without.status, 0);
     assert!(
         without.stderr.contains("certificate required"),
@@ -264,7 +32,7 @@ fn the_handshake_needs_a_certificate_from_this_runs_ca() {
 
     let elsewhere = Aggregator::create(&["a"], &[]);
     let foreign = elsewhere.issue("agent:a");
-    let refused = curl(Some(&foreign), &ca, "GET", &url, None, &[]);
+    let refused = curl_as(&ca, Some(&foreign), "GET", &url, None, &[]);
     assert_eq!(refused.status, 0);
     assert!(refused.stderr.contains("unknown ca"), "{}", refused.stderr);
 
@@ -303,77 +71,60 @@ fn each_certificate_may_do_only_its_own_part() {
     let body = b"{}";
 
     // Node a's certificate cannot speak for node b.
-    let answer = put_file(
-        &aggregator,
+    let answer = aggregator.put(
         &agent_a,
         "/api/v1/results/by-node/b/hello/files/x.json",
         body,
-        &content_digest(body),
     );
-    assert_eq!(answer.status, 403, "{}", answer.body);
+    assert_eq!(answer.status, 403, "{}", answer.text());
     assert!(
         answer
-            .body
+            .text()
             .contains("the agent for node \\\"a\\\" may not use"),
         "{}",
-        answer.body
+        answer.text()
     );
     let url = format!("https://{}/api/v1/heartbeat/by-node/b", aggregator.agent);
-    assert_eq!(
-        curl(Some(&agent_a), &ca, "POST", &url, None, &[]).status,
-        403
-    );
+    assert_eq!(curl(&agent_a, "POST", &url, None, &[]).status, 403);
 
     // An agent cannot read status or download the bundle.
     for path in ["/status", "/bundle", "/metrics"] {
         let url = format!("https://{}{path}", aggregator.operator);
-        assert_eq!(
-            curl(Some(&agent_a), &ca, "GET", &url, None, &[]).status,
-            403,
-            "{path}"
-        );
+        assert_eq!(curl(&agent_a, "GET", &url, None, &[]).status, 403, "{path}");
     }
     // An operator cannot upload.
-    let answer = put_file(
-        &aggregator,
+    let answer = aggregator.put(
         &operator,
         "/api/v1/results/by-node/a/hello/files/x.json",
         body,
-        &content_digest(body),
     );
     assert_eq!(answer.status, 403);
     // A global uploader cannot upload for a node, and this run expects no global result.
     let global = aggregator.issue("global:cluster");
-    let answer = put_file(
-        &aggregator,
+    let answer = aggregator.put(
         &global,
         "/api/v1/results/by-node/a/hello/files/x.json",
         body,
-        &content_digest(body),
     );
     assert_eq!(answer.status, 403);
-    let answer = put_file(
-        &aggregator,
-        &global,
-        "/api/v1/results/global/hello/files/x.json",
-        body,
-        &content_digest(body),
-    );
+    let answer = aggregator.put(&global, "/api/v1/results/global/hello/files/x.json", body);
     assert_eq!(answer.status, 403);
-    assert!(answer.body.contains("expects no result"), "{}", answer.body);
+    assert!(
+        answer.text().contains("expects no result"),
+        "{}",
+        answer.text()
+    );
     // An unexpected plugin.
-    let answer = put_file(
-        &aggregator,
+    let answer = aggregator.put(
         &agent_a,
         "/api/v1/results/by-node/a/other/files/x.json",
         body,
-        &content_digest(body),
     );
     assert_eq!(answer.status, 403);
     // The operator reads the status.
-    let status = curl(
-        Some(&operator),
+    let status = curl_as(
         &ca,
+        Some(&operator),
         "GET",
         &format!("https://{}/status", aggregator.operator),
         None,
@@ -381,9 +132,9 @@ fn each_certificate_may_do_only_its_own_part() {
     );
     assert_eq!(status.status, 200);
     assert!(
-        status.body.contains("\"status\":\"running\""),
+        status.text().contains("\"status\":\"running\""),
         "{}",
-        status.body
+        status.text()
     );
 }
 
@@ -395,25 +146,27 @@ fn uploads_are_checked_before_anything_is_stored() {
     let path = "/api/v1/results/by-node/a/hello/files/facts.json";
     let facts = br#"{"ok":true}"#;
 
-    let mismatch = put_file(
-        &aggregator,
+    let url = format!("https://{}{path}", aggregator.agent);
+    let mismatch = curl(
         &agent,
-        path,
-        facts,
-        &content_digest(b"something else"),
+        "PUT",
+        &url,
+        Some(facts),
+        &[format!(
+            "content-digest: {}",
+            content_digest(b"something else")
+        )],
     );
     assert_eq!(mismatch.status, 400);
     assert!(
-        mismatch.body.contains("nothing was stored"),
+        mismatch.text().contains("nothing was stored"),
         "{}",
-        mismatch.body
+        mismatch.text()
     );
     assert!(!staged.exists());
-    let ca = agent.join("ca.pem");
-    let url = format!("https://{}{path}", aggregator.agent);
-    let no_digest = curl(Some(&agent), &ca, "PUT", &url, Some(facts), &[]);
+    let no_digest = curl(&agent, "PUT", &url, Some(facts), &[]);
     assert_eq!(no_digest.status, 400);
-    assert!(no_digest.body.contains("Content-Digest"));
+    assert!(no_digest.text().contains("Content-Digest"));
 
     for traversal in [
         "/api/v1/results/by-node/a/hello/files/..%2F..%2Fescape",
@@ -421,84 +174,43 @@ fn uploads_are_checked_before_anything_is_stored() {
         "/api/v1/results/by-node/a/hello/files/a%5Cb",
         "/api/v1/results/by-node/..%2Fa/hello/files/x",
     ] {
-        let answer = put_file(
-            &aggregator,
-            &agent,
-            traversal,
-            facts,
-            &content_digest(facts),
-        );
-        assert_eq!(answer.status, 400, "{traversal}: {}", answer.body);
+        let answer = aggregator.put(&agent, traversal, facts);
+        assert_eq!(answer.status, 400, "{traversal}: {}", answer.text());
     }
 
     let big = vec![b'x'; 2048];
-    let too_large = put_file(&aggregator, &agent, path, &big, &content_digest(&big));
+    let too_large = aggregator.put(&agent, path, &big);
     assert_eq!(too_large.status, 413);
     assert!(!staged.exists());
 
-    assert_eq!(
-        put_file(&aggregator, &agent, path, facts, &content_digest(facts)).status,
-        201
-    );
+    assert_eq!(aggregator.put(&agent, path, facts).status, 201);
     let commit_url = format!(
         "https://{}/api/v1/results/by-node/a/hello",
         aggregator.agent
     );
-    let incomplete = manifest(&[("facts.json", facts), ("missing.json", b"?")]);
-    let answer = curl(
-        Some(&agent),
-        &ca,
-        "PUT",
-        &commit_url,
-        Some(&incomplete),
-        &[],
+    let incomplete = manifest(
+        "succeeded",
+        &[("facts.json", facts), ("missing.json", b"?")],
     );
+    let answer = curl(&agent, "PUT", &commit_url, Some(&incomplete), &[]);
     assert_eq!(answer.status, 400);
-    assert!(answer.body.contains("missing.json"), "{}", answer.body);
-    let complete = manifest(&[("facts.json", facts)]);
+    assert!(answer.text().contains("missing.json"), "{}", answer.text());
+    let complete = manifest("succeeded", &[("facts.json", facts)]);
     assert_eq!(
-        curl(Some(&agent), &ca, "PUT", &commit_url, Some(&complete), &[]).status,
+        curl(&agent, "PUT", &commit_url, Some(&complete), &[]).status,
         201
     );
 
     // A true duplicate, of the commit or of a file, is refused.
     assert_eq!(
-        curl(Some(&agent), &ca, "PUT", &commit_url, Some(&complete), &[]).status,
+        curl(&agent, "PUT", &commit_url, Some(&complete), &[]).status,
         409
     );
-    assert_eq!(
-        put_file(&aggregator, &agent, path, facts, &content_digest(facts)).status,
-        409
-    );
+    assert_eq!(aggregator.put(&agent, path, facts).status, 409);
     let stored = aggregator
         .run_dir()
         .join("results/plugins/hello/results/a/facts.json");
     assert_eq!(std::fs::read(stored).unwrap(), facts);
-}
-
-/// A TLS connection to the agent listener through `openssl s_client`, with `credentials`; the
-/// request is written to its stdin, the answer read from its stdout. `-quiet` implies
-/// `-ign_eof`: the connection stays open after stdin ends, until the server closes it.
-fn s_client(aggregator: &Aggregator, credentials: &Path) -> Child {
-    s_client_with(aggregator, credentials, &[])
-}
-
-/// [`s_client`] with more options.
-fn s_client_with(aggregator: &Aggregator, credentials: &Path, options: &[&str]) -> Child {
-    Command::new("openssl")
-        .args(["s_client", "-quiet", "-connect", &aggregator.agent])
-        .args(options)
-        .arg("-CAfile")
-        .arg(credentials.join("ca.pem"))
-        .arg("-cert")
-        .arg(credentials.join("client.pem"))
-        .arg("-key")
-        .arg(credentials.join("client.key"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
 }
 
 /// Sends a request through `openssl s_client`, writing `head`, then `body` one piece at a time
@@ -522,7 +234,7 @@ fn raw_request_with(
     pause: Duration,
     options: &[&str],
 ) -> (String, Duration) {
-    let mut child = s_client_with(aggregator, credentials, options);
+    let mut child = s_client(&aggregator.agent, credentials, options);
     let started = Instant::now();
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = child.stdout.take().unwrap();
@@ -559,7 +271,7 @@ fn uploads_stream_to_disk_and_the_aggregators_memory_follows_uploads_in_flight_n
     const MAX_PEAK_RSS: u64 = 48 << 20;
     let aggregator = Aggregator::create(&["a"], &[]);
     let agent = aggregator.issue("agent:a");
-    let pid = aggregator.child.as_ref().unwrap().id();
+    let pid = aggregator.pid();
     let before = peak_rss(pid);
     // Four large files at once, each different, so no layer can share their pages.
     let files: Vec<Vec<u8>> = (0..UPLOADS).map(|i| vec![b'a' + i as u8; SIZE]).collect();
@@ -568,7 +280,7 @@ fn uploads_stream_to_disk_and_the_aggregators_memory_follows_uploads_in_flight_n
             let (aggregator, agent) = (&aggregator, &agent);
             scope.spawn(move || {
                 let path = format!("/api/v1/results/by-node/a/hello/files/big-{i}.bin");
-                let answer = put_file(aggregator, agent, &path, bytes, &content_digest(bytes));
+                let answer = aggregator.put(agent, &path, bytes);
                 assert_eq!(answer.status, 201, "{}", answer.stderr);
             });
         }
@@ -597,14 +309,13 @@ fn uploads_stream_to_disk_and_the_aggregators_memory_follows_uploads_in_flight_n
 fn metrics(aggregator: &Aggregator) -> String {
     let operator = aggregator.operator_credentials();
     curl(
-        Some(&operator),
-        &operator.join("ca.pem"),
+        &operator,
         "GET",
         &format!("https://{}/metrics", aggregator.operator),
         None,
         &[],
     )
-    .body
+    .text()
 }
 
 /// How many requests or connections the aggregator refused for `reason`, from its `/metrics`.
@@ -661,10 +372,7 @@ fn a_cut_off_upload_stores_nothing_and_its_retry_is_accepted() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let path = "/api/v1/results/by-node/a/hello/files/facts.json";
-    assert_eq!(
-        put_file(&aggregator, &agent, path, &facts, &content_digest(&facts)).status,
-        201
-    );
+    assert_eq!(aggregator.put(&agent, path, &facts).status, 201);
 }
 
 #[test]
@@ -688,21 +396,20 @@ fn an_oversized_request_head_gets_431() {
 fn connections_past_the_cap_are_closed_and_counted() {
     let aggregator = Aggregator::create(&["a"], &["--max-connections", "2"]);
     let agent = aggregator.issue("agent:a");
-    let ca = agent.join("ca.pem");
     let plan_url = format!("https://{}/api/v1/plan/by-node/a", aggregator.agent);
     let rejections = || rejections(&aggregator, "too-many-connections");
-    assert_eq!(
-        curl(Some(&agent), &ca, "GET", &plan_url, None, &[]).status,
-        200
-    );
+    assert_eq!(curl(&agent, "GET", &plan_url, None, &[]).status, 200);
     // Two clients that connect and say nothing hold both slots until the head timeout.
-    let idle: Vec<Child> = (0..2).map(|_| s_client(&aggregator, &agent)).collect();
+    let idle: Vec<Child> = (0..2)
+        .map(|_| s_client(&aggregator.agent, &agent, &[]))
+        .collect();
     std::thread::sleep(Duration::from_millis(1500));
-    let refused = curl(Some(&agent), &ca, "GET", &plan_url, None, &[]);
+    let refused = curl(&agent, "GET", &plan_url, None, &[]);
     assert_ne!(
-        refused.status, 200,
+        refused.status,
+        200,
         "a third connection was served: {}",
-        refused.body
+        refused.text()
     );
     assert!(rejections() >= 1);
     for mut child in idle {
@@ -711,7 +418,7 @@ fn connections_past_the_cap_are_closed_and_counted() {
     }
     // Freed slots serve again.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while curl(Some(&agent), &ca, "GET", &plan_url, None, &[]).status != 200 {
+    while curl(&agent, "GET", &plan_url, None, &[]).status != 200 {
         assert!(Instant::now() < deadline, "the slots were never freed");
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -747,27 +454,20 @@ fn a_global_result_comes_from_a_global_certificate_and_completes_the_run() {
     let facts = br#"{"nodes":1}"#;
     let path = "/api/v1/results/global/systemd-logs/files/cluster.json";
     // Only the global certificate may deliver it.
-    assert_eq!(
-        put_file(&aggregator, &agent, path, facts, &content_digest(facts)).status,
-        403
-    );
-    assert_eq!(
-        put_file(&aggregator, &global, path, facts, &content_digest(facts)).status,
-        201
-    );
+    assert_eq!(aggregator.put(&agent, path, facts).status, 403);
+    assert_eq!(aggregator.put(&global, path, facts).status, 201);
     let commit_url = format!(
         "https://{}/api/v1/results/global/systemd-logs",
         aggregator.agent
     );
     let committed = curl(
-        Some(&global),
-        &global.join("ca.pem"),
+        &global,
         "PUT",
         &commit_url,
-        Some(&manifest(&[("cluster.json", facts)])),
+        Some(&manifest("succeeded", &[("cluster.json", facts)])),
         &[],
     );
-    assert_eq!(committed.status, 201, "{}", committed.body);
+    assert_eq!(committed.status, 201, "{}", committed.text());
     // The node's agent runs only the per-node plugin, and the run ends complete.
     let output = aggregator.agent_run("a");
     assert!(
@@ -775,7 +475,7 @@ fn a_global_result_comes_from_a_global_certificate_and_completes_the_run() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let status = aggregator.wait_for("complete");
+    let status = aggregator.wait_for("complete", Duration::from_secs(60));
     let pairs = status["plugins"].as_array().unwrap();
     assert_eq!(pairs.len(), 2, "{status}");
     assert!(
@@ -857,7 +557,7 @@ fn factbuoy_agent_global_runs_the_global_plugins_once_and_node_agents_skip_them(
     // The global agent's root holds a journal (a global plugin reads what its runner is given,
     // never host-info).
     let global = aggregator.issue("global:runner");
-    let root = aggregator.dir.path().join("global-root");
+    let root = aggregator.root().join("global-root");
     support::unpack_journal_fixtures(&root.join("var/log/journal"), |_| true);
     let ran = run(factbuoy()
         .args(["agent", "--global", "--aggregator", &aggregator.agent])
@@ -874,7 +574,7 @@ fn factbuoy_agent_global_runs_the_global_plugins_once_and_node_agents_skip_them(
         String::from_utf8_lossy(&ran.stdout).trim(),
         "hello: succeeded"
     );
-    let status = aggregator.wait_for("complete");
+    let status = aggregator.wait_for("complete", Duration::from_secs(60));
     let mut pairs: Vec<(String, String, String)> = status["plugins"]
         .as_array()
         .unwrap()
@@ -902,12 +602,12 @@ fn a_run_with_real_agents_ends_in_a_bundle_that_resumes_downloading() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let status = aggregator.wait_for("complete");
+    let status = aggregator.wait_for("complete", Duration::from_secs(60));
     assert_eq!(status["plugins"][0]["result_status"], "passed");
     let tar = &status["tar_info"];
 
     // Retrieve, then cut the download short and resume it.
-    let out = aggregator.dir.path().join("retrieved");
+    let out = aggregator.root().join("retrieved");
     let retrieve = |out: &Path| {
         let output = run(factbuoy()
             .args(["retrieve", "-o", "json", "--run-dir"])
@@ -927,15 +627,7 @@ fn a_run_with_real_agents_ends_in_a_bundle_that_resumes_downloading() {
     assert_eq!(std::fs::read(&path).unwrap(), whole);
 
     // The bundle is a valid tar.gz whose index matches every file in it.
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(whole.as_slice()));
-    let mut files = std::collections::BTreeMap::new();
-    for entry in archive.entries().unwrap() {
-        let mut entry = entry.unwrap();
-        let name = entry.path().unwrap().to_string_lossy().into_owned();
-        let mut bytes = Vec::new();
-        entry.read_to_end(&mut bytes).unwrap();
-        files.insert(name, bytes);
-    }
+    let files = support::tar_gz_files(&whole);
     for expected in [
         "meta/run.json",
         "meta/status.json",
@@ -1001,7 +693,7 @@ fn a_restarted_aggregator_completes_the_run_and_loses_nothing() {
     );
     let output = agent_b.wait_with_output().unwrap();
     assert!(output.status.success());
-    let status = aggregator.wait_for("complete");
+    let status = aggregator.wait_for("complete", Duration::from_secs(60));
     let passed: Vec<&serde_json::Value> = status["plugins"]
         .as_array()
         .unwrap()
@@ -1017,7 +709,7 @@ fn a_restarted_aggregator_completes_the_run_and_loses_nothing() {
 fn a_silent_node_is_marked_lost_and_the_run_still_ends() {
     let aggregator = Aggregator::create(&["a", "ghost"], &["--lost-after", "2s"]);
     assert!(aggregator.agent_run("a").status.success());
-    let status = aggregator.wait_for("complete");
+    let status = aggregator.wait_for("complete", Duration::from_secs(60));
     let ghost = status["plugins"]
         .as_array()
         .unwrap()
@@ -1140,18 +832,12 @@ fn a_failing_plugin_becomes_an_error_result_and_the_others_carry_on() {
     assert_eq!(result("hostile"), "failed");
 
     let bundle = std::fs::read(summary["bundle"]["path"].as_str().unwrap()).unwrap();
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bundle.as_slice()));
-    let error = archive
-        .entries()
-        .unwrap()
-        .map(|e| e.unwrap())
-        .find(|e| e.path().unwrap().to_string_lossy() == "plugins/hostile/errors/n1/error.json")
-        .map(|mut e| {
-            let mut text = String::new();
-            e.read_to_string(&mut text).unwrap();
-            text
-        })
-        .expect("an error result for the failed plugin");
+    let files = support::tar_gz_files(&bundle);
+    let error = String::from_utf8_lossy(
+        files
+            .get("plugins/hostile/errors/n1/error.json")
+            .expect("an error result for the failed plugin"),
+    );
     assert!(
         error.contains("panicked: hostile plugin panicked on purpose"),
         "{error}"

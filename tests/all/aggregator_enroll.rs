@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::support::aggregator::Answer;
+use crate::support::aggregator::{Answer, curl_as};
 use crate::support::factbuoy;
 use crate::support::served::{
     bundle_files, create, issue, node, pair_status, serve, serve_with, wait_for,
@@ -102,34 +102,10 @@ async fn output_of(mut command: Command) -> std::process::Output {
         .unwrap()
 }
 
-/// curl without a client certificate.
+/// curl without a client certificate, sending a JSON `body` if there is one.
 fn anonymous_curl(ca: &Path, method: &str, url: &str, body: Option<&[u8]>) -> Answer {
-    let scratch = tempfile::tempdir().unwrap();
-    let mut command = Command::new("curl");
-    command
-        .args(["-sS", "-X", method, "-o"])
-        .arg(scratch.path().join("body"))
-        .arg("-D")
-        .arg(scratch.path().join("headers"))
-        .args(["-w", "%{http_code}", "--cacert"])
-        .arg(ca);
-    if let Some(body) = body {
-        std::fs::write(scratch.path().join("upload"), body).unwrap();
-        command
-            .arg("-H")
-            .arg("content-type: application/json")
-            .arg("--data-binary")
-            .arg(format!("@{}", scratch.path().join("upload").display()));
-    }
-    let output = command.arg(url).output().unwrap();
-    Answer {
-        status: String::from_utf8_lossy(&output.stdout)
-            .trim()
-            .parse()
-            .unwrap_or(0),
-        body: std::fs::read(scratch.path().join("body")).unwrap_or_default(),
-        headers: std::fs::read_to_string(scratch.path().join("headers")).unwrap_or_default(),
-    }
+    let json = body.map(|_| "content-type: application/json".to_owned());
+    curl_as(ca, None, method, url, body, json.as_slice())
 }
 
 /// A key and a CSR made by openssl, asking for `node` in its subject and as a role URI.

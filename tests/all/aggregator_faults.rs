@@ -5,244 +5,15 @@
 
 use crate::support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
-
-use crate::support::factbuoy;
-
-fn run(command: &mut Command) -> Output {
-    let output = command.output().expect("running a command");
-    assert!(
-        output.status.success(),
-        "{:?} failed: {}",
-        command,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
-
-fn sha256(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
-
-fn content_digest(bytes: &[u8]) -> String {
-    use base64::Engine as _;
-    format!(
-        "sha-256=:{}:",
-        base64::engine::general_purpose::STANDARD.encode(Sha256::digest(bytes))
-    )
-}
-
-/// A run whose aggregator serves in a child process; `root` holds the run and the bundle.
-struct Aggregator {
-    root: PathBuf,
-    child: Option<Child>,
-    agent: String,
-    operator: String,
-    /// What `serve` writes to stderr (off the run's disk, which a test may fill).
-    stderr: tempfile::TempPath,
-    /// A shell prefix for `serve` (resource limits).
-    wrapper: Option<String>,
-    /// Client credentials, off the run's disk.
-    keys: tempfile::TempDir,
-}
-
-impl Aggregator {
-    /// Creates a run in `root` expecting `nodes` to run `hello`, and serves it.
-    fn create(root: &Path, nodes: &[&str], extra: &[&str]) -> Self {
-        Self::create_wrapped(root, nodes, extra, None)
-    }
-
-    fn create_wrapped(root: &Path, nodes: &[&str], extra: &[&str], wrapper: Option<&str>) -> Self {
-        let mut command = factbuoy();
-        command
-            .args(["aggregator", "create", "--plugin", "hello"])
-            .arg("--run-dir")
-            .arg(root.join("run"))
-            .arg("--out")
-            .arg(root.join("out"));
-        for node in nodes {
-            command.args(["--node", node]);
-        }
-        run(command.args(extra));
-        let mut aggregator = Aggregator {
-            root: root.to_owned(),
-            child: None,
-            agent: String::new(),
-            operator: String::new(),
-            stderr: tempfile::NamedTempFile::new().unwrap().into_temp_path(),
-            wrapper: wrapper.map(str::to_owned),
-            keys: tempfile::tempdir().unwrap(),
-        };
-        aggregator.serve();
-        aggregator
-    }
-
-    fn run_dir(&self) -> PathBuf {
-        self.root.join("run")
-    }
-
-    fn serve(&mut self) {
-        let binary = env!("CARGO_BIN_EXE_factbuoy");
-        let mut command = match &self.wrapper {
-            Some(prefix) => {
-                let mut command = Command::new("sh");
-                command.arg("-c").arg(format!(
-                    "{prefix}; exec \"$0\" aggregator serve --run-dir \"$1\""
-                ));
-                command.arg(binary).arg(self.run_dir());
-                command.env("FACTBUOY_CACHE_DIR", support::cache_dir());
-                command
-            }
-            None => {
-                let mut command = factbuoy();
-                command.args(["aggregator", "serve", "--run-dir"]);
-                command.arg(self.run_dir());
-                command
-            }
-        };
-        let mut child = command
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&self.stderr).unwrap())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addresses: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| {
-            panic!(
-                "no serve line ({e}): {line:?}; stderr: {}",
-                std::fs::read_to_string(&self.stderr).unwrap_or_default()
-            )
-        });
-        self.agent = addresses["agent_address"].as_str().unwrap().to_owned();
-        self.operator = addresses["operator_address"].as_str().unwrap().to_owned();
-        self.child = Some(child);
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.kill().unwrap();
-            child.wait().unwrap();
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().unwrap().id()
-    }
-
-    fn issue(&self, role: &str) -> PathBuf {
-        let out = self.keys.path().join(role.replace(':', "-"));
-        if !out.exists() {
-            run(factbuoy()
-                .args(["aggregator", "issue", "--role", role])
-                .arg("--run-dir")
-                .arg(self.run_dir())
-                .arg("--out")
-                .arg(&out));
-        }
-        out
-    }
-
-    fn operator_credentials(&self) -> PathBuf {
-        let out = self.keys.path().join("operator");
-        if out.exists() {
-            return out;
-        }
-        std::fs::create_dir_all(&out).unwrap();
-        let pki = self.run_dir().join("pki");
-        std::fs::copy(pki.join("ca.pem"), out.join("ca.pem")).unwrap();
-        std::fs::copy(pki.join("operator.pem"), out.join("client.pem")).unwrap();
-        std::fs::copy(pki.join("operator.key"), out.join("client.key")).unwrap();
-        out
-    }
-
-    /// The status document, from the operator listener.
-    fn status(&self) -> serde_json::Value {
-        let operator = self.operator_credentials();
-        let answer = curl(
-            &operator,
-            "GET",
-            &format!("https://{}/status", self.operator),
-            None,
-            &[],
-        );
-        assert_eq!(answer.status, 200, "{}", answer.body);
-        serde_json::from_str(&answer.body).unwrap()
-    }
-
-    fn wait_for(&self, status: &str) -> serde_json::Value {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let document = self.status();
-            if document["status"] == status {
-                return document;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the run never became {status}: {document}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Aggregator {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-struct Answer {
-    status: u16,
-    body: String,
-}
-
-/// One request with curl, over mutual TLS with `credentials`.
-fn curl(
-    credentials: &Path,
-    method: &str,
-    url: &str,
-    body: Option<&[u8]>,
-    headers: &[String],
-) -> Answer {
-    let scratch = tempfile::tempdir().unwrap();
-    let mut command = Command::new("curl");
-    command
-        .args(["-sS", "--max-time", "30", "-X", method, "-o"])
-        .arg(scratch.path().join("body"))
-        .args(["-w", "%{http_code}"])
-        .arg("--cacert")
-        .arg(credentials.join("ca.pem"))
-        .arg("--cert")
-        .arg(credentials.join("client.pem"))
-        .arg("--key")
-        .arg(credentials.join("client.key"));
-    for header in headers {
-        command.args(["-H", header]);
-    }
-    if let Some(body) = body {
-        std::fs::write(scratch.path().join("upload"), body).unwrap();
-        command
-            .arg("--data-binary")
-            .arg(format!("@{}", scratch.path().join("upload").display()));
-    }
-    let output = command.arg(url).output().expect("running curl");
-    Answer {
-        status: String::from_utf8_lossy(&output.stdout)
-            .trim()
-            .parse()
-            .unwrap_or(0),
-        body: std::fs::read_to_string(scratch.path().join("body")).unwrap_or_default(),
-    }
-}
+use crate::support::aggregator::{
+    Aggregator, Answer, content_digest, curl, manifest_json, run, s_client, sha256,
+};
 
 /// A result of `hello` for one node: artifact names and contents.
 struct Result_ {
@@ -263,22 +34,16 @@ impl Result_ {
         }
     }
 
+    /// Its manifest, with a report.
     fn manifest(&self, outcome: &str) -> Vec<u8> {
-        let files: Vec<serde_json::Value> = self
+        let files: Vec<(&str, &[u8])> = self
             .files
             .iter()
-            .map(|(name, bytes)| {
-                serde_json::json!({"name": name, "size": bytes.len(), "sha256": sha256(bytes)})
-            })
+            .map(|(name, bytes)| (name.as_str(), bytes.as_slice()))
             .collect();
-        serde_json::to_vec(&serde_json::json!({
-            "outcome": outcome,
-            "error": (outcome == "failed").then_some("it broke"),
-            "files": files,
-            "plugin_version": "0.1.0",
-            "report": {"outcome": outcome, "files": self.files.len()},
-        }))
-        .unwrap()
+        let mut manifest = manifest_json(outcome, &files);
+        manifest["report"] = serde_json::json!({"outcome": outcome, "files": self.files.len()});
+        serde_json::to_vec(&manifest).unwrap()
     }
 }
 
@@ -439,18 +204,10 @@ fn digests(result: &Result_) -> Vec<(String, String)> {
 /// in it is what the run directory's record says.
 fn check_bundle(aggregator: &Aggregator, status: &serde_json::Value) {
     let name = status["tar_info"]["name"].as_str().unwrap();
-    let path = aggregator.root.join("out").join(name);
+    let path = aggregator.out_dir().join(name);
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(sha256(&bytes), status["tar_info"]["sha256"]);
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
-    let mut entries = std::collections::BTreeMap::new();
-    for entry in archive.entries().unwrap() {
-        let mut entry = entry.unwrap();
-        let name = entry.path().unwrap().to_string_lossy().into_owned();
-        let mut content = Vec::new();
-        entry.read_to_end(&mut content).unwrap();
-        entries.insert(name, content);
-    }
+    let entries = support::tar_gz_files(&bytes);
     let index: Vec<serde_json::Value> =
         serde_json::from_slice(&entries["meta/index.json"]).unwrap();
     assert_eq!(index.len() + 1, entries.len());
@@ -458,7 +215,7 @@ fn check_bundle(aggregator: &Aggregator, status: &serde_json::Value) {
         let content = &entries[item["path"].as_str().unwrap()];
         assert_eq!(sha256(content), item["sha256"], "{item}");
     }
-    let leftovers: Vec<String> = std::fs::read_dir(aggregator.root.join("out"))
+    let leftovers: Vec<String> = std::fs::read_dir(aggregator.out_dir())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n != name)
@@ -521,7 +278,7 @@ impl Drop for Tmpfs {
 fn a_full_disk_answers_507_keeps_the_upload_and_ends_the_run_with_a_clear_error() {
     let scratch = tempfile::tempdir().unwrap();
     let disk = Tmpfs::mount(&scratch.path().join("disk"), "16m");
-    let aggregator = Aggregator::create(&disk.0.join("x"), &["a", "b"], &["--lost-after", "8s"]);
+    let aggregator = Aggregator::create_in(&disk.0.join("x"), &["a", "b"], &["--lost-after", "8s"]);
     let result = Result_::new(20, "full");
     assert!(upload(&aggregator, "a", &result).iter().all(|s| *s == 201));
 
@@ -539,7 +296,7 @@ fn a_full_disk_answers_507_keeps_the_upload_and_ends_the_run_with_a_clear_error(
         Some(&big),
         &[format!("content-digest: {}", content_digest(&big))],
     );
-    assert_eq!(answer.status, 507, "{}", answer.body);
+    assert_eq!(answer.status, 507, "{}", answer.text());
     assert_eq!(
         std::fs::read_dir(aggregator.run_dir().join("staging/.incoming"))
             .unwrap()
@@ -550,11 +307,11 @@ fn a_full_disk_answers_507_keeps_the_upload_and_ends_the_run_with_a_clear_error(
     let manifest = result.manifest("succeeded");
     for _ in 0..2 {
         let answer = commit(&aggregator, "a", &manifest);
-        assert_eq!(answer.status, 507, "{}", answer.body);
+        assert_eq!(answer.status, 507, "{}", answer.text());
         assert!(
-            answer.body.contains("disk") || answer.body.contains("space"),
+            answer.text().contains("disk") || answer.text().contains("space"),
             "{}",
-            answer.body
+            answer.text()
         );
         assert!(check_intact(&aggregator.run_dir(), "a").is_none());
         let staged = std::fs::read_dir(aggregator.run_dir().join("staging/hello/a"))
@@ -565,14 +322,14 @@ fn a_full_disk_answers_507_keeps_the_upload_and_ends_the_run_with_a_clear_error(
     // Space again: the same commit is accepted, and the result is whole.
     std::fs::remove_file(&filler).unwrap();
     let answer = commit(&aggregator, "a", &manifest);
-    assert_eq!(answer.status, 201, "{}", answer.body);
+    assert_eq!(answer.status, 201, "{}", answer.text());
     let (outcome, files) = check_intact(&aggregator.run_dir(), "a").unwrap();
     assert_eq!((outcome.as_str(), files), ("succeeded", digests(&result)));
 
     // Full again until the end: node b is lost, its error result cannot be written, and the
     // run still ends, failed, saying why.
     let _filler = disk.fill();
-    let status = aggregator.wait_for("failed");
+    let status = aggregator.wait_for_served("failed", Duration::from_secs(60));
     let error = status["error"].as_str().unwrap_or_default();
     assert!(error.contains("full"), "{status}");
     let (_, files) = check_intact(&aggregator.run_dir(), "a").unwrap();
@@ -584,7 +341,7 @@ fn a_full_disk_answers_507_keeps_the_upload_and_ends_the_run_with_a_clear_error(
 fn a_bundle_that_does_not_fit_fails_the_run_and_leaves_no_partial() {
     let scratch = tempfile::tempdir().unwrap();
     let disk = Tmpfs::mount(&scratch.path().join("disk"), "12m");
-    let aggregator = Aggregator::create(&disk.0.join("x"), &["a"], &[]);
+    let aggregator = Aggregator::create_in(&disk.0.join("x"), &["a"], &[]);
     // Incompressible: the bundle needs as much room again as the result.
     let result = Result_ {
         files: vec![("noise.bin".to_owned(), noise(7 << 20))],
@@ -594,13 +351,13 @@ fn a_bundle_that_does_not_fit_fails_the_run_and_leaves_no_partial() {
         commit(&aggregator, "a", &result.manifest("succeeded")).status,
         201
     );
-    let status = aggregator.wait_for("failed");
+    let status = aggregator.wait_for_served("failed", Duration::from_secs(60));
     let error = status["error"].as_str().unwrap_or_default();
     assert!(
         error.contains("bundle") && error.contains("full"),
         "{status}"
     );
-    let out: Vec<_> = std::fs::read_dir(aggregator.root.join("out"))
+    let out: Vec<_> = std::fs::read_dir(aggregator.out_dir())
         .map(|d| d.map(|e| e.unwrap().file_name()).collect())
         .unwrap_or_default();
     assert!(out.is_empty(), "left in the bundle folder: {out:?}");
@@ -611,7 +368,7 @@ fn a_bundle_that_does_not_fit_fails_the_run_and_leaves_no_partial() {
 #[test]
 fn sigkill_at_any_point_of_a_commit_or_of_packaging_tears_no_result() {
     let scratch = tempfile::tempdir().unwrap();
-    let mut aggregator = Aggregator::create(&scratch.path().join("x"), &["a", "b"], &[]);
+    let mut aggregator = Aggregator::create_in(&scratch.path().join("x"), &["a", "b"], &[]);
     const FILES: usize = 200;
     const KILLS: u32 = 8;
     // How long a replacing commit takes here, to spread the kills over it.
@@ -671,7 +428,7 @@ fn sigkill_at_any_point_of_a_commit_or_of_packaging_tears_no_result() {
         // The retry of a commit that took effect is answered as done; one that did not is
         // accepted now.
         let answer = commit(&aggregator, "a", &manifest);
-        assert_eq!(answer.status, 201, "kill {kill}: {}", answer.body);
+        assert_eq!(answer.status, 201, "kill {kill}: {}", answer.text());
         let (_, files) = check_intact(&aggregator.run_dir(), "a").unwrap();
         assert_eq!(files, digests(&next));
         current = next;
@@ -695,7 +452,7 @@ fn sigkill_at_any_point_of_a_commit_or_of_packaging_tears_no_result() {
         commit(&aggregator, "b", &large.manifest("succeeded")).status,
         201
     );
-    aggregator.wait_for("complete");
+    aggregator.wait_for_served("complete", Duration::from_secs(60));
     let span = started.elapsed();
     // Packaging again from the start: the run is set back to post-processing as a stop
     // before its end would leave it.
@@ -714,7 +471,7 @@ fn sigkill_at_any_point_of_a_commit_or_of_packaging_tears_no_result() {
         aggregator.serve();
         std::thread::sleep(span * kill / KILLS);
         aggregator.kill();
-        partials += std::fs::read_dir(aggregator.root.join("out"))
+        partials += std::fs::read_dir(aggregator.out_dir())
             .unwrap()
             .filter(|e| {
                 let name = e.as_ref().unwrap().file_name();
@@ -725,7 +482,7 @@ fn sigkill_at_any_point_of_a_commit_or_of_packaging_tears_no_result() {
     }
     eprintln!("{partials} kills left a .partial (packaging took {span:?})");
     assert!(partials > 0, "no kill landed while the bundle was written");
-    let status = aggregator.wait_for("complete");
+    let status = aggregator.wait_for_served("complete", Duration::from_secs(60));
     check_bundle(&aggregator, &status);
     for (node, result) in [("a", &last), ("b", &large)] {
         let (outcome, files) = check_intact(&aggregator.run_dir(), node).unwrap();
@@ -743,7 +500,7 @@ fn sigkill_at_any_point_of_a_commit_or_of_packaging_tears_no_result() {
 fn a_huge_commit_blocks_no_other_request() {
     let scratch = tempfile::tempdir().unwrap();
     // Node c keeps the run open after the others have results.
-    let aggregator = Aggregator::create(&scratch.path().join("x"), &["a", "b", "c"], &[]);
+    let aggregator = Aggregator::create_in(&scratch.path().join("x"), &["a", "b", "c"], &[]);
     // An agent that uploaded 8,000 small files (the staging area as the uploads leave it,
     // written directly: uploading them one by one through this 2-core machine's debug build
     // takes minutes). The server reads it back when it starts again.
@@ -768,7 +525,7 @@ fn a_huge_commit_blocks_no_other_request() {
         std::thread::spawn(move || {
             let started = Instant::now();
             let answer = curl(&credentials, "PUT", &url, Some(&manifest), &[]);
-            (answer.status, answer.body, started.elapsed())
+            (answer.status, answer.text(), started.elapsed())
         })
     };
     // While it commits, the operator's status and another agent's upload answer at once.
@@ -834,19 +591,7 @@ fn a_huge_commit_blocks_no_other_request() {
 /// Sends `head` and then `body` one byte a second through `openssl s_client`, and returns what
 /// came back and when.
 fn trickle(address: &str, credentials: &Path, head: &str, body: &[u8]) -> (String, Duration) {
-    let mut child = Command::new("openssl")
-        .args(["s_client", "-quiet", "-connect", address])
-        .arg("-CAfile")
-        .arg(credentials.join("ca.pem"))
-        .arg("-cert")
-        .arg(credentials.join("client.pem"))
-        .arg("-key")
-        .arg(credentials.join("client.key"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = s_client(address, credentials, &[]);
     let started = Instant::now();
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = child.stdout.take().unwrap();
@@ -877,7 +622,7 @@ fn trickle(address: &str, credentials: &Path, head: &str, body: &[u8]) -> (Strin
 #[test]
 fn progress_and_commit_bodies_sent_a_byte_a_second_are_cut_off() {
     let scratch = tempfile::tempdir().unwrap();
-    let aggregator = Aggregator::create(
+    let aggregator = Aggregator::create_in(
         &scratch.path().join("x"),
         &["a"],
         &["--upload-grace", "2s", "--max-connections", "2"],
@@ -916,14 +661,14 @@ fn progress_and_commit_bodies_sent_a_byte_a_second_are_cut_off() {
         None,
         &[],
     );
-    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.status, 200, "{}", answer.text());
 }
 
 #[test]
 fn silent_connections_cannot_starve_agents_or_exhaust_descriptors() {
     let scratch = tempfile::tempdir().unwrap();
     // A hard limit of 256 open files, and the default cap of 10,000 connections.
-    let aggregator = Aggregator::create_wrapped(
+    let aggregator = Aggregator::create_limited(
         &scratch.path().join("x"),
         &["a"],
         &[],
@@ -939,16 +684,21 @@ fn silent_connections_cannot_starve_agents_or_exhaust_descriptors() {
     for _ in 0..3 {
         let started = Instant::now();
         let answer = curl(&agent, "GET", &plan, None, &[]);
-        assert_eq!(answer.status, 200, "an agent was starved: {}", answer.body);
+        assert_eq!(
+            answer.status,
+            200,
+            "an agent was starved: {}",
+            answer.text()
+        );
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "{:?}",
             started.elapsed()
         );
     }
-    assert_eq!(aggregator.status()["status"], "running");
+    assert_eq!(aggregator.served_status()["status"], "running");
     drop(silent);
-    let log = std::fs::read_to_string(&aggregator.stderr).unwrap();
+    let log = aggregator.log();
     assert!(
         log.contains("instead of 10000") && log.contains("open 256 files"),
         "no warning about the lowered cap: {log}"
@@ -958,7 +708,7 @@ fn silent_connections_cannot_starve_agents_or_exhaust_descriptors() {
 #[test]
 fn the_soft_descriptor_limit_is_raised_to_the_hard_limit() {
     let scratch = tempfile::tempdir().unwrap();
-    let aggregator = Aggregator::create_wrapped(
+    let aggregator = Aggregator::create_limited(
         &scratch.path().join("x"),
         &["a"],
         &[],

@@ -13,7 +13,7 @@ use crate::support::aggregator::{Aggregator, create_command, curl, manifest};
 /// Signs a client certificate carrying `uri` with the run's CA key, bypassing every check
 /// `aggregator issue` makes, and returns a credentials directory for it.
 fn forge(aggregator: &Aggregator, uri: &str) -> PathBuf {
-    let out = aggregator.dir.path().join("forged");
+    let out = aggregator.root().join("forged");
     std::fs::create_dir_all(&out).unwrap();
     let pki = aggregator.run_dir().join("pki");
     std::fs::copy(pki.join("ca.pem"), out.join("ca.pem")).unwrap();
@@ -453,7 +453,7 @@ fn a_finished_bundle_is_private_and_served_by_rfc_9110_ranges() {
         assert_eq!(answer.body, whole, "{range}");
     }
     // The operator's downloaded copy is private too.
-    let out = aggregator.dir.path().join("retrieved");
+    let out = aggregator.root().join("retrieved");
     let output = support::aggregator::run(
         support::factbuoy()
             .args(["retrieve", "-o", "json", "--run-dir"])

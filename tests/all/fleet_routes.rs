@@ -3,11 +3,12 @@
 //! process on loopback; clients are the protocol crate's and curl.
 
 use crate::support;
+use crate::support::served::serve_fleet;
 
 use std::path::Path;
 use std::time::Duration;
 
-use factbuoy_aggregator::fleet::{self, FleetDir, FleetSettings, registry, tokens};
+use factbuoy_aggregator::fleet::{self, FleetDir, registry, tokens};
 use factbuoy_protocol::fleet::{FleetRunRequest, JoinRequest};
 use factbuoy_protocol::names::{ArtifactName, NodeName};
 use factbuoy_protocol::routes::Scope;
@@ -40,14 +41,7 @@ fn anonymous_curl(ca: &Path, method: &str, url: &str, body: Option<&[u8]>) -> (u
 async fn the_fleet_refuses_hostile_and_mistaken_requests_and_enrolls_nothing_for_them() {
     let work = tempfile::tempdir().unwrap();
     let dir = FleetDir::new(work.path().join("fleet"));
-    let settings = FleetSettings {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        server_names: vec!["127.0.0.1".into()],
-        certificate_validity_seconds: 3600,
-    };
-    let running = fleet::serve(dir.clone(), settings, factbuoy_catalog::bundled_component)
-        .await
-        .unwrap();
+    let running = serve_fleet(&dir).await;
     let address = running.address.to_string();
     let url = |path: &str| format!("https://{address}{path}");
     let ca_file = dir.operator().join("ca.pem");
@@ -321,14 +315,7 @@ async fn a_join_the_disk_refuses_spends_no_token_and_records_no_node() {
             let disk = work.path().join("disk");
             let _mounted = SmallDisk::mount(&disk, "size=1m,nr_inodes=64,mode=0700");
             let dir = FleetDir::new(disk.join("fleet"));
-            let settings = FleetSettings {
-                listen: "127.0.0.1:0".parse().unwrap(),
-                server_names: vec!["127.0.0.1".into()],
-                certificate_validity_seconds: 3600,
-            };
-            let running = fleet::serve(dir.clone(), settings, factbuoy_catalog::bundled_component)
-                .await
-                .unwrap();
+            let running = serve_fleet(&dir).await;
             let joiner =
                 Client::pinned(&running.address.to_string(), &fleet::ca_pin(&dir).unwrap())
                     .unwrap();
@@ -384,19 +371,7 @@ async fn a_join_the_disk_refuses_spends_no_token_and_records_no_node() {
 async fn a_machine_that_joins_again_starts_a_fresh_record() {
     let work = tempfile::tempdir().unwrap();
     let dir = FleetDir::new(work.path().join("fleet"));
-    let settings = FleetSettings {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        server_names: vec!["127.0.0.1".into()],
-        certificate_validity_seconds: 3600,
-    };
-    let serve = || {
-        fleet::serve(
-            dir.clone(),
-            settings.clone(),
-            factbuoy_catalog::bundled_component,
-        )
-    };
-    let running = serve().await.unwrap();
+    let running = serve_fleet(&dir).await;
     let address = running.address.to_string();
     let joiner = Client::pinned(&address, &fleet::ca_pin(&dir).unwrap()).unwrap();
     let join = |name: &str| {
@@ -425,7 +400,7 @@ async fn a_machine_that_joins_again_starts_a_fresh_record() {
 
     // Revoked, then joined again (another machine, say): nothing of the first membership shows.
     registry::revoke(&dir, &node("a")).unwrap();
-    let running = serve().await.unwrap();
+    let running = serve_fleet(&dir).await;
     let _ = join("a").await;
     let second = registry::load(&dir).unwrap()[&node("a")].clone();
     assert_ne!(second.enrolled_at, first.enrolled_at);
@@ -439,14 +414,7 @@ async fn a_node_revoked_during_a_run_is_refused_by_the_run_and_its_pairs_end_in_
 {
     let work = tempfile::tempdir().unwrap();
     let dir = FleetDir::new(work.path().join("fleet"));
-    let settings = FleetSettings {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        server_names: vec!["127.0.0.1".into()],
-        certificate_validity_seconds: 3600,
-    };
-    let running = fleet::serve(dir.clone(), settings, factbuoy_catalog::bundled_component)
-        .await
-        .unwrap();
+    let running = serve_fleet(&dir).await;
     let address = running.address.to_string();
     let operator = Identity::from_files(
         &dir.operator().join("ca.pem"),

@@ -34,5 +34,6 @@ mod json_keys;
 mod operator;
 mod plugin_authoring;
 mod plugin_authoring_js;
+mod plugin_authoring_python;
 mod setup_plugin;
 mod setup_programs;

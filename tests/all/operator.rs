@@ -6,7 +6,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use factbuoy_aggregator::fleet::{self, FleetDir, FleetSettings, tokens};
+use crate::support::served::serve_fleet;
+
+use factbuoy_aggregator::fleet::{self, FleetDir, tokens};
 use factbuoy_kubernetes::Target as Cluster;
 use factbuoy_operator::follow::Source;
 use factbuoy_operator::plan::{Nodes, Plan};
@@ -102,14 +104,7 @@ async fn a_fleet_run_is_requested_followed_and_fetched_through_the_library() {
     // The fleet in the state directory's default place, so that the run finds its operator
     // credentials without being told.
     let dir = FleetDir::new(state.fleet());
-    let settings = FleetSettings {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        server_names: vec!["127.0.0.1".into()],
-        certificate_validity_seconds: 3600,
-    };
-    let running = fleet::serve(dir.clone(), settings, factbuoy_catalog::bundled_component)
-        .await
-        .unwrap();
+    let running = serve_fleet(&dir).await;
     let address = running.address.to_string();
     let token = tokens::create(&dir, Duration::from_secs(600), Some(1)).unwrap();
     let member = factbuoy_agent::fleet::StateDir::new(work.path().join("member"));

@@ -1,158 +1,356 @@
-//! Plugins in other languages than Rust, and a plugin author's first steps, through the real
-//! binary: the Python example plugin built from source with real componentize-py; a hostile
-//! Python plugin contained exactly as its Rust twin; `plugin new` + `plugin build` for each
-//! language, outside the repository.
+//! A plugin author's first steps, written once and run for each language, through the real
+//! binary: `plugin new` + `plugin build` outside the repository, a build that fails or has no
+//! toolchain, a project built again only when it changed, a syntax error found first, the SDK
+//! example of the docs, and a hostile plugin contained exactly as its Rust twin. Each scenario is
+//! a test per language (`plugin_authoring::python::…`), so a failure names its language; what
+//! only one language has is in `plugin_authoring_python.rs` and `plugin_authoring_js.rs`.
 
 use crate::support;
 
-use std::path::Path;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
 
 use crate::support::authoring::{artifact, contract_of, path_str, run_json, stderr};
-use crate::support::python;
 use serde_json::Value;
 
-#[test]
-fn the_python_sdk_unit_tests_pass() {
-    let bindings = tempfile::tempdir().unwrap();
-    let status = std::process::Command::new(python::venv_bin().join("componentize-py"))
-        .arg("-d")
-        .arg(support::workspace().join("wit"))
-        .args(["-w", "gatherer", "bindings"])
-        .arg(bindings.path().join("stubs"))
-        .status()
-        .unwrap();
-    assert!(status.success(), "componentize-py bindings failed");
-    let sdk = support::workspace().join("guest-sdk/python");
-    let output = std::process::Command::new(python::venv_bin().join("python3"))
-        .args(["-B", "-m", "unittest", "discover", "-s"])
-        .arg(sdk.join("tests"))
-        .env(
-            "PYTHONPATH",
-            std::env::join_paths([bindings.path().join("stubs"), sdk]).unwrap(),
-        )
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    assert!(stderr(&output).contains("OK"), "{}", stderr(&output));
+/// What the scenarios need to know of a language `plugin new` writes projects in.
+struct Lang {
+    /// The `--lang` value.
+    name: &'static str,
+    /// The environment `plugin build` needs to find the toolchain, or `None` when the toolchain
+    /// is missing here and the test is skipped (tests/support/js.rs says when).
+    toolchain: fn() -> Option<Vec<(&'static str, OsString)>>,
+    /// How the component of a project named `greeter-<name>` ends its path.
+    built: &'static str,
+    /// What a build without the toolchain on PATH says to install.
+    install: &'static str,
+    /// A first line for the source that fails the toolchain's build, and what the build says.
+    failing_import: Option<(&'static str, &'static str)>,
+    /// What else a new project must hold (checked after it built).
+    check_project: fn(&Path),
+    /// Facts of the languages whose SDK and sources are built from source by a componentize
+    /// tool (not Rust).
+    guest: Option<Guest>,
 }
 
-/// `factbuoy_plugin/host_info.pyi`, which tells editors what `host_info` offers, is what
-/// guest-sdk/python/host_info_stub.py makes of componentize-py's bindings of the contract today,
-/// and the package says it is typed.
-#[test]
-fn the_python_host_info_stub_is_current_with_the_contract() {
-    let bindings = tempfile::tempdir().unwrap();
-    let status = std::process::Command::new(python::venv_bin().join("componentize-py"))
-        .arg("-d")
-        .arg(support::workspace().join("wit"))
-        .args(["-w", "gatherer", "bindings"])
-        .arg(bindings.path())
-        .status()
-        .unwrap();
-    assert!(status.success(), "componentize-py bindings failed");
-    let sdk = support::workspace().join("guest-sdk/python");
-    let output = std::process::Command::new(python::venv_bin().join("python3"))
-        .arg(sdk.join("host_info_stub.py"))
-        .arg(bindings.path())
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let committed = std::fs::read_to_string(sdk.join("factbuoy_plugin/host_info.pyi")).unwrap();
-    assert!(
-        String::from_utf8(output.stdout).unwrap() == committed,
-        "guest-sdk/python/factbuoy_plugin/host_info.pyi is stale: run guest-sdk/python/host_info_stub.py"
-    );
-    assert!(
-        committed.contains("def ethtool(name: str) -> EthtoolInfo:"),
-        "{committed}"
-    );
-    assert!(sdk.join("factbuoy_plugin/py.typed").is_file());
+/// A language built by a componentize tool, whose projects `plugin build` skips when unchanged.
+struct Guest {
+    /// The tool's name, as a build says it runs.
+    tool: &'static str,
+    /// The project's source file, which `plugin new` writes.
+    app: &'static str,
+    /// A file of the SDK copy in the project.
+    sdk_file: &'static str,
+    /// A line of the template's source, and that line with a syntax error.
+    syntax_error: (&'static str, &'static str),
+    /// Where the syntax error is said to be, for the project `greeter` and its line.
+    syntax_at: fn(usize) -> String,
+    /// How long an unchanged build and a syntax error may take at the most.
+    quick: Duration,
+    /// The document with the SDK's example, its code fence, and the name of a disk's file-system
+    /// type in it.
+    doc: (&'static str, &'static str, &'static str),
+    /// The component of a project, built by the tests' cached builder.
+    component: fn(&Path) -> PathBuf,
+    /// The hostile twin of tests/plugins/hostile.
+    hostile: &'static str,
+    /// The failure message of the hostile plugin's uncaught exception.
+    exception: &'static str,
+    /// What the exception's stack in the log shows.
+    stack_shows: &'static str,
 }
 
-#[test]
-fn the_python_listening_sockets_example_finds_a_socket_this_test_opened() {
-    let wasm = python::component(&support::workspace().join("plugins-python/listening-sockets"));
-    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let (tcp_port, udp_port) = (
-        tcp.local_addr().unwrap().port(),
-        udp.local_addr().unwrap().port(),
-    );
+const PYTHON: Lang = Lang {
+    name: "python",
+    toolchain: || Some(vec![("PATH", support::python::path_with_venv())]),
+    built: "greeter-python/target/greeter-python.wasm",
+    install: "pip install componentize-py==0.25.1",
+    failing_import: Some(("import no_such_module\n", "componentize-py failed")),
+    check_project: |_| {},
+    guest: Some(Guest {
+        tool: "componentize-py",
+        app: "app.py",
+        sdk_file: "factbuoy_plugin/log.py",
+        syntax_error: (
+            "    def gather(self, params):",
+            "    def gather(self, params:",
+        ),
+        syntax_at: |line| format!("File \"app.py\", line {line}"),
+        quick: Duration::from_secs(3),
+        doc: ("docs/plugins-python.md", "python", "file_system"),
+        component: support::python::component,
+        hostile: "tests/plugins-python/hostile",
+        exception: "RuntimeError: hostile plugin raised on purpose",
+        stack_shows: "app.py",
+    }),
+};
 
-    let (code, report) = run_json(&[path_str(&wasm), "--grant", "listening-sockets:read:/proc"]);
-    assert_eq!(code, 0, "{report:#}");
-    let sockets = artifact(&report, "sockets.json")["sockets"].clone();
-    let has =
-        |protocol: &str, port: u16| {
-            sockets.as_array().unwrap().iter().any(|s| {
-                s["protocol"] == protocol && s["address"] == "127.0.0.1" && s["port"] == port
-            })
-        };
-    assert!(has("tcp", tcp_port), "tcp {tcp_port} missing: {sockets:#}");
-    assert!(has("udp", udp_port), "udp {udp_port} missing: {sockets:#}");
+const JS: Lang = Lang {
+    name: "js",
+    toolchain: || {
+        let toolchain = support::js::node_modules()?;
+        Some(vec![("PATH", support::js::path_with_toolchain(&toolchain))])
+    },
+    built: "greeter-js/target/greeter-js.wasm",
+    install: "Node.js (node) was not found",
+    failing_import: Some(("import \"./missing.js\";\n", "componentize-js failed")),
+    check_project: |_| {},
+    guest: Some(Guest {
+        tool: "componentize-js",
+        app: "app.js",
+        sdk_file: "factbuoy-plugin/output.js",
+        syntax_error: ("gather(params) {", "gather(params {"),
+        syntax_at: |line| format!("greeter/app.js:{line}\n"),
+        quick: Duration::from_secs(5),
+        doc: ("docs/plugins-js.md", "js", "fileSystem"),
+        component: |project| support::js::component(&support::js::node_modules().unwrap(), project),
+        hostile: "tests/plugins-js/hostile",
+        exception: "Error: hostile plugin threw on purpose",
+        stack_shows: "app.js",
+    }),
+};
 
-    // A typed list parameter reaches the SDK's Params, and the plugin's own check refuses.
-    let (code, report) = run_json(&[
-        path_str(&wasm),
-        "--grant",
-        "listening-sockets:read:/proc",
-        "-p",
-        "protocols=tcp",
-    ]);
-    assert_eq!(code, 0, "{report:#}");
-    let sockets = artifact(&report, "sockets.json")["sockets"].clone();
-    assert!(
-        sockets
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|s| s["protocol"] == "tcp"),
-        "{sockets:#}"
-    );
-    let (code, report) = run_json(&[
-        path_str(&wasm),
-        "--grant",
-        "listening-sockets:read:/proc",
-        "-p",
-        "protocols=sctp",
-    ]);
-    assert_eq!(code, 1, "{report:#}");
-    assert_eq!(
-        report["failure"]["kind"], "invalid-parameters",
-        "{report:#}"
-    );
-    assert!(
-        report["failure"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("unknown protocols sctp"),
-        "{report:#}"
-    );
+const RUST: Lang = Lang {
+    name: "rust",
+    // A target directory kept between runs (outside the repository), so wit-bindgen and
+    // serde_json are compiled once; the plugin itself is built every time.
+    toolchain: || {
+        let target = std::env::temp_dir().join("factbuoy-plugin-new-target");
+        Some(vec![("CARGO_TARGET_DIR", target.into_os_string())])
+    },
+    built: "wasm32-wasip2/release/greeter_rust.wasm",
+    install: "https://rustup.rs",
+    failing_import: None,
+    check_project: |project| {
+        // The README's trait and macro, against the SDK copied into the project: nothing
+        // points into a factbuoy checkout.
+        let source = std::fs::read_to_string(project.join("src/lib.rs")).unwrap();
+        assert!(source.contains("export_gatherer!(Greeter);"), "{source}");
+        let manifest = std::fs::read_to_string(project.join("Cargo.toml")).unwrap();
+        assert!(
+            manifest.contains("factbuoy-guest = { path = \"factbuoy-guest\" }"),
+            "{manifest}"
+        );
+        assert!(!manifest.contains(".."), "{manifest}");
+    },
+    guest: None,
+};
 
-    // The read grant it asks for is required: without it nothing runs, and the message says
-    // which flag fixes it.
+/// Each scenario as a test of the language's own module: `per_language!(python, PYTHON:
+/// scenario, ...)` makes `python::scenario` run `scenario(&PYTHON)`.
+macro_rules! per_language {
+    ($module:ident, $lang:ident: $($scenario:ident),+) => {
+        mod $module {
+            $(
+                #[test]
+                fn $scenario() {
+                    super::$scenario(&super::$lang);
+                }
+            )+
+        }
+    };
+}
+
+per_language!(python, PYTHON:
+    a_new_project_builds_and_runs_outside_the_repository,
+    a_project_is_built_only_when_it_changed_and_a_syntax_error_is_found_first,
+    the_sdk_example_in_the_docs_builds_and_lists_the_file_systems,
+    a_hostile_plugin_is_contained_and_reported_as_a_rust_one
+);
+per_language!(js, JS:
+    a_new_project_builds_and_runs_outside_the_repository,
+    a_project_is_built_only_when_it_changed_and_a_syntax_error_is_found_first,
+    the_sdk_example_in_the_docs_builds_and_lists_the_file_systems,
+    a_hostile_plugin_is_contained_and_reported_as_a_rust_one
+);
+per_language!(rust, RUST: a_new_project_builds_and_runs_outside_the_repository);
+
+/// `factbuoy plugin new NAME --lang LANG` in `home`: the project's directory.
+fn plugin_new(home: &Path, name: &str, lang: &Lang) -> PathBuf {
     let output = support::factbuoy()
-        .args(["plugin", "run", path_str(&wasm)])
+        .current_dir(home)
+        .args(["plugin", "new", name, "--lang", lang.name])
         .output()
         .unwrap();
+    assert!(
+        output.status.success(),
+        "{}: {}",
+        lang.name,
+        stderr(&output)
+    );
+    home.join(name)
+}
+
+/// `factbuoy plugin build` in `project` with `env` (the toolchain, a compilation cache).
+fn build(project: &Path, env: &[(&str, OsString)]) -> Output {
+    support::factbuoy()
+        .current_dir(project)
+        .args(["plugin", "build"])
+        .envs(env.iter().map(|(key, value)| (key, value)))
+        .output()
+        .unwrap()
+}
+
+/// The compiled entries in the compilation cache `cache`.
+fn compiled(cache: &Path) -> Vec<PathBuf> {
+    support::files_below(cache, &[], |p| p.extension().is_some_and(|e| e == "cwasm"))
+}
+
+/// `plugin new` + `plugin build` in a fresh directory outside the repository make a component
+/// that runs; without the toolchain the build says what to install (2), and a build the
+/// toolchain fails is a failed command (1), not invalid input.
+fn a_new_project_builds_and_runs_outside_the_repository(lang: &Lang) {
+    let Some(toolchain) = (lang.toolchain)() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let name = format!("greeter-{}", lang.name);
+    let project = plugin_new(home.path(), &name, lang);
+    let output = build(&project, &toolchain);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let wasm = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+    assert!(wasm.ends_with(lang.built), "{wasm}");
+    assert!(
+        !Path::new(&wasm).starts_with(support::workspace()),
+        "{wasm}"
+    );
+
+    // It runs, and greets as the template says.
+    let (code, report) = run_json(&[
+        &wasm,
+        "--grant",
+        &format!("{name}:host-info"),
+        "-p",
+        "greeting=ahoy",
+    ]);
+    assert_eq!(code, 0, "{report:#}");
+    let greeting = artifact(&report, "greeting.json");
+    assert_eq!(greeting["greeting"], "ahoy", "{greeting:#}");
+    assert!(greeting["kernel"].is_string(), "{greeting:#}");
+    (lang.check_project)(&project);
+
+    // Without the toolchain, the build says what is missing and how to install it.
+    let output = build(&project, &[("PATH", "/nonexistent".into())]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     assert!(
-        stderr(&output).contains("add --grant listening-sockets:read:/proc"),
+        stderr(&output).contains(lang.install),
         "{}",
         stderr(&output)
     );
-    drop((tcp, udp));
+
+    // With it, a build that fails is a failed command (1), not invalid input (2).
+    if let (Some((import, says)), Some(guest)) = (lang.failing_import, &lang.guest) {
+        let app = project.join(guest.app);
+        let source = std::fs::read_to_string(&app).unwrap();
+        std::fs::write(&app, format!("{import}{source}")).unwrap();
+        let output = build(&project, &toolchain);
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        assert!(stderr(&output).contains(says), "{}", stderr(&output));
+    }
 }
 
-#[test]
-fn a_hostile_python_plugin_is_contained_and_reported_as_a_rust_one() {
+/// A project is built again only when something it is built from changed (its files, the SDK
+/// copied into it; inputs.rs also hashes the contract and the toolchain's version); a syntax
+/// error is reported at its line before the componentize tool's long step.
+fn a_project_is_built_only_when_it_changed_and_a_syntax_error_is_found_first(lang: &Lang) {
+    let guest = lang.guest.as_ref().expect("a language built from source");
+    let Some(mut env) = (lang.toolchain)() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let cache = home.path().join("cache");
+    env.push(("FACTBUOY_CACHE_DIR", cache.clone().into_os_string()));
+    let project = plugin_new(home.path(), "greeter", lang);
+    let started = Instant::now();
+    let output = build(&project, &env);
+    let first = started.elapsed();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let wasm = String::from_utf8(output.stdout).unwrap();
+    let component = std::fs::read(wasm.trim()).unwrap();
+    let entries = compiled(&cache);
+    assert_eq!(entries.len(), 1, "{entries:?}");
+
+    // Nothing changed, even if a file was written again: no build, the same component, no
+    // new cache entry.
+    let app = project.join(guest.app);
+    let source = std::fs::read_to_string(&app).unwrap();
+    std::fs::write(&app, &source).unwrap();
+    let started = Instant::now();
+    let output = build(&project, &env);
+    let again = started.elapsed();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let said = stderr(&output);
+    assert!(said.contains("is up to date"), "{said}");
+    assert!(!said.contains(guest.tool), "{said}");
+    assert_eq!(String::from_utf8(output.stdout).unwrap(), wasm);
+    assert_eq!(std::fs::read(wasm.trim()).unwrap(), component);
+    assert_eq!(compiled(&cache), entries);
+    eprintln!("first build {first:?}, unchanged {again:?}");
+    assert!(again < guest.quick, "{again:?}");
+
+    // A change to the SDK in the project is a change: built again, a new entry.
+    let sdk = project.join(guest.sdk_file);
+    std::fs::write(&sdk, std::fs::read_to_string(&sdk).unwrap() + "\n").unwrap();
+    let output = build(&project, &env);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        !stderr(&output).contains("is up to date"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(compiled(&cache).len(), 2);
+
+    // A syntax error: its file and line as the language reports them, no componentize tool
+    // and no stack of the checker's own, exit 1.
+    let (line, broken_line) = guest.syntax_error;
+    let broken = source.replace(line, broken_line);
+    assert_ne!(broken, source, "the template has no line {line:?}");
+    let line = source.lines().position(|l| l.contains(line)).unwrap() + 1;
+    std::fs::write(&app, broken).unwrap();
+    let started = Instant::now();
+    let output = build(&project, &env);
+    let took = started.elapsed();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let said = stderr(&output);
+    assert!(said.contains(&(guest.syntax_at)(line)), "{said}");
+    assert!(said.contains("SyntaxError"), "{said}");
+    assert!(!said.contains("building with"), "{said}");
+    assert!(!said.contains("    at "), "the checker's own stack: {said}");
+    assert!(took < guest.quick, "{took:?}");
+}
+
+/// The SDK's example in the language's docs, pasted into a project `plugin new` wrote, builds
+/// and does what it says: it lists the host's file systems, leaving out the types `skip` names.
+fn the_sdk_example_in_the_docs_builds_and_lists_the_file_systems(lang: &Lang) {
+    let guest = lang.guest.as_ref().expect("a language with an SDK example");
+    if (lang.toolchain)().is_none() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let project = plugin_new(home.path(), "disk-report", lang);
+    let (doc, fence, type_field) = guest.doc;
+    let app = support::authoring::doc_example(doc, fence);
+    std::fs::write(project.join(guest.app), app).unwrap();
+    let wasm = (guest.component)(&project);
+    support::authoring::assert_lists_file_systems(&wasm, type_field);
+}
+
+/// A hostile plugin in the language is described, limited, refused and reported exactly as its
+/// Rust twin (tests/plugins/hostile), and an uncaught exception is a bug as a Rust panic is.
+fn a_hostile_plugin_is_contained_and_reported_as_a_rust_one(lang: &Lang) {
+    let guest = lang.guest.as_ref().expect("a language with a hostile twin");
+    if (lang.toolchain)().is_none() {
+        return;
+    }
     let rust = support::fixture("hostile");
-    let python = python::component(&support::workspace().join("tests/plugins-python/hostile"));
+    let twin = (guest.component)(&support::workspace().join(guest.hostile));
 
     // describe: the same parameters (types, required, defaults, secret), capabilities and
     // artifacts, as the host reads them.
     let contract = contract_of(&rust);
-    assert_eq!(contract, contract_of(&python));
+    assert_eq!(contract, contract_of(&twin));
     assert_eq!(contract["parameters"][2]["type"], "integer", "{contract:#}");
 
     // The same limits, stopped and reported the same way: an endless loop, a memory bomb, and
@@ -163,7 +361,7 @@ fn a_hostile_python_plugin_is_contained_and_reported_as_a_rust_one() {
         ("output", ["-p", "mode=flood", "--max-output", "4MiB"]),
     ] {
         let mut reports = Vec::new();
-        for wasm in [&rust, &python] {
+        for wasm in [&rust, &twin] {
             let (code, report) = run_json(&[&[path_str(wasm)][..], &args[..]].concat());
             assert_eq!(code, 1, "{limit}: {report:#}");
             // Stopped promptly once running (the first load's compile is not part of the run).
@@ -173,8 +371,14 @@ fn a_hostile_python_plugin_is_contained_and_reported_as_a_rust_one() {
         }
         assert_eq!(reports[0]["kind"], "limit-exceeded", "{reports:#?}");
         assert_eq!(reports[0]["limit"], limit, "{reports:#?}");
-        assert_eq!(reports[0]["kind"], reports[1]["kind"], "{reports:#?}");
-        assert_eq!(reports[0]["limit"], reports[1]["limit"], "{reports:#?}");
+        assert_eq!(
+            reports[0]["kind"], reports[1]["kind"],
+            "{limit}: {reports:#?}"
+        );
+        assert_eq!(
+            reports[0]["limit"], reports[1]["limit"],
+            "{limit}: {reports:#?}"
+        );
         // The deadline's message is the same word for word; the memory one names the size of
         // the allocation that crossed the limit, which differs between the two runtimes.
         if limit == "deadline" {
@@ -188,7 +392,7 @@ fn a_hostile_python_plugin_is_contained_and_reported_as_a_rust_one() {
         vec!["-p", "mode=fail", "-p", "count=many"],
         vec!["-p", "mode=fail", "-p", "colour=red"],
     ] {
-        let messages: Vec<(Option<i32>, String)> = [&rust, &python]
+        let messages: Vec<(Option<i32>, String)> = [&rust, &twin]
             .iter()
             .map(|wasm| {
                 let output = support::factbuoy()
@@ -214,7 +418,7 @@ fn a_hostile_python_plugin_is_contained_and_reported_as_a_rust_one() {
         (["-p", "mode=fail"], "failed"),
         (["-p", "mode=host-info"], "capability-denied"),
     ] {
-        let failures: Vec<Value> = [&rust, &python]
+        let failures: Vec<Value> = [&rust, &twin]
             .iter()
             .map(|wasm| run_json(&[&[path_str(wasm)][..], &args[..]].concat()).1["failure"].clone())
             .collect();
@@ -222,307 +426,26 @@ fn a_hostile_python_plugin_is_contained_and_reported_as_a_rust_one() {
         assert_eq!(failures[0], failures[1], "{args:?}");
     }
 
-    // A Python exception is a bug, as a Rust panic: the run fails with its type and message.
-    let (code, report) = run_json(&[path_str(&python), "-p", "mode=panic"]);
-    assert_eq!(code, 1);
-    assert_eq!(
-        report["failure"]["message"], "RuntimeError: hostile plugin raised on purpose",
-        "{report:#}"
-    );
-}
-
-/// `factbuoy plugin new NAME --lang LANG` in a fresh directory outside the repository, then
-/// `factbuoy plugin build` in the project: the printed component's path.
-fn new_and_build(lang: &str, env: &[(&str, &std::ffi::OsStr)]) -> (tempfile::TempDir, String) {
-    let home = tempfile::tempdir().unwrap();
-    let name = format!("greeter-{lang}");
+    // An exception is a bug, as a Rust panic: the run fails with its type and message, and
+    // the stack is in the log.
     let output = support::factbuoy()
-        .current_dir(home.path())
-        .args(["plugin", "new", &name, "--lang", lang])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let output = support::factbuoy()
-        .current_dir(home.path().join(&name))
-        .args(["plugin", "build"])
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let wasm = String::from_utf8(output.stdout).unwrap().trim().to_owned();
-    (home, wasm)
-}
-
-/// Runs the greeter `plugin new` writes and checks its greeting.
-fn assert_greets(wasm: &str, name: &str) {
-    let (code, report) = run_json(&[
-        wasm,
-        "--grant",
-        &format!("{name}:host-info"),
-        "-p",
-        "greeting=ahoy",
-    ]);
-    assert_eq!(code, 0, "{report:#}");
-    let greeting = artifact(&report, "greeting.json");
-    assert_eq!(greeting["greeting"], "ahoy", "{greeting:#}");
-    assert!(greeting["kernel"].is_string(), "{greeting:#}");
-}
-
-#[test]
-fn a_new_python_project_builds_and_runs_outside_the_repository() {
-    let path = python::path_with_venv();
-    let (home, wasm) = new_and_build("python", &[("PATH", &path)]);
-    assert!(
-        wasm.ends_with("greeter-python/target/greeter-python.wasm"),
-        "{wasm}"
-    );
-    assert!(!Path::new(&wasm).starts_with(support::workspace()));
-    assert_greets(&wasm, "greeter-python");
-
-    // Without componentize-py, the build says what is missing and how to install it.
-    let project = home.path().join("greeter-python");
-    assert_missing_toolchain(&project, "pip install componentize-py==0.25.1");
-
-    // With it, a build that fails is a failed command (1), not invalid input (2).
-    std::fs::write(project.join("app.py"), "import no_such_module\n").unwrap();
-    let output = support::factbuoy()
-        .current_dir(&project)
-        .args(["plugin", "build"])
-        .env("PATH", &path)
+        .args([
+            "plugin",
+            "run",
+            path_str(&twin),
+            "-p",
+            "mode=panic",
+            "-o",
+            "json",
+        ])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["failure"]["message"], guest.exception, "{report:#}");
     assert!(
-        stderr(&output).contains("componentize-py failed"),
-        "{}",
+        stderr(&output).contains(guest.stack_shows),
+        "no stack in the log: {}",
         stderr(&output)
     );
-}
-
-/// `plugin build` in `project` with componentize-py on PATH and `cache` as the compilation
-/// cache: the output, and how long it took.
-fn build_python(project: &Path, cache: &Path) -> (std::process::Output, std::time::Duration) {
-    let started = std::time::Instant::now();
-    let output = support::factbuoy()
-        .current_dir(project)
-        .args(["plugin", "build"])
-        .env("PATH", python::path_with_venv())
-        .env("FACTBUOY_CACHE_DIR", cache)
-        .output()
-        .unwrap();
-    (output, started.elapsed())
-}
-
-/// The compiled entries in the compilation cache `cache`.
-fn compiled(cache: &Path) -> usize {
-    support::files_below(cache, &[], |p| p.extension().is_some_and(|e| e == "cwasm")).len()
-}
-
-/// A Python project is built again only when something it is built from changed (its files,
-/// the SDK, the contract, componentize-py's version); a syntax error is reported at its line
-/// before componentize-py's long step.
-#[test]
-fn a_python_project_is_built_only_when_it_changed_and_a_syntax_error_is_found_first() {
-    let home = tempfile::tempdir().unwrap();
-    let cache = home.path().join("cache");
-    let output = support::factbuoy()
-        .current_dir(home.path())
-        .args(["plugin", "new", "greeter", "--lang", "python"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let project = home.path().join("greeter");
-    let (output, first) = build_python(&project, &cache);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let wasm = String::from_utf8(output.stdout).unwrap();
-    let component = std::fs::read(wasm.trim()).unwrap();
-    assert_eq!(compiled(&cache), 1);
-
-    // Nothing changed, even if a file was written again: no build, the same component, no
-    // new cache entry.
-    let app = project.join("app.py");
-    let source = std::fs::read_to_string(&app).unwrap();
-    std::fs::write(&app, &source).unwrap();
-    let (output, again) = build_python(&project, &cache);
-    assert!(output.status.success(), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("is up to date"),
-        "{}",
-        stderr(&output)
-    );
-    assert!(
-        !stderr(&output).contains("componentize-py"),
-        "{}",
-        stderr(&output)
-    );
-    assert_eq!(String::from_utf8(output.stdout).unwrap(), wasm);
-    assert_eq!(std::fs::read(wasm.trim()).unwrap(), component);
-    assert_eq!(compiled(&cache), 1);
-    eprintln!("first build {first:?}, unchanged {again:?}");
-    assert!(again < std::time::Duration::from_secs(3), "{again:?}");
-
-    // A change to the SDK in the project is a change: built again, a new entry.
-    let sdk = project.join("factbuoy_plugin/log.py");
-    std::fs::write(&sdk, std::fs::read_to_string(&sdk).unwrap() + "\n").unwrap();
-    let (output, _) = build_python(&project, &cache);
-    assert!(
-        !stderr(&output).contains("is up to date"),
-        "{}",
-        stderr(&output)
-    );
-    assert_eq!(compiled(&cache), 2);
-
-    // A syntax error: its file and line as Python reports them, no componentize-py, exit 1.
-    let broken = source.replace(
-        "    def gather(self, params):",
-        "    def gather(self, params:",
-    );
-    let line = broken
-        .lines()
-        .position(|l| l.contains("def gather("))
-        .unwrap()
-        + 1;
-    std::fs::write(&app, broken).unwrap();
-    let (output, took) = build_python(&project, &cache);
-    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    let said = stderr(&output);
-    assert!(
-        said.contains(&format!("File \"app.py\", line {line}")),
-        "{said}"
-    );
-    assert!(said.contains("SyntaxError"), "{said}");
-    assert!(!said.contains("building with"), "{said}");
-    assert!(took < std::time::Duration::from_secs(3), "{took:?}");
-}
-
-/// `plugin build` in `project` without any toolchain on PATH exits 2, saying `install`.
-fn assert_missing_toolchain(project: &Path, install: &str) {
-    let output = support::factbuoy()
-        .current_dir(project)
-        .args(["plugin", "build"])
-        .env("PATH", "/nonexistent")
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    assert!(stderr(&output).contains(install), "{}", stderr(&output));
-}
-
-#[test]
-fn a_new_rust_project_builds_and_runs_outside_the_repository() {
-    // A target directory kept between runs (outside the repository), so wit-bindgen and
-    // serde_json are compiled once; the plugin itself is built every time.
-    let target = std::env::temp_dir().join("factbuoy-plugin-new-target");
-    let (home, wasm) = new_and_build("rust", &[("CARGO_TARGET_DIR", target.as_os_str())]);
-    assert!(
-        wasm.ends_with("wasm32-wasip2/release/greeter_rust.wasm"),
-        "{wasm}"
-    );
-    assert_greets(&wasm, "greeter-rust");
-    // The README's trait and macro, against the SDK copied into the project: nothing points
-    // into a factbuoy checkout.
-    let project = home.path().join("greeter-rust");
-    let source = std::fs::read_to_string(project.join("src/lib.rs")).unwrap();
-    assert!(source.contains("export_gatherer!(Greeter);"), "{source}");
-    let manifest = std::fs::read_to_string(project.join("Cargo.toml")).unwrap();
-    assert!(
-        manifest.contains("factbuoy-guest = { path = \"factbuoy-guest\" }"),
-        "{manifest}"
-    );
-    assert!(!manifest.contains(".."), "{manifest}");
-
-    // Without Rust, the build says what is missing and how to install it.
-    assert_missing_toolchain(&home.path().join("greeter-rust"), "https://rustup.rs");
-}
-
-/// The SDK's example in docs/plugins-python.md builds and does what it says: it lists the
-/// host's file systems, leaving out the types `skip` names.
-#[test]
-fn the_python_sdk_example_in_the_docs_builds_and_lists_the_file_systems() {
-    let project = tempfile::tempdir().unwrap();
-    let app = support::authoring::doc_example("docs/plugins-python.md", "python");
-    std::fs::write(project.path().join("app.py"), app).unwrap();
-    let wasm = python::component(project.path());
-    support::authoring::assert_lists_file_systems(&wasm, "file_system");
-}
-
-/// A Python plugin that fails as its `how` parameter asks: by raising, or by importing a module
-/// that was not imported at build time.
-const FAILING_APP: &str = r#"from factbuoy_plugin import Description, Gatherer, Param, export
-
-
-class Failing(Gatherer):
-    def describe(self):
-        return Description("failing", "0.1.0", "Fails as asked.").param(
-            Param.string("how").required().describe("raise, or import")
-        )
-
-    def gather(self, params):
-        if params.string("how") == "import":
-            import csv
-        raise KeyError("on purpose")
-
-
-Plugin = export(Failing)
-"#;
-
-/// An uncaught exception's traceback reaches the operator as lines (each frame, its source
-/// line, the project's file names), the interpreter opens none of its own files at run time
-/// (no "not granted" warnings), and an import of a module that was not bundled says what to do.
-#[test]
-fn a_python_traceback_is_lines_and_an_import_that_was_not_bundled_says_what_to_do() {
-    let project = tempfile::tempdir().unwrap();
-    std::fs::write(project.path().join("app.py"), FAILING_APP).unwrap();
-    let wasm = python::component(project.path());
-    let line_of = |text: &str| FAILING_APP.lines().position(|l| l.contains(text)).unwrap() + 1;
-
-    let (code, report) = run_json(&[path_str(&wasm), "-p", "how=raise"]);
-    assert_eq!(code, 1, "{report:#}");
-    assert_eq!(
-        report["failure"]["message"], "KeyError: 'on purpose'",
-        "{report:#}"
-    );
-    assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
-    assert_eq!(
-        report["ungranted_paths"],
-        serde_json::json!([]),
-        "{report:#}"
-    );
-    let traceback = report["logs"][0]["message"].as_str().unwrap();
-    let frame = format!(
-        "  File \"app.py\", line {}, in gather\n    raise KeyError(\"on purpose\")\n",
-        line_of("raise KeyError")
-    );
-    assert!(
-        traceback.starts_with("Traceback (most recent call last):\n"),
-        "{traceback}"
-    );
-    assert!(traceback.contains(&frame), "{traceback}");
-    assert!(!traceback.contains("/0/"), "{traceback}");
-    assert!(
-        !traceback.contains("factbuoy_plugin"),
-        "the SDK's frames: {traceback}"
-    );
-
-    // On the terminal: the traceback as lines below its `error:` line, indented.
-    let output = support::factbuoy()
-        .args(["plugin", "run", path_str(&wasm), "-p", "how=import"])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let said = stderr(&output);
-    let frame = format!(
-        "\n      File \"app.py\", line {}, in gather\n        import csv\n",
-        line_of("import csv")
-    );
-    assert!(said.contains(&frame), "{said}");
-    assert!(said.contains("import csv at the top of app.py"), "{said}");
-    assert!(!said.contains("not granted"), "{said}");
-    let (_, report) = run_json(&[path_str(&wasm), "-p", "how=import"]);
-    assert!(
-        report["failure"]["message"].as_str().unwrap().starts_with(
-            "ModuleNotFoundError: No module named 'csv' (componentize-py bundles only"
-        ),
-        "{report:#}"
-    );
-    assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
 }

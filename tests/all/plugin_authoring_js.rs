@@ -1,8 +1,9 @@
-//! JavaScript plugins through the real binary: the SDK's unit tests in Node; the example plugin
-//! built from source with real componentize-js and run in the sandbox; a hostile JavaScript
-//! plugin contained exactly as its Rust twin; `plugin new --lang js` + `plugin build` outside the
-//! repository, precompiled so that its first run hits the compilation cache; and the exit
-//! status of a build whose toolchain is missing (2) or fails (1).
+//! What only JavaScript plugins have, through the real binary: the SDK's unit tests in Node;
+//! the example plugin built from source with real componentize-js; a component precompiled by
+//! `plugin build` so that its first run hits the compilation cache; the toolchain's packages
+//! missing; and the SDK's TypeScript declarations. A JavaScript author's first steps (`plugin
+//! new`, `plugin build`, the hostile twin) are in `plugin_authoring.rs`, shared with the other
+//! languages.
 
 use crate::support;
 
@@ -10,7 +11,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::support::authoring::{artifact, contract_of, path_str, run_json, stderr};
+use crate::support::authoring::{artifact, assert_grant_required, path_str, run_json, stderr};
 use crate::support::js;
 use serde_json::Value;
 
@@ -83,105 +84,11 @@ fn the_js_mounts_example_reads_the_mount_table_it_is_granted() {
         "{report:#}"
     );
 
-    // The read grant it asks for is required: without it nothing runs, and the message says
-    // which flag fixes it.
-    let output = support::factbuoy()
-        .args(["plugin", "run", path_str(&wasm)])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("add --grant mounts:read:/proc"),
-        "{}",
-        stderr(&output)
-    );
+    assert_grant_required(&wasm, "mounts:read:/proc");
 }
 
-#[test]
-fn a_hostile_js_plugin_is_contained_and_reported_as_a_rust_one() {
-    let Some(toolchain) = js::node_modules() else {
-        return;
-    };
-    let rust = support::fixture("hostile");
-    let js = js::component(
-        &toolchain,
-        &support::workspace().join("tests/plugins-js/hostile"),
-    );
-
-    // describe: the same parameters, capabilities and artifacts, as the host reads them.
-    let contract = contract_of(&rust);
-    assert_eq!(contract, contract_of(&js));
-
-    // The same limits, stopped and reported the same way: an endless loop, a memory bomb, and
-    // an output flood.
-    for (limit, args) in [
-        ("deadline", ["-p", "mode=loop", "--deadline", "2s"]),
-        ("memory", ["-p", "mode=alloc", "--memory", "128MiB"]),
-        ("output", ["-p", "mode=flood", "--max-output", "4MiB"]),
-    ] {
-        let mut reports = Vec::new();
-        for wasm in [&rust, &js] {
-            let (code, report) = run_json(&[&[path_str(wasm)][..], &args[..]].concat());
-            assert_eq!(code, 1, "{limit}: {report:#}");
-            let ran_ms = report["duration_ms"].as_f64().unwrap();
-            assert!(ran_ms < 10_000.0, "{limit}: ran {ran_ms} ms");
-            reports.push(report["failure"].clone());
-        }
-        assert_eq!(reports[0]["kind"], "limit-exceeded", "{reports:#?}");
-        assert_eq!(
-            reports[0]["kind"], reports[1]["kind"],
-            "{limit}: {reports:#?}"
-        );
-        assert_eq!(
-            reports[0]["limit"], reports[1]["limit"],
-            "{limit}: {reports:#?}"
-        );
-        if limit == "deadline" {
-            assert_eq!(reports[0]["message"], reports[1]["message"], "{reports:#?}");
-        }
-    }
-
-    // A failure the plugin understood, and a capability it was not granted.
-    for (args, kind) in [
-        (["-p", "mode=fail"], "failed"),
-        (["-p", "mode=host-info"], "capability-denied"),
-    ] {
-        let failures: Vec<Value> = [&rust, &js]
-            .iter()
-            .map(|wasm| run_json(&[&[path_str(wasm)][..], &args[..]].concat()).1["failure"].clone())
-            .collect();
-        assert_eq!(failures[0]["kind"], kind, "{failures:#?}");
-        assert_eq!(failures[0], failures[1], "{args:?}");
-    }
-
-    // A JavaScript exception is a bug, as a Rust panic: the run fails with its name and message,
-    // and the stack is in the log.
-    let output = support::factbuoy()
-        .args([
-            "plugin",
-            "run",
-            path_str(&js),
-            "-p",
-            "mode=panic",
-            "-o",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(
-        report["failure"]["message"], "Error: hostile plugin threw on purpose",
-        "{report:#}"
-    );
-    assert!(
-        stderr(&output).contains("app.js"),
-        "no stack in the log: {}",
-        stderr(&output)
-    );
-}
-
-/// Runs `factbuoy plugin build` in `project` with `path` as PATH.
+/// Runs `factbuoy plugin build` in `project` with `path` as PATH and `cache` as the
+/// compilation cache.
 fn build(project: &Path, path: &std::ffi::OsStr, cache: &Path) -> Output {
     support::factbuoy()
         .current_dir(project)
@@ -206,28 +113,31 @@ fn cache_entries(cache: &Path) -> Vec<PathBuf> {
     entries
 }
 
+/// `factbuoy plugin new NAME --lang js` in `home`: the project's directory.
+fn new_project(home: &Path, name: &str) -> PathBuf {
+    let output = support::factbuoy()
+        .current_dir(home)
+        .args(["plugin", "new", name, "--lang", "js"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    home.join(name)
+}
+
+/// `plugin build` compiles a JavaScript component into the cache `plugin run` uses, so that
+/// its first run loads it from there (JavaScript components are large and slow to compile).
 #[test]
-fn a_new_js_project_builds_precompiled_and_runs_outside_the_repository() {
+fn a_new_js_project_is_precompiled_so_its_first_run_hits_the_cache() {
     let Some(toolchain) = js::node_modules() else {
         return;
     };
     let home = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let output = support::factbuoy()
-        .current_dir(home.path())
-        .args(["plugin", "new", "greeter-js", "--lang", "js"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let project = home.path().join("greeter-js");
+    let project = new_project(home.path(), "greeter-js");
     let path = js::path_with_toolchain(&toolchain);
     let output = build(&project, &path, cache.path());
     assert!(output.status.success(), "{}", stderr(&output));
     let wasm = String::from_utf8(output.stdout).unwrap().trim().to_owned();
-    assert!(
-        wasm.ends_with("greeter-js/target/greeter-js.wasm"),
-        "{wasm}"
-    );
 
     // plugin build compiled it into the cache plugin run uses, under the wasm's digest...
     let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
@@ -266,68 +176,18 @@ fn a_new_js_project_builds_precompiled_and_runs_outside_the_repository() {
     let after = std::fs::metadata(&entries[0]).unwrap();
     assert_eq!(cache_entries(cache.path()), entries);
     assert_eq!(before.ino(), after.ino());
+}
 
-    // Nothing changed: the build is skipped, and the same component (and cache entry) stays.
-    let started = std::time::Instant::now();
-    let output = build(&project, &path, cache.path());
-    assert!(output.status.success(), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("is up to date"),
-        "{}",
-        stderr(&output)
-    );
-    assert!(
-        !stderr(&output).contains("componentize-js"),
-        "{}",
-        stderr(&output)
-    );
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
-    assert_eq!(String::from_utf8(output.stdout).unwrap().trim(), wasm);
-    assert_eq!(cache_entries(cache.path()), entries);
-
-    // A syntax error is found before componentize-js runs, at its file and line, and fails
-    // the build (1)...
-    let app = project.join("app.js");
-    let source = std::fs::read_to_string(&app).unwrap();
-    let line = source
-        .lines()
-        .position(|l| l.contains("gather(params) {"))
-        .unwrap()
-        + 1;
-    std::fs::write(&app, source.replace("gather(params) {", "gather(params {")).unwrap();
-    let output = build(&project, &path, cache.path());
-    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    let said = stderr(&output);
-    assert!(
-        said.contains(&format!("greeter-js/app.js:{line}\n")),
-        "{said}"
-    );
-    assert!(said.contains("SyntaxError"), "{said}");
-    assert!(!said.contains("building with"), "{said}");
-    assert!(!said.contains("    at "), "node's own stack: {said}");
-
-    // ...as does a toolchain that runs and fails (a module that is not there)...
-    std::fs::write(&app, format!("import \"./missing.js\";\n{source}")).unwrap();
-    let output = build(&project, &path, cache.path());
-    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("componentize-js failed"),
-        "{}",
-        stderr(&output)
-    );
-
-    // ...and a missing one is invalid input (2), saying how to install it.
-    let output = build(&project, std::ffi::OsStr::new("/nonexistent"), cache.path());
-    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("Node.js (node) was not found"),
-        "{}",
-        stderr(&output)
-    );
+/// With Node.js but without the toolchain's packages, `plugin build` is invalid input (2) and
+/// says to run `npm install` in the project.
+#[test]
+fn a_js_build_without_the_toolchains_packages_says_npm_install() {
+    let Some(_toolchain) = js::node_modules() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let project = new_project(home.path(), "greeter-js");
     let node_dir = PathBuf::from(
         String::from_utf8(
             std::process::Command::new("sh")
@@ -350,27 +210,6 @@ fn a_new_js_project_builds_precompiled_and_runs_outside_the_repository() {
         "{}",
         stderr(&output)
     );
-}
-
-/// The SDK's example in docs/plugins-js.md, pasted into a project `plugin new` wrote, builds
-/// and does what it says: it lists the host's file systems, leaving out the types `skip` names.
-#[test]
-fn the_js_sdk_example_in_the_docs_builds_and_lists_the_file_systems() {
-    let Some(node_modules) = js::node_modules() else {
-        return;
-    };
-    let home = tempfile::tempdir().unwrap();
-    let output = support::factbuoy()
-        .current_dir(home.path())
-        .args(["plugin", "new", "disk-report", "--lang", "js"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let project = home.path().join("disk-report");
-    let app = support::authoring::doc_example("docs/plugins-js.md", "js");
-    std::fs::write(project.join("app.js"), app).unwrap();
-    let wasm = js::component(&node_modules, &project);
-    support::authoring::assert_lists_file_systems(&wasm, "fileSystem");
 }
 
 /// A WIT name as componentize-js names it in JavaScript: `kernel-version` → `kernelVersion`
@@ -442,13 +281,7 @@ fn the_js_template_and_docs_example_type_check_against_the_sdk_declarations() {
         return;
     };
     let home = tempfile::tempdir().unwrap();
-    let output = support::factbuoy()
-        .current_dir(home.path())
-        .args(["plugin", "new", "checked", "--lang", "js"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let project = home.path().join("checked");
+    let project = new_project(home.path(), "checked");
     let example = support::authoring::doc_example("docs/plugins-js.md", "js");
     std::fs::write(project.join("example.js"), &example).unwrap();
     std::fs::write(

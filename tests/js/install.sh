@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs (once) the JavaScript plugin toolchain pinned in tests/js/package-lock.json —
 # componentize-js, which builds JavaScript gatherers into components, and jco, whose WASI WIT
-# they are built against — into target/js-toolchain (tests/all/plugin_authoring_js.rs,
+# they are built against — into target/js-toolchain (tests/all/plugin_authoring*.rs,
 # bench/plugin-langs.sh), and prints the absolute path of its node_modules.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes (once) a Python venv with componentize-py (PyPI), which builds Python gatherer plugins
-# into components (tests/python_plugins.rs, bench/plugin-langs.sh), and prints its absolute path.
+# into components (tests/all/plugin_authoring*.rs, bench/plugin-langs.sh), and prints its absolute path.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 venv="${COMPONENTIZE_PY_VENV:-target/componentize-py-venv}"

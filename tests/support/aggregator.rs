@@ -1,5 +1,5 @@
 //! An aggregator served by the real binary in a child process, with curl and `openssl s_client`
-//! as independent TLS clients. Used by `tests/all/aggregator_names.rs`.
+//! as independent TLS clients. Used by `tests/all/aggregator*.rs`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -36,22 +36,35 @@ pub fn content_digest(bytes: &[u8]) -> String {
     )
 }
 
-/// A manifest committing `files` with `outcome` (`succeeded` or `failed`).
+/// A manifest committing `files` with `outcome` (`succeeded`, or `failed` with an error).
 pub fn manifest(outcome: &str, files: &[(&str, &[u8])]) -> Vec<u8> {
+    serde_json::to_vec(&manifest_json(outcome, files)).unwrap()
+}
+
+/// [`manifest`] as a JSON value, for a test to add to.
+pub fn manifest_json(outcome: &str, files: &[(&str, &[u8])]) -> serde_json::Value {
     let files: Vec<serde_json::Value> = files
         .iter()
         .map(|(name, bytes)| serde_json::json!({"name": name, "size": bytes.len(), "sha256": sha256(bytes)}))
         .collect();
-    serde_json::to_vec(&serde_json::json!({
-        "outcome": outcome, "error": "it broke", "files": files, "plugin_version": "0.1.0"
-    }))
-    .unwrap()
+    serde_json::json!({
+        "outcome": outcome,
+        "error": (outcome == "failed").then_some("it broke"),
+        "files": files,
+        "plugin_version": "0.1.0",
+    })
 }
 
 /// A run directory with its aggregator serving in a child process whose log is kept.
 pub struct Aggregator {
-    /// Holds the run directory, the bundle's folder and issued credentials.
-    pub dir: tempfile::TempDir,
+    /// Holds the run directory (`run/`) and the bundle's folder (`out/`).
+    root: PathBuf,
+    /// Owns `root` when the fixture made it.
+    _scratch: Option<tempfile::TempDir>,
+    /// Issued credentials and the serve log, off the run's disk (which a test may fill).
+    keys: tempfile::TempDir,
+    /// Shell commands run before `serve` replaces the shell (resource limits), if any.
+    limits: Option<String>,
     child: Option<Child>,
     /// The agent listener, HOST:PORT.
     pub agent: String,
@@ -79,10 +92,30 @@ impl Aggregator {
     /// Creates a run expecting `nodes` to run `hello`, with extra `aggregator create` flags, and
     /// serves it.
     pub fn create(nodes: &[&str], extra: &[&str]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        run(&mut create_command(dir.path(), nodes, extra));
+        let scratch = tempfile::tempdir().unwrap();
+        let mut aggregator = Self::create_in(scratch.path(), nodes, extra);
+        aggregator._scratch = Some(scratch);
+        aggregator
+    }
+
+    /// [`Aggregator::create`] with the run and the bundle in `root` (a small disk, say).
+    pub fn create_in(root: &Path, nodes: &[&str], extra: &[&str]) -> Self {
+        Self::create_limited(root, nodes, extra, None)
+    }
+
+    /// [`Aggregator::create_in`], serving after the shell commands `limits` (`ulimit -n 256`).
+    pub fn create_limited(
+        root: &Path,
+        nodes: &[&str],
+        extra: &[&str],
+        limits: Option<&str>,
+    ) -> Self {
+        run(&mut create_command(root, nodes, extra));
         let mut aggregator = Aggregator {
-            dir,
+            root: root.to_owned(),
+            _scratch: None,
+            keys: tempfile::tempdir().unwrap(),
+            limits: limits.map(str::to_owned),
             child: None,
             agent: String::new(),
             operator: String::new(),
@@ -91,46 +124,78 @@ impl Aggregator {
         aggregator
     }
 
+    /// Holds the run directory and the bundle's folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// The run directory.
     pub fn run_dir(&self) -> PathBuf {
-        self.dir.path().join("run")
+        self.root.join("run")
     }
 
     /// Where the bundle is written.
     pub fn out_dir(&self) -> PathBuf {
-        self.dir.path().join("out")
+        self.root.join("out")
     }
 
-    /// The aggregator's log (its stderr).
+    /// The aggregator's log (its stderr) since it was last served.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("serve.log")).unwrap_or_default()
+        std::fs::read_to_string(self.keys.path().join("serve.log")).unwrap_or_default()
     }
 
-    fn serve(&mut self) {
-        let log = std::fs::File::create(self.dir.path().join("serve.log")).unwrap();
-        let mut child = factbuoy()
-            .args(["aggregator", "serve", "--run-dir"])
-            .arg(self.run_dir())
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+    /// The serving process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the aggregator is serving").id()
+    }
+
+    /// `factbuoy aggregator serve` for the run (again, after [`Aggregator::kill`]).
+    pub fn serve(&mut self) {
+        let mut command = match &self.limits {
+            Some(limits) => {
+                let mut command = Command::new("sh");
+                command
+                    .arg("-c")
+                    .arg(format!(
+                        "{limits}; exec \"$0\" aggregator serve --run-dir \"$1\""
+                    ))
+                    .arg(env!("CARGO_BIN_EXE_factbuoy"))
+                    .arg(self.run_dir())
+                    .env("FACTBUOY_CACHE_DIR", super::cache_dir());
+                command
+            }
+            None => {
+                let mut command = factbuoy();
+                command
+                    .args(["aggregator", "serve", "--run-dir"])
+                    .arg(self.run_dir());
+                command
+            }
+        };
+        let log = std::fs::File::create(self.keys.path().join("serve.log")).unwrap();
+        let mut child = command.stdout(Stdio::piped()).stderr(log).spawn().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        let addresses: serde_json::Value = serde_json::from_str(&line).expect("the serve line");
+        let addresses: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("no serve line ({e}): {line:?}; its log: {}", self.log()));
         self.agent = addresses["agent_address"].as_str().unwrap().to_owned();
         self.operator = addresses["operator_address"].as_str().unwrap().to_owned();
         self.child = Some(child);
     }
 
+    /// Stops serving with SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
     /// `factbuoy aggregator issue --role ROLE` into a fresh directory, as it ended.
     pub fn try_issue(&self, role: &str) -> (Output, PathBuf) {
-        let out = self
-            .dir
-            .path()
-            .join(format!("creds-{}", sha256(role.as_bytes())));
+        let out = self.credentials_dir(role);
         let output = factbuoy()
             .args(["aggregator", "issue", "--role", role])
             .arg("--run-dir")
@@ -142,8 +207,13 @@ impl Aggregator {
         (output, out)
     }
 
-    /// Credentials for `role` (`agent:a`, `operator:x`, `global:y`) in a fresh directory.
+    /// Credentials for `role` (`agent:a`, `operator:x`, `global:y`), issued once and reused
+    /// (a full disk may refuse a second issue).
     pub fn issue(&self, role: &str) -> PathBuf {
+        let out = self.credentials_dir(role);
+        if out.exists() {
+            return out;
+        }
         let (output, out) = self.try_issue(role);
         assert!(
             output.status.success(),
@@ -153,9 +223,19 @@ impl Aggregator {
         out
     }
 
+    /// Where the credentials for `role` are issued.
+    fn credentials_dir(&self, role: &str) -> PathBuf {
+        self.keys
+            .path()
+            .join(format!("creds-{}", sha256(role.as_bytes())))
+    }
+
     /// The run directory's own operator credentials.
     pub fn operator_credentials(&self) -> PathBuf {
-        let out = self.dir.path().join("operator-creds");
+        let out = self.keys.path().join("operator-creds");
+        if out.exists() {
+            return out;
+        }
         std::fs::create_dir_all(&out).unwrap();
         let pki = self.run_dir().join("pki");
         std::fs::copy(pki.join("ca.pem"), out.join("ca.pem")).unwrap();
@@ -191,20 +271,22 @@ impl Aggregator {
         serde_json::from_slice(&output.stdout).unwrap()
     }
 
-    /// Waits up to `within` for the run to reach `status`.
+    /// The status document as the operator listener serves it (`GET /status`), which must
+    /// answer.
+    pub fn served_status(&self) -> serde_json::Value {
+        let answer = self.operator_get("/status", &[]);
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        serde_json::from_slice(&answer.body).unwrap()
+    }
+
+    /// Waits up to `within` for [`Aggregator::status`] to say `status`.
     pub fn wait_for(&self, status: &str, within: Duration) -> serde_json::Value {
-        let deadline = Instant::now() + within;
-        loop {
-            let document = self.status();
-            if document["status"] == status {
-                return document;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the run never became {status}: {document}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        poll_status(status, within, || self.status())
+    }
+
+    /// Waits up to `within` for [`Aggregator::served_status`] to say `status`.
+    pub fn wait_for_served(&self, status: &str, within: Duration) -> serde_json::Value {
+        poll_status(status, within, || self.served_status())
     }
 
     /// `PUT`s `bytes` with a correct digest to `path` on the agent listener.
@@ -235,19 +317,7 @@ impl Aggregator {
         bytes: &[u8],
         sent: usize,
     ) -> SlowUpload {
-        let mut child = Command::new("openssl")
-            .args(["s_client", "-quiet", "-connect", &self.agent])
-            .arg("-CAfile")
-            .arg(credentials.join("ca.pem"))
-            .arg("-cert")
-            .arg(credentials.join("client.pem"))
-            .arg("-key")
-            .arg(credentials.join("client.key"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = s_client(&self.agent, credentials, &[]);
         let mut stdin = child.stdin.take().unwrap();
         let mut stdout = child.stdout.take().unwrap();
         let reader = std::thread::spawn(move || {
@@ -273,6 +343,26 @@ impl Aggregator {
     }
 }
 
+/// Polls `status_of` every 100 ms until its document's status is `status`.
+fn poll_status(
+    status: &str,
+    within: Duration,
+    status_of: impl Fn() -> serde_json::Value,
+) -> serde_json::Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let document = status_of();
+        if document["status"] == status {
+            return document;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run never became {status}: {document}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 impl Drop for Aggregator {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -280,6 +370,27 @@ impl Drop for Aggregator {
             let _ = child.wait();
         }
     }
+}
+
+/// A TLS connection to `address` through `openssl s_client` with `credentials` (a directory
+/// with ca.pem, client.pem, client.key) and more `options`: the request is written to its
+/// stdin, the answer read from its stdout. `-quiet` implies `-ign_eof`: the connection stays
+/// open after stdin ends, until the server closes it (`-no_ign_eof` closes it).
+pub fn s_client(address: &str, credentials: &Path, options: &[&str]) -> Child {
+    Command::new("openssl")
+        .args(["s_client", "-quiet", "-connect", address])
+        .args(options)
+        .arg("-CAfile")
+        .arg(credentials.join("ca.pem"))
+        .arg("-cert")
+        .arg(credentials.join("client.pem"))
+        .arg("-key")
+        .arg(credentials.join("client.key"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
 }
 
 /// An upload held open by [`Aggregator::start_upload`].
@@ -310,7 +421,7 @@ impl Drop for SlowUpload {
 }
 
 /// An answer from curl: HTTP status, body and response headers. Status 0 means no HTTP
-/// exchange happened.
+/// exchange happened; curl's `stderr` says why.
 pub struct Answer {
     /// The HTTP status.
     pub status: u16,
@@ -318,6 +429,8 @@ pub struct Answer {
     pub body: Vec<u8>,
     /// The response headers, lower-cased names.
     pub headers: String,
+    /// What curl said on stderr.
+    pub stderr: String,
 }
 
 impl Answer {
@@ -334,6 +447,10 @@ impl Answer {
         })
     }
 }
+
+/// How long one curl request may take, in seconds: a hung aggregator fails the test instead
+/// of holding it (the largest upload the tests make, 64 MiB, takes a few seconds).
+const CURL_MAX_TIME: &str = "120";
 
 /// curl with `credentials` (a directory with ca.pem, client.pem, client.key).
 pub fn curl(
@@ -360,7 +477,15 @@ pub fn curl_as(
     let scratch = tempfile::tempdir().unwrap();
     let mut command = Command::new("curl");
     command
-        .args(["-sS", "--path-as-is", "-X", method, "-o"])
+        .args([
+            "-sS",
+            "--path-as-is",
+            "--max-time",
+            CURL_MAX_TIME,
+            "-X",
+            method,
+            "-o",
+        ])
         .arg(scratch.path().join("body"))
         .arg("-D")
         .arg(scratch.path().join("headers"))
@@ -391,5 +516,6 @@ pub fn curl_as(
             .unwrap_or(0),
         body: std::fs::read(scratch.path().join("body")).unwrap_or_default(),
         headers: std::fs::read_to_string(scratch.path().join("headers")).unwrap_or_default(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }

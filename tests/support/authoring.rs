@@ -92,3 +92,18 @@ pub fn assert_lists_file_systems(wasm: &Path, type_field: &str) {
     assert!(!disks.is_empty(), "{report:#}");
     assert!(disks.iter().all(|d| d[type_field] != "tmpfs"), "{disks:#?}");
 }
+
+/// `plugin run` of `wasm` without the `grant` (`name:read:/proc`) its contract asks for: nothing
+/// runs (2), and the message says which flag fixes it.
+pub fn assert_grant_required(wasm: &Path, grant: &str) {
+    let output = super::factbuoy()
+        .args(["plugin", "run", path_str(wasm)])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(&format!("add --grant {grant}")),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -2,7 +2,6 @@
 //! downloads.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -106,19 +105,7 @@ pub struct Bundle {
 impl Bundle {
     /// Reads the bundle at `path`.
     pub fn read(path: PathBuf) -> Bundle {
-        let file = std::fs::File::open(&path).unwrap();
-        let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
-        let files = archive
-            .entries()
-            .unwrap()
-            .map(|entry| {
-                let mut entry = entry.unwrap();
-                let name = entry.path().unwrap().to_string_lossy().into_owned();
-                let mut content = Vec::new();
-                entry.read_to_end(&mut content).unwrap();
-                (name, content)
-            })
-            .collect();
+        let files = super::tar_gz_files(&std::fs::read(&path).unwrap());
         Bundle { path, files }
     }
 

@@ -105,6 +105,21 @@ pub fn setup_report(output: &std::process::Output) -> (i32, serde_json::Value, s
     (output.status.code().unwrap_or(-1), report, facts)
 }
 
+/// The files of the `.tar.gz` `bytes` (a bundle), by path.
+pub fn tar_gz_files(bytes: &[u8]) -> std::collections::BTreeMap<String, Vec<u8>> {
+    use std::io::Read;
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
+    let mut files = std::collections::BTreeMap::new();
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let name = entry.path().unwrap().to_string_lossy().into_owned();
+        let mut content = Vec::new();
+        entry.read_to_end(&mut content).unwrap();
+        files.insert(name, content);
+    }
+    files
+}
+
 /// The files below `dir` that `keep` accepts, in path order, without entering the folders named
 /// in `skip` at any depth.
 pub fn files_below(

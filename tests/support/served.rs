@@ -1,13 +1,13 @@
 //! An aggregator served in the test's own process, for what only a library caller can do:
-//! change the node set while it serves, or admit agents. Listeners are real loopback TLS; agents
+//! change the node set while it serves, or admit agents; and a fleet served the same way. Listeners are real loopback TLS; agents
 //! are the real binary. Used by `tests/all/aggregator_nodes.rs` and `tests/all/aggregator_enroll.rs`.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
+use factbuoy_aggregator::fleet::{self, FleetDir, FleetSettings, RunningFleet};
 use factbuoy_aggregator::{Run, RunDir, RunningAggregator};
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::names::NodeName;
@@ -15,6 +15,27 @@ use factbuoy_protocol::types::{RunStatus, StatusDocument};
 
 use super::aggregator::{create_command, run};
 use super::factbuoy;
+
+/// A fleet in `dir` served in this process on loopback (127.0.0.1, any port), its
+/// certificates valid for an hour, with the bundled plugins.
+pub async fn serve_fleet(dir: &FleetDir) -> RunningFleet {
+    fleet::serve(
+        dir.clone(),
+        loopback_fleet(),
+        factbuoy_catalog::bundled_component,
+    )
+    .await
+    .unwrap()
+}
+
+/// The settings of [`serve_fleet`].
+pub fn loopback_fleet() -> FleetSettings {
+    FleetSettings {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        server_names: vec!["127.0.0.1".into()],
+        certificate_validity_seconds: 3600,
+    }
+}
 
 /// A node name.
 pub fn node(name: &str) -> NodeName {
@@ -146,17 +167,7 @@ pub fn bundle_files(running: &RunningAggregator) -> BTreeMap<String, Vec<u8>> {
     let document = running.status_document();
     let tar = document.tar_info.expect("a finished bundle");
     let path = running.config().bundle_dir.join(&tar.name);
-    let bytes = std::fs::read(path).unwrap();
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
-    let mut files = BTreeMap::new();
-    for entry in archive.entries().unwrap() {
-        let mut entry = entry.unwrap();
-        let name = entry.path().unwrap().to_string_lossy().into_owned();
-        let mut content = Vec::new();
-        entry.read_to_end(&mut content).unwrap();
-        files.insert(name, content);
-    }
-    files
+    super::tar_gz_files(&std::fs::read(path).unwrap())
 }
 
 /// The `error` of an `error.json` in the bundle.

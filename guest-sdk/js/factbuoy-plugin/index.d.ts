@@ -1,8 +1,8 @@
 // Typed declarations of the factbuoy JavaScript SDK (index.js), for editors and `tsc
 // --checkJs`: the API of docs/plugins-js.md, and in `hostInfo` the contract's `host-info`
 // interface (wit/gatherer.wit) as componentize-js hands it to JavaScript: camelCase names,
-// 64-bit integers as BigInts, `option` as `undefined`. tests/plugin_authoring_js.rs checks that
-// every function and field of `host-info` is declared here, and type-checks the template and
+// 64-bit integers as BigInts, `option` as `undefined`. tests/all/plugin_authoring_js.rs checks
+// that every function and field of `host-info` is declared here, and type-checks the template and
 // the documented example against this file.
 
 /** What `Capability.HOST_INFO` and `Capability.read(path)` make. */

@@ -1,5 +1,6 @@
 """Unit tests of the SDK in CPython, against componentize-py's stub bindings (`componentize-py
-bindings`), with the host's functions replaced by recorders. Run by tests/all/plugin_authoring.rs:
+bindings`), with the host's functions replaced by recorders. Run by
+tests/all/plugin_authoring_python.rs:
 
     componentize-py -d wit -w gatherer bindings BINDINGS
     PYTHONPATH=BINDINGS:guest-sdk/python python3 -m unittest discover -s guest-sdk/python/tests

@@ -1,5 +1,5 @@
 // Test fixture: the JavaScript twin of tests/plugins/hostile, misbehaving on request so that
-// tests/all/plugin_authoring_js.rs can check the sandbox contains a JavaScript plugin as it does a
+// tests/all/plugin_authoring.rs can check the sandbox contains a JavaScript plugin as it does a
 // Rust one. Its parameters and capabilities are those of the Rust `hostile` (tests compare
 // them); it implements the modes listed in `mode`'s description.
 

@@ -1,5 +1,6 @@
 """Test fixture: the Python twin of tests/plugins/hostile, misbehaving on request so that
-tests/python_plugins.rs can check the sandbox contains a Python plugin as it does a Rust one.
+tests/all/plugin_authoring.rs can check the sandbox contains a Python plugin as it does a Rust
+one.
 
 Its parameters and capabilities are those of the Rust `hostile` (tests compare them); it
 implements the modes listed in `mode`'s description.

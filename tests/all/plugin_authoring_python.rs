@@ -1,0 +1,211 @@
+//! What only Python plugins have, through the real binary: the Python SDK's own unit tests, its
+//! typed stub of `host_info`, the example plugin built from source with real componentize-py,
+//! and tracebacks. A Python author's first steps (`plugin new`, `plugin build`, the hostile
+//! twin) are in `plugin_authoring.rs`, shared with the other languages.
+
+use crate::support;
+
+use crate::support::authoring::{artifact, assert_grant_required, path_str, run_json, stderr};
+use crate::support::python;
+
+/// componentize-py's Python bindings of the contract, in a fresh directory.
+fn bindings() -> tempfile::TempDir {
+    let bindings = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new(python::venv_bin().join("componentize-py"))
+        .arg("-d")
+        .arg(support::workspace().join("wit"))
+        .args(["-w", "gatherer", "bindings"])
+        .arg(bindings.path())
+        .status()
+        .unwrap();
+    assert!(status.success(), "componentize-py bindings failed");
+    bindings
+}
+
+#[test]
+fn the_python_sdk_unit_tests_pass() {
+    let bindings = bindings();
+    let sdk = support::workspace().join("guest-sdk/python");
+    let output = std::process::Command::new(python::venv_bin().join("python3"))
+        .args(["-B", "-m", "unittest", "discover", "-s"])
+        .arg(sdk.join("tests"))
+        .env(
+            "PYTHONPATH",
+            std::env::join_paths([bindings.path().to_owned(), sdk]).unwrap(),
+        )
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("OK"), "{}", stderr(&output));
+}
+
+/// `factbuoy_plugin/host_info.pyi`, which tells editors what `host_info` offers, is what
+/// guest-sdk/python/host_info_stub.py makes of componentize-py's bindings of the contract today,
+/// and the package says it is typed.
+#[test]
+fn the_python_host_info_stub_is_current_with_the_contract() {
+    let bindings = bindings();
+    let sdk = support::workspace().join("guest-sdk/python");
+    let output = std::process::Command::new(python::venv_bin().join("python3"))
+        .arg(sdk.join("host_info_stub.py"))
+        .arg(bindings.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let committed = std::fs::read_to_string(sdk.join("factbuoy_plugin/host_info.pyi")).unwrap();
+    assert!(
+        String::from_utf8(output.stdout).unwrap() == committed,
+        "guest-sdk/python/factbuoy_plugin/host_info.pyi is stale: run guest-sdk/python/host_info_stub.py"
+    );
+    assert!(
+        committed.contains("def ethtool(name: str) -> EthtoolInfo:"),
+        "{committed}"
+    );
+    assert!(sdk.join("factbuoy_plugin/py.typed").is_file());
+}
+
+#[test]
+fn the_python_listening_sockets_example_finds_a_socket_this_test_opened() {
+    let wasm = python::component(&support::workspace().join("plugins-python/listening-sockets"));
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (tcp_port, udp_port) = (
+        tcp.local_addr().unwrap().port(),
+        udp.local_addr().unwrap().port(),
+    );
+
+    let (code, report) = run_json(&[path_str(&wasm), "--grant", "listening-sockets:read:/proc"]);
+    assert_eq!(code, 0, "{report:#}");
+    let sockets = artifact(&report, "sockets.json")["sockets"].clone();
+    let has =
+        |protocol: &str, port: u16| {
+            sockets.as_array().unwrap().iter().any(|s| {
+                s["protocol"] == protocol && s["address"] == "127.0.0.1" && s["port"] == port
+            })
+        };
+    assert!(has("tcp", tcp_port), "tcp {tcp_port} missing: {sockets:#}");
+    assert!(has("udp", udp_port), "udp {udp_port} missing: {sockets:#}");
+
+    // A typed list parameter reaches the SDK's Params, and the plugin's own check refuses.
+    let (code, report) = run_json(&[
+        path_str(&wasm),
+        "--grant",
+        "listening-sockets:read:/proc",
+        "-p",
+        "protocols=tcp",
+    ]);
+    assert_eq!(code, 0, "{report:#}");
+    let sockets = artifact(&report, "sockets.json")["sockets"].clone();
+    assert!(
+        sockets
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["protocol"] == "tcp"),
+        "{sockets:#}"
+    );
+    let (code, report) = run_json(&[
+        path_str(&wasm),
+        "--grant",
+        "listening-sockets:read:/proc",
+        "-p",
+        "protocols=sctp",
+    ]);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(
+        report["failure"]["kind"], "invalid-parameters",
+        "{report:#}"
+    );
+    assert!(
+        report["failure"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown protocols sctp"),
+        "{report:#}"
+    );
+
+    assert_grant_required(&wasm, "listening-sockets:read:/proc");
+    drop((tcp, udp));
+}
+
+/// A Python plugin that fails as its `how` parameter asks: by raising, or by importing a module
+/// that was not imported at build time.
+const FAILING_APP: &str = r#"from factbuoy_plugin import Description, Gatherer, Param, export
+
+
+class Failing(Gatherer):
+    def describe(self):
+        return Description("failing", "0.1.0", "Fails as asked.").param(
+            Param.string("how").required().describe("raise, or import")
+        )
+
+    def gather(self, params):
+        if params.string("how") == "import":
+            import csv
+        raise KeyError("on purpose")
+
+
+Plugin = export(Failing)
+"#;
+
+/// An uncaught exception's traceback reaches the operator as lines (each frame, its source
+/// line, the project's file names), the interpreter opens none of its own files at run time
+/// (no "not granted" warnings), and an import of a module that was not bundled says what to do.
+#[test]
+fn a_python_traceback_is_lines_and_an_import_that_was_not_bundled_says_what_to_do() {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("app.py"), FAILING_APP).unwrap();
+    let wasm = python::component(project.path());
+    let line_of = |text: &str| FAILING_APP.lines().position(|l| l.contains(text)).unwrap() + 1;
+
+    let (code, report) = run_json(&[path_str(&wasm), "-p", "how=raise"]);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(
+        report["failure"]["message"], "KeyError: 'on purpose'",
+        "{report:#}"
+    );
+    assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
+    assert_eq!(
+        report["ungranted_paths"],
+        serde_json::json!([]),
+        "{report:#}"
+    );
+    let traceback = report["logs"][0]["message"].as_str().unwrap();
+    let frame = format!(
+        "  File \"app.py\", line {}, in gather\n    raise KeyError(\"on purpose\")\n",
+        line_of("raise KeyError")
+    );
+    assert!(
+        traceback.starts_with("Traceback (most recent call last):\n"),
+        "{traceback}"
+    );
+    assert!(traceback.contains(&frame), "{traceback}");
+    assert!(!traceback.contains("/0/"), "{traceback}");
+    assert!(
+        !traceback.contains("factbuoy_plugin"),
+        "the SDK's frames: {traceback}"
+    );
+
+    // On the terminal: the traceback as lines below its `error:` line, indented.
+    let output = support::factbuoy()
+        .args(["plugin", "run", path_str(&wasm), "-p", "how=import"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let said = stderr(&output);
+    let frame = format!(
+        "\n      File \"app.py\", line {}, in gather\n        import csv\n",
+        line_of("import csv")
+    );
+    assert!(said.contains(&frame), "{said}");
+    assert!(said.contains("import csv at the top of app.py"), "{said}");
+    assert!(!said.contains("not granted"), "{said}");
+    let (_, report) = run_json(&[path_str(&wasm), "-p", "how=import"]);
+    assert!(
+        report["failure"]["message"].as_str().unwrap().starts_with(
+            "ModuleNotFoundError: No module named 'csv' (componentize-py bundles only"
+        ),
+        "{report:#}"
+    );
+    assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
+}
