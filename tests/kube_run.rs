@@ -644,13 +644,7 @@ fn a_secret_parameter_reaches_the_plugin_on_every_node_and_nothing_else() {
         .unwrap();
     let ran = run.wait_with_output().unwrap();
     assert!(ran.status.success(), "{ran:?}");
-    let bundle = kube_runs::Bundle::read(
-        std::fs::read_dir(out.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
-            .expect("a bundle"),
-    );
+    let bundle = kube_runs::bundle_in(out.path()).expect("a bundle");
     let status = bundle.status();
     let run_id = status["run_id"].as_str().unwrap().to_owned();
     let namespace = format!("factbuoy-{run_id}");

@@ -203,20 +203,28 @@ impl Drop for StuckFs {
     }
 }
 
+/// A host root whose `/data/stuck` never answers a read, or `None` (said on stderr) where this
+/// machine cannot mount one.
+fn stuck_root() -> Option<(tempfile::TempDir, StuckFs)> {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    match StuckFs::mount(&data) {
+        Ok(mounted) => Some((root, mounted)),
+        Err(why) => {
+            eprintln!("skipped: {why}, so no host call can be made to hang");
+            None
+        }
+    }
+}
+
 /// A read the host makes for the plugin never returns (a hung network file system looks so):
 /// no epoch tick reaches inside the host, so the timeout around the whole call ends the run.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plugin_stuck_in_a_host_call_ends_at_its_deadline() {
     let sandbox = Sandbox::alone().await;
-    let root = tempfile::tempdir().unwrap();
-    let data = root.path().join("data");
-    std::fs::create_dir(&data).unwrap();
-    let _mounted = match StuckFs::mount(&data) {
-        Ok(mounted) => mounted,
-        Err(why) => {
-            eprintln!("skipped: {why}, so no host call can be made to hang");
-            return;
-        }
+    let Some((root, _mounted)) = stuck_root() else {
+        return;
     };
     let started = Instant::now();
     let (report, _) = sandbox
@@ -721,15 +729,8 @@ async fn a_stop_signal_ends_a_streaming_or_stuck_plugin_and_keeps_what_it_wrote(
     assert_eq!(kept.len() as u64, stream.size_bytes);
 
     // Stuck in a read that never returns: no tick reaches it, the stop does.
-    let root = tempfile::tempdir().unwrap();
-    let data = root.path().join("data");
-    std::fs::create_dir(&data).unwrap();
-    let _mounted = match StuckFs::mount(&data) {
-        Ok(mounted) => mounted,
-        Err(why) => {
-            eprintln!("skipped the stuck half: {why}");
-            return;
-        }
+    let Some((root, _mounted)) = stuck_root() else {
+        return;
     };
     let stop = StopSignal::new();
     let (mut request, _) = sandbox.hostile.request(

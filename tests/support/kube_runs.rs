@@ -58,12 +58,16 @@ pub fn finish_run(run: Child, out: &Path) -> Bundle {
         "run --kubernetes ended without its bundle ({:?}): {stdout}{stderr}",
         ran.status.code()
     );
+    bundle_in(out).unwrap_or_else(|| panic!("no bundle in --out; {stderr}"))
+}
+
+/// The bundle a run downloaded into `out`, if there is one.
+pub fn bundle_in(out: &Path) -> Option<Bundle> {
     let path = std::fs::read_dir(out)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
-        .unwrap_or_else(|| panic!("no bundle in --out; {stderr}"));
-    Bundle::read(path)
+        .find(|p| p.to_string_lossy().ends_with(".tar.gz"))?;
+    Some(Bundle::read(path))
 }
 
 /// [`start_run`], then [`finish_run`].

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::show::names;
 use crate::output::{ExitStatus, Format};
+use crate::table::count;
 
 #[derive(Debug, Args)]
 pub struct LogsArgs {
@@ -119,7 +120,7 @@ pub fn logs(args: LogsArgs, format: Format) -> anyhow::Result<ExitStatus> {
     }
     if merged.entries == 0 {
         // Nothing printed: say why, so that an empty output is not mistaken for a quiet node.
-        let journals = plural(merged.nodes.len(), "journal", "journals");
+        let journals = count(merged.nodes.len(), "journal");
         if merged.read == 0 {
             eprintln!(
                 "{}: its {journals} hold no entries (the systemd-logs plugin found none to collect)",
@@ -134,11 +135,6 @@ pub fn logs(args: LogsArgs, format: Format) -> anyhow::Result<ExitStatus> {
         }
     }
     Ok(ExitStatus::Success)
-}
-
-/// `count` and the noun in the right number: `1 journal`, `3 journals`.
-fn plural(count: usize, one: &str, many: &str) -> String {
-    format!("{count} {}", if count == 1 { one } else { many })
 }
 
 /// One line of `-o json`: the fields in this order.
