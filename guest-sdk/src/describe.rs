@@ -1,7 +1,7 @@
 //! Builders for what a plugin says about itself in `describe`.
 
 use crate::__bindings::factbuoy::plugin::types::{
-    self, ArtifactSpec, CapabilityRequest, ParamSpec, ParamType, PluginInfo,
+    self, ArtifactKind, ArtifactSpec, CapabilityRequest, ListKeys, ParamSpec, ParamType, PluginInfo,
 };
 
 /// What a plugin is: its name, version, parameters, capabilities and artifacts.
@@ -52,19 +52,98 @@ impl Description {
         self
     }
 
-    /// Declares an artifact the plugin writes.
-    pub fn artifact(mut self, name: &str, media_type: &str, description: &str) -> Self {
-        self.info.artifacts.push(ArtifactSpec {
-            name: name.to_owned(),
-            media_type: media_type.to_owned(),
-            description: description.to_owned(),
-        });
+    /// Declares an artifact the plugin writes and what kind of data it holds, which tells
+    /// `factbuoy inspect` how to read it.
+    pub fn artifact(mut self, artifact: Artifact) -> Self {
+        self.info.artifacts.push(artifact.spec);
         self
     }
 
     #[doc(hidden)]
     pub fn into_wit(self) -> PluginInfo {
         self.info
+    }
+}
+
+/// An artifact a plugin writes; start with the constructor for its kind.
+#[derive(Debug, Clone)]
+pub struct Artifact {
+    spec: ArtifactSpec,
+}
+
+impl Artifact {
+    fn new(name: &str, media_type: &str, description: &str, kind: ArtifactKind) -> Self {
+        Artifact {
+            spec: ArtifactSpec {
+                name: name.to_owned(),
+                media_type: media_type.to_owned(),
+                description: description.to_owned(),
+                kind,
+            },
+        }
+    }
+
+    /// One JSON document about the node, an object at its top (`application/json`):
+    /// `inspect facts`, `query`, `diff` and `sql` read it. Name the keys of its lists with
+    /// [`Artifact::list_keys`].
+    pub fn facts(name: &str, description: &str) -> Self {
+        Self::new(
+            name,
+            "application/json",
+            description,
+            ArtifactKind::Facts(Vec::new()),
+        )
+    }
+
+    /// JSON Lines (`application/jsonl`): one JSON object per line, one row per item.
+    /// `inspect sql` makes it a table named `<plugin>_<artifact>`. Name the columns that
+    /// identify a row with [`Artifact::row_keys`].
+    pub fn table(name: &str, description: &str) -> Self {
+        Self::new(
+            name,
+            "application/jsonl",
+            description,
+            ArtifactKind::Table(Vec::new()),
+        )
+    }
+
+    /// Time-ordered entries, one JSON object per line with the journal's field names
+    /// (`__REALTIME_TIMESTAMP`, `MESSAGE`, `PRIORITY`), as `journalctl -o json` writes them.
+    pub fn log(name: &str, description: &str) -> Self {
+        Self::new(name, "application/jsonl", description, ArtifactKind::Log)
+    }
+
+    /// Anything else, of media type `media_type`: kept in the bundle, not interpreted.
+    pub fn opaque(name: &str, media_type: &str, description: &str) -> Self {
+        Self::new(name, media_type, description, ArtifactKind::Opaque)
+    }
+
+    /// Says the items of the list at `path` (field names from the document's top, joined by
+    /// `.`: `mounts`, or `interfaces.addresses` for the lists inside each interface) are told
+    /// apart by the fields `keys`, so that a diff shows an item added, removed or changed
+    /// instead of every later position changing. For facts documents.
+    pub fn list_keys(mut self, path: &str, keys: &[&str]) -> Self {
+        if let ArtifactKind::Facts(lists) = &mut self.spec.kind {
+            lists.push(ListKeys {
+                path: path.to_owned(),
+                keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+            });
+        }
+        self
+    }
+
+    /// Says the columns `keys` identify a row. For tables.
+    pub fn row_keys(mut self, keys: &[&str]) -> Self {
+        if let ArtifactKind::Table(columns) = &mut self.spec.kind {
+            *columns = keys.iter().map(|k| (*k).to_owned()).collect();
+        }
+        self
+    }
+
+    /// Overrides the media type its kind gives it.
+    pub fn media_type(mut self, media_type: &str) -> Self {
+        self.spec.media_type = media_type.to_owned();
+        self
     }
 }
 

@@ -17,7 +17,7 @@
 //!         Description::new("uptime", "0.1.0", "How long this host has been up.")
 //!             .param(Param::boolean("pretty").default("false").describe("Indent the JSON."))
 //!             .capability(Capability::HostInfo, "reads the uptime")
-//!             .artifact("uptime.json", "application/json", "seconds since boot")
+//!             .artifact(Artifact::facts("uptime.json", "seconds since boot"))
 //!     }
 //!
 //!     fn gather(params: &Params) -> Result<(), GatherError> {
@@ -51,7 +51,7 @@ pub mod output;
 mod params;
 pub mod progress;
 
-pub use describe::{Capability, Description, Param};
+pub use describe::{Artifact, Capability, Description, Param};
 pub use params::Params;
 
 #[doc(hidden)]
@@ -92,8 +92,8 @@ pub trait Gatherer {
 /// Everything a plugin usually needs, in one `use`.
 pub mod prelude {
     pub use crate::{
-        Capability, Description, GatherError, Gatherer, Param, Params, export_gatherer, host_info,
-        log, output, progress,
+        Artifact, Capability, Description, GatherError, Gatherer, Param, Params, export_gatherer,
+        host_info, log, output, progress,
     };
 }
 

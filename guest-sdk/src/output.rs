@@ -87,6 +87,23 @@ pub fn write_json<T: serde::Serialize + ?Sized>(name: &str, value: &T) -> Result
     write_json_with(name, value, false)
 }
 
+/// Writes `rows` as a JSON Lines artifact (`application/jsonl`, a table: declare it with
+/// [`crate::Artifact::table`]), one compact JSON value per line, streamed.
+pub fn write_json_lines<T: serde::Serialize>(
+    name: &str,
+    rows: impl IntoIterator<Item = T>,
+) -> Result<(), GatherError> {
+    let mut out = create_buffered(name, "application/jsonl")?;
+    for row in rows {
+        serde_json::to_writer(&mut out, &row).map_err(|e| into_gather_error(e.into()))?;
+        out.write_all(b"\n").map_err(into_gather_error)?;
+    }
+    let artifact = out
+        .into_inner()
+        .map_err(|e| into_gather_error(e.into_error()))?;
+    Ok(artifact.finish()?)
+}
+
 /// Writes `value` as one indented JSON artifact, streamed.
 pub fn write_json_pretty<T: serde::Serialize + ?Sized>(
     name: &str,

@@ -6,6 +6,7 @@
 //     factbuoy plugin run target/mounts.wasm --grant mounts:read:/proc -p types=ext4,xfs
 
 import {
+  Artifact,
   Capability,
   Description,
   InvalidParameters,
@@ -53,7 +54,11 @@ export const plugin = exportGatherer({
       )
       .param(Param.boolean("read-only").default("false").describe("Only file systems mounted read-only."))
       .capability(Capability.read("/proc"), "reads the mount table, /proc/self/mounts")
-      .artifact("mounts.json", "application/json", "device, mount point, type and options of each mount");
+      .artifact(
+        Artifact.facts("mounts.json", "device, mount point, type and options of each mount").listKeys("mounts", [
+          "mount_point",
+        ]),
+      );
   },
 
   gather(params) {

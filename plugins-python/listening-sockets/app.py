@@ -8,7 +8,7 @@ A Python plugin written with the factbuoy_plugin SDK (guest-sdk/python). Build a
 
 import ipaddress
 
-from factbuoy_plugin import Capability, Description, Gatherer, InvalidParameters, Param, Unavailable
+from factbuoy_plugin import Artifact, Capability, Description, Gatherer, InvalidParameters, Param, Unavailable
 from factbuoy_plugin import export
 from factbuoy_plugin import output, progress
 
@@ -68,9 +68,10 @@ class ListeningSockets(Gatherer):
             )
             .capability(Capability.read("/proc"), "reads /proc/net/tcp, tcp6, udp and udp6")
             .artifact(
-                "sockets.json",
-                "application/json",
-                "protocol, address, port, owner uid and inode of each listening socket",
+                Artifact.table(
+                    "sockets.jsonl",
+                    "one row per listening socket: protocol, address, port, owner uid and inode",
+                ).row_keys("protocol", "address", "port")
             )
         )
 
@@ -98,7 +99,7 @@ class ListeningSockets(Gatherer):
             progress.report(done, len(tables), f"read {path}")
         if tables and read == 0:
             raise Unavailable("none of the /proc/net socket tables exists here")
-        output.write_json("sockets.json", {"sockets": sockets}, pretty=True)
+        output.write_json_lines("sockets.jsonl", sockets)
 
 
 Plugin = export(ListeningSockets)

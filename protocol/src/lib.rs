@@ -7,6 +7,7 @@
 //! which node (or role) the request may speak for. The routes are listed in [`routes::Route`];
 //! docs/protocol.md describes the whole protocol.
 
+pub mod artifacts;
 pub mod client;
 pub mod digest;
 pub mod fleet;

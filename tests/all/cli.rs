@@ -318,7 +318,7 @@ fn files_that_are_not_gatherers_are_rejected_by_name() {
         (
             future.as_path(),
             "was built against factbuoy:plugin@9.0.0, which this factbuoy does not support: \
-             it supports factbuoy:plugin 0.1 (0.1.0, 0.1.1, 0.1.2); rebuild the plugin against \
+             it supports factbuoy:plugin 0.1 (0.1.0, 0.1.1, 0.1.2), factbuoy:plugin 0.2 (0.2.0); rebuild the plugin against \
              one of them",
         ),
         (

@@ -5,7 +5,7 @@
 
 use crate::support;
 
-use crate::support::authoring::{artifact, assert_grant_required, path_str, run_json, stderr};
+use crate::support::authoring::{assert_grant_required, path_str, run_json, stderr, table_rows};
 use crate::support::python;
 
 /// componentize-py's Python bindings of the contract, in a fresh directory.
@@ -76,7 +76,7 @@ fn the_python_listening_sockets_example_finds_a_socket_this_test_opened() {
 
     let (code, report) = run_json(&[path_str(&wasm), "--grant", "listening-sockets:read:/proc"]);
     assert_eq!(code, 0, "{report:#}");
-    let sockets = artifact(&report, "sockets.json")["sockets"].clone();
+    let sockets = serde_json::Value::Array(table_rows(&report, "sockets.jsonl"));
     let has =
         |protocol: &str, port: u16| {
             sockets.as_array().unwrap().iter().any(|s| {
@@ -95,7 +95,7 @@ fn the_python_listening_sockets_example_finds_a_socket_this_test_opened() {
         "protocols=tcp",
     ]);
     assert_eq!(code, 0, "{report:#}");
-    let sockets = artifact(&report, "sockets.json")["sockets"].clone();
+    let sockets = serde_json::Value::Array(table_rows(&report, "sockets.jsonl"));
     assert!(
         sockets
             .as_array()

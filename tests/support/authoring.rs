@@ -40,6 +40,19 @@ pub fn artifact(report: &Value, name: &str) -> Value {
     }
 }
 
+/// The rows of the table artifact `name` (JSON Lines) in a `plugin run -o json` report, which
+/// embeds them as an array.
+pub fn table_rows(report: &Value, name: &str) -> Vec<Value> {
+    let found = report["artifacts"]
+        .as_array()
+        .and_then(|all| all.iter().find(|a| a["name"] == name))
+        .unwrap_or_else(|| panic!("no artifact {name} in {report:#}"));
+    found["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{name}'s rows are not an array: {found:#}"))
+        .clone()
+}
+
 /// `plugin info -o json` without the human descriptions, which differ between twins written
 /// in two languages.
 pub fn contract_of(wasm: &Path) -> Value {
@@ -79,16 +92,9 @@ pub fn doc_example(doc: &str, fence: &str) -> String {
 /// the docs say: lists the host's file systems, without the types `skip` leaves out by default.
 /// `type_field` is the language's name of a disk's file-system type.
 pub fn assert_lists_file_systems(wasm: &Path, type_field: &str) {
-    let (code, report) = run_json(&[
-        path_str(wasm),
-        "--grant",
-        "disk-report:host-info",
-        "-p",
-        "pretty=true",
-    ]);
+    let (code, report) = run_json(&[path_str(wasm), "--grant", "disk-report:host-info"]);
     assert_eq!(code, 0, "{report:#}");
-    let disks = artifact(&report, "disks.json");
-    let disks = disks.as_array().expect("a list of file systems");
+    let disks = table_rows(&report, "disks.jsonl");
     assert!(!disks.is_empty(), "{report:#}");
     assert!(disks.iter().all(|d| d[type_field] != "tmpfs"), "{disks:#?}");
 }

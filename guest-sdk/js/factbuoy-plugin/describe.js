@@ -11,6 +11,55 @@ export const Capability = {
   },
 };
 
+/** An artifact a plugin writes; start with the function for its kind. */
+export class Artifact {
+  constructor(name, mediaType, description, kind) {
+    this.spec = { name, mediaType, description, kind };
+  }
+  /** One JSON document about the node, an object at its top (`application/json`): `inspect
+   * facts`, `query`, `diff` and `sql` read it. Name the keys of its lists with `listKeys`. */
+  static facts(name, description) {
+    return new Artifact(name, "application/json", description, { tag: "facts", val: [] });
+  }
+  /** JSON Lines (`application/jsonl`): one JSON object per line, one row per item; `inspect sql`
+   * makes it a table named `<plugin>_<artifact>`. Name the columns that identify a row with
+   * `rowKeys`. */
+  static table(name, description) {
+    return new Artifact(name, "application/jsonl", description, { tag: "table", val: [] });
+  }
+  /** Time-ordered entries, one JSON object per line with the journal's field names
+   * (`__REALTIME_TIMESTAMP`, `MESSAGE`, `PRIORITY`), as `journalctl -o json` writes them. */
+  static log(name, description) {
+    return new Artifact(name, "application/jsonl", description, { tag: "log" });
+  }
+  /** Anything else, of media type `mediaType`: kept in the bundle, not interpreted. */
+  static opaque(name, mediaType, description) {
+    return new Artifact(name, mediaType, description, { tag: "opaque" });
+  }
+  /** Says the items of the list at `path` (field names from the document's top, joined by `.`:
+   * `mounts`, or `interfaces.addresses` for the lists inside each interface) are told apart by
+   * the fields `keys`, so a diff shows an item added, removed or changed instead of every later
+   * position changing. For facts documents. */
+  listKeys(path, keys) {
+    if (this.spec.kind.tag === "facts") {
+      this.spec.kind.val.push({ path, keys: [...keys] });
+    }
+    return this;
+  }
+  /** Says the columns `keys` identify a row. For tables. */
+  rowKeys(keys) {
+    if (this.spec.kind.tag === "table") {
+      this.spec.kind.val = [...keys];
+    }
+    return this;
+  }
+  /** Overrides the media type its kind gives it. */
+  mediaType(mediaType) {
+    this.spec.mediaType = mediaType;
+    return this;
+  }
+}
+
 /** One parameter a plugin accepts; start with the function for its type. */
 export class Param {
   constructor(name, type) {
@@ -84,9 +133,13 @@ export class Description {
     this.info.capabilities.push({ capability, required: false, reason });
     return this;
   }
-  /** Declares an artifact the plugin writes. */
-  artifact(name, mediaType, description) {
-    this.info.artifacts.push({ name, mediaType, description });
+  /** Declares an artifact the plugin writes (an `Artifact`) and what kind of data it holds,
+   * which tells `factbuoy inspect` how to read it. */
+  artifact(artifact) {
+    if (!(artifact instanceof Artifact)) {
+      throw new TypeError("artifact takes an Artifact: Artifact.facts(name, description), .table, .log or .opaque");
+    }
+    this.info.artifacts.push(artifact.spec);
     return this;
   }
 }

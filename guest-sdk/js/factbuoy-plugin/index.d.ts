@@ -52,8 +52,29 @@ export declare class Description {
   capability(capability: CapabilityValue, reason: string): Description;
   /** Asks for a capability the plugin can do without (it must cope with its absence). */
   optionalCapability(capability: CapabilityValue, reason: string): Description;
-  /** Declares an artifact the plugin writes. */
-  artifact(name: string, mediaType: string, description: string): Description;
+  /** Declares an artifact the plugin writes and what kind of data it holds, which tells
+   * `factbuoy inspect` how to read it. */
+  artifact(artifact: Artifact): Description;
+}
+
+/** An artifact a plugin writes; start with the function for its kind. */
+export declare class Artifact {
+  /** One JSON document about the node, an object at its top (`application/json`). */
+  static facts(name: string, description: string): Artifact;
+  /** JSON Lines (`application/jsonl`): one JSON object per line, one row per item; `inspect sql`
+   * makes it a table named `<plugin>_<artifact>`. */
+  static table(name: string, description: string): Artifact;
+  /** Time-ordered entries with the journal's field names, one JSON object per line. */
+  static log(name: string, description: string): Artifact;
+  /** Anything else, of media type `mediaType`: kept in the bundle, not interpreted. */
+  static opaque(name: string, mediaType: string, description: string): Artifact;
+  /** The items of the list at `path` (`mounts`, `interfaces.addresses`) are told apart by the
+   * fields `keys`. For facts documents. */
+  listKeys(path: string, keys: string[]): Artifact;
+  /** The columns `keys` identify a row. For tables. */
+  rowKeys(keys: string[]): Artifact;
+  /** Overrides the media type its kind gives it. */
+  mediaType(mediaType: string): Artifact;
 }
 
 /** Base class of the failures `gather` may throw; throw one of its subclasses. */
@@ -137,6 +158,9 @@ export declare namespace output {
   function writeBytes(name: string, mediaType: string, data: Uint8Array): void;
   /** Writes one whole text artifact, UTF-8 (`text/plain; charset=utf-8` unless told). */
   function writeText(name: string, text: string, mediaType?: string): void;
+  /** Writes `rows` as a JSON Lines artifact (`application/jsonl`, a table), one compact JSON
+   * value per line. */
+  function writeJsonLines(name: string, rows: Iterable<unknown>): void;
   /** Writes `value` as one JSON artifact ending in a newline, compact unless `pretty`. BigInts
    * are written as numbers. */
   function writeJson(name: string, value: unknown, options?: { pretty?: boolean }): void;

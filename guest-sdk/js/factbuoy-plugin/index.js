@@ -29,7 +29,7 @@ import { GatherError } from "./errors.js";
 import { hostInfo as host, logging, progress as hostProgress } from "./host.js";
 import { Params } from "./params.js";
 
-export { Capability, Description, Param } from "./describe.js";
+export { Artifact, Capability, Description, Param } from "./describe.js";
 export { Failed, GatherError, InvalidParameters, Unavailable } from "./errors.js";
 export { Params } from "./params.js";
 export * as output from "./output.js";

@@ -90,3 +90,14 @@ export function writeJson(name, value, { pretty = false } = {}) {
   const text = JSON.stringify(value, bigintAsNumber, pretty ? 2 : undefined);
   writeText(name, text + "\n", "application/json");
 }
+
+/** Writes `rows` as a JSON Lines artifact (`application/jsonl`, a table: declare it with
+ * `Artifact.table`), one compact JSON value per line. BigInts are written as numbers. */
+export function writeJsonLines(name, rows) {
+  const bigintAsNumber = (_key, v) => (typeof v === "bigint" ? Number(v) : v);
+  const artifact = create(name, "application/jsonl");
+  for (const row of rows) {
+    artifact.write(encoder.encode(JSON.stringify(row, bigintAsNumber) + "\n"));
+  }
+  artifact.close();
+}

@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { beforeEach, test } from "node:test";
 
 import {
+  Artifact,
   Capability,
   Description,
   Failed,
@@ -66,7 +67,10 @@ test("the builders make the contract's description", () => {
         .param(Param.string("token").default("").secret())
         .capability(Capability.HOST_INFO, "why")
         .optionalCapability(Capability.read("/proc"), "why not")
-        .artifact("a.json", "application/json", "an artifact"),
+        .artifact(Artifact.facts("a.json", "an artifact").listKeys("mounts", ["mount"]))
+        .artifact(Artifact.table("rows.jsonl", "rows").rowKeys(["name"]))
+        .artifact(Artifact.log("log.jsonl", "entries"))
+        .artifact(Artifact.opaque("raw.bin", "application/octet-stream", "bytes").mediaType("x/y")),
     gather() {},
   });
   const info = plugin.describe();
@@ -76,7 +80,18 @@ test("the builders make the contract's description", () => {
   assert.deepEqual([token.default, token.secret], ["", true]);
   assert.deepEqual(info.capabilities[0], { capability: { tag: "host-info" }, required: true, reason: "why" });
   assert.deepEqual(info.capabilities[1].capability, { tag: "read-path", val: "/proc" });
-  assert.deepEqual(info.artifacts, [{ name: "a.json", mediaType: "application/json", description: "an artifact" }]);
+  assert.deepEqual(info.artifacts, [
+    {
+      name: "a.json",
+      mediaType: "application/json",
+      description: "an artifact",
+      kind: { tag: "facts", val: [{ path: "mounts", keys: ["mount"] }] },
+    },
+    { name: "rows.jsonl", mediaType: "application/jsonl", description: "rows", kind: { tag: "table", val: ["name"] } },
+    { name: "log.jsonl", mediaType: "application/jsonl", description: "entries", kind: { tag: "log" } },
+    { name: "raw.bin", mediaType: "x/y", description: "bytes", kind: { tag: "opaque" } },
+  ]);
+  assert.throws(() => new Description("d", "1", "").artifact("a.json"), { name: "TypeError" });
 });
 
 test("typed access names the parameter on a mismatch", () => {

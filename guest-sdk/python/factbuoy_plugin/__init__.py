@@ -8,7 +8,7 @@ wit -w gatherer componentize app -o app.wasm``) and try the result with ``factbu
 
 Example (``app.py``)::
 
-    from factbuoy_plugin import Capability, Description, Gatherer, Param, export
+    from factbuoy_plugin import Artifact, Capability, Description, Gatherer, Param, export
     from factbuoy_plugin import host_info, output, progress
 
     class Uptime(Gatherer):
@@ -16,7 +16,7 @@ Example (``app.py``)::
             return (Description("uptime", "0.1.0", "How long this host has been up.")
                     .param(Param.boolean("pretty").default("false").describe("Indent the JSON."))
                     .capability(Capability.HOST_INFO, "reads the uptime")
-                    .artifact("uptime.json", "application/json", "seconds since boot"))
+                    .artifact(Artifact.facts("uptime.json", "seconds since boot")))
 
         def gather(self, params):
             seconds = host_info.uptime_seconds()
@@ -31,13 +31,14 @@ operator grants: files only below granted ``Capability.read(path)`` paths (read 
 ``open``), the :mod:`host_info` functions only with ``Capability.HOST_INFO``.
 """
 
-from .describe import Capability, Description, Param
+from .describe import Artifact, Capability, Description, Param
 from .errors import Failed, GatherError, InvalidParameters, Unavailable
 from .export import Gatherer, export
 from .params import Params
 from . import host_info, log, output, progress
 
 __all__ = [
+    "Artifact",
     "Capability",
     "Description",
     "Failed",

@@ -28,6 +28,61 @@ class Capability:
 Capability.HOST_INFO = Capability()  # type: ignore[attr-defined]
 
 
+class Artifact:
+    """An artifact a plugin writes; start with the constructor for its kind."""
+
+    def __init__(self, name: str, media_type: str, description: str, kind: types.ArtifactKind):
+        self._spec = types.ArtifactSpec(
+            name=name, media_type=media_type, description=description, kind=kind
+        )
+
+    @classmethod
+    def facts(cls, name: str, description: str) -> "Artifact":
+        """One JSON document about the node, an object at its top (``application/json``):
+        ``inspect facts``, ``query``, ``diff`` and ``sql`` read it. Name the keys of its lists
+        with ``list_keys``."""
+        return cls(name, "application/json", description, types.ArtifactKind_Facts([]))
+
+    @classmethod
+    def table(cls, name: str, description: str) -> "Artifact":
+        """JSON Lines (``application/jsonl``): one JSON object per line, one row per item;
+        ``inspect sql`` makes it a table named ``<plugin>_<artifact>``. Name the columns that
+        identify a row with ``row_keys``."""
+        return cls(name, "application/jsonl", description, types.ArtifactKind_Table([]))
+
+    @classmethod
+    def log(cls, name: str, description: str) -> "Artifact":
+        """Time-ordered entries, one JSON object per line with the journal's field names
+        (``__REALTIME_TIMESTAMP``, ``MESSAGE``, ``PRIORITY``), as ``journalctl -o json``
+        writes them."""
+        return cls(name, "application/jsonl", description, types.ArtifactKind_Log())
+
+    @classmethod
+    def opaque(cls, name: str, media_type: str, description: str) -> "Artifact":
+        """Anything else, of media type ``media_type``: kept in the bundle, not interpreted."""
+        return cls(name, media_type, description, types.ArtifactKind_Opaque())
+
+    def list_keys(self, path: str, *keys: str) -> "Artifact":
+        """Says the items of the list at ``path`` (field names from the document's top, joined
+        by ``.``: ``mounts``, or ``interfaces.addresses`` for the lists inside each interface)
+        are told apart by the fields ``keys``, so a diff shows an item added, removed or changed
+        instead of every later position changing. For facts documents."""
+        if isinstance(self._spec.kind, types.ArtifactKind_Facts):
+            self._spec.kind.value.append(types.ListKeys(path=path, keys=list(keys)))
+        return self
+
+    def row_keys(self, *keys: str) -> "Artifact":
+        """Says the columns ``keys`` identify a row. For tables."""
+        if isinstance(self._spec.kind, types.ArtifactKind_Table):
+            self._spec.kind.value[:] = list(keys)
+        return self
+
+    def media_type(self, media_type: str) -> "Artifact":
+        """Overrides the media type its kind gives it."""
+        self._spec.media_type = media_type
+        return self
+
+
 class Param:
     """One parameter a plugin accepts; start with the constructor for its type."""
 
@@ -119,11 +174,14 @@ class Description:
         )
         return self
 
-    def artifact(self, name: str, media_type: str, description: str) -> "Description":
-        """Declares an artifact the plugin writes."""
-        self._artifacts.append(
-            types.ArtifactSpec(name=name, media_type=media_type, description=description)
-        )
+    def artifact(self, artifact: "Artifact") -> "Description":
+        """Declares an artifact the plugin writes and what kind of data it holds, which tells
+        ``factbuoy inspect`` how to read it."""
+        if not isinstance(artifact, Artifact):
+            raise TypeError(
+                "artifact takes an Artifact: Artifact.facts(name, description), .table, .log or .opaque"
+            )
+        self._artifacts.append(artifact._spec)
         return self
 
     def to_wit(self) -> types.PluginInfo:

@@ -1,7 +1,7 @@
 """Writing artifacts: named files streamed to the host chunk by chunk."""
 
 import json
-from typing import Any
+from typing import Any, Iterable
 
 from componentize_py_types import Err
 from wit_world.imports import output as wit
@@ -96,3 +96,13 @@ def write_json(name: str, value: Any, pretty: bool = False) -> None:
         for piece in encoder.iterencode(value):
             artifact.write(piece)
         artifact.write(b"\n")
+
+
+def write_json_lines(name: str, rows: Iterable[Any]) -> None:
+    """Writes ``rows`` as a JSON Lines artifact (``application/jsonl``, a table: declare it with
+    ``Artifact.table``), one compact JSON value per line."""
+    with create(name, "application/jsonl") as artifact:
+        encoder = json.JSONEncoder(ensure_ascii=False)
+        for row in rows:
+            artifact.write(encoder.encode(row))
+            artifact.write(b"\n")

@@ -18,6 +18,7 @@ from wit_world.imports import types
 import factbuoy_plugin.output as output
 from factbuoy_plugin import _bundle
 from factbuoy_plugin import (
+    Artifact,
     Capability,
     Description,
     Failed,
@@ -81,9 +82,20 @@ class DescribeAndParamsTest(unittest.TestCase):
             .param(Param.string("token").default("").secret())
             .capability(Capability.HOST_INFO, "why")
             .optional_capability(Capability.read("/proc"), "why not")
-            .artifact("a.json", "application/json", "an artifact")
+            .artifact(Artifact.facts("a.json", "an artifact").list_keys("mounts", "mount"))
+            .artifact(Artifact.table("rows.jsonl", "rows").row_keys("name"))
+            .artifact(Artifact.log("log.jsonl", "entries"))
+            .artifact(Artifact.opaque("raw.bin", "application/octet-stream", "b").media_type("x/y"))
             .to_wit()
         )
+        facts, rows, log, raw = info.artifacts
+        self.assertEqual((facts.name, facts.media_type), ("a.json", "application/json"))
+        self.assertEqual(facts.kind, types.ArtifactKind_Facts([types.ListKeys("mounts", ["mount"])]))
+        self.assertEqual((rows.media_type, rows.kind), ("application/jsonl", types.ArtifactKind_Table(["name"])))
+        self.assertIsInstance(log.kind, types.ArtifactKind_Log)
+        self.assertEqual((raw.media_type, raw.kind), ("x/y", types.ArtifactKind_Opaque()))
+        with self.assertRaises(TypeError):
+            Description("d", "1", "").artifact("a.json")
         self.assertEqual(info.name, "demo")
         since, token = info.parameters
         self.assertEqual((since.type, since.required, since.default), (types.ParamType.DURATION, True, None))

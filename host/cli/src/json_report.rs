@@ -1,5 +1,6 @@
 //! The JSON report of `factbuoy plugin run -o json` with each artifact's content in it, streamed
-//! from the artifact's file: JSON transcoded into the report as JSON, anything else as a string.
+//! from the artifact's file: JSON transcoded into the report as JSON, JSON Lines (a table
+//! artifact's media type) as an array of its rows, anything else as a string.
 //! No artifact is ever held in memory whole, nor parsed into a tree, so a large artifact costs
 //! the host a buffer, not a multiple of its size.
 
@@ -12,6 +13,7 @@ use serde::ser::{Error as _, SerializeMap, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
+use factbuoy_protocol::artifacts::ArtifactKind;
 use factbuoy_runtime::InvocationReport;
 
 /// Bytes read from an artifact at a time.
@@ -78,28 +80,59 @@ impl Serialize for Artifact<'_> {
         for (key, value) in fields.into_iter().flatten() {
             map.serialize_entry(key, value)?;
         }
-        map.serialize_entry("content", &Content(self.path))?;
+        let rows = self.entry["media_type"].as_str().is_some_and(|media_type| {
+            matches!(
+                ArtifactKind::from_media_type(media_type),
+                ArtifactKind::Table { .. }
+            )
+        });
+        map.serialize_entry(
+            "content",
+            &Content {
+                path: self.path,
+                rows,
+            },
+        )?;
         map.end()
     }
 }
 
-/// An artifact's content: JSON as JSON, other bytes as lossy UTF-8 text.
-struct Content<'a>(&'a Path);
+/// An artifact's content: JSON as JSON, JSON Lines (when `rows`) as an array of its rows, other
+/// bytes as lossy UTF-8 text.
+struct Content<'a> {
+    path: &'a Path,
+    rows: bool,
+}
 
 impl Serialize for Content<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let open = || {
-            File::open(self.0)
+            File::open(self.path)
                 .map(|file| BufReader::with_capacity(CHUNK_BYTES, file))
-                .map_err(|e| S::Error::custom(format!("reading {}: {e}", self.0.display())))
+                .map_err(|e| S::Error::custom(format!("reading {}: {e}", self.path.display())))
         };
-        if is_json(open()?) {
+        if self.rows && is_json_lines(open()?) {
+            // One row in memory at a time.
+            let mut seq = serializer.serialize_seq(None)?;
+            for row in serde_json::Deserializer::from_reader(open()?).into_iter::<Value>() {
+                seq.serialize_element(&row.map_err(S::Error::custom)?)?;
+            }
+            seq.end()
+        } else if !self.rows && is_json(open()?) {
             let mut json = serde_json::Deserializer::from_reader(open()?);
             serde_transcode::Transcoder::new(&mut json).serialize(serializer)
         } else {
-            serializer.collect_str(&LossyText(self.0))
+            serializer.collect_str(&LossyText(self.path))
         }
     }
+}
+
+/// Whether `reader` holds JSON values one after the other (JSON Lines); reads them through
+/// without keeping them.
+fn is_json_lines(reader: impl Read) -> bool {
+    serde_json::Deserializer::from_reader(reader)
+        .into_iter::<serde::de::IgnoredAny>()
+        .all(|row| row.is_ok())
 }
 
 /// Whether `reader` holds exactly one JSON value; reads it through without keeping it.
@@ -167,5 +200,8 @@ mod tests {
         assert!(is_json(&b" [1, {\"a\": 2}] "[..]));
         assert!(!is_json(&b"[1] [2]"[..]));
         assert!(!is_json(&b"[1"[..]));
+        assert!(is_json_lines(&b"{\"a\": 1}\n{\"a\": 2}\n"[..]));
+        assert!(is_json_lines(&b""[..]));
+        assert!(!is_json_lines(&b"{\"a\": 1}\n{oops\n"[..]));
     }
 }

@@ -1,6 +1,10 @@
 //! The one place the WIT contract is turned into Rust: types, host traits, export wrappers.
+//! These are the current line's (`wit/gatherer.wit`); [`v0_1`] serves plugins of the older
+//! line, and [`crate::contract::PluginPre`] calls a plugin through whichever its line needs.
 //!
 //! Document the contract in `wit/gatherer.wit`: its comments become the generated items' docs.
+
+pub mod v0_1;
 
 // The generated items carry the doc comments of `wit/gatherer.wit` where it has them; the rest
 // (generated modules, linker helpers) cannot be documented from here.
@@ -24,13 +28,13 @@ mod generated {
 pub use generated::*;
 
 pub use factbuoy::plugin::types::{
-    ArtifactSpec, Capability, CapabilityRequest, GatherError, ParamSpec, ParamType, ParamValue,
-    PluginInfo,
+    ArtifactKind, ArtifactSpec, Capability, CapabilityRequest, GatherError, ListKeys, ParamSpec,
+    ParamType, ParamValue, PluginInfo,
 };
 
 /// The contract version these bindings implement, as in `wit/gatherer.wit`; the versions they
 /// serve are in [`crate::contract::SUPPORTED`].
-pub const CONTRACT_VERSION: &str = "0.1.2";
+pub const CONTRACT_VERSION: &str = "0.2.0";
 /// Name of the interface every plugin exports, without the version.
 pub const PLUGIN_EXPORT: &str = "factbuoy:plugin/plugin";
 

@@ -2,7 +2,7 @@
 //! the bindings that serve it and the released versions, frozen in `wit/since_v<version>/`,
 //! that it is tested against. The rules are in docs/wit-versioning.md.
 
-use crate::bindings::CONTRACT_VERSION;
+use crate::bindings::{self, CONTRACT_VERSION};
 
 /// One line of contract versions that semver calls compatible (all 0.1.x, say), served by one
 /// set of bindings: wasmtime links a plugin's `@0.1.0` imports and export to the bindings'
@@ -16,12 +16,19 @@ pub struct ContractLine {
     pub frozen: &'static [&'static str],
 }
 
-/// Every line this host links, oldest first. A breaking 0.2 adds a line here, with its own
-/// bindings module picked by the version a plugin exports (docs/wit-versioning.md).
-pub const SUPPORTED: &[ContractLine] = &[ContractLine {
-    implements: CONTRACT_VERSION,
-    frozen: &["0.1.0", "0.1.1", "0.1.2"],
-}];
+/// Every line this host links, oldest first, each with bindings of its own picked by the
+/// version a plugin exports (docs/wit-versioning.md): 0.1 through `bindings::v0_1`, 0.2
+/// through the current bindings.
+pub const SUPPORTED: &[ContractLine] = &[
+    ContractLine {
+        implements: "0.1.2",
+        frozen: &["0.1.0", "0.1.1", "0.1.2"],
+    },
+    ContractLine {
+        implements: CONTRACT_VERSION,
+        frozen: &["0.2.0"],
+    },
+];
 
 impl ContractLine {
     /// The line as semver compatibility names it: `0.1` for 0.1.x, `1` for 1.x.y.
@@ -68,16 +75,75 @@ fn compatibility(version: &str) -> Option<(u64, u64)> {
     Some(if major == 0 { (0, minor) } else { (major, 0) })
 }
 
+/// A linked plugin, ready to instantiate through the bindings of its contract line.
+pub(crate) enum PluginPre<T: 'static> {
+    /// Built against the current line (0.2).
+    Current(bindings::GathererPre<T>),
+    /// Built against 0.1.x: its description is translated ([`bindings::v0_1`]).
+    V0_1(bindings::v0_1::GathererPre<T>),
+}
+
+impl<T: Send + 'static> PluginPre<T> {
+    /// Instantiates the plugin and calls its `describe`, in the current line's types.
+    pub(crate) async fn describe(
+        &self,
+        store: &mut wasmtime::Store<T>,
+    ) -> wasmtime::Result<bindings::PluginInfo> {
+        match self {
+            PluginPre::Current(pre) => {
+                let gatherer = pre.instantiate_async(&mut *store).await?;
+                gatherer.factbuoy_plugin_plugin().call_describe(store).await
+            }
+            PluginPre::V0_1(pre) => {
+                let gatherer = pre.instantiate_async(&mut *store).await?;
+                let info = gatherer
+                    .factbuoy_plugin_plugin()
+                    .call_describe(store)
+                    .await?;
+                Ok(bindings::v0_1::plugin_info(info))
+            }
+        }
+    }
+
+    /// Instantiates the plugin and calls its `gather` with `params`.
+    pub(crate) async fn gather(
+        &self,
+        store: &mut wasmtime::Store<T>,
+        params: &[(String, bindings::ParamValue)],
+    ) -> wasmtime::Result<Result<(), bindings::GatherError>> {
+        match self {
+            PluginPre::Current(pre) => {
+                let gatherer = pre.instantiate_async(&mut *store).await?;
+                gatherer
+                    .factbuoy_plugin_plugin()
+                    .call_gather(store, params)
+                    .await
+            }
+            PluginPre::V0_1(pre) => {
+                let gatherer = pre.instantiate_async(&mut *store).await?;
+                let params = bindings::v0_1::params(params);
+                let outcome = gatherer
+                    .factbuoy_plugin_plugin()
+                    .call_gather(store, &params)
+                    .await?;
+                Ok(outcome.map_err(bindings::v0_1::gather_error))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn versions_are_matched_to_a_line_as_cargo_semver_does() {
-        let line = Some(&SUPPORTED[0]);
-        assert_eq!(line_for("0.1.0"), line);
-        assert_eq!(line_for("0.1.7"), line);
-        assert_eq!(line_for("0.2.0"), None);
+        let (old, current) = (Some(&SUPPORTED[0]), Some(&SUPPORTED[1]));
+        assert_eq!(line_for("0.1.0"), old);
+        assert_eq!(line_for("0.1.7"), old);
+        assert_eq!(line_for("0.2.0"), current);
+        assert_eq!(line_for("0.2.3"), current);
+        assert_eq!(line_for("0.3.0"), None);
         assert_eq!(line_for("1.0.0"), None);
         assert_eq!(line_for("garbage"), None);
     }
@@ -98,7 +164,7 @@ mod tests {
         }
         assert_eq!(
             supported_versions(),
-            "factbuoy:plugin 0.1 (0.1.0, 0.1.1, 0.1.2)"
+            "factbuoy:plugin 0.1 (0.1.0, 0.1.1, 0.1.2), factbuoy:plugin 0.2 (0.2.0)"
         );
     }
 }

@@ -6,8 +6,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::bindings::{ArtifactSpec, Capability, CapabilityRequest, ParamSpec, PluginInfo};
+use crate::bindings::{
+    ArtifactKind, ArtifactSpec, Capability, CapabilityRequest, ParamSpec, PluginInfo,
+};
 use crate::params::type_name;
+pub use factbuoy_protocol::artifacts::ArtifactDefinition;
+use factbuoy_protocol::artifacts::{self, ListKeys};
 
 /// What a plugin's `describe` returned, for people and programs to read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,17 +56,6 @@ pub struct CapabilityDefinition {
     pub required: bool,
     /// Why the plugin needs it.
     pub reason: String,
-}
-
-/// One artifact a plugin declares.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ArtifactDefinition {
-    /// Its name: a relative path below the plugin's result.
-    pub name: String,
-    /// Its media type, e.g. `application/json`.
-    pub media_type: String,
-    /// What it holds.
-    pub description: String,
 }
 
 /// A requested capability in the written form `--grant` takes, as the plugin wrote it.
@@ -115,6 +108,22 @@ impl From<&ArtifactSpec> for ArtifactDefinition {
             name: spec.name.clone(),
             media_type: spec.media_type.clone(),
             description: spec.description.clone(),
+            kind: match &spec.kind {
+                ArtifactKind::Facts(lists) => artifacts::ArtifactKind::Facts {
+                    list_keys: lists
+                        .iter()
+                        .map(|list| ListKeys {
+                            path: list.path.clone(),
+                            keys: list.keys.clone(),
+                        })
+                        .collect(),
+                },
+                ArtifactKind::Table(keys) => artifacts::ArtifactKind::Table {
+                    row_keys: keys.clone(),
+                },
+                ArtifactKind::Log => artifacts::ArtifactKind::Log,
+                ArtifactKind::Opaque => artifacts::ArtifactKind::Opaque,
+            },
         }
     }
 }
@@ -150,11 +159,23 @@ mod tests {
                     reason: "counters".into(),
                 },
             ],
-            artifacts: vec![ArtifactSpec {
-                name: "facts.json".into(),
-                media_type: "application/json".into(),
-                description: "facts".into(),
-            }],
+            artifacts: vec![
+                ArtifactSpec {
+                    name: "facts.json".into(),
+                    media_type: "application/json".into(),
+                    description: "facts".into(),
+                    kind: ArtifactKind::Facts(vec![crate::bindings::ListKeys {
+                        path: "mounts".into(),
+                        keys: vec!["mount".into()],
+                    }]),
+                },
+                ArtifactSpec {
+                    name: "rows.jsonl".into(),
+                    media_type: "application/jsonl".into(),
+                    description: "rows".into(),
+                    kind: ArtifactKind::Table(vec!["name".into()]),
+                },
+            ],
         };
         let definition = Definition::from(&info);
         let json = serde_json::to_value(&definition).unwrap();
@@ -168,8 +189,13 @@ mod tests {
                     {"capability": "host-info", "required": true, "reason": "names"},
                     {"capability": "read:/proc", "required": false, "reason": "counters"},
                 ],
-                "artifacts": [{"name": "facts.json", "media_type": "application/json",
-                    "description": "facts"}],
+                "artifacts": [
+                    {"name": "facts.json", "media_type": "application/json",
+                        "description": "facts", "kind": "facts",
+                        "list_keys": [{"path": "mounts", "keys": ["mount"]}]},
+                    {"name": "rows.jsonl", "media_type": "application/jsonl",
+                        "description": "rows", "kind": "table", "row_keys": ["name"]},
+                ],
             })
         );
         // Every written capability is one `--grant` takes.

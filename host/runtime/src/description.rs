@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use crate::bindings::PluginInfo;
+use crate::bindings::{ArtifactKind, PluginInfo};
 use crate::grants::Grant;
 use crate::params::parse_value;
 use factbuoy_protocol::names::{ArtifactName, IdentifierKind, check_identifier};
@@ -55,7 +55,9 @@ pub fn text_bytes(info: &PluginInfo) -> usize {
     let artifacts: usize = info
         .artifacts
         .iter()
-        .map(|a| RECORD + a.name.len() + a.media_type.len() + a.description.len())
+        .map(|a| {
+            RECORD + a.name.len() + a.media_type.len() + a.description.len() + kind_bytes(&a.kind)
+        })
         .sum();
     info.name.len()
         + info.version.len()
@@ -63,6 +65,19 @@ pub fn text_bytes(info: &PluginInfo) -> usize {
         + params
         + capabilities
         + artifacts
+}
+
+fn kind_bytes(kind: &ArtifactKind) -> usize {
+    use crate::limits::RECORD_OVERHEAD_BYTES as RECORD;
+    let names = |names: &[String]| names.iter().map(|n| RECORD + n.len()).sum::<usize>();
+    match kind {
+        ArtifactKind::Facts(lists) => lists
+            .iter()
+            .map(|list| RECORD + list.path.len() + names(&list.keys))
+            .sum(),
+        ArtifactKind::Table(keys) => names(keys),
+        ArtifactKind::Log | ArtifactKind::Opaque => 0,
+    }
 }
 
 /// Every problem with a description, or nothing.
@@ -108,10 +123,45 @@ pub fn problems(info: &PluginInfo) -> Vec<String> {
             problems.push(e.to_string());
         }
     }
+    let mut artifacts = HashSet::new();
     for artifact in &info.artifacts {
         if let Err(e) = ArtifactName::parse(&artifact.name) {
             problems.push(e.to_string());
         }
+        if !artifacts.insert(artifact.name.as_str()) {
+            problems.push(format!("artifact `{}` is declared twice", artifact.name));
+        }
+        problems.extend(kind_problems(&artifact.name, &artifact.kind));
+    }
+    problems
+}
+
+/// What is wrong with the keys an artifact's kind declares: a list without a path or without
+/// keys, or a key that is empty.
+fn kind_problems(artifact: &str, kind: &ArtifactKind) -> Vec<String> {
+    let mut problems = Vec::new();
+    let empty_key = |keys: &[String]| keys.iter().any(|k| k.is_empty());
+    match kind {
+        ArtifactKind::Facts(lists) => {
+            for list in lists {
+                if list.path.is_empty() || list.path.split('.').any(str::is_empty) {
+                    problems.push(format!(
+                        "artifact `{artifact}` names a list by {:?}: a path is field names joined by `.`",
+                        list.path
+                    ));
+                }
+                if list.keys.is_empty() || empty_key(&list.keys) {
+                    problems.push(format!(
+                        "artifact `{artifact}`'s list `{}` needs at least one key, none empty",
+                        list.path
+                    ));
+                }
+            }
+        }
+        ArtifactKind::Table(keys) if empty_key(keys) => {
+            problems.push(format!("artifact `{artifact}` names an empty row key"));
+        }
+        _ => {}
     }
     problems
 }
@@ -163,5 +213,64 @@ mod tests {
             text + 4 * crate::limits::RECORD_OVERHEAD_BYTES
         );
         assert!(is_valid_plugin_name("systemd-logs") && !is_valid_plugin_name("-x"));
+    }
+
+    #[test]
+    fn artifacts_and_their_keys_are_checked_and_counted() {
+        use crate::bindings::{ArtifactSpec, ListKeys};
+        let artifact = |name: &str, kind| ArtifactSpec {
+            name: name.into(),
+            media_type: String::new(),
+            description: String::new(),
+            kind,
+        };
+        let list = |path: &str, keys: &[&str]| ListKeys {
+            path: path.into(),
+            keys: keys.iter().map(|k| k.to_string()).collect(),
+        };
+        let info = PluginInfo {
+            name: "p".into(),
+            version: "1".into(),
+            description: String::new(),
+            parameters: vec![],
+            capabilities: vec![],
+            artifacts: vec![
+                artifact(
+                    "f.json",
+                    ArtifactKind::Facts(vec![
+                        list("mounts", &["mount"]),
+                        list("", &["x"]),
+                        list("a..b", &["x"]),
+                        list("disks", &[]),
+                        list("nics", &[""]),
+                    ]),
+                ),
+                artifact("f.json", ArtifactKind::Log),
+                artifact("t.jsonl", ArtifactKind::Table(vec!["".into()])),
+            ],
+        };
+        let found = problems(&info);
+        assert_eq!(found.len(), 6, "{found:#?}");
+        assert!(
+            found.iter().any(|p| p.contains("declared twice")),
+            "{found:#?}"
+        );
+        // A plugin cannot grow the host's memory through keys it does not pay for.
+        let record = crate::limits::RECORD_OVERHEAD_BYTES;
+        let lists = [
+            ("mounts", &["mount"][..]),
+            ("", &["x"]),
+            ("a..b", &["x"]),
+            ("disks", &[]),
+            ("nics", &[""]),
+        ];
+        let keys: usize = lists
+            .iter()
+            .map(|(path, keys)| {
+                record + path.len() + keys.iter().map(|k| record + k.len()).sum::<usize>()
+            })
+            .sum();
+        let artifacts = 3 * record + "f.json".len() * 2 + "t.jsonl".len() + keys + record;
+        assert_eq!(text_bytes(&info), "p".len() + "1".len() + artifacts);
     }
 }

@@ -35,6 +35,7 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use bindings::{GathererPre, PLUGIN_EXPORT, ParamValue, PluginInfo};
 use capture::{CaptureStream, Captured};
+use contract::PluginPre;
 use engine::Allocator;
 use failure::PluginFailure;
 use grants::{Effective, GrantSet};
@@ -170,7 +171,7 @@ pub struct LoadedPlugin {
     pub label: String,
     /// What the plugin's `describe` returned, checked.
     pub info: PluginInfo,
-    pre: GathererPre<InstanceState>,
+    pre: PluginPre<InstanceState>,
 }
 
 /// One invocation of a plugin: what it is given and granted.
@@ -260,6 +261,11 @@ impl Runtime {
             |state| state,
         )
         .map_err(wasm_error)?;
+        bindings::v0_1::Gatherer::add_to_linker::<_, wasmtime::component::HasSelf<InstanceState>>(
+            &mut linker,
+            |state| state,
+        )
+        .map_err(wasm_error)?;
         let cache = cache::ComponentCache::new(&engine, options.cache_dir);
         Ok(Runtime {
             engine,
@@ -345,7 +351,7 @@ impl Runtime {
         label: &str,
         component: Component,
     ) -> Result<LoadedPlugin, LoadError> {
-        self.check_world(label, &component)?;
+        let line = self.check_world(label, &component)?;
         let link_error = |e: wasmtime::Error| LoadError::Link {
             plugin: label.to_owned(),
             message: format!("{e:#}"),
@@ -354,7 +360,11 @@ impl Runtime {
             .linker
             .instantiate_pre(&component)
             .map_err(link_error)?;
-        let pre = GathererPre::new(instance_pre).map_err(link_error)?;
+        let pre = if line.implements == bindings::CONTRACT_VERSION {
+            PluginPre::Current(GathererPre::new(instance_pre).map_err(link_error)?)
+        } else {
+            PluginPre::V0_1(bindings::v0_1::GathererPre::new(instance_pre).map_err(link_error)?)
+        };
         let info = self.describe(label, &pre).await?;
         let problems = description::problems(&info);
         if !problems.is_empty() {
@@ -401,8 +411,13 @@ impl Runtime {
     }
 
     /// Tells a component of another world, or of an incompatible contract version, from a
-    /// gatherer, before linking produces a less readable error.
-    fn check_world(&self, label: &str, component: &Component) -> Result<(), LoadError> {
+    /// gatherer, before linking produces a less readable error; a gatherer's contract line
+    /// picks the bindings it is called through.
+    fn check_world(
+        &self,
+        label: &str,
+        component: &Component,
+    ) -> Result<&'static contract::ContractLine, LoadError> {
         let ty = component.component_type();
         let exports: Vec<String> = ty
             .exports(&self.engine)
@@ -419,21 +434,16 @@ impl Runtime {
                 },
             });
         };
-        // One line today, served by the one set of bindings; with a second (a breaking 0.2), the
-        // line found here picks the bindings to link (docs/wit-versioning.md).
-        if contract::line_for(version).is_none() {
-            return Err(LoadError::IncompatibleContract {
-                plugin: label.to_owned(),
-                found: version.to_owned(),
-            });
-        }
-        Ok(())
+        contract::line_for(version).ok_or_else(|| LoadError::IncompatibleContract {
+            plugin: label.to_owned(),
+            found: version.to_owned(),
+        })
     }
 
     async fn describe(
         &self,
         label: &str,
-        pre: &GathererPre<InstanceState>,
+        pre: &PluginPre<InstanceState>,
     ) -> Result<PluginInfo, LoadError> {
         let limits = Limits {
             deadline: DESCRIBE_DEADLINE.min(self.limits.deadline),
@@ -453,13 +463,7 @@ impl Runtime {
             None,
         );
         let deadline = store.data().limits.deadline;
-        let call = async {
-            let gatherer = pre.instantiate_async(&mut store).await?;
-            gatherer
-                .factbuoy_plugin_plugin()
-                .call_describe(&mut store)
-                .await
-        };
+        let call = pre.describe(&mut store);
         match tokio::time::timeout(deadline, call).await {
             // The description is kept for as long as the plugin is loaded: it counts against
             // the same metadata budget as a run's records.
@@ -642,13 +646,7 @@ impl Runtime {
         {
             tracing::debug!("cannot watch the empty directory mapped at /: {e}");
         }
-        let call = async {
-            let gatherer = plugin.pre.instantiate_async(&mut store).await?;
-            gatherer
-                .factbuoy_plugin_plugin()
-                .call_gather(&mut store, &invocation.params)
-                .await
-        };
+        let call = plugin.pre.gather(&mut store, &invocation.params);
         // The epoch callback ends a plugin that computes past its deadline or is stopped; this
         // ends one that is stuck in a host call.
         let stop = invocation.stop;

@@ -20,11 +20,10 @@ impl Gatherer for Hello {
             Capability::HostInfo,
             "reads the host name and kernel version",
         )
-        .artifact(
+        .artifact(Artifact::facts(
             "greeting.json",
-            "application/json",
             "the greeting and who received it",
-        )
+        ))
     }
 
     fn gather(params: &Params) -> Result<(), GatherError> {

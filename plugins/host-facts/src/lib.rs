@@ -62,9 +62,26 @@ impl Gatherer for HostFactsPlugin {
             description = description.optional_capability(Capability::read(path), why);
         }
         description.artifact(
-            ARTIFACT,
-            "application/json",
-            "the host's facts, as schema/host-facts.v1.json describes them",
+            Artifact::facts(
+                ARTIFACT,
+                "the host's facts, as schema/host-facts.v1.json describes them",
+            )
+            // Each list's items by what identifies them, so diffs match them (docs/host-facts.md).
+            .list_keys("block_devices", &["name"])
+            .list_keys("block_devices.partitions", &["name"])
+            .list_keys("mounts", &["mount_point"])
+            .list_keys("network.interfaces", &["name"])
+            .list_keys("network.interfaces.addresses", &["address"])
+            .list_keys(
+                "network.routes",
+                &[
+                    "family",
+                    "destination",
+                    "prefix_length",
+                    "interface",
+                    "metric",
+                ],
+            ),
         )
     }
 

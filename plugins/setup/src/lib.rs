@@ -50,9 +50,15 @@ impl Gatherer for Setup {
             );
         }
         description.artifact(
-            ARTIFACT,
-            "application/json",
-            "the facts, keyed like Ansible's ansible_facts (ansible_hostname, ansible_mounts, ...)",
+            Artifact::facts(
+                ARTIFACT,
+                "the facts, keyed like Ansible's ansible_facts (ansible_hostname, ansible_mounts, ...)",
+            )
+            // Lists of objects by what identifies their items, so diffs match them; Ansible's
+            // other lists hold strings and are compared as sets.
+            .list_keys("ansible_mounts", &["mount"])
+            .list_keys("*.ipv6", &["address"])
+            .list_keys("*.ipv4_secondaries", &["address"]),
         )
     }
 

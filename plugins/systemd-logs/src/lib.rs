@@ -72,15 +72,17 @@ impl Gatherer for SystemdLogs {
                 "reads the running boot's id, for boot=current",
             )
             .artifact(
-                output::Format::Json { all: false }.artifact_name(),
-                output::Format::Json { all: false }.media_type(),
-                "the entries as journalctl -o json writes them, one JSON object per line (output=json)",
+                Artifact::log(
+                    output::Format::Json { all: false }.artifact_name(),
+                    "the entries as journalctl -o json writes them, one JSON object per line (output=json)",
+                )
+                .media_type(output::Format::Json { all: false }.media_type()),
             )
-            .artifact(
+            .artifact(Artifact::opaque(
                 output::Format::Export.artifact_name(),
                 output::Format::Export.media_type(),
                 "the entries in the journal export format, as journalctl -o export (output=export)",
-            )
+            ))
     }
 
     fn gather(params: &Params) -> Result<(), GatherError> {

@@ -4,6 +4,7 @@
 // them); it implements the modes listed in `mode`'s description.
 
 import {
+  Artifact,
   Capability,
   Description,
   Failed,
@@ -24,7 +25,7 @@ export const plugin = exportGatherer({
       .optionalCapability(Capability.HOST_INFO, "mode host-info")
       .optionalCapability(Capability.read("/data"), "mode read")
       .optionalCapability(Capability.read("/"), "the Rust twin's fs-… modes")
-      .artifact("probe.json", "application/json", "what a probe saw");
+      .artifact(Artifact.facts("probe.json", "what a probe saw"));
   },
 
   gather(params) {

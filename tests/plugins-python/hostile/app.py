@@ -8,7 +8,7 @@ implements the modes listed in `mode`'s description.
 
 import json
 
-from factbuoy_plugin import Capability, Description, Failed, Gatherer, Param, export
+from factbuoy_plugin import Artifact, Capability, Description, Failed, Gatherer, Param, export
 from factbuoy_plugin import host_info, output
 
 
@@ -27,7 +27,7 @@ class Hostile(Gatherer):
             .optional_capability(Capability.HOST_INFO, "mode host-info")
             .optional_capability(Capability.read("/data"), "mode read")
             .optional_capability(Capability.read("/"), "the Rust twin's fs-… modes")
-            .artifact("probe.json", "application/json", "what a probe saw")
+            .artifact(Artifact.facts("probe.json", "what a probe saw"))
         )
 
     def gather(self, params):

@@ -18,7 +18,7 @@ use crate::output::{ExitStatus, Format, emit, emit_document};
 use crate::{plugin_build, plugin_new};
 use factbuoy_catalog::{BUNDLED, PluginRef};
 use factbuoy_protocol::text::printable;
-use factbuoy_runtime::bindings::{Capability, PluginInfo};
+use factbuoy_runtime::bindings::{ArtifactKind, Capability, PluginInfo};
 use factbuoy_runtime::definition::Definition;
 use factbuoy_runtime::params::{self, type_name};
 use factbuoy_runtime::sink::{ArtifactSink, DirectorySink, StdoutSink};
@@ -385,13 +385,38 @@ fn describe_text(info: &PluginInfo) -> String {
         text.push_str("\nArtifacts:\n");
         for a in &info.artifacts {
             text.push_str(&format!(
-                "  {} ({})\n      {}\n",
-                a.name, a.media_type, a.description
+                "  {} ({}, {})\n      {}\n",
+                a.name,
+                a.media_type,
+                kind_text(&a.kind),
+                a.description
             ));
         }
     }
     // Every string here is the plugin's.
     text.lines().map(|l| printable(l) + "\n").collect()
+}
+
+/// An artifact's kind as `plugin info` shows it: `facts, mounts by mount_point`, `table by
+/// name`, `log`, `opaque`.
+fn kind_text(kind: &ArtifactKind) -> String {
+    let keys = |keys: &[String]| keys.join(" + ");
+    match kind {
+        ArtifactKind::Facts(lists) if !lists.is_empty() => {
+            let lists: Vec<String> = lists
+                .iter()
+                .map(|list| format!("{} by {}", list.path, keys(&list.keys)))
+                .collect();
+            format!("facts; {}", lists.join("; "))
+        }
+        ArtifactKind::Facts(_) => "facts".to_owned(),
+        ArtifactKind::Table(columns) if !columns.is_empty() => {
+            format!("table by {}", keys(columns))
+        }
+        ArtifactKind::Table(_) => "table".to_owned(),
+        ArtifactKind::Log => "log".to_owned(),
+        ArtifactKind::Opaque => "opaque".to_owned(),
+    }
 }
 
 async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> {

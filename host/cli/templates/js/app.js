@@ -3,7 +3,7 @@
 // Build it with `factbuoy plugin build`, run it with
 // `factbuoy plugin run target/{{name}}.wasm --grant {{name}}:host-info`.
 
-import { Capability, Description, Param, exportGatherer, hostInfo, output, progress } from "./factbuoy-plugin/index.js";
+import { Artifact, Capability, Description, Param, exportGatherer, hostInfo, output, progress } from "./factbuoy-plugin/index.js";
 
 // componentize-js finds the plugin's entry points by this name.
 export const plugin = exportGatherer({
@@ -12,7 +12,7 @@ export const plugin = exportGatherer({
     return new Description("{{name}}", "0.1.0", "Greets the host it runs on.")
       .param(Param.string("greeting").default("hello").describe("What to say to the host."))
       .capability(Capability.HOST_INFO, "reads the host name and kernel version")
-      .artifact("greeting.json", "application/json", "the greeting and who received it");
+      .artifact(Artifact.facts("greeting.json", "the greeting and who received it"));
   },
 
   // Gathers facts and writes them as artifacts; params were checked against describe.

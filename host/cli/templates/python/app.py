@@ -4,7 +4,7 @@ Build it with `factbuoy plugin build`, run it with
 `factbuoy plugin run target/{{name}}.wasm --grant {{name}}:host-info`.
 """
 
-from factbuoy_plugin import Capability, Description, Gatherer, Param, export
+from factbuoy_plugin import Artifact, Capability, Description, Gatherer, Param, export
 from factbuoy_plugin import host_info, output, progress
 
 
@@ -15,7 +15,7 @@ class Greeter(Gatherer):
             Description("{{name}}", "0.1.0", "Greets the host it runs on.")
             .param(Param.string("greeting").default("hello").describe("What to say to the host."))
             .capability(Capability.HOST_INFO, "reads the host name and kernel version")
-            .artifact("greeting.json", "application/json", "the greeting and who received it")
+            .artifact(Artifact.facts("greeting.json", "the greeting and who received it"))
         )
 
     def gather(self, params):

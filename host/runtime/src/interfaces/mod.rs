@@ -5,6 +5,7 @@ pub mod host_fs;
 pub mod host_info;
 pub mod output;
 pub mod progress;
+pub mod v0_1;
 pub mod wasi_filesystem;
 
 use crate::bindings::factbuoy::plugin::types;

@@ -13,7 +13,7 @@ impl Gatherer for Uptime {
             "How long this host has been up.",
         )
         .capability(Capability::HostInfo, "reads the uptime")
-        .artifact("uptime.json", "application/json", "seconds since boot")
+        .artifact(Artifact::facts("uptime.json", "seconds since boot"))
     }
 
     fn gather(_params: &Params) -> Result<(), GatherError> {
