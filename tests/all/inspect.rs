@@ -145,9 +145,19 @@ fn fleet_files() -> Vec<(&'static str, Vec<u8>)> {
         ],
     });
     let to = |v: &Value| serde_json::to_vec(v).unwrap();
+    // The real plugins' definitions, which declare their facts documents and list keys.
+    let real = Bundle::read(real_bundle().0.to_owned()).files;
     vec![
         ("meta/run.json", run),
         ("meta/status.json", to(&status)),
+        (
+            "plugins/setup/definition.json",
+            real["plugins/setup/definition.json"].clone(),
+        ),
+        (
+            "plugins/host-facts/definition.json",
+            real["plugins/host-facts/definition.json"].clone(),
+        ),
         ("plugins/setup/results/web-1/ansible_facts.json", to(&setup)),
         (
             "plugins/host-facts/results/web-1/host-facts.json",
@@ -366,9 +376,9 @@ fn verify_lists_every_way_a_lying_index_disagrees_and_exits_1() {
     // web-1's setup facts: a wrong size; web-1's host-facts: a wrong digest; web-2's
     // host-facts: not listed; a file listed that the bundle does not hold; a path that leads
     // out; one listed twice.
-    index[2]["size"] = json!(1);
-    index[3]["sha256"] = json!("ab".repeat(32));
-    index.remove(5);
+    index[4]["size"] = json!(1);
+    index[5]["sha256"] = json!("ab".repeat(32));
+    index.remove(7);
     index.push(json!({"path": "plugins/setup/results/web-9/ansible_facts.json", "size": 2, "sha256": "00"}));
     index.push(json!({"path": "../../etc/passwd", "size": 2, "sha256": "00"}));
     index.push(index[0].clone());
@@ -478,7 +488,7 @@ fn summary_shows_the_run_a_nodes_by_plugins_table_errors_and_sizes() {
             .unwrap()
             .contains("Bad subset 'bogus'")
     );
-    assert_eq!(summary["sizes"]["files"], 9);
+    assert_eq!(summary["sizes"]["files"], 11);
     assert_eq!(summary["sizes"]["by_node"][1]["node"], "web-2");
     assert!(summary["sizes"]["by_node"][1]["bytes"].as_u64().unwrap() > 1000);
 
@@ -621,7 +631,7 @@ fn diff_groups_the_facts_on_which_nodes_disagree_and_leaves_out_what_always_chan
     let dir = tempfile::tempdir().unwrap();
     // web-2's setup facts also differ in a clock, which the built-in list leaves out.
     let mut files = fleet_files();
-    let (path, setup2) = &mut files[4];
+    let (path, setup2) = &mut files[6];
     assert_eq!(*path, "plugins/setup/results/web-2/ansible_facts.json");
     let mut facts: Value = serde_json::from_slice(setup2).unwrap();
     facts["ansible_date_time"]["epoch"] = json!("1");
@@ -664,7 +674,9 @@ fn diff_groups_the_facts_on_which_nodes_disagree_and_leaves_out_what_always_chan
     // they are one group.
     let version = group_of("ansible_distribution_version");
     assert_eq!(version["node_sets"], json!([["web-1"], ["web-2"]]));
-    assert!(std::ptr::eq(version, group_of("ansible_mounts[2].mount")));
+    // setup declares its mounts keyed by `mount`: web-2's /var is a mount of its own.
+    let var = r#"ansible_mounts[mount="/var"].mount"#;
+    assert!(std::ptr::eq(version, group_of(var)));
     let fact = |path: &str| {
         version["facts"]
             .as_array()
@@ -678,12 +690,16 @@ fn diff_groups_the_facts_on_which_nodes_disagree_and_leaves_out_what_always_chan
         fact("ansible_distribution_version")["values"],
         json!([setup["ansible_distribution_version"], "13.1"])
     );
-    // web-1 (the real host) has fewer than three mounts: absent, and said so.
-    if setup["ansible_mounts"].as_array().unwrap().len() < 3 {
+    // web-1 (the real host) has no /var mount: absent, and said so.
+    if !setup["ansible_mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["mount"] == "/var")
+    {
         assert_eq!(
-            fact("ansible_mounts[2].mount"),
-            json!({"plugin": "setup", "path": "ansible_mounts[2].mount",
-                   "values": [null, "/var"], "absent": [0]})
+            fact(var),
+            json!({"plugin": "setup", "path": var, "values": [null, "/var"], "absent": [0]})
         );
     }
     assert_eq!(groups.len(), 2, "{drift}");
@@ -729,6 +745,162 @@ fn diff_groups_the_facts_on_which_nodes_disagree_and_leaves_out_what_always_chan
     assert_eq!(output.status.code(), Some(1));
 }
 
+/// Two bundles of a custom plugin, `mounts`, whose definition declares its facts document with
+/// the list `mounts` keyed by `mount_point`, and a table of packages keyed by `name`: a month
+/// apart, one of three mounts is gone, a flag was added to a set in another order, a package was
+/// upgraded and one installed.
+fn custom_plugin_bundles(dir: &Path) -> (PathBuf, PathBuf) {
+    let definition = json!({"name": "mounts", "version": "0.1.0", "description": "mounts",
+    "parameters": [], "capabilities": [],
+    "artifacts": [
+        {"name": "mounts.json", "media_type": "application/json",
+         "description": "the mounts", "kind": "facts",
+         "list_keys": [{"path": "mounts", "keys": ["mount_point"]}]},
+        {"name": "packages.jsonl", "media_type": "application/jsonl",
+         "description": "the packages", "kind": "table", "row_keys": ["name"]},
+    ]});
+    let mount = |at: &str, fs: &str| json!({"mount_point": at, "fs": fs});
+    let bundle = |name: &str, created: &str, run_id: &str, facts: Value, packages: &str| {
+        let to = |v: &Value| serde_json::to_vec(v).unwrap();
+        let real = Bundle::read(real_bundle().0.to_owned()).files;
+        let mut run: Value = serde_json::from_slice(&real["meta/run.json"]).unwrap();
+        run["created"] = json!(created);
+        let status = json!({"run_id": run_id, "status": "complete", "plugins": [
+            {"plugin": "mounts", "node": "n1", "status": "complete", "result_status": "passed"}]});
+        bundle_of(
+            dir,
+            name,
+            &[
+                ("meta/run.json", to(&run)),
+                ("meta/status.json", to(&status)),
+                ("plugins/mounts/definition.json", to(&definition)),
+                ("plugins/mounts/results/n1/mounts.json", to(&facts)),
+                (
+                    "plugins/mounts/results/n1/packages.jsonl",
+                    packages.as_bytes().to_vec(),
+                ),
+            ],
+        )
+    };
+    let before = json!({"mounts": [mount("/", "ext4"), mount("/mnt", "tmpfs"),
+                                   mount("/mnt2", "tmpfs")], "flags": ["a", "b"]});
+    let after = json!({"mounts": [mount("/", "ext4"), mount("/mnt2", "tmpfs")],
+                       "flags": ["b", "c", "a"]});
+    let package = |name: &str, version: &str| json!({"name": name, "version": version}).to_string();
+    let before_packages = [package("openssl", "3.0.1"), package("curl", "7.88")].join("\n");
+    // Rows in another order, and a blank line, which is passed over.
+    let after_packages = [
+        package("curl", "7.88"),
+        String::new(),
+        package("openssl", "3.0.2"),
+        package("zsh", "5.9"),
+    ]
+    .join("\n");
+    (
+        bundle(
+            "before.tar.gz",
+            "2030-01-01T00:00:00Z",
+            "b4b4b4b4b4b4",
+            before,
+            &before_packages,
+        ),
+        bundle(
+            "after.tar.gz",
+            "2030-02-01T00:00:00Z",
+            "af7eaf7eaf7e",
+            after,
+            &after_packages,
+        ),
+    )
+}
+
+#[test]
+fn a_custom_plugins_facts_and_tables_are_read_and_their_keyed_lists_diff_by_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (before, after) = custom_plugin_bundles(dir.path());
+    let (a, b) = (before.to_str().unwrap(), after.to_str().unwrap());
+
+    // `facts` and `query` read it as they read setup's.
+    let facts = json_of(&inspect(
+        dir.path(),
+        &["facts", b, "n1", "mounts", "-o", "json"],
+    ));
+    assert_eq!(facts["plugins"][0]["plugin"], "mounts", "{facts}");
+    assert_eq!(
+        facts["plugins"][0]["facts"]["mounts"][1]["mount_point"],
+        "/mnt2"
+    );
+    let answer = json_of(&inspect(
+        dir.path(),
+        &["query", b, "mounts[*].mount_point", "-o", "json"],
+    ));
+    assert_eq!(
+        answer["nodes"][0]["plugins"],
+        json!([{"plugin": "mounts", "values": ["/", "/mnt2"]}])
+    );
+
+    // The mount that went is one item removed, not /mnt2 moving into its place; the set that
+    // gained an element in another order is one element added.
+    let output = inspect(dir.path(), &["diff", a, b, "-o", "json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let diff = json_of(&output);
+    let changes: Vec<(String, String)> = diff["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["path"].as_str().unwrap().into(),
+                c["kind"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            ("flags".into(), "changed".into()),
+            (r#"mounts[mount_point="/mnt"].fs"#.into(), "removed".into()),
+            (
+                r#"mounts[mount_point="/mnt"].mount_point"#.into(),
+                "removed".into()
+            ),
+            // The table's rows are matched by name: openssl upgraded, zsh installed.
+            (
+                r#"packages[name="openssl"].version"#.into(),
+                "changed".into()
+            ),
+            (r#"packages[name="zsh"].name"#.into(), "added".into()),
+            (r#"packages[name="zsh"].version"#.into(), "added".into()),
+        ],
+        "{diff:#}"
+    );
+    assert_eq!(
+        diff["subtrees"],
+        json!([
+            {"plugin": "mounts", "subtree": "flags", "added": 1, "removed": 0, "changed": 0},
+            {"plugin": "mounts", "subtree": "mounts", "added": 0, "removed": 1, "changed": 0},
+            {"plugin": "mounts", "subtree": "packages", "added": 1, "removed": 0, "changed": 1},
+        ])
+    );
+    // The table is an SQL table of its own, in both bundles.
+    let query = "SELECT run_id, node, version FROM mounts_packages WHERE name = 'openssl' \
+                 ORDER BY version";
+    let answer = json_of(&inspect(dir.path(), &["sql", a, b, query, "-o", "json"]));
+    assert_eq!(
+        answer["rows"],
+        json!([
+            ["b4b4b4b4b4b4", "n1", "3.0.1"],
+            ["af7eaf7eaf7e", "n1", "3.0.2"]
+        ]),
+        "{answer:#}"
+    );
+    // The table says the same, the summary first.
+    let stdout = text(&inspect(dir.path(), &["diff", a, b]).stdout);
+    let summary = stdout.find("mounts mounts: 1 removed").expect(&stdout);
+    assert!(stdout.contains("mounts flags: 1 added"), "{stdout}");
+    assert!(summary < stdout.find("PLUGIN").expect(&stdout), "{stdout}");
+}
+
 #[test]
 fn diff_of_two_bundles_lists_nodes_added_and_removed_and_each_change_with_its_nodes() {
     let dir = tempfile::tempdir().unwrap();
@@ -759,12 +931,21 @@ fn diff_of_two_bundles_lists_nodes_added_and_removed_and_each_change_with_its_no
     let mut run: Value = serde_json::from_slice(&run).unwrap();
     run["created"] = json!("2030-01-01T00:00:00Z");
     let run = to(&run);
+    let real = Bundle::read(real_bundle().0.to_owned()).files;
     let after = bundle_of(
         dir.path(),
         "later.tar.gz",
         &[
             ("meta/run.json", run),
             ("meta/status.json", to(&status)),
+            (
+                "plugins/setup/definition.json",
+                real["plugins/setup/definition.json"].clone(),
+            ),
+            (
+                "plugins/host-facts/definition.json",
+                real["plugins/host-facts/definition.json"].clone(),
+            ),
             (
                 "plugins/setup/results/web-1/ansible_facts.json",
                 to(&setup1),
@@ -1458,7 +1639,7 @@ fn report_is_one_self_contained_page_that_shows_every_node_in_a_real_browser() {
     let mut files = fleet_files();
     let hostile = "</script><script>document.body.dataset.pwned='script'</script>\
                    <img src=x onerror=\"document.body.dataset.pwned='img'\"><!--";
-    let (path, setup2) = &mut files[4];
+    let (path, setup2) = &mut files[6];
     assert_eq!(*path, "plugins/setup/results/web-2/ansible_facts.json");
     let mut facts: Value = serde_json::from_slice(setup2).unwrap();
     facts["ansible_hostile"] = json!(hostile);

@@ -128,6 +128,48 @@ fn the_python_listening_sockets_example_finds_a_socket_this_test_opened() {
     drop((tcp, udp));
 }
 
+/// A custom plugin's table is a table of `inspect sql`, named after the plugin and the
+/// artifact, with a node column and a column per field: what docs/inspect.md shows.
+#[test]
+fn the_python_examples_table_is_an_sql_table_of_its_bundle() {
+    let wasm = python::component(&support::workspace().join("plugins-python/listening-sockets"));
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let output = support::factbuoy()
+        .env("FACTBUOY_STATE_DIR", dir.path().join("state"))
+        .args(["run", "--node", "this-host", "--plugin", path_str(&wasm)])
+        .args([
+            "--grant",
+            "listening-sockets:read:/proc",
+            "-o",
+            "json",
+            "--out",
+        ])
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let run: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let bundle = run["bundle"]["path"].as_str().unwrap().to_owned();
+
+    let query = format!(
+        "SELECT node, protocol, address, port FROM listening_sockets_sockets WHERE port = {port}"
+    );
+    let output = support::factbuoy()
+        .args(["inspect", "sql", &bundle, &query, "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        answer["rows"],
+        serde_json::json!([["this-host", "tcp", "127.0.0.1", port]]),
+        "{answer:#}"
+    );
+    drop(tcp);
+}
+
 /// A Python plugin that fails as its `how` parameter asks: by raising, or by importing a module
 /// that was not imported at build time.
 const FAILING_APP: &str = r#"from factbuoy_plugin import Description, Gatherer, Param, export

@@ -1,7 +1,9 @@
 //! `factbuoy inspect diff`: where the nodes of one bundle disagree ([`drift`]), and what changed
 //! between two bundles of one fleet ([`changes`]).
 //!
-//! Facts are compared leaf by leaf, as [`crate::leaves`] flattens them. Facts that
+//! Facts are compared leaf by leaf, every plugin's facts documents alike, with a list's items
+//! matched by their declared keys, lists of scalars as sets and other lists by position
+//! (`crate::keyed`). Facts that
 //! change on their own (clocks, counters, free space) would drown everything else, so an
 //! [`IgnoreList`] leaves them out; [`DEFAULT_IGNORES`] is built in and can be replaced.
 //!
@@ -9,14 +11,16 @@
 //! pairs of numbers, so a fleet of hundreds of nodes stays a few megabytes; each facts document
 //! is dropped once flattened.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 use serde_json::Value;
 use wildmatch::WildMatch;
 
-use crate::facts::{FACT_SOURCES, RunDocuments, leaves, run_and_facts};
+use crate::facts::{Found, RunDocuments, each_row, run_and_facts};
+use crate::keyed::{keyed_leaves, table_field};
 use crate::meta::nodes_of;
+use factbuoy_protocol::artifacts::ListKeys;
 
 use factbuoy_bundle::reader::{Bundle, ReadError};
 
@@ -97,13 +101,15 @@ impl IgnoreList {
     }
 }
 
-/// A fact: the plugin whose facts hold it (an index into [`FACT_SOURCES`]) and its path.
+/// A fact: the facts source that holds it (an index into `Interner::sources`) and its path.
 type FactKey = (usize, String);
 
 /// Each leaf path and each distinct value once, numbered; shared by the bundles compared so
 /// that equal values have equal numbers.
 #[derive(Default)]
 struct Interner {
+    /// The facts sources: plugins, or `plugin/artifact` where a plugin declares several.
+    sources: Vec<String>,
     keys: Vec<FactKey>,
     key_ids: HashMap<FactKey, u32>,
     ignored: Vec<bool>,
@@ -113,6 +119,16 @@ struct Interner {
 }
 
 impl Interner {
+    fn source(&mut self, name: &str) -> usize {
+        match self.sources.iter().position(|s| s == name) {
+            Some(id) => id,
+            None => {
+                self.sources.push(name.to_owned());
+                self.sources.len() - 1
+            }
+        }
+    }
+
     fn key(&mut self, key: FactKey, ignore: &IgnoreList) -> u32 {
         if let Some(id) = self.key_ids.get(&key) {
             return *id;
@@ -140,7 +156,7 @@ impl Interner {
     }
 
     fn plugin(&self, key: u32) -> String {
-        FACT_SOURCES[self.keys[key as usize].0].0.to_owned()
+        self.sources[self.keys[key as usize].0].clone()
     }
 
     fn path(&self, key: u32) -> String {
@@ -161,8 +177,8 @@ pub struct BundleRun {
 
 /// One node's facts of one plugin: (key, value) pairs sorted by key.
 type Pairs = Vec<(u32, u32)>;
-/// One node's facts from each plugin of [`FACT_SOURCES`], `None` where it has none.
-type NodeFacts = [Option<Pairs>; FACT_SOURCES.len()];
+/// One node's facts from each source it has facts from, by source.
+type NodeFacts = BTreeMap<usize, Pairs>;
 /// A split of the nodes into sets (node numbers), and the facts that split them so, each with
 /// the value of every set.
 type Partitions = HashMap<Vec<Vec<u32>>, Vec<(u32, Vec<u32>)>>;
@@ -172,9 +188,11 @@ struct Fleet {
     run: BundleRun,
     /// Every node of the run, in the status document's order.
     nodes: Vec<String>,
-    /// For each node, for each plugin of [`FACT_SOURCES`]: its facts, as (key, value) pairs
-    /// sorted by key; `None` when the bundle has no facts of that plugin for the node.
+    /// For each node, for each source: its facts, as (key, value) pairs sorted by key; absent
+    /// when the bundle has no facts of that source for the node.
     facts: HashMap<String, NodeFacts>,
+    /// The sources any node has facts from.
+    sources: BTreeSet<usize>,
 }
 
 impl Fleet {
@@ -185,17 +203,52 @@ impl Fleet {
         ignore: &IgnoreList,
     ) -> Result<Fleet, ReadError> {
         let mut facts: HashMap<String, NodeFacts> = HashMap::new();
-        let RunDocuments { run, status } = run_and_facts(bundle, |node, source, document| {
-            let mut pairs: Pairs = leaves(&document)
-                .into_iter()
-                .filter_map(|(path, value)| {
-                    let key = interner.key((source, path), ignore);
-                    (!interner.ignored[key as usize]).then(|| (key, interner.value(value)))
-                })
-                .collect();
+        let mut sources = BTreeSet::new();
+        let RunDocuments { run, status } = run_and_facts(bundle, |found| {
+            let (node, source, leaves) = match found {
+                Found::Facts {
+                    node,
+                    source,
+                    list_keys,
+                    facts,
+                } => (node, source.to_owned(), keyed_leaves(&facts, list_keys)),
+                // A table is compared as a facts document holding one list, named after the
+                // artifact, whose items are the rows, matched by their keys.
+                Found::Table {
+                    node,
+                    plugin,
+                    artifact,
+                    row_keys,
+                    rows,
+                } => {
+                    let mut table = Vec::new();
+                    each_row(rows, |row| {
+                        table.push(Value::Object(row));
+                        Ok::<(), ReadError>(())
+                    })?;
+                    let field = table_field(artifact);
+                    let keys = [ListKeys {
+                        path: field.clone(),
+                        keys: row_keys.to_vec(),
+                    }];
+                    let document =
+                        Value::Object([(field, Value::Array(table))].into_iter().collect());
+                    (node, plugin.to_owned(), keyed_leaves(&document, &keys))
+                }
+            };
+            let source = interner.source(&source);
+            sources.insert(source);
+            let pairs = facts
+                .entry(node.to_owned())
+                .or_default()
+                .entry(source)
+                .or_default();
+            pairs.extend(leaves.into_iter().filter_map(|(path, value)| {
+                let key = interner.key((source, path), ignore);
+                (!interner.ignored[key as usize]).then(|| (key, interner.value(&value)))
+            }));
             pairs.sort_unstable();
-            facts.entry(node.to_owned()).or_default()[source] = Some(pairs);
-            Ok::<(), ReadError>(())
+            Ok(())
         })?;
         let mut nodes = nodes_of(&status);
         // A result whose node the status document does not name still counts.
@@ -213,24 +266,25 @@ impl Fleet {
             },
             nodes,
             facts,
+            sources,
         })
     }
 
-    /// `node`'s facts from the plugin `source` (an index into [`FACT_SOURCES`]), sorted by key.
+    /// `node`'s facts from `source`, sorted by key.
     fn facts_of(&self, node: &str, source: usize) -> Option<&[(u32, u32)]> {
-        self.facts.get(node)?[source].as_deref()
+        self.facts.get(node)?.get(&source).map(Vec::as_slice)
     }
 
-    /// The nodes without facts of some plugin, and which.
-    fn without_facts(&self) -> Vec<NodeWithout> {
+    /// The nodes without facts of some source that other nodes have, and which.
+    fn without_facts(&self, interner: &Interner) -> Vec<NodeWithout> {
         self.nodes
             .iter()
             .filter_map(|node| {
-                let plugins: Vec<String> = FACT_SOURCES
+                let plugins: Vec<String> = self
+                    .sources
                     .iter()
-                    .enumerate()
-                    .filter(|(i, _)| self.facts_of(node, *i).is_none())
-                    .map(|(_, (p, _))| p.to_string())
+                    .filter(|source| self.facts_of(node, **source).is_none())
+                    .map(|source| interner.sources[*source].clone())
                     .collect();
                 (!plugins.is_empty()).then(|| NodeWithout {
                     node: node.clone(),
@@ -247,7 +301,7 @@ impl Fleet {
 pub struct NodeWithout {
     /// The node.
     pub node: String,
-    /// The plugins of [`FACT_SOURCES`] it has no facts from.
+    /// The plugins it has no facts from.
     pub plugins: Vec<String>,
 }
 
@@ -299,7 +353,7 @@ pub struct DriftGroup {
 /// One fact on which the nodes disagree.
 #[derive(Debug, Clone, Serialize)]
 pub struct DriftFact {
-    /// `setup` or `host-facts`.
+    /// The plugin whose facts hold it, as `inspect facts` names it.
     pub plugin: String,
     /// The fact's path, as `query` takes it.
     pub path: String,
@@ -317,7 +371,7 @@ pub fn drift(bundle: &Bundle, ignore: &IgnoreList) -> Result<Drift, ReadError> {
     // Node number -> name, in the run's order; a partition is written in node numbers.
     let nodes = &fleet.nodes;
     let mut groups: Partitions = HashMap::new();
-    for source in 0..FACT_SOURCES.len() {
+    for &source in &fleet.sources {
         // The nodes with this plugin's facts, each with a cursor into its sorted pairs.
         let members: Vec<(u32, &[(u32, u32)])> = nodes
             .iter()
@@ -396,7 +450,7 @@ pub fn drift(bundle: &Bundle, ignore: &IgnoreList) -> Result<Drift, ReadError> {
     });
     Ok(Drift {
         bundle: fleet.run.clone(),
-        without_facts: fleet.without_facts(),
+        without_facts: fleet.without_facts(&interner),
         nodes: fleet.nodes,
         ignored: Ignored::of(&interner, ignore),
         groups,
@@ -424,9 +478,29 @@ pub struct Changes {
     pub not_compared: Vec<NotCompared>,
     /// What was left out.
     pub ignored: Ignored,
+    /// What changed below each top-level field, counted as people count it, before the
+    /// changes themselves.
+    pub subtrees: Vec<SubtreeChanges>,
     /// The facts that changed, each change once with the nodes it happened on, by plugin and
     /// path.
     pub changes: Vec<Change>,
+}
+
+/// What changed below one top-level field of one plugin's facts: items of keyed lists and
+/// elements of sets added, removed or changed, other facts one by one (`ansible_mounts: 1
+/// removed`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SubtreeChanges {
+    /// The plugin.
+    pub plugin: String,
+    /// The top-level field, as the paths of its facts start.
+    pub subtree: String,
+    /// Items or facts that are new.
+    pub added: usize,
+    /// Items or facts that are gone.
+    pub removed: usize,
+    /// Items or facts that are there before and after, with another value.
+    pub changed: usize,
 }
 
 /// One node's facts of one plugin that a bundle lacks.
@@ -434,7 +508,7 @@ pub struct Changes {
 pub struct NotCompared {
     /// The node.
     pub node: String,
-    /// `setup` or `host-facts`.
+    /// The plugin, as `inspect facts` names it.
     pub plugin: String,
     /// `before` or `after`: the bundle without them (the first, when both lack them).
     pub missing_in: String,
@@ -455,7 +529,7 @@ pub enum ChangeKind {
 /// One change of one fact, on the nodes where it happened alike.
 #[derive(Debug, Clone, Serialize)]
 pub struct Change {
-    /// `setup` or `host-facts`.
+    /// The plugin whose facts hold it, as `inspect facts` names it.
     pub plugin: String,
     /// The fact's path.
     pub path: String,
@@ -506,7 +580,8 @@ pub fn changes(before: &Bundle, after: &Bundle, ignore: &IgnoreList) -> Result<C
     // (key, before, after) -> nodes; `None` is absent.
     let mut found: BTreeMap<(u32, Option<u32>, Option<u32>), Vec<String>> = BTreeMap::new();
     for node in &both {
-        for (source, (plugin, _)) in FACT_SOURCES.iter().enumerate() {
+        for &source in old.sources.union(&new.sources) {
+            let plugin = &interner.sources[source];
             let (Some(a), Some(b)) = (old.facts_of(node, source), new.facts_of(node, source))
             else {
                 let missing_in = if old.facts_of(node, source).is_none() {
@@ -576,8 +651,75 @@ pub fn changes(before: &Bundle, after: &Bundle, ignore: &IgnoreList) -> Result<C
         nodes_compared: both.len(),
         not_compared,
         ignored: Ignored::of(&interner, ignore),
+        subtrees: subtrees(&changes),
         changes,
     })
+}
+
+/// The changes counted per top-level field. The unit counted is a list item (the path up to
+/// its first `]`: `ansible_mounts[mount="/boot"]`), an element of a set, or else the fact; an
+/// item is added or removed when every change inside it is, and changed otherwise.
+fn subtrees(changes: &[Change]) -> Vec<SubtreeChanges> {
+    // (plugin, subtree) -> unit -> kinds seen inside it.
+    let mut units: BTreeMap<(&str, &str), BTreeMap<&str, BTreeSet<ChangeKind>>> = BTreeMap::new();
+    let mut sets: BTreeMap<(&str, &str), (usize, usize)> = BTreeMap::new();
+    for change in changes {
+        let key = (change.plugin.as_str(), top_field(&change.path));
+        if let (Value::Array(before), Value::Array(after)) = (&change.before, &change.after) {
+            // A set: its elements added and removed.
+            let (added, removed) = sets.entry(key).or_default();
+            *added += after.iter().filter(|v| !before.contains(v)).count();
+            *removed += before.iter().filter(|v| !after.contains(v)).count();
+            continue;
+        }
+        let unit = match change.path.find(']') {
+            Some(end) if !change.path[..end].ends_with('\'') => &change.path[..=end],
+            _ => change.path.as_str(),
+        };
+        units
+            .entry(key)
+            .or_default()
+            .entry(unit)
+            .or_default()
+            .insert(change.kind);
+    }
+    let mut summaries: BTreeMap<(&str, &str), SubtreeChanges> = BTreeMap::new();
+    for (key, units) in units {
+        let summary = summaries.entry(key).or_default();
+        for kinds in units.values() {
+            match kinds.iter().collect::<Vec<_>>().as_slice() {
+                [ChangeKind::Added] => summary.added += 1,
+                [ChangeKind::Removed] => summary.removed += 1,
+                _ => summary.changed += 1,
+            }
+        }
+    }
+    for (key, (added, removed)) in sets {
+        let summary = summaries.entry(key).or_default();
+        summary.added += added;
+        summary.removed += removed;
+    }
+    summaries
+        .into_iter()
+        .map(|((plugin, subtree), summary)| SubtreeChanges {
+            plugin: plugin.to_owned(),
+            subtree: subtree.to_owned(),
+            ..summary
+        })
+        .collect()
+}
+
+/// The top-level field a fact's path starts with: `ansible_mounts` of
+/// `ansible_mounts[mount="/"].size`, `['/dev/x']` of `['/dev/x'].size`.
+fn top_field(path: &str) -> &str {
+    if path.starts_with("['") {
+        return match path.find("']") {
+            Some(end) => &path[..end + 2],
+            None => path,
+        };
+    }
+    let end = path.find(['.', '[']).unwrap_or(path.len());
+    &path[..end]
 }
 
 /// The order of fact paths for people: as text, but numbers as numbers (`flags[3]` before
@@ -651,5 +793,63 @@ mod tests {
         assert!(!ignore.ignores("ansible_kernel"));
         let none = IgnoreList::new(false, &[]);
         assert!(!none.ignores("ansible_date_time.epoch"));
+    }
+
+    #[test]
+    fn changes_are_summarised_per_top_level_field_as_items_sets_and_facts() {
+        let change = |path: &str, kind, before: Value, after: Value| Change {
+            plugin: "setup".into(),
+            path: path.into(),
+            kind,
+            before,
+            after,
+            nodes: vec!["n1".into()],
+        };
+        use ChangeKind::*;
+        let changes = [
+            // One mount gone (all its facts removed), another changed in one fact.
+            change(
+                r#"ansible_mounts[mount="/mnt"].mount"#,
+                Removed,
+                "/mnt".into(),
+                Value::Null,
+            ),
+            change(
+                r#"ansible_mounts[mount="/mnt"].size"#,
+                Removed,
+                1.into(),
+                Value::Null,
+            ),
+            change(
+                r#"ansible_mounts[mount="/"].size"#,
+                Changed,
+                1.into(),
+                2.into(),
+            ),
+            // A set that gained two interfaces and lost one.
+            change(
+                "ansible_interfaces",
+                Changed,
+                serde_json::json!(["eth0", "lo"]),
+                serde_json::json!(["eth1", "eth2", "lo"]),
+            ),
+            change("ansible_kernel", Changed, "6.1".into(), "6.2".into()),
+            change("ansible_eth1.mtu", Added, Value::Null, 1500.into()),
+            change("ansible_eth1.device", Added, Value::Null, "eth1".into()),
+        ];
+        let summary: Vec<(String, usize, usize, usize)> = subtrees(&changes)
+            .into_iter()
+            .map(|s| (s.subtree, s.added, s.removed, s.changed))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("ansible_eth1".into(), 2, 0, 0),
+                ("ansible_interfaces".into(), 2, 1, 0),
+                ("ansible_kernel".into(), 0, 0, 1),
+                ("ansible_mounts".into(), 0, 1, 1),
+            ]
+        );
+        assert_eq!(top_field("['/dev/x'].size"), "['/dev/x']");
     }
 }

@@ -53,7 +53,7 @@ pub fn jsonl(bundle: &Bundle, dir: &Path) -> Result<Exported, ExportError> {
         each_facts(
             bundle,
             |_, _| true,
-            |node, plugin, facts| {
+            |node, plugin, _, facts| {
                 if failed.is_some() {
                     return;
                 }
@@ -98,7 +98,7 @@ pub fn csv(bundle: &Bundle, dir: &Path, paths: &[FactPath]) -> Result<Exported, 
             each_facts(
                 bundle,
                 |_, _| true,
-                |node, plugin, facts| {
+                |node, plugin, _, facts| {
                     for (path, value) in leaves(&facts) {
                         if failed.is_some() {
                             return;
@@ -120,7 +120,7 @@ pub fn csv(bundle: &Bundle, dir: &Path, paths: &[FactPath]) -> Result<Exported, 
             each_facts(
                 bundle,
                 |_, _| true,
-                |node, _, facts| {
+                |node, _, _, facts| {
                     let cells = found
                         .entry(node.to_owned())
                         .or_insert_with(|| vec![Vec::new(); paths.len()]);

@@ -1,51 +1,94 @@
-//! The facts in a bundle: the plugins whose results are facts ([`FACT_SOURCES`]), a node's
-//! facts ([`facts`]), one path into every node's facts ([`query`], with paths read by
-//! [`FactPath`]), and the leaves of a facts document ([`leaves`]) that `diff`, `sql` and
-//! `export` compare and tabulate. Each facts document is read as it streams past in
-//! [`Bundle::walk`], one in memory at a time.
+//! The facts in a bundle: every artifact a plugin declares a facts document (`setup`'s and
+//! `host-facts`' as any other's, [`crate::declared`]), a node's facts ([`facts`]), one path
+//! into every node's facts ([`query`], with paths read by [`FactPath`]), and the leaves of a
+//! facts document ([`leaves`]) that `diff`, `sql` and `export` compare and tabulate. Each facts
+//! document is read as it streams past in [`Bundle::walk`], one in memory at a time.
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, Read};
 
 use factbuoy_bundle::layout::{self, result_parts};
-use factbuoy_bundle::reader::{Bundle, MAX_META_BYTES, ReadError};
+use factbuoy_bundle::reader::{Bundle, Entry, MAX_META_BYTES, ReadError};
+use factbuoy_protocol::artifacts::ListKeys;
 use factbuoy_protocol::types::StatusDocument;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::declared::Declared;
 use crate::meta::missing;
 
 /// The most of one facts document read into memory; real ones are tens of kilobytes.
 pub const MAX_FACTS_BYTES: u64 = 64 * 1024 * 1024;
 
-/// The plugins whose results are facts, and the artifact that holds them (docs/setup.md,
-/// docs/host-facts.md).
-pub const FACT_SOURCES: [(&str, &str); 2] = [
-    ("setup", "ansible_facts.json"),
-    ("host-facts", "host-facts.json"),
-];
-
-/// Calls `found(node, plugin, facts)` for each facts document of the bundle as it streams
-/// past (one in memory at a time), for the nodes and plugins `wanted` accepts.
+/// Calls `found(node, source, list_keys, facts)` for each facts document of the bundle as it
+/// streams past (one in memory at a time), for the nodes and sources `wanted` accepts. A
+/// source is the plugin, or `plugin/artifact` when it declares several facts documents.
 pub(crate) fn each_facts(
     bundle: &Bundle,
     wanted: impl Fn(&str, &str) -> bool,
-    mut found: impl FnMut(&str, &str, Value),
+    mut found: impl FnMut(&str, &str, &[ListKeys], Value),
 ) -> Result<(), ReadError> {
+    let mut declared = Declared::default();
     bundle.walk(|visited| {
         let entry = visited.map_err(ReadError::Refused)?;
         let path = entry.path().to_owned();
-        let Some((plugin, "results", node, file)) = result_parts(&path) else {
-            return Ok(());
-        };
-        let is_facts = FACT_SOURCES
-            .iter()
-            .any(|(p, artifact)| *p == plugin && *artifact == file);
-        if is_facts && wanted(node, plugin) {
+        if let Some(plugin) = Declared::definition_of(&path) {
+            declared.learn(plugin, &entry.read_json(MAX_META_BYTES)?);
+        } else if let Some((plugin, "results", node, file)) = result_parts(&path)
+            && let Some((source, list_keys)) = declared.facts_source(plugin, file)
+            && wanted(node, &source)
+        {
             let facts: Value = entry.read_json(MAX_FACTS_BYTES)?;
-            found(node, plugin, facts);
+            found(node, &source, list_keys, facts);
         }
         Ok(())
     })
+}
+
+/// The longest row of a table artifact read: real ones are hundreds of bytes.
+pub const MAX_ROW_BYTES: u64 = 1024 * 1024;
+
+/// Calls `row` with each row of a table artifact (JSON Lines: one object per line, blank lines
+/// passed over) as it streams past, one in memory at a time. A line longer than
+/// [`MAX_ROW_BYTES`] or one that is not a JSON object is an error naming the entry and the line;
+/// the first error `row` returns ends the reading and is returned.
+pub(crate) fn each_row<E: From<ReadError>>(
+    rows: &mut Entry<'_>,
+    mut row: impl FnMut(serde_json::Map<String, Value>) -> Result<(), E>,
+) -> Result<(), E> {
+    let entry = rows.path().to_owned();
+    let mut reader = std::io::BufReader::new(rows);
+    let mut line = Vec::new();
+    for number in 1.. {
+        line.clear();
+        let read = (&mut reader)
+            .take(MAX_ROW_BYTES + 1)
+            .read_until(b'\n', &mut line)
+            .map_err(|cause| ReadError::Read {
+                entry: entry.clone(),
+                cause,
+            })?;
+        if read == 0 {
+            break;
+        }
+        if line.len() as u64 > MAX_ROW_BYTES {
+            return Err(ReadError::TooLarge {
+                entry: format!("{entry} line {number}"),
+                size: line.len() as u64,
+                limit: MAX_ROW_BYTES,
+            }
+            .into());
+        }
+        if line.trim_ascii().is_empty() {
+            continue;
+        }
+        let parsed = serde_json::from_slice(&line).map_err(|cause| ReadError::InvalidJson {
+            entry: format!("{entry} line {number}"),
+            cause,
+        })?;
+        row(parsed)?;
+    }
+    Ok(())
 }
 
 /// A bundle's `meta/run.json` (when it has one) and `meta/status.json`.
@@ -54,15 +97,35 @@ pub(crate) struct RunDocuments {
     pub status: StatusDocument,
 }
 
-/// Reads the run's documents and hands every facts document to `found(node, source, facts)`
-/// (`source` is an index into [`FACT_SOURCES`]) as it streams past, in one pass. The first
-/// error `found` returns ends the walk and is returned.
+/// What [`run_and_facts`] hands over as the walk passes it.
+pub(crate) enum Found<'f, 'e> {
+    /// A node's facts document, from `source` (as [`each_facts`] names sources).
+    Facts {
+        node: &'f str,
+        source: &'f str,
+        list_keys: &'f [ListKeys],
+        facts: Value,
+    },
+    /// A node's table artifact, to be read row by row ([`each_row`]) if wanted; `row_keys`
+    /// are the columns that identify a row (none: the whole row does).
+    Table {
+        node: &'f str,
+        plugin: &'f str,
+        artifact: &'f str,
+        row_keys: &'f [String],
+        rows: &'f mut Entry<'e>,
+    },
+}
+
+/// Reads the run's documents and hands every facts document and table to `found` as it
+/// streams past, in one pass. The first error `found` returns ends the walk and is returned.
 pub(crate) fn run_and_facts<E: From<ReadError>>(
     bundle: &Bundle,
-    mut found: impl FnMut(&str, usize, Value) -> Result<(), E>,
+    mut found: impl FnMut(Found<'_, '_>) -> Result<(), E>,
 ) -> Result<RunDocuments, E> {
     let mut run: Option<Value> = None;
     let mut status: Option<StatusDocument> = None;
+    let mut declared = Declared::default();
     let mut stopped: Option<E> = None;
     let walked = bundle.walk(|visited| {
         let entry = visited.map_err(ReadError::Refused)?;
@@ -71,13 +134,29 @@ pub(crate) fn run_and_facts<E: From<ReadError>>(
             run = Some(entry.read_json(MAX_META_BYTES)?);
         } else if path == layout::STATUS {
             status = Some(entry.read_json(MAX_META_BYTES)?);
-        } else if let Some((plugin, "results", node, file)) = result_parts(&path)
-            && let Some(source) = FACT_SOURCES
-                .iter()
-                .position(|(p, artifact)| *p == plugin && *artifact == file)
-        {
-            let facts: Value = entry.read_json(MAX_FACTS_BYTES)?;
-            if let Err(e) = found(node, source, facts) {
+        } else if let Some(plugin) = Declared::definition_of(&path) {
+            declared.learn(plugin, &entry.read_json(MAX_META_BYTES)?);
+        } else if let Some((plugin, "results", node, file)) = result_parts(&path) {
+            let handed = if let Some((source, list_keys)) = declared.facts_source(plugin, file) {
+                let facts: Value = entry.read_json(MAX_FACTS_BYTES)?;
+                found(Found::Facts {
+                    node,
+                    source: &source,
+                    list_keys,
+                    facts,
+                })
+            } else if let Some(row_keys) = declared.table(plugin, file) {
+                found(Found::Table {
+                    node,
+                    plugin,
+                    artifact: file,
+                    row_keys,
+                    rows: &mut *entry,
+                })
+            } else {
+                Ok(())
+            };
+            if let Err(e) = handed {
                 stopped = Some(e);
                 // A walk ends on an error of its own kind; `stopped` is what is returned.
                 return Err(ReadError::Read {
@@ -99,14 +178,15 @@ pub(crate) fn run_and_facts<E: From<ReadError>>(
 /// One plugin's facts document.
 #[derive(Debug, Clone, Serialize)]
 pub struct PluginFacts {
-    /// `setup` or `host-facts`.
+    /// The plugin (`setup`, `host-facts`, any other that declares a facts document), or
+    /// `plugin/artifact` when it declares several.
     pub plugin: String,
     /// The document, as the plugin wrote it.
     pub facts: Value,
 }
 
-/// `node`'s facts, from each [`FACT_SOURCES`] plugin (only `plugin`'s when given), by plugin
-/// name. Empty when the bundle has none for the node.
+/// `node`'s facts, from each plugin that declares a facts document (only `plugin`'s when
+/// given), by plugin name. Empty when the bundle has none for the node.
 pub fn facts(
     bundle: &Bundle,
     node: &str,
@@ -116,7 +196,7 @@ pub fn facts(
     each_facts(
         bundle,
         |n, p| n == node && plugin.is_none_or(|wanted| wanted == p),
-        |_, p, document| {
+        |_, p, _, document| {
             facts.push(PluginFacts {
                 plugin: p.to_owned(),
                 facts: document,
@@ -196,7 +276,7 @@ pub struct Answer {
 /// The values at a path in one plugin's facts.
 #[derive(Debug, Clone, Serialize)]
 pub struct PluginValues {
-    /// `setup` or `host-facts`.
+    /// The plugin, as [`PluginFacts`] names it.
     pub plugin: String,
     /// The values, in document order; empty when the facts lack the path.
     pub values: Vec<Value>,
@@ -209,7 +289,7 @@ pub fn query(bundle: &Bundle, path: &FactPath) -> Result<Vec<Answer>, ReadError>
     each_facts(
         bundle,
         |_, _| true,
-        |node, plugin, facts| {
+        |node, plugin, _, facts| {
             answers
                 .entry(node.to_owned())
                 .or_default()
@@ -240,17 +320,7 @@ fn flatten<'v>(path: String, value: &'v Value, leaves: &mut Vec<(String, &'v Val
     match value {
         Value::Object(map) if !map.is_empty() => {
             for (key, value) in map {
-                let plain = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-                    && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-                let next = match (plain, path.is_empty()) {
-                    (true, true) => key.clone(),
-                    (true, false) => format!("{path}.{key}"),
-                    (false, _) => {
-                        let quoted = key.replace('\\', "\\\\").replace('\'', "\\'");
-                        format!("{path}['{quoted}']")
-                    }
-                };
-                flatten(next, value, leaves);
+                flatten(field_segment(&path, key), value, leaves);
             }
         }
         Value::Array(items) if !items.is_empty() => {
@@ -259,6 +329,21 @@ fn flatten<'v>(path: String, value: &'v Value, leaves: &mut Vec<(String, &'v Val
             }
         }
         leaf => leaves.push((path, leaf)),
+    }
+}
+
+/// `path` followed by the field `key`: `a.key`, or `a['/dev/x']` for a key that is not a plain
+/// name.
+pub(crate) fn field_segment(path: &str, key: &str) -> String {
+    let plain = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    match (plain, path.is_empty()) {
+        (true, true) => key.to_owned(),
+        (true, false) => format!("{path}.{key}"),
+        (false, _) => {
+            let quoted = key.replace('\\', "\\\\").replace('\'', "\\'");
+            format!("{path}['{quoted}']")
+        }
     }
 }
 

@@ -13,9 +13,11 @@
 //! links to write bundles without linking SQLite, CSV or JSONPath), and printing (the binary).
 
 pub mod ansible_cache;
+mod declared;
 pub mod drift;
 pub mod export;
 mod facts;
+mod keyed;
 pub mod logs;
 mod meta;
 pub mod report;
@@ -24,8 +26,7 @@ mod summary;
 mod verify;
 
 pub use facts::{
-    Answer, FACT_SOURCES, FactPath, MAX_FACTS_BYTES, PathError, PluginFacts, PluginValues, facts,
-    leaves, query,
+    Answer, FactPath, MAX_FACTS_BYTES, PathError, PluginFacts, PluginValues, facts, leaves, query,
 };
 pub use summary::{
     NodeBytes, Outcome, PairError, PluginBytes, PluginVersion, RunSummary, Sizes, Summary, summary,

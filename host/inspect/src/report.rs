@@ -140,7 +140,7 @@ pub(crate) fn write(
     each_facts(
         bundle,
         |_, _| true,
-        |node, plugin, facts| {
+        |node, plugin, _, facts| {
             if failed.is_some() {
                 return;
             }

@@ -5,15 +5,17 @@
 //! memory stays SQLite's page cache whatever the fleet's size; each facts document streams past
 //! once. docs/inspect.md lists the tables for users.
 
+use std::collections::HashMap;
 use std::path::Path;
 
-use factbuoy_bundle::reader::{Bundle, ReadError};
+use factbuoy_bundle::reader::{Bundle, Entry, ReadError};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, params};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::facts::{FACT_SOURCES, RunDocuments, leaves, run_and_facts};
+use crate::facts::{Found, RunDocuments, each_row, leaves, run_and_facts};
+use crate::keyed::table_field;
 use crate::meta::wire;
 
 /// The tables and views, as created; docs/inspect.md explains each column.
@@ -45,7 +47,7 @@ pub enum SqlError {
     },
     /// The query is not valid SQL for these tables, or failed.
     #[error(
-        "the query failed: {0}; the tables are runs, results, facts, fact_values and the views setup and host_facts (docs/inspect.md)"
+        "the query failed: {0}; the tables are runs, results, facts, fact_values, the views setup and host_facts, and one per table artifact, <plugin>_<artifact> (docs/inspect.md)"
     )]
     Query(rusqlite::Error),
 }
@@ -69,9 +71,11 @@ pub fn query(bundles: &[Bundle], database: &Path, query: &str) -> Result<Answer,
     };
     let mut connection = Connection::open(database).map_err(db_error)?;
     connection.execute_batch(SCHEMA).map_err(db_error)?;
+    // Table artifacts' tables, shared by the bundles: each bundle adds its rows.
+    let mut tables = Tables::default();
     for bundle in bundles {
         let transaction = connection.transaction().map_err(db_error)?;
-        load(bundle, &transaction).map_err(|e| match e {
+        load(bundle, &transaction, &mut tables).map_err(|e| match e {
             Loading::Read(e) => SqlError::Read(e),
             Loading::Database(cause) => db_error(cause),
         })?;
@@ -119,13 +123,25 @@ impl From<ReadError> for Loading {
     }
 }
 
-/// Writes one bundle's run, results and facts; one pass over the archive.
-fn load(bundle: &Bundle, db: &Connection) -> Result<(), Loading> {
+/// Writes one bundle's run, results, facts and tables' rows; one pass over the archive.
+fn load(bundle: &Bundle, db: &Connection, tables: &mut Tables) -> Result<(), Loading> {
     // Facts are written as they stream past, before the run id is known from the status
     // document (which may come later in the archive): under a stand-in, replaced at the end.
     const PENDING: &str = "";
-    let RunDocuments { run, status } = run_and_facts(bundle, |node, source, facts| {
-        insert_facts(db, PENDING, node, FACT_SOURCES[source].0, &facts).map_err(Loading::Database)
+    let RunDocuments { run, status } = run_and_facts(bundle, |found| match found {
+        Found::Facts {
+            node,
+            source,
+            facts,
+            ..
+        } => insert_facts(db, PENDING, node, source, &facts).map_err(Loading::Database),
+        Found::Table {
+            node,
+            plugin,
+            artifact,
+            rows,
+            ..
+        } => tables.insert_rows(db, PENDING, node, plugin, artifact, rows),
     })?;
     let text = |key: &str| {
         run.as_ref()
@@ -156,7 +172,8 @@ fn load(bundle: &Bundle, db: &Connection) -> Result<(), Loading> {
                 pair.error
             ])?;
         }
-        for table in ["facts", "fact_values"] {
+        let loaded = ["facts", "fact_values"].map(quoted);
+        for table in loaded.iter().chain(tables.columns.keys()) {
             db.execute(
                 &format!("UPDATE {table} SET run_id = ?1 WHERE run_id = ?2"),
                 params![id, PENDING],
@@ -180,18 +197,139 @@ fn insert_facts(
     )?;
     let mut insert = db.prepare_cached("INSERT INTO fact_values VALUES (?1, ?2, ?3, ?4, ?5)")?;
     for (path, value) in leaves(facts) {
-        let value: rusqlite::types::Value = match value {
-            Value::Null => rusqlite::types::Value::Null,
-            Value::Bool(b) => rusqlite::types::Value::Integer(i64::from(*b)),
-            Value::Number(n) => match n.as_i64() {
-                Some(i) => rusqlite::types::Value::Integer(i),
-                None => rusqlite::types::Value::Real(n.as_f64().unwrap_or(f64::NAN)),
-            },
-            Value::String(s) => rusqlite::types::Value::Text(s.clone()),
-            // An empty object or array.
-            other => rusqlite::types::Value::Text(other.to_string()),
-        };
-        insert.execute(params![run_id, node, plugin, path, value])?;
+        insert.execute(params![run_id, node, plugin, path, sql_value(value)])?;
     }
     Ok(())
+}
+
+/// A JSON value as SQLite holds it: numbers as integers or reals, booleans as 0 and 1, text as
+/// text, objects and arrays as their JSON text.
+fn sql_value(value: &Value) -> rusqlite::types::Value {
+    match value {
+        Value::Null => rusqlite::types::Value::Null,
+        Value::Bool(b) => rusqlite::types::Value::Integer(i64::from(*b)),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => rusqlite::types::Value::Integer(i),
+            None => rusqlite::types::Value::Real(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => rusqlite::types::Value::Text(s.clone()),
+        other => rusqlite::types::Value::Text(other.to_string()),
+    }
+}
+
+/// The tables made of table artifacts: each one's columns, by the fields they hold.
+#[derive(Default)]
+struct Tables {
+    /// Quoted table name -> (field -> quoted column).
+    columns: HashMap<String, HashMap<String, String>>,
+}
+
+impl Tables {
+    /// Adds the rows of `node`'s table artifact `artifact` of `plugin` (JSON Lines, one object
+    /// per line) to the table `<plugin>_<artifact>`: `run_id`, `node`, then a column per field
+    /// seen, added as new fields appear.
+    fn insert_rows(
+        &mut self,
+        db: &Connection,
+        run_id: &str,
+        node: &str,
+        plugin: &str,
+        artifact: &str,
+        rows: &mut Entry<'_>,
+    ) -> Result<(), Loading> {
+        let table = quoted(&table_name(plugin, artifact));
+        let columns = match self.columns.entry(table.clone()) {
+            std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+            std::collections::hash_map::Entry::Vacant(new) => {
+                db.execute(
+                    &format!("CREATE TABLE {table} (run_id TEXT, node TEXT)"),
+                    [],
+                )
+                .map_err(Loading::Database)?;
+                new.insert(HashMap::new())
+            }
+        };
+        each_row(rows, |row| {
+            let mut names = vec!["run_id".to_owned(), "node".to_owned()];
+            let mut values = vec![
+                rusqlite::types::Value::Text(run_id.to_owned()),
+                rusqlite::types::Value::Text(node.to_owned()),
+            ];
+            for (field, value) in &row {
+                let column = match columns.get(field) {
+                    Some(column) => column.clone(),
+                    None => {
+                        let column = new_column(field, columns.values());
+                        db.execute(&format!("ALTER TABLE {table} ADD COLUMN {column}"), [])
+                            .map_err(Loading::Database)?;
+                        columns.insert(field.clone(), column.clone());
+                        column
+                    }
+                };
+                names.push(column);
+                values.push(sql_value(value));
+            }
+            let placeholders = vec!["?"; names.len()].join(", ");
+            db.prepare_cached(&format!(
+                "INSERT INTO {table} ({}) VALUES ({placeholders})",
+                names.join(", ")
+            ))
+            .and_then(|mut insert| insert.execute(rusqlite::params_from_iter(values)))
+            .map_err(Loading::Database)?;
+            Ok(())
+        })
+    }
+}
+
+/// The table a plugin's table artifact becomes: `<plugin>_<artifact>` without the artifact's
+/// extension, every character but `a-z`, `0-9` and `_` written `_` (`listening-sockets` and
+/// `sockets.jsonl` make `listening_sockets_sockets`).
+pub fn table_name(plugin: &str, artifact: &str) -> String {
+    format!("{plugin}_{}", table_field(artifact))
+        .chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9' | '_') => c,
+            _ => '_',
+        })
+        .collect()
+}
+
+/// The quoted column for a new field: the field's name, unless SQLite (which ignores case)
+/// already has it or it is `run_id` or `node`: then with `_` added until it is new.
+fn new_column<'a>(field: &str, taken: impl Iterator<Item = &'a String> + Clone) -> String {
+    let mut name = field.to_owned();
+    loop {
+        let candidate = quoted(&name);
+        let clash = ["run_id", "node"].contains(&name.to_ascii_lowercase().as_str())
+            || taken
+                .clone()
+                .any(|column| column.eq_ignore_ascii_case(&candidate));
+        if !clash {
+            return candidate;
+        }
+        name.push('_');
+    }
+}
+
+/// `name` as an SQL identifier: in double quotes, a quote inside doubled.
+fn quoted(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_and_columns_get_names_sqlite_takes_and_keeps_apart() {
+        assert_eq!(
+            table_name("listening-sockets", "sockets.jsonl"),
+            "listening_sockets_sockets"
+        );
+        assert_eq!(table_name("p", "dir/Rows.v2.jsonl"), "p_dir_rows_v2");
+        let taken = [quoted("Name")];
+        assert_eq!(new_column("name", taken.iter()), quoted("name_"));
+        assert_eq!(new_column("node", [].iter()), quoted("node_"));
+        assert_eq!(new_column("a\"b", [].iter()), "\"a\"\"b\"");
+    }
 }

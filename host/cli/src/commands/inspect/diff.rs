@@ -186,6 +186,26 @@ fn changes_lines(changes: &Changes) -> Vec<String> {
             skipped.node, skipped.plugin, skipped.missing_in
         ));
     }
+    if !changes.subtrees.is_empty() {
+        lines.push(String::new());
+        for subtree in &changes.subtrees {
+            let counted: Vec<String> = [
+                (subtree.added, "added"),
+                (subtree.removed, "removed"),
+                (subtree.changed, "changed"),
+            ]
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("{n} {what}"))
+            .collect();
+            lines.push(format!(
+                "  {} {}: {}",
+                subtree.plugin,
+                subtree.subtree,
+                counted.join(", ")
+            ));
+        }
+    }
     if !changes.changes.is_empty() {
         lines.push(String::new());
         let mut rows = vec![

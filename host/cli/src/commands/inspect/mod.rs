@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use anyhow::bail;
 use clap::{Args, Subcommand};
 use factbuoy_bundle::reader::Bundle;
+use factbuoy_inspect::FactPath;
 use factbuoy_inspect::drift::IgnoreList;
 use factbuoy_inspect::export;
-use factbuoy_inspect::{FACT_SOURCES, FactPath};
 use serde_json::json;
 
 use crate::output::{ExitStatus, Format, emit, emit_document};
@@ -154,7 +154,8 @@ pub struct FactsArgs {
     bundle: PathBuf,
     /// The node whose facts to show.
     node: String,
-    /// Only this plugin's facts: setup or host-facts.
+    /// Only this plugin's facts (setup, host-facts or any plugin that declares a facts
+    /// document; `PLUGIN/ARTIFACT` where it declares several).
     plugin: Option<String>,
 }
 
@@ -344,19 +345,19 @@ fn summary(args: BundleArg, format: Format) -> anyhow::Result<ExitStatus> {
 }
 
 fn facts(args: FactsArgs, format: Format) -> anyhow::Result<ExitStatus> {
-    if let Some(plugin) = &args.plugin
-        && !FACT_SOURCES.iter().any(|(p, _)| p == plugin)
-    {
-        bail!("{plugin:?} gathers no facts: name setup or host-facts, or leave it out for both");
-    }
     let bundle = Bundle::open(&args.bundle)?;
     let facts = factbuoy_inspect::facts(&bundle, &args.node, args.plugin.as_deref())?;
     if facts.is_empty() {
+        let from = args
+            .plugin
+            .as_deref()
+            .map_or("any plugin".to_owned(), |p| format!("{p:?}"));
         bail!(
-            "{} has no facts for node {:?} (from {}); `factbuoy inspect summary` lists its nodes",
+            "{} has no facts for node {:?} from {from}: `factbuoy inspect summary` lists its \
+             nodes and plugins, and a plugin's facts are the artifacts `factbuoy plugin info` \
+             shows it declares as facts",
             args.bundle.display(),
             args.node,
-            args.plugin.as_deref().unwrap_or("setup or host-facts")
         );
     }
     if format != Format::Table {
