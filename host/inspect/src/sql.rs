@@ -70,6 +70,11 @@ pub fn query(bundles: &[Bundle], database: &Path, query: &str) -> Result<Answer,
         cause,
     };
     let mut connection = Connection::open(database).map_err(db_error)?;
+    // A new file, written once and then only read: no rollback journal and no syncs (a crash
+    // leaves a file to delete, as it would anyway).
+    connection
+        .execute_batch("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;")
+        .map_err(db_error)?;
     connection.execute_batch(SCHEMA).map_err(db_error)?;
     // Table artifacts' tables, shared by the bundles: each bundle adds its rows.
     let mut tables = Tables::default();
@@ -249,34 +254,61 @@ impl Tables {
                 new.insert(HashMap::new())
             }
         };
+        // The insert for the last row's fields, reused while rows have the same fields (the
+        // rows of one artifact nearly always do).
+        let mut insert: Option<(Vec<String>, rusqlite::CachedStatement<'_>)> = None;
         each_row(rows, |row| {
-            let mut names = vec!["run_id".to_owned(), "node".to_owned()];
-            let mut values = vec![
-                rusqlite::types::Value::Text(run_id.to_owned()),
-                rusqlite::types::Value::Text(node.to_owned()),
-            ];
-            for (field, value) in &row {
-                let column = match columns.get(field) {
-                    Some(column) => column.clone(),
-                    None => {
-                        let column = new_column(field, columns.values());
-                        db.execute(&format!("ALTER TABLE {table} ADD COLUMN {column}"), [])
-                            .map_err(Loading::Database)?;
-                        columns.insert(field.clone(), column.clone());
-                        column
-                    }
-                };
-                names.push(column);
-                values.push(sql_value(value));
+            let same = insert
+                .as_ref()
+                .is_some_and(|(fields, _)| fields.iter().eq(row.keys()));
+            if !same {
+                let mut names = vec!["run_id".to_owned(), "node".to_owned()];
+                for field in row.keys() {
+                    let column = match columns.get(field) {
+                        Some(column) => column.clone(),
+                        None => {
+                            let column = new_column(field, columns.values());
+                            db.execute(&format!("ALTER TABLE {table} ADD COLUMN {column}"), [])
+                                .map_err(Loading::Database)?;
+                            columns.insert(field.clone(), column.clone());
+                            column
+                        }
+                    };
+                    names.push(column);
+                }
+                let placeholders = vec!["?"; names.len()].join(", ");
+                let statement = db
+                    .prepare_cached(&format!(
+                        "INSERT INTO {table} ({}) VALUES ({placeholders})",
+                        names.join(", ")
+                    ))
+                    .map_err(Loading::Database)?;
+                insert = Some((row.keys().cloned().collect(), statement));
             }
-            let placeholders = vec!["?"; names.len()].join(", ");
-            db.prepare_cached(&format!(
-                "INSERT INTO {table} ({}) VALUES ({placeholders})",
-                names.join(", ")
-            ))
-            .and_then(|mut insert| insert.execute(rusqlite::params_from_iter(values)))
+            let (_, statement) = insert.as_mut().expect("prepared above");
+            (|| {
+                statement.raw_bind_parameter(1, run_id)?;
+                statement.raw_bind_parameter(2, node)?;
+                for (i, value) in row.values().enumerate() {
+                    statement.raw_bind_parameter(i + 3, Cell(value))?;
+                }
+                statement.raw_execute()
+            })()
             .map_err(Loading::Database)?;
             Ok(())
+        })
+    }
+}
+
+/// A JSON value bound as SQLite holds it ([`sql_value`]), text borrowed rather than copied.
+struct Cell<'a>(&'a Value);
+
+impl rusqlite::ToSql for Cell<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, ValueRef};
+        Ok(match self.0 {
+            Value::String(text) => ToSqlOutput::Borrowed(ValueRef::Text(text.as_bytes())),
+            other => ToSqlOutput::Owned(sql_value(other)),
         })
     }
 }
