@@ -18,7 +18,7 @@ use serde_json::Value;
 use wildmatch::WildMatch;
 
 use crate::facts::{Found, RunDocuments, each_row, run_and_facts};
-use crate::keyed::{keyed_leaves, table_field};
+use crate::keyed::{each_keyed_leaf, table_field};
 use crate::meta::nodes_of;
 use factbuoy_protocol::artifacts::ListKeys;
 
@@ -105,17 +105,21 @@ impl IgnoreList {
 type FactKey = (usize, String);
 
 /// Each leaf path and each distinct value once, numbered; shared by the bundles compared so
-/// that equal values have equal numbers.
+/// that equal values have equal numbers. Looked up by borrowed text, so a fact seen before
+/// costs no allocation.
 #[derive(Default)]
 struct Interner {
     /// The facts sources: plugins, or `plugin/artifact` where a plugin declares several.
     sources: Vec<String>,
     keys: Vec<FactKey>,
-    key_ids: HashMap<FactKey, u32>,
+    /// For each source, its paths' numbers.
+    key_ids: Vec<foldhash::HashMap<String, u32>>,
     ignored: Vec<bool>,
     /// Values as compact JSON text.
     values: Vec<String>,
-    value_ids: HashMap<String, u32>,
+    value_ids: foldhash::HashMap<String, u32>,
+    /// A value's JSON text as it is looked up.
+    scratch: Vec<u8>,
 }
 
 impl Interner {
@@ -124,30 +128,33 @@ impl Interner {
             Some(id) => id,
             None => {
                 self.sources.push(name.to_owned());
+                self.key_ids.push(Default::default());
                 self.sources.len() - 1
             }
         }
     }
 
-    fn key(&mut self, key: FactKey, ignore: &IgnoreList) -> u32 {
-        if let Some(id) = self.key_ids.get(&key) {
+    fn key(&mut self, source: usize, path: &str, ignore: &IgnoreList) -> u32 {
+        if let Some(id) = self.key_ids[source].get(path) {
             return *id;
         }
         let id = self.keys.len() as u32;
-        self.ignored.push(ignore.ignores(&key.1));
-        self.keys.push(key.clone());
-        self.key_ids.insert(key, id);
+        self.ignored.push(ignore.ignores(path));
+        self.keys.push((source, path.to_owned()));
+        self.key_ids[source].insert(path.to_owned(), id);
         id
     }
 
     fn value(&mut self, value: &Value) -> u32 {
-        let text = value.to_string();
-        if let Some(id) = self.value_ids.get(&text) {
+        self.scratch.clear();
+        serde_json::to_writer(&mut self.scratch, value).expect("a JSON value serializes");
+        let text = std::str::from_utf8(&self.scratch).expect("JSON text is UTF-8");
+        if let Some(id) = self.value_ids.get(text) {
             return *id;
         }
         let id = self.values.len() as u32;
-        self.values.push(text.clone());
-        self.value_ids.insert(text, id);
+        self.values.push(text.to_owned());
+        self.value_ids.insert(text.to_owned(), id);
         id
     }
 
@@ -205,13 +212,26 @@ impl Fleet {
         let mut facts: HashMap<String, NodeFacts> = HashMap::new();
         let mut sources = BTreeSet::new();
         let RunDocuments { run, status } = run_and_facts(bundle, |found| {
-            let (node, source, leaves) = match found {
+            let mut pairs = Vec::new();
+            let mut add = |interner: &mut Interner, source: usize, path: &str, value: &Value| {
+                let key = interner.key(source, path, ignore);
+                if !interner.ignored[key as usize] {
+                    pairs.push((key, interner.value(value)));
+                }
+            };
+            let (node, source) = match found {
                 Found::Facts {
                     node,
                     source,
                     list_keys,
                     facts,
-                } => (node, source.to_owned(), keyed_leaves(&facts, list_keys)),
+                } => {
+                    let source = interner.source(source);
+                    each_keyed_leaf(&facts, list_keys, |path, value| {
+                        add(interner, source, path, value)
+                    });
+                    (node, source)
+                }
                 // A table is compared as a facts document holding one list, named after the
                 // artifact, whose items are the rows, matched by their keys.
                 Found::Table {
@@ -233,21 +253,22 @@ impl Fleet {
                     }];
                     let document =
                         Value::Object([(field, Value::Array(table))].into_iter().collect());
-                    (node, plugin.to_owned(), keyed_leaves(&document, &keys))
+                    let source = interner.source(plugin);
+                    each_keyed_leaf(&document, &keys, |path, value| {
+                        add(interner, source, path, value)
+                    });
+                    (node, source)
                 }
             };
-            let source = interner.source(&source);
             sources.insert(source);
-            let pairs = facts
+            let kept = facts
                 .entry(node.to_owned())
                 .or_default()
                 .entry(source)
                 .or_default();
-            pairs.extend(leaves.into_iter().filter_map(|(path, value)| {
-                let key = interner.key((source, path), ignore);
-                (!interner.ignored[key as usize]).then(|| (key, interner.value(&value)))
-            }));
-            pairs.sort_unstable();
+            kept.extend(pairs);
+            kept.sort_unstable();
+            kept.shrink_to_fit();
             Ok(())
         })?;
         let mut nodes = nodes_of(&status);

@@ -320,7 +320,9 @@ fn flatten<'v>(path: String, value: &'v Value, leaves: &mut Vec<(String, &'v Val
     match value {
         Value::Object(map) if !map.is_empty() => {
             for (key, value) in map {
-                flatten(field_segment(&path, key), value, leaves);
+                let mut next = path.clone();
+                push_field(&mut next, key);
+                flatten(next, value, leaves);
             }
         }
         Value::Array(items) if !items.is_empty() => {
@@ -332,18 +334,25 @@ fn flatten<'v>(path: String, value: &'v Value, leaves: &mut Vec<(String, &'v Val
     }
 }
 
-/// `path` followed by the field `key`: `a.key`, or `a['/dev/x']` for a key that is not a plain
+/// Adds the field `key` to `path`: `a.key`, or `a['/dev/x']` for a key that is not a plain
 /// name.
-pub(crate) fn field_segment(path: &str, key: &str) -> String {
+pub(crate) fn push_field(path: &mut String, key: &str) {
     let plain = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
         && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    match (plain, path.is_empty()) {
-        (true, true) => key.to_owned(),
-        (true, false) => format!("{path}.{key}"),
-        (false, _) => {
-            let quoted = key.replace('\\', "\\\\").replace('\'', "\\'");
-            format!("{path}['{quoted}']")
+    if plain {
+        if !path.is_empty() {
+            path.push('.');
         }
+        path.push_str(key);
+    } else {
+        path.push_str("['");
+        for c in key.chars() {
+            if c == '\\' || c == '\'' {
+                path.push('\\');
+            }
+            path.push(c);
+        }
+        path.push_str("']");
     }
 }
 

@@ -4,7 +4,7 @@
 //! sorted, so order does not matter), and any other list by position (`flags[3]`).
 //!
 //! Key values are written as JSON, so two different items never get the same name; an item
-//! whose keys repeat an earlier item's gets `#2`, `#3` after them, and an item lacking a key
+//! whose keys repeat an earlier item's gets `#2,`, `#3,` before them, and an item lacking a key
 //! falls back to its position.
 
 use std::collections::HashMap;
@@ -12,32 +12,42 @@ use std::collections::HashMap;
 use factbuoy_protocol::artifacts::ListKeys;
 use serde_json::Value;
 
-use crate::facts::field_segment;
+use std::fmt::Write as _;
 
-/// Every fact of `facts` with its diff name, the lists named in `lists` matched by key.
-pub(crate) fn keyed_leaves(facts: &Value, lists: &[ListKeys]) -> Vec<(String, Value)> {
+use crate::facts::push_field;
+
+/// Calls `leaf(name, value)` for every fact of `facts` with its diff name, the lists named in
+/// `lists` matched by key. One name is built in place at a time, so a document of a million
+/// facts costs no allocation per fact.
+pub(crate) fn each_keyed_leaf(
+    facts: &Value,
+    lists: &[ListKeys],
+    mut leaf: impl FnMut(&str, &Value),
+) {
     let lists: Vec<(Vec<&str>, &[String])> = lists
         .iter()
         .map(|list| (list.path.split('.').collect(), list.keys.as_slice()))
         .collect();
-    let mut found = Vec::new();
+    let mut path = String::new();
     let mut fields = Vec::new();
-    walk(String::new(), &mut fields, facts, &lists, &mut found);
-    found
+    walk(&mut path, &mut fields, facts, &lists, &mut leaf);
 }
 
 fn walk<'v>(
-    path: String,
+    path: &mut String,
     fields: &mut Vec<&'v str>,
     value: &'v Value,
     lists: &[(Vec<&str>, &[String])],
-    found: &mut Vec<(String, Value)>,
+    leaf: &mut impl FnMut(&str, &Value),
 ) {
+    let end = path.len();
     match value {
         Value::Object(map) if !map.is_empty() => {
             for (key, value) in map {
                 fields.push(key);
-                walk(field_segment(&path, key), fields, value, lists, found);
+                push_field(path, key);
+                walk(path, fields, value, lists, leaf);
+                path.truncate(end);
                 fields.pop();
             }
         }
@@ -45,18 +55,32 @@ fn walk<'v>(
             if let Some(keys) = keys_of(fields, lists) {
                 let mut seen: HashMap<String, usize> = HashMap::new();
                 for (i, item) in items.iter().enumerate() {
-                    let segment = match item_name(item, keys) {
-                        Some(name) => {
-                            let count = seen.entry(name.clone()).or_default();
-                            *count += 1;
-                            match *count {
-                                1 => format!("[{name}]"),
-                                n => format!("[{name},#{n}]"),
+                    let named = item
+                        .as_object()
+                        .is_some_and(|object| keys.iter().all(|key| object.contains_key(key)));
+                    if named {
+                        path.push('[');
+                        let start = path.len();
+                        write_item_name(path, item, keys);
+                        let count = match seen.get_mut(&path[start..]) {
+                            Some(count) => {
+                                *count += 1;
+                                *count
                             }
+                            None => {
+                                seen.insert(path[start..].to_owned(), 1);
+                                1
+                            }
+                        };
+                        if count > 1 {
+                            path.insert_str(start, &format!("#{count},"));
                         }
-                        None => format!("[{i}]"),
-                    };
-                    walk(format!("{path}{segment}"), fields, item, lists, found);
+                        path.push(']');
+                    } else {
+                        let _ = write!(path, "[{i}]");
+                    }
+                    walk(path, fields, item, lists, leaf);
+                    path.truncate(end);
                 }
             } else if items
                 .iter()
@@ -64,14 +88,16 @@ fn walk<'v>(
             {
                 let mut set = items.clone();
                 set.sort_by_cached_key(Value::to_string);
-                found.push((path, Value::Array(set)));
+                leaf(path, &Value::Array(set));
             } else {
                 for (i, item) in items.iter().enumerate() {
-                    walk(format!("{path}[{i}]"), fields, item, lists, found);
+                    let _ = write!(path, "[{i}]");
+                    walk(path, fields, item, lists, leaf);
+                    path.truncate(end);
                 }
             }
         }
-        leaf => found.push((path, leaf.clone())),
+        other => leaf(path, other),
     }
 }
 
@@ -88,24 +114,28 @@ fn keys_of<'a>(fields: &[&str], lists: &[(Vec<&str>, &'a [String])]) -> Option<&
     })
 }
 
-/// `mount="/boot"` or `family="inet",destination="0.0.0.0"`: the item's keys and their values
-/// as JSON, every field of it when no key is declared (a table whose whole row is its
-/// identity); `None` when the item is not an object holding every key.
-fn item_name(item: &Value, keys: &[String]) -> Option<String> {
-    let object = item.as_object()?;
-    let parts: Option<Vec<String>> = if keys.is_empty() {
-        Some(
-            object
-                .iter()
-                .map(|(key, value)| format!("{key}={value}"))
-                .collect(),
-        )
-    } else {
-        keys.iter()
-            .map(|key| object.get(key).map(|value| format!("{key}={value}")))
-            .collect()
+/// Writes an item's name, `mount="/boot"` or `family="inet",destination="0.0.0.0"`: its keys
+/// and their values as JSON, every field of it when no key is declared (a table whose whole
+/// row is its identity). The item holds every key.
+fn write_item_name(out: &mut String, item: &Value, keys: &[String]) {
+    let Some(object) = item.as_object() else {
+        return;
     };
-    Some(parts?.join(","))
+    let mut first = true;
+    let mut part = |key: &str, value: &Value| {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        let _ = write!(out, "{key}={value}");
+    };
+    if keys.is_empty() {
+        object.iter().for_each(|(key, value)| part(key, value));
+    } else {
+        for key in keys {
+            part(key, &object[key.as_str()]);
+        }
+    }
 }
 
 /// The field a table artifact's rows are compared under: its name without the extension,
@@ -131,7 +161,11 @@ mod tests {
     }
 
     fn names(facts: &Value, lists: &[ListKeys]) -> Vec<(String, Value)> {
-        keyed_leaves(facts, lists)
+        let mut found = Vec::new();
+        each_keyed_leaf(facts, lists, |name, value| {
+            found.push((name.to_owned(), value.clone()))
+        });
+        found
     }
 
     #[test]
@@ -168,7 +202,7 @@ mod tests {
             paths,
             [
                 r#"eth0.ipv6[address="fe80::1"].address"#,
-                r#"eth0.ipv6[address="fe80::1",#2].address"#,
+                r#"eth0.ipv6[#2,address="fe80::1"].address"#,
                 "eth0.ipv6[2].scope",
                 r#"net.ifaces[name="lo"].addrs[a="127.0.0.1",p=8].a"#,
                 r#"net.ifaces[name="lo"].addrs[a="127.0.0.1",p=8].p"#,
