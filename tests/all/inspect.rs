@@ -132,11 +132,14 @@ fn fleet_files() -> Vec<(&'static str, Vec<u8>)> {
         None => json!({"plugin": plugin, "node": node, "status": "timed-out",
                        "result_status": "failed"}),
     };
+    // web-1's setup passed with a warning.
+    let mut warned = pair("setup", "web-1", Some("passed"));
+    warned["warnings"] = json!(["cannot read /etc/shadow: permission denied"]);
     let status = json!({
         "run_id": "f1ee7f1ee700",
         "status": "complete",
         "plugins": [
-            pair("setup", "web-1", Some("passed")),
+            warned,
             pair("host-facts", "web-1", Some("passed")),
             pair("setup", "web-2", Some("passed")),
             pair("host-facts", "web-2", Some("passed")),
@@ -1697,6 +1700,32 @@ fn report_is_one_self_contained_page_that_shows_every_node_in_a_real_browser() {
     let shown = "&lt;/script&gt;&lt;script&gt;document.body.dataset.pwned='script'";
     assert!(dom.matches(shown).count() >= 2, "{dom}");
     assert!(dom.contains("<strong>setup on web-3: </strong><span class=\"error\">&lt;/script&gt;"));
+    // The whole truth at the top: web-3's setup failed, so the run is not just "complete";
+    // web-1's warning is beside the errors; times to the second; plurals right.
+    assert!(
+        dom.contains("<span class=\"badge failed\">complete with 1 failure</span>"),
+        "{dom}"
+    );
+    assert!(dom.contains("1 error, 1 warning."), "{dom}");
+    assert!(
+        dom.contains(
+            "<strong>setup on web-1: </strong><span class=\"warning\">cannot read /etc/shadow: permission denied</span>"
+        ),
+        "{dom}"
+    );
+    let meta = &dom[dom.find("id=\"meta\"").unwrap()..];
+    let meta = &meta[..meta.find("</div>").unwrap()];
+    assert!(meta.contains(" · 3 nodes · created "), "{meta}");
+    assert!(
+        meta.contains(" UTC · last activity") && !meta.contains("Z ·"),
+        "times to the second: {meta}"
+    );
+    assert!(
+        !meta
+            .split(' ')
+            .any(|word| word.contains(':') && word.contains('.')),
+        "no fractions of seconds: {meta}"
+    );
 
     // Searchable: a search for web-2's version leaves only web-2 in the fleet table.
     let (dom, console) = chromium(&["--dump-dom"], &format!("{url}#q=13.1"));
@@ -1707,6 +1736,16 @@ fn report_is_one_self_contained_page_that_shows_every_node_in_a_real_browser() {
     );
     assert!(dom.contains("<tr class=\"node-row hidden\" data-node=\"web-1\""));
     assert!(dom.contains("<tr class=\"node-row hidden\" data-node=\"web-3\""));
+    // It opens the node it matches, with the matching fact shown, and says how many match.
+    assert!(
+        dom.contains("<details data-node=\"web-2\" open=\"\""),
+        "{dom}"
+    );
+    assert!(dom.contains(">13.1</td>"), "{dom}");
+    assert!(
+        dom.contains("<span id=\"search-count\" class=\"muted\"> 1 node matches</span>"),
+        "{dom}"
+    );
 
     // A screenshot, kept in the test's output folder for a person to look at.
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("inspect-report");

@@ -53,6 +53,10 @@ pub struct Outcome {
     pub status: String,
     /// `passed` or `failed`, once a result was committed.
     pub result_status: Option<String>,
+    /// The warnings and partial-output errors the result reports, as the status document
+    /// keeps them (capped; the bundle's run report under `meta/reports/` has them all).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A failed pair and why, from its `error.json`.
@@ -198,6 +202,7 @@ pub fn summary(bundle: &Bundle) -> Result<Summary, ReadError> {
             node: p.node.clone(),
             status: wire(&p.status),
             result_status: p.result_status.as_ref().map(wire),
+            warnings: p.warnings.clone(),
         })
         .collect();
     errors.sort_by(|a, b| (&a.plugin, &a.node).cmp(&(&b.plugin, &b.node)));

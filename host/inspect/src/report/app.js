@@ -19,6 +19,13 @@
   }
   const show = (v) => (typeof v === "string" ? v : JSON.stringify(v));
   const lower = (s) => String(s).toLowerCase();
+  // "1 node", "3 nodes".
+  const count = (n, one, many) => n + " " + (n === 1 ? one : (many || one + "s"));
+  // RFC 3339 times to the second: "2026-11-26 02:08:30 UTC".
+  const at = (t) => t ? String(t).replace("T", " ").replace(/\.\d+/, "").replace(/Z$/, " UTC") : "unknown";
+  const outcome = (r) => r.status === "complete" && r.result_status ? r.result_status : r.status;
+  // A result that did not pass: it failed, or the pair ended without one (lost, timed out).
+  const failing = (r) => !["passed", "skipped"].includes(outcome(r));
 
   // Each node's facts documents, parsed when first needed.
   let factsByNode = null;
@@ -59,14 +66,18 @@
 
   // Header.
   document.title = "factbuoy report: run " + run.run_id;
-  document.getElementById("title").append(": run " + run.run_id + " ",
-    el("span", { class: "badge " + run.status }, run.status));
+  // A run that completed with failed results says so: "complete" alone would look all green.
+  const failures = summary.results.filter(failing);
+  const badge = run.status === "complete" && failures.length > 0
+    ? el("span", { class: "badge failed" }, "complete with " + count(failures.length, "failure"))
+    : el("span", { class: "badge " + run.status }, run.status);
+  document.getElementById("title").append(": run " + run.run_id + " ", badge);
   const plugins = run.plugins.map((p) => p.name + " " + (p.version || "")).join(", ");
   document.getElementById("meta").append(
-    data.bundle + " · " + run.nodes.length + " nodes · created " + (run.created || "unknown") +
-    " · last activity " + (run.last_activity || "unknown") + " · factbuoy " +
+    data.bundle + " · " + count(run.nodes.length, "node") + " · created " + at(run.created) +
+    " · last activity " + at(run.last_activity) + " · factbuoy " +
     (run.factbuoy_version || "unknown") + " · plugins: " + plugins +
-    " · report generated " + data.generated);
+    " · report generated " + at(data.generated));
   if (run.error) document.getElementById("meta").append(el("div", { class: "error" }, run.error));
 
   // Fleet table: a row per node, its key facts and each plugin's result.
@@ -83,8 +94,7 @@
       ? data.key_facts.nodes[node] : data.key_facts.labels.map(() => "");
     const outcomes = pluginNames.map((plugin) => {
       const o = summary.results.find((r) => r.plugin === plugin && r.node === node);
-      if (!o) return "-";
-      return o.status === "complete" && o.result_status ? o.result_status : o.status;
+      return o ? outcome(o) : "-";
     });
     const row = el("tr", { class: "node-row", "data-node": node },
       el("td", {}, node), ...keys.map((k) => el("td", {}, k)),
@@ -107,10 +117,11 @@
   driftBody.append(el("p", { class: "muted" },
     data.drift.groups.length === 0
       ? "Every fact compared is the same on every node."
-      : data.drift.groups.reduce((n, g) => n + g.facts.length, 0) + " facts differ between nodes, in " +
-        data.drift.groups.length + " groups.",
-    " " + ignored.facts + " facts that change on their own (" + ignored.patterns.length +
-    " patterns: clocks, load, free memory and space, counters) are left out."));
+      : count(data.drift.groups.reduce((n, g) => n + g.facts.length, 0), "fact") +
+        " differ between nodes, in " + count(data.drift.groups.length, "group") + ".",
+    " " + count(ignored.facts, "fact") + " that change on their own (" +
+    count(ignored.patterns.length, "pattern") +
+    ": clocks, load, free memory and space, counters) left out."));
   for (const w of data.drift.without_facts) {
     driftBody.append(el("p", { class: "muted" }, w.node + " has no " + w.plugins.join(" or ") +
       " facts: left out of their comparison."));
@@ -121,7 +132,7 @@
     const more = group.node_sets.length - sets.length;
     const name = (set) => set.length > 8 ? set.slice(0, 8).join(", ") + " and " + (set.length - 8) + " more" : set.join(", ");
     const div = el("div", { class: "group" },
-      el("div", {}, group.facts.length + " facts split the nodes into " + group.node_sets.length + " sets"),
+      el("div", {}, count(group.facts.length, "fact") + " split the nodes into " + count(group.node_sets.length, "set")),
       el("ol", { class: "sets", type: "A" }, ...sets.map((set) => el("li", {}, name(set)))));
     if (more > 0) div.append(el("div", { class: "muted" }, "and " + more + " more sets (one per node)"));
     const table = el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Plugin"), el("th", {}, "Fact"),
@@ -141,15 +152,27 @@
     driftBody.append(div);
   }
 
-  // Errors, whole.
+  // Errors, whole, then warnings: what a passed result could not gather.
   const errorsBody = document.getElementById("errors-body");
   const errorRows = [];
-  if (summary.errors.length === 0) errorsBody.append(el("p", { class: "muted" }, "No errors."));
+  const warnings = summary.results.filter((r) => (r.warnings || []).length > 0);
+  const warningCount = warnings.reduce((n, r) => n + r.warnings.length, 0);
+  errorsBody.append(el("p", { class: "muted" },
+    summary.errors.length === 0 && warningCount === 0 ? "No errors, no warnings."
+      : count(summary.errors.length, "error") + ", " + count(warningCount, "warning") + "."));
   for (const e of summary.errors) {
     const row = el("div", {}, el("strong", {}, e.plugin + " on " + e.node + ": "), el("span", { class: "error" }, e.error));
     row.dataset.search = lower(e.plugin + " " + e.node + " " + e.error);
     errorRows.push(row);
     errorsBody.append(row);
+  }
+  for (const r of warnings) {
+    for (const w of r.warnings) {
+      const row = el("div", {}, el("strong", {}, r.plugin + " on " + r.node + ": "), el("span", { class: "warning" }, w));
+      row.dataset.search = lower(r.plugin + " " + r.node + " " + w);
+      errorRows.push(row);
+      errorsBody.append(row);
+    }
   }
 
   // Nodes: each one's facts, rendered when opened; facts that differ between nodes highlighted.
@@ -181,7 +204,7 @@
   }
   for (const node of run.nodes) {
     const outcomes = summary.results.filter((r) => r.node === node)
-      .map((r) => r.plugin + " " + (r.status === "complete" && r.result_status ? r.result_status : r.status));
+      .map((r) => r.plugin + " " + outcome(r));
     const details = el("details", { "data-node": node },
       el("summary", {}, node + "  ", el("span", { class: "muted" }, outcomes.join(" · "))), el("div"));
     for (const e of summary.errors.filter((e) => e.node === node)) {
@@ -206,17 +229,34 @@
     for (const [node, text] of nodeText) if (text.includes(query)) found.add(node);
     return found;
   }
+  // A search opens every node it matches, showing the facts that match, and says how many.
   const search = document.getElementById("search");
+  const searchCount = el("span", { id: "search-count", class: "muted" });
+  search.after(searchCount);
+  const openedBySearch = new Set();
   search.addEventListener("input", () => {
     query = lower(search.value.trim());
     const inFacts = query === "" ? null : matchingNodes();
+    let matches = 0;
     for (const row of nodeRows) {
       const hit = query === "" || row.dataset.search.includes(query) || inFacts.has(row.dataset.node);
       row.classList.toggle("hidden", !hit);
+      if (hit) matches++;
     }
+    searchCount.textContent = query === "" ? ""
+      : " " + count(matches, "node") + (matches === 1 ? " matches" : " match");
     for (const details of nodeDetails) {
       const row = nodeRows.find((r) => r.dataset.node === details.dataset.node);
-      details.classList.toggle("hidden", row.classList.contains("hidden"));
+      const hidden = row.classList.contains("hidden");
+      details.classList.toggle("hidden", hidden);
+      if (query !== "" && !hidden && !details.open) {
+        details.open = true;
+        renderFacts(details);
+        openedBySearch.add(details);
+      } else if (query === "" && openedBySearch.has(details)) {
+        details.open = false;
+        openedBySearch.delete(details);
+      }
       if (details.dataset.rendered) filterFacts(details);
     }
     for (const row of [...driftRows, ...errorRows]) {
