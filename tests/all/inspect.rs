@@ -761,6 +761,8 @@ fn custom_plugin_bundles(dir: &Path) -> (PathBuf, PathBuf) {
          "list_keys": [{"path": "mounts", "keys": ["mount_point"]}]},
         {"name": "packages.jsonl", "media_type": "application/jsonl",
          "description": "the packages", "kind": "table", "row_keys": ["name"]},
+        {"name": "events.jsonl", "media_type": "application/jsonl",
+         "description": "events, nothing identifies one", "kind": "table"},
     ]});
     let mount = |at: &str, fs: &str| json!({"mount_point": at, "fs": fs});
     let bundle = |name: &str, created: &str, run_id: &str, facts: Value, packages: &str| {
@@ -781,6 +783,10 @@ fn custom_plugin_bundles(dir: &Path) -> (PathBuf, PathBuf) {
                 (
                     "plugins/mounts/results/n1/packages.jsonl",
                     packages.as_bytes().to_vec(),
+                ),
+                (
+                    "plugins/mounts/results/n1/events.jsonl",
+                    format!("{{\"at\": \"{created}\"}}\n").into_bytes(),
                 ),
             ],
         )
@@ -885,6 +891,8 @@ fn a_custom_plugins_facts_and_tables_are_read_and_their_keyed_lists_diff_by_key(
             {"plugin": "mounts", "subtree": "packages", "added": 1, "removed": 0, "changed": 1},
         ])
     );
+    // A table without row keys (its rows changed) is not compared: nothing identifies a row.
+    assert!(!diff["changes"].to_string().contains("events"), "{diff:#}");
     // The table is an SQL table of its own, in both bundles.
     let query = "SELECT run_id, node, version FROM mounts_packages WHERE name = 'openssl' \
                  ORDER BY version";

@@ -77,7 +77,10 @@ pub fn query(bundles: &[Bundle], database: &Path, query: &str) -> Result<Answer,
         .map_err(db_error)?;
     connection.execute_batch(SCHEMA).map_err(db_error)?;
     // Table artifacts' tables, shared by the bundles: each bundle adds its rows.
-    let mut tables = Tables::default();
+    let mut tables = Tables {
+        wanted: query.to_ascii_lowercase(),
+        columns: HashMap::new(),
+    };
     for bundle in bundles {
         let transaction = connection.transaction().map_err(db_error)?;
         load(bundle, &transaction, &mut tables).map_err(|e| match e {
@@ -223,8 +226,11 @@ fn sql_value(value: &Value) -> rusqlite::types::Value {
 }
 
 /// The tables made of table artifacts: each one's columns, by the fields they hold.
-#[derive(Default)]
 struct Tables {
+    /// The query, lower-case: a table's rows are loaded only when it names the table, so a
+    /// question about facts does not pay for every node's tables (a journal written as JSON
+    /// Lines before artifacts had kinds reads as one).
+    wanted: String,
     /// Quoted table name -> (field -> quoted column).
     columns: HashMap<String, HashMap<String, String>>,
 }
@@ -254,6 +260,9 @@ impl Tables {
                 new.insert(HashMap::new())
             }
         };
+        if !self.wanted.contains(&table_name(plugin, artifact)) {
+            return Ok(());
+        }
         // The insert for the last row's fields, reused while rows have the same fields (the
         // rows of one artifact nearly always do).
         let mut insert: Option<(Vec<String>, rusqlite::CachedStatement<'_>)> = None;
@@ -351,6 +360,39 @@ fn quoted(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tables_rows_are_loaded_only_when_the_query_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |path: &str, text: &str| {
+            let path = dir.path().join("bundle").join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        write("meta/run.json", r#"{"run_id": "r1"}"#);
+        write(
+            "meta/status.json",
+            r#"{"run_id": "r1", "status": "complete", "plugins": []}"#,
+        );
+        write(
+            "plugins/p/definition.json",
+            r#"{"name": "p", "artifacts": [{"name": "t.jsonl", "media_type": "application/jsonl",
+                "kind": "table", "row_keys": []}]}"#,
+        );
+        write("plugins/p/results/n1/t.jsonl", "{\"a\": 1}\n{\"a\": 2}\n");
+        let bundle = Bundle::open(&dir.path().join("bundle")).unwrap();
+        let rows_after = |file: &str, question: &str| -> i64 {
+            let db = dir.path().join(file);
+            query(std::slice::from_ref(&bundle), &db, question).unwrap();
+            Connection::open(&db)
+                .unwrap()
+                .query_row("SELECT count(*) FROM p_t", [], |row| row.get(0))
+                .unwrap()
+        };
+        // The table is there for anyone listing tables, empty until a query names it.
+        assert_eq!(rows_after("a.sqlite", "SELECT name FROM sqlite_master"), 0);
+        assert_eq!(rows_after("b.sqlite", "SELECT sum(a) FROM P_T"), 2);
+    }
 
     #[test]
     fn tables_and_columns_get_names_sqlite_takes_and_keeps_apart() {
