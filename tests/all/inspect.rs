@@ -1101,6 +1101,18 @@ fn sql_answers_over_every_nodes_facts_results_and_several_bundles() {
     assert_eq!(rows.len(), 2, "{answer}");
     assert_eq!(rows[0][1], 1, "the real run has one node");
     assert_eq!(rows[1], json!(["f1ee7f1ee700", 3]));
+    // A bundle (not written by factbuoy) whose status document comes after the facts: their
+    // rows still carry the run's id.
+    let mut status_last = fleet_files();
+    let status = status_last.remove(1);
+    assert_eq!(status.0, "meta/status.json");
+    status_last.push(status);
+    let late = bundle_of(dir.path(), "status-last.tar.gz", &status_last);
+    let answer = sql(&[
+        late.to_str().unwrap(),
+        "SELECT DISTINCT run_id FROM fact_values",
+    ]);
+    assert_eq!(answer["rows"], json!([["f1ee7f1ee700"]]));
 
     // A table for people.
     let output = inspect(

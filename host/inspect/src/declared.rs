@@ -66,7 +66,7 @@ impl Declared {
 
     /// The columns that identify a row of `plugin`'s artifact `file`, when it is a declared
     /// table; without the plugin's definition, a JSON Lines file (`.jsonl`, `.ndjson`) is
-    /// taken for a table whose whole row is its identity.
+    /// taken for a table nothing in a row identifies.
     pub(crate) fn table(&self, plugin: &str, file: &str) -> Option<&[String]> {
         match self.artifacts.get(plugin) {
             Some(artifacts) => artifacts.iter().find_map(|a| match &a.kind {

@@ -211,7 +211,7 @@ impl Fleet {
     ) -> Result<Fleet, ReadError> {
         let mut facts: HashMap<String, NodeFacts> = HashMap::new();
         let mut sources = BTreeSet::new();
-        let RunDocuments { run, status } = run_and_facts(bundle, |found| {
+        let RunDocuments { run, status } = run_and_facts(bundle, |found, _| {
             let mut pairs = Vec::new();
             let mut add = |interner: &mut Interner, source: usize, path: &str, value: &Value| {
                 let key = interner.key(source, path, ignore);

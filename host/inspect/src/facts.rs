@@ -107,7 +107,7 @@ pub(crate) enum Found<'f, 'e> {
         facts: Value,
     },
     /// A node's table artifact, to be read row by row ([`each_row`]) if wanted; `row_keys`
-    /// are the columns that identify a row (none: the whole row does).
+    /// are the columns that identify a row (none: nothing does).
     Table {
         node: &'f str,
         plugin: &'f str,
@@ -118,10 +118,12 @@ pub(crate) enum Found<'f, 'e> {
 }
 
 /// Reads the run's documents and hands every facts document and table to `found` as it
-/// streams past, in one pass. The first error `found` returns ends the walk and is returned.
+/// streams past, in one pass, with the run's id when the status document came before it (it
+/// does in every bundle factbuoy writes). The first error `found` returns ends the walk and is
+/// returned.
 pub(crate) fn run_and_facts<E: From<ReadError>>(
     bundle: &Bundle,
-    mut found: impl FnMut(Found<'_, '_>) -> Result<(), E>,
+    mut found: impl FnMut(Found<'_, '_>, Option<&str>) -> Result<(), E>,
 ) -> Result<RunDocuments, E> {
     let mut run: Option<Value> = None;
     let mut status: Option<StatusDocument> = None;
@@ -137,22 +139,29 @@ pub(crate) fn run_and_facts<E: From<ReadError>>(
         } else if let Some(plugin) = Declared::definition_of(&path) {
             declared.learn(plugin, &entry.read_json(MAX_META_BYTES)?);
         } else if let Some((plugin, "results", node, file)) = result_parts(&path) {
+            let run_id = status.as_ref().map(|status| status.run_id.as_str());
             let handed = if let Some((source, list_keys)) = declared.facts_source(plugin, file) {
                 let facts: Value = entry.read_json(MAX_FACTS_BYTES)?;
-                found(Found::Facts {
-                    node,
-                    source: &source,
-                    list_keys,
-                    facts,
-                })
+                found(
+                    Found::Facts {
+                        node,
+                        source: &source,
+                        list_keys,
+                        facts,
+                    },
+                    run_id,
+                )
             } else if let Some(row_keys) = declared.table(plugin, file) {
-                found(Found::Table {
-                    node,
-                    plugin,
-                    artifact: file,
-                    row_keys,
-                    rows: &mut *entry,
-                })
+                found(
+                    Found::Table {
+                        node,
+                        plugin,
+                        artifact: file,
+                        row_keys,
+                        rows: &mut *entry,
+                    },
+                    run_id,
+                )
             } else {
                 Ok(())
             };

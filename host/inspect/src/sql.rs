@@ -133,23 +133,29 @@ impl From<ReadError> for Loading {
 
 /// Writes one bundle's run, results, facts and tables' rows; one pass over the archive.
 fn load(bundle: &Bundle, db: &Connection, tables: &mut Tables) -> Result<(), Loading> {
-    // Facts are written as they stream past, before the run id is known from the status
-    // document (which may come later in the archive): under a stand-in, replaced at the end.
+    // Facts are written as they stream past, under the run's id. In a bundle whose status
+    // document comes after them (not one factbuoy writes), under a stand-in, replaced at the
+    // end: that rewrites every row, so it is done only when needed.
     const PENDING: &str = "";
-    let RunDocuments { run, status } = run_and_facts(bundle, |found| match found {
-        Found::Facts {
-            node,
-            source,
-            facts,
-            ..
-        } => insert_facts(db, PENDING, node, source, &facts).map_err(Loading::Database),
-        Found::Table {
-            node,
-            plugin,
-            artifact,
-            rows,
-            ..
-        } => tables.insert_rows(db, PENDING, node, plugin, artifact, rows),
+    let mut pending = false;
+    let RunDocuments { run, status } = run_and_facts(bundle, |found, run_id| {
+        pending |= run_id.is_none();
+        let run_id = run_id.unwrap_or(PENDING);
+        match found {
+            Found::Facts {
+                node,
+                source,
+                facts,
+                ..
+            } => insert_facts(db, run_id, node, source, &facts).map_err(Loading::Database),
+            Found::Table {
+                node,
+                plugin,
+                artifact,
+                rows,
+                ..
+            } => tables.insert_rows(db, run_id, node, plugin, artifact, rows),
+        }
     })?;
     let text = |key: &str| {
         run.as_ref()
@@ -181,7 +187,11 @@ fn load(bundle: &Bundle, db: &Connection, tables: &mut Tables) -> Result<(), Loa
             ])?;
         }
         let loaded = ["facts", "fact_values"].map(quoted);
-        for table in loaded.iter().chain(tables.columns.keys()) {
+        for table in loaded
+            .iter()
+            .chain(tables.columns.keys())
+            .filter(|_| pending)
+        {
             db.execute(
                 &format!("UPDATE {table} SET run_id = ?1 WHERE run_id = ?2"),
                 params![id, PENDING],
@@ -248,7 +258,8 @@ impl Tables {
         artifact: &str,
         rows: &mut Entry<'_>,
     ) -> Result<(), Loading> {
-        let table = quoted(&table_name(plugin, artifact));
+        let name = table_name(plugin, artifact);
+        let table = quoted(&name);
         let columns = match self.columns.entry(table.clone()) {
             std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
             std::collections::hash_map::Entry::Vacant(new) => {
@@ -260,7 +271,7 @@ impl Tables {
                 new.insert(HashMap::new())
             }
         };
-        if !self.wanted.contains(&table_name(plugin, artifact)) {
+        if !self.wanted.contains(&name) {
             return Ok(());
         }
         // The insert for the last row's fields, reused while rows have the same fields (the
