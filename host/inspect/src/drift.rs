@@ -17,11 +17,9 @@ use serde::Serialize;
 use serde_json::Value;
 use wildmatch::WildMatch;
 
-use crate::facts::{Found, RunDocuments, each_row, run_and_facts};
-use crate::keyed::{each_keyed_leaf, table_field};
+use crate::facts::{Found, RunDocuments, each_row_line, run_and_facts};
+use crate::keyed::{TableLeaves, each_keyed_leaf};
 use crate::meta::nodes_of;
-use factbuoy_protocol::artifacts::ListKeys;
-
 use factbuoy_bundle::reader::{Bundle, ReadError};
 
 /// Facts that change between any two gatherings of one host: `*` matches any run of
@@ -118,8 +116,6 @@ struct Interner {
     /// Values as compact JSON text.
     values: Vec<String>,
     value_ids: foldhash::HashMap<String, u32>,
-    /// A value's JSON text as it is looked up.
-    scratch: Vec<u8>,
 }
 
 impl Interner {
@@ -145,10 +141,8 @@ impl Interner {
         id
     }
 
-    fn value(&mut self, value: &Value) -> u32 {
-        self.scratch.clear();
-        serde_json::to_writer(&mut self.scratch, value).expect("a JSON value serializes");
-        let text = std::str::from_utf8(&self.scratch).expect("JSON text is UTF-8");
+    /// The number of a value, given as compact JSON text.
+    fn value(&mut self, text: &str) -> u32 {
         if let Some(id) = self.value_ids.get(text) {
             return *id;
         }
@@ -213,7 +207,7 @@ impl Fleet {
         let mut sources = BTreeSet::new();
         let RunDocuments { run, status } = run_and_facts(bundle, |found, _| {
             let mut pairs = Vec::new();
-            let mut add = |interner: &mut Interner, source: usize, path: &str, value: &Value| {
+            let mut add = |interner: &mut Interner, source: usize, path: &str, value: &str| {
                 let key = interner.key(source, path, ignore);
                 if !interner.ignored[key as usize] {
                     pairs.push((key, interner.value(value)));
@@ -244,22 +238,14 @@ impl Fleet {
                     row_keys,
                     rows,
                 } => {
-                    let mut table = Vec::new();
-                    each_row(rows, |row| {
-                        table.push(Value::Object(row));
+                    let source = interner.source(plugin);
+                    let mut leaf = |path: &str, value: &str| add(interner, source, path, value);
+                    let mut table = TableLeaves::new(artifact, row_keys);
+                    each_row_line(rows, |line| {
+                        table.row(line.parse()?, &mut leaf);
                         Ok::<(), ReadError>(())
                     })?;
-                    let field = table_field(artifact);
-                    let keys = [ListKeys {
-                        path: field.clone(),
-                        keys: row_keys.to_vec(),
-                    }];
-                    let document =
-                        Value::Object([(field, Value::Array(table))].into_iter().collect());
-                    let source = interner.source(plugin);
-                    each_keyed_leaf(&document, &keys, |path, value| {
-                        add(interner, source, path, value)
-                    });
+                    table.finish(&mut leaf);
                     (node, source)
                 }
             };

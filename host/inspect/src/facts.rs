@@ -56,6 +56,33 @@ pub(crate) fn each_row<E: From<ReadError>>(
     rows: &mut Entry<'_>,
     mut row: impl FnMut(serde_json::Map<String, Value>) -> Result<(), E>,
 ) -> Result<(), E> {
+    each_row_line(rows, |line| row(line.parse()?))
+}
+
+/// One line of a table artifact, as [`each_row_line`] hands it over.
+pub(crate) struct RowLine<'l> {
+    entry: &'l str,
+    number: usize,
+    text: &'l [u8],
+}
+
+impl<'l> RowLine<'l> {
+    /// The row read as `T`, borrowing from the line where `T` can; an error names the entry
+    /// and the line.
+    pub(crate) fn parse<T: serde::Deserialize<'l>>(&self) -> Result<T, ReadError> {
+        serde_json::from_slice(self.text).map_err(|cause| ReadError::InvalidJson {
+            entry: format!("{} line {}", self.entry, self.number),
+            cause,
+        })
+    }
+}
+
+/// As [`each_row`], but hands over each row's line unread, for a caller that reads rows
+/// without building a tree of each ([`RowLine::parse`]).
+pub(crate) fn each_row_line<E: From<ReadError>>(
+    rows: &mut Entry<'_>,
+    mut row: impl FnMut(RowLine<'_>) -> Result<(), E>,
+) -> Result<(), E> {
     let entry = rows.path().to_owned();
     let mut reader = std::io::BufReader::new(rows);
     let mut line = Vec::new();
@@ -82,11 +109,11 @@ pub(crate) fn each_row<E: From<ReadError>>(
         if line.trim_ascii().is_empty() {
             continue;
         }
-        let parsed = serde_json::from_slice(&line).map_err(|cause| ReadError::InvalidJson {
-            entry: format!("{entry} line {number}"),
-            cause,
+        row(RowLine {
+            entry: &entry,
+            number,
+            text: &line,
         })?;
-        row(parsed)?;
     }
     Ok(())
 }

@@ -5,32 +5,35 @@
 //!
 //! Key values are written as JSON, so two different items never get the same name; an item
 //! whose keys repeat an earlier item's gets `#2,`, `#3,` before them, and an item lacking a key
-//! falls back to its position.
+//! falls back to its position. A table artifact's rows are named as the items of a keyed list
+//! ([`TableLeaves`]), read one line at a time without building a tree of each row.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::fmt::Write as _;
 
 use factbuoy_protocol::artifacts::ListKeys;
+use serde::Deserialize;
+use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
-
-use std::fmt::Write as _;
 
 use crate::facts::push_field;
 
-/// Calls `leaf(name, value)` for every fact of `facts` with its diff name, the lists named in
-/// `lists` matched by key. One name is built in place at a time, so a document of a million
-/// facts costs no allocation per fact.
-pub(crate) fn each_keyed_leaf(
-    facts: &Value,
-    lists: &[ListKeys],
-    mut leaf: impl FnMut(&str, &Value),
-) {
+/// Calls `leaf(name, json)` for every fact of `facts` with its diff name and its value as
+/// compact JSON text, the lists named in `lists` matched by key. One name is built in place
+/// at a time, so a document of a million facts costs no allocation per fact.
+pub(crate) fn each_keyed_leaf(facts: &Value, lists: &[ListKeys], mut leaf: impl FnMut(&str, &str)) {
     let lists: Vec<(Vec<&str>, &[String])> = lists
         .iter()
         .map(|list| (list.path.split('.').collect(), list.keys.as_slice()))
         .collect();
     let mut path = String::new();
     let mut fields = Vec::new();
-    walk(&mut path, &mut fields, facts, &lists, &mut leaf);
+    let mut json = String::new();
+    walk(&mut path, &mut fields, facts, &lists, &mut |path, value| {
+        json.clear();
+        let _ = write!(json, "{value}");
+        leaf(path, &json)
+    });
 }
 
 fn walk<'v>(
@@ -53,7 +56,7 @@ fn walk<'v>(
         }
         Value::Array(items) if !items.is_empty() => {
             if let Some(keys) = keys_of(fields, lists) {
-                let mut seen: HashMap<String, usize> = HashMap::new();
+                let mut seen = Repeats::default();
                 for (i, item) in items.iter().enumerate() {
                     let named = item
                         .as_object()
@@ -62,19 +65,7 @@ fn walk<'v>(
                         path.push('[');
                         let start = path.len();
                         write_item_name(path, item, keys);
-                        let count = match seen.get_mut(&path[start..]) {
-                            Some(count) => {
-                                *count += 1;
-                                *count
-                            }
-                            None => {
-                                seen.insert(path[start..].to_owned(), 1);
-                                1
-                            }
-                        };
-                        if count > 1 {
-                            path.insert_str(start, &format!("#{count},"));
-                        }
+                        seen.mark(path, start);
                         path.push(']');
                     } else {
                         let _ = write!(path, "[{i}]");
@@ -98,6 +89,285 @@ fn walk<'v>(
             }
         }
         other => leaf(path, other),
+    }
+}
+
+/// The item names of one list seen so far, to tell an item whose keys repeat an earlier
+/// item's.
+#[derive(Default)]
+struct Repeats {
+    seen: foldhash::HashMap<String, usize>,
+}
+
+impl Repeats {
+    /// Counts the item name `path[start..]`, and writes `#2,` (`#3,`...) before it when an
+    /// earlier item had it.
+    fn mark(&mut self, path: &mut String, start: usize) {
+        let count = match self.seen.get_mut(&path[start..]) {
+            Some(count) => {
+                *count += 1;
+                *count
+            }
+            None => {
+                self.seen.insert(path[start..].to_owned(), 1);
+                1
+            }
+        };
+        if count > 1 {
+            path.insert_str(start, &format!("#{count},"));
+        }
+    }
+}
+
+/// Names a table artifact's rows and their cells as [`each_keyed_leaf`] names the facts of a
+/// document holding one list, named after the artifact ([`table_field`]), whose items are the
+/// rows, matched by `row_keys`.
+pub(crate) struct TableLeaves<'k> {
+    /// The list's name, as a path.
+    field: String,
+    row_keys: &'k [String],
+    seen: Repeats,
+    rows: usize,
+    path: String,
+    json: String,
+}
+
+impl<'k> TableLeaves<'k> {
+    /// Names the rows of the table artifact `artifact`, identified by `row_keys`.
+    pub(crate) fn new(artifact: &str, row_keys: &'k [String]) -> TableLeaves<'k> {
+        let mut field = String::new();
+        push_field(&mut field, &table_field(artifact));
+        TableLeaves {
+            field,
+            row_keys,
+            seen: Repeats::default(),
+            rows: 0,
+            path: String::new(),
+            json: String::new(),
+        }
+    }
+
+    /// Calls `leaf(name, json)` for each fact of the next row.
+    pub(crate) fn row(&mut self, row: Row<'_>, leaf: &mut impl FnMut(&str, &str)) {
+        let Row(mut cells) = row;
+        // In the order a JSON object read as a map has them: by name, the last of a name
+        // given twice.
+        cells.sort_by(|a, b| a.0.cmp(&b.0));
+        cells.dedup_by(|later, earlier| {
+            let repeated = later.0 == earlier.0;
+            if repeated {
+                std::mem::swap(later, earlier);
+            }
+            repeated
+        });
+        let index = self.rows;
+        self.rows += 1;
+        let path = &mut self.path;
+        path.clear();
+        path.push_str(&self.field);
+        let cell = |name: &str| {
+            cells
+                .binary_search_by(|(n, _)| n.as_ref().cmp(name))
+                .ok()
+                .map(|i| &cells[i].1)
+        };
+        if self.row_keys.iter().all(|key| cell(key).is_some()) {
+            path.push('[');
+            let start = path.len();
+            let named: Vec<(&str, &Cell)> = if self.row_keys.is_empty() {
+                cells.iter().map(|(n, c)| (n.as_ref(), c)).collect()
+            } else {
+                self.row_keys
+                    .iter()
+                    .filter_map(|key| Some((key.as_str(), cell(key)?)))
+                    .collect()
+            };
+            for (i, (key, value)) in named.into_iter().enumerate() {
+                if i > 0 {
+                    path.push(',');
+                }
+                path.push_str(key);
+                path.push('=');
+                value.write_json(path);
+            }
+            self.seen.mark(path, start);
+            path.push(']');
+        } else {
+            let _ = write!(path, "[{index}]");
+        }
+        if cells.is_empty() {
+            leaf(path, "{}");
+            return;
+        }
+        let end = path.len();
+        for (name, value) in &cells {
+            push_field(path, name);
+            match value {
+                Cell::Nested(value) => {
+                    // Lists inside a row are not keyed: only the table's own list is.
+                    let json = &mut self.json;
+                    walk(path, &mut Vec::new(), value, &[], &mut |path, value| {
+                        json.clear();
+                        let _ = write!(json, "{value}");
+                        leaf(path, json)
+                    });
+                }
+                scalar => {
+                    self.json.clear();
+                    scalar.write_json(&mut self.json);
+                    leaf(path, &self.json);
+                }
+            }
+            path.truncate(end);
+        }
+    }
+
+    /// Ends the table: a table without rows is one fact, an empty list.
+    pub(crate) fn finish(self, leaf: &mut impl FnMut(&str, &str)) {
+        if self.rows == 0 {
+            leaf(&self.field, "[]");
+        }
+    }
+}
+
+/// A table's row as read from its line ([`crate::facts::RowLine::parse`]): its cells, by name,
+/// borrowing from the line where the JSON needs no unescaping.
+pub(crate) struct Row<'l>(Vec<(Cow<'l, str>, Cell<'l>)>);
+
+/// A cell's value; numbers as `serde_json::Value` reads them, so that each is written back
+/// as the same JSON text.
+enum Cell<'l> {
+    Text(Cow<'l, str>),
+    Unsigned(u64),
+    Signed(i64),
+    Float(f64),
+    Bool(bool),
+    Null,
+    /// An object or a list.
+    Nested(Value),
+}
+
+impl Cell<'_> {
+    /// Writes the value as compact JSON, as `serde_json` writes a [`Value`].
+    fn write_json(&self, out: &mut String) {
+        match self {
+            // serde_json escapes `"`, `\` and control characters, and nothing else.
+            Cell::Text(text) if !text.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') => {
+                out.push('"');
+                out.push_str(text);
+                out.push('"');
+            }
+            Cell::Text(text) => out.push_str(&Value::from(text.as_ref()).to_string()),
+            Cell::Unsigned(n) => {
+                let _ = write!(out, "{n}");
+            }
+            Cell::Signed(n) => {
+                let _ = write!(out, "{n}");
+            }
+            Cell::Float(n) => out.push_str(&Value::from(*n).to_string()),
+            Cell::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Cell::Null => out.push_str("null"),
+            Cell::Nested(value) => {
+                let _ = write!(out, "{value}");
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Row<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct RowVisitor;
+        impl<'de> Visitor<'de> for RowVisitor {
+            type Value = Row<'de>;
+            // As `serde_json::Map` says it, so that a line that is not an object reads the same.
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Row<'de>, A::Error> {
+                let mut cells = Vec::with_capacity(map.size_hint().unwrap_or(8));
+                while let Some((Text(name), value)) = map.next_entry::<Text, Cell>()? {
+                    cells.push((name, value));
+                }
+                Ok(Row(cells))
+            }
+        }
+        deserializer.deserialize_map(RowVisitor)
+    }
+}
+
+/// A string, borrowed where it can be.
+struct Text<'l>(Cow<'l, str>);
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(TextVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for Cell<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct CellVisitor;
+        impl<'de> Visitor<'de> for CellVisitor {
+            type Value = Cell<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any valid JSON value")
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Cell<'de>, E> {
+                Ok(Cell::Bool(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Cell<'de>, E> {
+                Ok(Cell::Signed(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Cell<'de>, E> {
+                Ok(Cell::Unsigned(v))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Cell<'de>, E> {
+                // As `serde_json::Value` reads it: a number that is not finite is null.
+                Ok(if v.is_finite() {
+                    Cell::Float(v)
+                } else {
+                    Cell::Null
+                })
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Cell<'de>, E> {
+                Ok(Cell::Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Cell<'de>, E> {
+                Ok(Cell::Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Cell<'de>, E> {
+                Ok(Cell::Text(Cow::Owned(v)))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Cell<'de>, E> {
+                Ok(Cell::Null)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Cell<'de>, E> {
+                Ok(Cell::Null)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Cell<'de>, A::Error> {
+                Value::deserialize(de::value::MapAccessDeserializer::new(map)).map(Cell::Nested)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Cell<'de>, A::Error> {
+                Value::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(Cell::Nested)
+            }
+        }
+        deserializer.deserialize_any(CellVisitor)
     }
 }
 
@@ -163,7 +433,7 @@ mod tests {
     fn names(facts: &Value, lists: &[ListKeys]) -> Vec<(String, Value)> {
         let mut found = Vec::new();
         each_keyed_leaf(facts, lists, |name, value| {
-            found.push((name.to_owned(), value.clone()))
+            found.push((name.to_owned(), serde_json::from_str(value).unwrap()))
         });
         found
     }
@@ -223,5 +493,46 @@ mod tests {
                 ("rows[0].x".into(), json!(1)),
             ]
         );
+    }
+
+    #[test]
+    fn table_rows_are_named_as_the_items_of_a_keyed_list() {
+        let rows = [
+            r#"{"name": "a", "version": "1", "size": 10}"#,
+            r#"{"version": 2.50, "name": "b", "size": -3, "size": 1e2}"#,
+            r#"{"name": "c\u0041\"\\", "esc": "tab\there", "big": 18446744073709551615}"#,
+            r#"{"name": {"x": [2, 1]}, "deep": {"l": [{"q": 1}, "s"], "e": {}, "f": []}}"#,
+            r#"{"name": "a", "version": "1"}"#,
+            r#"{"name": "a", "ok": true, "no": null}"#,
+            r#"{"version": "no name"}"#,
+            r#"{}"#,
+            r#"{"name": ["z", "y"], "n": 12345678901234567890123}"#,
+        ];
+        let row_keys = vec!["name".to_string()];
+        let mut leaves = TableLeaves::new("packages.jsonl", &row_keys);
+        let mut fast = Vec::new();
+        let mut leaf = |name: &str, json: &str| fast.push((name.to_owned(), json.to_owned()));
+        for row in rows {
+            leaves.row(serde_json::from_str(row).unwrap(), &mut leaf);
+        }
+        leaves.finish(&mut leaf);
+        // As the table read whole into a document holding one list.
+        let table: Vec<Value> = rows
+            .iter()
+            .map(|row| serde_json::from_str(row).unwrap())
+            .collect();
+        let mut whole = Vec::new();
+        each_keyed_leaf(
+            &json!({ "packages": table }),
+            &[keys("packages", &["name"])],
+            |n, j| whole.push((n.to_owned(), j.to_owned())),
+        );
+        assert_eq!(fast, whole);
+        assert!(fast.contains(&(r#"packages[#3,name="a"].no"#.into(), "null".into())));
+
+        let mut empty = Vec::new();
+        TableLeaves::new("packages.jsonl", &row_keys)
+            .finish(&mut |n: &str, j: &str| empty.push((n.to_owned(), j.to_owned())));
+        assert_eq!(empty, [("packages".to_string(), "[]".to_string())]);
     }
 }
