@@ -113,6 +113,15 @@ struct Interner {
     /// For each source, its paths' numbers.
     key_ids: Vec<foldhash::HashMap<String, u32>>,
     ignored: Vec<bool>,
+    /// A table's facts, by the number of their row's name (rows numbered across sources,
+    /// looked up per source) and of the rest of their path: a table's cell costs no lookup of
+    /// its whole path.
+    rows: Vec<foldhash::HashMap<String, u32>>,
+    row_count: u32,
+    rests: foldhash::HashMap<String, u32>,
+    cells: foldhash::HashMap<(u32, u32), u32>,
+    /// The row last looked up: its source, name and number.
+    last_row: Option<(usize, String, u32)>,
     /// Values as compact JSON text.
     values: Vec<String>,
     value_ids: foldhash::HashMap<String, u32>,
@@ -125,6 +134,7 @@ impl Interner {
             None => {
                 self.sources.push(name.to_owned());
                 self.key_ids.push(Default::default());
+                self.rows.push(Default::default());
                 self.sources.len() - 1
             }
         }
@@ -141,6 +151,40 @@ impl Interner {
         id
     }
 
+    /// As [`Interner::key`], for a table's fact whose name's first `row` bytes name its row.
+    fn table_key(&mut self, source: usize, path: &str, row: usize, ignore: &IgnoreList) -> u32 {
+        let (row_name, rest) = path.split_at(row);
+        let row_id = match &self.last_row {
+            Some((s, name, id)) if *s == source && name == row_name => *id,
+            _ => {
+                let id = match self.rows[source].get(row_name) {
+                    Some(id) => *id,
+                    None => {
+                        self.rows[source].insert(row_name.to_owned(), self.row_count);
+                        self.row_count += 1;
+                        self.row_count - 1
+                    }
+                };
+                self.last_row = Some((source, row_name.to_owned(), id));
+                id
+            }
+        };
+        let rest_id = match self.rests.get(rest) {
+            Some(id) => *id,
+            None => {
+                let id = self.rests.len() as u32;
+                self.rests.insert(rest.to_owned(), id);
+                id
+            }
+        };
+        if let Some(key) = self.cells.get(&(row_id, rest_id)) {
+            return *key;
+        }
+        let key = self.key(source, path, ignore);
+        self.cells.insert((row_id, rest_id), key);
+        key
+    }
+
     /// The number of a value, given as compact JSON text.
     fn value(&mut self, text: &str) -> u32 {
         if let Some(id) = self.value_ids.get(text) {
@@ -150,6 +194,35 @@ impl Interner {
         self.values.push(text.to_owned());
         self.value_ids.insert(text.to_owned(), id);
         id
+    }
+
+    /// Takes in `other`'s sources, paths and values, numbering the new ones in the order
+    /// `other` met them, as if its bundle had been read after this one's; returns what each
+    /// of `other`'s numbers became.
+    fn absorb(&mut self, other: Interner) -> Renumbering {
+        let sources: Vec<usize> = other.sources.iter().map(|s| self.source(s)).collect();
+        let keys = other
+            .keys
+            .into_iter()
+            .zip(other.ignored)
+            .map(|((source, path), ignored)| {
+                let source = sources[source];
+                if let Some(id) = self.key_ids[source].get(&path) {
+                    return *id;
+                }
+                let id = self.keys.len() as u32;
+                self.ignored.push(ignored);
+                self.key_ids[source].insert(path.clone(), id);
+                self.keys.push((source, path));
+                id
+            })
+            .collect();
+        let values = other.values.iter().map(|v| self.value(v)).collect();
+        Renumbering {
+            sources,
+            keys,
+            values,
+        }
     }
 
     fn json(&self, value: u32) -> Value {
@@ -165,6 +238,14 @@ impl Interner {
     }
 }
 
+/// What the numbers of one [`Interner`] became in another ([`Interner::absorb`]), by old
+/// number.
+struct Renumbering {
+    sources: Vec<usize>,
+    keys: Vec<u32>,
+    values: Vec<u32>,
+}
+
 /// Which bundle: its path and run, as a comparison reports them.
 #[derive(Debug, Clone, Serialize)]
 pub struct BundleRun {
@@ -176,8 +257,54 @@ pub struct BundleRun {
     pub created: Option<String>,
 }
 
-/// One node's facts of one plugin: (key, value) pairs sorted by key.
-type Pairs = Vec<(u32, u32)>;
+/// One node's facts of one source: (key, value) pairs sorted by key, packed as variable-length
+/// numbers (LEB128), each key as its distance from the one before and then its value; a
+/// fact costs 3 bytes or so rather than 8.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Pairs(Box<[u8]>);
+
+impl Pairs {
+    /// Packs `pairs`, sorted by key.
+    fn pack(pairs: &[(u32, u32)]) -> Pairs {
+        let mut packed = Vec::with_capacity(pairs.len() * 3);
+        let mut push = |mut n: u32| {
+            while n >= 0x80 {
+                packed.push(n as u8 | 0x80);
+                n >>= 7;
+            }
+            packed.push(n as u8);
+        };
+        let mut last = 0;
+        for &(key, value) in pairs {
+            push(key - last);
+            push(value);
+            last = key;
+        }
+        Pairs(packed.into_boxed_slice())
+    }
+
+    /// The pairs, in key order.
+    fn unpack(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let mut bytes = self.0.iter();
+        let mut next = move || {
+            let mut n = 0;
+            for shift in (0..).step_by(7) {
+                let byte = *bytes.next()?;
+                n |= u32::from(byte & 0x7f) << shift;
+                if byte < 0x80 {
+                    break;
+                }
+            }
+            Some(n)
+        };
+        let mut key = 0;
+        std::iter::from_fn(move || {
+            key += next()?;
+            Some((key, next()?))
+        })
+    }
+}
+
 /// One node's facts from each source it has facts from, by source.
 type NodeFacts = BTreeMap<usize, Pairs>;
 /// A split of the nodes into sets (node numbers), and the facts that split them so, each with
@@ -207,8 +334,7 @@ impl Fleet {
         let mut sources = BTreeSet::new();
         let RunDocuments { run, status } = run_and_facts(bundle, |found, _| {
             let mut pairs = Vec::new();
-            let mut add = |interner: &mut Interner, source: usize, path: &str, value: &str| {
-                let key = interner.key(source, path, ignore);
+            let mut add = |interner: &mut Interner, key: u32, value: &str| {
                 if !interner.ignored[key as usize] {
                     pairs.push((key, interner.value(value)));
                 }
@@ -222,7 +348,8 @@ impl Fleet {
                 } => {
                     let source = interner.source(source);
                     each_keyed_leaf(&facts, list_keys, |path, value| {
-                        add(interner, source, path, value)
+                        let key = interner.key(source, path, ignore);
+                        add(interner, key, value)
                     });
                     (node, source)
                 }
@@ -239,7 +366,10 @@ impl Fleet {
                     rows,
                 } => {
                     let source = interner.source(plugin);
-                    let mut leaf = |path: &str, value: &str| add(interner, source, path, value);
+                    let mut leaf = |path: &str, row: usize, value: &str| {
+                        let key = interner.table_key(source, path, row, ignore);
+                        add(interner, key, value)
+                    };
                     let mut table = TableLeaves::new(artifact, row_keys);
                     each_row_line(rows, |line| {
                         table.row(line.parse()?, &mut leaf);
@@ -255,9 +385,10 @@ impl Fleet {
                 .or_default()
                 .entry(source)
                 .or_default();
-            kept.extend(pairs);
-            kept.sort_unstable();
-            kept.shrink_to_fit();
+            // A plugin's facts document and its tables are one source.
+            pairs.extend(kept.unpack());
+            pairs.sort_unstable();
+            *kept = Pairs::pack(&pairs);
             Ok(())
         })?;
         let mut nodes = nodes_of(&status);
@@ -280,9 +411,36 @@ impl Fleet {
         })
     }
 
+    /// Numbers the facts as `renumbering` says, after their interner was absorbed.
+    fn renumber(&mut self, renumbering: &Renumbering) {
+        for sources in self.facts.values_mut() {
+            *sources = std::mem::take(sources)
+                .into_iter()
+                .map(|(source, pairs)| {
+                    let mut pairs: Vec<(u32, u32)> = pairs
+                        .unpack()
+                        .map(|(key, value)| {
+                            (
+                                renumbering.keys[key as usize],
+                                renumbering.values[value as usize],
+                            )
+                        })
+                        .collect();
+                    pairs.sort_unstable();
+                    (renumbering.sources[source], Pairs::pack(&pairs))
+                })
+                .collect();
+        }
+        self.sources = self
+            .sources
+            .iter()
+            .map(|source| renumbering.sources[*source])
+            .collect();
+    }
+
     /// `node`'s facts from `source`, sorted by key.
-    fn facts_of(&self, node: &str, source: usize) -> Option<&[(u32, u32)]> {
-        self.facts.get(node)?.get(&source).map(Vec::as_slice)
+    fn facts_of(&self, node: &str, source: usize) -> Option<&Pairs> {
+        self.facts.get(node)?.get(&source)
     }
 
     /// The nodes without facts of some source that other nodes have, and which.
@@ -383,10 +541,10 @@ pub fn drift(bundle: &Bundle, ignore: &IgnoreList) -> Result<Drift, ReadError> {
     let mut groups: Partitions = HashMap::new();
     for &source in &fleet.sources {
         // The nodes with this plugin's facts, each with a cursor into its sorted pairs.
-        let members: Vec<(u32, &[(u32, u32)])> = nodes
+        let members: Vec<(u32, Vec<(u32, u32)>)> = nodes
             .iter()
             .enumerate()
-            .filter_map(|(i, n)| Some((i as u32, fleet.facts_of(n, source)?)))
+            .filter_map(|(i, n)| Some((i as u32, fleet.facts_of(n, source)?.unpack().collect())))
             .collect();
         if members.len() < 2 {
             continue;
@@ -556,9 +714,23 @@ pub struct Change {
 /// What changed from `before` to `after`: nodes added and removed, and for the nodes in both,
 /// each fact's change with the nodes it happened on, but for what `ignore` leaves out.
 pub fn changes(before: &Bundle, after: &Bundle, ignore: &IgnoreList) -> Result<Changes, ReadError> {
+    // The two bundles are read at once, each on its own thread with its own interner; the
+    // second's numbers are then made the first's.
     let mut interner = Interner::default();
-    let mut old = Fleet::load(before, &mut interner, ignore)?;
-    let mut new = Fleet::load(after, &mut interner, ignore)?;
+    let (old, new) = std::thread::scope(|scope| {
+        let later = scope.spawn(|| {
+            let mut own = Interner::default();
+            Fleet::load(after, &mut own, ignore).map(|fleet| (fleet, own))
+        });
+        let old = Fleet::load(before, &mut interner, ignore);
+        let new = later
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (old, new)
+    });
+    let mut old = old?;
+    let (mut new, theirs) = new?;
+    new.renumber(&interner.absorb(theirs));
     // Compared in the order the runs were created, whatever the order given: a shell glob of
     // bundles made in the same second sorts them by run id.
     let created = |run: &BundleRun| {
@@ -607,20 +779,21 @@ pub fn changes(before: &Bundle, after: &Bundle, ignore: &IgnoreList) -> Result<C
                 continue;
             };
             // Both are sorted by key: walk them side by side.
-            let (mut i, mut j) = (0, 0);
-            while i < a.len() || j < b.len() {
-                let change = match (a.get(i), b.get(j)) {
+            let (mut a, mut b) = (a.unpack().peekable(), b.unpack().peekable());
+            loop {
+                let change = match (a.peek().copied(), b.peek().copied()) {
+                    (None, None) => break,
                     (Some(x), Some(y)) if x.0 == y.0 => {
-                        i += 1;
-                        j += 1;
+                        a.next();
+                        b.next();
                         (x.1 != y.1).then_some((x.0, Some(x.1), Some(y.1)))
                     }
                     (Some(x), y) if y.is_none_or(|y| x.0 < y.0) => {
-                        i += 1;
+                        a.next();
                         Some((x.0, Some(x.1), None))
                     }
                     (_, Some(y)) => {
-                        j += 1;
+                        b.next();
                         Some((y.0, None, Some(y.1)))
                     }
                     (_, None) => unreachable!("the loop runs while either side has pairs"),
@@ -791,6 +964,23 @@ mod tests {
                 "flags[40]"
             ]
         );
+    }
+
+    #[test]
+    fn packed_pairs_unpack_as_they_were() {
+        let pairs = [
+            (0, 0),
+            (1, 127),
+            (2, 128),
+            (130, 16_384),
+            (131, u32::MAX),
+            (u32::MAX, 5),
+        ];
+        let packed = Pairs::pack(&pairs);
+        assert_eq!(packed.unpack().collect::<Vec<_>>(), pairs);
+        assert_eq!(Pairs::pack(&[]).unpack().count(), 0);
+        // Small keys a step apart and small values take two bytes a pair.
+        assert_eq!(Pairs::pack(&[(5, 1), (6, 100), (8, 3)]).0.len(), 6);
     }
 
     #[test]

@@ -147,8 +147,9 @@ impl<'k> TableLeaves<'k> {
         }
     }
 
-    /// Calls `leaf(name, json)` for each fact of the next row.
-    pub(crate) fn row(&mut self, row: Row<'_>, leaf: &mut impl FnMut(&str, &str)) {
+    /// Calls `leaf(name, row, json)` for each fact of the next row, where `name[..row]` names
+    /// the row (`packages[name="zlib"]`) and the rest the fact within it (`.version`).
+    pub(crate) fn row(&mut self, row: Row<'_>, leaf: &mut impl FnMut(&str, usize, &str)) {
         let Row(mut cells) = row;
         // In the order a JSON object read as a map has them: by name, the last of a name
         // given twice.
@@ -195,11 +196,11 @@ impl<'k> TableLeaves<'k> {
         } else {
             let _ = write!(path, "[{index}]");
         }
+        let end = path.len();
         if cells.is_empty() {
-            leaf(path, "{}");
+            leaf(path, end, "{}");
             return;
         }
-        let end = path.len();
         for (name, value) in &cells {
             push_field(path, name);
             match value {
@@ -209,23 +210,23 @@ impl<'k> TableLeaves<'k> {
                     walk(path, &mut Vec::new(), value, &[], &mut |path, value| {
                         json.clear();
                         let _ = write!(json, "{value}");
-                        leaf(path, json)
+                        leaf(path, end, json)
                     });
                 }
                 scalar => {
                     self.json.clear();
                     scalar.write_json(&mut self.json);
-                    leaf(path, &self.json);
+                    leaf(path, end, &self.json);
                 }
             }
             path.truncate(end);
         }
     }
 
-    /// Ends the table: a table without rows is one fact, an empty list.
-    pub(crate) fn finish(self, leaf: &mut impl FnMut(&str, &str)) {
+    /// Ends the table: a table without rows is one fact, an empty list (named as a row).
+    pub(crate) fn finish(self, leaf: &mut impl FnMut(&str, usize, &str)) {
         if self.rows == 0 {
-            leaf(&self.field, "[]");
+            leaf(&self.field, self.field.len(), "[]");
         }
     }
 }
@@ -511,7 +512,10 @@ mod tests {
         let row_keys = vec!["name".to_string()];
         let mut leaves = TableLeaves::new("packages.jsonl", &row_keys);
         let mut fast = Vec::new();
-        let mut leaf = |name: &str, json: &str| fast.push((name.to_owned(), json.to_owned()));
+        let mut leaf = |name: &str, row: usize, json: &str| {
+            assert!(name[row..].is_empty() || name[row..].starts_with(['.', '[']));
+            fast.push((name.to_owned(), json.to_owned()))
+        };
         for row in rows {
             leaves.row(serde_json::from_str(row).unwrap(), &mut leaf);
         }
@@ -532,7 +536,7 @@ mod tests {
 
         let mut empty = Vec::new();
         TableLeaves::new("packages.jsonl", &row_keys)
-            .finish(&mut |n: &str, j: &str| empty.push((n.to_owned(), j.to_owned())));
+            .finish(&mut |n: &str, _, j: &str| empty.push((n.to_owned(), j.to_owned())));
         assert_eq!(empty, [("packages".to_string(), "[]".to_string())]);
     }
 }
