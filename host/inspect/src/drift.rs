@@ -18,7 +18,7 @@ use serde_json::Value;
 use wildmatch::WildMatch;
 
 use crate::facts::{Found, RunDocuments, each_row_line, run_and_facts};
-use crate::keyed::{TableLeaves, each_keyed_leaf};
+use crate::keyed::{InRow, TableLeaves, each_keyed_leaf};
 use crate::meta::nodes_of;
 use factbuoy_bundle::reader::{Bundle, ReadError};
 
@@ -120,8 +120,10 @@ struct Interner {
     row_count: u32,
     rests: foldhash::HashMap<String, u32>,
     cells: foldhash::HashMap<(u32, u32), u32>,
-    /// The row last looked up: its source, name and number.
-    last_row: Option<(usize, String, u32)>,
+    /// The number of the row whose facts are being looked up.
+    row: u32,
+    /// The rests of paths of the row before, in its order, with their numbers.
+    recent_rests: Vec<(String, u32)>,
     /// Values as compact JSON text.
     values: Vec<String>,
     value_ids: foldhash::HashMap<String, u32>,
@@ -151,37 +153,45 @@ impl Interner {
         id
     }
 
-    /// As [`Interner::key`], for a table's fact whose name's first `row` bytes name its row.
-    fn table_key(&mut self, source: usize, path: &str, row: usize, ignore: &IgnoreList) -> u32 {
-        let (row_name, rest) = path.split_at(row);
-        let row_id = match &self.last_row {
-            Some((s, name, id)) if *s == source && name == row_name => *id,
+    /// As [`Interner::key`], for a table's fact, placed in its row by `at`.
+    fn table_key(&mut self, source: usize, path: &str, at: InRow, ignore: &IgnoreList) -> u32 {
+        let (row_name, rest) = path.split_at(at.row);
+        if at.fact == 0 {
+            self.row = match self.rows[source].get(row_name) {
+                Some(id) => *id,
+                None => {
+                    self.rows[source].insert(row_name.to_owned(), self.row_count);
+                    self.row_count += 1;
+                    self.row_count - 1
+                }
+            };
+        }
+        // Rows mostly have the same columns: the rest of the path is likely the one at the
+        // same place in the row before.
+        let rest_id = match self.recent_rests.get(at.fact) {
+            Some((text, id)) if text == rest => *id,
             _ => {
-                let id = match self.rows[source].get(row_name) {
+                let id = match self.rests.get(rest) {
                     Some(id) => *id,
                     None => {
-                        self.rows[source].insert(row_name.to_owned(), self.row_count);
-                        self.row_count += 1;
-                        self.row_count - 1
+                        let id = self.rests.len() as u32;
+                        self.rests.insert(rest.to_owned(), id);
+                        id
                     }
                 };
-                self.last_row = Some((source, row_name.to_owned(), id));
+                if at.fact < self.recent_rests.len() {
+                    self.recent_rests[at.fact] = (rest.to_owned(), id);
+                } else if at.fact == self.recent_rests.len() {
+                    self.recent_rests.push((rest.to_owned(), id));
+                }
                 id
             }
         };
-        let rest_id = match self.rests.get(rest) {
-            Some(id) => *id,
-            None => {
-                let id = self.rests.len() as u32;
-                self.rests.insert(rest.to_owned(), id);
-                id
-            }
-        };
-        if let Some(key) = self.cells.get(&(row_id, rest_id)) {
+        if let Some(key) = self.cells.get(&(self.row, rest_id)) {
             return *key;
         }
         let key = self.key(source, path, ignore);
-        self.cells.insert((row_id, rest_id), key);
+        self.cells.insert((self.row, rest_id), key);
         key
     }
 
@@ -366,8 +376,8 @@ impl Fleet {
                     rows,
                 } => {
                     let source = interner.source(plugin);
-                    let mut leaf = |path: &str, row: usize, value: &str| {
-                        let key = interner.table_key(source, path, row, ignore);
+                    let mut leaf = |path: &str, at: InRow, value: &str| {
+                        let key = interner.table_key(source, path, at, ignore);
                         add(interner, key, value)
                     };
                     let mut table = TableLeaves::new(artifact, row_keys);
@@ -387,7 +397,8 @@ impl Fleet {
                 .or_default();
             // A plugin's facts document and its tables are one source.
             pairs.extend(kept.unpack());
-            pairs.sort_unstable();
+            // The stable sort merges the sorted runs the pairs mostly come in.
+            pairs.sort();
             *kept = Pairs::pack(&pairs);
             Ok(())
         })?;
@@ -426,7 +437,8 @@ impl Fleet {
                             )
                         })
                         .collect();
-                    pairs.sort_unstable();
+                    // Mostly in order still: the stable sort merges the runs.
+                    pairs.sort();
                     (renumbering.sources[source], Pairs::pack(&pairs))
                 })
                 .collect();

@@ -147,9 +147,9 @@ impl<'k> TableLeaves<'k> {
         }
     }
 
-    /// Calls `leaf(name, row, json)` for each fact of the next row, where `name[..row]` names
-    /// the row (`packages[name="zlib"]`) and the rest the fact within it (`.version`).
-    pub(crate) fn row(&mut self, row: Row<'_>, leaf: &mut impl FnMut(&str, usize, &str)) {
+    /// Calls `leaf(name, at, json)` for each fact of the next row, where `name[..at.row]`
+    /// names the row (`packages[name="zlib"]`) and the rest the fact within it (`.version`).
+    pub(crate) fn row(&mut self, row: Row<'_>, leaf: &mut impl FnMut(&str, InRow, &str)) {
         let Row(mut cells) = row;
         // In the order a JSON object read as a map has them: by name, the last of a name
         // given twice.
@@ -197,8 +197,9 @@ impl<'k> TableLeaves<'k> {
             let _ = write!(path, "[{index}]");
         }
         let end = path.len();
+        let mut at = InRow { row: end, fact: 0 };
         if cells.is_empty() {
-            leaf(path, end, "{}");
+            leaf(path, at, "{}");
             return;
         }
         for (name, value) in &cells {
@@ -210,13 +211,15 @@ impl<'k> TableLeaves<'k> {
                     walk(path, &mut Vec::new(), value, &[], &mut |path, value| {
                         json.clear();
                         let _ = write!(json, "{value}");
-                        leaf(path, end, json)
+                        leaf(path, at, json);
+                        at.fact += 1;
                     });
                 }
                 scalar => {
                     self.json.clear();
                     scalar.write_json(&mut self.json);
-                    leaf(path, end, &self.json);
+                    leaf(path, at, &self.json);
+                    at.fact += 1;
                 }
             }
             path.truncate(end);
@@ -224,11 +227,23 @@ impl<'k> TableLeaves<'k> {
     }
 
     /// Ends the table: a table without rows is one fact, an empty list (named as a row).
-    pub(crate) fn finish(self, leaf: &mut impl FnMut(&str, usize, &str)) {
+    pub(crate) fn finish(self, leaf: &mut impl FnMut(&str, InRow, &str)) {
         if self.rows == 0 {
-            leaf(&self.field, self.field.len(), "[]");
+            let at = InRow {
+                row: self.field.len(),
+                fact: 0,
+            };
+            leaf(&self.field, at, "[]");
         }
     }
+}
+
+/// Where a table's fact sits: the length of the part of its name that names its row, and
+/// how many facts of the row came before it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InRow {
+    pub row: usize,
+    pub fact: usize,
 }
 
 /// A table's row as read from its line ([`crate::facts::RowLine::parse`]): its cells, by name,
@@ -512,8 +527,9 @@ mod tests {
         let row_keys = vec!["name".to_string()];
         let mut leaves = TableLeaves::new("packages.jsonl", &row_keys);
         let mut fast = Vec::new();
-        let mut leaf = |name: &str, row: usize, json: &str| {
-            assert!(name[row..].is_empty() || name[row..].starts_with(['.', '[']));
+        let mut leaf = |name: &str, at: InRow, json: &str| {
+            let rest = &name[at.row..];
+            assert!(rest.is_empty() || rest.starts_with(['.', '[']));
             fast.push((name.to_owned(), json.to_owned()))
         };
         for row in rows {
