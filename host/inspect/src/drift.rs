@@ -18,7 +18,7 @@ use serde_json::Value;
 use wildmatch::WildMatch;
 
 use crate::facts::{Found, RunDocuments, each_row_line, run_and_facts};
-use crate::keyed::{InRow, TableLeaves, each_keyed_leaf};
+use crate::keyed::{InRow, Row, TableLeaves, each_keyed_leaf};
 use crate::meta::nodes_of;
 use factbuoy_bundle::reader::{Bundle, ReadError};
 
@@ -382,7 +382,7 @@ impl Fleet {
                     };
                     let mut table = TableLeaves::new(artifact, row_keys);
                     each_row_line(rows, |line| {
-                        table.row(line.parse()?, &mut leaf);
+                        table.row(Row::read(&line)?, &mut leaf);
                         Ok::<(), ReadError>(())
                     })?;
                     table.finish(&mut leaf);

@@ -67,6 +67,11 @@ pub(crate) struct RowLine<'l> {
 }
 
 impl<'l> RowLine<'l> {
+    /// The line, as read.
+    pub(crate) fn text(&self) -> &'l [u8] {
+        self.text
+    }
+
     /// The row read as `T`, borrowing from the line where `T` can; an error names the entry
     /// and the line.
     pub(crate) fn parse<T: serde::Deserialize<'l>>(&self) -> Result<T, ReadError> {

@@ -16,7 +16,9 @@ use serde::Deserialize;
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use crate::facts::push_field;
+use factbuoy_bundle::reader::ReadError;
+
+use crate::facts::{RowLine, push_field};
 
 /// Calls `leaf(name, json)` for every fact of `facts` with its diff name and its value as
 /// compact JSON text, the lists named in `lists` matched by key. One name is built in place
@@ -152,15 +154,17 @@ impl<'k> TableLeaves<'k> {
     pub(crate) fn row(&mut self, row: Row<'_>, leaf: &mut impl FnMut(&str, InRow, &str)) {
         let Row(mut cells) = row;
         // In the order a JSON object read as a map has them: by name, the last of a name
-        // given twice.
-        cells.sort_by(|a, b| a.0.cmp(&b.0));
-        cells.dedup_by(|later, earlier| {
-            let repeated = later.0 == earlier.0;
-            if repeated {
-                std::mem::swap(later, earlier);
-            }
-            repeated
-        });
+        // given twice. Most rows are written so already.
+        if !cells.windows(2).all(|pair| pair[0].0 < pair[1].0) {
+            cells.sort_by(|a, b| a.0.cmp(&b.0));
+            cells.dedup_by(|later, earlier| {
+                let repeated = later.0 == earlier.0;
+                if repeated {
+                    std::mem::swap(later, earlier);
+                }
+                repeated
+            });
+        }
         let index = self.rows;
         self.rows += 1;
         let path = &mut self.path;
@@ -249,6 +253,119 @@ pub(crate) struct InRow {
 /// A table's row as read from its line ([`crate::facts::RowLine::parse`]): its cells, by name,
 /// borrowing from the line where the JSON needs no unescaping.
 pub(crate) struct Row<'l>(Vec<(Cow<'l, str>, Cell<'l>)>);
+
+impl<'l> Row<'l> {
+    /// Reads a row from its line: a flat row of plain strings, integers, `true`, `false` and
+    /// `null` directly (most rows are), anything else through `serde_json`, which also names
+    /// what is wrong with a line that is not a JSON object.
+    pub(crate) fn read(line: &RowLine<'l>) -> Result<Row<'l>, ReadError> {
+        match Row::plain(line.text()) {
+            Some(row) => Ok(row),
+            None => line.parse(),
+        }
+    }
+
+    /// The row, when `text` is an object whose values are all plain: strings without escapes,
+    /// integers of at most 18 digits (so they fit), `true`, `false` or `null`. `None` for
+    /// anything else, which `serde_json` then reads.
+    fn plain(text: &'l [u8]) -> Option<Row<'l>> {
+        let mut at = 0;
+        let skip_space = |at: &mut usize| {
+            while text
+                .get(*at)
+                .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            {
+                *at += 1;
+            }
+        };
+        let string = |at: &mut usize| -> Option<&'l str> {
+            // At the opening quote.
+            let start = *at + 1;
+            let len = text[start..].iter().position(|b| *b == b'"')?;
+            let bytes = &text[start..start + len];
+            if bytes.iter().any(|b| *b == b'\\' || *b < 0x20) {
+                return None;
+            }
+            *at = start + len + 1;
+            std::str::from_utf8(bytes).ok()
+        };
+        let mut cells = Vec::new();
+        skip_space(&mut at);
+        if text.get(at) != Some(&b'{') {
+            return None;
+        }
+        at += 1;
+        skip_space(&mut at);
+        if text.get(at) == Some(&b'}') {
+            at += 1;
+        } else {
+            loop {
+                skip_space(&mut at);
+                if text.get(at) != Some(&b'"') {
+                    return None;
+                }
+                let name = string(&mut at)?;
+                skip_space(&mut at);
+                if text.get(at) != Some(&b':') {
+                    return None;
+                }
+                at += 1;
+                skip_space(&mut at);
+                let cell = match *text.get(at)? {
+                    b'"' => Cell::Text(Cow::Borrowed(string(&mut at)?)),
+                    b't' if text[at..].starts_with(b"true") => {
+                        at += 4;
+                        Cell::Bool(true)
+                    }
+                    b'f' if text[at..].starts_with(b"false") => {
+                        at += 5;
+                        Cell::Bool(false)
+                    }
+                    b'n' if text[at..].starts_with(b"null") => {
+                        at += 4;
+                        Cell::Null
+                    }
+                    b'-' | b'0'..=b'9' => {
+                        let negative = text[at] == b'-';
+                        let start = at + usize::from(negative);
+                        let digits = text[start..]
+                            .iter()
+                            .take_while(|b| b.is_ascii_digit())
+                            .count();
+                        // No leading zeros (and so no -0), no fraction or exponent, fits in i64.
+                        let plain = (1..=18).contains(&digits)
+                            && (text[start] != b'0' || (digits == 1 && !negative))
+                            && !matches!(text.get(start + digits), Some(b'.' | b'e' | b'E'));
+                        if !plain {
+                            return None;
+                        }
+                        let digits = std::str::from_utf8(&text[start..start + digits]).ok()?;
+                        let n: u64 = digits.parse().ok()?;
+                        at = start + digits.len();
+                        if negative {
+                            Cell::Signed(-(n as i64))
+                        } else {
+                            Cell::Unsigned(n)
+                        }
+                    }
+                    _ => return None,
+                };
+                cells.push((Cow::Borrowed(name), cell));
+                skip_space(&mut at);
+                match text.get(at)? {
+                    b',' => at += 1,
+                    b'}' => {
+                        at += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        skip_space(&mut at);
+        (at == text.len()).then_some(Row(cells))
+    }
+}
 
 /// A cell's value; numbers as `serde_json::Value` reads them, so that each is written back
 /// as the same JSON text.
@@ -523,6 +640,7 @@ mod tests {
             r#"{"version": "no name"}"#,
             r#"{}"#,
             r#"{"name": ["z", "y"], "n": 12345678901234567890123}"#,
+            " { \"name\" : \"d\" ,\t\"n\": -42, \"z\": 0, \"u\": \"h\u{e9}/\" } \n",
         ];
         let row_keys = vec!["name".to_string()];
         let mut leaves = TableLeaves::new("packages.jsonl", &row_keys);
@@ -532,8 +650,14 @@ mod tests {
             assert!(rest.is_empty() || rest.starts_with(['.', '[']));
             fast.push((name.to_owned(), json.to_owned()))
         };
-        for row in rows {
-            leaves.row(serde_json::from_str(row).unwrap(), &mut leaf);
+        for (i, row) in rows.iter().enumerate() {
+            // Plain rows are read directly, the others by serde_json.
+            let plain = Row::plain(row.as_bytes());
+            assert_eq!(plain.is_some(), ![1, 2, 3, 8].contains(&i), "{row}");
+            leaves.row(
+                plain.unwrap_or_else(|| serde_json::from_str(row).unwrap()),
+                &mut leaf,
+            );
         }
         leaves.finish(&mut leaf);
         // As the table read whole into a document holding one list.
@@ -554,5 +678,25 @@ mod tests {
         TableLeaves::new("packages.jsonl", &row_keys)
             .finish(&mut |n: &str, _, j: &str| empty.push((n.to_owned(), j.to_owned())));
         assert_eq!(empty, [("packages".to_string(), "[]".to_string())]);
+    }
+
+    #[test]
+    fn rows_that_are_not_plain_are_left_to_serde_json() {
+        for line in [
+            r#"{"a": -0}"#,
+            r#"{"a": 01}"#,
+            r#"{"a": 1.5}"#,
+            r#"{"a": 1e3}"#,
+            r#"{"a": 1234567890123456789}"#,
+            r#"{"a": 1,}"#,
+            r#"{"a": "\u0041"}"#,
+            r#"{"a": 1} x"#,
+            r#"{"a": tru}"#,
+            r#"["a"]"#,
+            "{\"a\": \"tab\there\"}",
+        ] {
+            assert!(Row::plain(line.as_bytes()).is_none(), "{line}");
+        }
+        assert!(Row::plain(br#"{"a": 123456789012345678, "b": -5, "c": null}"#).is_some());
     }
 }
