@@ -179,21 +179,20 @@ impl<'k> TableLeaves<'k> {
         if self.row_keys.iter().all(|key| cell(key).is_some()) {
             path.push('[');
             let start = path.len();
-            let named: Vec<(&str, &Cell)> = if self.row_keys.is_empty() {
-                cells.iter().map(|(n, c)| (n.as_ref(), c)).collect()
-            } else {
-                self.row_keys
-                    .iter()
-                    .filter_map(|key| Some((key.as_str(), cell(key)?)))
-                    .collect()
-            };
-            for (i, (key, value)) in named.into_iter().enumerate() {
-                if i > 0 {
+            let mut part = |key: &str, value: &Cell| {
+                if path.len() > start {
                     path.push(',');
                 }
                 path.push_str(key);
                 path.push('=');
                 value.write_json(path);
+            };
+            if self.row_keys.is_empty() {
+                cells.iter().for_each(|(key, value)| part(key, value));
+            } else {
+                for key in self.row_keys {
+                    part(key, cell(key).expect("the row holds every key"));
+                }
             }
             self.seen.mark(path, start);
             path.push(']');
@@ -289,7 +288,7 @@ impl<'l> Row<'l> {
             *at = start + len + 1;
             std::str::from_utf8(bytes).ok()
         };
-        let mut cells = Vec::new();
+        let mut cells = Vec::with_capacity(8);
         skip_space(&mut at);
         if text.get(at) != Some(&b'{') {
             return None;
