@@ -1728,6 +1728,10 @@ fn report_is_one_self_contained_page_that_shows_every_node_in_a_real_browser() {
     );
     assert!(dom.contains("1 error, 1 warning."), "{dom}");
     assert!(
+        dom.contains("No journals in this bundle: systemd-logs did not run, or found none."),
+        "{dom}"
+    );
+    assert!(
         dom.contains(
             "<strong>setup on web-1: </strong><span class=\"warning\">cannot read /etc/shadow: permission denied</span>"
         ),
@@ -1786,6 +1790,185 @@ fn report_is_one_self_contained_page_that_shows_every_node_in_a_real_browser() {
         png.len()
     );
     eprintln!("screenshot: {}", shot.display());
+}
+
+#[test]
+fn report_has_a_section_per_other_plugin_with_its_tables_and_summarises_the_journals() {
+    let dir = tempfile::tempdir().unwrap();
+    let machines = fixture_journals(&dir.path().join("journals"));
+    let whole: Vec<Vec<Value>> = machines.iter().map(|m| journalctl(m, &[])).collect();
+    let errors: usize = machines
+        .iter()
+        .map(|m| journalctl(m, &["-p", "err"]).len())
+        .sum();
+    assert!(errors > 0, "the fixture journals hold errors");
+    let to_lines = |entries: &[Value]| -> Vec<u8> {
+        entries
+            .iter()
+            .map(|e| format!("{e}\n"))
+            .collect::<String>()
+            .into_bytes()
+    };
+    let to = |v: &Value| serde_json::to_vec(v).unwrap();
+    let definition = json!({"name": "inventory", "version": "0.3.0", "description": "packages",
+        "parameters": [], "capabilities": [],
+        "artifacts": [
+            {"name": "facts.json", "media_type": "application/json", "description": "facts",
+             "kind": "facts"},
+            {"name": "packages.jsonl", "media_type": "application/jsonl",
+             "description": "the packages", "kind": "table", "row_keys": ["name"]}]});
+    let package = |name: &str, version: &str| json!({"name": name, "version": version}).to_string();
+    // web-2 has more rows than the page shows of a table (after web-1's two); zsh is only on
+    // web-1.
+    let many: String = (0..2_500)
+        .map(|i| package(&format!("lib{i}"), "1.0") + "\n")
+        .collect();
+    let mut files = fleet_files();
+    let (path, status) = &mut files[1];
+    assert_eq!(*path, "meta/status.json");
+    let mut doc: Value = serde_json::from_slice(status).unwrap();
+    for node in ["web-1", "web-2"] {
+        doc["plugins"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"plugin": "inventory", "node": node,
+            "status": "complete", "result_status": "passed"}));
+    }
+    *status = to(&doc);
+    files.extend([
+        ("plugins/inventory/definition.json", to(&definition)),
+        (
+            "plugins/inventory/results/web-1/facts.json",
+            to(&json!({"repo": "stable"})),
+        ),
+        (
+            "plugins/inventory/results/web-1/packages.jsonl",
+            (package("openssl", "3.0.2") + "\n" + &package("zsh", "5.9")).into_bytes(),
+        ),
+        (
+            "plugins/inventory/results/web-2/facts.json",
+            to(&json!({"repo": "testing"})),
+        ),
+        (
+            "plugins/inventory/results/web-2/packages.jsonl",
+            many.into_bytes(),
+        ),
+        (
+            "plugins/systemd-logs/results/web-1/journal.jsonl",
+            to_lines(&whole[0]),
+        ),
+        (
+            "plugins/systemd-logs/results/web-2/journal.jsonl",
+            to_lines(&whole[1]),
+        ),
+    ]);
+    let bundle = bundle_of(dir.path(), "fleet.tar.gz", &files);
+    let page = dir.path().join("report.html");
+    let output = inspect(
+        dir.path(),
+        &[
+            "report",
+            bundle.to_str().unwrap(),
+            "--out",
+            page.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let url = format!("file://{}", page.display());
+
+    let (dom, console) = chromium(&["--dump-dom"], &url);
+    assert_eq!(
+        console,
+        Vec::<String>::new(),
+        "the page logged to the console"
+    );
+    assert!(
+        dom.contains("data-rendered=\"ok\""),
+        "the script did not finish"
+    );
+    // The journals: every entry counted, the errors as journalctl -p err selects them.
+    let entries = whole[0].len() + whole[1].len();
+    assert!(
+        dom.contains(&format!(
+            "{entries} entries in the journals of 2 nodes; {errors} error{} (priority err or more severe).",
+            if errors == 1 { "" } else { "s" }
+        )),
+        "{dom}"
+    );
+    let logs = &dom[dom.find("id=\"logs-body\"").unwrap()..];
+    let logs = &logs[..logs.find("</section>").unwrap()];
+    for priority in whole
+        .iter()
+        .flatten()
+        .filter_map(|e| e["PRIORITY"].as_str())
+    {
+        let name = [
+            "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
+        ][priority.parse::<usize>().unwrap()];
+        assert!(
+            logs.contains(&format!("<td class=\"\">{name}</td>")),
+            "{name}: {logs}"
+        );
+    }
+    // The custom plugin's section: its facts, and its table with the cap said out loud.
+    let section = &dom[dom
+        .find("<section class=\"plugin\" data-plugin=\"inventory\"")
+        .unwrap()..];
+    let section = &section[..section.find("</section>").unwrap()];
+    assert!(
+        section.contains("<h2>Plugin inventory 0.3.0</h2>")
+            || section.contains("<h2>Plugin inventory</h2>"),
+        "{section}"
+    );
+    assert!(section.contains("passed on 2 nodes."), "{section}");
+    assert!(
+        section.contains(
+            "<td class=\"path\">repo</td><td class=\"value\">testing</td><td>web-2</td>"
+        ),
+        "{section}"
+    );
+    assert!(
+        section.contains("Table packages.jsonl (2502 rows, a row per name)"),
+        "{section}"
+    );
+    assert!(
+        section.contains(
+            "The first 2000 rows; all of them: factbuoy inspect sql fleet.tar.gz 'SELECT * FROM inventory_packages'"
+        ),
+        "{section}"
+    );
+    assert!(
+        section.contains("<td class=\"value\">lib1997</td>"),
+        "{section}"
+    );
+    assert!(
+        !section.contains("<td class=\"value\">lib1998</td>"),
+        "past the cap"
+    );
+    assert!(
+        !dom.contains("data-plugin=\"setup\"") && !dom.contains("data-plugin=\"systemd-logs\"")
+    );
+
+    // A search for what only web-1's table holds finds web-1 and shows that row alone.
+    let (dom, console) = chromium(&["--dump-dom"], &format!("{url}#q=zsh"));
+    assert_eq!(console, Vec::<String>::new());
+    assert!(
+        dom.contains("<tr class=\"node-row\" data-node=\"web-1\""),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("<tr class=\"node-row hidden\" data-node=\"web-2\""),
+        "{dom}"
+    );
+    assert!(dom.contains("<span id=\"search-count\" class=\"muted\"> 1 node matches</span>"));
+    assert!(
+        dom.contains("<tr data-search=\"web-1 zsh 5.9\"><td>web-1</td>"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("<tr data-search=\"web-1 openssl 3.0.2\" class=\"hidden\"><td>web-1</td>"),
+        "{dom}"
+    );
 }
 
 /// The files of a small valid bundle, without an index.

@@ -8,8 +8,11 @@
 //! Content-Security-Policy forbids loading anything, so the file works offline and cannot
 //! reach the network.
 //!
-//! The bundle is read three times (drift, summary, facts) and each facts document is written
-//! into the page as it streams past, so memory stays one document and the drift tables.
+//! The bundle is read four times (drift, summary, journals, facts and tables) and each facts
+//! document and table is written into the page as it streams past, so memory stays one
+//! document and the drift tables. A plugin the report has no view of its own for gets a
+//! section: its facts, and its tables' rows, the first [`MAX_TABLE_ROWS`] of each table (the
+//! rest are counted, and `inspect sql` has them all).
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -21,7 +24,9 @@ use serde_json::Value;
 
 use crate::drift::{self, Drift, IgnoreList};
 use crate::export::{ExportError, Failure, write_whole};
-use crate::facts::{FactPath, each_facts};
+use crate::facts::{FactPath, Found, each_row, run_and_facts};
+use crate::journal_summary::{self, JournalSummary};
+use crate::sql::table_name;
 use crate::summary::{Summary, summary};
 
 const HEAD: &str = include_str!("report/head.html");
@@ -68,6 +73,13 @@ const KEY_FACTS: [(&str, &[Source]); 5] = [
     ),
 ];
 
+/// The bundled plugins the page has views of its own for (the fleet table's columns, the logs
+/// section); every other plugin gets a section of its own.
+const OWN_VIEWS: [&str; 3] = ["setup", "host-facts", "systemd-logs"];
+
+/// The rows of one table artifact written into the page, over all nodes; the rest are counted.
+pub const MAX_TABLE_ROWS: u64 = 2_000;
+
 /// Why the report could not be written.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ReportError {
@@ -87,6 +99,22 @@ struct Data<'a> {
     summary: &'a Summary,
     drift: &'a Drift,
     key_facts: KeyFacts,
+    own_views: [&'static str; 3],
+    tables: Vec<TableShown>,
+    /// The journals' summary, or why it could not be read (the rest of the report stands).
+    journals: Result<JournalSummary, String>,
+}
+
+/// A table artifact: what identifies a row, and how many rows the page shows of how many.
+#[derive(Serialize)]
+struct TableShown {
+    plugin: String,
+    artifact: String,
+    /// Its name in `inspect sql`.
+    sql_table: String,
+    row_keys: Vec<String>,
+    rows: u64,
+    shown: u64,
 }
 
 /// The fleet table's columns and each node's cells.
@@ -135,49 +163,75 @@ pub(crate) fn write(
     // Node -> per column, the best source found so far (its rank) and the cell.
     let mut cells: BTreeMap<String, Vec<Option<(usize, String)>>> = BTreeMap::new();
 
+    let journals = journal_summary::summarize(bundle).map_err(|e| e.to_string());
+    let mut tables: Vec<TableShown> = Vec::new();
     out.write_all(HEAD.as_bytes())?;
-    let mut failed = None;
-    each_facts(
-        bundle,
-        |_, _| true,
-        |node, plugin, _, facts| {
-            if failed.is_some() {
-                return;
+    run_and_facts(bundle, |found, _| -> Result<(), ReportError> {
+        match found {
+            Found::Facts {
+                node,
+                source,
+                facts,
+                ..
+            } => {
+                let row = cells
+                    .entry(node.to_owned())
+                    .or_insert_with(|| vec![None; KEY_FACTS.len()]);
+                key_cells(row, &sources, source, &facts);
+                let document = FactsScript {
+                    node,
+                    plugin: source,
+                    facts: &facts,
+                };
+                script(out, "facts", None, &document)?;
             }
-            let row = cells
-                .entry(node.to_owned())
-                .or_insert_with(|| vec![None; KEY_FACTS.len()]);
-            for (cell, column) in row.iter_mut().zip(&sources) {
-                for (rank, (source, paths)) in column.iter().enumerate() {
-                    if *source != plugin || cell.as_ref().is_some_and(|(best, _)| *best <= rank) {
-                        continue;
-                    }
-                    let found: Vec<String> = paths
-                        .iter()
-                        .flat_map(|p| p.values(&facts))
-                        .map(|v| match v {
-                            Value::String(text) => text,
-                            other => other.to_string(),
-                        })
-                        .collect();
-                    if !found.is_empty() {
-                        *cell = Some((rank, found.join(" ")));
-                    }
-                }
-            }
-            let document = FactsScript {
+            Found::Table {
                 node,
                 plugin,
-                facts: &facts,
-            };
-            if let Err(e) = script(out, "facts", None, &document) {
-                failed = Some(e);
+                artifact,
+                row_keys,
+                rows,
+            } => {
+                let at = match tables
+                    .iter()
+                    .position(|t| t.plugin == plugin && t.artifact == artifact)
+                {
+                    Some(at) => at,
+                    None => {
+                        tables.push(TableShown {
+                            plugin: plugin.to_owned(),
+                            artifact: artifact.to_owned(),
+                            sql_table: table_name(plugin, artifact),
+                            row_keys: row_keys.to_vec(),
+                            rows: 0,
+                            shown: 0,
+                        });
+                        tables.len() - 1
+                    }
+                };
+                let table = &mut tables[at];
+                let mut kept = Vec::new();
+                each_row(rows, |row| -> Result<(), ReportError> {
+                    table.rows += 1;
+                    if table.shown < MAX_TABLE_ROWS {
+                        table.shown += 1;
+                        kept.push(row);
+                    }
+                    Ok(())
+                })?;
+                if !kept.is_empty() {
+                    let document = TableScript {
+                        node,
+                        plugin,
+                        artifact,
+                        rows: &kept,
+                    };
+                    script(out, "table", None, &document)?;
+                }
             }
-        },
-    )?;
-    if let Some(e) = failed {
-        return Err(e.into());
-    }
+        }
+        Ok(())
+    })?;
     let data = Data {
         bundle: bundle.path().file_name().map_or_else(
             || bundle.path().display().to_string(),
@@ -199,11 +253,51 @@ pub(crate) fn write(
                 })
                 .collect(),
         },
+        own_views: OWN_VIEWS,
+        tables,
+        journals,
     };
     script(out, "data", Some("report-data"), &data)?;
     write!(out, "<script>\n{APP}</script>\n</body>\n</html>\n")?;
     out.flush()?;
     Ok(())
+}
+
+/// Fills `row`'s key fact cells from `plugin`'s facts, where they come from a better source
+/// than the cell's so far.
+fn key_cells(
+    row: &mut [Option<(usize, String)>],
+    sources: &[Vec<(&str, Vec<FactPath>)>],
+    plugin: &str,
+    facts: &Value,
+) {
+    for (cell, column) in row.iter_mut().zip(sources) {
+        for (rank, (source, paths)) in column.iter().enumerate() {
+            if *source != plugin || cell.as_ref().is_some_and(|(best, _)| *best <= rank) {
+                continue;
+            }
+            let found: Vec<String> = paths
+                .iter()
+                .flat_map(|p| p.values(facts))
+                .map(|v| match v {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                })
+                .collect();
+            if !found.is_empty() {
+                *cell = Some((rank, found.join(" ")));
+            }
+        }
+    }
+}
+
+/// A node's rows of a table artifact, as the page reads them.
+#[derive(Serialize)]
+struct TableScript<'a> {
+    node: &'a str,
+    plugin: &'a str,
+    artifact: &'a str,
+    rows: &'a [serde_json::Map<String, Value>],
 }
 
 #[derive(Serialize)]

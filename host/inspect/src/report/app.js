@@ -76,7 +76,7 @@
   document.getElementById("meta").append(
     data.bundle + " · " + count(run.nodes.length, "node") + " · created " + at(run.created) +
     " · last activity " + at(run.last_activity) + " · factbuoy " +
-    (run.factbuoy_version || "unknown") + " · plugins: " + plugins +
+    (run.factbuoy_version || "unknown") + (plugins ? " · plugins: " + plugins : "") +
     " · report generated " + at(data.generated));
   if (run.error) document.getElementById("meta").append(el("div", { class: "error" }, run.error));
 
@@ -117,8 +117,8 @@
   driftBody.append(el("p", { class: "muted" },
     data.drift.groups.length === 0
       ? "Every fact compared is the same on every node."
-      : count(data.drift.groups.reduce((n, g) => n + g.facts.length, 0), "fact") +
-        " differ between nodes, in " + count(data.drift.groups.length, "group") + ".",
+      : ((n) => count(n, "fact") + (n === 1 ? " differs" : " differ"))(
+        data.drift.groups.reduce((n, g) => n + g.facts.length, 0)) + " between nodes, in " + count(data.drift.groups.length, "group") + ".",
     " " + count(ignored.facts, "fact") + " that change on their own (" +
     count(ignored.patterns.length, "pattern") +
     ": clocks, load, free memory and space, counters) left out."));
@@ -175,6 +175,132 @@
     }
   }
 
+  // Logs: the journals' entries by priority and unit, and the latest errors.
+  const logsBody = document.getElementById("logs-body");
+  const logRows = [];
+  const journals = data.journals;
+  if (journals.Err !== undefined) {
+    logsBody.append(el("p", { class: "error" }, "The journals could not be summarised: " + journals.Err));
+  } else if (journals.Ok.nodes.length === 0) {
+    logsBody.append(el("p", { class: "muted" }, "No journals in this bundle: systemd-logs did not run, or found none."));
+  } else {
+    const j = journals.Ok;
+    logsBody.append(el("p", { class: "muted" }, count(j.entries, "entry", "entries") + " in the journals of " +
+      count(j.nodes.length, "node") + "; " + count(j.error_count, "error") + " (priority err or more severe)."));
+    const counts = (head, rows) => el("table", { class: "counts" },
+      el("thead", {}, el("tr", {}, ...head.map((h) => el("th", {}, h)))),
+      el("tbody", {}, ...rows.map((cells) => el("tr", {}, ...cells.map((c, i) =>
+        el("td", { class: i === 0 ? "" : "number" }, c))))));
+    logsBody.append(el("h3", {}, "By priority"),
+      counts(["Priority", "Entries"], j.by_priority.map((p) => [p.priority, p.entries])));
+    logsBody.append(el("h3", {}, j.unit_count > j.units.length
+      ? "The " + j.units.length + " units that logged most, of " + j.unit_count : "By unit"),
+      counts(["Unit", "Entries", "Errors"], j.units.map((u) => [u.unit, u.entries, u.errors])));
+    if (j.errors.length > 0) {
+      logsBody.append(el("h3", {}, j.error_count > j.errors.length
+        ? "The latest " + j.errors.length + " errors, of " + j.error_count : "Errors"));
+      const table = el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Time"), el("th", {}, "Node"),
+        el("th", {}, "Unit"), el("th", {}, "Priority"), el("th", {}, "Message"))));
+      const tbody = el("tbody");
+      for (const e of j.errors) {
+        const row = el("tr", {}, el("td", {}, at(e.time)), el("td", {}, e.node), el("td", {}, e.unit),
+          el("td", {}, e.priority), el("td", { class: "value" }, e.message));
+        row.dataset.search = lower([e.node, e.unit, e.priority, e.message].join(" "));
+        logRows.push(row);
+        tbody.append(row);
+      }
+      table.append(tbody);
+      logsBody.append(table);
+    }
+  }
+
+  // A section per plugin the page has no view of its own for: its facts and its tables.
+  const tablesByPlugin = new Map();
+  for (const script of document.querySelectorAll("script.table")) {
+    const doc = JSON.parse(script.textContent);
+    if (!tablesByPlugin.has(doc.plugin)) tablesByPlugin.set(doc.plugin, []);
+    tablesByPlugin.get(doc.plugin).push(doc);
+  }
+  const pluginOf = (source) => source.split("/")[0];
+  const otherPlugins = [];
+  const addPlugin = (name) => { if (!data.own_views.includes(name) && !otherPlugins.includes(name)) otherPlugins.push(name); };
+  run.plugins.forEach((p) => addPlugin(p.name));
+  for (const docs of facts().values()) docs.forEach((d) => addPlugin(pluginOf(d.plugin)));
+  data.tables.forEach((t) => addPlugin(t.plugin));
+  // Node -> the text of its rows in other plugins' tables, for the search.
+  const tableText = new Map();
+  const pluginRows = [];
+  const pluginsDiv = document.getElementById("plugins");
+  for (const name of otherPlugins) {
+    const version = (run.plugins.find((p) => p.name === name) || {}).version;
+    const outcomes = summary.results.filter((r) => r.plugin === name).map(outcome);
+    const tally = [...new Set(outcomes)].map((o) => o + " on " + count(outcomes.filter((x) => x === o).length, "node"));
+    const section = el("section", { class: "plugin", "data-plugin": name },
+      el("h2", {}, "Plugin " + name + (version ? " " + version : "")),
+      el("p", { class: "muted" }, tally.length > 0 ? tally.join(", ") + "." : "No results."));
+    // Its facts across the fleet: each fact's values, and the nodes that have each.
+    const MAX_FACT_ROWS = 2000;
+    const byFact = new Map();
+    for (const [node, docs] of facts()) {
+      for (const doc of docs.filter((d) => pluginOf(d.plugin) === name)) {
+        for (const [path, value] of leaves(doc.facts, "", [])) {
+          const key = JSON.stringify([doc.plugin, path, show(value)]);
+          if (!byFact.has(key)) byFact.set(key, { source: doc.plugin, path, value: show(value), nodes: [] });
+          byFact.get(key).nodes.push(node);
+        }
+      }
+    }
+    const factValues = [...byFact.values()].sort((a, b) =>
+      a.path.localeCompare(b.path, undefined, { numeric: true }) || a.value.localeCompare(b.value));
+    if (factValues.length > 0) {
+      const nodeCount = new Set([...byFact.values()].flatMap((f) => f.nodes)).size;
+      const rows = factValues.slice(0, MAX_FACT_ROWS).map((f) => {
+        const who = f.nodes.length === nodeCount && nodeCount > 1 ? "all " + count(nodeCount, "node")
+          : f.nodes.length > 3 ? f.nodes.slice(0, 3).join(", ") + " and " + (f.nodes.length - 3) + " more"
+          : f.nodes.join(", ");
+        const row = el("tr", { class: drifting.has(f.source + " " + f.path) ? "drift" : "" },
+          el("td", { class: "path" }, f.path), el("td", { class: "value" }, f.value), el("td", {}, who));
+        row.dataset.search = lower([f.path, f.value, ...f.nodes].join(" "));
+        return row;
+      });
+      section.append(el("h3", {}, "Facts"));
+      if (factValues.length > MAX_FACT_ROWS) {
+        section.append(el("p", { class: "muted" }, "The first " + MAX_FACT_ROWS + " of " + factValues.length +
+          " facts and values; each node's are under Nodes, and factbuoy inspect facts " + data.bundle + " NODE " + name + " prints them."));
+      }
+      section.append(el("table", {},
+        el("thead", {}, el("tr", {}, el("th", {}, "Fact"), el("th", {}, "Value"), el("th", {}, "Nodes"))),
+        el("tbody", {}, ...rows)));
+      pluginRows.push(...rows);
+    }
+    // Its tables: a row per row, the node first, then every column any row shown has.
+    for (const table of data.tables.filter((t) => t.plugin === name)) {
+      const docs = (tablesByPlugin.get(name) || []).filter((d) => d.artifact === table.artifact);
+      const columns = [];
+      for (const doc of docs) for (const row of doc.rows) for (const c of Object.keys(row)) if (!columns.includes(c)) columns.push(c);
+      section.append(el("h3", {}, "Table " + table.artifact + " (" + count(table.rows, "row") +
+        (table.row_keys.length > 0 ? ", a row per " + table.row_keys.join(", ") : "") + ")"));
+      if (table.shown < table.rows) {
+        section.append(el("p", { class: "muted" }, "The first " + table.shown + " rows; all of them: factbuoy inspect sql " +
+          data.bundle + " 'SELECT * FROM " + table.sql_table + "'"));
+      }
+      const tbody = el("tbody");
+      for (const doc of docs) {
+        for (const row of doc.rows) {
+          const cells = columns.map((c) => Object.hasOwn(row, c) ? show(row[c]) : "");
+          const tr = el("tr", {}, el("td", {}, doc.node), ...cells.map((c) => el("td", { class: "value" }, c)));
+          tr.dataset.search = lower([doc.node, ...cells].join(" "));
+          tableText.set(doc.node, (tableText.get(doc.node) || "") + "\n" + tr.dataset.search);
+          pluginRows.push(tr);
+          tbody.append(tr);
+        }
+      }
+      section.append(el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Node"),
+        ...columns.map((c) => el("th", {}, c)))), tbody));
+    }
+    pluginsDiv.append(section);
+  }
+
   // Nodes: each one's facts, rendered when opened; facts that differ between nodes highlighted.
   const nodesBody = document.getElementById("nodes-body");
   const nodeDetails = [];
@@ -227,6 +353,7 @@
     }
     const found = new Set();
     for (const [node, text] of nodeText) if (text.includes(query)) found.add(node);
+    for (const [node, text] of tableText) if (text.includes(query)) found.add(node);
     return found;
   }
   // A search opens every node it matches, showing the facts that match, and says how many.
@@ -259,7 +386,7 @@
       }
       if (details.dataset.rendered) filterFacts(details);
     }
-    for (const row of [...driftRows, ...errorRows]) {
+    for (const row of [...driftRows, ...errorRows, ...logRows, ...pluginRows]) {
       row.classList.toggle("hidden", query !== "" && !row.dataset.search.includes(query));
     }
   });
