@@ -1291,6 +1291,162 @@ fn export_writes_jsonl_csv_and_ansibles_fact_cache_into_the_folder_asked_for() {
     assert_eq!(output.status.code(), Some(2));
 }
 
+#[test]
+fn export_writes_each_table_as_jsonl_and_csv_named_as_sql_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, after) = custom_plugin_bundles(dir.path());
+    let out = dir.path().join("export");
+    let (b, o) = (after.to_str().unwrap(), out.to_str().unwrap());
+    let lines = |file: &str| -> Vec<Value> {
+        std::fs::read_to_string(out.join(file))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+
+    let output = inspect(
+        dir.path(),
+        &["export", b, "--format", "jsonl", "--out", o, "-o", "json"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let written: Vec<(String, u64)> = json_of(&output)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let file = PathBuf::from(f["file"].as_str().unwrap());
+            let name = file.file_name().unwrap().to_string_lossy().into_owned();
+            (name, f["rows"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        written,
+        [
+            ("facts.jsonl".to_owned(), 1),
+            ("mounts_events.jsonl".to_owned(), 1),
+            ("mounts_packages.jsonl".to_owned(), 3)
+        ]
+    );
+    assert_eq!(
+        lines("mounts_packages.jsonl"),
+        [
+            json!({"node": "n1", "name": "curl", "version": "7.88"}),
+            json!({"node": "n1", "name": "openssl", "version": "3.0.2"}),
+            json!({"node": "n1", "name": "zsh", "version": "5.9"}),
+        ]
+    );
+    assert!(
+        std::fs::read_to_string(out.join("mounts_packages.jsonl"))
+            .unwrap()
+            .starts_with("{\"node\":\"n1\",")
+    );
+
+    let output = inspect(dir.path(), &["export", b, "--format", "csv", "--out", o]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stdout).contains("mounts_packages.csv: 3 rows"),
+        "{}",
+        text(&output.stdout)
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("mounts_packages.csv")).unwrap(),
+        "node,name,version\nn1,curl,7.88\nn1,openssl,3.0.2\nn1,zsh,5.9\n"
+    );
+
+    // A row cannot pass itself off as another node: its `node` field is `node_`. Fields a row
+    // lacks are empty; values that are not strings are JSON.
+    let definition = json!({"name": "p", "artifacts": [{"name": "t.jsonl",
+        "media_type": "application/jsonl", "kind": "table"}]});
+    let status = json!({"run_id": "r1", "status": "complete", "plugins": []});
+    let to = |v: &Value| serde_json::to_vec(v).unwrap();
+    let wide: serde_json::Map<String, Value> =
+        (0..2001).map(|i| (format!("c{i}"), json!(i))).collect();
+    let bundle = |name: &str, rows: String| {
+        bundle_of(
+            dir.path(),
+            name,
+            &[
+                ("meta/status.json", to(&status)),
+                ("plugins/p/definition.json", to(&definition)),
+                ("plugins/p/results/n1/t.jsonl", rows.into_bytes()),
+            ],
+        )
+    };
+    let liar = bundle(
+        "liar.tar.gz",
+        format!(
+            "{}\n{}\n",
+            json!({"node": "n2", "a": 1}),
+            json!({"b": [1, 2]})
+        ),
+    );
+    let o2 = dir.path().join("liar");
+    let output = inspect(
+        dir.path(),
+        &[
+            "export",
+            liar.to_str().unwrap(),
+            "--format",
+            "csv",
+            "--out",
+            o2.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(
+        std::fs::read_to_string(o2.join("p_t.csv")).unwrap(),
+        "node,a,node_,b\nn1,1,n2,\nn1,,,\"[1,2]\"\n"
+    );
+
+    // A table of more columns than CSV is given is refused, and leaves no file; JSON Lines
+    // takes it.
+    let wide = bundle("wide.tar.gz", format!("{}\n", Value::from(wide)));
+    let o3 = dir.path().join("wide");
+    let output = inspect(
+        dir.path(),
+        &[
+            "export",
+            wide.to_str().unwrap(),
+            "--format",
+            "csv",
+            "--out",
+            o3.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains(
+            "table p_t has more than 2000 columns, too many for CSV: export it with --format jsonl"
+        ),
+        "{}",
+        text(&output.stderr)
+    );
+    assert!(!o3.join("p_t.csv").exists());
+    let output = inspect(
+        dir.path(),
+        &[
+            "export",
+            wide.to_str().unwrap(),
+            "--format",
+            "jsonl",
+            "--out",
+            o3.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let mut names: Vec<String> = std::fs::read_dir(&o3)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["facts.csv", "facts.jsonl", "p_t.jsonl"],
+        "no temporary file"
+    );
+}
+
 /// The committed fixture journals unpacked into `dir`: its folders, one per machine, in name
 /// order.
 fn fixture_journals(dir: &Path) -> Vec<PathBuf> {
@@ -1527,7 +1683,7 @@ fn logs_merge_every_nodes_journal_in_time_order_and_filter_as_journalctl_does() 
     let output = inspect(dir.path(), &["logs", empty.to_str().unwrap()]);
     assert!(output.status.success() && output.stdout.is_empty());
     assert!(
-        text(&output.stderr).contains("its 1 journal hold no entries"),
+        text(&output.stderr).contains("its 1 journal holds no entries"),
         "{}",
         text(&output.stderr)
     );
@@ -1922,9 +2078,8 @@ fn report_has_a_section_per_other_plugin_with_its_tables_and_summarises_the_jour
     );
     assert!(section.contains("passed on 2 nodes."), "{section}");
     assert!(
-        section.contains(
-            "<td class=\"path\">repo</td><td class=\"value\">testing</td><td>web-2</td>"
-        ),
+        section
+            .contains("<td class=\"path\">repo</td><td class=\"value\">testing</td><td>web-2</td>"),
         "{section}"
     );
     assert!(
