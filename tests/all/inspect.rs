@@ -508,6 +508,18 @@ fn summary_shows_the_run_a_nodes_by_plugins_table_errors_and_sizes() {
         stdout.contains("  - setup on web-3: plugin \"setup\" 0.1.0: rejected its parameters"),
         "{stdout}"
     );
+    // The whole truth, as the report tells it: the failure in the run's line, the warnings
+    // after the errors.
+    assert!(
+        stdout.starts_with("run f1ee7f1ee700: complete with 1 failure\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "\nWarnings:\n  - setup on web-1: cannot read /etc/shadow: permission denied\n"
+        ),
+        "{stdout}"
+    );
 }
 
 #[test]

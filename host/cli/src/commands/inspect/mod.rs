@@ -268,7 +268,22 @@ fn summary(args: BundleArg, format: Format) -> anyhow::Result<ExitStatus> {
         return Ok(ExitStatus::Success);
     }
     let run = &summary.run;
-    let mut lines = vec![format!("run {}: {}", run.run_id, run.status)];
+    // A pair that did not pass: it failed, or ended without a result (lost, timed out). A
+    // run that completed with such pairs says so, as the report's badge does.
+    let failures = summary
+        .results
+        .iter()
+        .filter(|o| match &o.result_status {
+            Some(result) if o.status == "complete" => result == "failed",
+            _ => o.status != "skipped",
+        })
+        .count();
+    let status = if run.status == "complete" && failures > 0 {
+        format!("complete with {}", count(failures, "failure"))
+    } else {
+        run.status.clone()
+    };
+    let mut lines = vec![format!("run {}: {status}", run.run_id)];
     if let Some(error) = &run.error {
         lines.push(format!("  error: {error}"));
     }
@@ -323,6 +338,15 @@ fn summary(args: BundleArg, format: Format) -> anyhow::Result<ExitStatus> {
         lines.push("Errors:".into());
         for e in &summary.errors {
             lines.push(format!("  - {} on {}: {}", e.plugin, e.node, e.error));
+        }
+    }
+    if summary.results.iter().any(|o| !o.warnings.is_empty()) {
+        lines.push(String::new());
+        lines.push("Warnings:".into());
+        for o in &summary.results {
+            for warning in &o.warnings {
+                lines.push(format!("  - {} on {}: {warning}", o.plugin, o.node));
+            }
         }
     }
     let sizes = &summary.sizes;
