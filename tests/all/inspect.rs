@@ -1926,8 +1926,10 @@ fn report_is_one_self_contained_page_that_shows_every_node_in_a_real_browser() {
         dom.contains("<tr class=\"node-row\" data-node=\"web-2\""),
         "{dom}"
     );
-    assert!(dom.contains("<tr class=\"node-row hidden\" data-node=\"web-1\""));
-    assert!(dom.contains("<tr class=\"node-row hidden\" data-node=\"web-3\""));
+    // The table shows only the nodes that match.
+    assert!(!dom.contains("<tr class=\"node-row\" data-node=\"web-1\""));
+    assert!(!dom.contains("<tr class=\"node-row\" data-node=\"web-3\""));
+    assert!(dom.contains("1 of 3 nodes shown"), "{dom}");
     // It opens the node it matches, with the matching fact shown, and says how many match.
     assert!(
         dom.contains("<details data-node=\"web-2\" open=\"\""),
@@ -2124,7 +2126,7 @@ fn report_has_a_section_per_other_plugin_with_its_tables_and_summarises_the_jour
         "{dom}"
     );
     assert!(
-        dom.contains("<tr class=\"node-row hidden\" data-node=\"web-2\""),
+        !dom.contains("<tr class=\"node-row\" data-node=\"web-2\""),
         "{dom}"
     );
     assert!(dom.contains("<span id=\"search-count\" class=\"muted\"> 1 node matches</span>"));
@@ -2136,6 +2138,179 @@ fn report_has_a_section_per_other_plugin_with_its_tables_and_summarises_the_jour
         dom.contains("<tr data-search=\"web-1 openssl 3.0.2\" class=\"hidden\"><td>web-1</td>"),
         "{dom}"
     );
+}
+
+#[test]
+fn report_of_a_thousand_nodes_shows_the_three_that_failed_and_why_on_its_first_screen() {
+    let dir = tempfile::tempdir().unwrap();
+    let to = |v: &Value| serde_json::to_vec(v).unwrap();
+    let real = Bundle::read(real_bundle().0.to_owned()).files;
+    let name = |i: usize| format!("node-{i:04}");
+    let mut pairs = Vec::new();
+    let mut files: Vec<(&'static str, Vec<u8>)> = vec![
+        ("meta/run.json", real["meta/run.json"].clone()),
+        (
+            "plugins/setup/definition.json",
+            real["plugins/setup/definition.json"].clone(),
+        ),
+    ];
+    // Paths must live as long as the bundle's files: leak them, as the test is short.
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    for i in 0..1000 {
+        let node = name(i);
+        let (vcpus, memory) = ([2, 4, 8][i % 3], [3900, 7900, 15900][i % 3]);
+        let facts = json!({
+            "ansible_distribution": "Debian",
+            "ansible_distribution_version": if i % 10 == 0 { "13.1" } else { "12.11" },
+            "ansible_kernel": format!("6.1.0-{}-amd64", 20 + i % 3),
+            "ansible_processor_vcpus": vcpus,
+            "ansible_memtotal_mb": memory,
+            "ansible_default_ipv4": {"address": format!("10.0.{}.{}", i / 250, i % 250)},
+        });
+        files.push((
+            leak(format!("plugins/setup/results/{node}/ansible_facts.json")),
+            to(&facts),
+        ));
+        pairs.push(
+            json!({"plugin": "setup", "node": node, "status": "complete",
+                          "result_status": "passed"}),
+        );
+        let logs = match i {
+            // Two nodes fail the same way (their own names in the message), a third times out.
+            100 | 700 => {
+                files.push((
+                    leak(format!("plugins/systemd-logs/errors/{node}/error.json")),
+                    to(&json!({"error": format!(
+                        "plugin \"systemd-logs\" on {node}: permission denied on /var/log/journal")})),
+                ));
+                json!({"plugin": "systemd-logs", "node": node, "status": "complete",
+                       "result_status": "failed"})
+            }
+            400 => json!({"plugin": "systemd-logs", "node": node, "status": "timed-out",
+                          "result_status": "failed"}),
+            _ => json!({"plugin": "systemd-logs", "node": node, "status": "complete",
+                        "result_status": "passed"}),
+        };
+        pairs.push(logs);
+    }
+    let status = json!({"run_id": "a1000a1000a1", "status": "complete", "plugins": pairs});
+    files.push(("meta/status.json", to(&status)));
+    let bundle = bundle_of(dir.path(), "thousand.tar.gz", &files);
+    let page = dir.path().join("report.html");
+    let output = inspect(
+        dir.path(),
+        &[
+            "report",
+            bundle.to_str().unwrap(),
+            "--out",
+            page.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    eprintln!(
+        "report of 1,000 nodes: {} bytes",
+        std::fs::metadata(&page).unwrap().len()
+    );
+
+    // A copy of the page that also writes, after it has rendered, where its parts end, and
+    // what the node table shows after a click on a chart's bar and on a column's header.
+    let html = std::fs::read_to_string(&page).unwrap();
+    let measured = dir.path().join("measured.html");
+    let probe = r##"<script>
+const b = document.body.dataset;
+for (const id of ["errors", "overview"]) b[id + "Bottom"] = Math.round(document.getElementById(id).getBoundingClientRect().bottom);
+const rows = () => [...document.querySelectorAll("tr.node-row")].map((r) => r.dataset.node).join(" ");
+const chart = [...document.querySelectorAll("figure.chart")].find((f) => f.querySelector("figcaption").textContent === "systemd-logs result");
+[...chart.querySelectorAll("g.bar")].find((g) => g.querySelector("title").textContent.startsWith("failed:")).dispatchEvent(new Event("click"));
+b.afterBar = rows() + " | " + document.getElementById("fleet-filter").textContent;
+document.querySelector("#fleet-filter button").click();
+const cpus = [...document.querySelectorAll("#fleet-table th")].find((th) => th.textContent === "CPUs");
+cpus.click(); cpus.click();
+b.afterSort = rows().split(" ").slice(0, 3).join(" ") + " | " + document.querySelectorAll("tr.node-row").length;
+</script></body>"##;
+    std::fs::write(&measured, html.replace("</body>", probe)).unwrap();
+    let (dom, console) = chromium(
+        &["--window-size=1280,900", "--dump-dom"],
+        &format!("file://{}", measured.display()),
+    );
+    assert_eq!(
+        console,
+        Vec::<String>::new(),
+        "the page logged to the console"
+    );
+    assert!(
+        dom.contains("data-rendered=\"ok\""),
+        "the script did not finish"
+    );
+    // The answer first: the band counts, and the failures grouped with their reasons.
+    assert!(
+        dom.contains("<span class=\"badge failed\">complete with 3 failures</span>"),
+        "{dom}"
+    );
+    assert!(dom.contains(">2 results failed</a>"), "{dom}");
+    assert!(dom.contains(">1 result lost or timed out</a>"), "{dom}");
+    assert!(
+        dom.contains(
+            "<strong>systemd-logs on 2 nodes: </strong><span class=\"error\">plugin \"systemd-logs\" \
+             on NODE: permission denied on /var/log/journal</span><div class=\"muted\">node-0100, node-0700</div>"
+        ),
+        "{dom}"
+    );
+    assert!(
+        dom.contains(
+            "<strong>systemd-logs on node-0400: </strong><span class=\"error\">timed-out, with no error recorded</span>"
+        ),
+        "{dom}"
+    );
+    // ... all of it on the first screen, 900 pixels high, with the charts under it.
+    let bottom = |id: &str| -> u32 {
+        let at = dom
+            .find(&format!("data-{id}-bottom=\""))
+            .unwrap_or_else(|| panic!("{id}"))
+            + id.len()
+            + 14;
+        dom[at..at + dom[at..].find('"').unwrap()].parse().unwrap()
+    };
+    assert!(
+        bottom("errors") <= 900,
+        "the failures end at {} px",
+        bottom("errors")
+    );
+    assert!(bottom("overview") > bottom("errors"));
+    for chart in [
+        "OS",
+        "Kernel",
+        "CPUs",
+        "Memory (MiB)",
+        "setup result",
+        "systemd-logs result",
+    ] {
+        assert!(
+            dom.contains(&format!("<figcaption>{chart}</figcaption>")),
+            "{chart}"
+        );
+    }
+    // A page of the node table at a time.
+    assert_eq!(dom.matches("<tr class=\"node-row\"").count(), 100);
+    assert!(
+        dom.contains("1000 of 1000 nodes shown; rows 1–100"),
+        "{dom}"
+    );
+
+    // A screenshot of the first screen, kept for a person to look at.
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("inspect-report");
+    std::fs::create_dir_all(&shots).unwrap();
+    let shot = shots.join("report-1000-first-screen.png");
+    let _ = std::fs::remove_file(&shot);
+    chromium(
+        &[
+            "--window-size=1280,900",
+            &format!("--screenshot={}", shot.display()),
+        ],
+        &format!("file://{}", page.display()),
+    );
+    assert!(std::fs::read(&shot).unwrap().starts_with(b"\x89PNG"));
+    eprintln!("screenshot: {}", shot.display());
 }
 
 /// The files of a small valid bundle, without an index.

@@ -80,35 +80,198 @@
     " · report generated " + at(data.generated));
   if (run.error) document.getElementById("meta").append(el("div", { class: "error" }, run.error));
 
-  // Fleet table: a row per node, its key facts and each plugin's result.
+  // Each node's result per plugin, and the plugins in the status document's order.
   const pluginNames = [];
-  for (const r of summary.results) if (!pluginNames.includes(r.plugin)) pluginNames.push(r.plugin);
-  const fleet = document.getElementById("fleet-table");
-  fleet.append(el("thead", {}, el("tr", {}, el("th", {}, "Node"),
-    ...data.key_facts.labels.map((l) => el("th", {}, l)),
-    ...pluginNames.map((p) => el("th", {}, p)))));
-  const body = el("tbody");
-  const nodeRows = [];
-  for (const node of run.nodes) {
-    const keys = Object.hasOwn(data.key_facts.nodes, node)
-      ? data.key_facts.nodes[node] : data.key_facts.labels.map(() => "");
-    const outcomes = pluginNames.map((plugin) => {
-      const o = summary.results.find((r) => r.plugin === plugin && r.node === node);
-      return o ? outcome(o) : "-";
-    });
-    const row = el("tr", { class: "node-row", "data-node": node },
-      el("td", {}, node), ...keys.map((k) => el("td", {}, k)),
-      ...outcomes.map((o) => el("td", { class: o }, o)));
-    row.addEventListener("click", () => {
-      const details = document.querySelector('details[data-node="' + CSS.escape(node) + '"]');
-      details.open = true;
-      details.scrollIntoView();
-    });
-    row.dataset.search = lower([node, ...keys, ...outcomes].join(" "));
-    nodeRows.push(row);
-    body.append(row);
+  const resultsByNode = new Map();
+  for (const r of summary.results) {
+    if (!pluginNames.includes(r.plugin)) pluginNames.push(r.plugin);
+    if (!resultsByNode.has(r.node)) resultsByNode.set(r.node, new Map());
+    resultsByNode.get(r.node).set(r.plugin, r);
   }
-  fleet.append(body);
+  const keyCells = (node) => Object.hasOwn(data.key_facts.nodes, node)
+    ? data.key_facts.nodes[node] : data.key_facts.labels.map(() => "");
+  // The key facts some node has (a fleet without setup's facts has no memory column).
+  const kept = data.key_facts.labels.map((_, i) => i)
+    .filter((i) => run.nodes.some((node) => keyCells(node)[i] !== ""));
+  const labels = kept.map((i) => data.key_facts.labels[i]);
+  // A row per node: its key facts, then each plugin's outcome ("-": no result).
+  const fleetRows = run.nodes.map((node) => {
+    const keys = kept.map((i) => keyCells(node)[i]);
+    const results = resultsByNode.get(node) || new Map();
+    const outcomes = pluginNames.map((p) => results.has(p) ? outcome(results.get(p)) : "-");
+    const cells = [node, ...keys, ...outcomes];
+    return { node, cells, search: lower(cells.join(" ")) };
+  });
+  const columns = ["Node", ...labels, ...pluginNames];
+  // Columns whose cells are numbers sort as numbers.
+  const numeric = columns.map((_, i) => i > 0 && fleetRows.every((r) => r.cells[i] === "" || !isNaN(Number(r.cells[i]))));
+
+  // The answer first: the results by outcome, each a filter on the node table.
+  const kinds = [
+    ["passed", (r) => outcome(r) === "passed"],
+    ["failed", (r) => outcome(r) === "failed"],
+    ["lost or timed out", (r) => ["lost", "timed-out", "interrupted"].includes(outcome(r))],
+    ["skipped", (r) => outcome(r) === "skipped"],
+    ["with warnings", (r) => (r.warnings || []).length > 0],
+  ];
+  const band = document.getElementById("band");
+  band.append(el("span", { class: "band-item" }, el("strong", {}, count(run.nodes.length, "node"))));
+  for (const [kind, test] of kinds) {
+    const matching = summary.results.filter(test);
+    if (matching.length === 0 && kind !== "failed" && kind !== "passed") continue;
+    const tone = kind === "passed" ? "passed" : matching.length === 0 ? "muted"
+      : kind === "with warnings" ? "warning" : "failed";
+    const link = el("a", { href: "#fleet", class: "band-item " + tone,
+      "data-kind": kind }, count(matching.length, "result") + " " + kind);
+    link.addEventListener("click", () => {
+      const nodes = new Set(matching.map((r) => r.node));
+      setFilter({ label: count(matching.length, "result") + " " + kind, keep: (row) => nodes.has(row.node) });
+    });
+    band.append(link);
+  }
+
+  // Distributions: a bar chart per key fact and per plugin's result, each bar a filter.
+  const charts = document.getElementById("charts");
+  const MAX_BARS = 8;
+  const memoryBucket = (mib) => {
+    const n = Number(mib);
+    if (mib === "" || isNaN(n)) return "";
+    let gib = 1;
+    while (gib * 1024 < n) gib *= 2;
+    return "≤ " + gib + " GiB";
+  };
+  const chartOf = (title, column, bucket) => {
+    const tally = new Map();
+    for (const row of fleetRows) {
+      const value = bucket(row.cells[column]);
+      tally.set(value, (tally.get(value) || 0) + 1);
+    }
+    let bars = [...tally.entries()].sort((a, b) => b[1] - a[1] || String(a[0]).localeCompare(String(b[0]), undefined, { numeric: true }));
+    if (bars.length > MAX_BARS) {
+      const rest = bars.slice(MAX_BARS - 1);
+      const others = new Set(rest.map(([v]) => v));
+      bars = [...bars.slice(0, MAX_BARS - 1), [rest.length + " others", rest.reduce((n, [, c]) => n + c, 0), others]];
+    }
+    const most = Math.max(...bars.map(([, c]) => c));
+    const W = 360, H = 20, LABEL = 150;
+    const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    svg.setAttribute("width", W);
+    svg.setAttribute("height", bars.length * H);
+    svg.setAttribute("role", "img");
+    bars.forEach(([value, n, others], i) => {
+      const g = document.createElementNS(svg.namespaceURI, "g");
+      g.setAttribute("class", "bar");
+      g.setAttribute("transform", "translate(0," + i * H + ")");
+      const name = value === "" ? "(unknown)" : String(value);
+      const text = (x, s, cls) => {
+        const t = document.createElementNS(svg.namespaceURI, "text");
+        t.setAttribute("x", x);
+        t.setAttribute("y", 14);
+        if (cls) t.setAttribute("class", cls);
+        t.textContent = s;
+        return t;
+      };
+      const label = text(0, name.length > 22 ? name.slice(0, 21) + "…" : name);
+      const title = document.createElementNS(svg.namespaceURI, "title");
+      title.textContent = name + ": " + count(n, "node");
+      const rect = document.createElementNS(svg.namespaceURI, "rect");
+      const width = Math.max(2, Math.round((W - LABEL - 60) * n / most));
+      rect.setAttribute("x", LABEL);
+      rect.setAttribute("y", 3);
+      rect.setAttribute("width", width);
+      rect.setAttribute("height", H - 6);
+      const bad = column >= 1 + labels.length && !["passed", "skipped"].includes(value);
+      rect.setAttribute("class", bad ? "bad" : "");
+      g.append(title, label, rect, text(LABEL + width + 6, String(n), "n"));
+      g.addEventListener("click", () => setFilter({
+        label: columns[column] + ": " + name,
+        keep: (row) => others ? others.has(bucket(row.cells[column])) : bucket(row.cells[column]) === value,
+      }));
+      svg.append(g);
+    });
+    charts.append(el("figure", { class: "chart" }, el("figcaption", {}, title), svg));
+  };
+  labels.forEach((label, i) => {
+    if (label === "Address") return;
+    chartOf(label, 1 + i, label.startsWith("Memory") ? memoryBucket : (v) => v);
+  });
+  pluginNames.forEach((plugin, i) => chartOf(plugin + " result", 1 + labels.length + i, (v) => v));
+
+  // The node table: sortable by any column, filtered by a chart, a band link and the search,
+  // a page at a time so that ten thousand nodes cost a hundred rows of DOM.
+  const PAGE = 100;
+  const fleet = document.getElementById("fleet-table");
+  const pager = document.getElementById("fleet-pager");
+  const filterNote = document.getElementById("fleet-filter");
+  const sort = { column: 0, descending: false };
+  let filter = null;
+  let searchHits = null;
+  let page = 0;
+  const heads = columns.map((c, i) => {
+    const th = el("th", { class: "sortable", title: "Sort by " + c }, c);
+    th.addEventListener("click", () => {
+      sort.descending = sort.column === i ? !sort.descending : false;
+      sort.column = i;
+      page = 0;
+      renderFleet();
+    });
+    return th;
+  });
+  fleet.append(el("thead", {}, el("tr", {}, ...heads)));
+  const fleetBody = el("tbody");
+  fleet.append(fleetBody);
+  function setFilter(f) {
+    filter = f;
+    page = 0;
+    renderFleet();
+  }
+  function shownRows() {
+    const rows = fleetRows.filter((r) => (!filter || filter.keep(r)) && (!searchHits || searchHits.has(r.node)));
+    const c = sort.column;
+    rows.sort((a, b) => {
+      const order = numeric[c] ? (Number(a.cells[c]) || 0) - (Number(b.cells[c]) || 0)
+        : a.cells[c].localeCompare(b.cells[c], undefined, { numeric: true });
+      return (sort.descending ? -order : order) || a.node.localeCompare(b.node, undefined, { numeric: true });
+    });
+    return rows;
+  }
+  function renderFleet() {
+    const rows = shownRows();
+    const pages = Math.max(1, Math.ceil(rows.length / PAGE));
+    page = Math.min(page, pages - 1);
+    fleetBody.replaceChildren(...rows.slice(page * PAGE, (page + 1) * PAGE).map((r) => {
+      const tr = el("tr", { class: "node-row", "data-node": r.node },
+        ...r.cells.map((c, i) => el("td", { class: i > labels.length ? c : "" }, c)));
+      tr.addEventListener("click", () => {
+        const details = document.querySelector('details[data-node="' + CSS.escape(r.node) + '"]');
+        details.classList.remove("hidden");
+        details.open = true;
+        details.scrollIntoView();
+      });
+      return tr;
+    }));
+    heads.forEach((th, i) => th.dataset.sort = i === sort.column ? (sort.descending ? "descending" : "ascending") : "");
+    filterNote.replaceChildren();
+    if (filter) {
+      const clear = el("button", { type: "button" }, "show all");
+      clear.addEventListener("click", () => setFilter(null));
+      filterNote.append("Only " + filter.label + " ", clear);
+    }
+    pager.replaceChildren();
+    const first = rows.length === 0 ? 0 : page * PAGE + 1;
+    pager.append(rows.length + " of " + count(fleetRows.length, "node") + " shown" +
+      (rows.length > PAGE ? "; rows " + first + "–" + Math.min(rows.length, (page + 1) * PAGE) : "") + " ");
+    if (pages > 1) {
+      const go = (label, to, disabled) => {
+        const b = el("button", { type: "button" }, label);
+        b.disabled = disabled;
+        b.addEventListener("click", () => { page = to; renderFleet(); });
+        return b;
+      };
+      pager.append(go("previous", page - 1, page === 0), " page " + (page + 1) + " of " + pages + " ", go("next", page + 1, page === pages - 1));
+    }
+  }
+  renderFleet();
 
   // Drift: each group of facts that split the nodes alike, a column per set of nodes.
   const driftBody = document.getElementById("drift-body");
@@ -152,27 +315,52 @@
     driftBody.append(div);
   }
 
-  // Errors, whole, then warnings: what a passed result could not gather.
+  // Problems, right under the band: every failed pair's error, whole, then every warning
+  // (what a passed result could not gather). One reason on many nodes is said once, with its
+  // nodes ("systemd-logs on 412 nodes: ..."); a node's own name in it reads NODE.
   const errorsBody = document.getElementById("errors-body");
   const errorRows = [];
-  const warnings = summary.results.filter((r) => (r.warnings || []).length > 0);
-  const warningCount = warnings.reduce((n, r) => n + r.warnings.length, 0);
-  errorsBody.append(el("p", { class: "muted" },
-    summary.errors.length === 0 && warningCount === 0 ? "No errors, no warnings."
-      : count(summary.errors.length, "error") + ", " + count(warningCount, "warning") + "."));
+  const groups = new Map();
+  const addProblem = (cls, plugin, node, reason) => {
+    const general = node === "" ? reason : reason.split(node).join("NODE");
+    const key = JSON.stringify([cls, plugin, general]);
+    if (!groups.has(key)) groups.set(key, { cls, plugin, general, nodes: [], reasons: [] });
+    groups.get(key).nodes.push(node);
+    groups.get(key).reasons.push(reason);
+  };
+  const recorded = new Set();
   for (const e of summary.errors) {
-    const row = el("div", {}, el("strong", {}, e.plugin + " on " + e.node + ": "), el("span", { class: "error" }, e.error));
-    row.dataset.search = lower(e.plugin + " " + e.node + " " + e.error);
+    addProblem("error", e.plugin, e.node, e.error);
+    recorded.add(e.plugin + "\u0000" + e.node);
+  }
+  // A pair that ended without a result and without an error.json still failed.
+  for (const r of failures) {
+    if (!recorded.has(r.plugin + "\u0000" + r.node)) addProblem("error", r.plugin, r.node, outcome(r) + ", with no error recorded");
+  }
+  let errorCount = 0, warningCount = 0;
+  for (const r of summary.results) {
+    for (const w of r.warnings || []) addProblem("warning", r.plugin, r.node, w);
+  }
+  for (const g of groups.values()) {
+    if (g.cls === "error") errorCount += g.nodes.length; else warningCount += g.nodes.length;
+  }
+  errorsBody.append(el("p", { class: "muted" },
+    errorCount === 0 && warningCount === 0 ? "No errors, no warnings."
+      : count(errorCount, "error") + ", " + count(warningCount, "warning") + "."));
+  const ordered = [...groups.values()].sort((a, b) =>
+    (a.cls === b.cls ? 0 : a.cls === "error" ? -1 : 1) || b.nodes.length - a.nodes.length);
+  for (const g of ordered) {
+    let row;
+    if (g.nodes.length === 1) {
+      row = el("div", {}, el("strong", {}, g.plugin + " on " + g.nodes[0] + ": "), el("span", { class: g.cls }, g.reasons[0]));
+    } else {
+      const names = g.nodes.length > 10 ? g.nodes.slice(0, 10).join(", ") + " and " + (g.nodes.length - 10) + " more" : g.nodes.join(", ");
+      row = el("div", {}, el("strong", {}, g.plugin + " on " + count(g.nodes.length, "node") + ": "),
+        el("span", { class: g.cls }, g.general), el("div", { class: "muted" }, names));
+    }
+    row.dataset.search = lower([g.plugin, ...g.nodes, ...g.reasons].join(" "));
     errorRows.push(row);
     errorsBody.append(row);
-  }
-  for (const r of warnings) {
-    for (const w of r.warnings) {
-      const row = el("div", {}, el("strong", {}, r.plugin + " on " + r.node + ": "), el("span", { class: "warning" }, w));
-      row.dataset.search = lower(r.plugin + " " + r.node + " " + w);
-      errorRows.push(row);
-      errorsBody.append(row);
-    }
   }
 
   // Logs: the journals' entries by priority and unit, and the latest errors.
@@ -328,12 +516,17 @@
       row.classList.toggle("hidden", query !== "" && !row.dataset.search.includes(query));
     }
   }
+  const errorsByNode = new Map();
+  for (const e of summary.errors) {
+    if (!errorsByNode.has(e.node)) errorsByNode.set(e.node, []);
+    errorsByNode.get(e.node).push(e);
+  }
   for (const node of run.nodes) {
-    const outcomes = summary.results.filter((r) => r.node === node)
+    const outcomes = [...(resultsByNode.get(node) || new Map()).values()]
       .map((r) => r.plugin + " " + outcome(r));
     const details = el("details", { "data-node": node },
       el("summary", {}, node + "  ", el("span", { class: "muted" }, outcomes.join(" · "))), el("div"));
-    for (const e of summary.errors.filter((e) => e.node === node)) {
+    for (const e of errorsByNode.get(node) || []) {
       details.querySelector("div").append(el("p", {}, el("strong", {}, e.plugin + ": "), el("span", { class: "error" }, e.error)));
     }
     details.addEventListener("toggle", () => { if (details.open) renderFacts(details); });
@@ -361,22 +554,24 @@
   const searchCount = el("span", { id: "search-count", class: "muted" });
   search.after(searchCount);
   const openedBySearch = new Set();
+  // At most this many nodes are opened by a search: their facts are rendered whole.
+  const MAX_OPENED = 20;
   search.addEventListener("input", () => {
     query = lower(search.value.trim());
     const inFacts = query === "" ? null : matchingNodes();
-    let matches = 0;
-    for (const row of nodeRows) {
-      const hit = query === "" || row.dataset.search.includes(query) || inFacts.has(row.dataset.node);
-      row.classList.toggle("hidden", !hit);
-      if (hit) matches++;
-    }
+    searchHits = query === "" ? null
+      : new Set(fleetRows.filter((r) => r.search.includes(query) || inFacts.has(r.node)).map((r) => r.node));
+    page = 0;
+    renderFleet();
+    const matches = searchHits ? searchHits.size : 0;
     searchCount.textContent = query === "" ? ""
-      : " " + count(matches, "node") + (matches === 1 ? " matches" : " match");
+      : " " + count(matches, "node") + (matches === 1 ? " matches" : " match") +
+        (matches > MAX_OPENED ? "; the first " + MAX_OPENED + " are opened below" : "");
+    let opened = 0;
     for (const details of nodeDetails) {
-      const row = nodeRows.find((r) => r.dataset.node === details.dataset.node);
-      const hidden = row.classList.contains("hidden");
+      const hidden = searchHits !== null && !searchHits.has(details.dataset.node);
       details.classList.toggle("hidden", hidden);
-      if (query !== "" && !hidden && !details.open) {
+      if (query !== "" && !hidden && !details.open && opened < MAX_OPENED) {
         details.open = true;
         renderFacts(details);
         openedBySearch.add(details);
@@ -384,6 +579,7 @@
         details.open = false;
         openedBySearch.delete(details);
       }
+      if (details.open) opened++;
       if (details.dataset.rendered) filterFacts(details);
     }
     for (const row of [...driftRows, ...errorRows, ...logRows, ...pluginRows]) {
