@@ -1804,6 +1804,9 @@ fn chromium(args: &[&str], url: &str) -> (String, Vec<String>) {
             "--disable-gpu",
             "--enable-logging=stderr",
             "--v=0",
+            // The page inflates its facts asynchronously: let it finish before the DOM is
+            // dumped or the screenshot taken (virtual time runs ahead when the page is idle).
+            "--virtual-time-budget=30000",
         ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .args(args)
@@ -2146,6 +2149,7 @@ fn report_of_a_thousand_nodes_shows_the_three_that_failed_and_why_on_its_first_s
     let to = |v: &Value| serde_json::to_vec(v).unwrap();
     let real = Bundle::read(real_bundle().0.to_owned()).files;
     let name = |i: usize| format!("node-{i:04}");
+    let (setup, _) = real_facts();
     let mut pairs = Vec::new();
     let mut files: Vec<(&'static str, Vec<u8>)> = vec![
         ("meta/run.json", real["meta/run.json"].clone()),
@@ -2159,14 +2163,14 @@ fn report_of_a_thousand_nodes_shows_the_three_that_failed_and_why_on_its_first_s
     for i in 0..1000 {
         let node = name(i);
         let (vcpus, memory) = ([2, 4, 8][i % 3], [3900, 7900, 15900][i % 3]);
-        let facts = json!({
-            "ansible_distribution": "Debian",
-            "ansible_distribution_version": if i % 10 == 0 { "13.1" } else { "12.11" },
-            "ansible_kernel": format!("6.1.0-{}-amd64", 20 + i % 3),
-            "ansible_processor_vcpus": vcpus,
-            "ansible_memtotal_mb": memory,
-            "ansible_default_ipv4": {"address": format!("10.0.{}.{}", i / 250, i % 250)},
-        });
+        // A real node's setup facts, with this node's own name, address, versions and sizes.
+        let mut facts = setup.clone();
+        facts["ansible_hostname"] = json!(node);
+        facts["ansible_distribution_version"] = json!(if i % 10 == 0 { "13.1" } else { "12.11" });
+        facts["ansible_kernel"] = json!(format!("6.1.0-{}-amd64", 20 + i % 3));
+        facts["ansible_processor_vcpus"] = json!(vcpus);
+        facts["ansible_memtotal_mb"] = json!(memory);
+        facts["ansible_default_ipv4"]["address"] = json!(format!("10.0.{}.{}", i / 250, i % 250));
         files.push((
             leak(format!("plugins/setup/results/{node}/ansible_facts.json")),
             to(&facts),
@@ -2207,10 +2211,16 @@ fn report_of_a_thousand_nodes_shows_the_three_that_failed_and_why_on_its_first_s
         ],
     );
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
-    eprintln!(
-        "report of 1,000 nodes: {} bytes",
-        std::fs::metadata(&page).unwrap().len()
-    );
+    // Each node's facts are written as what differs from the first node's: the page is a
+    // small part of what the documents weigh whole.
+    let whole: usize = files
+        .iter()
+        .filter(|(path, _)| path.ends_with("ansible_facts.json"))
+        .map(|(_, data)| data.len())
+        .sum();
+    let size = std::fs::metadata(&page).unwrap().len() as usize;
+    eprintln!("report of 1,000 nodes: {size} bytes; their facts documents: {whole} bytes");
+    assert!(size < whole / 10, "{size} bytes for {whole} bytes of facts");
 
     // A copy of the page that also writes, after it has rendered, where its parts end, and
     // what the node table shows after a click on a chart's bar and on a column's header.
@@ -2297,6 +2307,36 @@ b.afterSort = rows().split(" ").slice(0, 3).join(" ") + " | " + document.querySe
         "{dom}"
     );
 
+    // A search for one node's address finds it, and its facts, rebuilt in the page from the
+    // first node's and its own differences, are the whole document.
+    let (dom, console) = chromium(
+        &["--dump-dom"],
+        &format!("file://{}#q=10.0.2.150", page.display()),
+    );
+    assert_eq!(console, Vec::<String>::new());
+    assert!(dom.contains("data-rendered=\"ok\""));
+    assert!(dom.contains("1 node matches"), "{dom}");
+    let details = &dom[dom
+        .find("<details data-node=\"node-0650\" open=\"\"")
+        .expect("node-0650 opened")..];
+    let details = &details[..details.find("</details>").unwrap()];
+    let mut expected = setup.clone();
+    expected["ansible_hostname"] = json!("node-0650");
+    let rows = details.matches("<tr class=").count();
+    assert_eq!(
+        rows,
+        support_leaves(&expected),
+        "every leaf of node-0650's facts"
+    );
+    assert!(
+        details.contains("<td class=\"value\">node-0650</td>"),
+        "{details}"
+    );
+    assert!(
+        details.contains("<td class=\"value\">10.0.2.150</td>"),
+        "{details}"
+    );
+
     // A screenshot of the first screen, kept for a person to look at.
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("inspect-report");
     std::fs::create_dir_all(&shots).unwrap();
@@ -2311,6 +2351,15 @@ b.afterSort = rows().split(" ").slice(0, 3).join(" ") + " | " + document.querySe
     );
     assert!(std::fs::read(&shot).unwrap().starts_with(b"\x89PNG"));
     eprintln!("screenshot: {}", shot.display());
+}
+
+/// How many leaves `inspect facts` (and the report) shows of `facts`.
+fn support_leaves(facts: &Value) -> usize {
+    match facts {
+        Value::Object(map) if !map.is_empty() => map.values().map(support_leaves).sum(),
+        Value::Array(items) if !items.is_empty() => items.iter().map(support_leaves).sum(),
+        _ => 1,
+    }
 }
 
 /// The files of a small valid bundle, without an index.

@@ -10,7 +10,8 @@
 //!
 //! The bundle is read four times (drift, summary, journals, facts and tables) and each facts
 //! document and table is written into the page as it streams past, so memory stays one
-//! document and the drift tables. A plugin the report has no view of its own for gets a
+//! document, the drift tables and a compressed chunk of facts ([`packed`]: each document as
+//! what differs from the first of its source). A plugin the report has no view of its own for gets a
 //! section: its facts, and its tables' rows, the first [`MAX_TABLE_ROWS`] of each table (the
 //! rest are counted, and `inspect sql` has them all).
 
@@ -28,6 +29,8 @@ use crate::facts::{FactPath, Found, each_row, run_and_facts};
 use crate::journal_summary::{self, JournalSummary};
 use crate::sql::table_name;
 use crate::summary::{Summary, summary};
+
+mod packed;
 
 const HEAD: &str = include_str!("report/head.html");
 const APP: &str = include_str!("report/app.js");
@@ -165,6 +168,7 @@ pub(crate) fn write(
 
     let journals = journal_summary::summarize(bundle).map_err(|e| e.to_string());
     let mut tables: Vec<TableShown> = Vec::new();
+    let mut packer = packed::Packer::new();
     out.write_all(HEAD.as_bytes())?;
     run_and_facts(bundle, |found, _| -> Result<(), ReportError> {
         match found {
@@ -178,12 +182,7 @@ pub(crate) fn write(
                     .entry(node.to_owned())
                     .or_insert_with(|| vec![None; KEY_FACTS.len()]);
                 key_cells(row, &sources, source, &facts);
-                let document = FactsScript {
-                    node,
-                    plugin: source,
-                    facts: &facts,
-                };
-                script(out, "facts", None, &document)?;
+                packer.add(out, node, source, &facts)?;
             }
             Found::Table {
                 node,
@@ -232,6 +231,7 @@ pub(crate) fn write(
         }
         Ok(())
     })?;
+    packer.flush(out)?;
     let data = Data {
         bundle: bundle.path().file_name().map_or_else(
             || bundle.path().display().to_string(),
@@ -298,13 +298,6 @@ struct TableScript<'a> {
     plugin: &'a str,
     artifact: &'a str,
     rows: &'a [serde_json::Map<String, Value>],
-}
-
-#[derive(Serialize)]
-struct FactsScript<'a> {
-    node: &'a str,
-    plugin: &'a str,
-    facts: &'a Value,
 }
 
 /// Writes `value` as JSON inside a `<script type="application/json">`. JSON text holds `<` only

@@ -27,36 +27,50 @@
   // A result that did not pass: it failed, or the pair ended without one (lost, timed out).
   const failing = (r) => !["passed", "skipped"].includes(outcome(r));
 
-  // Each node's facts documents, parsed when first needed.
-  let factsByNode = null;
-  function facts() {
-    if (factsByNode === null) {
-      factsByNode = new Map();
-      for (const script of document.querySelectorAll("script.facts")) {
-        const doc = JSON.parse(script.textContent);
-        if (!factsByNode.has(doc.node)) factsByNode.set(doc.node, []);
-        factsByNode.get(doc.node).push(doc);
-      }
-    }
-    return factsByNode;
+  // Each node's facts: per source, the first document's leaves (the base), and each document
+  // as what differs from it, in gzip chunks inflated on first need (report.rs, packed.rs).
+  const bases = new Map();
+  for (const script of document.querySelectorAll("script.facts-base")) {
+    const base = JSON.parse(script.textContent);
+    bases.set(base.source, base.leaves);
   }
-  // Leaves with their paths, written as `factbuoy inspect facts` writes them.
-  function leaves(value, path, out) {
-    if (value !== null && typeof value === "object" && Object.keys(value).length > 0) {
-      if (Array.isArray(value)) {
-        value.forEach((item, i) => leaves(item, path + "[" + i + "]", out));
-      } else {
-        for (const [key, item] of Object.entries(value)) {
-          const plain = /^[A-Za-z_][A-Za-z0-9_]*$/.test(key);
-          const next = plain
-            ? (path === "" ? key : path + "." + key)
-            : path + "['" + key.replace(/\\/g, "\\\\").replace(/'/g, "\\'") + "']";
-          leaves(item, next, out);
+  let inflated = null;
+  // Node -> its documents' differences: [{source, set: [[path, value]], unset: [path]}].
+  function differences() {
+    if (inflated === null) {
+      inflated = (async () => {
+        const byNode = new Map();
+        for (const script of document.querySelectorAll("script.facts-gz")) {
+          const binary = atob(script.textContent);
+          const bytes = new Uint8Array(binary.length);
+          for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+          const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+          for (const d of JSON.parse(await new Response(stream).text())) {
+            if (!byNode.has(d.node)) byNode.set(d.node, []);
+            byNode.get(d.node).push(d);
+          }
         }
-      }
-    } else {
-      out.push([path, value]);
+        return byNode;
+      })();
     }
+    return inflated;
+  }
+  // A document's leaves, [path, value], written as `factbuoy inspect facts` writes paths: the
+  // base's, changed or left out as the differences say, then those the base lacks.
+  function leavesOf(d) {
+    const set = new Map(d.set);
+    const unset = new Set(d.unset);
+    const out = [];
+    for (const [path, value] of bases.get(d.source) || []) {
+      if (unset.has(path)) continue;
+      if (set.has(path)) {
+        out.push([path, set.get(path)]);
+        set.delete(path);
+      } else {
+        out.push([path, value]);
+      }
+    }
+    for (const leaf of set) out.push(leaf);
     return out;
   }
   const drifting = new Set();
@@ -413,11 +427,48 @@
   const otherPlugins = [];
   const addPlugin = (name) => { if (!data.own_views.includes(name) && !otherPlugins.includes(name)) otherPlugins.push(name); };
   run.plugins.forEach((p) => addPlugin(p.name));
-  for (const docs of facts().values()) docs.forEach((d) => addPlugin(pluginOf(d.plugin)));
+  for (const source of bases.keys()) addPlugin(pluginOf(source));
   data.tables.forEach((t) => addPlugin(t.plugin));
   // Node -> the text of its rows in other plugins' tables, for the search.
   const tableText = new Map();
   const pluginRows = [];
+  const pluginFacts = [];
+  // A plugin's facts across the fleet: each fact's values, and the nodes that have each.
+  async function fillPluginFacts(name, place) {
+    const MAX_FACT_ROWS = 2000;
+    const byFact = new Map();
+    for (const [node, docs] of await differences()) {
+      for (const doc of docs.filter((d) => pluginOf(d.source) === name)) {
+        for (const [path, value] of leavesOf(doc)) {
+          const key = JSON.stringify([doc.source, path, show(value)]);
+          if (!byFact.has(key)) byFact.set(key, { source: doc.source, path, value: show(value), nodes: [] });
+          byFact.get(key).nodes.push(node);
+        }
+      }
+    }
+    const factValues = [...byFact.values()].sort((a, b) =>
+      a.path.localeCompare(b.path, undefined, { numeric: true }) || a.value.localeCompare(b.value));
+    if (factValues.length === 0) return;
+    const nodeCount = new Set(factValues.flatMap((f) => f.nodes)).size;
+    const rows = factValues.slice(0, MAX_FACT_ROWS).map((f) => {
+      const who = f.nodes.length === nodeCount && nodeCount > 1 ? "all " + count(nodeCount, "node")
+        : f.nodes.length > 3 ? f.nodes.slice(0, 3).join(", ") + " and " + (f.nodes.length - 3) + " more"
+        : f.nodes.join(", ");
+      const row = el("tr", { class: drifting.has(f.source + " " + f.path) ? "drift" : "" },
+        el("td", { class: "path" }, f.path), el("td", { class: "value" }, f.value), el("td", {}, who));
+      row.dataset.search = lower([f.path, f.value, ...f.nodes].join(" "));
+      return row;
+    });
+    place.append(el("h3", {}, "Facts"));
+    if (factValues.length > MAX_FACT_ROWS) {
+      place.append(el("p", { class: "muted" }, "The first " + MAX_FACT_ROWS + " of " + factValues.length +
+        " facts and values; each node's are under Nodes, and factbuoy inspect facts " + data.bundle + " NODE " + name + " prints them."));
+    }
+    place.append(el("table", {},
+      el("thead", {}, el("tr", {}, el("th", {}, "Fact"), el("th", {}, "Value"), el("th", {}, "Nodes"))),
+      el("tbody", {}, ...rows)));
+    pluginRows.push(...rows);
+  }
   const pluginsDiv = document.getElementById("plugins");
   for (const name of otherPlugins) {
     const version = (run.plugins.find((p) => p.name === name) || {}).version;
@@ -426,41 +477,10 @@
     const section = el("section", { class: "plugin", "data-plugin": name },
       el("h2", {}, "Plugin " + name + (version ? " " + version : "")),
       el("p", { class: "muted" }, tally.length > 0 ? tally.join(", ") + "." : "No results."));
-    // Its facts across the fleet: each fact's values, and the nodes that have each.
-    const MAX_FACT_ROWS = 2000;
-    const byFact = new Map();
-    for (const [node, docs] of facts()) {
-      for (const doc of docs.filter((d) => pluginOf(d.plugin) === name)) {
-        for (const [path, value] of leaves(doc.facts, "", [])) {
-          const key = JSON.stringify([doc.plugin, path, show(value)]);
-          if (!byFact.has(key)) byFact.set(key, { source: doc.plugin, path, value: show(value), nodes: [] });
-          byFact.get(key).nodes.push(node);
-        }
-      }
-    }
-    const factValues = [...byFact.values()].sort((a, b) =>
-      a.path.localeCompare(b.path, undefined, { numeric: true }) || a.value.localeCompare(b.value));
-    if (factValues.length > 0) {
-      const nodeCount = new Set([...byFact.values()].flatMap((f) => f.nodes)).size;
-      const rows = factValues.slice(0, MAX_FACT_ROWS).map((f) => {
-        const who = f.nodes.length === nodeCount && nodeCount > 1 ? "all " + count(nodeCount, "node")
-          : f.nodes.length > 3 ? f.nodes.slice(0, 3).join(", ") + " and " + (f.nodes.length - 3) + " more"
-          : f.nodes.join(", ");
-        const row = el("tr", { class: drifting.has(f.source + " " + f.path) ? "drift" : "" },
-          el("td", { class: "path" }, f.path), el("td", { class: "value" }, f.value), el("td", {}, who));
-        row.dataset.search = lower([f.path, f.value, ...f.nodes].join(" "));
-        return row;
-      });
-      section.append(el("h3", {}, "Facts"));
-      if (factValues.length > MAX_FACT_ROWS) {
-        section.append(el("p", { class: "muted" }, "The first " + MAX_FACT_ROWS + " of " + factValues.length +
-          " facts and values; each node's are under Nodes, and factbuoy inspect facts " + data.bundle + " NODE " + name + " prints them."));
-      }
-      section.append(el("table", {},
-        el("thead", {}, el("tr", {}, el("th", {}, "Fact"), el("th", {}, "Value"), el("th", {}, "Nodes"))),
-        el("tbody", {}, ...rows)));
-      pluginRows.push(...rows);
-    }
+    // Its facts across the fleet (filled in once the facts are inflated).
+    const factsPlace = el("div");
+    section.append(factsPlace);
+    pluginFacts.push(fillPluginFacts(name, factsPlace));
     // Its tables: a row per row, the node first, then every column any row shown has.
     for (const table of data.tables.filter((t) => t.plugin === name)) {
       const docs = (tablesByPlugin.get(name) || []).filter((d) => d.artifact === table.artifact);
@@ -493,16 +513,16 @@
   const nodesBody = document.getElementById("nodes-body");
   const nodeDetails = [];
   let query = "";
-  function renderFacts(details) {
+  async function renderFacts(details) {
     if (details.dataset.rendered) return;
     details.dataset.rendered = "1";
     const node = details.dataset.node;
     const table = el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Plugin"), el("th", {}, "Fact"), el("th", {}, "Value"))));
     const tbody = el("tbody");
-    for (const doc of facts().get(node) || []) {
-      for (const [path, value] of leaves(doc.facts, "", [])) {
-        const row = el("tr", { class: drifting.has(doc.plugin + " " + path) ? "drift" : "" },
-          el("td", {}, doc.plugin), el("td", { class: "path" }, path), el("td", { class: "value" }, show(value)));
+    for (const doc of (await differences()).get(node) || []) {
+      for (const [path, value] of leavesOf(doc)) {
+        const row = el("tr", { class: drifting.has(doc.source + " " + path) ? "drift" : "" },
+          el("td", {}, doc.source), el("td", { class: "path" }, path), el("td", { class: "value" }, show(value)));
         row.dataset.search = lower(path + " " + show(value));
         tbody.append(row);
       }
@@ -536,16 +556,24 @@
 
   // Search: nodes whose name, key facts, results or any fact match; drift facts and errors
   // that match; inside an open node, the facts that match.
-  let nodeText = null;
-  function matchingNodes() {
-    if (nodeText === null) {
-      nodeText = new Map();
-      for (const [node, docs] of facts()) {
-        nodeText.set(node, lower(docs.map((d) => leaves(d.facts, "", []).map(([p, v]) => p + " " + show(v)).join("\n")).join("\n")));
-      }
+  // A node matches when one of its own leaves does, or a leaf of the base it kept does.
+  async function matchingNodes() {
+    const byNode = await differences();
+    const baseHits = new Map();
+    for (const [source, leaves] of bases) {
+      baseHits.set(source, leaves.filter(([p, v]) => lower(p + " " + show(v)).includes(query)).map(([p]) => p));
     }
     const found = new Set();
-    for (const [node, text] of nodeText) if (text.includes(query)) found.add(node);
+    for (const [node, docs] of byNode) {
+      for (const d of docs) {
+        if (d.text === undefined) d.text = lower(d.set.map(([p, v]) => p + " " + show(v)).join("\n"));
+        if (d.text.includes(query)) { found.add(node); break; }
+        const hits = baseHits.get(d.source) || [];
+        if (hits.length === 0) continue;
+        if (d.changed === undefined) d.changed = new Set([...d.unset, ...d.set.map(([p]) => p)]);
+        if (hits.some((p) => !d.changed.has(p))) { found.add(node); break; }
+      }
+    }
     for (const [node, text] of tableText) if (text.includes(query)) found.add(node);
     return found;
   }
@@ -556,9 +584,13 @@
   const openedBySearch = new Set();
   // At most this many nodes are opened by a search: their facts are rendered whole.
   const MAX_OPENED = 20;
-  search.addEventListener("input", () => {
+  let searches = 0;
+  async function runSearch() {
+    const mine = ++searches;
     query = lower(search.value.trim());
-    const inFacts = query === "" ? null : matchingNodes();
+    const inFacts = query === "" ? null : await matchingNodes();
+    // A later search has begun: it draws, not this one.
+    if (mine !== searches) return;
     searchHits = query === "" ? null
       : new Set(fleetRows.filter((r) => r.search.includes(query) || inFacts.has(r.node)).map((r) => r.node));
     page = 0;
@@ -573,7 +605,7 @@
       details.classList.toggle("hidden", hidden);
       if (query !== "" && !hidden && !details.open && opened < MAX_OPENED) {
         details.open = true;
-        renderFacts(details);
+        await renderFacts(details);
         openedBySearch.add(details);
       } else if (query === "" && openedBySearch.has(details)) {
         details.open = false;
@@ -585,13 +617,20 @@
     for (const row of [...driftRows, ...errorRows, ...logRows, ...pluginRows]) {
       row.classList.toggle("hidden", query !== "" && !row.dataset.search.includes(query));
     }
-  });
-
-  // A link can carry a search: report.html#q=kernel.
-  if (location.hash.startsWith("#q=")) {
-    search.value = decodeURIComponent(location.hash.slice(3));
-    search.dispatchEvent(new Event("input"));
   }
+  search.addEventListener("input", () => { runSearch(); });
 
-  document.body.dataset.rendered = "ok";
+  // Once the facts are in and a search a link carries (report.html#q=kernel) is done, the
+  // page says it is whole.
+  (async () => {
+    await Promise.all(pluginFacts);
+    if (location.hash.startsWith("#q=")) {
+      search.value = decodeURIComponent(location.hash.slice(3));
+      await runSearch();
+    }
+    document.body.dataset.rendered = "ok";
+  })().catch((e) => {
+    document.body.dataset.rendered = "failed";
+    console.error(e);
+  });
 })();
