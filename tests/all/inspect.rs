@@ -2170,7 +2170,13 @@ fn report_of_a_thousand_nodes_shows_the_three_that_failed_and_why_on_its_first_s
         facts["ansible_kernel"] = json!(format!("6.1.0-{}-amd64", 20 + i % 3));
         facts["ansible_processor_vcpus"] = json!(vcpus);
         facts["ansible_memtotal_mb"] = json!(memory);
-        facts["ansible_default_ipv4"]["address"] = json!(format!("10.0.{}.{}", i / 250, i % 250));
+        let address = format!("10.0.{}.{}", i / 250, i % 250);
+        facts["ansible_default_ipv4"]["address"] = json!(address);
+        // A mount of its own, an item of a list keyed by mount point.
+        facts["ansible_mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"mount": format!("/srv/{node}"), "fstype": "xfs"}));
         files.push((
             leak(format!("plugins/setup/results/{node}/ansible_facts.json")),
             to(&facts),
@@ -2300,10 +2306,33 @@ b.afterSort = rows().split(" ").slice(0, 3).join(" ") + " | " + document.querySe
             "{chart}"
         );
     }
-    // A page of the node table at a time.
+    // A fact every node has its own value of splits them into 1,000 sets: the page holds the
+    // first six and counts the rest (all of them would be a page of 1,000 columns a fact).
+    assert!(dom.contains("and 994 more sets (one per node)"), "{dom}");
+    // A mount of a node's own is a fact it alone has: said per node, not as 1,000 splits.
+    assert!(
+        dom.contains("1000 nodes have facts no other node has"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains(
+            ">node-0000: 2 setup facts, ansible_mounts[mount=\"/srv/node-0000\"].fstype, \
+             ansible_mounts[mount=\"/srv/node-0000\"].mount</li>"
+        ),
+        "{dom}"
+    );
+    // A page of the node table at a time; a bar keeps only its nodes; a header sorts.
     assert_eq!(dom.matches("<tr class=\"node-row\"").count(), 100);
     assert!(
         dom.contains("1000 of 1000 nodes shown; rows 1–100"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("data-after-bar=\"node-0100 node-0700 | Only systemd-logs: failed show all\""),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("data-after-sort=\"node-0002 node-0005 node-0008 | 100\""),
         "{dom}"
     );
 
@@ -2322,6 +2351,10 @@ b.afterSort = rows().split(" ").slice(0, 3).join(" ") + " | " + document.querySe
     let details = &details[..details.find("</details>").unwrap()];
     let mut expected = setup.clone();
     expected["ansible_hostname"] = json!("node-0650");
+    expected["ansible_mounts"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"mount": "/srv/node-0650", "fstype": "xfs"}));
     let rows = details.matches("<tr class=").count();
     assert_eq!(
         rows,

@@ -23,7 +23,7 @@ use factbuoy_bundle::reader::{Bundle, ReadError};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::drift::{self, Drift, IgnoreList};
+use crate::drift::{self, AloneFacts, Drift, DriftGroup, IgnoreList, Ignored, NodeWithout};
 use crate::export::{ExportError, Failure, write_whole};
 use crate::facts::{FactPath, Found, each_row, run_and_facts};
 use crate::journal_summary::{self, JournalSummary};
@@ -100,12 +100,106 @@ struct Data<'a> {
     bundle: String,
     generated: String,
     summary: &'a Summary,
-    drift: &'a Drift,
+    drift: PageDrift<'a>,
     key_facts: KeyFacts,
     own_views: [&'static str; 3],
     tables: Vec<TableShown>,
     /// The journals' summary, or why it could not be read (the rest of the report stands).
     journals: Result<JournalSummary, String>,
+}
+
+/// The drift groups the page shows, the first of each.
+const PAGE_GROUPS: usize = 100;
+/// The node sets of a group the page shows a column each.
+const PAGE_SETS: usize = 6;
+/// The nodes of a set the page names.
+const PAGE_SET_NODES: usize = 8;
+/// The facts of a group the page shows.
+const PAGE_GROUP_FACTS: usize = 200;
+/// The nodes without facts, and those with facts of their own, the page names.
+const PAGE_WITHOUT: usize = 20;
+
+/// The drift as far as the page shows it, with counts of the rest: on ten thousand nodes a fact
+/// each node has its own value of splits them into ten thousand sets, and all of them would
+/// make a page of gigabytes (`inspect diff` has them all).
+#[derive(Serialize)]
+struct PageDrift<'a> {
+    ignored: &'a Ignored,
+    without_facts: &'a [NodeWithout],
+    without_count: usize,
+    alone: &'a [AloneFacts],
+    alone_count: usize,
+    groups: Vec<PageGroup<'a>>,
+    group_count: usize,
+    fact_count: usize,
+}
+
+#[derive(Serialize)]
+struct PageGroup<'a> {
+    /// The first sets: their first nodes, and how many each has.
+    node_sets: Vec<PageSet<'a>>,
+    set_count: usize,
+    facts: Vec<PageFact<'a>>,
+    fact_count: usize,
+}
+
+#[derive(Serialize)]
+struct PageSet<'a> {
+    nodes: &'a [String],
+    size: usize,
+}
+
+#[derive(Serialize)]
+struct PageFact<'a> {
+    plugin: &'a str,
+    path: &'a str,
+    /// The values of the sets shown.
+    values: &'a [Value],
+    absent: Vec<usize>,
+}
+
+impl<'a> PageDrift<'a> {
+    fn of(drift: &'a Drift) -> PageDrift<'a> {
+        let group = |g: &'a DriftGroup| PageGroup {
+            node_sets: g
+                .node_sets
+                .iter()
+                .take(PAGE_SETS)
+                .map(|set| PageSet {
+                    nodes: &set[..set.len().min(PAGE_SET_NODES)],
+                    size: set.len(),
+                })
+                .collect(),
+            set_count: g.node_sets.len(),
+            facts: g
+                .facts
+                .iter()
+                .take(PAGE_GROUP_FACTS)
+                .map(|f| PageFact {
+                    plugin: &f.plugin,
+                    path: &f.path,
+                    values: &f.values[..f.values.len().min(PAGE_SETS)],
+                    absent: f
+                        .absent
+                        .iter()
+                        .copied()
+                        .filter(|i| *i < PAGE_SETS)
+                        .collect(),
+                })
+                .collect(),
+            fact_count: g.facts.len(),
+        };
+        PageDrift {
+            ignored: &drift.ignored,
+            without_facts: &drift.without_facts[..drift.without_facts.len().min(PAGE_WITHOUT)],
+            without_count: drift.without_facts.len(),
+            alone: &drift.alone[..drift.alone.len().min(PAGE_WITHOUT)],
+            alone_count: drift.alone.len(),
+            groups: drift.groups.iter().take(PAGE_GROUPS).map(group).collect(),
+            group_count: drift.groups.len(),
+            fact_count: drift.groups.iter().map(|g| g.facts.len()).sum(),
+        }
+    }
 }
 
 /// A table artifact: what identifies a row, and how many rows the page shows of how many.
@@ -239,7 +333,7 @@ pub(crate) fn write(
         ),
         generated: now_rfc3339(),
         summary: &summary,
-        drift: &drift,
+        drift: PageDrift::of(&drift),
         key_facts: KeyFacts {
             labels: KEY_FACTS.iter().map(|(label, _)| *label).collect(),
             nodes: cells

@@ -221,6 +221,9 @@
   let filter = null;
   let searchHits = null;
   let page = 0;
+  // The nodes of the page shown, and what else shows them (the Nodes section, below).
+  let pageNodes = [];
+  let onPage = () => {};
   const heads = columns.map((c, i) => {
     const th = el("th", { class: "sortable", title: "Sort by " + c }, c);
     th.addEventListener("click", () => {
@@ -253,11 +256,13 @@
     const rows = shownRows();
     const pages = Math.max(1, Math.ceil(rows.length / PAGE));
     page = Math.min(page, pages - 1);
-    fleetBody.replaceChildren(...rows.slice(page * PAGE, (page + 1) * PAGE).map((r) => {
+    const shown = rows.slice(page * PAGE, (page + 1) * PAGE);
+    pageNodes = shown.map((r) => r.node);
+    fleetBody.replaceChildren(...shown.map((r) => {
       const tr = el("tr", { class: "node-row", "data-node": r.node },
         ...r.cells.map((c, i) => el("td", { class: i > labels.length ? c : "" }, c)));
       tr.addEventListener("click", () => {
-        const details = document.querySelector('details[data-node="' + CSS.escape(r.node) + '"]');
+        const details = detailsOf(r.node);
         details.classList.remove("hidden");
         details.open = true;
         details.scrollIntoView();
@@ -284,34 +289,53 @@
       };
       pager.append(go("previous", page - 1, page === 0), " page " + (page + 1) + " of " + pages + " ", go("next", page + 1, page === pages - 1));
     }
+    onPage();
   }
   renderFleet();
 
-  // Drift: each group of facts that split the nodes alike, a column per set of nodes.
+  // Drift: each group of facts that split the nodes alike, a column per set of nodes (the
+  // page holds the first sets, facts and groups, and counts the rest: report.rs, PageDrift).
   const driftBody = document.getElementById("drift-body");
   const driftRows = [];
-  const ignored = data.drift.ignored;
+  const drift = data.drift;
+  const ignored = drift.ignored;
   driftBody.append(el("p", { class: "muted" },
-    data.drift.groups.length === 0
+    drift.group_count === 0
       ? "Every fact compared is the same on every node."
-      : ((n) => count(n, "fact") + (n === 1 ? " differs" : " differ"))(
-        data.drift.groups.reduce((n, g) => n + g.facts.length, 0)) + " between nodes, in " + count(data.drift.groups.length, "group") + ".",
+      : count(drift.fact_count, "fact") + (drift.fact_count === 1 ? " differs" : " differ") +
+        " between nodes, in " + count(drift.group_count, "group") + "." +
+        (drift.group_count > drift.groups.length ? " The first " + drift.groups.length + " groups are shown; factbuoy inspect diff " + data.bundle + " lists them all." : ""),
     " " + count(ignored.facts, "fact") + " that change on their own (" +
     count(ignored.patterns.length, "pattern") +
     ": clocks, load, free memory and space, counters) left out."));
-  for (const w of data.drift.without_facts) {
+  for (const w of drift.without_facts) {
     driftBody.append(el("p", { class: "muted" }, w.node + " has no " + w.plugins.join(" or ") +
       " facts: left out of their comparison."));
   }
-  const MAX_SETS = 6;
-  for (const group of data.drift.groups) {
-    const sets = group.node_sets.slice(0, MAX_SETS);
-    const more = group.node_sets.length - sets.length;
-    const name = (set) => set.length > 8 ? set.slice(0, 8).join(", ") + " and " + (set.length - 8) + " more" : set.join(", ");
+  if (drift.alone_count > 0) {
+    driftBody.append(el("p", { class: "muted" }, count(drift.alone_count, "node") + (drift.alone_count === 1 ? " has" : " have") +
+      " facts no other node has (an address of its own, a mount only it has), not counted as splits of the fleet:"));
+    const list = el("ul");
+    for (const a of drift.alone) {
+      const item = el("li", {}, a.node + ": " + count(a.facts, a.plugin + " fact") + ", " + a.first.join(", ") + (a.facts > a.first.length ? ", ..." : ""));
+      item.dataset.search = lower([a.node, a.plugin, ...a.first].join(" "));
+      driftRows.push(item);
+      list.append(item);
+    }
+    if (drift.alone_count > drift.alone.length) list.append(el("li", { class: "muted" }, "and " + (drift.alone_count - drift.alone.length) + " more"));
+    driftBody.append(list);
+  }
+  if (drift.without_count > drift.without_facts.length) {
+    driftBody.append(el("p", { class: "muted" }, "and " + (drift.without_count - drift.without_facts.length) + " more nodes without some facts."));
+  }
+  for (const group of drift.groups) {
+    const sets = group.node_sets;
+    const more = group.set_count - sets.length;
+    const name = (set) => set.size > set.nodes.length ? set.nodes.join(", ") + " and " + (set.size - set.nodes.length) + " more" : set.nodes.join(", ");
     const div = el("div", { class: "group" },
-      el("div", {}, count(group.facts.length, "fact") + " split the nodes into " + count(group.node_sets.length, "set")),
+      el("div", {}, count(group.fact_count, "fact") + " split the nodes into " + count(group.set_count, "set")),
       el("ol", { class: "sets", type: "A" }, ...sets.map((set) => el("li", {}, name(set)))));
-    if (more > 0) div.append(el("div", { class: "muted" }, "and " + more + " more sets (one per node)"));
+    if (more > 0) div.append(el("div", { class: "muted" }, "and " + more + " more sets" + (group.set_count === run.nodes.length ? " (one per node)" : "")));
     const table = el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Plugin"), el("th", {}, "Fact"),
       ...sets.map((_, i) => el("th", {}, String.fromCharCode(65 + i))))));
     const tbody = el("tbody");
@@ -320,12 +344,15 @@
         ? el("td", { class: "value drift muted" }, "(absent)")
         : el("td", { class: "value drift" }, show(fact.values[i])));
       const row = el("tr", {}, el("td", {}, fact.plugin), el("td", { class: "path" }, fact.path), ...cells);
-      row.dataset.search = lower([fact.plugin, fact.path, ...fact.values.map(show), ...group.node_sets.flat()].join(" "));
+      row.dataset.search = lower([fact.plugin, fact.path, ...fact.values.map(show), ...sets.flatMap((s) => s.nodes)].join(" "));
       driftRows.push(row);
       tbody.append(row);
     }
     table.append(tbody);
     div.append(table);
+    if (group.fact_count > group.facts.length) {
+      div.append(el("div", { class: "muted" }, "and " + (group.fact_count - group.facts.length) + " more facts"));
+    }
     driftBody.append(div);
   }
 
@@ -511,7 +538,6 @@
 
   // Nodes: each one's facts, rendered when opened; facts that differ between nodes highlighted.
   const nodesBody = document.getElementById("nodes-body");
-  const nodeDetails = [];
   let query = "";
   async function renderFacts(details) {
     if (details.dataset.rendered) return;
@@ -541,18 +567,25 @@
     if (!errorsByNode.has(e.node)) errorsByNode.set(e.node, []);
     errorsByNode.get(e.node).push(e);
   }
-  for (const node of run.nodes) {
-    const outcomes = [...(resultsByNode.get(node) || new Map()).values()]
-      .map((r) => r.plugin + " " + outcome(r));
-    const details = el("details", { "data-node": node },
-      el("summary", {}, node + "  ", el("span", { class: "muted" }, outcomes.join(" · "))), el("div"));
-    for (const e of errorsByNode.get(node) || []) {
-      details.querySelector("div").append(el("p", {}, el("strong", {}, e.plugin + ": "), el("span", { class: "error" }, e.error)));
+  // A node's facts, a <details> made when the node is first shown; the section shows the
+  // nodes of the table's page, so a fleet of ten thousand costs a hundred of them.
+  const nodeDetails = new Map();
+  function detailsOf(node) {
+    if (!nodeDetails.has(node)) {
+      const outcomes = [...(resultsByNode.get(node) || new Map()).values()]
+        .map((r) => r.plugin + " " + outcome(r));
+      const details = el("details", { "data-node": node },
+        el("summary", {}, node + "  ", el("span", { class: "muted" }, outcomes.join(" · "))), el("div"));
+      for (const e of errorsByNode.get(node) || []) {
+        details.querySelector("div").append(el("p", {}, el("strong", {}, e.plugin + ": "), el("span", { class: "error" }, e.error)));
+      }
+      details.addEventListener("toggle", () => { if (details.open) renderFacts(details); });
+      nodeDetails.set(node, details);
     }
-    details.addEventListener("toggle", () => { if (details.open) renderFacts(details); });
-    nodeDetails.push(details);
-    nodesBody.append(details);
+    return nodeDetails.get(node);
   }
+  onPage = () => nodesBody.replaceChildren(...pageNodes.map(detailsOf));
+  onPage();
 
   // Search: nodes whose name, key facts, results or any fact match; drift facts and errors
   // that match; inside an open node, the facts that match.
@@ -600,7 +633,7 @@
       : " " + count(matches, "node") + (matches === 1 ? " matches" : " match") +
         (matches > MAX_OPENED ? "; the first " + MAX_OPENED + " are opened below" : "");
     let opened = 0;
-    for (const details of nodeDetails) {
+    for (const details of pageNodes.map(detailsOf)) {
       const hidden = searchHits !== null && !searchHits.has(details.dataset.node);
       details.classList.toggle("hidden", hidden);
       if (query !== "" && !hidden && !details.open && opened < MAX_OPENED) {
