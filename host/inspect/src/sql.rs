@@ -162,8 +162,10 @@ enum Piece {
     },
 }
 
-/// How many batches of rows may wait to be written: a few megabytes in flight whatever the
-/// table's size.
+/// How many pieces, and how many batches of a table's rows, may wait to be written: enough
+/// that reading runs ahead of a slower write, few enough that a few megabytes are in flight
+/// whatever the tables' sizes.
+const PIECES_WAITING: usize = 4;
 const BATCHES_WAITING: usize = 4;
 
 /// Writes one bundle's run, results, facts and tables' rows; one pass over the archive. One
@@ -175,13 +177,17 @@ fn load(
     wanted: &str,
     tables: &mut Tables,
 ) -> Result<(), Loading> {
-    // A rendezvous: at most one facts document waits while another is written.
-    let (send, pieces) = sync_channel(0);
+    let (send, pieces) = sync_channel(PIECES_WAITING);
+    // A facts document is sent once the one before it is written: at most one is parsed
+    // while another is written, as large as they may be.
+    let (facts_written, facts_turn) = sync_channel(1);
+    facts_written
+        .send(())
+        .expect("the receiver is here and the channel empty");
     let (read, written) = std::thread::scope(|scope| {
-        let reader = scope.spawn(|| read_pieces(bundle, wanted, send));
-        let written = write_pieces(db, tables, &pieces);
-        // A reader still sending stops when nothing is left to take its pieces.
-        drop(pieces);
+        let reader = scope.spawn(|| read_pieces(bundle, wanted, send, facts_turn));
+        // Returning, it hangs up: a reader still sending then stops.
+        let written = write_pieces(db, tables, pieces, facts_written);
         let read = reader
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -241,12 +247,13 @@ fn load(
 /// every bundle factbuoy writes; in any other, the rows are rewritten at the end.
 const PENDING: &str = "";
 
-/// Walks `bundle`, sending its facts documents and tables (the rows of those `wanted` names)
-/// to `pieces`. Ends with [`Loading::Stopped`] when the writer hangs up.
+/// Walks `bundle`, sending its facts documents (each on its turn) and tables (the rows of
+/// those `wanted` names) to `pieces`. Ends with [`Loading::Stopped`] when the writer hangs up.
 fn read_pieces(
     bundle: &Bundle,
     wanted: &str,
     pieces: SyncSender<Piece>,
+    facts_turn: Receiver<()>,
 ) -> Result<RunDocuments, Loading> {
     run_and_facts(bundle, |found, run_id| {
         let run_id = run_id.map(str::to_owned);
@@ -256,14 +263,17 @@ fn read_pieces(
                 source,
                 facts,
                 ..
-            } => pieces
-                .send(Piece::Facts {
-                    run_id,
-                    node: node.to_owned(),
-                    source: source.to_owned(),
-                    facts,
-                })
-                .map_err(|_| Loading::Stopped),
+            } => {
+                facts_turn.recv().map_err(|_| Loading::Stopped)?;
+                pieces
+                    .send(Piece::Facts {
+                        run_id,
+                        node: node.to_owned(),
+                        source: source.to_owned(),
+                        facts,
+                    })
+                    .map_err(|_| Loading::Stopped)
+            }
             Found::Table {
                 node,
                 plugin,
@@ -324,12 +334,13 @@ fn read_rows(rows: &mut Entry<'_>, batches: &SyncSender<Option<Batch>>) -> Resul
     send(None)
 }
 
-/// Writes the pieces [`read_pieces`] sends until it is done; whether any was written under
-/// [`PENDING`].
+/// Writes the pieces [`read_pieces`] sends until it is done, giving the next facts document
+/// its turn as each is written; whether any was written under [`PENDING`].
 fn write_pieces(
     db: &Connection,
     tables: &mut Tables,
-    pieces: &Receiver<Piece>,
+    pieces: Receiver<Piece>,
+    facts_written: SyncSender<()>,
 ) -> Result<bool, Loading> {
     let mut pending = false;
     while let Ok(piece) = pieces.recv() {
@@ -343,6 +354,10 @@ fn write_pieces(
                 pending |= run_id.is_none();
                 let run_id = run_id.as_deref().unwrap_or(PENDING);
                 insert_facts(db, run_id, &node, &source, &facts).map_err(Loading::Database)?;
+                drop(facts);
+                // Never full (the reader took the last turn before sending), and a reader
+                // that is gone needs no turn.
+                let _ = facts_written.try_send(());
             }
             Piece::Table {
                 run_id,
