@@ -471,16 +471,21 @@ fn insert_rows(
                 };
                 names.push(column);
             }
+            // Every row's run id and node are ?1 and ?2, bound once; its fields follow.
+            let width = batch.fields().len();
             let values = |rows: usize| {
-                let row = format!("({})", vec!["?"; names.len()].join(", "));
+                let row = |r: usize| {
+                    let fields = (0..width).map(|i| format!(", ?{}", 3 + r * width + i));
+                    format!("(?1, ?2{})", fields.collect::<String>())
+                };
                 format!(
                     "INSERT INTO {table} ({}) VALUES {}",
                     names.join(", "),
-                    vec![row; rows].join(", ")
+                    (0..rows).map(row).collect::<Vec<_>>().join(", ")
                 )
             };
             // As many rows as SQLite takes parameters, and no more than a few dozen.
-            let many = (MAX_PARAMETERS / names.len()).clamp(1, ROWS_PER_INSERT);
+            let many = ((MAX_PARAMETERS - 2) / width.max(1)).clamp(1, ROWS_PER_INSERT);
             insert = Some(Insert {
                 fields: batch.fields().to_vec(),
                 one: db.prepare_cached(&values(1)).map_err(Loading::Database)?,
@@ -491,7 +496,7 @@ fn insert_rows(
             });
         }
         let insert = insert.as_mut().expect("prepared above");
-        let width = batch.fields().len() + 2;
+        let width = batch.fields().len();
         let mut left = batch.row_count();
         let mut rows = batch.rows();
         (|| {
@@ -502,12 +507,11 @@ fn insert_rows(
                 } else {
                     (&mut insert.one, 1)
                 };
+                statement.raw_bind_parameter(1, run_id)?;
+                statement.raw_bind_parameter(2, node)?;
                 for (r, row) in rows.by_ref().take(count).enumerate() {
-                    let at = r * width;
-                    statement.raw_bind_parameter(at + 1, run_id)?;
-                    statement.raw_bind_parameter(at + 2, node)?;
                     for (i, cell) in row.enumerate() {
-                        statement.raw_bind_parameter(at + i + 3, cell)?;
+                        statement.raw_bind_parameter(3 + r * width + i, cell)?;
                     }
                 }
                 statement.raw_execute()?;

@@ -52,7 +52,8 @@ impl<'de> Deserialize<'de> for Row<'de> {
                 f.write_str("a map")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Row<'de>, A::Error> {
-                let mut fields = Vec::new();
+                // Room for most rows' fields: one allocation a row.
+                let mut fields = Vec::with_capacity(16);
                 while let Some((Text(field), cell)) = map.next_entry()? {
                     fields.push((field, cell));
                 }
