@@ -668,6 +668,49 @@ mod tests {
         assert_eq!(found, expected);
     }
 
+    /// The thread reading the archive fails mid-table: its error is the one told, not the
+    /// writer's finding the rows cut short.
+    #[test]
+    fn an_archive_cut_inside_a_table_is_an_error_naming_the_table() {
+        let dir = tempfile::tempdir().unwrap();
+        // Each entry a header and its content padded to 512 bytes; the table's header says
+        // twice the rows that follow, and the archive ends there.
+        let mut archive = Vec::new();
+        let mut add = |path: &str, text: &[u8], size: usize| {
+            let mut header = tar::Header::new_gnu();
+            header.set_path(path).unwrap();
+            header.set_size(size as u64);
+            header.set_mode(0o644);
+            header.set_cksum();
+            archive.extend_from_slice(header.as_bytes());
+            archive.extend_from_slice(text);
+            archive.resize(archive.len().next_multiple_of(512), 0);
+        };
+        let status = br#"{"run_id": "r1", "status": "complete", "plugins": []}"#;
+        add("meta/status.json", status, status.len());
+        let definition = br#"{"name": "p", "artifacts": [{"name": "t.jsonl",
+            "media_type": "application/jsonl", "kind": "table", "row_keys": []}]}"#;
+        add("plugins/p/definition.json", definition, definition.len());
+        let rows = "{\"a\": 1}\n".repeat(100_000);
+        add(
+            "plugins/p/results/n1/t.jsonl",
+            rows.as_bytes(),
+            2 * rows.len(),
+        );
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &archive).unwrap();
+        let path = dir.path().join("cut.tar.gz");
+        std::fs::write(&path, gz.finish().unwrap()).unwrap();
+        let bundle = Bundle::open(&path).unwrap();
+        let said = query(&[bundle], &dir.path().join("f.sqlite"), "SELECT * FROM p_t")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            said.contains("plugins/p/results/n1/t.jsonl") && said.contains("truncated"),
+            "{said}"
+        );
+    }
+
     #[test]
     fn a_row_too_long_or_not_an_object_or_too_wide_is_a_clear_error() {
         let error = |rows: &str| {
