@@ -2,8 +2,9 @@
 //! way osquery users ask their fleets questions, but offline.
 //!
 //! The tables are written into a database file (a temporary one unless the caller keeps it), so
-//! memory stays SQLite's page cache whatever the fleet's size; each facts document streams past
-//! once, parsed on one thread and written on another with a few batches of rows between them. docs/inspect.md lists the tables for users.
+//! memory stays SQLite's page cache whatever the fleet's size; the bundle streams past once,
+//! parsed on one thread and written on another, a bounded few pieces between them.
+//! docs/inspect.md lists the tables for users.
 
 use std::collections::HashMap;
 use std::io::BufReader;
@@ -575,6 +576,8 @@ fn quoted(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     /// A folder bundle of one run whose plugin `p` wrote the table artifact `t.jsonl` with
@@ -666,6 +669,16 @@ mod tests {
             })
             .collect();
         assert_eq!(found, expected);
+        // Rows without fields are rows too, many to an insert as the others.
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = bundle_with_table(dir.path(), &"{}\n".repeat(100));
+        let answer = query(
+            &[bundle],
+            &dir.path().join("f.sqlite"),
+            "SELECT count(*), min(node), max(run_id) FROM p_t",
+        )
+        .unwrap();
+        assert_eq!(answer.rows, [[json!(100), json!("n1"), json!("r1")]]);
     }
 
     /// The thread reading the archive fails mid-table: its error is the one told, not the
