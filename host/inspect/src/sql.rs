@@ -196,8 +196,10 @@ fn load(
     });
     let (RunDocuments { run, status }, pending) = match (read, written) {
         (Ok(documents), Ok(pending)) => (documents, pending),
-        (Err(Loading::Stopped), Err(e)) | (Ok(_), Err(e)) => return Err(e),
-        (Err(e), _) => return Err(e),
+        // The writer fails only on what was read before the reader's error, if any: the
+        // first in the archive, as a load on one thread would tell.
+        (_, Err(e)) if !matches!(e, Loading::Stopped) => return Err(e),
+        (Err(e), _) | (Ok(_), Err(e)) => return Err(e),
     };
     let text = |key: &str| {
         run.as_ref()
@@ -681,13 +683,11 @@ mod tests {
         assert_eq!(answer.rows, [[json!(100), json!("n1"), json!("r1")]]);
     }
 
-    /// The thread reading the archive fails mid-table: its error is the one told, not the
-    /// writer's finding the rows cut short.
-    #[test]
-    fn an_archive_cut_inside_a_table_is_an_error_naming_the_table() {
+    /// The error told of an archive of `tables` (node, rows) of plugin `p`, the last cut
+    /// short: its header says twice the rows that follow, and the archive ends there.
+    fn error_of_an_archive_cut_short(tables: &[(&str, &str)]) -> String {
         let dir = tempfile::tempdir().unwrap();
-        // Each entry a header and its content padded to 512 bytes; the table's header says
-        // twice the rows that follow, and the archive ends there.
+        // Each entry a header and its content padded to 512 bytes.
         let mut archive = Vec::new();
         let mut add = |path: &str, text: &[u8], size: usize| {
             let mut header = tar::Header::new_gnu();
@@ -704,24 +704,44 @@ mod tests {
         let definition = br#"{"name": "p", "artifacts": [{"name": "t.jsonl",
             "media_type": "application/jsonl", "kind": "table", "row_keys": []}]}"#;
         add("plugins/p/definition.json", definition, definition.len());
-        let rows = "{\"a\": 1}\n".repeat(100_000);
-        add(
-            "plugins/p/results/n1/t.jsonl",
-            rows.as_bytes(),
-            2 * rows.len(),
-        );
+        for (i, (node, rows)) in tables.iter().enumerate() {
+            let size = if i + 1 == tables.len() {
+                2 * rows.len()
+            } else {
+                rows.len()
+            };
+            add(
+                &format!("plugins/p/results/{node}/t.jsonl"),
+                rows.as_bytes(),
+                size,
+            );
+        }
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         std::io::Write::write_all(&mut gz, &archive).unwrap();
         let path = dir.path().join("cut.tar.gz");
         std::fs::write(&path, gz.finish().unwrap()).unwrap();
         let bundle = Bundle::open(&path).unwrap();
-        let said = query(&[bundle], &dir.path().join("f.sqlite"), "SELECT * FROM p_t")
+        query(&[bundle], &dir.path().join("f.sqlite"), "SELECT * FROM p_t")
             .unwrap_err()
-            .to_string();
+            .to_string()
+    }
+
+    /// Reading and writing run on two threads, and the error told is the first in the archive,
+    /// as one thread would meet them.
+    #[test]
+    fn of_two_errors_in_an_archive_the_first_is_told() {
+        // The reading fails mid-table: its error, not the writer's finding the rows cut short.
+        let rows = "{\"a\": 1}\n".repeat(100_000);
+        let said = error_of_an_archive_cut_short(&[("n1", &rows)]);
         assert!(
             said.contains("plugins/p/results/n1/t.jsonl") && said.contains("truncated"),
             "{said}"
         );
+        // The writing fails first (a row wider than SQLite's columns), the reading after.
+        let fields: Vec<String> = (0..2100).map(|i| format!("\"f{i}\": {i}")).collect();
+        let wide = format!("{{{}}}\n", fields.join(", "));
+        let said = error_of_an_archive_cut_short(&[("n0", &wide), ("n1", &rows)]);
+        assert!(said.contains("too many columns"), "{said}");
     }
 
     #[test]
