@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
+use std::marker::PhantomData;
 
 use factbuoy_bundle::layout::{self, result_parts};
 use factbuoy_bundle::reader::{Bundle, Entry, MAX_META_BYTES, ReadError};
@@ -59,7 +60,7 @@ pub(crate) fn each_row<E: From<ReadError>>(
     let entry = rows.path().to_owned();
     let reader = std::io::BufReader::with_capacity(ROW_BUFFER_BYTES, rows);
     each_line(&entry, reader, |number, line| {
-        row(parse_row(&entry, number, line)?)
+        row(parse_row(&entry, number, line, PhantomData)?)
     })
 }
 
@@ -67,21 +68,26 @@ pub(crate) fn each_row<E: From<ReadError>>(
 /// without a copy.
 pub(crate) const ROW_BUFFER_BYTES: usize = 256 * 1024;
 
-/// Line `number` of the table artifact `entry` read as `T` (a row: a JSON object), or an error
-/// naming the entry and the line.
-pub(crate) fn parse_row<'a, T: serde::Deserialize<'a>>(
+/// Line `number` of the table artifact `entry` read by `seed` (`PhantomData::<T>` reads a `T`),
+/// or an error naming the entry and the line.
+pub(crate) fn parse_row<'a, S: serde::de::DeserializeSeed<'a>>(
     entry: &str,
     number: u64,
     line: &'a [u8],
-) -> Result<T, ReadError> {
-    serde_json::from_slice(line).map_err(|cause| ReadError::InvalidJson {
-        entry: format!("{entry} line {number}"),
-        cause,
-    })
+    seed: S,
+) -> Result<S::Value, ReadError> {
+    let mut json = serde_json::Deserializer::from_slice(line);
+    seed.deserialize(&mut json)
+        .and_then(|read| json.end().map(|()| read))
+        .map_err(|cause| ReadError::InvalidJson {
+            entry: format!("{entry} line {number}"),
+            cause,
+        })
 }
 
 /// Calls `line(number, bytes)` with each line of the table artifact `entry` read from `rows`
-/// (its newline included) but blank ones, most straight from `rows`' buffer. A line longer than [`MAX_ROW_BYTES`] is an error naming
+/// (its newline included) but blank ones, most straight from `rows`' buffer. A line longer
+/// than [`MAX_ROW_BYTES`] is an error naming
 /// the entry and the line; the first error `line` returns ends the reading and is returned.
 pub(crate) fn each_line<E: From<ReadError>>(
     entry: &str,

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::io::BufReader;
+use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
@@ -316,14 +317,16 @@ fn read_rows(rows: &mut Entry<'_>, batches: &SyncSender<Option<Batch>>) -> Resul
     let mut batch: Option<Batch> = None;
     let lines = BufReader::with_capacity(ROW_BUFFER_BYTES, rows);
     each_line(&entry, lines, |number, line| {
-        let row: Row<'_> = parse_row(&entry, number, line)?;
-        match &mut batch {
-            Some(same) if same.fits(&row) => same.push(row),
-            other => {
-                // A row with other fields starts a batch of its own.
-                if let Some(done) = other.replace(Batch::of(row)) {
-                    send(Some(done))?;
-                }
+        // Most rows have the fields of the row before: read straight into its batch.
+        let added = match &mut batch {
+            Some(same) => parse_row(&entry, number, line, same.reader())?,
+            None => false,
+        };
+        if !added {
+            // A row with other fields starts a batch of its own.
+            let row: Row<'_> = parse_row(&entry, number, line, PhantomData)?;
+            if let Some(done) = batch.replace(Batch::of(row)) {
+                send(Some(done))?;
             }
         }
         if batch.as_ref().is_some_and(Batch::is_full) {

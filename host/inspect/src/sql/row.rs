@@ -7,7 +7,9 @@ use std::fmt;
 
 use rusqlite::types::{ToSql, ToSqlOutput, ValueRef};
 use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{
+    self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor,
+};
 use serde_json::Value;
 
 /// One row: its fields in name order, the last of a field given twice winning, as in a
@@ -72,6 +74,52 @@ impl<'de> Deserialize<'de> for Row<'de> {
             }
         }
         deserializer.deserialize_map(Fields)
+    }
+}
+
+/// [`Batch::reader`].
+struct Reader<'b>(&'b mut Batch);
+
+impl<'de> DeserializeSeed<'de> for Reader<'_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Reader<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        // As `serde_json::Map` says it.
+        f.write_str("a map")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        let batch = self.0;
+        let (cells, text) = (batch.cells.len(), batch.text.len());
+        let mut read = 0;
+        let mut same = true;
+        while let Some(Text(field)) = map.next_key()? {
+            if same && batch.fields.get(read).is_some_and(|f| *f == field) {
+                read += 1;
+                let cell: Cell<'de> = map.next_value()?;
+                batch.push_cell(cell);
+            } else {
+                // Read on all the same: an error further on is the line's error.
+                same = false;
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        if same && read == batch.fields.len() {
+            batch.rows += 1;
+            Ok(true)
+        } else {
+            batch.cells.truncate(cells);
+            batch.text.truncate(text);
+            Ok(false)
+        }
     }
 }
 
@@ -180,27 +228,33 @@ impl Batch {
         batch
     }
 
-    /// Whether `row` has this batch's fields.
-    pub(super) fn fits(&self, row: &Row<'_>) -> bool {
-        row.fields().eq(self.fields.iter().map(String::as_str))
-    }
-
-    /// Adds `row`, which has this batch's fields ([`Batch::fits`]).
-    pub(super) fn push(&mut self, row: Row<'_>) {
-        debug_assert!(self.fits(&row));
+    /// Adds `row`, which has this batch's fields.
+    fn push(&mut self, row: Row<'_>) {
+        debug_assert!(row.fields().eq(self.fields.iter().map(String::as_str)));
         for (_, cell) in row.0 {
-            self.cells.push(match cell {
-                Cell::Null => Stored::Null,
-                Cell::Integer(i) => Stored::Integer(i),
-                Cell::Real(r) => Stored::Real(r),
-                Cell::Text(text) => {
-                    let start = self.text.len();
-                    self.text.push_str(&text);
-                    Stored::Text(start, self.text.len())
-                }
-            });
+            self.push_cell(cell);
         }
         self.rows += 1;
+    }
+
+    fn push_cell(&mut self, cell: Cell<'_>) {
+        self.cells.push(match cell {
+            Cell::Null => Stored::Null,
+            Cell::Integer(i) => Stored::Integer(i),
+            Cell::Real(r) => Stored::Real(r),
+            Cell::Text(text) => {
+                let start = self.text.len();
+                self.text.push_str(&text);
+                Stored::Text(start, self.text.len())
+            }
+        });
+    }
+
+    /// Reads a row (a JSON object) into the batch when it has the batch's fields, in name
+    /// order and each once, as a row the batch was made of does: true. False, and nothing
+    /// added, when it has others (read it as a [`Row`] then).
+    pub(super) fn reader(&mut self) -> impl for<'de> DeserializeSeed<'de, Value = bool> + '_ {
+        Reader(self)
     }
 
     /// Whether the batch is as large as it should grow.
@@ -270,6 +324,36 @@ mod tests {
                 .err()
                 .unwrap()
                 .to_string()
+        );
+    }
+
+    /// A row is read straight into a batch only when its fields are the batch's, in name
+    /// order and each once; any other leaves the batch as it was.
+    #[test]
+    fn a_batch_takes_only_rows_of_its_own_fields() {
+        let first = br#"{"a": 1, "b": "x"}"#;
+        let mut batch = Batch::of(serde_json::from_slice(first).unwrap());
+        let mut read = |line: &[u8]| {
+            let mut json = serde_json::Deserializer::from_slice(line);
+            batch.reader().deserialize(&mut json).unwrap()
+        };
+        assert!(read(br#"{"a": 2, "b": "y\"z"}"#));
+        for other in [
+            &br#"{"b": "x", "a": 1}"#[..],
+            br#"{"a": 1, "a": 2, "b": "x"}"#,
+            br#"{"a": 1}"#,
+            br#"{"a": 1, "b": "x", "c": 3}"#,
+            br#"{}"#,
+        ] {
+            assert!(!read(other), "{}", String::from_utf8_lossy(other));
+        }
+        let rows: Vec<Vec<Cell<'_>>> = batch.rows().map(Iterator::collect).collect();
+        assert_eq!(
+            rows,
+            [
+                [Cell::Integer(1), Cell::Text("x".into())],
+                [Cell::Integer(2), Cell::Text("y\"z".into())]
+            ]
         );
     }
 }
