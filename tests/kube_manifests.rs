@@ -667,7 +667,7 @@ fn run_and_wait_delete(cluster: &Cluster, run_id: &str) {
         let c = connect(&target).await.unwrap();
         let options = delete::DeleteOptions {
             dry_run: false,
-            wait: Some(Duration::from_secs(120)),
+            wait: Some(delete::DEFAULT_WAIT),
         };
         delete::delete(&c.client, &Selection::Run(run_id.into()), options)
             .await

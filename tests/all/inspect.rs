@@ -508,6 +508,18 @@ fn summary_shows_the_run_a_nodes_by_plugins_table_errors_and_sizes() {
         stdout.contains("  - setup on web-3: plugin \"setup\" 0.1.0: rejected its parameters"),
         "{stdout}"
     );
+    // The whole truth, as the report tells it: the failure in the run's line, the warnings
+    // after the errors.
+    assert!(
+        stdout.starts_with("run f1ee7f1ee700: complete with 1 failure\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "\nWarnings:\n  - setup on web-1: cannot read /etc/shadow: permission denied\n"
+        ),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -1291,6 +1303,162 @@ fn export_writes_jsonl_csv_and_ansibles_fact_cache_into_the_folder_asked_for() {
     assert_eq!(output.status.code(), Some(2));
 }
 
+#[test]
+fn export_writes_each_table_as_jsonl_and_csv_named_as_sql_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, after) = custom_plugin_bundles(dir.path());
+    let out = dir.path().join("export");
+    let (b, o) = (after.to_str().unwrap(), out.to_str().unwrap());
+    let lines = |file: &str| -> Vec<Value> {
+        std::fs::read_to_string(out.join(file))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+
+    let output = inspect(
+        dir.path(),
+        &["export", b, "--format", "jsonl", "--out", o, "-o", "json"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let written: Vec<(String, u64)> = json_of(&output)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let file = PathBuf::from(f["file"].as_str().unwrap());
+            let name = file.file_name().unwrap().to_string_lossy().into_owned();
+            (name, f["rows"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        written,
+        [
+            ("facts.jsonl".to_owned(), 1),
+            ("mounts_events.jsonl".to_owned(), 1),
+            ("mounts_packages.jsonl".to_owned(), 3)
+        ]
+    );
+    assert_eq!(
+        lines("mounts_packages.jsonl"),
+        [
+            json!({"node": "n1", "name": "curl", "version": "7.88"}),
+            json!({"node": "n1", "name": "openssl", "version": "3.0.2"}),
+            json!({"node": "n1", "name": "zsh", "version": "5.9"}),
+        ]
+    );
+    assert!(
+        std::fs::read_to_string(out.join("mounts_packages.jsonl"))
+            .unwrap()
+            .starts_with("{\"node\":\"n1\",")
+    );
+
+    let output = inspect(dir.path(), &["export", b, "--format", "csv", "--out", o]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stdout).contains("mounts_packages.csv: 3 rows"),
+        "{}",
+        text(&output.stdout)
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("mounts_packages.csv")).unwrap(),
+        "node,name,version\nn1,curl,7.88\nn1,openssl,3.0.2\nn1,zsh,5.9\n"
+    );
+
+    // A row cannot pass itself off as another node: its `node` field is `node_`. Fields a row
+    // lacks are empty; values that are not strings are JSON.
+    let definition = json!({"name": "p", "artifacts": [{"name": "t.jsonl",
+        "media_type": "application/jsonl", "kind": "table"}]});
+    let status = json!({"run_id": "r1", "status": "complete", "plugins": []});
+    let to = |v: &Value| serde_json::to_vec(v).unwrap();
+    let wide: serde_json::Map<String, Value> =
+        (0..2001).map(|i| (format!("c{i}"), json!(i))).collect();
+    let bundle = |name: &str, rows: String| {
+        bundle_of(
+            dir.path(),
+            name,
+            &[
+                ("meta/status.json", to(&status)),
+                ("plugins/p/definition.json", to(&definition)),
+                ("plugins/p/results/n1/t.jsonl", rows.into_bytes()),
+            ],
+        )
+    };
+    let liar = bundle(
+        "liar.tar.gz",
+        format!(
+            "{}\n{}\n",
+            json!({"node": "n2", "a": 1}),
+            json!({"b": [1, 2]})
+        ),
+    );
+    let o2 = dir.path().join("liar");
+    let output = inspect(
+        dir.path(),
+        &[
+            "export",
+            liar.to_str().unwrap(),
+            "--format",
+            "csv",
+            "--out",
+            o2.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(
+        std::fs::read_to_string(o2.join("p_t.csv")).unwrap(),
+        "node,a,node_,b\nn1,1,n2,\nn1,,,\"[1,2]\"\n"
+    );
+
+    // A table of more columns than CSV is given is refused, and leaves no file; JSON Lines
+    // takes it.
+    let wide = bundle("wide.tar.gz", format!("{}\n", Value::from(wide)));
+    let o3 = dir.path().join("wide");
+    let output = inspect(
+        dir.path(),
+        &[
+            "export",
+            wide.to_str().unwrap(),
+            "--format",
+            "csv",
+            "--out",
+            o3.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains(
+            "table p_t has more than 2000 columns, too many for CSV: export it with --format jsonl"
+        ),
+        "{}",
+        text(&output.stderr)
+    );
+    assert!(!o3.join("p_t.csv").exists());
+    let output = inspect(
+        dir.path(),
+        &[
+            "export",
+            wide.to_str().unwrap(),
+            "--format",
+            "jsonl",
+            "--out",
+            o3.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let mut names: Vec<String> = std::fs::read_dir(&o3)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["facts.csv", "facts.jsonl", "p_t.jsonl"],
+        "no temporary file"
+    );
+}
+
 /// The committed fixture journals unpacked into `dir`: its folders, one per machine, in name
 /// order.
 fn fixture_journals(dir: &Path) -> Vec<PathBuf> {
@@ -1527,7 +1695,7 @@ fn logs_merge_every_nodes_journal_in_time_order_and_filter_as_journalctl_does() 
     let output = inspect(dir.path(), &["logs", empty.to_str().unwrap()]);
     assert!(output.status.success() && output.stdout.is_empty());
     assert!(
-        text(&output.stderr).contains("its 1 journal hold no entries"),
+        text(&output.stderr).contains("its 1 journal holds no entries"),
         "{}",
         text(&output.stderr)
     );
@@ -1636,6 +1804,9 @@ fn chromium(args: &[&str], url: &str) -> (String, Vec<String>) {
             "--disable-gpu",
             "--enable-logging=stderr",
             "--v=0",
+            // The page inflates its facts asynchronously: let it finish before the DOM is
+            // dumped or the screenshot taken (virtual time runs ahead when the page is idle).
+            "--virtual-time-budget=30000",
         ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .args(args)
@@ -1728,6 +1899,10 @@ fn report_is_one_self_contained_page_that_shows_every_node_in_a_real_browser() {
     );
     assert!(dom.contains("1 error, 1 warning."), "{dom}");
     assert!(
+        dom.contains("No journals in this bundle: systemd-logs did not run, or found none."),
+        "{dom}"
+    );
+    assert!(
         dom.contains(
             "<strong>setup on web-1: </strong><span class=\"warning\">cannot read /etc/shadow: permission denied</span>"
         ),
@@ -1754,8 +1929,10 @@ fn report_is_one_self_contained_page_that_shows_every_node_in_a_real_browser() {
         dom.contains("<tr class=\"node-row\" data-node=\"web-2\""),
         "{dom}"
     );
-    assert!(dom.contains("<tr class=\"node-row hidden\" data-node=\"web-1\""));
-    assert!(dom.contains("<tr class=\"node-row hidden\" data-node=\"web-3\""));
+    // The table shows only the nodes that match.
+    assert!(!dom.contains("<tr class=\"node-row\" data-node=\"web-1\""));
+    assert!(!dom.contains("<tr class=\"node-row\" data-node=\"web-3\""));
+    assert!(dom.contains("1 of 3 nodes shown"), "{dom}");
     // It opens the node it matches, with the matching fact shown, and says how many match.
     assert!(
         dom.contains("<details data-node=\"web-2\" open=\"\""),
@@ -1786,6 +1963,436 @@ fn report_is_one_self_contained_page_that_shows_every_node_in_a_real_browser() {
         png.len()
     );
     eprintln!("screenshot: {}", shot.display());
+}
+
+#[test]
+fn report_has_a_section_per_other_plugin_with_its_tables_and_summarises_the_journals() {
+    let dir = tempfile::tempdir().unwrap();
+    let machines = fixture_journals(&dir.path().join("journals"));
+    let whole: Vec<Vec<Value>> = machines.iter().map(|m| journalctl(m, &[])).collect();
+    let errors: usize = machines
+        .iter()
+        .map(|m| journalctl(m, &["-p", "err"]).len())
+        .sum();
+    assert!(errors > 0, "the fixture journals hold errors");
+    let to_lines = |entries: &[Value]| -> Vec<u8> {
+        entries
+            .iter()
+            .map(|e| format!("{e}\n"))
+            .collect::<String>()
+            .into_bytes()
+    };
+    let to = |v: &Value| serde_json::to_vec(v).unwrap();
+    let definition = json!({"name": "inventory", "version": "0.3.0", "description": "packages",
+        "parameters": [], "capabilities": [],
+        "artifacts": [
+            {"name": "facts.json", "media_type": "application/json", "description": "facts",
+             "kind": "facts"},
+            {"name": "packages.jsonl", "media_type": "application/jsonl",
+             "description": "the packages", "kind": "table", "row_keys": ["name"]}]});
+    let package = |name: &str, version: &str| json!({"name": name, "version": version}).to_string();
+    // web-2 has more rows than the page shows of a table (after web-1's two); zsh is only on
+    // web-1.
+    let many: String = (0..2_500)
+        .map(|i| package(&format!("lib{i}"), "1.0") + "\n")
+        .collect();
+    let mut files = fleet_files();
+    let (path, status) = &mut files[1];
+    assert_eq!(*path, "meta/status.json");
+    let mut doc: Value = serde_json::from_slice(status).unwrap();
+    for node in ["web-1", "web-2"] {
+        doc["plugins"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"plugin": "inventory", "node": node,
+            "status": "complete", "result_status": "passed"}));
+    }
+    *status = to(&doc);
+    files.extend([
+        ("plugins/inventory/definition.json", to(&definition)),
+        (
+            "plugins/inventory/results/web-1/facts.json",
+            to(&json!({"repo": "stable"})),
+        ),
+        (
+            "plugins/inventory/results/web-1/packages.jsonl",
+            (package("openssl", "3.0.2") + "\n" + &package("zsh", "5.9")).into_bytes(),
+        ),
+        (
+            "plugins/inventory/results/web-2/facts.json",
+            to(&json!({"repo": "testing"})),
+        ),
+        (
+            "plugins/inventory/results/web-2/packages.jsonl",
+            many.into_bytes(),
+        ),
+        (
+            "plugins/systemd-logs/results/web-1/journal.jsonl",
+            to_lines(&whole[0]),
+        ),
+        (
+            "plugins/systemd-logs/results/web-2/journal.jsonl",
+            to_lines(&whole[1]),
+        ),
+    ]);
+    let bundle = bundle_of(dir.path(), "fleet.tar.gz", &files);
+    let page = dir.path().join("report.html");
+    let output = inspect(
+        dir.path(),
+        &[
+            "report",
+            bundle.to_str().unwrap(),
+            "--out",
+            page.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let url = format!("file://{}", page.display());
+
+    let (dom, console) = chromium(&["--dump-dom"], &url);
+    assert_eq!(
+        console,
+        Vec::<String>::new(),
+        "the page logged to the console"
+    );
+    assert!(
+        dom.contains("data-rendered=\"ok\""),
+        "the script did not finish"
+    );
+    // The journals: every entry counted, the errors as journalctl -p err selects them.
+    let entries = whole[0].len() + whole[1].len();
+    assert!(
+        dom.contains(&format!(
+            "{entries} entries in the journals of 2 nodes; {errors} error{} (priority err or more severe).",
+            if errors == 1 { "" } else { "s" }
+        )),
+        "{dom}"
+    );
+    let logs = &dom[dom.find("id=\"logs-body\"").unwrap()..];
+    let logs = &logs[..logs.find("</section>").unwrap()];
+    for priority in whole
+        .iter()
+        .flatten()
+        .filter_map(|e| e["PRIORITY"].as_str())
+    {
+        let name = [
+            "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
+        ][priority.parse::<usize>().unwrap()];
+        assert!(
+            logs.contains(&format!("<td class=\"\">{name}</td>")),
+            "{name}: {logs}"
+        );
+    }
+    // The custom plugin's section: its facts, and its table with the cap said out loud.
+    let section = &dom[dom
+        .find("<section class=\"plugin\" data-plugin=\"inventory\"")
+        .unwrap()..];
+    let section = &section[..section.find("</section>").unwrap()];
+    assert!(
+        section.contains("<h2>Plugin inventory 0.3.0</h2>")
+            || section.contains("<h2>Plugin inventory</h2>"),
+        "{section}"
+    );
+    assert!(section.contains("passed on 2 nodes."), "{section}");
+    assert!(
+        section
+            .contains("<td class=\"path\">repo</td><td class=\"value\">testing</td><td>web-2</td>"),
+        "{section}"
+    );
+    assert!(
+        section.contains("Table packages.jsonl (2502 rows, a row per name)"),
+        "{section}"
+    );
+    assert!(
+        section.contains(
+            "The first 2000 rows; all of them: factbuoy inspect sql fleet.tar.gz 'SELECT * FROM inventory_packages'"
+        ),
+        "{section}"
+    );
+    assert!(
+        section.contains("<td class=\"value\">lib1997</td>"),
+        "{section}"
+    );
+    assert!(
+        !section.contains("<td class=\"value\">lib1998</td>"),
+        "past the cap"
+    );
+    assert!(
+        !dom.contains("data-plugin=\"setup\"") && !dom.contains("data-plugin=\"systemd-logs\"")
+    );
+
+    // A search for what only web-1's table holds finds web-1 and shows that row alone.
+    let (dom, console) = chromium(&["--dump-dom"], &format!("{url}#q=zsh"));
+    assert_eq!(console, Vec::<String>::new());
+    assert!(
+        dom.contains("<tr class=\"node-row\" data-node=\"web-1\""),
+        "{dom}"
+    );
+    assert!(
+        !dom.contains("<tr class=\"node-row\" data-node=\"web-2\""),
+        "{dom}"
+    );
+    assert!(dom.contains("<span id=\"search-count\" class=\"muted\"> 1 node matches</span>"));
+    assert!(
+        dom.contains("<tr data-search=\"web-1 zsh 5.9\"><td>web-1</td>"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("<tr data-search=\"web-1 openssl 3.0.2\" class=\"hidden\"><td>web-1</td>"),
+        "{dom}"
+    );
+}
+
+#[test]
+fn report_of_a_thousand_nodes_shows_the_three_that_failed_and_why_on_its_first_screen() {
+    let dir = tempfile::tempdir().unwrap();
+    let to = |v: &Value| serde_json::to_vec(v).unwrap();
+    let real = Bundle::read(real_bundle().0.to_owned()).files;
+    let name = |i: usize| format!("node-{i:04}");
+    let (setup, _) = real_facts();
+    let mut pairs = Vec::new();
+    let mut files: Vec<(&'static str, Vec<u8>)> = vec![
+        ("meta/run.json", real["meta/run.json"].clone()),
+        (
+            "plugins/setup/definition.json",
+            real["plugins/setup/definition.json"].clone(),
+        ),
+    ];
+    // Paths must live as long as the bundle's files: leak them, as the test is short.
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    for i in 0..1000 {
+        let node = name(i);
+        let (vcpus, memory) = ([2, 4, 8][i % 3], [3900, 7900, 15900][i % 3]);
+        // A real node's setup facts, with this node's own name, address, versions and sizes.
+        let mut facts = setup.clone();
+        facts["ansible_hostname"] = json!(node);
+        facts["ansible_distribution_version"] = json!(if i % 10 == 0 { "13.1" } else { "12.11" });
+        facts["ansible_kernel"] = json!(format!("6.1.0-{}-amd64", 20 + i % 3));
+        facts["ansible_processor_vcpus"] = json!(vcpus);
+        facts["ansible_memtotal_mb"] = json!(memory);
+        let address = format!("10.0.{}.{}", i / 250, i % 250);
+        facts["ansible_default_ipv4"]["address"] = json!(address);
+        // A mount of its own, an item of a list keyed by mount point.
+        facts["ansible_mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"mount": format!("/srv/{node}"), "fstype": "xfs"}));
+        files.push((
+            leak(format!("plugins/setup/results/{node}/ansible_facts.json")),
+            to(&facts),
+        ));
+        pairs.push(
+            json!({"plugin": "setup", "node": node, "status": "complete",
+                          "result_status": "passed"}),
+        );
+        let logs = match i {
+            // Two nodes fail the same way (their own names in the message), a third times out.
+            100 | 700 => {
+                files.push((
+                    leak(format!("plugins/systemd-logs/errors/{node}/error.json")),
+                    to(&json!({"error": format!(
+                        "plugin \"systemd-logs\" on {node}: permission denied on /var/log/journal")})),
+                ));
+                json!({"plugin": "systemd-logs", "node": node, "status": "complete",
+                       "result_status": "failed"})
+            }
+            400 => json!({"plugin": "systemd-logs", "node": node, "status": "timed-out",
+                          "result_status": "failed"}),
+            _ => json!({"plugin": "systemd-logs", "node": node, "status": "complete",
+                        "result_status": "passed"}),
+        };
+        pairs.push(logs);
+    }
+    let status = json!({"run_id": "a1000a1000a1", "status": "complete", "plugins": pairs});
+    files.push(("meta/status.json", to(&status)));
+    let bundle = bundle_of(dir.path(), "thousand.tar.gz", &files);
+    let page = dir.path().join("report.html");
+    let output = inspect(
+        dir.path(),
+        &[
+            "report",
+            bundle.to_str().unwrap(),
+            "--out",
+            page.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    // Each node's facts are written as what differs from the first node's: the page is a
+    // small part of what the documents weigh whole.
+    let whole: usize = files
+        .iter()
+        .filter(|(path, _)| path.ends_with("ansible_facts.json"))
+        .map(|(_, data)| data.len())
+        .sum();
+    let size = std::fs::metadata(&page).unwrap().len() as usize;
+    eprintln!("report of 1,000 nodes: {size} bytes; their facts documents: {whole} bytes");
+    assert!(size < whole / 10, "{size} bytes for {whole} bytes of facts");
+
+    // A copy of the page that also writes, after it has rendered, where its parts end, and
+    // what the node table shows after a click on a chart's bar and on a column's header.
+    let html = std::fs::read_to_string(&page).unwrap();
+    let measured = dir.path().join("measured.html");
+    let probe = r##"<script>
+const b = document.body.dataset;
+for (const id of ["errors", "overview"]) b[id + "Bottom"] = Math.round(document.getElementById(id).getBoundingClientRect().bottom);
+const rows = () => [...document.querySelectorAll("tr.node-row")].map((r) => r.dataset.node).join(" ");
+const chart = [...document.querySelectorAll("figure.chart")].find((f) => f.querySelector("figcaption").textContent === "systemd-logs result");
+[...chart.querySelectorAll("g.bar")].find((g) => g.querySelector("title").textContent.startsWith("failed:")).dispatchEvent(new Event("click"));
+b.afterBar = rows() + " | " + document.getElementById("fleet-filter").textContent;
+document.querySelector("#fleet-filter button").click();
+const cpus = [...document.querySelectorAll("#fleet-table th")].find((th) => th.textContent === "CPUs");
+cpus.click(); cpus.click();
+b.afterSort = rows().split(" ").slice(0, 3).join(" ") + " | " + document.querySelectorAll("tr.node-row").length;
+</script></body>"##;
+    std::fs::write(&measured, html.replace("</body>", probe)).unwrap();
+    let (dom, console) = chromium(
+        &["--window-size=1280,900", "--dump-dom"],
+        &format!("file://{}", measured.display()),
+    );
+    assert_eq!(
+        console,
+        Vec::<String>::new(),
+        "the page logged to the console"
+    );
+    assert!(
+        dom.contains("data-rendered=\"ok\""),
+        "the script did not finish"
+    );
+    // The answer first: the band counts, and the failures grouped with their reasons.
+    assert!(
+        dom.contains("<span class=\"badge failed\">complete with 3 failures</span>"),
+        "{dom}"
+    );
+    assert!(dom.contains(">2 results failed</a>"), "{dom}");
+    assert!(dom.contains(">1 result lost or timed out</a>"), "{dom}");
+    assert!(
+        dom.contains(
+            "<strong>systemd-logs on 2 nodes: </strong><span class=\"error\">plugin \"systemd-logs\" \
+             on NODE: permission denied on /var/log/journal</span><div class=\"muted\">node-0100, node-0700</div>"
+        ),
+        "{dom}"
+    );
+    assert!(
+        dom.contains(
+            "<strong>systemd-logs on node-0400: </strong><span class=\"error\">timed-out, with no error recorded</span>"
+        ),
+        "{dom}"
+    );
+    // ... all of it on the first screen, 900 pixels high, with the charts under it.
+    let bottom = |id: &str| -> u32 {
+        let at = dom
+            .find(&format!("data-{id}-bottom=\""))
+            .unwrap_or_else(|| panic!("{id}"))
+            + id.len()
+            + 14;
+        dom[at..at + dom[at..].find('"').unwrap()].parse().unwrap()
+    };
+    assert!(
+        bottom("errors") <= 900,
+        "the failures end at {} px",
+        bottom("errors")
+    );
+    assert!(bottom("overview") > bottom("errors"));
+    for chart in [
+        "OS",
+        "Kernel",
+        "CPUs",
+        "Memory (MiB)",
+        "setup result",
+        "systemd-logs result",
+    ] {
+        assert!(
+            dom.contains(&format!("<figcaption>{chart}</figcaption>")),
+            "{chart}"
+        );
+    }
+    // A fact every node has its own value of splits them into 1,000 sets: the page holds the
+    // first six and counts the rest (all of them would be a page of 1,000 columns a fact).
+    assert!(dom.contains("and 994 more sets (one per node)"), "{dom}");
+    // A mount of a node's own is a fact it alone has: said per node, not as 1,000 splits.
+    assert!(
+        dom.contains("1000 nodes have facts no other node has"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains(
+            ">node-0000: 2 setup facts, ansible_mounts[mount=\"/srv/node-0000\"].fstype, \
+             ansible_mounts[mount=\"/srv/node-0000\"].mount</li>"
+        ),
+        "{dom}"
+    );
+    // A page of the node table at a time; a bar keeps only its nodes; a header sorts.
+    assert_eq!(dom.matches("<tr class=\"node-row\"").count(), 100);
+    assert!(
+        dom.contains("1000 of 1000 nodes shown; rows 1–100"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("data-after-bar=\"node-0100 node-0700 | Only systemd-logs: failed show all\""),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("data-after-sort=\"node-0002 node-0005 node-0008 | 100\""),
+        "{dom}"
+    );
+
+    // A search for one node's address finds it, and its facts, rebuilt in the page from the
+    // first node's and its own differences, are the whole document.
+    let (dom, console) = chromium(
+        &["--dump-dom"],
+        &format!("file://{}#q=10.0.2.150", page.display()),
+    );
+    assert_eq!(console, Vec::<String>::new());
+    assert!(dom.contains("data-rendered=\"ok\""));
+    assert!(dom.contains("1 node matches"), "{dom}");
+    let details = &dom[dom
+        .find("<details data-node=\"node-0650\" open=\"\"")
+        .expect("node-0650 opened")..];
+    let details = &details[..details.find("</details>").unwrap()];
+    let mut expected = setup.clone();
+    expected["ansible_hostname"] = json!("node-0650");
+    expected["ansible_mounts"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"mount": "/srv/node-0650", "fstype": "xfs"}));
+    let rows = details.matches("<tr class=").count();
+    assert_eq!(
+        rows,
+        support_leaves(&expected),
+        "every leaf of node-0650's facts"
+    );
+    assert!(
+        details.contains("<td class=\"value\">node-0650</td>"),
+        "{details}"
+    );
+    assert!(
+        details.contains("<td class=\"value\">10.0.2.150</td>"),
+        "{details}"
+    );
+
+    // A screenshot of the first screen, kept for a person to look at.
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("inspect-report");
+    std::fs::create_dir_all(&shots).unwrap();
+    let shot = shots.join("report-1000-first-screen.png");
+    let _ = std::fs::remove_file(&shot);
+    chromium(
+        &[
+            "--window-size=1280,900",
+            &format!("--screenshot={}", shot.display()),
+        ],
+        &format!("file://{}", page.display()),
+    );
+    assert!(std::fs::read(&shot).unwrap().starts_with(b"\x89PNG"));
+    eprintln!("screenshot: {}", shot.display());
+}
+
+/// How many leaves `inspect facts` (and the report) shows of `facts`.
+fn support_leaves(facts: &Value) -> usize {
+    match facts {
+        Value::Object(map) if !map.is_empty() => map.values().map(support_leaves).sum(),
+        Value::Array(items) if !items.is_empty() => items.iter().map(support_leaves).sum(),
+        _ => 1,
+    }
 }
 
 /// The files of a small valid bundle, without an index.

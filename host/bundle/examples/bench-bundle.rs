@@ -11,8 +11,9 @@
 //! ```
 //!
 //! Every node's facts are the template's with its own hostname, addresses, machine id and
-//! memory, and a tenth of the nodes run another distribution version, so `query` and `diff`
-//! have something to show. Journal lines have the shape and the entropy of `journalctl -o json`
+//! memory, product uuid and serial, host keys, MAC addresses and time of asking, and a tenth of
+//! the nodes run another distribution version, so `query` and `diff` have something to show and
+//! the report's pages are no smaller than a real fleet's. Journal lines have the shape and the entropy of `journalctl -o json`
 //! (cursors, ids, timestamps, varied messages): gzip shrinks them about 5 times, as real ones.
 
 use std::fmt::Write as _;
@@ -223,6 +224,27 @@ fn vary(setup: &Value, host: &Value, index: usize, name: &str, rng: &mut StdRng)
     setup["ansible_memfree_mb"] = json!(free_mb);
     setup["ansible_uptime_seconds"] = json!(rng.random_range(3_600..9_000_000u64));
     setup["ansible_distribution_version"] = json!(version);
+    // What is a machine's own in real facts, so that a fleet's facts are no more alike than a
+    // real fleet's: its ids, host keys, hardware addresses and the time it was asked.
+    setup["ansible_product_uuid"] = json!(uuid(rng));
+    setup["ansible_product_serial"] = json!(format!("{:016x}", rng.random::<u64>()));
+    if let Some(facts) = setup.as_object_mut() {
+        for (key, value) in facts.iter_mut() {
+            if key.starts_with("ansible_ssh_host_key_")
+                && let Some(text) = value.as_str()
+            {
+                *value = json!(random_base64(text.len(), rng));
+            }
+        }
+    }
+    with_new_macs(&mut setup, rng);
+    let epoch = 1_790_000_000 + rng.random_range(0..600u64);
+    if let Some(time) = setup["ansible_date_time"].as_object_mut() {
+        time.insert("epoch".into(), json!(epoch.to_string()));
+        time.insert("epoch_int".into(), json!(epoch.to_string()));
+        time.insert("second".into(), json!(format!("{:02}", epoch % 60)));
+        time.insert("minute".into(), json!(format!("{:02}", epoch / 60 % 60)));
+    }
 
     let mut host = host.clone();
     host["host"]["hostname"] = json!(short);
@@ -234,6 +256,49 @@ fn vary(setup: &Value, host: &Value, index: usize, name: &str, rng: &mut StdRng)
         address_entry.insert("address".into(), json!(address));
     }
     [setup, host]
+}
+
+/// A random UUID, as DMI reports one.
+fn uuid(rng: &mut StdRng) -> String {
+    let n = rng.random::<u128>();
+    let hex = format!("{n:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// `len` random base64 characters, as a host key's are.
+fn random_base64(len: usize, rng: &mut StdRng) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    (0..len)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect()
+}
+
+/// Every `macaddress` in `facts` replaced by a random one (locally administered).
+fn with_new_macs(facts: &mut Value, rng: &mut StdRng) {
+    match facts {
+        Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                if key == "macaddress" && value.is_string() {
+                    let bytes: [u8; 5] = rng.random();
+                    *value = json!(format!(
+                        "02:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+                        bytes[0], bytes[1], bytes[2], bytes[3], bytes[4]
+                    ));
+                } else {
+                    with_new_macs(value, rng);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|item| with_new_macs(item, rng)),
+        _ => {}
+    }
 }
 
 const WORDS: &[&str] = &[

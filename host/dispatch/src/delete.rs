@@ -8,6 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
@@ -45,7 +46,17 @@ pub struct Found {
     pub name: String,
     /// The run it belongs to (its run label).
     pub run: String,
+    /// What holds it, for an object already being deleted: for how long, its finalizers, and
+    /// for a Pod its node, phase and what its containers wait for. What to look at when a
+    /// delete does not finish.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
 }
+
+/// How long `factbuoy delete` waits by default. Longer than a pod's grace period because a
+/// kubelet older than 1.22 does not stop a pod deleted while its volumes were still being
+/// mounted until that mount gives up, 2 min 3 s later.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(300);
 
 /// How to delete.
 #[derive(Debug, Clone, Copy)]
@@ -74,7 +85,7 @@ pub enum DeleteError {
     #[error(
         "after {waited:?}, {} object(s) are still there ({}); run `factbuoy delete` again, or look for finalizers that hold them",
         left.len(),
-        left.iter().map(|f| format!("{} {}", f.kind, f.name)).collect::<Vec<_>>().join(", ")
+        left.iter().map(Found::with_state).collect::<Vec<_>>().join("; ")
     )]
     StillThere {
         /// How long it waited.
@@ -84,19 +95,93 @@ pub enum DeleteError {
     },
 }
 
-fn found<K: Resource<DynamicType = ()>>(object: &K) -> Found {
-    Found {
-        kind: K::kind(&()).into_owned(),
-        namespace: object.meta().namespace.clone(),
-        name: object.name_any(),
-        run: object.labels().get(RUN_LABEL).cloned().unwrap_or_default(),
+impl Found {
+    fn with_state(&self) -> String {
+        match &self.held {
+            Some(held) => format!("{} {} ({held})", self.kind, self.name),
+            None => format!("{} {}", self.kind, self.name),
+        }
     }
 }
 
-async fn list<K>(client: &Client, selector: &str) -> Result<Vec<Found>, DeleteError>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
-{
+/// An object of any kind, described by its metadata.
+trait Described: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug {
+    /// What else keeps it while it is being deleted: nothing, but for Pods.
+    fn waiting_on(&self) -> Option<String> {
+        None
+    }
+}
+
+impl Described for DaemonSet {}
+impl Described for Service {}
+impl Described for ConfigMap {}
+impl Described for Secret {}
+impl Described for RoleBinding {}
+impl Described for Role {}
+impl Described for ServiceAccount {}
+impl Described for ClusterRoleBinding {}
+impl Described for ClusterRole {}
+impl Described for Namespace {}
+
+impl Described for Pod {
+    fn waiting_on(&self) -> Option<String> {
+        let spec = self.spec.as_ref();
+        let status = self.status.as_ref();
+        let mut parts = vec![format!(
+            "on {}, {}",
+            spec.and_then(|s| s.node_name.as_deref())
+                .unwrap_or("no node yet"),
+            status
+                .and_then(|s| s.phase.as_deref())
+                .unwrap_or("no phase yet")
+        )];
+        for container in status
+            .and_then(|s| s.container_statuses.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            let state = container.state.as_ref();
+            let what = if let Some(waiting) = state.and_then(|s| s.waiting.as_ref()) {
+                format!(
+                    "waiting ({})",
+                    waiting.reason.as_deref().unwrap_or("no reason")
+                )
+            } else if state.is_some_and(|s| s.running.is_some()) {
+                "running".to_owned()
+            } else if state.is_some_and(|s| s.terminated.is_some()) {
+                "terminated".to_owned()
+            } else {
+                "no state yet".to_owned()
+            };
+            parts.push(format!("container {} {what}", container.name));
+        }
+        Some(parts.join(", "))
+    }
+}
+
+fn found<K: Described>(object: &K) -> Found {
+    let meta = object.meta();
+    let held = meta.deletion_timestamp.as_ref().map(|since| {
+        let seconds = Timestamp::now().duration_since(since.0).as_secs().max(0);
+        let mut held = format!("being deleted for {seconds} s");
+        if let Some(finalizers) = meta.finalizers.as_ref().filter(|f| !f.is_empty()) {
+            held.push_str(&format!(", finalizers {}", finalizers.join(" ")));
+        }
+        if let Some(waiting) = object.waiting_on() {
+            held.push_str(&format!(", {waiting}"));
+        }
+        held
+    });
+    Found {
+        kind: K::kind(&()).into_owned(),
+        namespace: meta.namespace.clone(),
+        name: object.name_any(),
+        run: object.labels().get(RUN_LABEL).cloned().unwrap_or_default(),
+        held,
+    }
+}
+
+async fn list<K: Described>(client: &Client, selector: &str) -> Result<Vec<Found>, DeleteError> {
     let api: Api<K> = Api::all(client.clone());
     let list = api
         .list(&ListParams::default().labels(selector))
@@ -200,4 +285,75 @@ pub async fn delete(
         }
     }
     Ok(objects)
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateWaiting, ContainerStatus, PodSpec, PodStatus,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+    use super::*;
+
+    fn pod(deleting_since: Option<Timestamp>) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("factbuoy-aggregator".into()),
+                namespace: Some("factbuoy-r1".into()),
+                deletion_timestamp: deleting_since.map(Time),
+                finalizers: Some(vec!["foregroundDeletion".into()]),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some("node-2".into()),
+                ..PodSpec::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some("Pending".into()),
+                container_statuses: Some(vec![ContainerStatus {
+                    name: "aggregator".into(),
+                    state: Some(ContainerState {
+                        waiting: Some(ContainerStateWaiting {
+                            reason: Some("ContainerCreating".into()),
+                            ..ContainerStateWaiting::default()
+                        }),
+                        ..ContainerState::default()
+                    }),
+                    ..ContainerStatus::default()
+                }]),
+                ..PodStatus::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn a_pod_being_deleted_says_for_how_long_where_and_what_it_waits_for() {
+        let since = Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(95);
+        let left = found(&pod(Some(since)));
+        let held = left.held.as_deref().unwrap();
+        assert!(held.starts_with("being deleted for 9"), "{held}");
+        assert!(
+            held.ends_with(
+                " s, finalizers foregroundDeletion, on node-2, Pending, \
+                 container aggregator waiting (ContainerCreating)"
+            ),
+            "{held}"
+        );
+        let error = DeleteError::StillThere {
+            waited: DEFAULT_WAIT,
+            left: vec![left],
+        };
+        assert!(
+            error
+                .to_string()
+                .contains("(Pod factbuoy-aggregator (being deleted for 9"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn an_object_not_being_deleted_has_nothing_holding_it() {
+        assert_eq!(found(&pod(None)).held, None);
+    }
 }

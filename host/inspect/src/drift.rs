@@ -11,13 +11,14 @@
 //! pairs of numbers, so a fleet of hundreds of nodes stays a few megabytes; each facts document
 //! is dropped once flattened.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
 use serde::Serialize;
 use serde_json::Value;
 use wildmatch::WildMatch;
 
-use crate::facts::{Found, RunDocuments, each_row_line, run_and_facts};
+use crate::facts::{Found, ROW_BUFFER_BYTES, RunDocuments, each_line, run_and_facts};
 use crate::keyed::{InRow, Row, TableLeaves, each_keyed_leaf};
 use crate::meta::nodes_of;
 use factbuoy_bundle::reader::{Bundle, ReadError};
@@ -381,8 +382,10 @@ impl Fleet {
                         add(interner, key, value)
                     };
                     let mut table = TableLeaves::new(artifact, row_keys);
-                    each_row_line(rows, |line| {
-                        table.row(Row::read(&line)?, &mut leaf);
+                    let entry = rows.path().to_owned();
+                    let reader = std::io::BufReader::with_capacity(ROW_BUFFER_BYTES, rows);
+                    each_line(&entry, reader, |number, line| {
+                        table.row(Row::read(&entry, number, line)?, &mut leaf);
                         Ok::<(), ReadError>(())
                     })?;
                     table.finish(&mut leaf);
@@ -514,11 +517,35 @@ pub struct Drift {
     pub without_facts: Vec<NodeWithout>,
     /// What was left out.
     pub ignored: Ignored,
+    /// In a fleet of [`ALONE_FROM`] nodes or more, the facts only one node has (an address of
+    /// its own in a set, a mount only it has), by node and plugin: each is not a split of the
+    /// fleet into that node and all the others, which would make a group per node.
+    pub alone: Vec<AloneFacts>,
     /// The facts on which nodes disagree, grouped by how they split the nodes: facts that
     /// split the fleet the same way (a kernel, its version and its build date) are one group.
     /// Groups of fewer node sets come first, so a few odd nodes are at the top and the facts
     /// every node has its own value of (names, addresses) at the bottom.
     pub groups: Vec<DriftGroup>,
+}
+
+/// From how many nodes with a plugin's facts a fact only one of them has is told as that
+/// node's own ([`Drift::alone`]) rather than as a split of the fleet.
+pub const ALONE_FROM: usize = 10;
+
+/// The paths [`AloneFacts::first`] lists.
+const ALONE_SHOWN: usize = 5;
+
+/// The facts of one plugin that one node alone has.
+#[derive(Debug, Clone, Serialize)]
+pub struct AloneFacts {
+    /// The node.
+    pub node: String,
+    /// The plugin, as `inspect facts` names it.
+    pub plugin: String,
+    /// How many such facts it has.
+    pub facts: usize,
+    /// The first of their paths, in path order.
+    pub first: Vec<String>,
 }
 
 /// Facts that split the nodes into the same sets.
@@ -551,8 +578,11 @@ pub fn drift(bundle: &Bundle, ignore: &IgnoreList) -> Result<Drift, ReadError> {
     // Node number -> name, in the run's order; a partition is written in node numbers.
     let nodes = &fleet.nodes;
     let mut groups: Partitions = HashMap::new();
+    // Node number -> the facts only it has, by source (see `Drift::alone`).
+    let mut alone: BTreeMap<(u32, usize), Vec<u32>> = BTreeMap::new();
     for &source in &fleet.sources {
-        // The nodes with this plugin's facts, each with a cursor into its sorted pairs.
+        // The nodes with this plugin's facts, each with its pairs sorted by key (unpacked one
+        // plugin at a time).
         let members: Vec<(u32, Vec<(u32, u32)>)> = nodes
             .iter()
             .enumerate()
@@ -561,23 +591,42 @@ pub fn drift(bundle: &Bundle, ignore: &IgnoreList) -> Result<Drift, ReadError> {
         if members.len() < 2 {
             continue;
         }
-        let mut keys: Vec<u32> = members
+        // Every member's pairs walked at once, a key at a time (a k-way merge), so that each
+        // key costs the members that have it, not the whole fleet: a fleet of ten thousand
+        // nodes has as many keys of one node's own (its addresses in a set).
+        let mut heap: BinaryHeap<Reverse<(u32, usize, usize)>> = members
             .iter()
-            .flat_map(|(_, pairs)| pairs.iter().map(|(k, _)| *k))
+            .enumerate()
+            .filter(|(_, (_, pairs))| !pairs.is_empty())
+            .map(|(m, (_, pairs))| Reverse((pairs[0].0, m, 0)))
             .collect();
-        keys.sort_unstable();
-        keys.dedup();
-        for key in keys {
-            let values: Vec<u32> = members
-                .iter()
-                .map(|(_, pairs)| {
-                    pairs
-                        .binary_search_by_key(&key, |(k, _)| *k)
-                        .map_or(ABSENT, |i| pairs[i].1)
-                })
-                .collect();
-            if values.iter().all(|v| *v == values[0]) {
+        let mut present: Vec<(usize, u32)> = Vec::new();
+        while let Some(&Reverse((key, _, _))) = heap.peek() {
+            present.clear();
+            while let Some(&Reverse((k, m, at))) = heap.peek() {
+                if k != key {
+                    break;
+                }
+                heap.pop();
+                let pairs = &members[m].1;
+                present.push((m, pairs[at].1));
+                if let Some(next) = pairs.get(at + 1) {
+                    heap.push(Reverse((next.0, m, at + 1)));
+                }
+            }
+            if present.len() == members.len() && present.iter().all(|(_, v)| *v == present[0].1) {
                 continue;
+            }
+            if present.len() == 1 && members.len() >= ALONE_FROM {
+                alone
+                    .entry((members[present[0].0].0, source))
+                    .or_default()
+                    .push(key);
+                continue;
+            }
+            let mut values = vec![ABSENT; members.len()];
+            for (m, value) in &present {
+                values[*m] = *value;
             }
             // Node sets by value, largest first, then by their first node.
             let mut by_value: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
@@ -628,9 +677,23 @@ pub fn drift(bundle: &Bundle, ignore: &IgnoreList) -> Result<Drift, ReadError> {
             .then(b.facts.len().cmp(&a.facts.len()))
             .then_with(|| a.node_sets.cmp(&b.node_sets))
     });
+    let alone = alone
+        .into_iter()
+        .map(|((node, _), keys)| {
+            let mut paths: Vec<String> = keys.iter().map(|k| interner.path(*k)).collect();
+            paths.sort_by(|a, b| path_order(a, b));
+            AloneFacts {
+                node: nodes[node as usize].clone(),
+                plugin: interner.plugin(keys[0]),
+                facts: paths.len(),
+                first: paths.into_iter().take(ALONE_SHOWN).collect(),
+            }
+        })
+        .collect();
     Ok(Drift {
         bundle: fleet.run.clone(),
         without_facts: fleet.without_facts(&interner),
+        alone,
         nodes: fleet.nodes,
         ignored: Ignored::of(&interner, ignore),
         groups,

@@ -1,5 +1,6 @@
-//! `factbuoy inspect export`: a bundle's facts in formats other tools read. JSON Lines ([`jsonl`])
-//! and CSV ([`csv`](fn@csv)) are written here; Ansible's fact cache is [`crate::ansible_cache`]'s.
+//! `factbuoy inspect export`: a bundle's facts and tables in formats other tools read. JSON Lines
+//! ([`jsonl`]) and CSV ([`csv`](fn@csv)) of the facts, and of each table artifact ([`tables`]),
+//! are written here; Ansible's fact cache is [`crate::ansible_cache`]'s.
 //!
 //! Each writes one file in the folder asked for, through a temporary file renamed into place
 //! when complete: an export that fails midway (a hostile bundle, a full disk) leaves no
@@ -12,7 +13,8 @@ use std::path::{Path, PathBuf};
 use factbuoy_bundle::reader::{Bundle, ReadError};
 use serde_json::Value;
 
-use crate::facts::{FactPath, each_facts, leaves};
+use crate::facts::{FactPath, Found, each_facts, each_row, leaves, run_and_facts};
+use crate::sql::table_name;
 
 /// Why an export failed.
 #[derive(Debug, thiserror::Error)]
@@ -20,6 +22,14 @@ pub enum ExportError {
     /// The bundle could not be read.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// A table has more columns than a CSV file of it is given.
+    #[error(
+        "table {table} has more than {MAX_CSV_COLUMNS} columns, too many for CSV: export it with --format jsonl"
+    )]
+    TooManyColumns {
+        /// The table.
+        table: String,
+    },
     /// The file could not be written.
     #[error("writing {path}: {cause}")]
     Write {
@@ -144,6 +154,170 @@ pub fn csv(bundle: &Bundle, dir: &Path, paths: &[FactPath]) -> Result<Exported, 
         writer.flush().map_err(Failure::Write)
     })?;
     Ok(Exported { file, rows })
+}
+
+/// The most columns a table's CSV file gets (SQLite's default limit, which `sql` meets too);
+/// a hostile table of endless field names is refused instead of held.
+pub const MAX_CSV_COLUMNS: usize = 2000;
+
+/// How [`tables`] writes each table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableFormat {
+    /// `<table>.jsonl`: a line per row, `{"node": ..., then the row's fields}`.
+    Jsonl,
+    /// `<table>.csv`: a row per row, the node first, then a column per field any row has.
+    Csv,
+}
+
+/// Writes every table artifact of `bundle` into `dir`, a file per table named as `inspect sql`
+/// names its table (`<plugin>_<artifact>`), each whole or not at all. A row's field called
+/// `node` is written `node_` (as in `sql`), so the node column is never overwritten. CSV reads
+/// the bundle twice: first for the columns, then for the rows, so memory holds no rows.
+pub fn tables(
+    bundle: &Bundle,
+    dir: &Path,
+    format: TableFormat,
+) -> Result<Vec<Exported>, ExportError> {
+    // Each table's columns, when writing CSV: found in a first pass.
+    let mut columns: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    if format == TableFormat::Csv {
+        run_and_facts(bundle, |found, _| -> Result<(), ExportError> {
+            if let Found::Table {
+                plugin,
+                artifact,
+                rows,
+                ..
+            } = found
+            {
+                let table = table_name(plugin, artifact);
+                let known = columns.entry(table.clone()).or_default();
+                each_row(rows, |row| {
+                    for field in row.keys() {
+                        let field = field_name(field);
+                        if !known.contains(&field) {
+                            if known.len() == MAX_CSV_COLUMNS {
+                                return Err(ExportError::TooManyColumns {
+                                    table: table.clone(),
+                                });
+                            }
+                            known.push(field);
+                        }
+                    }
+                    Ok(())
+                })?;
+            }
+            Ok(())
+        })?;
+    }
+    // A temporary file per table, renamed into place once the walk is whole.
+    let mut open: BTreeMap<String, (tempfile::NamedTempFile, u64)> = BTreeMap::new();
+    std::fs::create_dir_all(dir).map_err(|cause| ExportError::Write {
+        path: dir.display().to_string(),
+        cause,
+    })?;
+    let extension = match format {
+        TableFormat::Jsonl => "jsonl",
+        TableFormat::Csv => "csv",
+    };
+    let file_of = |table: &str| dir.join(format!("{table}.{extension}"));
+    let write_error = |path: PathBuf| {
+        move |cause| ExportError::Write {
+            path: path.display().to_string(),
+            cause,
+        }
+    };
+    run_and_facts(bundle, |found, _| -> Result<(), ExportError> {
+        let Found::Table {
+            node,
+            plugin,
+            artifact,
+            rows,
+            ..
+        } = found
+        else {
+            return Ok(());
+        };
+        let table = table_name(plugin, artifact);
+        let failed = write_error(file_of(&table));
+        if !open.contains_key(&table) {
+            let file = tempfile::Builder::new()
+                .prefix(&format!(".{table}.{extension}."))
+                .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+                .tempfile_in(dir)
+                .map_err(&failed)?;
+            if format == TableFormat::Csv {
+                let header =
+                    std::iter::once("node").chain(columns[&table].iter().map(String::as_str));
+                let mut writer = csv::Writer::from_writer(file.as_file());
+                writer
+                    .write_record(header)
+                    .and_then(|()| writer.flush().map_err(csv::Error::from))
+                    .map_err(|e| failed(e.into()))?;
+            }
+            open.insert(table.clone(), (file, 0));
+        }
+        let (file, written) = open.get_mut(&table).expect("opened above");
+        let mut out = BufWriter::new(file.as_file());
+        match format {
+            TableFormat::Jsonl => each_row(rows, |row| {
+                let line = TableLine {
+                    node,
+                    row: row.into_iter().map(|(f, v)| (field_name(&f), v)).collect(),
+                };
+                serde_json::to_writer(&mut out, &line)
+                    .map_err(std::io::Error::from)
+                    .and_then(|()| out.write_all(b"\n"))
+                    .map_err(&failed)?;
+                *written += 1;
+                Ok::<(), ExportError>(())
+            })?,
+            TableFormat::Csv => {
+                let mut writer = csv::Writer::from_writer(&mut out);
+                let header = &columns[&table];
+                each_row(rows, |row| {
+                    let row: BTreeMap<String, Value> =
+                        row.into_iter().map(|(f, v)| (field_name(&f), v)).collect();
+                    let cells = header
+                        .iter()
+                        .map(|column| row.get(column).map(text).unwrap_or_default());
+                    writer
+                        .write_record(std::iter::once(node.to_owned()).chain(cells))
+                        .map_err(|e| failed(e.into()))?;
+                    *written += 1;
+                    Ok::<(), ExportError>(())
+                })?;
+                writer.flush().map_err(&failed)?;
+            }
+        }
+        out.flush().map_err(&failed)?;
+        Ok(())
+    })?;
+    let mut exported = Vec::with_capacity(open.len());
+    for (table, (file, rows)) in open {
+        let target = file_of(&table);
+        file.persist(&target)
+            .map_err(|e| write_error(target.clone())(e.error))?;
+        exported.push(Exported { file: target, rows });
+    }
+    Ok(exported)
+}
+
+/// A line of a table's JSON Lines file: the node first (for `head` and `grep`), then the row.
+#[derive(serde::Serialize)]
+struct TableLine<'a> {
+    node: &'a str,
+    #[serde(flatten)]
+    row: serde_json::Map<String, Value>,
+}
+
+/// A row's field as a column: `node` is the node's, so a field of that name is `node_` (and
+/// `node_` is `node__`, and so on, as in `sql`).
+fn field_name(field: &str) -> String {
+    if field.trim_end_matches('_') == "node" {
+        format!("{field}_")
+    } else {
+        field.to_owned()
+    }
 }
 
 /// A value in a CSV cell: strings bare, anything else as JSON.

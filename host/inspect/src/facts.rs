@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
+use std::marker::PhantomData;
 
 use factbuoy_bundle::layout::{self, result_parts};
 use factbuoy_bundle::reader::{Bundle, Entry, MAX_META_BYTES, ReadError};
@@ -56,69 +57,83 @@ pub(crate) fn each_row<E: From<ReadError>>(
     rows: &mut Entry<'_>,
     mut row: impl FnMut(serde_json::Map<String, Value>) -> Result<(), E>,
 ) -> Result<(), E> {
-    each_row_line(rows, |line| row(line.parse()?))
+    let entry = rows.path().to_owned();
+    let reader = std::io::BufReader::with_capacity(ROW_BUFFER_BYTES, rows);
+    each_line(&entry, reader, |number, line| {
+        row(parse_row(&entry, number, line, PhantomData)?)
+    })
 }
 
-/// One line of a table artifact, as [`each_row_line`] hands it over.
-pub(crate) struct RowLine<'l> {
-    entry: &'l str,
-    number: usize,
-    text: &'l [u8],
-}
+/// How much of a table artifact is read at once: most lines are handed over from this buffer
+/// without a copy.
+pub(crate) const ROW_BUFFER_BYTES: usize = 256 * 1024;
 
-impl<'l> RowLine<'l> {
-    /// The line, as read.
-    pub(crate) fn text(&self) -> &'l [u8] {
-        self.text
-    }
-
-    /// The row read as `T`, borrowing from the line where `T` can; an error names the entry
-    /// and the line.
-    pub(crate) fn parse<T: serde::Deserialize<'l>>(&self) -> Result<T, ReadError> {
-        serde_json::from_slice(self.text).map_err(|cause| ReadError::InvalidJson {
-            entry: format!("{} line {}", self.entry, self.number),
+/// Line `number` of the table artifact `entry` read by `seed` (`PhantomData::<T>` reads a `T`),
+/// or an error naming the entry and the line.
+pub(crate) fn parse_row<'a, S: serde::de::DeserializeSeed<'a>>(
+    entry: &str,
+    number: u64,
+    line: &'a [u8],
+    seed: S,
+) -> Result<S::Value, ReadError> {
+    let mut json = serde_json::Deserializer::from_slice(line);
+    seed.deserialize(&mut json)
+        .and_then(|read| json.end().map(|()| read))
+        .map_err(|cause| ReadError::InvalidJson {
+            entry: format!("{entry} line {number}"),
             cause,
         })
-    }
 }
 
-/// As [`each_row`], but hands over each row's line unread, for a caller that reads rows
-/// without building a tree of each ([`RowLine::parse`]).
-pub(crate) fn each_row_line<E: From<ReadError>>(
-    rows: &mut Entry<'_>,
-    mut row: impl FnMut(RowLine<'_>) -> Result<(), E>,
+/// Calls `line(number, bytes)` with each line of the table artifact `entry` read from `rows`
+/// (its newline included) but blank ones, most straight from `rows`' buffer. A line longer
+/// than [`MAX_ROW_BYTES`] is an error naming
+/// the entry and the line; the first error `line` returns ends the reading and is returned.
+pub(crate) fn each_line<E: From<ReadError>>(
+    entry: &str,
+    mut rows: impl BufRead,
+    mut line: impl FnMut(u64, &[u8]) -> Result<(), E>,
 ) -> Result<(), E> {
-    let entry = rows.path().to_owned();
-    let mut reader = std::io::BufReader::new(rows);
-    let mut line = Vec::new();
+    let read_error = |cause| ReadError::Read {
+        entry: entry.to_owned(),
+        cause,
+    };
+    // A line that is not whole in `rows`' buffer is gathered here.
+    let mut long = Vec::new();
     for number in 1.. {
-        line.clear();
-        let read = (&mut reader)
-            .take(MAX_ROW_BYTES + 1)
-            .read_until(b'\n', &mut line)
-            .map_err(|cause| ReadError::Read {
-                entry: entry.clone(),
-                cause,
-            })?;
-        if read == 0 {
+        let buffer = rows.fill_buf().map_err(read_error)?;
+        if buffer.is_empty() {
             break;
         }
-        if line.len() as u64 > MAX_ROW_BYTES {
+        let whole = memchr::memchr(b'\n', buffer)
+            // The limit counts the newline.
+            .filter(|&end| (end as u64) < MAX_ROW_BYTES)
+            .map(|end| end + 1);
+        let text = match whole {
+            Some(taken) => &buffer[..taken],
+            None => {
+                long.clear();
+                (&mut rows)
+                    .take(MAX_ROW_BYTES + 1)
+                    .read_until(b'\n', &mut long)
+                    .map_err(read_error)?;
+                &long[..]
+            }
+        };
+        if text.len() as u64 > MAX_ROW_BYTES {
             return Err(ReadError::TooLarge {
                 entry: format!("{entry} line {number}"),
-                size: line.len() as u64,
+                size: text.len() as u64,
                 limit: MAX_ROW_BYTES,
             }
             .into());
         }
-        if line.trim_ascii().is_empty() {
-            continue;
+        if !text.trim_ascii().is_empty() {
+            line(number, text)?;
         }
-        row(RowLine {
-            entry: &entry,
-            number,
-            text: &line,
-        })?;
+        if let Some(taken) = whole {
+            rows.consume(taken);
+        }
     }
     Ok(())
 }

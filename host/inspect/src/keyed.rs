@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use factbuoy_bundle::reader::ReadError;
 
-use crate::facts::{RowLine, push_field};
+use crate::facts::{parse_row, push_field};
 
 /// Calls `leaf(name, json)` for every fact of `facts` with its diff name and its value as
 /// compact JSON text, the lists named in `lists` matched by key. One name is built in place
@@ -249,18 +249,19 @@ pub(crate) struct InRow {
     pub fact: usize,
 }
 
-/// A table's row as read from its line ([`crate::facts::RowLine::parse`]): its cells, by name,
+/// A table's row as read from its line ([`Row::read`]): its cells, by name,
 /// borrowing from the line where the JSON needs no unescaping.
 pub(crate) struct Row<'l>(Vec<(Cow<'l, str>, Cell<'l>)>);
 
 impl<'l> Row<'l> {
-    /// Reads a row from its line: a flat row of plain strings, integers, `true`, `false` and
-    /// `null` directly (most rows are), anything else through `serde_json`, which also names
-    /// what is wrong with a line that is not a JSON object.
-    pub(crate) fn read(line: &RowLine<'l>) -> Result<Row<'l>, ReadError> {
-        match Row::plain(line.text()) {
+    /// Reads a row from `line`, line `number` of the table artifact `entry`: a flat row of
+    /// plain strings, integers, `true`, `false` and `null` directly (most rows are), anything
+    /// else through `serde_json`, which also names what is wrong with a line that is not a
+    /// JSON object (the error names the entry and the line).
+    pub(crate) fn read(entry: &str, number: u64, line: &'l [u8]) -> Result<Row<'l>, ReadError> {
+        match Row::plain(line) {
             Some(row) => Ok(row),
-            None => line.parse(),
+            None => parse_row(entry, number, line, std::marker::PhantomData),
         }
     }
 

@@ -17,6 +17,7 @@ mod declared;
 pub mod drift;
 pub mod export;
 mod facts;
+mod journal_summary;
 mod keyed;
 pub mod logs;
 mod meta;

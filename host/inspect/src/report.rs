@@ -8,8 +8,12 @@
 //! Content-Security-Policy forbids loading anything, so the file works offline and cannot
 //! reach the network.
 //!
-//! The bundle is read three times (drift, summary, facts) and each facts document is written
-//! into the page as it streams past, so memory stays one document and the drift tables.
+//! The bundle is read four times (drift, summary, journals, facts and tables) and each facts
+//! document and table is written into the page as it streams past, so memory stays one
+//! document, the drift tables and a compressed chunk of facts ([`packed`]: each document as
+//! what differs from the first of its source). A plugin the report has no view of its own for gets a
+//! section: its facts, and its tables' rows, the first [`MAX_TABLE_ROWS`] of each table (the
+//! rest are counted, and `inspect sql` has them all).
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -19,10 +23,14 @@ use factbuoy_bundle::reader::{Bundle, ReadError};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::drift::{self, Drift, IgnoreList};
+use crate::drift::{self, AloneFacts, Drift, DriftGroup, IgnoreList, Ignored, NodeWithout};
 use crate::export::{ExportError, Failure, write_whole};
-use crate::facts::{FactPath, each_facts};
+use crate::facts::{FactPath, Found, each_row, run_and_facts};
+use crate::journal_summary::{self, JournalSummary};
+use crate::sql::table_name;
 use crate::summary::{Summary, summary};
+
+mod packed;
 
 const HEAD: &str = include_str!("report/head.html");
 const APP: &str = include_str!("report/app.js");
@@ -68,6 +76,13 @@ const KEY_FACTS: [(&str, &[Source]); 5] = [
     ),
 ];
 
+/// The bundled plugins the page has views of its own for (the fleet table's columns, the logs
+/// section); every other plugin gets a section of its own.
+const OWN_VIEWS: [&str; 3] = ["setup", "host-facts", "systemd-logs"];
+
+/// The rows of one table artifact written into the page, over all nodes; the rest are counted.
+pub const MAX_TABLE_ROWS: u64 = 2_000;
+
 /// Why the report could not be written.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ReportError {
@@ -85,8 +100,118 @@ struct Data<'a> {
     bundle: String,
     generated: String,
     summary: &'a Summary,
-    drift: &'a Drift,
+    drift: PageDrift<'a>,
     key_facts: KeyFacts,
+    own_views: [&'static str; 3],
+    tables: Vec<TableShown>,
+    /// The journals' summary, or why it could not be read (the rest of the report stands).
+    journals: Result<JournalSummary, String>,
+}
+
+/// The drift groups the page shows, the first of each.
+const PAGE_GROUPS: usize = 100;
+/// The node sets of a group the page shows a column each.
+const PAGE_SETS: usize = 6;
+/// The nodes of a set the page names.
+const PAGE_SET_NODES: usize = 8;
+/// The facts of a group the page shows.
+const PAGE_GROUP_FACTS: usize = 200;
+/// The nodes without facts, and those with facts of their own, the page names.
+const PAGE_WITHOUT: usize = 20;
+
+/// The drift as far as the page shows it, with counts of the rest: on ten thousand nodes a fact
+/// each node has its own value of splits them into ten thousand sets, and all of them would
+/// make a page of gigabytes (`inspect diff` has them all).
+#[derive(Serialize)]
+struct PageDrift<'a> {
+    ignored: &'a Ignored,
+    without_facts: &'a [NodeWithout],
+    without_count: usize,
+    alone: &'a [AloneFacts],
+    alone_count: usize,
+    groups: Vec<PageGroup<'a>>,
+    group_count: usize,
+    fact_count: usize,
+}
+
+#[derive(Serialize)]
+struct PageGroup<'a> {
+    /// The first sets: their first nodes, and how many each has.
+    node_sets: Vec<PageSet<'a>>,
+    set_count: usize,
+    facts: Vec<PageFact<'a>>,
+    fact_count: usize,
+}
+
+#[derive(Serialize)]
+struct PageSet<'a> {
+    nodes: &'a [String],
+    size: usize,
+}
+
+#[derive(Serialize)]
+struct PageFact<'a> {
+    plugin: &'a str,
+    path: &'a str,
+    /// The values of the sets shown.
+    values: &'a [Value],
+    absent: Vec<usize>,
+}
+
+impl<'a> PageDrift<'a> {
+    fn of(drift: &'a Drift) -> PageDrift<'a> {
+        let group = |g: &'a DriftGroup| PageGroup {
+            node_sets: g
+                .node_sets
+                .iter()
+                .take(PAGE_SETS)
+                .map(|set| PageSet {
+                    nodes: &set[..set.len().min(PAGE_SET_NODES)],
+                    size: set.len(),
+                })
+                .collect(),
+            set_count: g.node_sets.len(),
+            facts: g
+                .facts
+                .iter()
+                .take(PAGE_GROUP_FACTS)
+                .map(|f| PageFact {
+                    plugin: &f.plugin,
+                    path: &f.path,
+                    values: &f.values[..f.values.len().min(PAGE_SETS)],
+                    absent: f
+                        .absent
+                        .iter()
+                        .copied()
+                        .filter(|i| *i < PAGE_SETS)
+                        .collect(),
+                })
+                .collect(),
+            fact_count: g.facts.len(),
+        };
+        PageDrift {
+            ignored: &drift.ignored,
+            without_facts: &drift.without_facts[..drift.without_facts.len().min(PAGE_WITHOUT)],
+            without_count: drift.without_facts.len(),
+            alone: &drift.alone[..drift.alone.len().min(PAGE_WITHOUT)],
+            alone_count: drift.alone.len(),
+            groups: drift.groups.iter().take(PAGE_GROUPS).map(group).collect(),
+            group_count: drift.groups.len(),
+            fact_count: drift.groups.iter().map(|g| g.facts.len()).sum(),
+        }
+    }
+}
+
+/// A table artifact: what identifies a row, and how many rows the page shows of how many.
+#[derive(Serialize)]
+struct TableShown {
+    plugin: String,
+    artifact: String,
+    /// Its name in `inspect sql`.
+    sql_table: String,
+    row_keys: Vec<String>,
+    rows: u64,
+    shown: u64,
 }
 
 /// The fleet table's columns and each node's cells.
@@ -135,49 +260,72 @@ pub(crate) fn write(
     // Node -> per column, the best source found so far (its rank) and the cell.
     let mut cells: BTreeMap<String, Vec<Option<(usize, String)>>> = BTreeMap::new();
 
+    let journals = journal_summary::summarize(bundle).map_err(|e| e.to_string());
+    let mut tables: Vec<TableShown> = Vec::new();
+    let mut packer = packed::Packer::new();
     out.write_all(HEAD.as_bytes())?;
-    let mut failed = None;
-    each_facts(
-        bundle,
-        |_, _| true,
-        |node, plugin, _, facts| {
-            if failed.is_some() {
-                return;
+    run_and_facts(bundle, |found, _| -> Result<(), ReportError> {
+        match found {
+            Found::Facts {
+                node,
+                source,
+                facts,
+                ..
+            } => {
+                let row = cells
+                    .entry(node.to_owned())
+                    .or_insert_with(|| vec![None; KEY_FACTS.len()]);
+                key_cells(row, &sources, source, &facts);
+                packer.add(out, node, source, &facts)?;
             }
-            let row = cells
-                .entry(node.to_owned())
-                .or_insert_with(|| vec![None; KEY_FACTS.len()]);
-            for (cell, column) in row.iter_mut().zip(&sources) {
-                for (rank, (source, paths)) in column.iter().enumerate() {
-                    if *source != plugin || cell.as_ref().is_some_and(|(best, _)| *best <= rank) {
-                        continue;
-                    }
-                    let found: Vec<String> = paths
-                        .iter()
-                        .flat_map(|p| p.values(&facts))
-                        .map(|v| match v {
-                            Value::String(text) => text,
-                            other => other.to_string(),
-                        })
-                        .collect();
-                    if !found.is_empty() {
-                        *cell = Some((rank, found.join(" ")));
-                    }
-                }
-            }
-            let document = FactsScript {
+            Found::Table {
                 node,
                 plugin,
-                facts: &facts,
-            };
-            if let Err(e) = script(out, "facts", None, &document) {
-                failed = Some(e);
+                artifact,
+                row_keys,
+                rows,
+            } => {
+                let at = match tables
+                    .iter()
+                    .position(|t| t.plugin == plugin && t.artifact == artifact)
+                {
+                    Some(at) => at,
+                    None => {
+                        tables.push(TableShown {
+                            plugin: plugin.to_owned(),
+                            artifact: artifact.to_owned(),
+                            sql_table: table_name(plugin, artifact),
+                            row_keys: row_keys.to_vec(),
+                            rows: 0,
+                            shown: 0,
+                        });
+                        tables.len() - 1
+                    }
+                };
+                let table = &mut tables[at];
+                let mut kept = Vec::new();
+                each_row(rows, |row| -> Result<(), ReportError> {
+                    table.rows += 1;
+                    if table.shown < MAX_TABLE_ROWS {
+                        table.shown += 1;
+                        kept.push(row);
+                    }
+                    Ok(())
+                })?;
+                if !kept.is_empty() {
+                    let document = TableScript {
+                        node,
+                        plugin,
+                        artifact,
+                        rows: &kept,
+                    };
+                    script(out, "table", None, &document)?;
+                }
             }
-        },
-    )?;
-    if let Some(e) = failed {
-        return Err(e.into());
-    }
+        }
+        Ok(())
+    })?;
+    packer.flush(out)?;
     let data = Data {
         bundle: bundle.path().file_name().map_or_else(
             || bundle.path().display().to_string(),
@@ -185,7 +333,7 @@ pub(crate) fn write(
         ),
         generated: now_rfc3339(),
         summary: &summary,
-        drift: &drift,
+        drift: PageDrift::of(&drift),
         key_facts: KeyFacts {
             labels: KEY_FACTS.iter().map(|(label, _)| *label).collect(),
             nodes: cells
@@ -199,6 +347,9 @@ pub(crate) fn write(
                 })
                 .collect(),
         },
+        own_views: OWN_VIEWS,
+        tables,
+        journals,
     };
     script(out, "data", Some("report-data"), &data)?;
     write!(out, "<script>\n{APP}</script>\n</body>\n</html>\n")?;
@@ -206,11 +357,41 @@ pub(crate) fn write(
     Ok(())
 }
 
+/// Fills `row`'s key fact cells from `plugin`'s facts, where they come from a better source
+/// than the cell's so far.
+fn key_cells(
+    row: &mut [Option<(usize, String)>],
+    sources: &[Vec<(&str, Vec<FactPath>)>],
+    plugin: &str,
+    facts: &Value,
+) {
+    for (cell, column) in row.iter_mut().zip(sources) {
+        for (rank, (source, paths)) in column.iter().enumerate() {
+            if *source != plugin || cell.as_ref().is_some_and(|(best, _)| *best <= rank) {
+                continue;
+            }
+            let found: Vec<String> = paths
+                .iter()
+                .flat_map(|p| p.values(facts))
+                .map(|v| match v {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                })
+                .collect();
+            if !found.is_empty() {
+                *cell = Some((rank, found.join(" ")));
+            }
+        }
+    }
+}
+
+/// A node's rows of a table artifact, as the page reads them.
 #[derive(Serialize)]
-struct FactsScript<'a> {
+struct TableScript<'a> {
     node: &'a str,
     plugin: &'a str,
-    facts: &'a Value,
+    artifact: &'a str,
+    rows: &'a [serde_json::Map<String, Value>],
 }
 
 /// Writes `value` as JSON inside a `<script type="application/json">`. JSON text holds `<` only

@@ -2,11 +2,15 @@
 //! way osquery users ask their fleets questions, but offline.
 //!
 //! The tables are written into a database file (a temporary one unless the caller keeps it), so
-//! memory stays SQLite's page cache whatever the fleet's size; each facts document streams past
-//! once. docs/inspect.md lists the tables for users.
+//! memory stays SQLite's page cache whatever the fleet's size; the bundle streams past once,
+//! parsed on one thread and written on another, a bounded few pieces between them.
+//! docs/inspect.md lists the tables for users.
 
 use std::collections::HashMap;
+use std::io::BufReader;
+use std::marker::PhantomData;
 use std::path::Path;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use factbuoy_bundle::reader::{Bundle, Entry, ReadError};
 use rusqlite::types::ValueRef;
@@ -14,9 +18,14 @@ use rusqlite::{Connection, params};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::facts::{Found, RunDocuments, each_row, leaves, run_and_facts};
+use crate::facts::{
+    Found, ROW_BUFFER_BYTES, RunDocuments, each_line, leaves, parse_row, run_and_facts,
+};
 use crate::keyed::table_field;
 use crate::meta::wire;
+
+mod row;
+use row::{Batch, Row};
 
 /// The tables and views, as created; docs/inspect.md explains each column.
 const SCHEMA: &str = "
@@ -78,14 +87,18 @@ pub fn query(bundles: &[Bundle], database: &Path, query: &str) -> Result<Answer,
     connection.execute_batch(SCHEMA).map_err(db_error)?;
     // Table artifacts' tables, shared by the bundles: each bundle adds its rows.
     let mut tables = Tables {
-        wanted: query.to_ascii_lowercase(),
         columns: HashMap::new(),
     };
+    // The query, lower-case: a table's rows are loaded only when it names the table, so a
+    // question about facts does not pay for every node's tables (a journal written as JSON
+    // Lines before artifacts had kinds reads as one).
+    let wanted = query.to_ascii_lowercase();
     for bundle in bundles {
         let transaction = connection.transaction().map_err(db_error)?;
-        load(bundle, &transaction, &mut tables).map_err(|e| match e {
+        load(bundle, &transaction, &wanted, &mut tables).map_err(|e| match e {
             Loading::Read(e) => SqlError::Read(e),
             Loading::Database(cause) => db_error(cause),
+            Loading::Stopped => unreachable!("a load stops only on the other side's error"),
         })?;
         transaction.commit().map_err(db_error)?;
     }
@@ -123,6 +136,8 @@ fn json(value: ValueRef<'_>) -> Value {
 enum Loading {
     Read(ReadError),
     Database(rusqlite::Error),
+    /// The other thread of the load ended first; its error is the one to report.
+    Stopped,
 }
 
 impl From<ReadError> for Loading {
@@ -131,32 +146,62 @@ impl From<ReadError> for Loading {
     }
 }
 
-/// Writes one bundle's run, results, facts and tables' rows; one pass over the archive.
-fn load(bundle: &Bundle, db: &Connection, tables: &mut Tables) -> Result<(), Loading> {
-    // Facts are written as they stream past, under the run's id. In a bundle whose status
-    // document comes after them (not one factbuoy writes), under a stand-in, replaced at the
-    // end: that rewrites every row, so it is done only when needed.
-    const PENDING: &str = "";
-    let mut pending = false;
-    let RunDocuments { run, status } = run_and_facts(bundle, |found, run_id| {
-        pending |= run_id.is_none();
-        let run_id = run_id.unwrap_or(PENDING);
-        match found {
-            Found::Facts {
-                node,
-                source,
-                facts,
-                ..
-            } => insert_facts(db, run_id, node, source, &facts).map_err(Loading::Database),
-            Found::Table {
-                node,
-                plugin,
-                artifact,
-                rows,
-                ..
-            } => tables.insert_rows(db, run_id, node, plugin, artifact, rows),
-        }
-    })?;
+/// What the thread reading a bundle hands the thread writing the database, in archive order.
+enum Piece {
+    Facts {
+        run_id: Option<String>,
+        node: String,
+        source: String,
+        facts: Value,
+    },
+    /// A table artifact: its rows follow in `rows` when the query names the table, in
+    /// batches, and then `None`.
+    Table {
+        run_id: Option<String>,
+        node: String,
+        table: String,
+        rows: Option<Receiver<Option<Batch>>>,
+    },
+}
+
+/// How many pieces, and how many batches of a table's rows, may wait to be written: enough
+/// that reading runs ahead of a slower write, few enough that a few megabytes are in flight
+/// whatever the tables' sizes.
+const PIECES_WAITING: usize = 4;
+const BATCHES_WAITING: usize = 4;
+
+/// Writes one bundle's run, results, facts and tables' rows; one pass over the archive. One
+/// thread decompresses the archive and parses its documents and rows while the other writes
+/// them, so a load takes about as long as the slower of the two.
+fn load(
+    bundle: &Bundle,
+    db: &Connection,
+    wanted: &str,
+    tables: &mut Tables,
+) -> Result<(), Loading> {
+    let (send, pieces) = sync_channel(PIECES_WAITING);
+    // A facts document is sent once the one before it is written: at most one is parsed
+    // while another is written, as large as they may be.
+    let (facts_written, facts_turn) = sync_channel(1);
+    facts_written
+        .send(())
+        .expect("the receiver is here and the channel empty");
+    let (read, written) = std::thread::scope(|scope| {
+        let reader = scope.spawn(|| read_pieces(bundle, wanted, send, facts_turn));
+        // Returning, it hangs up: a reader still sending then stops.
+        let written = write_pieces(db, tables, pieces, facts_written);
+        let read = reader
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (read, written)
+    });
+    let (RunDocuments { run, status }, pending) = match (read, written) {
+        (Ok(documents), Ok(pending)) => (documents, pending),
+        // The writer fails only on what was read before the reader's error, if any: the
+        // first in the archive, as a load on one thread would tell.
+        (_, Err(e)) if !matches!(e, Loading::Stopped) => return Err(e),
+        (Err(e), _) | (Ok(_), Err(e)) => return Err(e),
+    };
     let text = |key: &str| {
         run.as_ref()
             .and_then(|r| r[key].as_str())
@@ -202,6 +247,142 @@ fn load(bundle: &Bundle, db: &Connection, tables: &mut Tables) -> Result<(), Loa
     .map_err(Loading::Database)
 }
 
+/// The run id facts are written under until the status document is read: it comes first in
+/// every bundle factbuoy writes; in any other, the rows are rewritten at the end.
+const PENDING: &str = "";
+
+/// Walks `bundle`, sending its facts documents (each on its turn) and tables (the rows of
+/// those `wanted` names) to `pieces`. Ends with [`Loading::Stopped`] when the writer hangs up.
+fn read_pieces(
+    bundle: &Bundle,
+    wanted: &str,
+    pieces: SyncSender<Piece>,
+    facts_turn: Receiver<()>,
+) -> Result<RunDocuments, Loading> {
+    run_and_facts(bundle, |found, run_id| {
+        let run_id = run_id.map(str::to_owned);
+        match found {
+            Found::Facts {
+                node,
+                source,
+                facts,
+                ..
+            } => {
+                facts_turn.recv().map_err(|_| Loading::Stopped)?;
+                pieces
+                    .send(Piece::Facts {
+                        run_id,
+                        node: node.to_owned(),
+                        source: source.to_owned(),
+                        facts,
+                    })
+                    .map_err(|_| Loading::Stopped)
+            }
+            Found::Table {
+                node,
+                plugin,
+                artifact,
+                rows,
+                ..
+            } => {
+                let table = table_name(plugin, artifact);
+                let (batches, receiver) = if wanted.contains(&table) {
+                    let (send, receive) = sync_channel(BATCHES_WAITING);
+                    (Some(send), Some(receive))
+                } else {
+                    (None, None)
+                };
+                pieces
+                    .send(Piece::Table {
+                        run_id,
+                        node: node.to_owned(),
+                        table,
+                        rows: receiver,
+                    })
+                    .map_err(|_| Loading::Stopped)?;
+                match batches {
+                    Some(batches) => read_rows(rows, &batches),
+                    None => Ok(()),
+                }
+            }
+        }
+    })
+}
+
+/// Reads a table artifact's rows (JSON Lines, one object per line) into batches of rows with
+/// the same fields, sent to `batches` as each fills, then `None`.
+fn read_rows(rows: &mut Entry<'_>, batches: &SyncSender<Option<Batch>>) -> Result<(), Loading> {
+    let entry = rows.path().to_owned();
+    let send = |batch| batches.send(batch).map_err(|_| Loading::Stopped);
+    let mut batch: Option<Batch> = None;
+    let lines = BufReader::with_capacity(ROW_BUFFER_BYTES, rows);
+    each_line(&entry, lines, |number, line| {
+        // Most rows have the fields of the row before: read straight into its batch.
+        let added = match &mut batch {
+            Some(same) => parse_row(&entry, number, line, same.reader())?,
+            None => false,
+        };
+        if !added {
+            // A row with other fields starts a batch of its own.
+            let row: Row<'_> = parse_row(&entry, number, line, PhantomData)?;
+            if let Some(done) = batch.replace(Batch::of(row)) {
+                send(Some(done))?;
+            }
+        }
+        if batch.as_ref().is_some_and(Batch::is_full) {
+            send(batch.take())?;
+        }
+        Ok::<(), Loading>(())
+    })?;
+    if batch.is_some() {
+        send(batch)?;
+    }
+    send(None)
+}
+
+/// Writes the pieces [`read_pieces`] sends until it is done, giving the next facts document
+/// its turn as each is written; whether any was written under [`PENDING`].
+fn write_pieces(
+    db: &Connection,
+    tables: &mut Tables,
+    pieces: Receiver<Piece>,
+    facts_written: SyncSender<()>,
+) -> Result<bool, Loading> {
+    let mut pending = false;
+    while let Ok(piece) = pieces.recv() {
+        match piece {
+            Piece::Facts {
+                run_id,
+                node,
+                source,
+                facts,
+            } => {
+                pending |= run_id.is_none();
+                let run_id = run_id.as_deref().unwrap_or(PENDING);
+                insert_facts(db, run_id, &node, &source, &facts).map_err(Loading::Database)?;
+                drop(facts);
+                // Never full (the reader took the last turn before sending), and a reader
+                // that is gone needs no turn.
+                let _ = facts_written.try_send(());
+            }
+            Piece::Table {
+                run_id,
+                node,
+                table,
+                rows,
+            } => {
+                pending |= run_id.is_none();
+                let run_id = run_id.as_deref().unwrap_or(PENDING);
+                let columns = tables.create(db, &table).map_err(Loading::Database)?;
+                if let Some(rows) = rows {
+                    insert_rows(db, &quoted(&table), columns, run_id, &node, &rows)?;
+                }
+            }
+        }
+    }
+    Ok(pending)
+}
+
 fn insert_facts(
     db: &Connection,
     run_id: &str,
@@ -235,103 +416,133 @@ fn sql_value(value: &Value) -> rusqlite::types::Value {
     }
 }
 
-/// The tables made of table artifacts: each one's columns, by the fields they hold.
+/// The tables made of table artifacts.
 struct Tables {
-    /// The query, lower-case: a table's rows are loaded only when it names the table, so a
-    /// question about facts does not pay for every node's tables (a journal written as JSON
-    /// Lines before artifacts had kinds reads as one).
-    wanted: String,
     /// Quoted table name -> (field -> quoted column).
     columns: HashMap<String, HashMap<String, String>>,
 }
 
 impl Tables {
-    /// Adds the rows of `node`'s table artifact `artifact` of `plugin` (JSON Lines, one object
-    /// per line) to the table `<plugin>_<artifact>`: `run_id`, `node`, then a column per field
-    /// seen, added as new fields appear.
-    fn insert_rows(
+    /// The table `name`'s columns by the fields they hold, creating it with `run_id` and `node`
+    /// when it is new.
+    fn create(
         &mut self,
         db: &Connection,
-        run_id: &str,
-        node: &str,
-        plugin: &str,
-        artifact: &str,
-        rows: &mut Entry<'_>,
-    ) -> Result<(), Loading> {
-        let name = table_name(plugin, artifact);
-        let table = quoted(&name);
-        let columns = match self.columns.entry(table.clone()) {
+        name: &str,
+    ) -> rusqlite::Result<&mut HashMap<String, String>> {
+        let table = quoted(name);
+        Ok(match self.columns.entry(table) {
             std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
             std::collections::hash_map::Entry::Vacant(new) => {
                 db.execute(
-                    &format!("CREATE TABLE {table} (run_id TEXT, node TEXT)"),
+                    &format!("CREATE TABLE {} (run_id TEXT, node TEXT)", new.key()),
                     [],
-                )
-                .map_err(Loading::Database)?;
+                )?;
                 new.insert(HashMap::new())
             }
-        };
-        if !self.wanted.contains(&name) {
-            return Ok(());
-        }
-        // The insert for the last row's fields, reused while rows have the same fields (the
-        // rows of one artifact nearly always do).
-        let mut insert: Option<(Vec<String>, rusqlite::CachedStatement<'_>)> = None;
-        each_row(rows, |row| {
-            let same = insert
-                .as_ref()
-                .is_some_and(|(fields, _)| fields.iter().eq(row.keys()));
-            if !same {
-                let mut names = vec!["run_id".to_owned(), "node".to_owned()];
-                for field in row.keys() {
-                    let column = match columns.get(field) {
-                        Some(column) => column.clone(),
-                        None => {
-                            let column = new_column(field, columns.values());
-                            db.execute(&format!("ALTER TABLE {table} ADD COLUMN {column}"), [])
-                                .map_err(Loading::Database)?;
-                            columns.insert(field.clone(), column.clone());
-                            column
-                        }
-                    };
-                    names.push(column);
-                }
-                let placeholders = vec!["?"; names.len()].join(", ");
-                let statement = db
-                    .prepare_cached(&format!(
-                        "INSERT INTO {table} ({}) VALUES ({placeholders})",
-                        names.join(", ")
-                    ))
-                    .map_err(Loading::Database)?;
-                insert = Some((row.keys().cloned().collect(), statement));
+        })
+    }
+}
+
+/// Adds the rows [`read_rows`] sends to `table`: `run_id`, `node`, then a column per field,
+/// added to `columns` as new fields appear.
+fn insert_rows(
+    db: &Connection,
+    table: &str,
+    columns: &mut HashMap<String, String>,
+    run_id: &str,
+    node: &str,
+    batches: &Receiver<Option<Batch>>,
+) -> Result<(), Loading> {
+    // The insert for the last batch's fields, reused while batches have the same fields (the
+    // rows of one artifact nearly always do).
+    let mut insert: Option<Insert<'_>> = None;
+    // Hung up without its `None`: the reading failed, and its error is the one reported.
+    while let Some(batch) = batches.recv().map_err(|_| Loading::Stopped)? {
+        let same = insert
+            .as_ref()
+            .is_some_and(|insert| insert.fields == batch.fields());
+        if !same {
+            let mut names = vec!["run_id".to_owned(), "node".to_owned()];
+            for field in batch.fields() {
+                let column = match columns.get(field) {
+                    Some(column) => column.clone(),
+                    None => {
+                        let column = new_column(field, columns.values());
+                        db.execute(&format!("ALTER TABLE {table} ADD COLUMN {column}"), [])
+                            .map_err(Loading::Database)?;
+                        columns.insert(field.to_owned(), column.clone());
+                        column
+                    }
+                };
+                names.push(column);
             }
-            let (_, statement) = insert.as_mut().expect("prepared above");
-            (|| {
+            // Every row's run id and node are ?1 and ?2, bound once; its fields follow.
+            let width = batch.fields().len();
+            let values = |rows: usize| {
+                let row = |r: usize| {
+                    let fields = (0..width).map(|i| format!(", ?{}", 3 + r * width + i));
+                    format!("(?1, ?2{})", fields.collect::<String>())
+                };
+                format!(
+                    "INSERT INTO {table} ({}) VALUES {}",
+                    names.join(", "),
+                    (0..rows).map(row).collect::<Vec<_>>().join(", ")
+                )
+            };
+            // As many rows as SQLite takes parameters, and no more than a few dozen.
+            let many = ((MAX_PARAMETERS - 2) / width.max(1)).clamp(1, ROWS_PER_INSERT);
+            insert = Some(Insert {
+                fields: batch.fields().to_vec(),
+                one: db.prepare_cached(&values(1)).map_err(Loading::Database)?,
+                many: db
+                    .prepare_cached(&values(many))
+                    .map_err(Loading::Database)?,
+                rows: many,
+            });
+        }
+        let insert = insert.as_mut().expect("prepared above");
+        let width = batch.fields().len();
+        let mut left = batch.row_count();
+        let mut rows = batch.rows();
+        (|| {
+            while left > 0 {
+                // Many rows at a time, the last few one by one.
+                let (statement, count) = if left >= insert.rows {
+                    (&mut insert.many, insert.rows)
+                } else {
+                    (&mut insert.one, 1)
+                };
                 statement.raw_bind_parameter(1, run_id)?;
                 statement.raw_bind_parameter(2, node)?;
-                for (i, value) in row.values().enumerate() {
-                    statement.raw_bind_parameter(i + 3, Cell(value))?;
+                for (r, row) in rows.by_ref().take(count).enumerate() {
+                    for (i, cell) in row.enumerate() {
+                        statement.raw_bind_parameter(3 + r * width + i, cell)?;
+                    }
                 }
-                statement.raw_execute()
-            })()
-            .map_err(Loading::Database)?;
+                statement.raw_execute()?;
+                left -= count;
+            }
             Ok(())
-        })
+        })()
+        .map_err(Loading::Database)?;
     }
+    Ok(())
 }
 
-/// A JSON value bound as SQLite holds it ([`sql_value`]), text borrowed rather than copied.
-struct Cell<'a>(&'a Value);
-
-impl rusqlite::ToSql for Cell<'_> {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        use rusqlite::types::{ToSqlOutput, ValueRef};
-        Ok(match self.0 {
-            Value::String(text) => ToSqlOutput::Borrowed(ValueRef::Text(text.as_bytes())),
-            other => ToSqlOutput::Owned(sql_value(other)),
-        })
-    }
+/// The inserts of rows with one set of fields into a table: a row at a time, and `rows` at a
+/// time (a statement per row costs more than the row).
+struct Insert<'c> {
+    fields: Vec<String>,
+    one: rusqlite::CachedStatement<'c>,
+    many: rusqlite::CachedStatement<'c>,
+    rows: usize,
 }
+
+/// The most parameters a statement takes (SQLite's least `SQLITE_MAX_VARIABLE_NUMBER` since
+/// 3.32), and the most rows an insert takes at once: beyond a few dozen, no faster.
+const MAX_PARAMETERS: usize = 32766;
+const ROWS_PER_INSERT: usize = 32;
 
 /// The table a plugin's table artifact becomes: `<plugin>_<artifact>` without the artifact's
 /// extension, every character but `a-z`, `0-9` and `_` written `_` (`listening-sockets` and
@@ -370,13 +581,15 @@ fn quoted(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
-    #[test]
-    fn a_tables_rows_are_loaded_only_when_the_query_names_it() {
-        let dir = tempfile::tempdir().unwrap();
+    /// A folder bundle of one run whose plugin `p` wrote the table artifact `t.jsonl` with
+    /// `rows` for node `n1`.
+    fn bundle_with_table(dir: &Path, rows: &str) -> Bundle {
         let write = |path: &str, text: &str| {
-            let path = dir.path().join("bundle").join(path);
+            let path = dir.join("bundle").join(path);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, text).unwrap();
         };
@@ -390,8 +603,14 @@ mod tests {
             r#"{"name": "p", "artifacts": [{"name": "t.jsonl", "media_type": "application/jsonl",
                 "kind": "table", "row_keys": []}]}"#,
         );
-        write("plugins/p/results/n1/t.jsonl", "{\"a\": 1}\n{\"a\": 2}\n");
-        let bundle = Bundle::open(&dir.path().join("bundle")).unwrap();
+        write("plugins/p/results/n1/t.jsonl", rows);
+        Bundle::open(&dir.join("bundle")).unwrap()
+    }
+
+    #[test]
+    fn a_tables_rows_are_loaded_only_when_the_query_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = bundle_with_table(dir.path(), "{\"a\": 1}\n{\"a\": 2}\n");
         let rows_after = |file: &str, question: &str| -> i64 {
             let db = dir.path().join(file);
             query(std::slice::from_ref(&bundle), &db, question).unwrap();
@@ -403,6 +622,159 @@ mod tests {
         // The table is there for anyone listing tables, empty until a query names it.
         assert_eq!(rows_after("a.sqlite", "SELECT name FROM sqlite_master"), 0);
         assert_eq!(rows_after("b.sqlite", "SELECT sum(a) FROM P_T"), 2);
+    }
+
+    /// Rows are written many at a time and one at a time, in batches of rows with the same
+    /// fields: every row lands whole, in its order, whatever its fields.
+    #[test]
+    fn every_row_lands_with_its_own_values_whatever_its_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rows = String::new();
+        let mut expected = Vec::new();
+        for i in 0..1000_i64 {
+            // Runs of rows with the same fields, of every length around ROWS_PER_INSERT.
+            let (line, row) = match i % 97 {
+                0..40 => (
+                    format!(r#"{{"n": {i}, "s": "x{i}"}}"#),
+                    (i, format!("x{i}"), None),
+                ),
+                40..45 => (
+                    format!(r#"{{"s": "y\"{i}", "n": {i}, "o": {{"b": 1, "a": [true]}}}}"#),
+                    (
+                        i,
+                        format!("y\"{i}"),
+                        Some(r#"{"a":[true],"b":1}"#.to_owned()),
+                    ),
+                ),
+                _ => (
+                    format!(r#"{{"n": {i}, "o": null, "s": "z"}}"#),
+                    (i, "z".into(), None),
+                ),
+            };
+            rows.push_str(&line);
+            rows.push('\n');
+            expected.push(row);
+        }
+        let bundle = bundle_with_table(dir.path(), &rows);
+        let answer = query(
+            &[bundle],
+            &dir.path().join("f.sqlite"),
+            "SELECT n, s, o FROM p_t ORDER BY rowid",
+        )
+        .unwrap();
+        let found: Vec<(i64, String, Option<String>)> = answer
+            .rows
+            .iter()
+            .map(|row| {
+                (
+                    row[0].as_i64().unwrap(),
+                    row[1].as_str().unwrap().to_owned(),
+                    row[2].as_str().map(str::to_owned),
+                )
+            })
+            .collect();
+        assert_eq!(found, expected);
+        // Rows without fields are rows too, many to an insert as the others.
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = bundle_with_table(dir.path(), &"{}\n".repeat(100));
+        let answer = query(
+            &[bundle],
+            &dir.path().join("f.sqlite"),
+            "SELECT count(*), min(node), max(run_id) FROM p_t",
+        )
+        .unwrap();
+        assert_eq!(answer.rows, [[json!(100), json!("n1"), json!("r1")]]);
+    }
+
+    /// The error told of an archive of `tables` (node, rows) of plugin `p`, the last cut
+    /// short: its header says twice the rows that follow, and the archive ends there.
+    fn error_of_an_archive_cut_short(tables: &[(&str, &str)]) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        // Each entry a header and its content padded to 512 bytes.
+        let mut archive = Vec::new();
+        let mut add = |path: &str, text: &[u8], size: usize| {
+            let mut header = tar::Header::new_gnu();
+            header.set_path(path).unwrap();
+            header.set_size(size as u64);
+            header.set_mode(0o644);
+            header.set_cksum();
+            archive.extend_from_slice(header.as_bytes());
+            archive.extend_from_slice(text);
+            archive.resize(archive.len().next_multiple_of(512), 0);
+        };
+        let status = br#"{"run_id": "r1", "status": "complete", "plugins": []}"#;
+        add("meta/status.json", status, status.len());
+        let definition = br#"{"name": "p", "artifacts": [{"name": "t.jsonl",
+            "media_type": "application/jsonl", "kind": "table", "row_keys": []}]}"#;
+        add("plugins/p/definition.json", definition, definition.len());
+        for (i, (node, rows)) in tables.iter().enumerate() {
+            let size = if i + 1 == tables.len() {
+                2 * rows.len()
+            } else {
+                rows.len()
+            };
+            add(
+                &format!("plugins/p/results/{node}/t.jsonl"),
+                rows.as_bytes(),
+                size,
+            );
+        }
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &archive).unwrap();
+        let path = dir.path().join("cut.tar.gz");
+        std::fs::write(&path, gz.finish().unwrap()).unwrap();
+        let bundle = Bundle::open(&path).unwrap();
+        query(&[bundle], &dir.path().join("f.sqlite"), "SELECT * FROM p_t")
+            .unwrap_err()
+            .to_string()
+    }
+
+    /// Reading and writing run on two threads, and the error told is the first in the archive,
+    /// as one thread would meet them.
+    #[test]
+    fn of_two_errors_in_an_archive_the_first_is_told() {
+        // The reading fails mid-table: its error, not the writer's finding the rows cut short.
+        let rows = "{\"a\": 1}\n".repeat(100_000);
+        let said = error_of_an_archive_cut_short(&[("n1", &rows)]);
+        assert!(
+            said.contains("plugins/p/results/n1/t.jsonl") && said.contains("truncated"),
+            "{said}"
+        );
+        // The writing fails first (a row wider than SQLite's columns), the reading after.
+        let fields: Vec<String> = (0..2100).map(|i| format!("\"f{i}\": {i}")).collect();
+        let wide = format!("{{{}}}\n", fields.join(", "));
+        let said = error_of_an_archive_cut_short(&[("n0", &wide), ("n1", &rows)]);
+        assert!(said.contains("too many columns"), "{said}");
+    }
+
+    #[test]
+    fn a_row_too_long_or_not_an_object_or_too_wide_is_a_clear_error() {
+        let error = |rows: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            let bundle = bundle_with_table(dir.path(), rows);
+            query(&[bundle], &dir.path().join("f.sqlite"), "SELECT * FROM p_t")
+                .unwrap_err()
+                .to_string()
+        };
+        let long = format!(
+            "{{\"a\": 1}}\n{{\"a\": \"{}\"}}\n",
+            "x".repeat(crate::facts::MAX_ROW_BYTES as usize)
+        );
+        let too_long = error(&long);
+        assert!(
+            too_long.contains("plugins/p/results/n1/t.jsonl line 2")
+                && too_long.contains("1048576"),
+            "{too_long}"
+        );
+        let not_object = error("{\"a\": 1}\n\n[1, 2]\n");
+        assert!(
+            not_object.contains("t.jsonl line 3") && not_object.contains("expected a map"),
+            "{not_object}"
+        );
+        // Far more fields than SQLite has columns: SQLite's limit, named, not memory spent.
+        let fields: Vec<String> = (0..60_000).map(|i| format!("\"f{i}\": {i}")).collect();
+        let wide = error(&format!("{{{}}}\n", fields.join(", ")));
+        assert!(wide.contains("too many columns"), "{wide}");
     }
 
     #[test]

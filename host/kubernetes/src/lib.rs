@@ -19,7 +19,9 @@ pub mod pod;
 pub mod reach;
 pub mod secrets;
 
-pub use factbuoy_dispatch::delete::{DeleteOptions, Selection, delete};
+pub use factbuoy_dispatch::delete::{
+    DEFAULT_WAIT as DEFAULT_DELETE_WAIT, DeleteOptions, Selection, delete,
+};
 pub use factbuoy_dispatch::manifest::components::COMPONENTS_DIR;
 pub use factbuoy_dispatch::manifest::scheduling::{parse_node_selector, parse_toleration};
 pub use factbuoy_dispatch::names::AGGREGATOR as AGGREGATOR_POD;

@@ -29,7 +29,7 @@ pub struct DeleteArgs {
     #[arg(long)]
     no_wait: bool,
     /// How long to wait for everything to go.
-    #[arg(long, default_value = "2m", value_name = "DURATION")]
+    #[arg(long, default_value_t = factbuoy_kubernetes::DEFAULT_DELETE_WAIT.into(), value_name = "DURATION")]
     wait_timeout: humantime::Duration,
     /// Delete nothing: list what would be deleted (checked by the API server's dry run).
     #[arg(long)]

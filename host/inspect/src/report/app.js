@@ -27,36 +27,50 @@
   // A result that did not pass: it failed, or the pair ended without one (lost, timed out).
   const failing = (r) => !["passed", "skipped"].includes(outcome(r));
 
-  // Each node's facts documents, parsed when first needed.
-  let factsByNode = null;
-  function facts() {
-    if (factsByNode === null) {
-      factsByNode = new Map();
-      for (const script of document.querySelectorAll("script.facts")) {
-        const doc = JSON.parse(script.textContent);
-        if (!factsByNode.has(doc.node)) factsByNode.set(doc.node, []);
-        factsByNode.get(doc.node).push(doc);
-      }
-    }
-    return factsByNode;
+  // Each node's facts: per source, the first document's leaves (the base), and each document
+  // as what differs from it, in gzip chunks inflated on first need (report.rs, packed.rs).
+  const bases = new Map();
+  for (const script of document.querySelectorAll("script.facts-base")) {
+    const base = JSON.parse(script.textContent);
+    bases.set(base.source, base.leaves);
   }
-  // Leaves with their paths, written as `factbuoy inspect facts` writes them.
-  function leaves(value, path, out) {
-    if (value !== null && typeof value === "object" && Object.keys(value).length > 0) {
-      if (Array.isArray(value)) {
-        value.forEach((item, i) => leaves(item, path + "[" + i + "]", out));
-      } else {
-        for (const [key, item] of Object.entries(value)) {
-          const plain = /^[A-Za-z_][A-Za-z0-9_]*$/.test(key);
-          const next = plain
-            ? (path === "" ? key : path + "." + key)
-            : path + "['" + key.replace(/\\/g, "\\\\").replace(/'/g, "\\'") + "']";
-          leaves(item, next, out);
+  let inflated = null;
+  // Node -> its documents' differences: [{source, set: [[path, value]], unset: [path]}].
+  function differences() {
+    if (inflated === null) {
+      inflated = (async () => {
+        const byNode = new Map();
+        for (const script of document.querySelectorAll("script.facts-gz")) {
+          const binary = atob(script.textContent);
+          const bytes = new Uint8Array(binary.length);
+          for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+          const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+          for (const d of JSON.parse(await new Response(stream).text())) {
+            if (!byNode.has(d.node)) byNode.set(d.node, []);
+            byNode.get(d.node).push(d);
+          }
         }
-      }
-    } else {
-      out.push([path, value]);
+        return byNode;
+      })();
     }
+    return inflated;
+  }
+  // A document's leaves, [path, value], written as `factbuoy inspect facts` writes paths: the
+  // base's, changed or left out as the differences say, then those the base lacks.
+  function leavesOf(d) {
+    const set = new Map(d.set);
+    const unset = new Set(d.unset);
+    const out = [];
+    for (const [path, value] of bases.get(d.source) || []) {
+      if (unset.has(path)) continue;
+      if (set.has(path)) {
+        out.push([path, set.get(path)]);
+        set.delete(path);
+      } else {
+        out.push([path, value]);
+      }
+    }
+    for (const leaf of set) out.push(leaf);
     return out;
   }
   const drifting = new Set();
@@ -76,65 +90,252 @@
   document.getElementById("meta").append(
     data.bundle + " · " + count(run.nodes.length, "node") + " · created " + at(run.created) +
     " · last activity " + at(run.last_activity) + " · factbuoy " +
-    (run.factbuoy_version || "unknown") + " · plugins: " + plugins +
+    (run.factbuoy_version || "unknown") + (plugins ? " · plugins: " + plugins : "") +
     " · report generated " + at(data.generated));
   if (run.error) document.getElementById("meta").append(el("div", { class: "error" }, run.error));
 
-  // Fleet table: a row per node, its key facts and each plugin's result.
+  // Each node's result per plugin, and the plugins in the status document's order.
   const pluginNames = [];
-  for (const r of summary.results) if (!pluginNames.includes(r.plugin)) pluginNames.push(r.plugin);
-  const fleet = document.getElementById("fleet-table");
-  fleet.append(el("thead", {}, el("tr", {}, el("th", {}, "Node"),
-    ...data.key_facts.labels.map((l) => el("th", {}, l)),
-    ...pluginNames.map((p) => el("th", {}, p)))));
-  const body = el("tbody");
-  const nodeRows = [];
-  for (const node of run.nodes) {
-    const keys = Object.hasOwn(data.key_facts.nodes, node)
-      ? data.key_facts.nodes[node] : data.key_facts.labels.map(() => "");
-    const outcomes = pluginNames.map((plugin) => {
-      const o = summary.results.find((r) => r.plugin === plugin && r.node === node);
-      return o ? outcome(o) : "-";
-    });
-    const row = el("tr", { class: "node-row", "data-node": node },
-      el("td", {}, node), ...keys.map((k) => el("td", {}, k)),
-      ...outcomes.map((o) => el("td", { class: o }, o)));
-    row.addEventListener("click", () => {
-      const details = document.querySelector('details[data-node="' + CSS.escape(node) + '"]');
-      details.open = true;
-      details.scrollIntoView();
-    });
-    row.dataset.search = lower([node, ...keys, ...outcomes].join(" "));
-    nodeRows.push(row);
-    body.append(row);
+  const resultsByNode = new Map();
+  for (const r of summary.results) {
+    if (!pluginNames.includes(r.plugin)) pluginNames.push(r.plugin);
+    if (!resultsByNode.has(r.node)) resultsByNode.set(r.node, new Map());
+    resultsByNode.get(r.node).set(r.plugin, r);
   }
-  fleet.append(body);
+  const keyCells = (node) => Object.hasOwn(data.key_facts.nodes, node)
+    ? data.key_facts.nodes[node] : data.key_facts.labels.map(() => "");
+  // The key facts some node has (a fleet without setup's facts has no memory column).
+  const kept = data.key_facts.labels.map((_, i) => i)
+    .filter((i) => run.nodes.some((node) => keyCells(node)[i] !== ""));
+  const labels = kept.map((i) => data.key_facts.labels[i]);
+  // A row per node: its key facts, then each plugin's outcome ("-": no result).
+  const fleetRows = run.nodes.map((node) => {
+    const keys = kept.map((i) => keyCells(node)[i]);
+    const results = resultsByNode.get(node) || new Map();
+    const outcomes = pluginNames.map((p) => results.has(p) ? outcome(results.get(p)) : "-");
+    const cells = [node, ...keys, ...outcomes];
+    return { node, cells, search: lower(cells.join(" ")) };
+  });
+  const columns = ["Node", ...labels, ...pluginNames];
+  // Columns whose cells are numbers sort as numbers.
+  const numeric = columns.map((_, i) => i > 0 && fleetRows.every((r) => r.cells[i] === "" || !isNaN(Number(r.cells[i]))));
 
-  // Drift: each group of facts that split the nodes alike, a column per set of nodes.
+  // The answer first: the results by outcome, each a filter on the node table.
+  const kinds = [
+    ["passed", (r) => outcome(r) === "passed"],
+    ["failed", (r) => outcome(r) === "failed"],
+    ["lost or timed out", (r) => ["lost", "timed-out", "interrupted"].includes(outcome(r))],
+    ["skipped", (r) => outcome(r) === "skipped"],
+    ["with warnings", (r) => (r.warnings || []).length > 0],
+  ];
+  const band = document.getElementById("band");
+  band.append(el("span", { class: "band-item" }, el("strong", {}, count(run.nodes.length, "node"))));
+  for (const [kind, test] of kinds) {
+    const matching = summary.results.filter(test);
+    if (matching.length === 0 && kind !== "failed" && kind !== "passed") continue;
+    const tone = kind === "passed" ? "passed" : matching.length === 0 ? "muted"
+      : kind === "with warnings" ? "warning" : "failed";
+    const link = el("a", { href: "#fleet", class: "band-item " + tone,
+      "data-kind": kind }, count(matching.length, "result") + " " + kind);
+    link.addEventListener("click", () => {
+      const nodes = new Set(matching.map((r) => r.node));
+      setFilter({ label: count(matching.length, "result") + " " + kind, keep: (row) => nodes.has(row.node) });
+    });
+    band.append(link);
+  }
+
+  // Distributions: a bar chart per key fact and per plugin's result, each bar a filter.
+  const charts = document.getElementById("charts");
+  const MAX_BARS = 8;
+  const memoryBucket = (mib) => {
+    const n = Number(mib);
+    if (mib === "" || isNaN(n)) return "";
+    let gib = 1;
+    while (gib * 1024 < n) gib *= 2;
+    return "≤ " + gib + " GiB";
+  };
+  const chartOf = (title, column, bucket) => {
+    const tally = new Map();
+    for (const row of fleetRows) {
+      const value = bucket(row.cells[column]);
+      tally.set(value, (tally.get(value) || 0) + 1);
+    }
+    let bars = [...tally.entries()].sort((a, b) => b[1] - a[1] || String(a[0]).localeCompare(String(b[0]), undefined, { numeric: true }));
+    if (bars.length > MAX_BARS) {
+      const rest = bars.slice(MAX_BARS - 1);
+      const others = new Set(rest.map(([v]) => v));
+      bars = [...bars.slice(0, MAX_BARS - 1), [rest.length + " others", rest.reduce((n, [, c]) => n + c, 0), others]];
+    }
+    const most = Math.max(...bars.map(([, c]) => c));
+    const W = 360, H = 20, LABEL = 150;
+    const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    svg.setAttribute("width", W);
+    svg.setAttribute("height", bars.length * H);
+    svg.setAttribute("role", "img");
+    bars.forEach(([value, n, others], i) => {
+      const g = document.createElementNS(svg.namespaceURI, "g");
+      g.setAttribute("class", "bar");
+      g.setAttribute("transform", "translate(0," + i * H + ")");
+      const name = value === "" ? "(unknown)" : String(value);
+      const text = (x, s, cls) => {
+        const t = document.createElementNS(svg.namespaceURI, "text");
+        t.setAttribute("x", x);
+        t.setAttribute("y", 14);
+        if (cls) t.setAttribute("class", cls);
+        t.textContent = s;
+        return t;
+      };
+      const label = text(0, name.length > 22 ? name.slice(0, 21) + "…" : name);
+      const title = document.createElementNS(svg.namespaceURI, "title");
+      title.textContent = name + ": " + count(n, "node");
+      const rect = document.createElementNS(svg.namespaceURI, "rect");
+      const width = Math.max(2, Math.round((W - LABEL - 60) * n / most));
+      rect.setAttribute("x", LABEL);
+      rect.setAttribute("y", 3);
+      rect.setAttribute("width", width);
+      rect.setAttribute("height", H - 6);
+      const bad = column >= 1 + labels.length && !["passed", "skipped"].includes(value);
+      rect.setAttribute("class", bad ? "bad" : "");
+      g.append(title, label, rect, text(LABEL + width + 6, String(n), "n"));
+      g.addEventListener("click", () => setFilter({
+        label: columns[column] + ": " + name,
+        keep: (row) => others ? others.has(bucket(row.cells[column])) : bucket(row.cells[column]) === value,
+      }));
+      svg.append(g);
+    });
+    charts.append(el("figure", { class: "chart" }, el("figcaption", {}, title), svg));
+  };
+  labels.forEach((label, i) => {
+    if (label === "Address") return;
+    chartOf(label, 1 + i, label.startsWith("Memory") ? memoryBucket : (v) => v);
+  });
+  pluginNames.forEach((plugin, i) => chartOf(plugin + " result", 1 + labels.length + i, (v) => v));
+
+  // The node table: sortable by any column, filtered by a chart, a band link and the search,
+  // a page at a time so that ten thousand nodes cost a hundred rows of DOM.
+  const PAGE = 100;
+  const fleet = document.getElementById("fleet-table");
+  const pager = document.getElementById("fleet-pager");
+  const filterNote = document.getElementById("fleet-filter");
+  const sort = { column: 0, descending: false };
+  let filter = null;
+  let searchHits = null;
+  let page = 0;
+  // The nodes of the page shown, and what else shows them (the Nodes section, below).
+  let pageNodes = [];
+  let onPage = () => {};
+  const heads = columns.map((c, i) => {
+    const th = el("th", { class: "sortable", title: "Sort by " + c }, c);
+    th.addEventListener("click", () => {
+      sort.descending = sort.column === i ? !sort.descending : false;
+      sort.column = i;
+      page = 0;
+      renderFleet();
+    });
+    return th;
+  });
+  fleet.append(el("thead", {}, el("tr", {}, ...heads)));
+  const fleetBody = el("tbody");
+  fleet.append(fleetBody);
+  function setFilter(f) {
+    filter = f;
+    page = 0;
+    renderFleet();
+  }
+  function shownRows() {
+    const rows = fleetRows.filter((r) => (!filter || filter.keep(r)) && (!searchHits || searchHits.has(r.node)));
+    const c = sort.column;
+    rows.sort((a, b) => {
+      const order = numeric[c] ? (Number(a.cells[c]) || 0) - (Number(b.cells[c]) || 0)
+        : a.cells[c].localeCompare(b.cells[c], undefined, { numeric: true });
+      return (sort.descending ? -order : order) || a.node.localeCompare(b.node, undefined, { numeric: true });
+    });
+    return rows;
+  }
+  function renderFleet() {
+    const rows = shownRows();
+    const pages = Math.max(1, Math.ceil(rows.length / PAGE));
+    page = Math.min(page, pages - 1);
+    const shown = rows.slice(page * PAGE, (page + 1) * PAGE);
+    pageNodes = shown.map((r) => r.node);
+    fleetBody.replaceChildren(...shown.map((r) => {
+      const tr = el("tr", { class: "node-row", "data-node": r.node },
+        ...r.cells.map((c, i) => el("td", { class: i > labels.length ? c : "" }, c)));
+      tr.addEventListener("click", () => {
+        const details = detailsOf(r.node);
+        details.classList.remove("hidden");
+        details.open = true;
+        details.scrollIntoView();
+      });
+      return tr;
+    }));
+    heads.forEach((th, i) => th.dataset.sort = i === sort.column ? (sort.descending ? "descending" : "ascending") : "");
+    filterNote.replaceChildren();
+    if (filter) {
+      const clear = el("button", { type: "button" }, "show all");
+      clear.addEventListener("click", () => setFilter(null));
+      filterNote.append("Only " + filter.label + " ", clear);
+    }
+    pager.replaceChildren();
+    const first = rows.length === 0 ? 0 : page * PAGE + 1;
+    pager.append(rows.length + " of " + count(fleetRows.length, "node") + " shown" +
+      (rows.length > PAGE ? "; rows " + first + "–" + Math.min(rows.length, (page + 1) * PAGE) : "") + " ");
+    if (pages > 1) {
+      const go = (label, to, disabled) => {
+        const b = el("button", { type: "button" }, label);
+        b.disabled = disabled;
+        b.addEventListener("click", () => { page = to; renderFleet(); });
+        return b;
+      };
+      pager.append(go("previous", page - 1, page === 0), " page " + (page + 1) + " of " + pages + " ", go("next", page + 1, page === pages - 1));
+    }
+    onPage();
+  }
+  renderFleet();
+
+  // Drift: each group of facts that split the nodes alike, a column per set of nodes (the
+  // page holds the first sets, facts and groups, and counts the rest: report.rs, PageDrift).
   const driftBody = document.getElementById("drift-body");
   const driftRows = [];
-  const ignored = data.drift.ignored;
+  const drift = data.drift;
+  const ignored = drift.ignored;
   driftBody.append(el("p", { class: "muted" },
-    data.drift.groups.length === 0
+    drift.group_count === 0
       ? "Every fact compared is the same on every node."
-      : count(data.drift.groups.reduce((n, g) => n + g.facts.length, 0), "fact") +
-        " differ between nodes, in " + count(data.drift.groups.length, "group") + ".",
+      : count(drift.fact_count, "fact") + (drift.fact_count === 1 ? " differs" : " differ") +
+        " between nodes, in " + count(drift.group_count, "group") + "." +
+        (drift.group_count > drift.groups.length ? " The first " + drift.groups.length + " groups are shown; factbuoy inspect diff " + data.bundle + " lists them all." : ""),
     " " + count(ignored.facts, "fact") + " that change on their own (" +
     count(ignored.patterns.length, "pattern") +
     ": clocks, load, free memory and space, counters) left out."));
-  for (const w of data.drift.without_facts) {
+  for (const w of drift.without_facts) {
     driftBody.append(el("p", { class: "muted" }, w.node + " has no " + w.plugins.join(" or ") +
       " facts: left out of their comparison."));
   }
-  const MAX_SETS = 6;
-  for (const group of data.drift.groups) {
-    const sets = group.node_sets.slice(0, MAX_SETS);
-    const more = group.node_sets.length - sets.length;
-    const name = (set) => set.length > 8 ? set.slice(0, 8).join(", ") + " and " + (set.length - 8) + " more" : set.join(", ");
+  if (drift.alone_count > 0) {
+    driftBody.append(el("p", { class: "muted" }, count(drift.alone_count, "node") + (drift.alone_count === 1 ? " has" : " have") +
+      " facts no other node has (an address of its own, a mount only it has), not counted as splits of the fleet:"));
+    const list = el("ul");
+    for (const a of drift.alone) {
+      const item = el("li", {}, a.node + ": " + count(a.facts, a.plugin + " fact") + ", " + a.first.join(", ") + (a.facts > a.first.length ? ", ..." : ""));
+      item.dataset.search = lower([a.node, a.plugin, ...a.first].join(" "));
+      driftRows.push(item);
+      list.append(item);
+    }
+    if (drift.alone_count > drift.alone.length) list.append(el("li", { class: "muted" }, "and " + (drift.alone_count - drift.alone.length) + " more"));
+    driftBody.append(list);
+  }
+  if (drift.without_count > drift.without_facts.length) {
+    driftBody.append(el("p", { class: "muted" }, "and " + (drift.without_count - drift.without_facts.length) + " more nodes without some facts."));
+  }
+  for (const group of drift.groups) {
+    const sets = group.node_sets;
+    const more = group.set_count - sets.length;
+    const name = (set) => set.size > set.nodes.length ? set.nodes.join(", ") + " and " + (set.size - set.nodes.length) + " more" : set.nodes.join(", ");
     const div = el("div", { class: "group" },
-      el("div", {}, count(group.facts.length, "fact") + " split the nodes into " + count(group.node_sets.length, "set")),
+      el("div", {}, count(group.fact_count, "fact") + " split the nodes into " + count(group.set_count, "set")),
       el("ol", { class: "sets", type: "A" }, ...sets.map((set) => el("li", {}, name(set)))));
-    if (more > 0) div.append(el("div", { class: "muted" }, "and " + more + " more sets (one per node)"));
+    if (more > 0) div.append(el("div", { class: "muted" }, "and " + more + " more sets" + (group.set_count === run.nodes.length ? " (one per node)" : "")));
     const table = el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Plugin"), el("th", {}, "Fact"),
       ...sets.map((_, i) => el("th", {}, String.fromCharCode(65 + i))))));
     const tbody = el("tbody");
@@ -143,52 +344,211 @@
         ? el("td", { class: "value drift muted" }, "(absent)")
         : el("td", { class: "value drift" }, show(fact.values[i])));
       const row = el("tr", {}, el("td", {}, fact.plugin), el("td", { class: "path" }, fact.path), ...cells);
-      row.dataset.search = lower([fact.plugin, fact.path, ...fact.values.map(show), ...group.node_sets.flat()].join(" "));
+      row.dataset.search = lower([fact.plugin, fact.path, ...fact.values.map(show), ...sets.flatMap((s) => s.nodes)].join(" "));
       driftRows.push(row);
       tbody.append(row);
     }
     table.append(tbody);
     div.append(table);
+    if (group.fact_count > group.facts.length) {
+      div.append(el("div", { class: "muted" }, "and " + (group.fact_count - group.facts.length) + " more facts"));
+    }
     driftBody.append(div);
   }
 
-  // Errors, whole, then warnings: what a passed result could not gather.
+  // Problems, right under the band: every failed pair's error, whole, then every warning
+  // (what a passed result could not gather). One reason on many nodes is said once, with its
+  // nodes ("systemd-logs on 412 nodes: ..."); a node's own name in it reads NODE.
   const errorsBody = document.getElementById("errors-body");
   const errorRows = [];
-  const warnings = summary.results.filter((r) => (r.warnings || []).length > 0);
-  const warningCount = warnings.reduce((n, r) => n + r.warnings.length, 0);
-  errorsBody.append(el("p", { class: "muted" },
-    summary.errors.length === 0 && warningCount === 0 ? "No errors, no warnings."
-      : count(summary.errors.length, "error") + ", " + count(warningCount, "warning") + "."));
+  const groups = new Map();
+  const addProblem = (cls, plugin, node, reason) => {
+    const general = node === "" ? reason : reason.split(node).join("NODE");
+    const key = JSON.stringify([cls, plugin, general]);
+    if (!groups.has(key)) groups.set(key, { cls, plugin, general, nodes: [], reasons: [] });
+    groups.get(key).nodes.push(node);
+    groups.get(key).reasons.push(reason);
+  };
+  const recorded = new Set();
   for (const e of summary.errors) {
-    const row = el("div", {}, el("strong", {}, e.plugin + " on " + e.node + ": "), el("span", { class: "error" }, e.error));
-    row.dataset.search = lower(e.plugin + " " + e.node + " " + e.error);
+    addProblem("error", e.plugin, e.node, e.error);
+    recorded.add(e.plugin + "\u0000" + e.node);
+  }
+  // A pair that ended without a result and without an error.json still failed.
+  for (const r of failures) {
+    if (!recorded.has(r.plugin + "\u0000" + r.node)) addProblem("error", r.plugin, r.node, outcome(r) + ", with no error recorded");
+  }
+  let errorCount = 0, warningCount = 0;
+  for (const r of summary.results) {
+    for (const w of r.warnings || []) addProblem("warning", r.plugin, r.node, w);
+  }
+  for (const g of groups.values()) {
+    if (g.cls === "error") errorCount += g.nodes.length; else warningCount += g.nodes.length;
+  }
+  errorsBody.append(el("p", { class: "muted" },
+    errorCount === 0 && warningCount === 0 ? "No errors, no warnings."
+      : count(errorCount, "error") + ", " + count(warningCount, "warning") + "."));
+  const ordered = [...groups.values()].sort((a, b) =>
+    (a.cls === b.cls ? 0 : a.cls === "error" ? -1 : 1) || b.nodes.length - a.nodes.length);
+  for (const g of ordered) {
+    let row;
+    if (g.nodes.length === 1) {
+      row = el("div", {}, el("strong", {}, g.plugin + " on " + g.nodes[0] + ": "), el("span", { class: g.cls }, g.reasons[0]));
+    } else {
+      const names = g.nodes.length > 10 ? g.nodes.slice(0, 10).join(", ") + " and " + (g.nodes.length - 10) + " more" : g.nodes.join(", ");
+      row = el("div", {}, el("strong", {}, g.plugin + " on " + count(g.nodes.length, "node") + ": "),
+        el("span", { class: g.cls }, g.general), el("div", { class: "muted" }, names));
+    }
+    row.dataset.search = lower([g.plugin, ...g.nodes, ...g.reasons].join(" "));
     errorRows.push(row);
     errorsBody.append(row);
   }
-  for (const r of warnings) {
-    for (const w of r.warnings) {
-      const row = el("div", {}, el("strong", {}, r.plugin + " on " + r.node + ": "), el("span", { class: "warning" }, w));
-      row.dataset.search = lower(r.plugin + " " + r.node + " " + w);
-      errorRows.push(row);
-      errorsBody.append(row);
+
+  // Logs: the journals' entries by priority and unit, and the latest errors.
+  const logsBody = document.getElementById("logs-body");
+  const logRows = [];
+  const journals = data.journals;
+  if (journals.Err !== undefined) {
+    logsBody.append(el("p", { class: "error" }, "The journals could not be summarised: " + journals.Err));
+  } else if (journals.Ok.nodes.length === 0) {
+    logsBody.append(el("p", { class: "muted" }, "No journals in this bundle: systemd-logs did not run, or found none."));
+  } else {
+    const j = journals.Ok;
+    logsBody.append(el("p", { class: "muted" }, count(j.entries, "entry", "entries") + " in the journals of " +
+      count(j.nodes.length, "node") + "; " + count(j.error_count, "error") + " (priority err or more severe)."));
+    const counts = (head, rows) => el("table", { class: "counts" },
+      el("thead", {}, el("tr", {}, ...head.map((h) => el("th", {}, h)))),
+      el("tbody", {}, ...rows.map((cells) => el("tr", {}, ...cells.map((c, i) =>
+        el("td", { class: i === 0 ? "" : "number" }, c))))));
+    logsBody.append(el("h3", {}, "By priority"),
+      counts(["Priority", "Entries"], j.by_priority.map((p) => [p.priority, p.entries])));
+    logsBody.append(el("h3", {}, j.unit_count > j.units.length
+      ? "The " + j.units.length + " units that logged most, of " + j.unit_count : "By unit"),
+      counts(["Unit", "Entries", "Errors"], j.units.map((u) => [u.unit, u.entries, u.errors])));
+    if (j.errors.length > 0) {
+      logsBody.append(el("h3", {}, j.error_count > j.errors.length
+        ? "The latest " + j.errors.length + " errors, of " + j.error_count : "Errors"));
+      const table = el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Time"), el("th", {}, "Node"),
+        el("th", {}, "Unit"), el("th", {}, "Priority"), el("th", {}, "Message"))));
+      const tbody = el("tbody");
+      for (const e of j.errors) {
+        const row = el("tr", {}, el("td", {}, at(e.time)), el("td", {}, e.node), el("td", {}, e.unit),
+          el("td", {}, e.priority), el("td", { class: "value" }, e.message));
+        row.dataset.search = lower([e.node, e.unit, e.priority, e.message].join(" "));
+        logRows.push(row);
+        tbody.append(row);
+      }
+      table.append(tbody);
+      logsBody.append(table);
     }
+  }
+
+  // A section per plugin the page has no view of its own for: its facts and its tables.
+  const tablesByPlugin = new Map();
+  for (const script of document.querySelectorAll("script.table")) {
+    const doc = JSON.parse(script.textContent);
+    if (!tablesByPlugin.has(doc.plugin)) tablesByPlugin.set(doc.plugin, []);
+    tablesByPlugin.get(doc.plugin).push(doc);
+  }
+  const pluginOf = (source) => source.split("/")[0];
+  const otherPlugins = [];
+  const addPlugin = (name) => { if (!data.own_views.includes(name) && !otherPlugins.includes(name)) otherPlugins.push(name); };
+  run.plugins.forEach((p) => addPlugin(p.name));
+  for (const source of bases.keys()) addPlugin(pluginOf(source));
+  data.tables.forEach((t) => addPlugin(t.plugin));
+  // Node -> the text of its rows in other plugins' tables, for the search.
+  const tableText = new Map();
+  const pluginRows = [];
+  const pluginFacts = [];
+  // A plugin's facts across the fleet: each fact's values, and the nodes that have each.
+  async function fillPluginFacts(name, place) {
+    const MAX_FACT_ROWS = 2000;
+    const byFact = new Map();
+    for (const [node, docs] of await differences()) {
+      for (const doc of docs.filter((d) => pluginOf(d.source) === name)) {
+        for (const [path, value] of leavesOf(doc)) {
+          const key = JSON.stringify([doc.source, path, show(value)]);
+          if (!byFact.has(key)) byFact.set(key, { source: doc.source, path, value: show(value), nodes: [] });
+          byFact.get(key).nodes.push(node);
+        }
+      }
+    }
+    const factValues = [...byFact.values()].sort((a, b) =>
+      a.path.localeCompare(b.path, undefined, { numeric: true }) || a.value.localeCompare(b.value));
+    if (factValues.length === 0) return;
+    const nodeCount = new Set(factValues.flatMap((f) => f.nodes)).size;
+    const rows = factValues.slice(0, MAX_FACT_ROWS).map((f) => {
+      const who = f.nodes.length === nodeCount && nodeCount > 1 ? "all " + count(nodeCount, "node")
+        : f.nodes.length > 3 ? f.nodes.slice(0, 3).join(", ") + " and " + (f.nodes.length - 3) + " more"
+        : f.nodes.join(", ");
+      const row = el("tr", { class: drifting.has(f.source + " " + f.path) ? "drift" : "" },
+        el("td", { class: "path" }, f.path), el("td", { class: "value" }, f.value), el("td", {}, who));
+      row.dataset.search = lower([f.path, f.value, ...f.nodes].join(" "));
+      return row;
+    });
+    place.append(el("h3", {}, "Facts"));
+    if (factValues.length > MAX_FACT_ROWS) {
+      place.append(el("p", { class: "muted" }, "The first " + MAX_FACT_ROWS + " of " + factValues.length +
+        " facts and values; each node's are under Nodes, and factbuoy inspect facts " + data.bundle + " NODE " + name + " prints them."));
+    }
+    place.append(el("table", {},
+      el("thead", {}, el("tr", {}, el("th", {}, "Fact"), el("th", {}, "Value"), el("th", {}, "Nodes"))),
+      el("tbody", {}, ...rows)));
+    pluginRows.push(...rows);
+  }
+  const pluginsDiv = document.getElementById("plugins");
+  for (const name of otherPlugins) {
+    const version = (run.plugins.find((p) => p.name === name) || {}).version;
+    const outcomes = summary.results.filter((r) => r.plugin === name).map(outcome);
+    const tally = [...new Set(outcomes)].map((o) => o + " on " + count(outcomes.filter((x) => x === o).length, "node"));
+    const section = el("section", { class: "plugin", "data-plugin": name },
+      el("h2", {}, "Plugin " + name + (version ? " " + version : "")),
+      el("p", { class: "muted" }, tally.length > 0 ? tally.join(", ") + "." : "No results."));
+    // Its facts across the fleet (filled in once the facts are inflated).
+    const factsPlace = el("div");
+    section.append(factsPlace);
+    pluginFacts.push(fillPluginFacts(name, factsPlace));
+    // Its tables: a row per row, the node first, then every column any row shown has.
+    for (const table of data.tables.filter((t) => t.plugin === name)) {
+      const docs = (tablesByPlugin.get(name) || []).filter((d) => d.artifact === table.artifact);
+      const columns = [];
+      for (const doc of docs) for (const row of doc.rows) for (const c of Object.keys(row)) if (!columns.includes(c)) columns.push(c);
+      section.append(el("h3", {}, "Table " + table.artifact + " (" + count(table.rows, "row") +
+        (table.row_keys.length > 0 ? ", a row per " + table.row_keys.join(", ") : "") + ")"));
+      if (table.shown < table.rows) {
+        section.append(el("p", { class: "muted" }, "The first " + table.shown + " rows; all of them: factbuoy inspect sql " +
+          data.bundle + " 'SELECT * FROM " + table.sql_table + "'"));
+      }
+      const tbody = el("tbody");
+      for (const doc of docs) {
+        for (const row of doc.rows) {
+          const cells = columns.map((c) => Object.hasOwn(row, c) ? show(row[c]) : "");
+          const tr = el("tr", {}, el("td", {}, doc.node), ...cells.map((c) => el("td", { class: "value" }, c)));
+          tr.dataset.search = lower([doc.node, ...cells].join(" "));
+          tableText.set(doc.node, (tableText.get(doc.node) || "") + "\n" + tr.dataset.search);
+          pluginRows.push(tr);
+          tbody.append(tr);
+        }
+      }
+      section.append(el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Node"),
+        ...columns.map((c) => el("th", {}, c)))), tbody));
+    }
+    pluginsDiv.append(section);
   }
 
   // Nodes: each one's facts, rendered when opened; facts that differ between nodes highlighted.
   const nodesBody = document.getElementById("nodes-body");
-  const nodeDetails = [];
   let query = "";
-  function renderFacts(details) {
+  async function renderFacts(details) {
     if (details.dataset.rendered) return;
     details.dataset.rendered = "1";
     const node = details.dataset.node;
     const table = el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Plugin"), el("th", {}, "Fact"), el("th", {}, "Value"))));
     const tbody = el("tbody");
-    for (const doc of facts().get(node) || []) {
-      for (const [path, value] of leaves(doc.facts, "", [])) {
-        const row = el("tr", { class: drifting.has(doc.plugin + " " + path) ? "drift" : "" },
-          el("td", {}, doc.plugin), el("td", { class: "path" }, path), el("td", { class: "value" }, show(value)));
+    for (const doc of (await differences()).get(node) || []) {
+      for (const [path, value] of leavesOf(doc)) {
+        const row = el("tr", { class: drifting.has(doc.source + " " + path) ? "drift" : "" },
+          el("td", {}, doc.source), el("td", { class: "path" }, path), el("td", { class: "value" }, show(value)));
         row.dataset.search = lower(path + " " + show(value));
         tbody.append(row);
       }
@@ -202,31 +562,52 @@
       row.classList.toggle("hidden", query !== "" && !row.dataset.search.includes(query));
     }
   }
-  for (const node of run.nodes) {
-    const outcomes = summary.results.filter((r) => r.node === node)
-      .map((r) => r.plugin + " " + outcome(r));
-    const details = el("details", { "data-node": node },
-      el("summary", {}, node + "  ", el("span", { class: "muted" }, outcomes.join(" · "))), el("div"));
-    for (const e of summary.errors.filter((e) => e.node === node)) {
-      details.querySelector("div").append(el("p", {}, el("strong", {}, e.plugin + ": "), el("span", { class: "error" }, e.error)));
-    }
-    details.addEventListener("toggle", () => { if (details.open) renderFacts(details); });
-    nodeDetails.push(details);
-    nodesBody.append(details);
+  const errorsByNode = new Map();
+  for (const e of summary.errors) {
+    if (!errorsByNode.has(e.node)) errorsByNode.set(e.node, []);
+    errorsByNode.get(e.node).push(e);
   }
+  // A node's facts, a <details> made when the node is first shown; the section shows the
+  // nodes of the table's page, so a fleet of ten thousand costs a hundred of them.
+  const nodeDetails = new Map();
+  function detailsOf(node) {
+    if (!nodeDetails.has(node)) {
+      const outcomes = [...(resultsByNode.get(node) || new Map()).values()]
+        .map((r) => r.plugin + " " + outcome(r));
+      const details = el("details", { "data-node": node },
+        el("summary", {}, node + "  ", el("span", { class: "muted" }, outcomes.join(" · "))), el("div"));
+      for (const e of errorsByNode.get(node) || []) {
+        details.querySelector("div").append(el("p", {}, el("strong", {}, e.plugin + ": "), el("span", { class: "error" }, e.error)));
+      }
+      details.addEventListener("toggle", () => { if (details.open) renderFacts(details); });
+      nodeDetails.set(node, details);
+    }
+    return nodeDetails.get(node);
+  }
+  onPage = () => nodesBody.replaceChildren(...pageNodes.map(detailsOf));
+  onPage();
 
   // Search: nodes whose name, key facts, results or any fact match; drift facts and errors
   // that match; inside an open node, the facts that match.
-  let nodeText = null;
-  function matchingNodes() {
-    if (nodeText === null) {
-      nodeText = new Map();
-      for (const [node, docs] of facts()) {
-        nodeText.set(node, lower(docs.map((d) => leaves(d.facts, "", []).map(([p, v]) => p + " " + show(v)).join("\n")).join("\n")));
-      }
+  // A node matches when one of its own leaves does, or a leaf of the base it kept does.
+  async function matchingNodes() {
+    const byNode = await differences();
+    const baseHits = new Map();
+    for (const [source, leaves] of bases) {
+      baseHits.set(source, leaves.filter(([p, v]) => lower(p + " " + show(v)).includes(query)).map(([p]) => p));
     }
     const found = new Set();
-    for (const [node, text] of nodeText) if (text.includes(query)) found.add(node);
+    for (const [node, docs] of byNode) {
+      for (const d of docs) {
+        if (d.text === undefined) d.text = lower(d.set.map(([p, v]) => p + " " + show(v)).join("\n"));
+        if (d.text.includes(query)) { found.add(node); break; }
+        const hits = baseHits.get(d.source) || [];
+        if (hits.length === 0) continue;
+        if (d.changed === undefined) d.changed = new Set([...d.unset, ...d.set.map(([p]) => p)]);
+        if (hits.some((p) => !d.changed.has(p))) { found.add(node); break; }
+      }
+    }
+    for (const [node, text] of tableText) if (text.includes(query)) found.add(node);
     return found;
   }
   // A search opens every node it matches, showing the facts that match, and says how many.
@@ -234,41 +615,55 @@
   const searchCount = el("span", { id: "search-count", class: "muted" });
   search.after(searchCount);
   const openedBySearch = new Set();
-  search.addEventListener("input", () => {
+  // At most this many nodes are opened by a search: their facts are rendered whole.
+  const MAX_OPENED = 20;
+  let searches = 0;
+  async function runSearch() {
+    const mine = ++searches;
     query = lower(search.value.trim());
-    const inFacts = query === "" ? null : matchingNodes();
-    let matches = 0;
-    for (const row of nodeRows) {
-      const hit = query === "" || row.dataset.search.includes(query) || inFacts.has(row.dataset.node);
-      row.classList.toggle("hidden", !hit);
-      if (hit) matches++;
-    }
+    const inFacts = query === "" ? null : await matchingNodes();
+    // A later search has begun: it draws, not this one.
+    if (mine !== searches) return;
+    searchHits = query === "" ? null
+      : new Set(fleetRows.filter((r) => r.search.includes(query) || inFacts.has(r.node)).map((r) => r.node));
+    page = 0;
+    renderFleet();
+    const matches = searchHits ? searchHits.size : 0;
     searchCount.textContent = query === "" ? ""
-      : " " + count(matches, "node") + (matches === 1 ? " matches" : " match");
-    for (const details of nodeDetails) {
-      const row = nodeRows.find((r) => r.dataset.node === details.dataset.node);
-      const hidden = row.classList.contains("hidden");
+      : " " + count(matches, "node") + (matches === 1 ? " matches" : " match") +
+        (matches > MAX_OPENED ? "; the first " + MAX_OPENED + " are opened below" : "");
+    let opened = 0;
+    for (const details of pageNodes.map(detailsOf)) {
+      const hidden = searchHits !== null && !searchHits.has(details.dataset.node);
       details.classList.toggle("hidden", hidden);
-      if (query !== "" && !hidden && !details.open) {
+      if (query !== "" && !hidden && !details.open && opened < MAX_OPENED) {
         details.open = true;
-        renderFacts(details);
+        await renderFacts(details);
         openedBySearch.add(details);
       } else if (query === "" && openedBySearch.has(details)) {
         details.open = false;
         openedBySearch.delete(details);
       }
+      if (details.open) opened++;
       if (details.dataset.rendered) filterFacts(details);
     }
-    for (const row of [...driftRows, ...errorRows]) {
+    for (const row of [...driftRows, ...errorRows, ...logRows, ...pluginRows]) {
       row.classList.toggle("hidden", query !== "" && !row.dataset.search.includes(query));
     }
-  });
-
-  // A link can carry a search: report.html#q=kernel.
-  if (location.hash.startsWith("#q=")) {
-    search.value = decodeURIComponent(location.hash.slice(3));
-    search.dispatchEvent(new Event("input"));
   }
+  search.addEventListener("input", () => { runSearch(); });
 
-  document.body.dataset.rendered = "ok";
+  // Once the facts are in and a search a link carries (report.html#q=kernel) is done, the
+  // page says it is whole.
+  (async () => {
+    await Promise.all(pluginFacts);
+    if (location.hash.startsWith("#q=")) {
+      search.value = decodeURIComponent(location.hash.slice(3));
+      await runSearch();
+    }
+    document.body.dataset.rendered = "ok";
+  })().catch((e) => {
+    document.body.dataset.rendered = "failed";
+    console.error(e);
+  });
 })();

@@ -66,6 +66,8 @@ pub fn diff(args: DiffArgs, format: Format) -> anyhow::Result<ExitStatus> {
 /// The most node sets a drift group is shown with as columns; past it, only its facts are
 /// listed (`query` and `-o json` have every value).
 const MAX_SET_COLUMNS: usize = 4;
+/// The nodes with facts of their own listed, a line each; `-o json` has them all.
+const MAX_ALONE_LINES: usize = 20;
 fn drift_lines(drift: &Drift) -> Vec<String> {
     let facts: usize = drift.groups.iter().map(|g| g.facts.len()).sum();
     let mut lines = vec![format!(
@@ -88,6 +90,25 @@ fn drift_lines(drift: &Drift) -> Vec<String> {
             "  {} has no {} facts: left out of their comparison",
             without.node,
             without.plugins.join(" or ")
+        ));
+    }
+    for alone in drift.alone.iter().take(MAX_ALONE_LINES) {
+        lines.push(format!(
+            "  {} alone has {} of its own: {}{}",
+            alone.node,
+            count(alone.facts, &format!("{} fact", alone.plugin)),
+            alone.first.join(", "),
+            if alone.facts > alone.first.len() {
+                ", ..."
+            } else {
+                ""
+            }
+        ));
+    }
+    if drift.alone.len() > MAX_ALONE_LINES {
+        lines.push(format!(
+            "  and {} more nodes with facts of their own (-o json lists them)",
+            drift.alone.len() - MAX_ALONE_LINES
         ));
     }
     for (number, group) in drift.groups.iter().enumerate() {

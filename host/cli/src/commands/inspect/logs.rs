@@ -122,8 +122,13 @@ pub fn logs(args: LogsArgs, format: Format) -> anyhow::Result<ExitStatus> {
         // Nothing printed: say why, so that an empty output is not mistaken for a quiet node.
         let journals = count(merged.nodes.len(), "journal");
         if merged.read == 0 {
+            let hold = if merged.nodes.len() == 1 {
+                "holds"
+            } else {
+                "hold"
+            };
             eprintln!(
-                "{}: its {journals} hold no entries (the systemd-logs plugin found none to collect)",
+                "{}: its {journals} {hold} no entries (the systemd-logs plugin found none to collect)",
                 args.bundle.display()
             );
         } else {

@@ -11,7 +11,7 @@ use clap::{Args, Subcommand};
 use factbuoy_bundle::reader::Bundle;
 use factbuoy_inspect::FactPath;
 use factbuoy_inspect::drift::IgnoreList;
-use factbuoy_inspect::export;
+use factbuoy_inspect::export::{self, TableFormat};
 use serde_json::json;
 
 use crate::output::{ExitStatus, Format, emit, emit_document};
@@ -88,7 +88,9 @@ pub enum InspectCommand {
     /// ansible-fact-cache: Ansible's jsonfile fact cache, a file per node (as `factbuoy
     /// ansible fact-cache --from`). jsonl: facts.jsonl, a line per node and plugin:
     /// {"node", "plugin", "facts"}. csv: facts.csv, every leaf as node,plugin,path,value; with
-    /// --path, a row per node and a column per path (as `query` takes it).
+    /// --path, a row per node and a column per path (as `query` takes it). Both also write a
+    /// file per table artifact, named as `inspect sql` names its table (PLUGIN_ARTIFACT.jsonl
+    /// or .csv): a row per row, the node first.
     #[command(after_help = "Examples:\n  \
         factbuoy inspect export run.tar.gz --format ansible-fact-cache --out ./facts\n  \
         factbuoy inspect export run.tar.gz --format jsonl --out ./export\n  \
@@ -266,7 +268,22 @@ fn summary(args: BundleArg, format: Format) -> anyhow::Result<ExitStatus> {
         return Ok(ExitStatus::Success);
     }
     let run = &summary.run;
-    let mut lines = vec![format!("run {}: {}", run.run_id, run.status)];
+    // A pair that did not pass: it failed, or ended without a result (lost, timed out). A
+    // run that completed with such pairs says so, as the report's badge does.
+    let failures = summary
+        .results
+        .iter()
+        .filter(|o| match &o.result_status {
+            Some(result) if o.status == "complete" => result == "failed",
+            _ => o.status != "skipped",
+        })
+        .count();
+    let status = if run.status == "complete" && failures > 0 {
+        format!("complete with {}", count(failures, "failure"))
+    } else {
+        run.status.clone()
+    };
+    let mut lines = vec![format!("run {}: {status}", run.run_id)];
     if let Some(error) = &run.error {
         lines.push(format!("  error: {error}"));
     }
@@ -321,6 +338,15 @@ fn summary(args: BundleArg, format: Format) -> anyhow::Result<ExitStatus> {
         lines.push("Errors:".into());
         for e in &summary.errors {
             lines.push(format!("  - {} on {}: {}", e.plugin, e.node, e.error));
+        }
+    }
+    if summary.results.iter().any(|o| !o.warnings.is_empty()) {
+        lines.push(String::new());
+        lines.push("Warnings:".into());
+        for o in &summary.results {
+            for warning in &o.warnings {
+                lines.push(format!("  - {} on {}: {warning}", o.plugin, o.node));
+            }
         }
     }
     let sizes = &summary.sizes;
@@ -460,22 +486,34 @@ fn export(args: ExportArgs, format: Format) -> anyhow::Result<ExitStatus> {
                 format,
             );
         }
-        ExportFormat::Jsonl => export::jsonl(&Bundle::open(&args.bundle)?, &args.out)?,
+        ExportFormat::Jsonl => {
+            let bundle = Bundle::open(&args.bundle)?;
+            let mut written = vec![export::jsonl(&bundle, &args.out)?];
+            written.extend(export::tables(&bundle, &args.out, TableFormat::Jsonl)?);
+            written
+        }
         ExportFormat::Csv => {
             let paths = args
                 .path
                 .iter()
                 .map(|p| FactPath::parse(p))
                 .collect::<Result<Vec<_>, _>>()?;
-            export::csv(&Bundle::open(&args.bundle)?, &args.out, &paths)?
+            let bundle = Bundle::open(&args.bundle)?;
+            let mut written = vec![export::csv(&bundle, &args.out, &paths)?];
+            written.extend(export::tables(&bundle, &args.out, TableFormat::Csv)?);
+            written
         }
     };
     match format {
-        Format::Table => emit(&format!(
-            "{}: {}",
-            exported.file.display(),
-            count(exported.rows as usize, "row")
-        )),
+        Format::Table => {
+            for file in &exported {
+                emit(&format!(
+                    "{}: {}",
+                    file.file.display(),
+                    count(file.rows as usize, "row")
+                ));
+            }
+        }
         machine => emit_document(&exported, machine),
     }
     Ok(ExitStatus::Success)
