@@ -372,7 +372,8 @@ pub fn leaves(facts: &Value) -> Vec<(String, &Value)> {
     found
 }
 
-fn flatten<'v>(path: String, value: &'v Value, leaves: &mut Vec<(String, &'v Value)>) {
+/// Adds every leaf of `value`, found at `path`, to `leaves` (see [`leaves`]).
+pub(crate) fn flatten<'v>(path: String, value: &'v Value, leaves: &mut Vec<(String, &'v Value)>) {
     match value {
         Value::Object(map) if !map.is_empty() => {
             for (key, value) in map {

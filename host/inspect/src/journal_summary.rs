@@ -1,14 +1,17 @@
 //! A bundle's journals at a glance, for the report: how many entries of each priority, the
-//! units that logged most, and the latest errors, read through [`logs::merge`] so that the
-//! errors come in time order across nodes and memory stays bounded whatever the journals' size.
+//! units that logged most, and the latest errors. One pass over every journal, an entry at a
+//! time; the latest errors are kept in a heap by time, so memory is the counts and those
+//! errors whatever the journals' size or the fleet's.
 
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
-use factbuoy_bundle::reader::Bundle;
+use factbuoy_bundle::layout::result_parts;
+use factbuoy_bundle::reader::{Bundle, ReadError};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::logs::{self, Filter, LogsError};
+use crate::logs::{self, JOURNAL_SOURCE, Kept, LogsError};
 
 /// The units listed, those that logged most.
 pub const TOP_UNITS: usize = 20;
@@ -41,7 +44,7 @@ pub struct JournalSummary {
     pub unit_count: usize,
     /// Entries of priority `err` or more severe.
     pub error_count: u64,
-    /// The latest of them, at most [`LATEST_ERRORS`], in time order.
+    /// The latest of them, at most [`LATEST_ERRORS`], in time order (ties in the order read).
     pub errors: Vec<JournalError>,
 }
 
@@ -82,40 +85,81 @@ pub struct JournalError {
 
 /// Summarises every journal of `bundle`.
 pub fn summarize(bundle: &Bundle) -> Result<JournalSummary, LogsError> {
+    let mut nodes = Vec::new();
+    let mut entries = 0;
     let mut priorities = [0u64; 8];
     let mut units: HashMap<String, (u64, u64)> = HashMap::new();
-    let mut errors = VecDeque::with_capacity(LATEST_ERRORS);
+    // The latest errors: (time, the order read) -> the error, earliest on top to be dropped.
+    let mut latest: BinaryHeap<Reverse<(u64, u64, ErrorAt)>> = BinaryHeap::new();
     let mut error_count = 0;
-    let merged = logs::merge(bundle, &Filter::default(), |e| {
-        let priority = e
-            .entry
-            .get("PRIORITY")
-            .and_then(Value::as_str)
-            .and_then(|p| p.parse::<u8>().ok())
-            .filter(|p| *p <= 7);
-        let unit = unit_of(&e.entry);
-        let is_error = priority.is_some_and(|p| p <= ERROR_PRIORITY);
-        if let Some(p) = priority {
-            priorities[usize::from(p)] += 1;
+    let mut failed: Option<LogsError> = None;
+    let walked = bundle.walk(|visited| {
+        let entry = visited.map_err(ReadError::Refused)?;
+        let path = entry.path().to_owned();
+        let Some((plugin, "results", node, file)) = result_parts(&path) else {
+            return Ok(());
+        };
+        if (plugin, file) != JOURNAL_SOURCE {
+            return Ok(());
         }
-        let counts = units.entry(unit.to_owned()).or_default();
-        counts.0 += 1;
-        if is_error {
-            counts.1 += 1;
-            error_count += 1;
-            if errors.len() == LATEST_ERRORS {
-                errors.pop_front();
+        let node = node.to_owned();
+        let read = logs::each_entry(entry, &path, |_, value| {
+            entries += 1;
+            let priority = value
+                .get("PRIORITY")
+                .and_then(Value::as_str)
+                .and_then(|p| p.parse::<u8>().ok())
+                .filter(|p| *p <= 7);
+            let unit = unit_of(&value);
+            let is_error = priority.is_some_and(|p| p <= ERROR_PRIORITY);
+            if let Some(p) = priority {
+                priorities[usize::from(p)] += 1;
             }
-            errors.push_back(JournalError {
-                node: e.node,
-                time: e.time.and_then(rfc3339),
-                unit: unit.to_owned(),
-                priority: priority.map_or("", |p| PRIORITY_NAMES[usize::from(p)]),
-                message: logs::message(&e.entry).unwrap_or_default(),
-            });
+            let counts = units.entry(unit.to_owned()).or_default();
+            counts.0 += 1;
+            if is_error {
+                counts.1 += 1;
+                error_count += 1;
+                let at = logs::time(&value).unwrap_or(0);
+                if latest.len() < LATEST_ERRORS
+                    || latest.peek().is_some_and(|Reverse((t, _, _))| at >= *t)
+                {
+                    latest.push(Reverse((
+                        at,
+                        error_count,
+                        ErrorAt(JournalError {
+                            node: node.clone(),
+                            time: logs::time(&value).and_then(rfc3339),
+                            unit: unit.to_owned(),
+                            priority: priority.map_or("", |p| PRIORITY_NAMES[usize::from(p)]),
+                            message: logs::message(&value).unwrap_or_default(),
+                        }),
+                    )));
+                    if latest.len() > LATEST_ERRORS {
+                        latest.pop();
+                    }
+                }
+            }
+            Ok(())
+        });
+        nodes.push(node);
+        match read {
+            Ok(()) => Ok(()),
+            Err(Kept::Read(e)) => Err(e),
+            Err(Kept::Other(e)) => {
+                failed = Some(e);
+                // Ends the walk; `failed` is what is reported.
+                Err(ReadError::Read {
+                    entry: path,
+                    cause: std::io::Error::other("stopped"),
+                })
+            }
         }
-        Ok(())
-    })?;
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    walked?;
     let unit_count = units.len();
     let mut units: Vec<UnitCount> = units
         .into_iter()
@@ -127,9 +171,15 @@ pub fn summarize(bundle: &Bundle) -> Result<JournalSummary, LogsError> {
         .collect();
     units.sort_by(|a, b| b.entries.cmp(&a.entries).then_with(|| a.unit.cmp(&b.unit)));
     units.truncate(TOP_UNITS);
+    // In time order, ties in the order read.
+    let mut errors: Vec<(u64, u64, JournalError)> = latest
+        .into_iter()
+        .map(|Reverse((at, read, ErrorAt(e)))| (at, read, e))
+        .collect();
+    errors.sort_by_key(|(at, read, _)| (*at, *read));
     Ok(JournalSummary {
-        nodes: merged.nodes,
-        entries: merged.entries,
+        nodes,
+        entries,
         by_priority: PRIORITY_NAMES
             .iter()
             .zip(priorities)
@@ -139,8 +189,29 @@ pub fn summarize(bundle: &Bundle) -> Result<JournalSummary, LogsError> {
         units,
         unit_count,
         error_count,
-        errors: errors.into(),
+        errors: errors.into_iter().map(|(_, _, e)| e).collect(),
     })
+}
+
+/// An error in the heap of the latest, ordered by the time and read order beside it alone.
+#[derive(Debug)]
+struct ErrorAt(JournalError);
+
+impl PartialEq for ErrorAt {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for ErrorAt {}
+impl PartialOrd for ErrorAt {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ErrorAt {
+    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
+        std::cmp::Ordering::Equal
+    }
 }
 
 /// What logged an entry: its unit, else its syslog identifier (the kernel's are `kernel`).

@@ -293,7 +293,8 @@ pub fn merge(
 /// The sort key of an entry without a time: before every other.
 const NO_TIME: u64 = 0;
 
-enum Kept {
+/// Why reading a journal stopped: the bundle, or anything else (a bad line, the spill file).
+pub(crate) enum Kept {
     Read(ReadError),
     Other(LogsError),
 }
@@ -307,6 +308,30 @@ fn keep(
     out: &mut impl Write,
     written: &mut u64,
     read_entries: &mut u64,
+) -> Result<(), Kept> {
+    each_entry(entry, path, |text, value| {
+        *read_entries += 1;
+        let when = time(&value);
+        if !filter.keeps(&value, when) {
+            return Ok(());
+        }
+        let spill = |e| Kept::Other(LogsError::Spill(e));
+        write!(out, "{:016x} ", when.unwrap_or(NO_TIME)).map_err(spill)?;
+        out.write_all(text).map_err(spill)?;
+        out.write_all(b"\n").map_err(spill)?;
+        *written += 17 + text.len() as u64 + 1;
+        Ok(())
+    })
+}
+
+/// Calls `found(text, entry)` with each entry of the journal `entry` (at `path` in the
+/// bundle), in its order, a line at a time through a small buffer, blank lines passed over. A
+/// line longer than [`MAX_LINE_BYTES`], or one that is not a JSON object, is an error naming
+/// the journal and the line.
+pub(crate) fn each_entry(
+    entry: &mut Entry<'_>,
+    path: &str,
+    mut found: impl FnMut(&[u8], Value) -> Result<(), Kept>,
 ) -> Result<(), Kept> {
     let read_error = |cause| {
         Kept::Read(ReadError::Read {
@@ -352,16 +377,7 @@ fn keep(
                 cause: "not a JSON object".into(),
             }));
         }
-        *read_entries += 1;
-        let when = time(&value);
-        if !filter.keeps(&value, when) {
-            continue;
-        }
-        let spill = |e| Kept::Other(LogsError::Spill(e));
-        write!(out, "{:016x} ", when.unwrap_or(NO_TIME)).map_err(spill)?;
-        out.write_all(text).map_err(spill)?;
-        out.write_all(b"\n").map_err(spill)?;
-        *written += 17 + text.len() as u64 + 1;
+        found(text, value)?;
     }
 }
 

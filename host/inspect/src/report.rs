@@ -100,7 +100,8 @@ struct Data<'a> {
     bundle: String,
     generated: String,
     summary: &'a Summary,
-    drift: PageDrift<'a>,
+    /// What the page keeps of the drift ([`PageDrift`]).
+    drift: Value,
     key_facts: KeyFacts,
     own_views: [&'static str; 3],
     tables: Vec<TableShown>,
@@ -239,8 +240,22 @@ pub(crate) fn write(
     ignore: &IgnoreList,
     out: &mut impl Write,
 ) -> Result<(), ReportError> {
-    let drift = drift::drift(bundle, ignore)?;
-    let summary = summary(bundle)?;
+    // Three readings of the bundle that need nothing of each other, on two threads: the drift
+    // (the longest) beside the summary and the journals. What the page keeps of the drift is
+    // taken at once, so the whole of it is not held while the facts are written.
+    let (drift, summary, journals) = std::thread::scope(|scope| {
+        let others = scope.spawn(|| {
+            (
+                summary(bundle),
+                journal_summary::summarize(bundle).map_err(|e| e.to_string()),
+            )
+        });
+        let drift = drift::drift(bundle, ignore)
+            .map(|drift| serde_json::to_value(PageDrift::of(&drift)).expect("JSON of the drift"));
+        let (summary, journals) = others.join().expect("the summary thread panicked");
+        (drift, summary, journals)
+    });
+    let (drift, summary) = (drift?, summary?);
     // Per column, per source: the parsed paths.
     let sources: Vec<Vec<(&str, Vec<FactPath>)>> = KEY_FACTS
         .iter()
@@ -260,7 +275,6 @@ pub(crate) fn write(
     // Node -> per column, the best source found so far (its rank) and the cell.
     let mut cells: BTreeMap<String, Vec<Option<(usize, String)>>> = BTreeMap::new();
 
-    let journals = journal_summary::summarize(bundle).map_err(|e| e.to_string());
     let mut tables: Vec<TableShown> = Vec::new();
     let mut packer = packed::Packer::new();
     out.write_all(HEAD.as_bytes())?;
@@ -333,7 +347,7 @@ pub(crate) fn write(
         ),
         generated: now_rfc3339(),
         summary: &summary,
-        drift: PageDrift::of(&drift),
+        drift,
         key_facts: KeyFacts {
             labels: KEY_FACTS.iter().map(|(label, _)| *label).collect(),
             nodes: cells

@@ -14,16 +14,15 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::script;
-use crate::facts::leaves;
+use crate::facts::{flatten, leaves, push_field};
 
 /// The uncompressed bytes of differences that make a chunk: small enough that the page inflates
 /// one while the next is read, large enough that gzip sees the repeated paths of many nodes.
 const CHUNK_BYTES: usize = 4 * 1024 * 1024;
 
-/// A source's base: its leaves' paths in order, and each one's value.
+/// A source's base document.
 struct Base {
-    order: Vec<String>,
-    values: HashMap<String, Value>,
+    facts: Value,
 }
 
 /// Writes facts documents into a page as bases and compressed differences.
@@ -68,8 +67,8 @@ impl Packer {
         source: &str,
         facts: &Value,
     ) -> io::Result<()> {
-        let found = leaves(facts);
         if !self.bases.contains_key(source) {
+            let found = leaves(facts);
             script(
                 out,
                 "facts-base",
@@ -80,27 +79,24 @@ impl Packer {
                 },
             )?;
             let base = Base {
-                order: found.iter().map(|(path, _)| path.clone()).collect(),
-                values: found
-                    .iter()
-                    .map(|(path, value)| (path.clone(), (*value).clone()))
-                    .collect(),
+                facts: facts.clone(),
             };
             self.bases.insert(source.to_owned(), base);
         }
         let base = &self.bases[source];
-        let set = found
+        let (mut set, mut unset) = (Vec::new(), Vec::new());
+        differ(
+            &mut String::new(),
+            Some(&base.facts),
+            Some(facts),
+            &mut set,
+            &mut unset,
+        );
+        let set: Vec<(&str, &Value)> = set
             .iter()
-            .filter(|(path, value)| base.values.get(path) != Some(value))
             .map(|(path, value)| (path.as_str(), *value))
             .collect();
-        let has: HashSet<&str> = found.iter().map(|(path, _)| path.as_str()).collect();
-        let unset = base
-            .order
-            .iter()
-            .map(String::as_str)
-            .filter(|path| !has.contains(path))
-            .collect();
+        let unset: Vec<&str> = unset.iter().map(String::as_str).collect();
         let difference = Difference {
             node,
             source,
@@ -139,6 +135,67 @@ impl Packer {
             "<script type=\"application/octet-stream\" class=\"facts-gz\">{}</script>",
             base64::engine::general_purpose::STANDARD.encode(compressed)
         )
+    }
+}
+
+/// Adds to `set` the leaves of `doc` that `base` lacks or has another value for, and to `unset`
+/// the leaves of `base` that `doc` lacks, both found at `path` (built in place). Subtrees that
+/// are equal are passed over without naming their leaves: most of a node's facts are its
+/// fleet's, and naming every leaf of every node would cost most of the report's time.
+fn differ<'v>(
+    path: &mut String,
+    base: Option<&Value>,
+    doc: Option<&'v Value>,
+    set: &mut Vec<(String, &'v Value)>,
+    unset: &mut Vec<String>,
+) {
+    match (base, doc) {
+        (Some(b), Some(d)) if b == d => {}
+        (Some(Value::Object(b)), Some(Value::Object(d))) if !b.is_empty() && !d.is_empty() => {
+            let at = path.len();
+            for (key, value) in d {
+                push_field(path, key);
+                differ(path, b.get(key), Some(value), set, unset);
+                path.truncate(at);
+            }
+            for (key, value) in b.iter().filter(|(key, _)| !d.contains_key(*key)) {
+                push_field(path, key);
+                differ(path, Some(value), None, set, unset);
+                path.truncate(at);
+            }
+        }
+        (Some(Value::Array(b)), Some(Value::Array(d))) if !b.is_empty() && !d.is_empty() => {
+            let at = path.len();
+            for i in 0..b.len().max(d.len()) {
+                path.push_str(&format!("[{i}]"));
+                differ(path, b.get(i), d.get(i), set, unset);
+                path.truncate(at);
+            }
+        }
+        _ => {
+            // Different in kind here (or only on one side): the leaves of each, by path.
+            let mut mine = Vec::new();
+            if let Some(d) = doc {
+                flatten(path.clone(), d, &mut mine);
+            }
+            let mut theirs = Vec::new();
+            if let Some(b) = base {
+                flatten(path.clone(), b, &mut theirs);
+            }
+            let mine_paths: HashSet<&str> = mine.iter().map(|(p, _)| p.as_str()).collect();
+            let theirs_values: HashMap<&str, &Value> =
+                theirs.iter().map(|(p, v)| (p.as_str(), *v)).collect();
+            for (p, _) in &theirs {
+                if !mine_paths.contains(p.as_str()) {
+                    unset.push(p.clone());
+                }
+            }
+            for (p, v) in mine {
+                if theirs_values.get(p.as_str()) != Some(&v) {
+                    set.push((p, v));
+                }
+            }
+        }
     }
 }
 
@@ -203,6 +260,51 @@ mod tests {
                        "unset": ["mounts[0].at"]}),
             ]
         );
+    }
+
+    #[test]
+    fn a_document_rebuilt_from_the_base_and_its_differences_has_exactly_its_leaves() {
+        let base = json!({"a": {"b": 1, "c": [1, 2, {"d": "x"}]}, "e": {}, "f": "s", "g": [1]});
+        for doc in [
+            json!({"a": {"b": 1, "c": [1, 2, {"d": "x"}]}, "e": {}, "f": "s", "g": [1]}),
+            json!({"a": {"b": 2, "c": [1]}, "e": {"new": true}, "g": 5}),
+            json!({"a": "scalar now", "e": [], "f": {"deeper": ["s"]}, "h": null}),
+            json!({}),
+            json!([1, {"a": 2}]),
+        ] {
+            let (mut set, mut unset) = (Vec::new(), Vec::new());
+            differ(
+                &mut String::new(),
+                Some(&base),
+                Some(&doc),
+                &mut set,
+                &mut unset,
+            );
+            // The page's rebuilding (app.js, leavesOf): the base's leaves, changed or left
+            // out, then those it lacks.
+            let mut rebuilt: Vec<(String, Value)> = Vec::new();
+            for (path, value) in leaves(&base) {
+                if unset.contains(&path) {
+                    continue;
+                }
+                match set.iter().find(|(p, _)| *p == path) {
+                    Some((_, v)) => rebuilt.push((path, (*v).clone())),
+                    None => rebuilt.push((path, value.clone())),
+                }
+            }
+            for (path, value) in &set {
+                if !rebuilt.iter().any(|(p, _)| p == path) {
+                    rebuilt.push((path.clone(), (*value).clone()));
+                }
+            }
+            rebuilt.sort_by(|a, b| a.0.cmp(&b.0));
+            let mut expected: Vec<(String, Value)> = leaves(&doc)
+                .into_iter()
+                .map(|(p, v)| (p, v.clone()))
+                .collect();
+            expected.sort_by(|a, b| a.0.cmp(&b.0));
+            assert_eq!(rebuilt, expected, "{doc}");
+        }
     }
 
     #[test]
