@@ -13,7 +13,7 @@ use flate2::write::GzEncoder;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::script;
+use super::embed::script;
 use crate::facts::{flatten, leaves, push_field};
 
 /// The uncompressed bytes of differences that make a chunk: small enough that the page inflates
