@@ -152,6 +152,18 @@ fn a_kubernetes_run_ends_in_a_bundle_with_every_nodes_results_and_the_clusters_r
     );
     let nodes = bundle.json("resources/nodes.json");
     assert_eq!(nodes["items"].as_array().unwrap().len(), 3);
+    // The cluster's identity, which keeps clusters apart in a history of bundles.
+    let uid = cluster.kubectl([
+        "get",
+        "namespace",
+        "kube-system",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    assert_eq!(
+        bundle.json("meta/run.json")["origin"],
+        serde_json::json!({"kind": "kubernetes", "id": uid.trim()})
+    );
     assert_eq!(
         bundle.json("resources/version.json")["gitVersion"],
         "v1.20.2"

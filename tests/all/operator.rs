@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support::kube_runs::Bundle;
 use crate::support::served::serve_fleet;
 
 use factbuoy_aggregator::fleet::{self, FleetDir, tokens};
@@ -65,6 +66,11 @@ async fn a_local_run_is_started_followed_found_again_fetched_and_pruned_through_
     let bundle = finished.bundle.clone().expect("a bundle");
     assert_eq!(bundle.parent(), Some(out.as_path()));
     assert!(bundle.is_file());
+    // A history of this host's bundles matches them as one machine's.
+    assert_eq!(
+        origin_of(&bundle),
+        serde_json::json!({"kind": "local", "id": "this-host"})
+    );
 
     // Found again as the current run and by its id; its saved status, its bundle fetched.
     for which in [WhichRun::Current, WhichRun::Id(record.run_id.clone())] {
@@ -158,7 +164,22 @@ async fn a_fleet_run_is_requested_followed_and_fetched_through_the_library() {
         finished.status.tar_info.map(|t| t.sha256),
         "the downloaded bundle is the fleet's"
     );
+    // The fleet's identity, the same for all its runs: its CA's fingerprint.
+    let ca = std::fs::read_to_string(dir.root().join("pki/ca.pem")).unwrap();
+    assert_eq!(
+        origin_of(&bundle),
+        serde_json::json!({
+            "kind": "fleet",
+            "id": factbuoy_pki::fingerprint_pem(&ca).unwrap().sha256,
+        })
+    );
     serving.abort();
+}
+
+/// The `origin` recorded in a bundle's `meta/run.json`.
+fn origin_of(bundle: &Path) -> serde_json::Value {
+    let run = &Bundle::read(bundle.to_owned()).files["meta/run.json"];
+    serde_json::from_slice::<serde_json::Value>(run).unwrap()["origin"].clone()
 }
 
 #[tokio::test(flavor = "multi_thread")]

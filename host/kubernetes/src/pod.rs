@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use factbuoy_agent::AgentConfig;
-use factbuoy_aggregator::config::PlanScope;
+use factbuoy_aggregator::config::{Origin, OriginKind, PlanScope};
 use factbuoy_aggregator::enroll::{Admission, Admitting, NotAdmitted};
 use factbuoy_aggregator::{NodeSet, NodeSetError, Run, RunDir};
 use factbuoy_dispatch::admission::{AdmissionError, PodTokenAdmission};
@@ -27,7 +27,7 @@ use factbuoy_runtime::{Runtime, RuntimeOptions};
 
 use crate::secrets;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use tokio::sync::mpsc;
@@ -282,9 +282,32 @@ async fn open_or_create(
     if args.secrets {
         secrets::read_into(client, namespace, &mut config).await?;
     }
+    config.origin = cluster_origin(client).await;
     let components = components::join(&args.components)?;
     let run = Run::create(dir, config, &components)?;
     Ok(run)
+}
+
+/// The cluster's identity, for the bundle: the uid of its `kube-system` namespace, which lives
+/// as long as the cluster does (what `kubectl` users and most tools take as a cluster's id).
+/// Without it (a manifest from before the aggregator could read it) the run still runs, and
+/// its bundle records no origin.
+async fn cluster_origin(client: &Client) -> Option<Origin> {
+    match Api::<Namespace>::all(client.clone())
+        .get("kube-system")
+        .await
+    {
+        Ok(namespace) => namespace.metadata.uid.map(|id| Origin {
+            kind: OriginKind::Kubernetes,
+            id,
+        }),
+        Err(e) => {
+            tracing::warn!(
+                "reading namespace kube-system's uid, the cluster's identity in the bundle: {e}; the bundle records no origin"
+            );
+            None
+        }
+    }
 }
 
 /// The aggregator's admission, answered by a TokenReview of the agent pod's projected token:

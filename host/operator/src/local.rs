@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use anyhow::Context;
 
 use factbuoy_agent::{AgentConfig, AgentSummary, LoadedPlugins};
-use factbuoy_aggregator::config::{RunConfig, ServerLimits};
+use factbuoy_aggregator::config::{Origin, OriginKind, RunConfig, ServerLimits};
 use factbuoy_aggregator::{Run, RunDir, RunningAggregator};
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::names::NodeName;
@@ -130,6 +130,10 @@ pub(crate) async fn start(
             max_connections: LOCAL_MAX_CONNECTIONS,
             ..ServerLimits::default()
         },
+        origin: Some(Origin {
+            kind: OriginKind::Local,
+            id: node.to_string(),
+        }),
         ..RunConfig::new(plan.plugins())
     };
     let run_dir = match &target.run_dir {

@@ -17,7 +17,7 @@ use super::offers::FleetRun;
 use super::shared::Fleet;
 use super::{plugins, registry};
 use crate::enroll::Admission;
-use crate::model::config::{RunConfig, RunPlugin};
+use crate::model::config::{Origin, OriginKind, RunConfig, RunPlugin};
 use crate::persistence::run_dir::RunDir;
 use crate::run::Run;
 use crate::start::start_within;
@@ -209,6 +209,14 @@ pub(crate) async fn start(
         server_names: fleet.settings.server_names.clone(),
         bundle_dir: fleet.dir.bundles(),
         operator_ca: Some(fleet.ca.cert_pem().to_owned()),
+        origin: Some(Origin {
+            kind: OriginKind::Fleet,
+            // The fleet's CA is made once at `fleet init` and outlives every run.
+            id: factbuoy_pki::fingerprint_pem(fleet.ca.cert_pem())
+                .context("the fleet's CA certificate does not parse")
+                .map_err(StartError::Failed)?
+                .sha256,
+        }),
         ..RunConfig::new(plugins)
     };
     let run_id = config.run_id.clone();

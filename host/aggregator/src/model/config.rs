@@ -166,6 +166,46 @@ pub struct RunConfig {
     pub operator_ca: Option<String>,
     /// Limits of both listeners.
     pub limits: ServerLimits,
+    /// Which machines the run's node names name: the history of a pile of bundles matches
+    /// nodes by name only within one origin. Absent for a run that has none (a separately
+    /// created aggregator, whose agents name themselves) and in `run.json` files written
+    /// before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+}
+
+/// Where a run's nodes come from, so that `web1` of one cluster is not taken for `web1` of
+/// another: the kind of run and an id that stays the same across that source's runs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Origin {
+    /// The kind of run.
+    pub kind: OriginKind,
+    /// A local run: the host's node name. A Kubernetes run: the uid of the cluster's
+    /// `kube-system` namespace. A fleet run: the sha-256 of the fleet's CA certificate (of its DER).
+    pub id: String,
+}
+
+/// The kind of run an [`Origin`] names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OriginKind {
+    /// `factbuoy run` on this host.
+    Local,
+    /// A run over a Kubernetes cluster's nodes.
+    Kubernetes,
+    /// A run over an enrolled fleet.
+    Fleet,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.kind {
+            OriginKind::Local => "local",
+            OriginKind::Kubernetes => "kubernetes",
+            OriginKind::Fleet => "fleet",
+        };
+        write!(f, "{kind}:{}", self.id)
+    }
 }
 
 impl RunPlugin {
@@ -208,6 +248,7 @@ impl RunConfig {
             bundle_dir: PathBuf::from("."),
             operator_ca: None,
             limits: ServerLimits::default(),
+            origin: None,
         }
     }
 
@@ -261,5 +302,6 @@ pub(crate) fn sample() -> RunConfig {
         bundle_dir: PathBuf::new(),
         operator_ca: None,
         limits: ServerLimits::default(),
+        origin: None,
     }
 }

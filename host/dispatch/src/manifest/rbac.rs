@@ -48,6 +48,13 @@ pub fn cluster_rules(resources: &[&ResourceKind]) -> Vec<Rule> {
         &[],
         "Expected nodes: a live watch of Nodes tells which nodes must report, which the node selector or untolerated taints skip, and which leave mid-run.",
     )];
+    rules.push(rule(
+        "",
+        &["namespaces"],
+        &["get"],
+        &["kube-system"],
+        "The cluster's identity in the bundle (`origin` in `meta/run.json`): the uid of namespace `kube-system`, so that a history of bundles never takes one cluster's nodes for another's.",
+    ));
     let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for kind in resources.iter().filter(|k| k.name != "nodes") {
         groups.entry(kind.group).or_default().push(kind.name);
