@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 
 /// A real run's bundle, made once per test binary: `factbuoy run --node this-host` with the
 /// default plugins (host-facts, setup, systemd-logs), and the sha-256 the run reported.
-fn real_bundle() -> (&'static Path, &'static str) {
+pub(crate) fn real_bundle() -> (&'static Path, &'static str) {
     static BUNDLE: OnceLock<(tempfile::TempDir, PathBuf, String)> = OnceLock::new();
     let (_, path, sha256) = BUNDLE.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
@@ -105,7 +105,7 @@ fn index_of(files: &[(&'static str, Vec<u8>)]) -> Vec<u8> {
 }
 
 /// The facts documents of the real run: (setup's, host-facts').
-fn real_facts() -> (Value, Value) {
+pub(crate) fn real_facts() -> (Value, Value) {
     let files = Bundle::read(real_bundle().0.to_owned()).files;
     let find = |suffix: &str| {
         let (_, data) = files.iter().find(|(p, _)| p.ends_with(suffix)).unwrap();
@@ -193,7 +193,7 @@ fn fleet_bundle(dir: &Path) -> PathBuf {
 }
 
 /// `files` with a true index, as the `.tar.gz` `name` in `dir`.
-fn bundle_of(dir: &Path, name: &str, files: &[(&'static str, Vec<u8>)]) -> PathBuf {
+pub(crate) fn bundle_of(dir: &Path, name: &str, files: &[(&'static str, Vec<u8>)]) -> PathBuf {
     let mut items: Vec<Item> = files
         .iter()
         .map(|(p, d)| Item::File(p, d.clone()))
@@ -204,7 +204,7 @@ fn bundle_of(dir: &Path, name: &str, files: &[(&'static str, Vec<u8>)]) -> PathB
     path
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
@@ -218,7 +218,7 @@ fn inspect(cwd: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn json_of(output: &Output) -> Value {
+pub(crate) fn json_of(output: &Output) -> Value {
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
             "no JSON ({e}): {} {}",

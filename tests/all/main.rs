@@ -27,6 +27,7 @@ mod fleet;
 mod fleet_cli;
 mod fleet_lifecycle;
 mod fleet_routes;
+mod history;
 mod host_facts;
 mod inspect;
 mod journal;

@@ -9,7 +9,7 @@ use std::io::{BufRead, Read};
 use std::marker::PhantomData;
 
 use factbuoy_bundle::layout::{self, result_parts};
-use factbuoy_bundle::reader::{Bundle, Entry, MAX_META_BYTES, ReadError};
+use factbuoy_bundle::reader::{Bundle, Entry, MAX_META_BYTES, ReadError, Visited};
 use factbuoy_protocol::artifacts::ListKeys;
 use factbuoy_protocol::types::StatusDocument;
 use serde::Serialize;
@@ -170,13 +170,23 @@ pub(crate) enum Found<'f, 'e> {
 /// returned.
 pub(crate) fn run_and_facts<E: From<ReadError>>(
     bundle: &Bundle,
-    mut found: impl FnMut(Found<'_, '_>, Option<&str>) -> Result<(), E>,
+    found: impl FnMut(Found<'_, '_>, Option<&str>) -> Result<(), E>,
 ) -> Result<RunDocuments, E> {
+    run_and_facts_digesting(bundle, false, found).map(|(documents, _)| documents)
+}
+
+/// As [`run_and_facts`], and with `digest` also the `.tar.gz`'s size and sha-256, from the
+/// same read.
+pub(crate) fn run_and_facts_digesting<E: From<ReadError>>(
+    bundle: &Bundle,
+    digest: bool,
+    mut found: impl FnMut(Found<'_, '_>, Option<&str>) -> Result<(), E>,
+) -> Result<(RunDocuments, Option<(u64, String)>), E> {
     let mut run: Option<Value> = None;
     let mut status: Option<StatusDocument> = None;
     let mut declared = Declared::default();
     let mut stopped: Option<E> = None;
-    let walked = bundle.walk(|visited| {
+    let visit = |visited: Visited<'_, '_>| {
         let entry = visited.map_err(ReadError::Refused)?;
         let path = entry.path().to_owned();
         if path == layout::RUN {
@@ -222,13 +232,18 @@ pub(crate) fn run_and_facts<E: From<ReadError>>(
             }
         }
         Ok(())
-    });
+    };
+    let walked = if digest {
+        bundle.walk_and_digest(visit)
+    } else {
+        bundle.walk(visit).map(|()| None)
+    };
     if let Some(e) = stopped {
         return Err(e);
     }
-    walked?;
+    let digest = walked?;
     let status = status.ok_or_else(|| missing(bundle, layout::STATUS))?;
-    Ok(RunDocuments { run, status })
+    Ok((RunDocuments { run, status }, digest))
 }
 
 /// One plugin's facts document.

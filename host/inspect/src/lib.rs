@@ -7,7 +7,8 @@
 //! glance ([`summary`]), a node's facts ([`facts`]), one path into every node's facts
 //! ([`query`]), where nodes or bundles disagree ([`drift`]), the facts as SQLite tables
 //! ([`sql`]), the journals merged in time order ([`logs`]), exports for other tools ([`export`],
-//! [`ansible_cache`]) and one self-contained HTML page ([`report`]).
+//! [`ansible_cache`]) and one self-contained HTML page ([`report`]). A directory of bundles is
+//! read as one history, through an index of what changed ([`history`]).
 //!
 //! Not here: the bundle's layout, reader and writer (factbuoy-bundle, which the aggregator
 //! links to write bundles without linking SQLite, CSV or JSONPath), and printing (the binary).
@@ -17,6 +18,7 @@ mod declared;
 pub mod drift;
 pub mod export;
 mod facts;
+pub mod history;
 mod journal_summary;
 mod keyed;
 pub mod logs;

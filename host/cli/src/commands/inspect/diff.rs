@@ -8,6 +8,7 @@ use factbuoy_bundle::reader::Bundle;
 use factbuoy_inspect::drift::{self, BundleRun, ChangeKind, Changes, Drift, IgnoreList};
 use serde_json::Value;
 
+use super::history::{PileArgs, is_pile, since_time};
 use super::show::{cell, emit_lines, names};
 use factbuoy_protocol::types::wire_name;
 
@@ -16,10 +17,18 @@ use crate::table::{count, fitted};
 
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// The bundle whose nodes to compare, or the earlier of two bundles to compare.
+    /// The bundle whose nodes to compare, the earlier of two bundles to compare, or a
+    /// directory of bundles (with --since).
     bundle: PathBuf,
     /// The later bundle of the same fleet.
     later: Option<PathBuf>,
+    /// Of a directory of bundles: what changed from the first bundle from TIME on to the
+    /// last, the net change. TIME is a duration back from now (7d, 12h), a date (its start,
+    /// UTC) or an RFC 3339 time.
+    #[arg(long, value_name = "TIME")]
+    since: Option<String>,
+    #[command(flatten)]
+    pile: PileArgs,
     /// Leave out facts whose path matches PATTERN too (may be repeated).
     #[arg(long, value_name = "PATTERN")]
     ignore: Vec<String>,
@@ -33,8 +42,28 @@ pub struct DiffArgs {
 
 pub fn diff(args: DiffArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let ignore = IgnoreList::new(!args.no_default_ignores, &args.ignore);
-    let first = Bundle::open(&args.bundle)?;
-    let differs = match &args.later {
+    let range = match (is_pile(&args.bundle), &args.since, &args.later) {
+        (true, Some(since), None) => {
+            let history = args.pile.open(&args.bundle)?;
+            let (first, last) = history.since(&since_time(since)?)?;
+            Some((first.bundle.clone(), last.bundle.clone()))
+        }
+        (true, None, _) | (true, _, Some(_)) => anyhow::bail!(
+            "{} is a directory of bundles: give --since TIME (and no second bundle) to see what changed over that time",
+            args.bundle.display()
+        ),
+        (false, Some(_), _) => anyhow::bail!(
+            "--since picks bundles of a directory of bundles; {} is a bundle",
+            args.bundle.display()
+        ),
+        (false, None, _) => None,
+    };
+    let (earlier, later) = match range {
+        Some((first, last)) => (first, Some(last)),
+        None => (args.bundle.clone(), args.later.clone()),
+    };
+    let first = Bundle::open(&earlier)?;
+    let differs = match &later {
         None => {
             let drift = drift::drift(&first, &ignore)?;
             if format == Format::Table {

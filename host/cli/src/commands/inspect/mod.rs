@@ -18,6 +18,7 @@ use crate::output::{ExitStatus, Format, emit, emit_document};
 use crate::table::{bytes, count, fitted};
 
 mod diff;
+mod history;
 mod logs;
 mod show;
 
@@ -70,7 +71,9 @@ pub enum InspectCommand {
     /// Ask SQL of the facts of every node of one or more bundles (SQLite, with its JSON
     /// functions).
     ///
-    /// Tables: runs (run_id, bundle, status, error, created, factbuoy_version); results
+    /// A directory of bundles is read as a history (`inspect history --help`): every bundle
+    /// of it, or with --as-of TIME only the latest from TIME or before, so that "which nodes
+    /// had X on 1 May" is one query. Tables: runs (run_id, bundle, status, error, created, factbuoy_version); results
     /// (run_id, plugin, node, status, result_status, error); facts (run_id, node, plugin,
     /// facts: the whole document as JSON); fact_values (run_id, node, plugin, path, value: one
     /// row per leaf, paths as `facts` prints them). Views: setup and host_facts (run_id, node,
@@ -81,7 +84,9 @@ pub enum InspectCommand {
         factbuoy inspect sql run.tar.gz \"SELECT node, value FROM fact_values WHERE path = 'cpu.cores' AND value < 8\"\n  \
         factbuoy inspect sql run.tar.gz \"SELECT node, plugin, status, error FROM results WHERE result_status = 'failed'\"\n  \
         factbuoy inspect sql jan.tar.gz feb.tar.gz \"SELECT run_id, count(*) FROM setup GROUP BY run_id\" -o json\n  \
-        factbuoy inspect sql run.tar.gz 'SELECT 1' --db fleet.sqlite   # keep the tables for sqlite3")]
+        factbuoy inspect sql run.tar.gz 'SELECT 1' --db fleet.sqlite   # keep the tables for sqlite3\n  \
+        factbuoy inspect sql ./bundles \"SELECT node FROM setup WHERE facts->>'ansible_kernel' = '6.1.0-18-amd64'\" \\\n      \
+        --as-of 2026-05-01")]
     Sql(SqlArgs),
     /// Write the facts in a format other tools read, into a folder.
     ///
@@ -122,6 +127,33 @@ pub enum InspectCommand {
         factbuoy inspect report run.tar.gz --out report.html\n  \
         factbuoy inspect report run.tar.gz --out report.html --ignore 'ansible_env.*'")]
     Report(ReportArgs),
+    /// Index a directory of bundles (a fleet's bundles/, a folder of nightly runs) for
+    /// `history`, `sql --as-of` and `diff --since`, and say how big the index is.
+    ///
+    /// Every command given a directory brings its index up to date first: this one only does
+    /// that (after each nightly run, say). Bundles are put in the order their runs were
+    /// created; a bundle added since is read, one that changed or went makes the index be
+    /// built anew (a file whose size, times or inode changed is read again and its sha-256
+    /// compared). The index is a cache, in $XDG_CACHE_HOME/factbuoy/history unless --index
+    /// names a file: deleting it loses nothing.
+    #[command(after_help = "Examples:\n  \
+        factbuoy inspect index ./bundles\n  \
+        factbuoy inspect index /var/lib/factbuoy/fleet/bundles -o json")]
+    Index(history::IndexArgs),
+    /// When each fact of each node changed, over a directory of bundles: every value with the
+    /// run that first saw it, the one before, and the last run that still had it; nodes that
+    /// appeared, were absent, lost, or stopped reporting.
+    ///
+    /// Nodes are matched by name across runs of one origin (a host, a cluster, a fleet: see
+    /// `origin` in docs/bundle.md); a directory with several needs --origin. Without PATH,
+    /// only facts that changed are listed, but for those `diff` leaves out (clocks, load,
+    /// free memory...); with PATH, every value of the facts it matches.
+    #[command(after_help = "Examples:\n  \
+        factbuoy inspect history ./bundles\n  \
+        factbuoy inspect history ./bundles ansible_kernel --node web-1\n  \
+        factbuoy inspect history ./bundles 'packages[name=\"openssl\"].version'\n  \
+        factbuoy inspect history ./bundles --node web-1 -o json")]
+    History(history::HistoryArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -171,9 +203,15 @@ pub struct QueryArgs {
 
 #[derive(Debug, Args)]
 pub struct SqlArgs {
-    /// The bundles: .tar.gz files or folders they were extracted to.
+    /// The bundles: .tar.gz files, folders they were extracted to, or directories of bundles.
     #[arg(required = true, num_args = 1..)]
     bundles: Vec<PathBuf>,
+    /// Of each directory of bundles, only the latest bundle from TIME or before: a date
+    /// (2026-05-01, meaning the end of that day UTC) or an RFC 3339 time.
+    #[arg(long, value_name = "TIME")]
+    as_of: Option<String>,
+    #[command(flatten)]
+    pile: history::PileArgs,
     /// One SQL statement.
     query: String,
     /// Write the tables to this new SQLite file and keep it (it must not exist); a temporary
@@ -223,6 +261,8 @@ pub fn execute(command: InspectCommand, format: Format) -> anyhow::Result<ExitSt
         InspectCommand::Export(args) => export(args, format),
         InspectCommand::Logs(args) => logs::logs(args, format),
         InspectCommand::Report(args) => report(args, format),
+        InspectCommand::Index(args) => history::index(args, format),
+        InspectCommand::History(args) => history::history(args, format),
     }
 }
 
@@ -434,11 +474,29 @@ fn query(args: QueryArgs, format: Format) -> anyhow::Result<ExitStatus> {
 }
 
 fn sql(args: SqlArgs, format: Format) -> anyhow::Result<ExitStatus> {
-    let bundles = args
-        .bundles
-        .iter()
-        .map(|b| Bundle::open(b))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut bundles = Vec::new();
+    let mut piles = 0;
+    for path in &args.bundles {
+        if !history::is_pile(path) {
+            bundles.push(Bundle::open(path)?);
+            continue;
+        }
+        piles += 1;
+        let history = args.pile.open(path)?;
+        match &args.as_of {
+            Some(time) => bundles.push(Bundle::open(&history.as_of(time)?.bundle)?),
+            None => {
+                for bundle in &history.bundles {
+                    bundles.push(Bundle::open(&bundle.bundle)?);
+                }
+            }
+        }
+    }
+    if args.as_of.is_some() && piles == 0 {
+        bail!(
+            "--as-of picks a bundle of a directory of bundles: give one (of a single bundle, leave --as-of out)"
+        );
+    }
     let scratch;
     let database = match &args.db {
         Some(path) => {

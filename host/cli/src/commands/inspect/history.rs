@@ -1,0 +1,257 @@
+//! `factbuoy inspect index|history`, and what `sql` and `diff` take to read a directory of
+//! bundles as a history ([`factbuoy_inspect::history`]), printed.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use factbuoy_inspect::drift::IgnoreList;
+use factbuoy_inspect::history::{self, History, NodeEventKind, NodeHistory, Update};
+
+use super::show::{cell, emit_lines};
+use crate::output::{ExitStatus, Format, emit_document};
+use crate::table::{bytes, count, fitted};
+
+/// Where a history's index is and which origin to read: what every command that takes a
+/// directory of bundles takes.
+#[derive(Debug, Args, Clone, Default)]
+pub struct PileArgs {
+    /// The index file (default: in $XDG_CACHE_HOME/factbuoy/history, named after the
+    /// directory). It is a cache: deleting it loses nothing.
+    #[arg(long, value_name = "FILE")]
+    index: Option<PathBuf>,
+    /// Read the bundles of this origin (`kind:id` as `inspect index` lists them, or its
+    /// start), when the directory holds several.
+    #[arg(long, value_name = "ORIGIN")]
+    origin: Option<String>,
+}
+
+impl PileArgs {
+    fn index_of(&self, dir: &Path) -> anyhow::Result<PathBuf> {
+        Ok(match &self.index {
+            Some(index) => index.clone(),
+            None => history::default_index(dir)?,
+        })
+    }
+
+    /// The history of `dir`, its index brought up to date (what was done said on stderr).
+    pub fn open(&self, dir: &Path) -> anyhow::Result<History> {
+        let history = History::open(dir, &self.index_of(dir)?, self.origin.as_deref())?;
+        note(&history.update);
+        Ok(history)
+    }
+}
+
+/// Whether `path` is a directory of bundles rather than a bundle extracted to a folder.
+pub fn is_pile(path: &Path) -> bool {
+    path.is_dir() && !path.join("meta").is_dir()
+}
+
+/// Says on stderr what bringing the index up to date did, when it did anything, and which
+/// bundles it could not read.
+fn note(update: &Update) {
+    if let Some(why) = &update.rebuilt {
+        tracing::info!(
+            "indexed {} into {} (built anew: {why})",
+            count(update.added, "bundle"),
+            update.index.display()
+        );
+    } else if update.added > 0 {
+        tracing::info!(
+            "indexed {} more into {}",
+            count(update.added, "bundle"),
+            update.index.display()
+        );
+    }
+    for unreadable in &update.unreadable {
+        tracing::warn!("{} is left out: {}", unreadable.bundle, unreadable.error);
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct IndexArgs {
+    /// The directory of bundles.
+    dir: PathBuf,
+    #[command(flatten)]
+    pile: PileArgs,
+}
+
+pub fn index(args: IndexArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let update = history::update(&args.dir, &args.pile.index_of(&args.dir)?)?;
+    if format != Format::Table {
+        emit_document(&update, format);
+        return Ok(ExitStatus::Success);
+    }
+    let mut lines = vec![format!(
+        "{}: {} indexed in {} ({}, for {} of bundles)",
+        args.dir.display(),
+        count(update.bundles, "bundle"),
+        update.index.display(),
+        bytes(update.index_bytes),
+        bytes(update.bundle_bytes),
+    )];
+    lines.push(match &update.rebuilt {
+        Some(why) => format!(
+            "  built anew ({why}): read {}",
+            count(update.added, "bundle")
+        ),
+        None => format!("  read {} added since", count(update.added, "bundle")),
+    });
+    for unreadable in &update.unreadable {
+        lines.push(format!(
+            "  left out {}: {}",
+            unreadable.bundle, unreadable.error
+        ));
+    }
+    emit_lines(&lines);
+    Ok(ExitStatus::Success)
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The directory of bundles.
+    dir: PathBuf,
+    /// The fact's path (as `facts` and `diff` print it; `*` matches anything, `?` one
+    /// character). Without it, every fact that changed.
+    path: Option<String>,
+    /// Only this node.
+    #[arg(long, value_name = "NODE")]
+    node: Option<String>,
+    /// Without PATH, leave out facts whose path matches PATTERN too (may be repeated).
+    #[arg(long, value_name = "PATTERN")]
+    ignore: Vec<String>,
+    /// Without PATH, show the facts that always change too.
+    #[arg(long)]
+    no_default_ignores: bool,
+    #[command(flatten)]
+    pile: PileArgs,
+}
+
+pub fn history(args: HistoryArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let history = args.pile.open(&args.dir)?;
+    let ignore = IgnoreList::new(!args.no_default_ignores, &args.ignore);
+    let nodes = history.changes(args.node.as_deref(), args.path.as_deref(), &ignore)?;
+    if let (Some(node), true) = (&args.node, nodes.is_empty()) {
+        anyhow::bail!(
+            "no bundle of {} names node {node:?} (origin {}): `factbuoy inspect history {}` lists every node's changes",
+            args.dir.display(),
+            history.origin,
+            args.dir.display()
+        );
+    }
+    if format != Format::Table {
+        emit_document(
+            &serde_json::json!({
+                "origin": history.origin,
+                "bundles": history.bundles,
+                "nodes": nodes,
+            }),
+            format,
+        );
+        return Ok(ExitStatus::Success);
+    }
+    let (first, last) = (
+        &history.bundles[0],
+        &history.bundles[history.bundles.len() - 1],
+    );
+    let mut lines = vec![format!(
+        "{} of {} from {} to {} (origin {})",
+        count(history.bundles.len(), "run"),
+        args.dir.display(),
+        short(&first.created),
+        short(&last.created),
+        history.origin
+    )];
+    for node in &nodes {
+        lines.push(String::new());
+        lines.extend(node_lines(node));
+    }
+    emit_lines(&lines);
+    Ok(ExitStatus::Success)
+}
+
+/// A run's time without its fraction of a second: `2026-03-01T02:00:00Z`.
+fn short(created: &str) -> String {
+    match created.split_once('.') {
+        Some((seconds, _)) if created.ends_with('Z') => format!("{seconds}Z"),
+        _ => created.to_owned(),
+    }
+}
+
+/// `--since`: a duration back from now (`7d`, `12h`), a date (its start, UTC) or an RFC 3339
+/// time, as the time [`History::since`] takes.
+pub fn since_time(since: &str) -> anyhow::Result<String> {
+    if let Ok(back) = humantime::parse_duration(since) {
+        let then = std::time::SystemTime::now()
+            .checked_sub(back)
+            .ok_or_else(|| anyhow::anyhow!("--since {since}: too far back"))?;
+        return Ok(humantime::format_rfc3339(then).to_string());
+    }
+    Ok(since.to_owned())
+}
+
+fn node_lines(node: &NodeHistory) -> Vec<String> {
+    let mut lines = vec![format!(
+        "{}: in {} from {} to {}",
+        node.node,
+        count(node.runs, "run"),
+        short(&node.first_seen.created),
+        short(&node.last_seen.created)
+    )];
+    for event in &node.events {
+        let runs = event.runs.unwrap_or(1);
+        lines.push(match event.kind {
+            NodeEventKind::Appeared => format!(
+                "  appeared in run {} ({})",
+                event.run.run_id,
+                short(&event.run.created)
+            ),
+            NodeEventKind::Absent => format!(
+                "  absent from {} from run {} ({})",
+                count(runs, "run"),
+                event.run.run_id,
+                short(&event.run.created)
+            ),
+            NodeEventKind::Lost => format!(
+                "  lost in run {} ({})",
+                event.run.run_id,
+                short(&event.run.created)
+            ),
+            NodeEventKind::StoppedReporting => format!(
+                "  stopped reporting: not in the last {}, from run {} ({})",
+                count(runs, "run"),
+                event.run.run_id,
+                short(&event.run.created)
+            ),
+        });
+    }
+    if node.facts.is_empty() {
+        lines.push("  no fact changed".into());
+        return lines;
+    }
+    let mut rows = vec![vec![
+        "PLUGIN".to_owned(),
+        "PATH".into(),
+        "FROM".into(),
+        "TO".into(),
+        "VALUE".into(),
+        "WAS".into(),
+    ]];
+    for fact in &node.facts {
+        for change in &fact.changes {
+            rows.push(vec![
+                fact.plugin.clone(),
+                fact.path.clone(),
+                short(&change.first_seen.created),
+                short(&change.last_seen.created),
+                if change.removed {
+                    "(removed)".into()
+                } else {
+                    cell(&change.value)
+                },
+                change.previous.as_ref().map(cell).unwrap_or_default(),
+            ]);
+        }
+    }
+    lines.extend(fitted(&rows, 2));
+    lines
+}

@@ -1,0 +1,75 @@
+//! Why a history could not be read.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// Why a history could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    /// The directory (or the index's) could not be read or written.
+    #[error("{dir}: {cause}")]
+    Directory {
+        /// The directory.
+        dir: PathBuf,
+        /// What the system said.
+        cause: std::io::Error,
+    },
+    /// The index could not be read or written.
+    #[error("the history index {index}: {cause}; it is a cache: delete it and it is built again")]
+    Index {
+        /// The index file.
+        index: PathBuf,
+        /// What SQLite said.
+        cause: rusqlite::Error,
+    },
+    /// No cache directory is known.
+    #[error(
+        "no cache directory for the history index: set XDG_CACHE_HOME or HOME, or pass --index FILE"
+    )]
+    NoCacheDir,
+    /// The directory holds no bundle that could be read (of the origin asked for).
+    #[error("{dir} holds no readable bundle{of}", of = origin.as_ref().map(|o| format!(" of origin {o}")).unwrap_or_default())]
+    Empty {
+        /// The directory.
+        dir: PathBuf,
+        /// The origin asked for.
+        origin: Option<String>,
+    },
+    /// The directory holds bundles of several origins and none was chosen.
+    #[error(
+        "{dir} holds bundles of {} origins, whose nodes are different machines: {}; choose one with --origin",
+        origins.len(),
+        origins.iter().map(|o| format!("{} ({} bundles)", o.origin, o.bundles)).collect::<Vec<_>>().join(", ")
+    )]
+    MixedOrigins {
+        /// The directory.
+        dir: PathBuf,
+        /// Each origin and its number of bundles.
+        origins: Vec<OriginCount>,
+    },
+    /// A time could not be read.
+    #[error(
+        "{0:?} is not a time: give a date (2026-05-01, the end of that day UTC) or an RFC 3339 time (2026-05-01T12:00:00Z)"
+    )]
+    Time(String),
+    /// No bundle of the history is at or before the time asked for.
+    #[error("no bundle of {dir} is from {time} or before; the first is from {first}")]
+    NothingBefore {
+        /// The directory.
+        dir: PathBuf,
+        /// The time asked for.
+        time: String,
+        /// The first bundle's time.
+        first: String,
+    },
+}
+
+/// An origin of a directory's bundles, and how many it has.
+#[derive(Debug, Clone, Serialize)]
+pub struct OriginCount {
+    /// `kind:id`, or `unrecorded` for bundles that record none.
+    pub origin: String,
+    /// Its bundles.
+    pub bundles: usize,
+}

@@ -1,0 +1,459 @@
+//! The index of a directory of bundles: a SQLite file in the cache directory that holds, for
+//! every bundle, its run and digest, and for every node, each fact's changes only. Brought up
+//! to date before every answer: bundles added since are read, and nothing indexed is trusted
+//! without its file's metadata matching (or, when it does not, its digest).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use factbuoy_bundle::reader::Bundle;
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use serde::Serialize;
+
+use super::build::{self, AddError, Known, Slot, State};
+use super::error::HistoryError;
+use super::pile::{self, OnDisk, RunHead};
+use super::times::created_ns;
+
+/// The index's layout; a file of another format is rebuilt, never read. Part of it: the
+/// value hash of `build`, and the version of factbuoy that wrote it.
+const FORMAT: &str = concat!(
+    "factbuoy history index 1, factbuoy ",
+    env!("CARGO_PKG_VERSION")
+);
+
+const SCHEMA: &str = "
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
+CREATE TABLE bundles (seq INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, size INTEGER,
+                      mtime_ns INTEGER, ctime_ns INTEGER, inode INTEGER, sha256 TEXT,
+                      run_id TEXT, created TEXT, created_ns INTEGER, origin TEXT, status TEXT,
+                      error TEXT);
+CREATE TABLE nodes (id INTEGER PRIMARY KEY, origin TEXT NOT NULL, name TEXT NOT NULL,
+                    UNIQUE (origin, name));
+CREATE TABLE sources (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE paths (id INTEGER PRIMARY KEY, source INTEGER NOT NULL, path TEXT NOT NULL);
+CREATE TABLE changes (node INTEGER, path INTEGER, seq INTEGER, value TEXT,
+                      PRIMARY KEY (node, path, seq)) WITHOUT ROWID;
+CREATE TABLE reported (node INTEGER, source INTEGER, seq INTEGER,
+                       PRIMARY KEY (node, source, seq)) WITHOUT ROWID;
+CREATE TABLE snapshots (node INTEGER, plugin TEXT, seq INTEGER, status TEXT,
+                        result_status TEXT, PRIMARY KEY (node, plugin, seq)) WITHOUT ROWID;
+CREATE TABLE states (node INTEGER, source INTEGER, tbl TEXT, leaves BLOB,
+                     PRIMARY KEY (node, source, tbl)) WITHOUT ROWID;
+";
+
+/// What bringing the index up to date did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Update {
+    /// The index file.
+    pub index: PathBuf,
+    /// Bundles read this time.
+    pub added: usize,
+    /// Why the index was built anew, when it was (it did not exist, a bundle changed or went,
+    /// one older than the latest indexed was added).
+    pub rebuilt: Option<String>,
+    /// Bundles in the index, unreadable ones included.
+    pub bundles: usize,
+    /// Bundles that could not be read, each with why; left out of every answer, and read
+    /// again once the file changes.
+    pub unreadable: Vec<Unreadable>,
+    /// The index's size on disk.
+    pub index_bytes: u64,
+    /// The bundles' size on disk.
+    pub bundle_bytes: u64,
+}
+
+/// A bundle of the directory that could not be read.
+#[derive(Debug, Clone, Serialize)]
+pub struct Unreadable {
+    /// Its file name.
+    pub bundle: String,
+    /// Why.
+    pub error: String,
+}
+
+/// The index of `dir` at `index`, brought up to date; the connection is left open for the
+/// answers.
+pub(crate) fn update(dir: &Path, index: &Path) -> Result<(Connection, Update), HistoryError> {
+    let dir = pile::canonical(dir)?;
+    let on_disk = pile::list(&dir)?;
+    let failed = |cause| HistoryError::Index {
+        index: index.to_owned(),
+        cause,
+    };
+    let rebuild_why = match open_existing(index, &dir).map_err(failed)? {
+        Existing::Usable(mut connection) => match stale(&connection, &dir, &on_disk)? {
+            Staleness::Fresh(new) => {
+                let added = add_all(&mut connection, &dir, new).map_err(failed)?;
+                let update = summary(&connection, index, added, None, &on_disk)?;
+                return Ok((connection, update));
+            }
+            Staleness::Rebuild(why) => why,
+        },
+        Existing::Missing => "there was none".to_owned(),
+        Existing::Other(why) => why,
+    };
+    // Built beside the old one and renamed over it: a reader of the old file keeps a whole one.
+    if let Some(parent) = index.parent() {
+        std::fs::create_dir_all(parent).map_err(|cause| HistoryError::Directory {
+            dir: parent.to_owned(),
+            cause,
+        })?;
+    }
+    let building = index.with_extension(format!("new-{}", std::process::id()));
+    let _ = std::fs::remove_file(&building);
+    let mut connection = Connection::open(&building).map_err(failed)?;
+    connection
+        .execute_batch("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;")
+        .and_then(|()| connection.execute_batch(SCHEMA))
+        .and_then(|()| {
+            connection.execute(
+                "INSERT INTO meta (key, value) VALUES ('format', ?1), ('dir', ?2)",
+                params![FORMAT, dir.to_string_lossy()],
+            )
+        })
+        .map_err(failed)?;
+    let new = heads(&dir, on_disk.clone());
+    let added = add_all(&mut connection, &dir, new).map_err(failed)?;
+    drop(connection);
+    std::fs::rename(&building, index).map_err(|cause| HistoryError::Directory {
+        dir: index.to_owned(),
+        cause,
+    })?;
+    let connection = Connection::open(index).map_err(failed)?;
+    let update = summary(&connection, index, added, Some(rebuild_why), &on_disk)?;
+    Ok((connection, update))
+}
+
+enum Existing {
+    Usable(Connection),
+    Missing,
+    /// A file of another format or directory, and why it is not used.
+    Other(String),
+}
+
+fn open_existing(index: &Path, dir: &Path) -> rusqlite::Result<Existing> {
+    if !index.exists() {
+        return Ok(Existing::Missing);
+    }
+    let connection = Connection::open(index)?;
+    connection.busy_timeout(std::time::Duration::from_secs(60))?;
+    let read = |key: &str| -> rusqlite::Result<Option<String>> {
+        connection
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+    };
+    let (format, indexed_dir) = match (read("format"), read("dir")) {
+        (Ok(format), Ok(indexed)) => (format, indexed),
+        _ => return Ok(Existing::Other("it was not an index factbuoy reads".into())),
+    };
+    if format.as_deref() != Some(FORMAT) {
+        return Ok(Existing::Other(format!(
+            "it was written by another version ({})",
+            format.unwrap_or_default()
+        )));
+    }
+    if indexed_dir.as_deref() != Some(&*dir.to_string_lossy()) {
+        return Ok(Existing::Other(format!(
+            "it indexed another directory ({})",
+            indexed_dir.unwrap_or_default()
+        )));
+    }
+    Ok(Existing::Usable(connection))
+}
+
+/// A new bundle, with what its run.json says (or why it could not be read).
+struct New {
+    file: OnDisk,
+    head: Result<RunHead, String>,
+}
+
+enum Staleness {
+    /// The index holds every indexed file as it is; these are new, in the order to add them.
+    Fresh(Vec<New>),
+    /// It must be built anew, for this reason.
+    Rebuild(String),
+}
+
+/// Compares the index with the directory.
+fn stale(
+    connection: &Connection,
+    dir: &Path,
+    on_disk: &[OnDisk],
+) -> Result<Staleness, HistoryError> {
+    let failed = |cause| HistoryError::Index {
+        index: PathBuf::from(connection.path().unwrap_or_default()),
+        cause,
+    };
+    let mut indexed: HashMap<String, (OnDisk, Option<String>, i64)> = HashMap::new();
+    let mut latest = i64::MIN;
+    {
+        let mut rows = connection
+            .prepare(
+                "SELECT name, size, mtime_ns, ctime_ns, inode, sha256, created_ns FROM bundles",
+            )
+            .map_err(failed)?;
+        let mut rows = rows.query([]).map_err(failed)?;
+        while let Some(row) = rows.next().map_err(failed)? {
+            let file = OnDisk {
+                name: row.get(0).map_err(failed)?,
+                size: row.get::<_, i64>(1).map_err(failed)? as u64,
+                mtime_ns: row.get(2).map_err(failed)?,
+                ctime_ns: row.get(3).map_err(failed)?,
+                inode: row.get::<_, i64>(4).map_err(failed)? as u64,
+            };
+            let created: Option<i64> = row.get(6).map_err(failed)?;
+            latest = latest.max(created.unwrap_or(i64::MIN));
+            indexed.insert(
+                file.name.clone(),
+                (
+                    file,
+                    row.get(5).map_err(failed)?,
+                    created.unwrap_or(i64::MIN),
+                ),
+            );
+        }
+    }
+    let mut new = Vec::new();
+    let mut present = 0;
+    for file in on_disk {
+        match indexed.get(&file.name) {
+            None => new.push(file.clone()),
+            Some((was, _, _)) if was == file => present += 1,
+            Some((_, sha256, _)) => {
+                // Touched, copied or replaced: trusted again only if its bytes are the same.
+                let now = factbuoy_protocol::digest::sha256_file(&dir.join(&file.name)).ok();
+                if now.is_none() || now != *sha256 {
+                    return Ok(Staleness::Rebuild(format!("{} changed", file.name)));
+                }
+                connection
+                    .execute(
+                        "UPDATE bundles SET size = ?2, mtime_ns = ?3, ctime_ns = ?4, inode = ?5
+                         WHERE name = ?1",
+                        params![
+                            file.name,
+                            file.size as i64,
+                            file.mtime_ns,
+                            file.ctime_ns,
+                            file.inode as i64
+                        ],
+                    )
+                    .map_err(failed)?;
+                present += 1;
+            }
+        }
+    }
+    if present < indexed.len() {
+        let mut gone: Vec<&String> = indexed
+            .keys()
+            .filter(|name| !on_disk.iter().any(|f| &f.name == *name))
+            .collect();
+        gone.sort();
+        return Ok(Staleness::Rebuild(format!(
+            "{} {} gone",
+            gone.iter()
+                .map(|n| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            if gone.len() == 1 { "is" } else { "are" }
+        )));
+    }
+    let new = heads(dir, new);
+    if let Some(older) = new.iter().find(|n| {
+        n.head
+            .as_ref()
+            .is_ok_and(|head| created_ns(&head.created).unwrap_or(i64::MIN) < latest)
+    }) {
+        return Ok(Staleness::Rebuild(format!(
+            "{} is older than the latest bundle indexed",
+            older.file.name
+        )));
+    }
+    Ok(Staleness::Fresh(new))
+}
+
+/// Reads each file's run head and puts them in the order their runs were created (then by
+/// name); unreadable ones last.
+fn heads(dir: &Path, files: Vec<OnDisk>) -> Vec<New> {
+    let mut new: Vec<New> = files
+        .into_iter()
+        .map(|file| New {
+            head: pile::run_head(&dir.join(&file.name)).map_err(|e| e.to_string()),
+            file,
+        })
+        .collect();
+    new.sort_by_key(|n| match &n.head {
+        Ok(head) => (
+            0,
+            created_ns(&head.created).unwrap_or(i64::MAX),
+            n.file.name.clone(),
+        ),
+        Err(_) => (1, 0, n.file.name.clone()),
+    });
+    new
+}
+
+/// Adds `new` in its order, in one transaction; returns how many were read.
+fn add_all(connection: &mut Connection, dir: &Path, new: Vec<New>) -> rusqlite::Result<usize> {
+    if new.is_empty() {
+        return Ok(0);
+    }
+    let tx = connection.transaction()?;
+    let mut known = load(&tx)?;
+    let mut seq: i64 = tx.query_row("SELECT coalesce(max(seq), 0) FROM bundles", [], |r| {
+        r.get(0)
+    })?;
+    let added = new.len();
+    for New { file, head } in new {
+        seq += 1;
+        let path = dir.join(&file.name);
+        let read = match head {
+            Err(e) => Err(e),
+            Ok(head) => {
+                let origin = head.origin.clone().unwrap_or_default();
+                let read = Bundle::open(&path)
+                    .map_err(AddError::Read)
+                    .and_then(|bundle| build::add(&tx, &mut known, &bundle, seq, &origin));
+                match read {
+                    Ok(read) => Ok((head, read)),
+                    Err(AddError::Read(e)) => Err(e.to_string()),
+                    Err(AddError::Index(e)) => return Err(e),
+                }
+            }
+        };
+        let stat = params![
+            seq,
+            file.name,
+            file.size as i64,
+            file.mtime_ns,
+            file.ctime_ns,
+            file.inode as i64
+        ];
+        tx.execute(
+            "INSERT INTO bundles (seq, name, size, mtime_ns, ctime_ns, inode)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            stat,
+        )?;
+        match read {
+            Ok((head, read)) => tx.execute(
+                "UPDATE bundles SET sha256 = ?2, run_id = ?3, created = ?4, created_ns = ?5,
+                 origin = ?6, status = ?7 WHERE seq = ?1",
+                params![
+                    seq,
+                    read.sha256,
+                    head.run_id,
+                    head.created,
+                    created_ns(&head.created),
+                    head.origin.unwrap_or_default(),
+                    crate::meta::wire(&read.status.status),
+                ],
+            )?,
+            Err(error) => {
+                // Its facts, if any were read before the error, stay out of every answer:
+                // the bundle has no origin, and answers read bundles of one origin.
+                tx.execute(
+                    "UPDATE bundles SET error = ?2 WHERE seq = ?1",
+                    params![seq, error],
+                )?
+            }
+        };
+    }
+    save_states(&tx, &known)?;
+    tx.commit()?;
+    Ok(added)
+}
+
+/// What the index knows, to add bundles to it.
+fn load(tx: &Transaction<'_>) -> rusqlite::Result<Known> {
+    let mut known = Known::default();
+    let mut rows = tx.prepare("SELECT id, origin, name FROM nodes")?;
+    let mut rows = rows.query([])?;
+    while let Some(row) = rows.next()? {
+        known
+            .nodes
+            .insert((row.get(1)?, row.get(2)?), row.get::<_, u32>(0)?);
+    }
+    let mut rows = tx.prepare("SELECT name FROM sources ORDER BY id")?;
+    let mut rows = rows.query([])?;
+    while let Some(row) = rows.next()? {
+        known.sources.push(row.get(0)?);
+        known.paths.push(Default::default());
+    }
+    let mut rows = tx.prepare("SELECT id, source, path FROM paths")?;
+    let mut rows = rows.query([])?;
+    while let Some(row) = rows.next()? {
+        let id: u32 = row.get(0)?;
+        let source: usize = row.get(1)?;
+        known.paths[source].insert(row.get(2)?, id);
+        known.next_path = known.next_path.max(id + 1);
+    }
+    let mut rows = tx.prepare("SELECT node, source, tbl, leaves FROM states")?;
+    let mut rows = rows.query([])?;
+    while let Some(row) = rows.next()? {
+        let slot: Slot = (row.get(0)?, row.get(1)?, row.get(2)?);
+        let blob = row.get_ref(3)?.as_blob()?;
+        let state: State = blob
+            .chunks_exact(12)
+            .map(|c| {
+                (
+                    u32::from_le_bytes(c[..4].try_into().expect("4 bytes")),
+                    u64::from_le_bytes(c[4..].try_into().expect("8 bytes")),
+                )
+            })
+            .collect();
+        known.states.insert(slot, state);
+    }
+    Ok(known)
+}
+
+fn save_states(tx: &Transaction<'_>, known: &Known) -> rusqlite::Result<()> {
+    let mut save = tx.prepare_cached(
+        "INSERT OR REPLACE INTO states (node, source, tbl, leaves) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    let mut blob = Vec::new();
+    for slot in &known.dirty {
+        blob.clear();
+        for (path, hash) in &known.states[slot] {
+            blob.extend_from_slice(&path.to_le_bytes());
+            blob.extend_from_slice(&hash.to_le_bytes());
+        }
+        save.execute(params![slot.0, slot.1, slot.2, blob])?;
+    }
+    Ok(())
+}
+
+fn summary(
+    connection: &Connection,
+    index: &Path,
+    added: usize,
+    rebuilt: Option<String>,
+    on_disk: &[OnDisk],
+) -> Result<Update, HistoryError> {
+    let failed = |cause| HistoryError::Index {
+        index: index.to_owned(),
+        cause,
+    };
+    let bundles: i64 = connection
+        .query_row("SELECT count(*) FROM bundles", [], |r| r.get(0))
+        .map_err(failed)?;
+    let mut unreadable = Vec::new();
+    let mut rows = connection
+        .prepare("SELECT name, error FROM bundles WHERE error IS NOT NULL ORDER BY seq")
+        .map_err(failed)?;
+    let mut rows = rows.query([]).map_err(failed)?;
+    while let Some(row) = rows.next().map_err(failed)? {
+        unreadable.push(Unreadable {
+            bundle: row.get(0).map_err(failed)?,
+            error: row.get(1).map_err(failed)?,
+        });
+    }
+    Ok(Update {
+        index: index.to_owned(),
+        added,
+        rebuilt,
+        bundles: bundles as usize,
+        unreadable,
+        index_bytes: std::fs::metadata(index).map(|m| m.len()).unwrap_or(0),
+        bundle_bytes: on_disk.iter().map(|f| f.size).sum(),
+    })
+}

@@ -1,0 +1,522 @@
+//! A directory of bundles read as one history by the real binary: `inspect index`, `history`,
+//! `sql --as-of` and `diff --since` over bundles written by the bundle writer from the real
+//! run's facts, a day apart, with nodes that change, go missing, appear and stop reporting.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use factbuoy_bundle::writer;
+use factbuoy_protocol::types::StatusDocument;
+use serde_json::{Value, json};
+
+use crate::inspect::{json_of, real_bundle, real_facts, text};
+use crate::support;
+use crate::support::kube_runs::Bundle;
+
+const ORIGIN: &str = "fleet:0123abcd";
+
+/// A node's state on one day: its kernel, and the version of its openssl package.
+struct NodeDay {
+    node: &'static str,
+    kernel: &'static str,
+    openssl: &'static str,
+}
+
+fn on(node: &'static str, kernel: &'static str, openssl: &'static str) -> NodeDay {
+    NodeDay {
+        node,
+        kernel,
+        openssl,
+    }
+}
+
+/// Writes, into `dir`, the bundle of a run created at `created` by `origin` (`kind:id`)
+/// whose nodes are `nodes`, through the bundle writer, as an aggregator writes one.
+fn day(dir: &Path, created: &str, run_id: &str, origin: &str, nodes: &[NodeDay]) -> PathBuf {
+    let real = Bundle::read(real_bundle().0.to_owned()).files;
+    let mut run: Value = serde_json::from_slice(&real["meta/run.json"]).unwrap();
+    run["run_id"] = json!(run_id);
+    run["created"] = json!(created);
+    let (kind, id) = origin.split_once(':').unwrap();
+    run["origin"] = json!({"kind": kind, "id": id});
+    let (setup, _) = real_facts();
+    let tree = tempfile::tempdir().unwrap();
+    let mut pairs = Vec::new();
+    for n in nodes {
+        let mut facts = setup.clone();
+        facts["ansible_kernel"] = json!(n.kernel);
+        // A clock, which changes every run and is left out unless asked for.
+        facts["ansible_date_time"]["iso8601"] = json!(created);
+        let results = tree.path().join("plugins/setup/results").join(n.node);
+        std::fs::create_dir_all(&results).unwrap();
+        std::fs::write(results.join("ansible_facts.json"), facts.to_string()).unwrap();
+        let results = tree.path().join("plugins/inventory/results").join(n.node);
+        std::fs::create_dir_all(&results).unwrap();
+        let rows = [
+            json!({"name": "openssl", "version": n.openssl}),
+            json!({"name": "curl", "version": "7.88"}),
+        ];
+        let rows: Vec<String> = rows.iter().map(Value::to_string).collect();
+        std::fs::write(results.join("packages.jsonl"), rows.join("\n")).unwrap();
+        for plugin in ["setup", "inventory"] {
+            pairs.push(
+                json!({"plugin": plugin, "node": n.node, "status": "complete",
+                              "result_status": "passed"}),
+            );
+        }
+    }
+    let status: StatusDocument =
+        serde_json::from_value(json!({"run_id": run_id, "status": "complete", "plugins": pairs}))
+            .unwrap();
+    let setup_definition: Value =
+        serde_json::from_slice(&real["plugins/setup/definition.json"]).unwrap();
+    let inventory = json!({
+        "name": "inventory", "version": "1.0.0", "description": "installed packages",
+        "parameters": [], "capabilities": [],
+        "artifacts": [{"name": "packages.jsonl", "media_type": "application/jsonl",
+                       "description": "one row per package", "kind": "table",
+                       "row_keys": ["name"]}]});
+    let (path, _) = writer::write(
+        &writer::Meta {
+            run_id,
+            run: &run,
+            status: &status,
+            definitions: vec![("setup", &setup_definition), ("inventory", &inventory)],
+        },
+        tree.path(),
+        dir,
+    )
+    .unwrap();
+    // Named by its day, not by when the test wrote it: the order is the runs' own.
+    let named = dir.join(format!("{run_id}.tar.gz"));
+    std::fs::rename(&path, &named).unwrap();
+    named
+}
+
+/// The pile: four daily runs of one fleet. web-1 gets a new kernel on day 2 and a new openssl
+/// on day 3; web-2 misses day 2 and gets the new kernel on day 4; web-3 appears on day 2 and
+/// stops reporting after day 3.
+fn pile(dir: &Path) -> Vec<PathBuf> {
+    vec![
+        day(
+            dir,
+            "2030-03-01T02:00:00Z",
+            "day1",
+            ORIGIN,
+            &[
+                on("web-1", "6.1.0-18", "3.0.1"),
+                on("web-2", "6.1.0-18", "3.0.1"),
+            ],
+        ),
+        day(
+            dir,
+            "2030-03-02T02:00:00Z",
+            "day2",
+            ORIGIN,
+            &[
+                on("web-1", "6.1.0-20", "3.0.1"),
+                on("web-3", "6.1.0-18", "3.0.1"),
+            ],
+        ),
+        day(
+            dir,
+            "2030-03-03T02:00:00.5Z",
+            "day3",
+            ORIGIN,
+            &[
+                on("web-1", "6.1.0-20", "3.0.2"),
+                on("web-2", "6.1.0-18", "3.0.1"),
+                on("web-3", "6.1.0-18", "3.0.1"),
+            ],
+        ),
+        day(
+            dir,
+            "2030-03-04T02:00:00Z",
+            "day4",
+            ORIGIN,
+            &[
+                on("web-1", "6.1.0-20", "3.0.2"),
+                on("web-2", "6.1.0-20", "3.0.1"),
+            ],
+        ),
+    ]
+}
+
+/// `factbuoy inspect ARGS` with the cache directory in `cache`.
+fn inspect(cache: &Path, args: &[&str]) -> Output {
+    support::factbuoy()
+        .env("XDG_CACHE_HOME", cache)
+        .arg("inspect")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The same, which must succeed, as JSON.
+fn inspect_json(cache: &Path, args: &[&str]) -> Value {
+    let output = inspect(cache, &[args, &["-o", "json"]].concat());
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    json_of(&output)
+}
+
+/// Each value of `node`'s fact in a history answer: (value, first seen, last seen, previous).
+fn values(answer: &Value, node: &str) -> Vec<(Value, String, String, Value)> {
+    let node = answer["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == node)
+        .unwrap_or_else(|| panic!("no {node} in {answer:#}"));
+    assert_eq!(node["facts"].as_array().unwrap().len(), 1, "{node:#}");
+    node["facts"][0]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["value"].clone(),
+                c["first_seen"]["run_id"].as_str().unwrap().to_owned(),
+                c["last_seen"]["run_id"].as_str().unwrap().to_owned(),
+                c.get("previous").cloned().unwrap_or(Value::Null),
+            )
+        })
+        .collect()
+}
+
+fn change(
+    value: &str,
+    first: &str,
+    last: &str,
+    previous: Option<&str>,
+) -> (Value, String, String, Value) {
+    (
+        json!(value),
+        first.to_owned(),
+        last.to_owned(),
+        previous.map_or(Value::Null, |p| json!(p)),
+    )
+}
+
+#[test]
+fn history_tells_when_each_fact_changed_and_when_each_node_came_and_went() {
+    let work = tempfile::tempdir().unwrap();
+    let (dir, cache) = (work.path().join("bundles"), work.path().join("cache"));
+    std::fs::create_dir(&dir).unwrap();
+    pile(&dir);
+    let d = dir.to_str().unwrap();
+
+    let kernel = inspect_json(&cache, &["history", d, "ansible_kernel"]);
+    assert_eq!(kernel["origin"], ORIGIN);
+    assert_eq!(
+        values(&kernel, "web-1"),
+        [
+            change("6.1.0-18", "day1", "day1", None),
+            change("6.1.0-20", "day2", "day4", Some("6.1.0-18")),
+        ]
+    );
+    // A day missing is not a change: the old kernel was last seen on day 3.
+    assert_eq!(
+        values(&kernel, "web-2"),
+        [
+            change("6.1.0-18", "day1", "day3", None),
+            change("6.1.0-20", "day4", "day4", Some("6.1.0-18")),
+        ]
+    );
+    // A table's row, named by its key, as `diff` names it.
+    let openssl = inspect_json(
+        &cache,
+        &[
+            "history",
+            d,
+            "packages[name=\"openssl\"].version",
+            "--node",
+            "web-1",
+        ],
+    );
+    assert_eq!(
+        values(&openssl, "web-1"),
+        [
+            change("3.0.1", "day1", "day2", None),
+            change("3.0.2", "day3", "day4", Some("3.0.1")),
+        ]
+    );
+
+    // Without a path: the facts that changed, but not the clock, and each node's life.
+    let all = inspect_json(&cache, &["history", d]);
+    let node = |name: &str| {
+        all["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["node"] == name)
+            .unwrap()
+            .clone()
+    };
+    let paths = |name: &str| -> Vec<String> {
+        node(name)["facts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} {}",
+                    f["plugin"].as_str().unwrap(),
+                    f["path"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        paths("web-1"),
+        [
+            "inventory packages[name=\"openssl\"].version",
+            "setup ansible_kernel"
+        ]
+    );
+    assert_eq!(paths("web-3"), Vec::<String>::new());
+    let events = |name: &str| -> Vec<(String, String, Value)> {
+        node(name)["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["kind"].as_str().unwrap().to_owned(),
+                    e["run"]["run_id"].as_str().unwrap().to_owned(),
+                    e.get("runs").cloned().unwrap_or(Value::Null),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(events("web-1"), []);
+    assert_eq!(
+        events("web-2"),
+        [("absent".to_owned(), "day2".to_owned(), json!(1))]
+    );
+    assert_eq!(
+        events("web-3"),
+        [
+            ("appeared".to_owned(), "day2".to_owned(), Value::Null),
+            ("stopped-reporting".to_owned(), "day4".to_owned(), json!(1)),
+        ]
+    );
+    let shown = inspect(&cache, &["history", d, "ansible_kernel", "--node", "web-2"]);
+    let shown = text(&shown.stdout);
+    assert!(shown.contains("absent from 1 run from run day2"), "{shown}");
+    assert!(shown.contains("2030-03-04T02:00:00Z"), "{shown}");
+    let unknown = inspect(&cache, &["history", d, "--node", "web-9"]);
+    assert!(!unknown.status.success());
+    assert!(
+        text(&unknown.stderr).contains("names node \"web-9\""),
+        "{}",
+        text(&unknown.stderr)
+    );
+}
+
+#[test]
+fn sql_as_of_a_day_reads_the_latest_bundle_of_that_day_and_diff_since_nets_the_changes() {
+    let work = tempfile::tempdir().unwrap();
+    let (dir, cache) = (work.path().join("bundles"), work.path().join("cache"));
+    std::fs::create_dir(&dir).unwrap();
+    pile(&dir);
+    let d = dir.to_str().unwrap();
+
+    let query = "SELECT node, facts->>'ansible_kernel' FROM setup ORDER BY node";
+    let rows =
+        |as_of: &str| inspect_json(&cache, &["sql", d, query, "--as-of", as_of])["rows"].clone();
+    // Which nodes had which kernel on 2 March: day 2's run, the latest of that day.
+    assert_eq!(
+        rows("2030-03-02"),
+        json!([["web-1", "6.1.0-20"], ["web-3", "6.1.0-18"]])
+    );
+    assert_eq!(
+        rows("2030-03-03T02:00:00.4Z"),
+        json!([["web-1", "6.1.0-20"], ["web-3", "6.1.0-18"]]),
+        "day 3's run was created half a second later"
+    );
+    let before = inspect(&cache, &["sql", d, query, "--as-of", "2030-02-28"]);
+    assert!(!before.status.success());
+    assert!(
+        text(&before.stderr).contains("the first is from 2030-03-01T02:00:00Z"),
+        "{}",
+        text(&before.stderr)
+    );
+    // Without --as-of, every run, each row with its run.
+    let all = inspect_json(
+        &cache,
+        &[
+            "sql",
+            d,
+            "SELECT r.created, count(*) FROM setup s JOIN runs r USING (run_id) GROUP BY r.created ORDER BY r.created",
+        ],
+    );
+    assert_eq!(all["rows"].as_array().unwrap().len(), 4, "{all}");
+
+    // From 2 March on: day 2 against day 4.
+    let net = inspect_json(&cache, &["diff", d, "--since", "2030-03-02"]);
+    assert_eq!(net["before"]["run_id"], "day2");
+    assert_eq!(net["after"]["run_id"], "day4");
+    assert_eq!(net["nodes_added"], json!(["web-2"]));
+    assert_eq!(net["nodes_removed"], json!(["web-3"]));
+    let changed: Vec<(String, Value)> = net["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["path"].as_str().unwrap().to_owned(), c["nodes"].clone()))
+        .collect();
+    assert_eq!(
+        changed,
+        [(
+            "packages[name=\"openssl\"].version".to_owned(),
+            json!(["web-1"])
+        )]
+    );
+    let bare = inspect(&cache, &["diff", d]);
+    assert!(!bare.status.success());
+    assert!(
+        text(&bare.stderr).contains("give --since"),
+        "{}",
+        text(&bare.stderr)
+    );
+}
+
+/// What `inspect index DIR -o json` says it did: (bundles read, why built anew).
+fn indexed(cache: &Path, dir: &str) -> (u64, Value) {
+    let update = inspect_json(cache, &["index", dir]);
+    (update["added"].as_u64().unwrap(), update["rebuilt"].clone())
+}
+
+#[test]
+fn the_index_reads_only_new_bundles_and_trusts_no_bundle_that_changed_or_went() {
+    let work = tempfile::tempdir().unwrap();
+    let (dir, cache) = (work.path().join("bundles"), work.path().join("cache"));
+    std::fs::create_dir(&dir).unwrap();
+    let days = pile(&dir);
+    let d = dir.to_str().unwrap();
+    let kernel =
+        |cache: &Path| inspect_json(cache, &["history", d, "ansible_kernel", "--node", "web-2"]);
+
+    assert_eq!(indexed(&cache, d), (4, json!("there was none")));
+    let index = std::fs::read_dir(cache.join("factbuoy/history"))
+        .unwrap()
+        .count();
+    assert_eq!(index, 1, "one index file, in the cache directory");
+    assert_eq!(indexed(&cache, d), (0, Value::Null));
+
+    // A fifth day: only it is read.
+    day(
+        &dir,
+        "2030-03-05T02:00:00Z",
+        "day5",
+        ORIGIN,
+        &[on("web-2", "6.1.0-21", "3.0.1")],
+    );
+    assert_eq!(indexed(&cache, d), (1, Value::Null));
+    assert_eq!(
+        values(&kernel(&cache), "web-2").last().unwrap(),
+        &change("6.1.0-21", "day5", "day5", Some("6.1.0-20"))
+    );
+    // Touched but the same bytes: trusted again after its digest is compared.
+    let file = std::fs::File::options()
+        .append(true)
+        .open(&days[0])
+        .unwrap();
+    file.set_modified(std::time::SystemTime::now()).unwrap();
+    assert_eq!(indexed(&cache, d), (0, Value::Null));
+    // The same name with other bytes: built anew.
+    std::fs::copy(&days[1], &days[0]).unwrap();
+    let (read, why) = indexed(&cache, d);
+    assert_eq!((read, why.as_str().unwrap()), (5, "day1.tar.gz changed"));
+    std::fs::remove_file(&days[0]).unwrap();
+    day(
+        &dir,
+        "2030-03-01T02:00:00Z",
+        "day1",
+        ORIGIN,
+        &[on("web-2", "6.1.0-18", "3.0.1")],
+    );
+    let (_, why) = indexed(&cache, d);
+    assert_eq!(why, "day1.tar.gz changed");
+    // Gone: built anew.
+    std::fs::remove_file(dir.join("day5.tar.gz")).unwrap();
+    let (read, why) = indexed(&cache, d);
+    assert_eq!((read, why.as_str().unwrap()), (4, "day5.tar.gz is gone"));
+    // One older than the latest indexed: built anew, in the runs' order.
+    day(
+        &dir,
+        "2030-02-28T02:00:00Z",
+        "day0",
+        ORIGIN,
+        &[on("web-2", "6.1.0-17", "3.0.1")],
+    );
+    let (read, why) = indexed(&cache, d);
+    assert_eq!(
+        (read, why.as_str().unwrap()),
+        (5, "day0.tar.gz is older than the latest bundle indexed")
+    );
+    assert_eq!(
+        values(&kernel(&cache), "web-2")[0],
+        change("6.1.0-17", "day0", "day0", None)
+    );
+
+    // The index is a cache: without it, the same answers.
+    let with_index = kernel(&cache);
+    std::fs::remove_dir_all(cache.join("factbuoy")).unwrap();
+    assert_eq!(kernel(&cache)["nodes"], with_index["nodes"]);
+
+    // A file that is not a bundle is left out, said so, and the rest answer.
+    std::fs::write(dir.join("junk.tar.gz"), b"not a bundle").unwrap();
+    let output = inspect(&cache, &["history", d, "ansible_kernel", "--node", "web-2"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("junk.tar.gz is left out"),
+        "{}",
+        text(&output.stderr)
+    );
+    let update = inspect_json(&cache, &["index", d]);
+    assert_eq!(update["unreadable"][0]["bundle"], "junk.tar.gz", "{update}");
+}
+
+#[test]
+fn a_directory_with_bundles_of_two_origins_is_read_one_origin_at_a_time() {
+    let work = tempfile::tempdir().unwrap();
+    let (dir, cache) = (work.path().join("bundles"), work.path().join("cache"));
+    std::fs::create_dir(&dir).unwrap();
+    pile(&dir);
+    // Another fleet's web-1, which is another machine.
+    day(
+        &dir,
+        "2030-03-05T02:00:00Z",
+        "other",
+        "fleet:99ff",
+        &[on("web-1", "5.10", "1.1.1")],
+    );
+    let d = dir.to_str().unwrap();
+
+    let mixed = inspect(&cache, &["history", d, "ansible_kernel"]);
+    assert!(!mixed.status.success());
+    let error = text(&mixed.stderr);
+    assert!(
+        error.contains(
+            "fleet:0123abcd (4 bundles), fleet:99ff (1 bundles); choose one with --origin"
+        ),
+        "{error}"
+    );
+    let ours = inspect_json(
+        &cache,
+        &["history", d, "ansible_kernel", "--origin", "fleet:01"],
+    );
+    assert_eq!(
+        values(&ours, "web-1").len(),
+        2,
+        "the other fleet's web-1 is not ours"
+    );
+    let theirs = inspect_json(
+        &cache,
+        &["history", d, "ansible_kernel", "--origin", "fleet:99ff"],
+    );
+    assert_eq!(
+        values(&theirs, "web-1"),
+        [change("5.10", "other", "other", None)]
+    );
+}
