@@ -9,7 +9,7 @@ use factbuoy_bundle::writer;
 use factbuoy_protocol::types::StatusDocument;
 use serde_json::{Value, json};
 
-use crate::inspect::{json_of, real_bundle, real_facts, text};
+use crate::inspect::{chromium, json_of, real_bundle, real_facts, text};
 use crate::support;
 use crate::support::kube_runs::Bundle;
 
@@ -518,5 +518,65 @@ fn a_directory_with_bundles_of_two_origins_is_read_one_origin_at_a_time() {
     assert_eq!(
         values(&theirs, "web-1"),
         [change("5.10", "other", "other", None)]
+    );
+}
+
+#[test]
+fn report_of_a_directory_draws_the_historys_changes_per_day_in_a_real_browser() {
+    let work = tempfile::tempdir().unwrap();
+    let (dir, cache) = (work.path().join("bundles"), work.path().join("cache"));
+    std::fs::create_dir(&dir).unwrap();
+    pile(&dir);
+    let page = work.path().join("history.html");
+    let output = inspect(
+        &cache,
+        &[
+            "report",
+            dir.to_str().unwrap(),
+            "--out",
+            page.to_str().unwrap(),
+        ],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+
+    let (dom, console) = chromium(&["--dump-dom"], &format!("file://{}", page.display()));
+    assert_eq!(
+        console,
+        Vec::<String>::new(),
+        "the page logged to the console"
+    );
+    assert!(
+        dom.contains("data-rendered=\"ok\""),
+        "the script did not finish"
+    );
+    assert!(
+        dom.contains("<section id=\"history\" class=\"\">"),
+        "the history is shown"
+    );
+    // A column per day: the kernel on day 2 (and web-3 appeared), openssl on day 3, web-2's
+    // kernel on day 4 (and web-3 stopped); the first values and the clock are no changes.
+    for day in [
+        "2030-03-01: 0 changes on 0 nodes, 1 run; 0 appeared, 0 stopped reporting",
+        "2030-03-02: 1 change on 1 node, 1 run; 1 appeared, 0 stopped reporting",
+        "2030-03-03: 1 change on 1 node, 1 run; 0 appeared, 0 stopped reporting",
+        "2030-03-04: 1 change on 1 node, 1 run; 0 appeared, 1 stopped reporting",
+    ] {
+        assert!(dom.contains(&format!("<title>{day}</title>")), "{day}");
+    }
+    assert_eq!(dom.matches("<g class=\"day\"").count(), 4);
+    let top = &dom[dom
+        .find("id=\"history-top\"")
+        .expect("the facts that changed most")..];
+    let kernel =
+        top.find("ansible_kernel</td><td class=\"number\">2</td><td class=\"number\">2</td>");
+    let openssl = top.find("packages[name=\"openssl\"].version</td><td class=\"number\">1</td>");
+    assert!(
+        kernel.is_some() && openssl.is_some() && kernel < openssl,
+        "{top:.2000}"
+    );
+    // The rest of the page is the latest run's.
+    assert!(
+        dom.contains("run day4"),
+        "the report is of the latest bundle"
     );
 }

@@ -1795,7 +1795,7 @@ fn logs_of_large_journals_stream_in_bounded_memory_and_an_endless_line_is_refuse
 
 /// `chromium --headless ARGS URL`: its stdout, and the console messages it logged (every one,
 /// errors included, as `INFO:CONSOLE` lines on stderr).
-fn chromium(args: &[&str], url: &str) -> (String, Vec<String>) {
+pub(crate) fn chromium(args: &[&str], url: &str) -> (String, Vec<String>) {
     let profile = tempfile::tempdir().unwrap();
     let output = Command::new("chromium")
         .args([

@@ -15,12 +15,14 @@ mod error;
 mod index;
 mod open;
 mod pile;
+mod timeline;
 mod times;
 
 pub use changes::{FactChange, FactHistory, NodeEvent, NodeEventKind, NodeHistory, SeenIn};
 pub use error::{HistoryError, OriginCount};
 pub use index::{Unreadable, Update};
 pub use open::{History, HistoryBundle};
+pub use timeline::{Day, Timeline, TopFact};
 
 /// Where the index of `dir` lives unless told: `$XDG_CACHE_HOME/factbuoy/history/` (or
 /// `~/.cache/...`), named by a digest of the directory's canonical path. Not in the directory

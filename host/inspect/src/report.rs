@@ -26,6 +26,7 @@ use serde_json::Value;
 use crate::drift::{self, AloneFacts, Drift, DriftGroup, IgnoreList, Ignored, NodeWithout};
 use crate::export::{ExportError, Failure, write_whole};
 use crate::facts::{FactPath, Found, each_row, run_and_facts};
+use crate::history::{History, Timeline};
 use crate::journal_summary::{self, JournalSummary};
 use crate::sql::table_name;
 use crate::summary::{Summary, summary};
@@ -109,6 +110,18 @@ struct Data<'a> {
     tables: Vec<TableShown>,
     /// The journals' summary, or why it could not be read (the rest of the report stands).
     journals: Result<JournalSummary, String>,
+    /// The history the bundle is the latest of, when the report is of a directory.
+    history: Option<HistoryShown<'a>>,
+}
+
+/// What the page shows of a history: its directory, origin, runs and timeline.
+#[derive(Serialize)]
+struct HistoryShown<'a> {
+    dir: String,
+    origin: &'a str,
+    first: &'a str,
+    last: &'a str,
+    timeline: &'a Timeline,
 }
 
 /// The drift groups the page shows, the first of each.
@@ -229,7 +242,32 @@ struct KeyFacts {
 /// beside it, renamed into place); `ignore` decides what the drift leaves out.
 pub fn write_file(bundle: &Bundle, ignore: &IgnoreList, target: &Path) -> Result<(), ExportError> {
     write_whole(target, |out| {
-        write(bundle, ignore, out).map_err(|e| match e {
+        write(bundle, ignore, None, out).map_err(|e| match e {
+            ReportError::Read(e) => Failure::Read(e),
+            ReportError::Write(e) => Failure::Write(e),
+        })
+    })
+}
+
+/// As [`write_file`], of the latest bundle of `history`, with a timeline of the history
+/// (`timeline`, made with the same `ignore`).
+pub fn write_history_file(
+    history: &History,
+    timeline: &Timeline,
+    ignore: &IgnoreList,
+    target: &Path,
+) -> Result<(), ExportError> {
+    let latest = history.bundles.last().expect("a history has a bundle");
+    let bundle = Bundle::open(&latest.bundle)?;
+    let shown = HistoryShown {
+        dir: history.dir().display().to_string(),
+        origin: &history.origin,
+        first: &history.bundles[0].created,
+        last: &latest.created,
+        timeline,
+    };
+    write_whole(target, |out| {
+        write(&bundle, ignore, Some(shown), out).map_err(|e| match e {
             ReportError::Read(e) => Failure::Read(e),
             ReportError::Write(e) => Failure::Write(e),
         })
@@ -237,9 +275,10 @@ pub fn write_file(bundle: &Bundle, ignore: &IgnoreList, target: &Path) -> Result
 }
 
 /// Writes the report of `bundle` to `out`; `ignore` decides what the drift leaves out.
-pub(crate) fn write(
+fn write(
     bundle: &Bundle,
     ignore: &IgnoreList,
+    history: Option<HistoryShown<'_>>,
     out: &mut impl Write,
 ) -> Result<(), ReportError> {
     // Three readings of the bundle that need nothing of each other, on two threads: the drift
@@ -366,6 +405,7 @@ pub(crate) fn write(
         own_views: OWN_VIEWS,
         tables,
         journals,
+        history,
     };
     script(out, "data", Some("report-data"), &data)?;
     write!(out, "<script>\n{APP}</script>\n</body>\n</html>\n")?;

@@ -115,6 +115,11 @@ impl History {
         })
     }
 
+    /// The directory of bundles.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The latest bundle from `time` or before: RFC 3339, or a date, meaning the end of that
     /// day UTC ("which nodes had it on 1 May").
     pub fn as_of(&self, time: &str) -> Result<&HistoryBundle, HistoryError> {

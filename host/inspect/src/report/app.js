@@ -211,6 +211,59 @@
   });
   pluginNames.forEach((plugin, i) => chartOf(plugin + " result", 1 + labels.length + i, (v) => v));
 
+  // A history's timeline (a report of a directory of bundles): a column per day, its height
+  // the facts that changed that day, with the nodes that appeared (green) and stopped
+  // reporting (red) below; then the facts that changed most.
+  if (data.history) {
+    const h = data.history, t = h.timeline;
+    document.getElementById("history").classList.remove("hidden");
+    const body = document.getElementById("history-body");
+    body.append(el("p", { class: "muted" }, count(t.runs, "run") + " of " + h.dir + " from " +
+      at(h.first) + " to " + at(h.last) + " (origin " + h.origin + "); the rest of this page is of the last."));
+    const NS = "http://www.w3.org/2000/svg";
+    const COLUMN = Math.max(6, Math.min(24, Math.floor(900 / Math.max(1, t.days.length)))), HIGH = 120, LOW = 30;
+    const most = Math.max(1, ...t.days.map((d) => d.changes));
+    const comings = Math.max(1, ...t.days.map((d) => Math.max(d.appeared, d.stopped)));
+    const svg = document.createElementNS(NS, "svg");
+    svg.setAttribute("class", "timeline");
+    svg.setAttribute("role", "img");
+    svg.setAttribute("width", t.days.length * COLUMN + 40);
+    svg.setAttribute("height", HIGH + LOW + 36);
+    const shape = (tag, attrs, text) => {
+      const s = document.createElementNS(NS, tag);
+      for (const [k, v] of Object.entries(attrs)) s.setAttribute(k, v);
+      if (text !== undefined) s.textContent = text;
+      return s;
+    };
+    t.days.forEach((d, i) => {
+      const g = shape("g", { class: "day", transform: "translate(" + i * COLUMN + ",0)" });
+      g.append(shape("title", {}, d.date + ": " + count(d.changes, "change") + " on " + count(d.nodes_changed, "node") +
+        ", " + count(d.runs, "run") + "; " + d.appeared + " appeared, " + d.stopped + " stopped reporting"));
+      const high = Math.round(HIGH * d.changes / most);
+      g.append(shape("rect", { class: "changes", x: 1, y: HIGH - high, width: COLUMN - 2, height: Math.max(high, d.changes ? 1 : 0) }));
+      const up = Math.round((LOW / 2) * d.appeared / comings), down = Math.round((LOW / 2) * d.stopped / comings);
+      if (d.appeared) g.append(shape("rect", { class: "appeared", x: 1, y: HIGH + LOW / 2 - up + 4, width: COLUMN - 2, height: Math.max(up, 1) }));
+      if (d.stopped) g.append(shape("rect", { class: "stopped", x: 1, y: HIGH + LOW / 2 + 4, width: COLUMN - 2, height: Math.max(down, 1) }));
+      svg.append(g);
+    });
+    svg.append(shape("text", { x: 0, y: HIGH + LOW + 20 }, t.days.length ? t.days[0].date : ""));
+    if (t.days.length > 1) svg.append(shape("text", { x: t.days.length * COLUMN, y: HIGH + LOW + 20, "text-anchor": "end" }, t.days[t.days.length - 1].date));
+    svg.append(shape("text", { x: t.days.length * COLUMN + 4, y: 10 }, String(most)));
+    body.append(el("figure", { class: "chart" }, el("figcaption", {}, "Facts changed per day; nodes appeared and stopped reporting"), svg));
+    if (t.top.length) {
+      const table = el("table", { class: "counts", id: "history-top" },
+        el("tr", {}, el("th", {}, "Plugin"), el("th", {}, "Fact"), el("th", {}, "Changes"), el("th", {}, "Nodes")));
+      for (const f of t.top) {
+        table.append(el("tr", {}, el("td", {}, f.plugin), el("td", { class: "path" }, f.path),
+          el("td", { class: "number" }, f.changes), el("td", { class: "number" }, f.nodes)));
+      }
+      body.append(el("h3", {}, "Facts that changed most"), table,
+        el("p", { class: "muted" }, "`factbuoy inspect history DIR PATH` lists each change with its run."));
+    } else {
+      body.append(el("p", {}, "No fact changed, but for those that always do."));
+    }
+  }
+
   // The node table: sortable by any column, filtered by a chart, a band link and the search,
   // a page at a time so that ten thousand nodes cost a hundred rows of DOM.
   const PAGE = 100;

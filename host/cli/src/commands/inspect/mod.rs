@@ -121,11 +121,14 @@ pub enum InspectCommand {
     /// errors, searchable.
     ///
     /// It loads nothing (no network, no external files: a Content-Security-Policy forbids it),
-    /// so it can be mailed, archived and opened anywhere offline. Drift leaves out what `diff`
+    /// so it can be mailed, archived and opened anywhere offline. Of a directory of bundles,
+    /// the report is of the latest, with the history's changes per day and the facts that
+    /// changed most. Drift leaves out what `diff`
     /// leaves out; --ignore and --no-default-ignores work as they do there.
     #[command(after_help = "Examples:\n  \
         factbuoy inspect report run.tar.gz --out report.html\n  \
-        factbuoy inspect report run.tar.gz --out report.html --ignore 'ansible_env.*'")]
+        factbuoy inspect report run.tar.gz --out report.html --ignore 'ansible_env.*'\n  \
+        factbuoy inspect report ./bundles --out fleet.html   # the latest, with the history's timeline")]
     Report(ReportArgs),
     /// Index a directory of bundles (a fleet's bundles/, a folder of nightly runs) for
     /// `history`, `sql --as-of` and `diff --since`, and say how big the index is.
@@ -237,7 +240,8 @@ pub struct ExportArgs {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The bundle: a .tar.gz or the folder it was extracted to.
+    /// The bundle: a .tar.gz, the folder it was extracted to, or a directory of bundles (the
+    /// report of its latest, with the history's timeline).
     bundle: PathBuf,
     /// The HTML file to write (replaced if it exists).
     #[arg(long, value_name = "FILE")]
@@ -248,6 +252,8 @@ pub struct ReportArgs {
     /// Show the facts that always change in the drift too.
     #[arg(long)]
     no_default_ignores: bool,
+    #[command(flatten)]
+    pile: history::PileArgs,
 }
 
 pub fn execute(command: InspectCommand, format: Format) -> anyhow::Result<ExitStatus> {
@@ -578,9 +584,15 @@ fn export(args: ExportArgs, format: Format) -> anyhow::Result<ExitStatus> {
 }
 
 fn report(args: ReportArgs, format: Format) -> anyhow::Result<ExitStatus> {
-    let bundle = Bundle::open(&args.bundle)?;
     let ignore = IgnoreList::new(!args.no_default_ignores, &args.ignore);
-    factbuoy_inspect::report::write_file(&bundle, &ignore, &args.out)?;
+    if history::is_pile(&args.bundle) {
+        let history = args.pile.open(&args.bundle)?;
+        let timeline = history.timeline(&ignore)?;
+        factbuoy_inspect::report::write_history_file(&history, &timeline, &ignore, &args.out)?;
+    } else {
+        let bundle = Bundle::open(&args.bundle)?;
+        factbuoy_inspect::report::write_file(&bundle, &ignore, &args.out)?;
+    }
     let size = std::fs::metadata(&args.out)?.len();
     match format {
         Format::Table => emit(&format!("{}: {}", args.out.display(), bytes(size))),
