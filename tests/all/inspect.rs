@@ -1826,6 +1826,26 @@ pub(crate) fn chromium(args: &[&str], url: &str) -> (String, Vec<String>) {
     (text(&output.stdout), console)
 }
 
+/// A screenshot of the page at `url` in a window of `size` (`1280,900`), kept as `name` in the
+/// test's output folder (target/tmp/inspect-report) for a person to look at; its bytes, a PNG.
+fn screenshot(url: &str, name: &str, size: &str) -> Vec<u8> {
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("inspect-report");
+    std::fs::create_dir_all(&shots).unwrap();
+    let shot = shots.join(name);
+    let _ = std::fs::remove_file(&shot);
+    chromium(
+        &[
+            &format!("--window-size={size}"),
+            &format!("--screenshot={}", shot.display()),
+        ],
+        url,
+    );
+    let png = std::fs::read(&shot).unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "{} is no PNG", shot.display());
+    eprintln!("screenshot: {}", shot.display());
+    png
+}
+
 #[test]
 fn report_is_one_self_contained_page_that_shows_every_node_in_a_real_browser() {
     let dir = tempfile::tempdir().unwrap();
@@ -1945,24 +1965,8 @@ fn report_is_one_self_contained_page_that_shows_every_node_in_a_real_browser() {
     );
 
     // A screenshot, kept in the test's output folder for a person to look at.
-    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("inspect-report");
-    std::fs::create_dir_all(&shots).unwrap();
-    let shot = shots.join("report.png");
-    let _ = std::fs::remove_file(&shot);
-    chromium(
-        &[
-            "--window-size=1280,1600",
-            &format!("--screenshot={}", shot.display()),
-        ],
-        &url,
-    );
-    let png = std::fs::read(&shot).unwrap();
-    assert!(
-        png.starts_with(b"\x89PNG") && png.len() > 10_000,
-        "{} bytes",
-        png.len()
-    );
-    eprintln!("screenshot: {}", shot.display());
+    let png = screenshot(&url, "report.png", "1280,1600");
+    assert!(png.len() > 10_000, "{} bytes", png.len());
 }
 
 #[test]
@@ -2371,19 +2375,11 @@ b.afterSort = rows().split(" ").slice(0, 3).join(" ") + " | " + document.querySe
     );
 
     // A screenshot of the first screen, kept for a person to look at.
-    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("inspect-report");
-    std::fs::create_dir_all(&shots).unwrap();
-    let shot = shots.join("report-1000-first-screen.png");
-    let _ = std::fs::remove_file(&shot);
-    chromium(
-        &[
-            "--window-size=1280,900",
-            &format!("--screenshot={}", shot.display()),
-        ],
+    screenshot(
         &format!("file://{}", page.display()),
+        "report-1000-first-screen.png",
+        "1280,900",
     );
-    assert!(std::fs::read(&shot).unwrap().starts_with(b"\x89PNG"));
-    eprintln!("screenshot: {}", shot.display());
 }
 
 /// How many leaves `inspect facts` (and the report) shows of `facts`.

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use factbuoy_bundle::reader::{Bundle, ReadError};
 use serde_json::Value;
 
-use crate::facts::{FactPath, Found, each_facts, each_row, leaves, run_and_facts};
+use crate::facts::{FactPath, Found, each_facts, each_row, leaves, run_and_tables};
 use crate::sql::table_name;
 
 /// Why an export failed.
@@ -181,7 +181,7 @@ pub fn tables(
     // Each table's columns, when writing CSV: found in a first pass.
     let mut columns: BTreeMap<String, Vec<String>> = BTreeMap::new();
     if format == TableFormat::Csv {
-        run_and_facts(bundle, |found, _| -> Result<(), ExportError> {
+        run_and_tables(bundle, |found, _| -> Result<(), ExportError> {
             if let Found::Table {
                 plugin,
                 artifact,
@@ -226,7 +226,7 @@ pub fn tables(
             cause,
         }
     };
-    run_and_facts(bundle, |found, _| -> Result<(), ExportError> {
+    run_and_tables(bundle, |found, _| -> Result<(), ExportError> {
         let Found::Table {
             node,
             plugin,

@@ -172,14 +172,51 @@ pub(crate) fn run_and_facts<E: From<ReadError>>(
     bundle: &Bundle,
     found: impl FnMut(Found<'_, '_>, Option<&str>) -> Result<(), E>,
 ) -> Result<RunDocuments, E> {
-    run_and_facts_digesting(bundle, false, found).map(|(documents, _)| documents)
+    walk_run(bundle, Wanted::FACTS, found).map(|(documents, _)| documents)
 }
 
-/// As [`run_and_facts`], and with `digest` also the `.tar.gz`'s size and sha-256, from the
-/// same read.
+/// As [`run_and_facts`], but only tables are handed over: facts documents are passed over
+/// unparsed.
+pub(crate) fn run_and_tables<E: From<ReadError>>(
+    bundle: &Bundle,
+    found: impl FnMut(Found<'_, '_>, Option<&str>) -> Result<(), E>,
+) -> Result<RunDocuments, E> {
+    let wanted = Wanted {
+        facts: false,
+        digest: false,
+    };
+    walk_run(bundle, wanted, found).map(|(documents, _)| documents)
+}
+
+/// As [`run_and_facts`], and also the `.tar.gz`'s size and sha-256, from the same read.
 pub(crate) fn run_and_facts_digesting<E: From<ReadError>>(
     bundle: &Bundle,
+    found: impl FnMut(Found<'_, '_>, Option<&str>) -> Result<(), E>,
+) -> Result<(RunDocuments, Option<(u64, String)>), E> {
+    let wanted = Wanted {
+        facts: true,
+        digest: true,
+    };
+    walk_run(bundle, wanted, found)
+}
+
+/// What a walk of [`walk_run`] hands over besides tables: facts documents, the digest.
+#[derive(Clone, Copy)]
+struct Wanted {
+    facts: bool,
     digest: bool,
+}
+
+impl Wanted {
+    const FACTS: Wanted = Wanted {
+        facts: true,
+        digest: false,
+    };
+}
+
+fn walk_run<E: From<ReadError>>(
+    bundle: &Bundle,
+    wanted: Wanted,
     mut found: impl FnMut(Found<'_, '_>, Option<&str>) -> Result<(), E>,
 ) -> Result<(RunDocuments, Option<(u64, String)>), E> {
     let mut run: Option<Value> = None;
@@ -197,7 +234,8 @@ pub(crate) fn run_and_facts_digesting<E: From<ReadError>>(
             declared.learn(plugin, &entry.read_json(MAX_META_BYTES)?);
         } else if let Some((plugin, "results", node, file)) = result_parts(&path) {
             let run_id = status.as_ref().map(|status| status.run_id.as_str());
-            let handed = if let Some((source, list_keys)) = declared.facts_source(plugin, file) {
+            let facts_source = declared.facts_source(plugin, file).filter(|_| wanted.facts);
+            let handed = if let Some((source, list_keys)) = facts_source {
                 let facts: Value = entry.read_json(MAX_FACTS_BYTES)?;
                 found(
                     Found::Facts {
@@ -233,7 +271,7 @@ pub(crate) fn run_and_facts_digesting<E: From<ReadError>>(
         }
         Ok(())
     };
-    let walked = if digest {
+    let walked = if wanted.digest {
         bundle.walk_and_digest(visit)
     } else {
         bundle.walk(visit).map(|()| None)

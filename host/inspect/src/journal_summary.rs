@@ -6,12 +6,11 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use factbuoy_bundle::layout::result_parts;
-use factbuoy_bundle::reader::{Bundle, ReadError};
+use factbuoy_bundle::reader::Bundle;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::logs::{self, JOURNAL_SOURCE, Kept, LogsError};
+use crate::logs::{self, LogsError};
 
 /// The units listed, those that logged most.
 pub const TOP_UNITS: usize = 20;
@@ -92,18 +91,9 @@ pub fn summarize(bundle: &Bundle) -> Result<JournalSummary, LogsError> {
     // The latest errors: (time, the order read) -> the error, earliest on top to be dropped.
     let mut latest: BinaryHeap<Reverse<(u64, u64, ErrorAt)>> = BinaryHeap::new();
     let mut error_count = 0;
-    let mut failed: Option<LogsError> = None;
-    let walked = bundle.walk(|visited| {
-        let entry = visited.map_err(ReadError::Refused)?;
-        let path = entry.path().to_owned();
-        let Some((plugin, "results", node, file)) = result_parts(&path) else {
-            return Ok(());
-        };
-        if (plugin, file) != JOURNAL_SOURCE {
-            return Ok(());
-        }
+    logs::each_journal(bundle, |node, entry, path| {
         let node = node.to_owned();
-        let read = logs::each_entry(entry, &path, |_, value| {
+        let read = logs::each_entry(entry, path, |_, value| {
             entries += 1;
             let priority = value
                 .get("PRIORITY")
@@ -143,23 +133,8 @@ pub fn summarize(bundle: &Bundle) -> Result<JournalSummary, LogsError> {
             Ok(())
         });
         nodes.push(node);
-        match read {
-            Ok(()) => Ok(()),
-            Err(Kept::Read(e)) => Err(e),
-            Err(Kept::Other(e)) => {
-                failed = Some(e);
-                // Ends the walk; `failed` is what is reported.
-                Err(ReadError::Read {
-                    entry: path,
-                    cause: std::io::Error::other("stopped"),
-                })
-            }
-        }
-    });
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    walked?;
+        read
+    })?;
     let unit_count = units.len();
     let mut units: Vec<UnitCount> = units
         .into_iter()

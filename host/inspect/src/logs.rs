@@ -210,51 +210,27 @@ pub fn merge(
     {
         let mut out = BufWriter::new(&spill);
         let mut written = 0u64;
-        let mut failed: Option<LogsError> = None;
-        let walked = bundle.walk(|visited| {
-            let entry = visited.map_err(ReadError::Refused)?;
-            let path = entry.path().to_owned();
-            let Some((plugin, "results", node, file)) = result_parts(&path) else {
-                return Ok(());
-            };
-            if (plugin, file) != JOURNAL_SOURCE {
-                return Ok(());
-            }
+        each_journal(bundle, |node, entry, path| {
             merged.nodes.push(node.to_owned());
             if !filter.keeps_node(node) {
                 return Ok(());
             }
             let start = written;
-            match keep(
+            keep(
                 entry,
-                &path,
+                path,
                 filter,
                 &mut out,
                 &mut written,
                 &mut merged.read,
-            ) {
-                Ok(()) => {}
-                Err(Kept::Read(e)) => return Err(e),
-                Err(Kept::Other(e)) => {
-                    failed = Some(e);
-                    // Ends the walk; `failed` is what is reported.
-                    return Err(ReadError::Read {
-                        entry: path,
-                        cause: std::io::Error::other("stopped"),
-                    });
-                }
-            }
+            )?;
             segments.push(Segment {
                 node: node.to_owned(),
                 start,
                 end: written,
             });
             Ok(())
-        });
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        walked?;
+        })?;
         out.flush().map_err(LogsError::Spill)?;
     }
 
@@ -288,6 +264,41 @@ pub fn merge(
         }
     }
     Ok(merged)
+}
+
+/// Hands each node's journal in `bundle` to `journal(node, entry, path)`, in the bundle's
+/// order; the first error `journal` returns ends the walk and is returned.
+pub(crate) fn each_journal(
+    bundle: &Bundle,
+    mut journal: impl FnMut(&str, &mut Entry<'_>, &str) -> Result<(), Kept>,
+) -> Result<(), LogsError> {
+    let mut failed: Option<LogsError> = None;
+    let walked = bundle.walk(|visited| {
+        let entry = visited.map_err(ReadError::Refused)?;
+        let path = entry.path().to_owned();
+        let Some((plugin, "results", node, file)) = result_parts(&path) else {
+            return Ok(());
+        };
+        if (plugin, file) != JOURNAL_SOURCE {
+            return Ok(());
+        }
+        match journal(node, entry, &path) {
+            Ok(()) => Ok(()),
+            Err(Kept::Read(e)) => Err(e),
+            Err(Kept::Other(e)) => {
+                failed = Some(e);
+                // Ends the walk; `failed` is what is reported.
+                Err(ReadError::Read {
+                    entry: path.clone(),
+                    cause: std::io::Error::other("stopped"),
+                })
+            }
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    Ok(walked?)
 }
 
 /// The sort key of an entry without a time: before every other.

@@ -119,7 +119,7 @@ pub(crate) fn add(
         .prepare_cached("INSERT OR IGNORE INTO reported (node, source, seq) VALUES (?1, ?2, ?3)")?;
     let mut new_path =
         tx.prepare_cached("INSERT INTO paths (id, source, path) VALUES (?1, ?2, ?3)")?;
-    let (documents, digest) = run_and_facts_digesting(bundle, true, |found, _| {
+    let (documents, digest) = run_and_facts_digesting(bundle, |found, _| {
         let mut current: State = Vec::new();
         // Leaves are compared as they stream past; a failure is kept for after the walk of
         // the document (the callbacks cannot return one).
