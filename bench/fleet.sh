@@ -27,17 +27,7 @@ key=$(sha256sum host/bundle/examples/bench-bundle.rs | cut -c1-12)
 fleet=$CACHE/fleet-$key-$NODES-$JOURNAL_BYTES
 mkdir -p "$CACHE"
 
-if [ ! -e "$CACHE/template/meta/run.json" ]; then
-  echo "collecting this machine's facts for the template..." >&2
-  rm -rf "$CACHE/template" "$CACHE/template-run"
-  mkdir -p "$CACHE/template-run"
-  FACTBUOY_STATE_DIR="$CACHE/template-run/state" \
-    "$factbuoy" run --plugin host-facts --plugin setup --out "$CACHE/template-run" >/dev/null
-  mkdir -p "$CACHE/template.partial"
-  tar -xzf "$CACHE"/template-run/*.tar.gz -C "$CACHE/template.partial"
-  mv "$CACHE/template.partial" "$CACHE/template"
-  rm -rf "$CACHE/template-run"
-fi
+. bench/template.sh
 
 if [ ! -e "$fleet/generated" ]; then
   for other in "$CACHE"/fleet-*; do
