@@ -146,49 +146,17 @@ if [ "$(python3 -c 'import json, sys; print(len(json.loads(sys.argv[1])))' "$the
   echo "DuckDB finds fewer than two kernel changes on $NODE: $theirs_history" >&2
   exit 1
 fi
-# Reads any shape of `inspect history -o json` that puts a change's kernel and the time (or run)
-# it was first seen in one object, and an earlier value under a key that says so (previous,
-# old, from, ...): each such object is [created, kernel], created the time under a key naming
-# first (or since), else its first time, else the creation of the run it names. Prints its
-# list and DuckDB's, a line each.
+# factbuoy's and DuckDB's lists of the node's kernel changes, as [created to the second, kernel]
+# (factbuoy lists the first kernel too, as the node's first value).
 the_changes() {
   python3 - "$1" "$theirs_history" <<'EOF'
-import json, re, sys
+import json, sys
 ours, theirs = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-kernel = re.compile(r"^\d+\.\d+\.\d+-\d+-amd64$")
-stamp = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
-earlier = re.compile(r"prev|old|before|from|was", re.I)
-created_of_run = {run: created for created, run, _ in theirs}
-def leaves(value, path=""):
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from leaves(v, f"{path}.{k}")
-    elif isinstance(value, list):
-        for v in value:
-            yield from leaves(v, path)
-    else:
-        yield path, value
-def changes(value):
-    if isinstance(value, dict):
-        kernels = [v for k, v in value.items()
-                   if isinstance(v, str) and kernel.match(v) and not earlier.search(k)]
-        if kernels:
-            found = [(p, l) for p, l in leaves(value) if isinstance(l, str)]
-            times = [l[:19] for p, l in found if stamp.match(l)]
-            first = [l[:19] for p, l in found if stamp.match(l) and re.search("first|since", p)]
-            runs = [created_of_run[l][:19] for p, l in found if l in created_of_run]
-            yield [(first or times or runs or [None])[0], kernels[0]]
-        else:
-            for v in value.values():
-                yield from changes(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from changes(v)
-mine = list(changes(ours))
-expected = [[created[:19], k] for created, _, k in theirs]
-# The node's first kernel may or may not be listed as a change.
-print(json.dumps(expected if mine == expected[1:] else mine))
-print(json.dumps(expected))
+(node,) = ours["nodes"]
+(fact,) = node["facts"]
+mine = [[c["first_seen"]["created"][:19], c["value"]] for c in fact["changes"]]
+print(json.dumps(mine))
+print(json.dumps([[created[:19], k] for created, _, k in theirs]))
 EOF
 }
 history_ok=0
@@ -210,14 +178,14 @@ if [ "$theirs_asof" = "[]" ]; then
   exit 1
 fi
 asof_ok=1
-if ours_asof=$("$factbuoy" inspect sql "$dir" --as-of "$ASOF" "$sql" -o json); then
+if ours_asof=$("$factbuoy" inspect sql "$dir" "$sql" --as-of "$ASOF" -o json); then
   mine=$(python3 -c 'import json, sys; print(json.dumps([r[0] for r in json.loads(sys.argv[1])["rows"]]))' "$ours_asof")
   agree "which nodes ran $KERNEL on $ASOF" "$mine" "$theirs_asof" || asof_ok=0
 else
   asof_ok=0
 fi
 if [ "$asof_ok" = 1 ]; then
-  asof_ours=$(best_of "$factbuoy" inspect sql "$dir" --as-of "$ASOF" "$sql")
+  asof_ours=$(best_of "$factbuoy" inspect sql "$dir" "$sql" --as-of "$ASOF")
 else
   asof_ours=error
 fi

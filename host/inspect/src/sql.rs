@@ -37,8 +37,9 @@ CREATE TABLE facts (run_id TEXT, node TEXT, plugin TEXT, facts TEXT);
 CREATE TABLE fact_values (run_id TEXT, node TEXT, plugin TEXT, path TEXT, value);
 CREATE VIEW setup AS SELECT run_id, node, facts FROM facts WHERE plugin = 'setup';
 CREATE VIEW host_facts AS SELECT run_id, node, facts FROM facts WHERE plugin = 'host-facts';
-CREATE INDEX fact_values_by_path ON fact_values (path);
 ";
+/// Made once the rows are in: one sort instead of a tree kept in order row by row.
+const INDEXES: &str = "CREATE INDEX fact_values_by_path ON fact_values (path);";
 
 /// Why a query could not be answered.
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +103,7 @@ pub fn query(bundles: &[Bundle], database: &Path, query: &str) -> Result<Answer,
         })?;
         transaction.commit().map_err(db_error)?;
     }
+    connection.execute_batch(INDEXES).map_err(db_error)?;
     connection
         .pragma_update(None, "query_only", true)
         .map_err(db_error)?;
@@ -189,7 +191,7 @@ fn load(
     let (read, written) = std::thread::scope(|scope| {
         let reader = scope.spawn(|| read_pieces(bundle, wanted, send, facts_turn));
         // Returning, it hangs up: a reader still sending then stops.
-        let written = write_pieces(db, tables, pieces, facts_written);
+        let written = write_pieces(db, tables, Named::in_query(wanted), pieces, facts_written);
         let read = reader
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -345,6 +347,7 @@ fn read_rows(rows: &mut Entry<'_>, batches: &SyncSender<Option<Batch>>) -> Resul
 fn write_pieces(
     db: &Connection,
     tables: &mut Tables,
+    named: Named,
     pieces: Receiver<Piece>,
     facts_written: SyncSender<()>,
 ) -> Result<bool, Loading> {
@@ -359,7 +362,8 @@ fn write_pieces(
             } => {
                 pending |= run_id.is_none();
                 let run_id = run_id.as_deref().unwrap_or(PENDING);
-                insert_facts(db, run_id, &node, &source, &facts).map_err(Loading::Database)?;
+                insert_facts(db, named, run_id, &node, &source, &facts)
+                    .map_err(Loading::Database)?;
                 drop(facts);
                 // Never full (the reader took the last turn before sending), and a reader
                 // that is gone needs no turn.
@@ -383,20 +387,67 @@ fn write_pieces(
     Ok(pending)
 }
 
+/// Which of the facts tables a query names: the others are left empty, as a table artifact's
+/// table is that the query does not name.
+#[derive(Clone, Copy)]
+struct Named {
+    /// `facts`, or a view of it.
+    documents: bool,
+    fact_values: bool,
+}
+
+impl Named {
+    /// What `query` (lower-case) names.
+    fn in_query(query: &str) -> Named {
+        Named {
+            documents: ["facts", "setup", "host_facts"]
+                .iter()
+                .any(|name| query.contains(name)),
+            fact_values: query.contains("fact_values"),
+        }
+    }
+}
+
 fn insert_facts(
     db: &Connection,
+    named: Named,
     run_id: &str,
     node: &str,
     plugin: &str,
     facts: &Value,
 ) -> rusqlite::Result<()> {
-    db.execute(
-        "INSERT INTO facts VALUES (?1, ?2, ?3, ?4)",
-        params![run_id, node, plugin, facts.to_string()],
-    )?;
-    let mut insert = db.prepare_cached("INSERT INTO fact_values VALUES (?1, ?2, ?3, ?4, ?5)")?;
-    for (path, value) in leaves(facts) {
-        insert.execute(params![run_id, node, plugin, path, sql_value(value)])?;
+    if named.documents {
+        db.execute(
+            "INSERT INTO facts VALUES (?1, ?2, ?3, ?4)",
+            params![run_id, node, plugin, facts.to_string()],
+        )?;
+    }
+    if !named.fact_values {
+        return Ok(());
+    }
+    // ROWS_PER_INSERT rows a statement, as a table's rows: a statement's overhead is paid
+    // once for many.
+    let leaves = leaves(facts);
+    let mut chunks = leaves.chunks_exact(ROWS_PER_INSERT);
+    let mut many = db.prepare_cached(&format!(
+        "INSERT INTO fact_values VALUES {}",
+        vec!["(?, ?, ?, ?, ?)"; ROWS_PER_INSERT].join(", ")
+    ))?;
+    for chunk in &mut chunks {
+        let mut at = 0;
+        for (path, value) in chunk {
+            many.raw_bind_parameter(at + 1, run_id)?;
+            many.raw_bind_parameter(at + 2, node)?;
+            many.raw_bind_parameter(at + 3, plugin)?;
+            many.raw_bind_parameter(at + 4, path)?;
+            many.raw_bind_parameter(at + 5, sql_value(value))?;
+            at += 5;
+        }
+        many.raw_execute()?;
+    }
+    let mut one = db.prepare_cached("INSERT INTO fact_values VALUES (?1, ?2, ?3, ?4, ?5)")?;
+    for (path, value) in chunks.remainder() {
+        one.execute(params![run_id, node, plugin, path, sql_value(value)])?;
     }
     Ok(())
 }
