@@ -370,12 +370,6 @@ impl Bundle {
             inner: file,
             hasher: digest.then(Sha256::new),
         };
-        // One buffer under the decompressor (flate2's `read` decoder would add its own), large
-        // enough that reading the file costs few system calls.
-        let mut archive = tar::Archive::new(flate2::bufread::GzDecoder::new(
-            BufReader::with_capacity(READ_BUFFER_BYTES, hashing),
-        ));
-        let mut last: Option<String> = None;
         let corrupt = |last: &Option<String>, cause| ReadError::Corrupt {
             bundle: bundle.clone(),
             at: match last {
@@ -384,76 +378,194 @@ impl Bundle {
             },
             cause,
         };
-        let entries = archive.entries().map_err(|e| corrupt(&last, e))?;
-        for entry in entries {
-            let mut entry = entry.map_err(|e| corrupt(&last, e))?;
-            let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-            last = Some(raw.clone());
-            seen.count(&raw)?;
-            let kind = entry.header().entry_type();
-            let path = match safe_path(&raw) {
-                Ok(path) => path,
-                Err(reason) => {
-                    visit(Err(Refused { entry: raw, reason }))?;
-                    continue;
+        // The archive is decompressed on a thread of its own, a few blocks ahead of the walk,
+        // so that a walk that parses what it reads takes about as long as the slower of the
+        // two rather than their sum.
+        let (blocks, received) = std::sync::mpsc::sync_channel(BLOCKS_AHEAD);
+        std::thread::scope(|scope| {
+            let decompressing = scope.spawn(move || decompress(hashing, blocks));
+            let mut last: Option<String> = None;
+            let walked = walk_archive(
+                tar::Archive::new(Blocks::new(received)),
+                &mut visit,
+                &mut seen,
+                &mut last,
+                &corrupt,
+            );
+            // Hung up by now: the decompressor stops at its next block.
+            let hasher = decompressing
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            walked?;
+            let hasher = hasher.map_err(|e| corrupt(&last, e))?;
+            let Some(hasher) = hasher.filter(|_| digest) else {
+                return Ok(None);
+            };
+            let size = std::fs::metadata(&self.path)
+                .map_err(|cause| ReadError::Open {
+                    path: bundle.clone(),
+                    cause,
+                })?
+                .len();
+            Ok(Some((size, hex::encode(hasher.finalize()))))
+        })
+    }
+}
+
+/// How many decompressed blocks may wait for the walk.
+const BLOCKS_AHEAD: usize = 4;
+/// A decompressed block's size.
+const BLOCK_BYTES: usize = 256 * 1024;
+
+/// Decompresses `file` into blocks sent to the walk until its end (then, for the digest, the
+/// rest of the file, gzip's trailer and anything after it, is read too) or until the walk
+/// hangs up; returns the file's hasher when it was read to its end.
+fn decompress(
+    file: HashingReader<File>,
+    blocks: std::sync::mpsc::SyncSender<std::io::Result<Vec<u8>>>,
+) -> std::io::Result<Option<Sha256>> {
+    // One buffer under the decompressor (flate2's `read` decoder would add its own), large
+    // enough that reading the file costs few system calls.
+    let mut decoder =
+        flate2::bufread::GzDecoder::new(BufReader::with_capacity(READ_BUFFER_BYTES, file));
+    loop {
+        let mut block = vec![0; BLOCK_BYTES];
+        let mut filled = 0;
+        while filled < BLOCK_BYTES {
+            match decoder.read(&mut block[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // What came before the error first: the walk names the entry it ends in.
+                    block.truncate(filled);
+                    if filled > 0 {
+                        let _ = blocks.send(Ok(block));
+                    }
+                    let _ = blocks.send(Err(e));
+                    return Ok(None);
                 }
-            };
-            let link = || {
-                entry
-                    .link_name_bytes()
-                    .map(|l| String::from_utf8_lossy(&l).into_owned())
-                    .unwrap_or_default()
-            };
-            let size = match kind {
-                tar::EntryType::Regular | tar::EntryType::Continuous => {
-                    tar_size::agreed_size(&mut entry).map_err(|e| corrupt(&last, e))?
+            }
+        }
+        if filled == 0 {
+            break;
+        }
+        block.truncate(filled);
+        if blocks.send(Ok(block)).is_err() {
+            // The walk needs no more: it ended early, or tar read its end-of-archive marker
+            // before the padding after it. The digest, when taken, still covers every byte.
+            if decoder.get_ref().get_ref().hasher.is_none() {
+                return Ok(None);
+            }
+            std::io::copy(&mut decoder, &mut std::io::sink())?;
+            break;
+        }
+    }
+    drop(blocks);
+    let mut rest = decoder.into_inner();
+    std::io::copy(&mut rest, &mut std::io::sink())?;
+    Ok(rest.into_inner().hasher)
+}
+
+/// The decompressed archive as the walk reads it: the blocks of [`decompress`], in order.
+struct Blocks {
+    received: std::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>,
+    block: Vec<u8>,
+    at: usize,
+}
+
+impl Blocks {
+    fn new(received: std::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>) -> Blocks {
+        Blocks {
+            received,
+            block: Vec::new(),
+            at: 0,
+        }
+    }
+}
+
+impl Read for Blocks {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.at == self.block.len() {
+            match self.received.recv() {
+                Ok(block) => {
+                    self.block = block?;
+                    self.at = 0;
                 }
-                tar::EntryType::Directory => continue,
-                tar::EntryType::Symlink => Err(format!("a symbolic link to {}", link())),
-                tar::EntryType::Link => Err(format!("a hard link to {}", link())),
-                tar::EntryType::Char | tar::EntryType::Block => Err("a device file".into()),
-                tar::EntryType::Fifo => Err("a FIFO".into()),
-                other => Err(format!(
-                    "an entry of tar type {:?}",
-                    other.as_byte() as char
-                )),
-            };
-            let size = match size {
-                Ok(size) => size,
-                Err(reason) => {
-                    visit(Err(Refused { entry: raw, reason }))?;
-                    continue;
-                }
-            };
-            if let Err(refused) = seen.first(&path) {
-                visit(Err(refused))?;
+                // The decompressor is done: the end of the archive.
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.block.len() - self.at);
+        buf[..n].copy_from_slice(&self.block[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+/// Hands every entry of `archive` to `visit` (see [`Bundle::walk`]), `last` the last entry
+/// read, for errors.
+fn walk_archive(
+    mut archive: tar::Archive<Blocks>,
+    visit: &mut impl FnMut(Visited<'_, '_>) -> Result<(), ReadError>,
+    seen: &mut Seen,
+    last: &mut Option<String>,
+    corrupt: &impl Fn(&Option<String>, std::io::Error) -> ReadError,
+) -> Result<(), ReadError> {
+    let entries = archive.entries().map_err(|e| corrupt(last, e))?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| corrupt(last, e))?;
+        let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        *last = Some(raw.clone());
+        seen.count(&raw)?;
+        let kind = entry.header().entry_type();
+        let path = match safe_path(&raw) {
+            Ok(path) => path,
+            Err(reason) => {
+                visit(Err(Refused { entry: raw, reason }))?;
                 continue;
             }
-            let mut file = Entry {
-                path,
-                size,
-                remaining: size,
-                content: Box::new(entry),
-            };
-            visit(Ok(&mut file))?;
+        };
+        let link = || {
+            entry
+                .link_name_bytes()
+                .map(|l| String::from_utf8_lossy(&l).into_owned())
+                .unwrap_or_default()
+        };
+        let size = match kind {
+            tar::EntryType::Regular | tar::EntryType::Continuous => {
+                tar_size::agreed_size(&mut entry).map_err(|e| corrupt(last, e))?
+            }
+            tar::EntryType::Directory => continue,
+            tar::EntryType::Symlink => Err(format!("a symbolic link to {}", link())),
+            tar::EntryType::Link => Err(format!("a hard link to {}", link())),
+            tar::EntryType::Char | tar::EntryType::Block => Err("a device file".into()),
+            tar::EntryType::Fifo => Err("a FIFO".into()),
+            other => Err(format!(
+                "an entry of tar type {:?}",
+                other.as_byte() as char
+            )),
+        };
+        let size = match size {
+            Ok(size) => size,
+            Err(reason) => {
+                visit(Err(Refused { entry: raw, reason }))?;
+                continue;
+            }
+        };
+        if let Err(refused) = seen.first(&path) {
+            visit(Err(refused))?;
+            continue;
         }
-        if !digest {
-            return Ok(None);
-        }
-        // The rest of the file (gzip's trailer, tar's padding) belongs to the digest too.
-        let mut rest = archive.into_inner().into_inner();
-        std::io::copy(&mut rest, &mut std::io::sink()).map_err(|e| corrupt(&last, e))?;
-        let hashing = rest.into_inner();
-        let size = std::fs::metadata(&self.path)
-            .map_err(|cause| ReadError::Open {
-                path: bundle.clone(),
-                cause,
-            })?
-            .len();
-        Ok(hashing
-            .hasher
-            .map(|hasher| (size, hex::encode(hasher.finalize()))))
+        let mut file = Entry {
+            path,
+            size,
+            remaining: size,
+            content: Box::new(entry),
+        };
+        visit(Ok(&mut file))?;
     }
+    Ok(())
 }
 
 /// The path of an archive entry made of plain components (`./` dropped, a trailing `/` of a
