@@ -397,10 +397,23 @@ fn the_index_reads_only_new_bundles_and_trusts_no_bundle_that_changed_or_went() 
         |cache: &Path| inspect_json(cache, &["history", d, "ansible_kernel", "--node", "web-2"]);
 
     assert_eq!(indexed(&cache, d), (4, json!("there was none")));
-    let index = std::fs::read_dir(cache.join("factbuoy/history"))
+    let mut files: Vec<String> = std::fs::read_dir(cache.join("factbuoy/history"))
         .unwrap()
-        .count();
-    assert_eq!(index, 1, "one index file, in the cache directory");
+        .map(|e| {
+            e.unwrap()
+                .path()
+                .extension()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        ["sqlite", "states"],
+        "the index and its states, in the cache directory"
+    );
     assert_eq!(indexed(&cache, d), (0, Value::Null));
 
     // A fifth day: only it is read.
@@ -437,6 +450,32 @@ fn the_index_reads_only_new_bundles_and_trusts_no_bundle_that_changed_or_went() 
     );
     let (_, why) = indexed(&cache, d);
     assert_eq!(why, "day1.tar.gz changed");
+    // A states file that is not the index's own (cut, replaced, left by a crash): built anew.
+    let states = std::fs::read_dir(cache.join("factbuoy/history"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "states"))
+        .expect("the index's states file, beside it");
+    let bytes = std::fs::read(&states).unwrap();
+    std::fs::write(&states, &bytes[..bytes.len() / 2]).unwrap();
+    day(
+        &dir,
+        "2030-03-06T02:00:00Z",
+        "day6",
+        ORIGIN,
+        &[on("web-2", "6.1.0-21", "3.0.1")],
+    );
+    let (read, why) = indexed(&cache, d);
+    assert_eq!(read, 6);
+    assert!(
+        why.as_str()
+            .unwrap()
+            .starts_with("its states file could not be read"),
+        "{why}"
+    );
+    std::fs::remove_file(dir.join("day6.tar.gz")).unwrap();
+    let (_, why) = indexed(&cache, d);
+    assert_eq!(why, "day6.tar.gz is gone");
     // Gone: built anew.
     std::fs::remove_file(dir.join("day5.tar.gz")).unwrap();
     let (read, why) = indexed(&cache, d);

@@ -145,13 +145,14 @@ pub(crate) struct RunDocuments {
 }
 
 /// What [`run_and_facts`] hands over as the walk passes it.
-pub(crate) enum Found<'f, 'e> {
-    /// A node's facts document, from `source` (as [`each_facts`] names sources).
+pub(crate) enum Found<'f, 'e, F = Value> {
+    /// A node's facts document, from `source` (as [`each_facts`] names sources): parsed, or
+    /// its bytes for [`run_and_raw_facts_digesting`].
     Facts {
         node: &'f str,
         source: &'f str,
         list_keys: &'f [ListKeys],
-        facts: Value,
+        facts: F,
     },
     /// A node's table artifact, to be read row by row ([`each_row`]) if wanted; `row_keys`
     /// are the columns that identify a row (none: nothing does).
@@ -172,7 +173,11 @@ pub(crate) fn run_and_facts<E: From<ReadError>>(
     bundle: &Bundle,
     found: impl FnMut(Found<'_, '_>, Option<&str>) -> Result<(), E>,
 ) -> Result<RunDocuments, E> {
-    walk_run(bundle, Wanted::FACTS, found).map(|(documents, _)| documents)
+    walk_run(bundle, Wanted::FACTS, read_facts, found).map(|(documents, _)| documents)
+}
+
+fn read_facts(entry: &mut Entry<'_>) -> Result<Value, ReadError> {
+    entry.read_json(MAX_FACTS_BYTES)
 }
 
 /// As [`run_and_facts`], but only tables are handed over: facts documents are passed over
@@ -185,19 +190,38 @@ pub(crate) fn run_and_tables<E: From<ReadError>>(
         facts: false,
         digest: false,
     };
-    walk_run(bundle, wanted, found).map(|(documents, _)| documents)
+    walk_run(bundle, wanted, read_facts, found).map(|(documents, _)| documents)
 }
 
-/// As [`run_and_facts`], and also the `.tar.gz`'s size and sha-256, from the same read.
-pub(crate) fn run_and_facts_digesting<E: From<ReadError>>(
+/// As [`run_and_facts`], each facts document handed over as its bytes, unparsed (at most
+/// [`MAX_FACTS_BYTES`]), and also the `.tar.gz`'s size and sha-256, from the same read.
+pub(crate) fn run_and_raw_facts_digesting<E: From<ReadError>>(
     bundle: &Bundle,
-    found: impl FnMut(Found<'_, '_>, Option<&str>) -> Result<(), E>,
+    found: impl FnMut(Found<'_, '_, Vec<u8>>, Option<&str>) -> Result<(), E>,
 ) -> Result<(RunDocuments, Option<(u64, String)>), E> {
     let wanted = Wanted {
         facts: true,
         digest: true,
     };
-    walk_run(bundle, wanted, found)
+    walk_run(bundle, wanted, read_bytes, found)
+}
+
+fn read_bytes(entry: &mut Entry<'_>) -> Result<Vec<u8>, ReadError> {
+    if entry.size() > MAX_FACTS_BYTES {
+        return Err(ReadError::TooLarge {
+            entry: entry.path().to_owned(),
+            size: entry.size(),
+            limit: MAX_FACTS_BYTES,
+        });
+    }
+    let mut bytes = Vec::with_capacity(entry.size() as usize);
+    entry
+        .read_to_end(&mut bytes)
+        .map_err(|cause| ReadError::Read {
+            entry: entry.path().to_owned(),
+            cause,
+        })?;
+    Ok(bytes)
 }
 
 /// What a walk of [`walk_run`] hands over besides tables: facts documents, the digest.
@@ -214,10 +238,11 @@ impl Wanted {
     };
 }
 
-fn walk_run<E: From<ReadError>>(
+fn walk_run<F, E: From<ReadError>>(
     bundle: &Bundle,
     wanted: Wanted,
-    mut found: impl FnMut(Found<'_, '_>, Option<&str>) -> Result<(), E>,
+    read_facts: impl Fn(&mut Entry<'_>) -> Result<F, ReadError>,
+    mut found: impl FnMut(Found<'_, '_, F>, Option<&str>) -> Result<(), E>,
 ) -> Result<(RunDocuments, Option<(u64, String)>), E> {
     let mut run: Option<Value> = None;
     let mut status: Option<StatusDocument> = None;
@@ -236,7 +261,7 @@ fn walk_run<E: From<ReadError>>(
             let run_id = status.as_ref().map(|status| status.run_id.as_str());
             let facts_source = declared.facts_source(plugin, file).filter(|_| wanted.facts);
             let handed = if let Some((source, list_keys)) = facts_source {
-                let facts: Value = entry.read_json(MAX_FACTS_BYTES)?;
+                let facts = read_facts(entry)?;
                 found(
                     Found::Facts {
                         node,

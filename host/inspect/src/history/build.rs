@@ -2,18 +2,25 @@
 //! of them, and only what changed written.
 //!
 //! What the index knows of a node's document (a plugin's facts, or one of its tables) is its
-//! latest *state*: every fact's path number and a 64-bit hash of its value, sorted by path.
-//! A fact whose hash differs from the state's, or that the state lacks, is a change, written
-//! with its value; a fact of the state the document lacks is a removal. A node that did not
-//! report, or whose plugin failed, changes nothing: a gap is not a change.
+//! latest *state*: for each top-level field of the document, a hash of its bytes, and each of
+//! its facts' path number and a 64-bit hash of its value, sorted by path. A field whose bytes
+//! hash as before is not parsed at all: most of a host's facts are the same from one day to
+//! the next, and finding a field's bytes costs a fraction of parsing them. In a field that
+//! changed, a fact whose hash differs from the state's, or that the state lacks, is a change,
+//! written with its value; a fact of the state the document lacks is a removal. A table is
+//! one field. A node that did not report, or whose plugin failed, changes nothing: a gap is
+//! not a change.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::BuildHasher;
+use std::io::Read as _;
 
-use factbuoy_bundle::reader::{Bundle, ReadError};
+use factbuoy_bundle::reader::{Bundle, Entry, ReadError};
+use factbuoy_protocol::artifacts::ListKeys;
 use rusqlite::{Transaction, params};
+use serde_json::Value;
 
-use crate::facts::{Found, ROW_BUFFER_BYTES, each_line, run_and_facts_digesting};
+use crate::facts::{Found, ROW_BUFFER_BYTES, each_line, run_and_raw_facts_digesting};
 use crate::keyed::{InRow, Row, TableLeaves, each_keyed_leaf};
 use crate::meta::wire;
 
@@ -22,8 +29,27 @@ use crate::meta::wire;
 /// changes, so a new hash function never meets an old state.
 const VALUE_HASH: foldhash::quality::FixedState = foldhash::quality::FixedState::with_seed(0x4fb);
 
-/// One document's state: (path number, value hash), sorted by path number.
-pub(crate) type State = Vec<(u32, u64)>;
+/// One document's state: its fields, sorted by key hash.
+pub(crate) type State = Vec<Field>;
+
+/// A top-level field of a document (or the whole of a table, or of a document that is not
+/// an object of distinct plain keys) as last seen.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Field {
+    /// Its key's hash; [`WHOLE`] for a whole document.
+    pub key: u64,
+    /// The hash of its value's bytes, as written.
+    pub raw: u64,
+    /// Its facts: (path number, value hash), sorted by path number.
+    pub leaves: Vec<(u32, u64)>,
+}
+
+/// The key of a document read whole.
+pub(crate) const WHOLE: u64 = u64::MAX;
+
+/// The largest table read into memory to be compared by its bytes; a larger one is read row
+/// by row each time.
+const MAX_BUFFERED_TABLE: u64 = 64 << 20;
 
 /// Where a document's facts come from: a node, a source (a plugin, or `plugin/artifact`), and
 /// the table artifact for a table (empty for a facts document).
@@ -40,8 +66,6 @@ pub(crate) struct Known {
     pub paths: Vec<foldhash::HashMap<String, u32>>,
     pub next_path: u32,
     pub states: HashMap<Slot, State>,
-    /// The documents whose state changed since the index was opened, to be saved.
-    pub dirty: HashSet<Slot>,
 }
 
 impl Known {
@@ -112,103 +136,54 @@ pub(crate) fn add(
     seq: i64,
     origin: &str,
 ) -> Result<Read, AddError> {
-    let mut change = tx.prepare_cached(
-        "INSERT OR REPLACE INTO changes (node, path, seq, value) VALUES (?1, ?2, ?3, ?4)",
-    )?;
     let mut reported = tx
         .prepare_cached("INSERT OR IGNORE INTO reported (node, source, seq) VALUES (?1, ?2, ?3)")?;
-    let mut new_path =
-        tx.prepare_cached("INSERT INTO paths (id, source, path) VALUES (?1, ?2, ?3)")?;
-    let (documents, digest) = run_and_facts_digesting(bundle, |found, _| {
-        let mut current: State = Vec::new();
-        // Leaves are compared as they stream past; a failure is kept for after the walk of
-        // the document (the callbacks cannot return one).
-        let mut failed: Option<rusqlite::Error> = None;
-        let (node, source, table) = match &found {
-            Found::Facts { node, source, .. } => (*node, *source, String::new()),
-            // A table without row keys has rows nothing identifies: not compared (as diff).
-            Found::Table { row_keys: [], .. } => return Ok(()),
-            Found::Table {
-                node,
-                plugin,
-                artifact,
-                ..
-            } => (*node, *plugin, (*artifact).to_owned()),
-        };
-        let node = known.node(tx, origin, node)?;
-        let source = known.source(tx, source)?;
-        let slot: Slot = (node, source, table);
-        let before = known.states.remove(&slot).unwrap_or_default();
-        let Known {
-            paths, next_path, ..
-        } = known;
-        let paths = &mut paths[source as usize];
-        let mut leaf = |path: &str, value: &str| {
-            if failed.is_some() {
-                return;
-            }
-            let id = match paths.get(path) {
-                Some(id) => *id,
-                None => {
-                    let id = *next_path;
-                    *next_path += 1;
-                    if let Err(e) = new_path.execute(params![id, source, path]) {
-                        failed = Some(e);
-                        return;
-                    }
-                    paths.insert(path.to_owned(), id);
-                    id
-                }
+    let (documents, digest) = run_and_raw_facts_digesting(
+        bundle,
+        |found, _| -> Result<(), AddError> {
+            let (node, source, table) = match &found {
+                Found::Facts { node, source, .. } => (*node, *source, String::new()),
+                // A table without row keys has rows nothing identifies: not compared (as diff).
+                Found::Table { row_keys: [], .. } => return Ok(()),
+                Found::Table {
+                    node,
+                    plugin,
+                    artifact,
+                    ..
+                } => (*node, *plugin, (*artifact).to_owned()),
             };
-            let hash = VALUE_HASH.hash_one(value.as_bytes());
-            current.push((id, hash));
-            let same = before
-                .binary_search_by_key(&id, |(path, _)| *path)
-                .is_ok_and(|at| before[at].1 == hash);
-            if !same && let Err(e) = change.execute(params![node, id, seq, value]) {
-                failed = Some(e);
-            }
+            let node = known.node(tx, origin, node)?;
+            let source = known.source(tx, source)?;
+            let slot: Slot = (node, source, table);
+            let before = known.states.remove(&slot).unwrap_or_default();
+            let mut writer = Writer {
+            change: tx.prepare_cached(
+                "INSERT OR REPLACE INTO changes (node, path, seq, value) VALUES (?1, ?2, ?3, ?4)",
+            )?,
+            new_path: tx.prepare_cached("INSERT INTO paths (id, source, path) VALUES (?1, ?2, ?3)")?,
+            paths: &mut known.paths[source as usize],
+            next_path: &mut known.next_path,
+            node,
+            source,
+            seq,
+            failed: None,
         };
-        match found {
-            Found::Facts {
-                list_keys, facts, ..
-            } => each_keyed_leaf(&facts, list_keys, &mut leaf),
-            Found::Table {
-                artifact,
-                row_keys,
-                rows,
-                ..
-            } => {
-                let mut cell = |path: &str, _: InRow, value: &str| leaf(path, value);
-                let mut table = TableLeaves::new(artifact, row_keys);
-                let entry = rows.path().to_owned();
-                let reader = std::io::BufReader::with_capacity(ROW_BUFFER_BYTES, rows);
-                each_line(&entry, reader, |number, line| {
-                    table.row(Row::read(&entry, number, line)?, &mut cell);
-                    Ok::<(), ReadError>(())
-                })?;
-                table.finish(&mut cell);
-            }
-        }
-        if let Some(e) = failed {
-            return Err(AddError::Index(e));
-        }
-        current.sort_unstable_by_key(|(path, _)| *path);
-        // A path given twice (it cannot be, by how paths are named) keeps its last value.
-        current.dedup_by_key(|(path, _)| *path);
-        // Facts the document no longer has.
-        let mut now = current.iter().map(|(path, _)| *path).peekable();
-        for (path, _) in &before {
-            while now.next_if(|p| p < path).is_some() {}
-            if now.peek() != Some(path) {
-                change.execute(params![node, path, seq, rusqlite::types::Null])?;
-            }
-        }
-        reported.execute(params![node, source, seq])?;
-        known.dirty.insert(slot.clone());
-        known.states.insert(slot, current);
-        Ok(())
-    })?;
+            let state = match found {
+                Found::Facts {
+                    list_keys, facts, ..
+                } => writer.document(before, &facts, list_keys)?,
+                Found::Table {
+                    artifact,
+                    row_keys,
+                    rows,
+                    ..
+                } => writer.table(before, artifact, row_keys, rows)?,
+            };
+            reported.execute(params![node, source, seq])?;
+            known.states.insert(slot, state);
+            Ok(())
+        },
+    )?;
     let (_, sha256) = digest.unwrap_or_default();
     let mut snapshot = tx.prepare_cached(
         "INSERT OR REPLACE INTO snapshots (node, plugin, seq, status, result_status)
@@ -228,4 +203,416 @@ pub(crate) fn add(
         status: documents.status,
         sha256,
     })
+}
+
+/// Writes one document's changes.
+struct Writer<'t, 'k> {
+    change: rusqlite::CachedStatement<'t>,
+    new_path: rusqlite::CachedStatement<'t>,
+    paths: &'k mut foldhash::HashMap<String, u32>,
+    next_path: &'k mut u32,
+    node: u32,
+    source: u32,
+    seq: i64,
+    /// The first error of a leaf callback, which cannot return one.
+    failed: Option<rusqlite::Error>,
+}
+
+impl Writer<'_, '_> {
+    /// The state of a facts document given as its bytes, its changes against `before`
+    /// written: by field when it is an object of distinct plain keys, else whole.
+    fn document(
+        &mut self,
+        before: State,
+        bytes: &[u8],
+        list_keys: &[ListKeys],
+    ) -> Result<State, AddError> {
+        let Some(mut fields) = top_level_fields(bytes) else {
+            let raw = VALUE_HASH.hash_one(bytes);
+            return self.whole(before, raw, |leaf| {
+                let facts: Value =
+                    serde_json::from_slice(bytes).map_err(|cause| ReadError::InvalidJson {
+                        entry: String::new(),
+                        cause,
+                    })?;
+                each_keyed_leaf(&facts, list_keys, leaf);
+                Ok(())
+            });
+        };
+        fields.sort_unstable_by_key(|(key, _)| VALUE_HASH.hash_one(key.as_bytes()));
+        if let [only] = &before[..]
+            && only.key == WHOLE
+        {
+            return self.split_after_whole(before, fields, list_keys);
+        }
+        let mut before = before.into_iter().peekable();
+        let mut state = Vec::with_capacity(fields.len());
+        for (key, value) in fields {
+            let key_hash = VALUE_HASH.hash_one(key.as_bytes());
+            let raw = VALUE_HASH.hash_one(value);
+            // Fields gone since: each of their facts removed.
+            while let Some(gone) = before.next_if(|f| f.key < key_hash) {
+                self.removed(&gone.leaves, &[])?;
+            }
+            let old = before.next_if(|f| f.key == key_hash).unwrap_or_default();
+            if old.raw == raw && old.key == key_hash {
+                state.push(old);
+                continue;
+            }
+            let leaves = self.field(&old.leaves, key, value, list_keys, true)?;
+            state.push(Field {
+                key: key_hash,
+                raw,
+                leaves,
+            });
+        }
+        for gone in before {
+            self.removed(&gone.leaves, &[])?;
+        }
+        Ok(state)
+    }
+
+    /// As [`Writer::document`], for a document that was read whole the last time (it was
+    /// not then an object of distinct plain keys): each field compared with all its facts.
+    fn split_after_whole(
+        &mut self,
+        before: State,
+        fields: Vec<(&str, &[u8])>,
+        list_keys: &[ListKeys],
+    ) -> Result<State, AddError> {
+        let old = &before[0].leaves;
+        let mut state = Vec::with_capacity(fields.len());
+        let mut now: Vec<(u32, u64)> = Vec::new();
+        for (key, value) in fields {
+            let leaves = self.field(old, key, value, list_keys, false)?;
+            now.extend_from_slice(&leaves);
+            state.push(Field {
+                key: VALUE_HASH.hash_one(key.as_bytes()),
+                raw: VALUE_HASH.hash_one(value),
+                leaves,
+            });
+        }
+        now.sort_unstable_by_key(|(path, _)| *path);
+        self.removed(old, &now)?;
+        Ok(state)
+    }
+
+    /// The facts of the field `key` whose value's bytes are `value`, each compared with
+    /// `before` (sorted by path); with `remove`, the facts of `before` it lacks are removals.
+    fn field(
+        &mut self,
+        before: &[(u32, u64)],
+        key: &str,
+        value: &[u8],
+        list_keys: &[ListKeys],
+        remove: bool,
+    ) -> Result<Vec<(u32, u64)>, AddError> {
+        let value: Value =
+            serde_json::from_slice(value).map_err(|cause| ReadError::InvalidJson {
+                entry: format!("field {key:?}"),
+                cause,
+            })?;
+        // The field alone, under its key, so that its facts have their whole paths and the
+        // lists below it their keys.
+        let field = Value::Object(serde_json::Map::from_iter([(key.to_owned(), value)]));
+        self.compare(before, remove, |leaf| {
+            each_keyed_leaf(&field, list_keys, leaf);
+            Ok(())
+        })
+    }
+
+    /// The state of a table, compared by its bytes when it is small enough to hold.
+    fn table(
+        &mut self,
+        before: State,
+        artifact: &str,
+        row_keys: &[String],
+        rows: &mut Entry<'_>,
+    ) -> Result<State, AddError> {
+        let entry = rows.path().to_owned();
+        let each_row = |reader: &mut dyn std::io::BufRead,
+                        leaf: &mut dyn FnMut(&str, &str)|
+         -> Result<(), ReadError> {
+            let mut cell = |path: &str, _: InRow, value: &str| leaf(path, value);
+            let mut table = TableLeaves::new(artifact, row_keys);
+            each_line(&entry, reader, |number, line| {
+                table.row(Row::read(&entry, number, line)?, &mut cell);
+                Ok::<(), ReadError>(())
+            })?;
+            table.finish(&mut cell);
+            Ok(())
+        };
+        if rows.size() > MAX_BUFFERED_TABLE {
+            let mut reader = std::io::BufReader::with_capacity(ROW_BUFFER_BYTES, rows);
+            // Never equal to a hash of bytes: compared fact by fact every time.
+            return self.whole(before, 0, |leaf| each_row(&mut reader, leaf));
+        }
+        let mut bytes = Vec::with_capacity(rows.size() as usize);
+        rows.read_to_end(&mut bytes)
+            .map_err(|cause| ReadError::Read {
+                entry: entry.clone(),
+                cause,
+            })?;
+        let raw = VALUE_HASH.hash_one(&bytes);
+        self.whole(before, raw, |leaf| each_row(&mut &bytes[..], leaf))
+    }
+
+    /// The state of a document read whole, its bytes hashing to `raw`: kept when they hash as
+    /// before, else its facts, which `facts` hands to the leaf it is given, compared with all
+    /// of `before`'s.
+    fn whole(
+        &mut self,
+        before: State,
+        raw: u64,
+        facts: impl FnOnce(&mut dyn FnMut(&str, &str)) -> Result<(), ReadError>,
+    ) -> Result<State, AddError> {
+        if let [only] = &before[..]
+            && only.key == WHOLE
+            && only.raw == raw
+            && raw != 0
+        {
+            return Ok(before);
+        }
+        let mut old: Vec<(u32, u64)> = before.into_iter().flat_map(|f| f.leaves).collect();
+        old.sort_unstable_by_key(|(path, _)| *path);
+        let leaves = self.compare(&old, true, facts)?;
+        Ok(vec![Field {
+            key: WHOLE,
+            raw,
+            leaves,
+        }])
+    }
+
+    /// Compares the facts `facts` hands over with `before` (sorted by path), writing each
+    /// change and, with `remove`, each removal; returns them sorted by path.
+    fn compare(
+        &mut self,
+        before: &[(u32, u64)],
+        remove: bool,
+        facts: impl FnOnce(&mut dyn FnMut(&str, &str)) -> Result<(), ReadError>,
+    ) -> Result<Vec<(u32, u64)>, AddError> {
+        let mut current: Vec<(u32, u64)> = Vec::new();
+        facts(&mut |path, value| self.leaf(before, &mut current, path, value))?;
+        if let Some(e) = self.failed.take() {
+            return Err(AddError::Index(e));
+        }
+        current.sort_unstable_by_key(|(path, _)| *path);
+        // A path given twice (it cannot be, by how paths are named) keeps its last value.
+        current.dedup_by_key(|(path, _)| *path);
+        if remove {
+            self.removed(before, &current)?;
+        }
+        Ok(current)
+    }
+
+    fn leaf(
+        &mut self,
+        before: &[(u32, u64)],
+        current: &mut Vec<(u32, u64)>,
+        path: &str,
+        value: &str,
+    ) {
+        if self.failed.is_some() {
+            return;
+        }
+        let id = match self.paths.get(path) {
+            Some(id) => *id,
+            None => {
+                let id = *self.next_path;
+                *self.next_path += 1;
+                if let Err(e) = self.new_path.execute(params![id, self.source, path]) {
+                    self.failed = Some(e);
+                    return;
+                }
+                self.paths.insert(path.to_owned(), id);
+                id
+            }
+        };
+        let hash = VALUE_HASH.hash_one(value.as_bytes());
+        current.push((id, hash));
+        let same = before
+            .binary_search_by_key(&id, |(path, _)| *path)
+            .is_ok_and(|at| before[at].1 == hash);
+        if !same && let Err(e) = self.change.execute(params![self.node, id, self.seq, value]) {
+            self.failed = Some(e);
+        }
+    }
+
+    /// Writes the removal of each fact of `before` that `now` (sorted by path) lacks.
+    fn removed(&mut self, before: &[(u32, u64)], now: &[(u32, u64)]) -> rusqlite::Result<()> {
+        let mut now = now.iter().map(|(path, _)| *path).peekable();
+        for (path, _) in before {
+            while now.next_if(|p| p < path).is_some() {}
+            if now.peek() != Some(path) {
+                self.change
+                    .execute(params![self.node, path, self.seq, rusqlite::types::Null])?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The top-level fields of a JSON document that is an object, as (key, the value's bytes),
+/// found without parsing the values; `None` for anything else, a key with an escape in it, or
+/// a key given twice (such a document is read whole). Only finds where values end: a value
+/// is checked when it is parsed, the first time its bytes are seen.
+fn top_level_fields(doc: &[u8]) -> Option<Vec<(&str, &[u8])>> {
+    let mut at = skip_space(doc, 0);
+    if doc.get(at) != Some(&b'{') {
+        return None;
+    }
+    let mut fields = Vec::new();
+    at = skip_space(doc, at + 1);
+    if doc.get(at) == Some(&b'}') {
+        return (skip_space(doc, at + 1) == doc.len()).then_some(fields);
+    }
+    loop {
+        if doc.get(at) != Some(&b'"') {
+            return None;
+        }
+        let end = string_end(doc, at)?;
+        let key = &doc[at + 1..end - 1];
+        if key.contains(&b'\\') {
+            return None;
+        }
+        let key = std::str::from_utf8(key).ok()?;
+        at = skip_space(doc, end);
+        if doc.get(at) != Some(&b':') {
+            return None;
+        }
+        let start = skip_space(doc, at + 1);
+        let end = value_end(doc, start)?;
+        fields.push((key, &doc[start..end]));
+        at = skip_space(doc, end);
+        match doc.get(at) {
+            Some(b',') => at = skip_space(doc, at + 1),
+            Some(b'}') => break,
+            _ => return None,
+        }
+    }
+    if skip_space(doc, at + 1) != doc.len() {
+        return None;
+    }
+    let mut keys: Vec<&str> = fields.iter().map(|(key, _)| *key).collect();
+    keys.sort_unstable();
+    if keys.windows(2).any(|pair| pair[0] == pair[1]) {
+        return None;
+    }
+    Some(fields)
+}
+
+fn skip_space(doc: &[u8], mut at: usize) -> usize {
+    while doc
+        .get(at)
+        .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+    {
+        at += 1;
+    }
+    at
+}
+
+/// Where the string that opens at `at` ends (after its closing quote).
+fn string_end(doc: &[u8], at: usize) -> Option<usize> {
+    let mut from = at + 1;
+    loop {
+        let found = from + memchr::memchr2(b'"', b'\\', doc.get(from..)?)?;
+        if doc[found] == b'\\' {
+            from = found + 2;
+        } else {
+            return Some(found + 1);
+        }
+    }
+}
+
+/// Where the value that starts at `at` ends.
+fn value_end(doc: &[u8], at: usize) -> Option<usize> {
+    match doc.get(at)? {
+        b'"' => string_end(doc, at),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut from = at;
+            loop {
+                let found = from
+                    + memchr::memchr3(b'"', b'{', b'[', doc.get(from..)?)
+                        .into_iter()
+                        .chain(memchr::memchr2(b'}', b']', doc.get(from..)?))
+                        .min()?;
+                match doc[found] {
+                    b'"' => from = string_end(doc, found)?,
+                    b'{' | b'[' => {
+                        depth += 1;
+                        from = found + 1;
+                    }
+                    _ => {
+                        depth -= 1;
+                        from = found + 1;
+                        if depth == 0 {
+                            return Some(from);
+                        }
+                    }
+                }
+            }
+        }
+        _ => {
+            let rest = doc.get(at..)?;
+            let end = rest
+                .iter()
+                .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+                .unwrap_or(rest.len());
+            (end > 0).then_some(at + end)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::top_level_fields;
+
+    #[test]
+    fn top_level_fields_are_found_without_parsing_and_odd_documents_are_read_whole() {
+        let doc = br#" { "a" : {"x": "}{][", "y": [1, {"z": "\"]"}]},
+            "b":"s\"t\\",
+            "c": -1.5e3 , "d":[], "e":{}, "f":true,"g":null }
+        "#;
+        let fields = top_level_fields(doc).unwrap();
+        let texts: Vec<(&str, &str)> = fields
+            .iter()
+            .map(|(key, value)| (*key, std::str::from_utf8(value).unwrap()))
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                ("a", r#"{"x": "}{][", "y": [1, {"z": "\"]"}]}"#),
+                ("b", r#""s\"t\\""#),
+                ("c", "-1.5e3"),
+                ("d", "[]"),
+                ("e", "{}"),
+                ("f", "true"),
+                ("g", "null"),
+            ]
+        );
+        // Every value parses as JSON: the bytes are the value's, whole.
+        for (_, value) in &fields {
+            serde_json::from_slice::<serde_json::Value>(value).unwrap();
+        }
+        assert_eq!(top_level_fields(b"{}").unwrap(), []);
+        for odd in [
+            &b"[1, 2]"[..],
+            b"\"text\"",
+            br#"{"a": 1, "a": 2}"#,
+            br#"{"\u0061": 1}"#,
+            br#"{"a": 1} trailing"#,
+            br#"{"a": {"b": 1}"#,
+            br#"{"a": "unterminated}"#,
+            br#"{"a" 1}"#,
+            b"",
+        ] {
+            assert_eq!(
+                top_level_fields(odd),
+                None,
+                "{}",
+                String::from_utf8_lossy(odd)
+            );
+        }
+    }
 }

@@ -1,5 +1,9 @@
 //! The index of a directory of bundles: a SQLite file in the cache directory that holds, for
-//! every bundle, its run and digest, and for every node, each fact's changes only. Brought up
+//! every bundle, its run and digest, and for every node, each fact's changes only; and beside
+//! it, each document's latest state ([`build::State`]), which only updates read: a flat file
+//! read and written whole, a sequential read and write instead of a B-tree's pages, and
+//! numbered as the index records, so that a file and an index that do not belong together
+//! are noticed (and the index built anew). Brought up
 //! to date before every answer: bundles added since are read, and nothing indexed is trusted
 //! without its file's metadata matching (or, when it does not, its digest).
 
@@ -10,7 +14,7 @@ use factbuoy_bundle::reader::Bundle;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde::Serialize;
 
-use super::build::{self, AddError, Known, Slot, State};
+use super::build::{self, AddError, Field, Known, Slot, State};
 use super::error::HistoryError;
 use super::pile::{self, OnDisk, RunHead};
 use super::times::created_ns;
@@ -18,7 +22,7 @@ use super::times::created_ns;
 /// The index's layout; a file of another format is rebuilt, never read. Part of it: the
 /// value hash of `build`, and the version of factbuoy that wrote it.
 const FORMAT: &str = concat!(
-    "factbuoy history index 1, factbuoy ",
+    "factbuoy history index 3, factbuoy ",
     env!("CARGO_PKG_VERSION")
 );
 
@@ -38,8 +42,6 @@ CREATE TABLE reported (node INTEGER, source INTEGER, seq INTEGER,
                        PRIMARY KEY (node, source, seq)) WITHOUT ROWID;
 CREATE TABLE snapshots (node INTEGER, plugin TEXT, seq INTEGER, status TEXT,
                         result_status TEXT, PRIMARY KEY (node, plugin, seq)) WITHOUT ROWID;
-CREATE TABLE states (node INTEGER, source INTEGER, tbl TEXT, leaves BLOB,
-                     PRIMARY KEY (node, source, tbl)) WITHOUT ROWID;
 ";
 
 /// What bringing the index up to date did.
@@ -57,7 +59,7 @@ pub struct Update {
     /// Bundles that could not be read, each with why; left out of every answer, and read
     /// again once the file changes.
     pub unreadable: Vec<Unreadable>,
-    /// The index's size on disk.
+    /// The index's size on disk, its states file included.
     pub index_bytes: u64,
     /// The bundles' size on disk.
     pub bundle_bytes: u64,
@@ -83,11 +85,14 @@ pub(crate) fn update(dir: &Path, index: &Path) -> Result<(Connection, Update), H
     };
     let rebuild_why = match open_existing(index, &dir).map_err(failed)? {
         Existing::Usable(mut connection) => match stale(&connection, &dir, &on_disk)? {
-            Staleness::Fresh(new) => {
-                let added = add_all(&mut connection, &dir, new).map_err(failed)?;
-                let update = summary(&connection, index, added, None, &on_disk)?;
-                return Ok((connection, update));
-            }
+            Staleness::Fresh(new) => match add_all(&mut connection, index, &dir, new) {
+                Ok(added) => {
+                    let update = summary(&connection, index, added, None, &on_disk)?;
+                    return Ok((connection, update));
+                }
+                Err(Failed::Index(e)) => return Err(failed(e)),
+                Err(Failed::States(e)) => format!("its states file could not be read: {e}"),
+            },
             Staleness::Rebuild(why) => why,
         },
         Existing::Missing => "there was none".to_owned(),
@@ -114,7 +119,13 @@ pub(crate) fn update(dir: &Path, index: &Path) -> Result<(Connection, Update), H
         })
         .map_err(failed)?;
     let new = heads(&dir, on_disk.clone());
-    let added = add_all(&mut connection, &dir, new).map_err(failed)?;
+    let added = add_all(&mut connection, index, &dir, new).map_err(|e| match e {
+        Failed::Index(e) => failed(e),
+        Failed::States(cause) => HistoryError::Directory {
+            dir: states_file(index),
+            cause,
+        },
+    })?;
     drop(connection);
     std::fs::rename(&building, index).map_err(|cause| HistoryError::Directory {
         dir: index.to_owned(),
@@ -294,12 +305,34 @@ fn heads(dir: &Path, files: Vec<OnDisk>) -> Vec<New> {
 }
 
 /// Adds `new` in its order, in one transaction; returns how many were read.
-fn add_all(connection: &mut Connection, dir: &Path, new: Vec<New>) -> rusqlite::Result<usize> {
+fn add_all(
+    connection: &mut Connection,
+    index: &Path,
+    dir: &Path,
+    new: Vec<New>,
+) -> Result<usize, Failed> {
     if new.is_empty() {
         return Ok(0);
     }
     let tx = connection.transaction()?;
     let mut known = load(&tx)?;
+    let generation: u64 = tx
+        .query_row("SELECT value FROM meta WHERE key = 'states'", [], |r| {
+            r.get::<_, String>(0)
+        })
+        .optional()?
+        .map_or(0, |g| g.parse().unwrap_or(u64::MAX));
+    let generation = if generation > 0 {
+        known.states = read_states(&states_file(index), generation)?;
+        generation
+    } else {
+        // A new index's first: not 1, so that a states file left by an index this one
+        // replaces cannot pass for its own.
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |t| t.as_nanos() as u64 | 1)
+            ^ u64::from(std::process::id())
+    };
     let mut seq: i64 = tx.query_row("SELECT coalesce(max(seq), 0) FROM bundles", [], |r| {
         r.get(0)
     })?;
@@ -317,7 +350,7 @@ fn add_all(connection: &mut Connection, dir: &Path, new: Vec<New>) -> rusqlite::
                 match read {
                     Ok(read) => Ok((head, read)),
                     Err(AddError::Read(e)) => Err(e.to_string()),
-                    Err(AddError::Index(e)) => return Err(e),
+                    Err(AddError::Index(e)) => return Err(Failed::Index(e)),
                 }
             }
         };
@@ -358,8 +391,17 @@ fn add_all(connection: &mut Connection, dir: &Path, new: Vec<New>) -> rusqlite::
             }
         };
     }
-    save_states(&tx, &known)?;
+    // Written beside, numbered, committed, then renamed into place: a crash between any two
+    // steps leaves numbers that disagree, and the index is built anew.
+    let generation = generation.wrapping_add(1).max(1);
+    let written = states_file(index).with_extension(format!("states.new-{}", std::process::id()));
+    write_states(&written, generation, &known.states)?;
+    tx.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES ('states', ?1)",
+        [generation.to_string()],
+    )?;
     tx.commit()?;
+    std::fs::rename(&written, states_file(index)).map_err(Failed::States)?;
     Ok(added)
 }
 
@@ -387,39 +429,125 @@ fn load(tx: &Transaction<'_>) -> rusqlite::Result<Known> {
         known.paths[source].insert(row.get(2)?, id);
         known.next_path = known.next_path.max(id + 1);
     }
-    let mut rows = tx.prepare("SELECT node, source, tbl, leaves FROM states")?;
-    let mut rows = rows.query([])?;
-    while let Some(row) = rows.next()? {
-        let slot: Slot = (row.get(0)?, row.get(1)?, row.get(2)?);
-        let blob = row.get_ref(3)?.as_blob()?;
-        let state: State = blob
-            .chunks_exact(12)
-            .map(|c| {
-                (
-                    u32::from_le_bytes(c[..4].try_into().expect("4 bytes")),
-                    u64::from_le_bytes(c[4..].try_into().expect("8 bytes")),
-                )
-            })
-            .collect();
-        known.states.insert(slot, state);
-    }
     Ok(known)
 }
 
-fn save_states(tx: &Transaction<'_>, known: &Known) -> rusqlite::Result<()> {
-    let mut save = tx.prepare_cached(
-        "INSERT OR REPLACE INTO states (node, source, tbl, leaves) VALUES (?1, ?2, ?3, ?4)",
-    )?;
-    let mut blob = Vec::new();
-    for slot in &known.dirty {
-        blob.clear();
-        for (path, hash) in &known.states[slot] {
+/// Why an update failed: the index, or its states file.
+pub(crate) enum Failed {
+    Index(rusqlite::Error),
+    States(std::io::Error),
+}
+
+impl From<rusqlite::Error> for Failed {
+    fn from(e: rusqlite::Error) -> Self {
+        Failed::Index(e)
+    }
+}
+
+/// The states file of the index at `index`.
+pub(crate) fn states_file(index: &Path) -> PathBuf {
+    index.with_extension("states")
+}
+
+const STATES_MAGIC: &[u8; 8] = b"fbstate1";
+
+/// Writes every document's state to `path`: the magic, the generation, then per document its
+/// node, source, table name and state.
+fn write_states(path: &Path, generation: u64, states: &HashMap<Slot, State>) -> Result<(), Failed> {
+    let mut blob = Vec::with_capacity(states.values().map(|s| 32 + 24 * s.len()).sum());
+    blob.extend_from_slice(STATES_MAGIC);
+    blob.extend_from_slice(&generation.to_le_bytes());
+    let mut record = Vec::new();
+    for ((node, source, table), state) in states {
+        record.clear();
+        encode_state(state, &mut record);
+        blob.extend_from_slice(&node.to_le_bytes());
+        blob.extend_from_slice(&source.to_le_bytes());
+        blob.extend_from_slice(&(table.len() as u32).to_le_bytes());
+        blob.extend_from_slice(table.as_bytes());
+        blob.extend_from_slice(&(record.len() as u64).to_le_bytes());
+        blob.extend_from_slice(&record);
+    }
+    std::fs::write(path, blob).map_err(Failed::States)
+}
+
+/// Reads the states file at `path`, which must be of `generation`.
+fn read_states(path: &Path, generation: u64) -> Result<HashMap<Slot, State>, Failed> {
+    let bytes = std::fs::read(path).map_err(Failed::States)?;
+    let bad = |why: &str| {
+        Failed::States(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{}: {why}", path.display()),
+        ))
+    };
+    let mut rest = bytes
+        .strip_prefix(STATES_MAGIC)
+        .ok_or_else(|| bad("not a states file"))?;
+    let take = |rest: &mut &[u8], n: usize| -> Option<Vec<u8>> {
+        let (head, tail) = rest.split_at_checked(n)?;
+        *rest = tail;
+        Some(head.to_vec())
+    };
+    let number = |rest: &mut &[u8], n: usize| -> Option<u64> {
+        let mut bytes = [0u8; 8];
+        bytes[..n].copy_from_slice(&take(rest, n)?);
+        Some(u64::from_le_bytes(bytes))
+    };
+    if number(&mut rest, 8) != Some(generation) {
+        return Err(bad("of another update than the index's"));
+    }
+    let mut states = HashMap::new();
+    while !rest.is_empty() {
+        let record = (|| {
+            let node = number(&mut rest, 4)? as u32;
+            let source = number(&mut rest, 4)? as u32;
+            let length = number(&mut rest, 4)? as usize;
+            let table = String::from_utf8(take(&mut rest, length)?).ok()?;
+            let length = number(&mut rest, 8)? as usize;
+            let (state, tail) = rest.split_at_checked(length)?;
+            rest = tail;
+            Some(((node, source, table), decode_state(state)?))
+        })();
+        let (slot, state) = record.ok_or_else(|| bad("cut short or garbled"))?;
+        states.insert(slot, state);
+    }
+    Ok(states)
+}
+
+/// A document's state as the index keeps it: per field, its key hash, its bytes' hash and its
+/// number of facts, then each fact's path number and value hash, little-endian.
+fn encode_state(state: &State, blob: &mut Vec<u8>) {
+    for field in state {
+        blob.extend_from_slice(&field.key.to_le_bytes());
+        blob.extend_from_slice(&field.raw.to_le_bytes());
+        blob.extend_from_slice(&(field.leaves.len() as u32).to_le_bytes());
+        for (path, hash) in &field.leaves {
             blob.extend_from_slice(&path.to_le_bytes());
             blob.extend_from_slice(&hash.to_le_bytes());
         }
-        save.execute(params![slot.0, slot.1, slot.2, blob])?;
     }
-    Ok(())
+}
+
+fn decode_state(mut blob: &[u8]) -> Option<State> {
+    fn take<const N: usize>(blob: &mut &[u8]) -> Option<[u8; N]> {
+        let (head, rest) = blob.split_first_chunk::<N>()?;
+        *blob = rest;
+        Some(*head)
+    }
+    let mut state = Vec::new();
+    while !blob.is_empty() {
+        let key = u64::from_le_bytes(take(&mut blob)?);
+        let raw = u64::from_le_bytes(take(&mut blob)?);
+        let count = u32::from_le_bytes(take(&mut blob)?) as usize;
+        let mut leaves = Vec::with_capacity(count.min(blob.len() / 12));
+        for _ in 0..count {
+            let path = u32::from_le_bytes(take(&mut blob)?);
+            let hash = u64::from_le_bytes(take(&mut blob)?);
+            leaves.push((path, hash));
+        }
+        state.push(Field { key, raw, leaves });
+    }
+    Some(state)
 }
 
 fn summary(
@@ -453,7 +581,11 @@ fn summary(
         rebuilt,
         bundles: bundles as usize,
         unreadable,
-        index_bytes: std::fs::metadata(index).map(|m| m.len()).unwrap_or(0),
+        index_bytes: [index.to_owned(), states_file(index)]
+            .iter()
+            .filter_map(|file| std::fs::metadata(file).ok())
+            .map(|m| m.len())
+            .sum(),
         bundle_bytes: on_disk.iter().map(|f| f.size).sum(),
     })
 }
