@@ -1164,7 +1164,23 @@ fn sql_answers_over_every_nodes_facts_results_and_several_bundles() {
     );
     let kept = dir.path().join("fleet.sqlite");
     sql(&[b, "SELECT 1", "--db", kept.to_str().unwrap()]);
-    assert!(std::fs::metadata(&kept).unwrap().len() > 0);
+    // Kept whole, whatever the query named, with the path index for the queries to come.
+    let read = Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); \
+            print(c.execute('SELECT count(*) FROM fact_values').fetchone()[0], \
+                  c.execute('SELECT count(*) FROM setup').fetchone()[0], \
+                  c.execute(\"SELECT name FROM sqlite_master WHERE type = 'index'\").fetchall())",
+        ])
+        .arg(&kept)
+        .output()
+        .unwrap();
+    let read = text(&read.stdout);
+    let counts: Vec<&str> = read.split_whitespace().collect();
+    assert!(counts[0].parse::<u64>().unwrap() > 100, "{read}");
+    assert_eq!(counts[1], "2", "{read}");
+    assert!(read.contains("fact_values_by_path"), "{read}");
     let output = inspect(
         dir.path(),
         &["sql", b, "SELECT 1", "--db", kept.to_str().unwrap()],

@@ -217,8 +217,9 @@ pub struct SqlArgs {
     pile: history::PileArgs,
     /// One SQL statement.
     query: String,
-    /// Write the tables to this new SQLite file and keep it (it must not exist); a temporary
-    /// file is used and removed otherwise.
+    /// Write the tables to this new SQLite file and keep it (it must not exist), with an index
+    /// of fact_values by path for the queries to come; a temporary file is used and removed
+    /// otherwise.
     #[arg(long, value_name = "FILE")]
     db: Option<PathBuf>,
 }
@@ -519,7 +520,7 @@ fn sql(args: SqlArgs, format: Format) -> anyhow::Result<ExitStatus> {
             scratch.path().join("facts.sqlite")
         }
     };
-    let answer = factbuoy_inspect::sql::query(&bundles, &database, &args.query)?;
+    let answer = factbuoy_inspect::sql::query(&bundles, &database, args.db.is_some(), &args.query)?;
     if format != Format::Table {
         emit_document(&answer, format);
         return Ok(ExitStatus::Success);
