@@ -530,6 +530,14 @@ fn remote_nodes_join_with_tokens_connect_out_only_and_take_part_in_every_run() {
         "{}",
         String::from_utf8_lossy(&joined.stderr)
     );
+    // Recorded with the agent that joined, before it ever asks for work.
+    let listed = fleet.nodes();
+    assert!(
+        listed[0]["agent_version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("factbuoy/")),
+        "{listed:?}"
+    );
     refused(&agents.join(&fleet, "node-b", &good, &pin), "already used");
     let (pair_token, _) = fleet.token(&["--uses", "2"]);
     for node in ["node-b", "node-c"] {

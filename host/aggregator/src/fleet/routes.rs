@@ -85,9 +85,10 @@ async fn respond(
     match route {
         // Signing and the synced writes of the registry and tokens run off the event loop.
         FleetRoute::Join => {
+            let version = agent_version(&request);
             let body: JoinRequest = read_json(request, MAX_ENROLL_BYTES).await?;
             let fleet = fleet.clone();
-            blocking(move || join(&fleet, body)).await
+            blocking(move || join(&fleet, body, version)).await
         }
         FleetRoute::Renew => {
             let node = enrolled(fleet, peer)?;
@@ -253,13 +254,18 @@ fn enrolled(fleet: &Fleet, peer: &Peer) -> Result<NodeName, Rejection> {
     }
 }
 
-/// Records that `node` asked for work, and with which agent version.
-fn seen(fleet: &Fleet, node: &NodeName, request: &Request<Incoming>) {
-    let version = request
+/// The agent's version, as its request's User-Agent says (its first 64 characters).
+fn agent_version(request: &Request<Incoming>) -> Option<String> {
+    request
         .headers()
         .get(header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
-        .map(|v| v.chars().take(64).collect::<String>());
+        .map(|v| v.chars().take(64).collect::<String>())
+}
+
+/// Records that `node` asked for work, and with which agent version.
+fn seen(fleet: &Fleet, node: &NodeName, request: &Request<Incoming>) {
+    let version = agent_version(request);
     let mut registry = fleet.registry.lock().unwrap();
     if let Some(record) = registry.0.get_mut(node) {
         record.last_seen = Some(now_rfc3339());
@@ -347,7 +353,11 @@ fn sign(
 
 /// A join, all or nothing: the node's record is staged first, then the token spent (the
 /// commit point), then the record put in place; a token is spent only if the node is recorded.
-fn join(fleet: &Fleet, body: JoinRequest) -> Result<Enrollment, Rejection> {
+fn join(
+    fleet: &Fleet,
+    body: JoinRequest,
+    version: Option<String>,
+) -> Result<Enrollment, Rejection> {
     let csr = signing_request(&body.csr)?;
     let node = body.node;
     let token = |outcome: std::io::Result<Result<(), tokens::TokenRefusal>>| match outcome {
@@ -368,8 +378,8 @@ fn join(fleet: &Fleet, body: JoinRequest) -> Result<Enrollment, Rejection> {
             ),
         ));
     }
-    // A fresh record: nothing of a membership before (when last seen, with which agent).
-    let signed = sign(fleet, &node, &csr, now_rfc3339(), None)?;
+    // A fresh record: nothing of a membership before; seen now, with the agent that joined.
+    let signed = sign(fleet, &node, &csr, now_rfc3339(), version)?;
     // Spent only once everything else would admit the machine and its record is on disk; a
     // refusal or a failure here drops the staged record.
     token(tokens::redeem(&fleet.dir, &body.token))?;
