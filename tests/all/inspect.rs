@@ -2260,6 +2260,10 @@ const chart = [...document.querySelectorAll("figure.chart")].find((f) => f.query
 [...chart.querySelectorAll("g.bar")].find((g) => g.querySelector("title").textContent.startsWith("failed:")).dispatchEvent(new Event("click"));
 b.afterBar = rows() + " | " + document.getElementById("fleet-filter").textContent;
 document.querySelector("#fleet-filter button").click();
+const nodeFilter = document.querySelector("#fleet-table tr.filters input");
+nodeFilter.value = "NODE-070"; nodeFilter.dispatchEvent(new Event("input"));
+b.afterColumnFilter = rows() + " | " + document.getElementById("fleet-pager").textContent;
+nodeFilter.value = ""; nodeFilter.dispatchEvent(new Event("input"));
 const cpus = [...document.querySelectorAll("#fleet-table th")].find((th) => th.textContent === "CPUs");
 cpus.click(); cpus.click();
 b.afterSort = rows().split(" ").slice(0, 3).join(" ") + " | " + document.querySelectorAll("tr.node-row").length;
@@ -2353,6 +2357,15 @@ b.afterSort = rows().split(" ").slice(0, 3).join(" ") + " | " + document.querySe
     );
     assert!(
         dom.contains("data-after-sort=\"node-0002 node-0005 node-0008 | 100\""),
+        "{dom}"
+    );
+    // A column's filter box: the nodes whose name holds what it holds, in any case.
+    let nodes: Vec<String> = (700..710).map(|n| format!("node-{n:04}")).collect();
+    assert!(
+        dom.contains(&format!(
+            "data-after-column-filter=\"{} | 10 of 1000 nodes shown \"",
+            nodes.join(" ")
+        )),
         "{dom}"
     );
 

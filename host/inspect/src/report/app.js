@@ -264,7 +264,8 @@
     }
   }
 
-  // The node table: sortable by any column, filtered by a chart, a band link and the search,
+  // The node table: sortable by any column, filtered by a chart, a band link, the search and
+  // a box per column,
   // a page at a time so that ten thousand nodes cost a hundred rows of DOM.
   const PAGE = 100;
   const fleet = document.getElementById("fleet-table");
@@ -287,7 +288,19 @@
     });
     return th;
   });
-  fleet.append(el("thead", {}, el("tr", {}, ...heads)));
+  // A filter box under each column's head: a row is shown when each column's cell holds what
+  // its box holds (any case).
+  const columnFilters = columns.map(() => "");
+  const filterCells = columns.map((c, i) => {
+    const input = el("input", { type: "search", class: "column-filter", placeholder: "filter", "aria-label": "Filter by " + c });
+    input.addEventListener("input", () => {
+      columnFilters[i] = lower(input.value.trim());
+      page = 0;
+      renderFleet();
+    });
+    return el("th", {}, input);
+  });
+  fleet.append(el("thead", {}, el("tr", {}, ...heads), el("tr", { class: "filters" }, ...filterCells)));
   const fleetBody = el("tbody");
   fleet.append(fleetBody);
   function setFilter(f) {
@@ -296,7 +309,8 @@
     renderFleet();
   }
   function shownRows() {
-    const rows = fleetRows.filter((r) => (!filter || filter.keep(r)) && (!searchHits || searchHits.has(r.node)));
+    const rows = fleetRows.filter((r) => (!filter || filter.keep(r)) && (!searchHits || searchHits.has(r.node)) &&
+      columnFilters.every((f, i) => !f || lower(r.cells[i]).includes(f)));
     const c = sort.column;
     rows.sort((a, b) => {
       const order = numeric[c] ? (Number(a.cells[c]) || 0) - (Number(b.cells[c]) || 0)
