@@ -398,13 +398,18 @@ async fn a_machine_that_joins_again_starts_a_fresh_record() {
     let first = registry::load(&dir).unwrap()[&node("a")].clone();
     assert!(first.agent_version.is_some(), "{first:?}");
 
-    // Revoked, then joined again (another machine, say): nothing of the first membership shows.
+    // Revoked, then joined again (another machine, say): nothing of the first membership
+    // shows; what it says is the second's own (seen joining, with the agent that joined).
     registry::revoke(&dir, &node("a")).unwrap();
     let running = serve_fleet(&dir).await;
     let _ = join("a").await;
     let second = registry::load(&dir).unwrap()[&node("a")].clone();
     assert_ne!(second.enrolled_at, first.enrolled_at);
-    assert_eq!(second.agent_version, None, "{second:?}");
+    assert_eq!(
+        second.agent_version.as_deref(),
+        Some(factbuoy_protocol::client::USER_AGENT),
+        "{second:?}"
+    );
     assert_ne!(second.last_seen, first.last_seen, "{second:?}");
     drop(running);
 }

@@ -198,30 +198,16 @@ fn node_lines(node: &NodeHistory) -> Vec<String> {
         short(&node.last_seen.created)
     )];
     for event in &node.events {
-        let runs = event.runs.unwrap_or(1);
+        // "run 4e302443c9a6 (2026-03-02T02:00:00Z)"
+        let run = format!("run {} ({})", event.run.run_id, short(&event.run.created));
+        let runs = count(event.runs.unwrap_or(1), "run");
         lines.push(match event.kind {
-            NodeEventKind::Appeared => format!(
-                "  appeared in run {} ({})",
-                event.run.run_id,
-                short(&event.run.created)
-            ),
-            NodeEventKind::Absent => format!(
-                "  absent from {} from run {} ({})",
-                count(runs, "run"),
-                event.run.run_id,
-                short(&event.run.created)
-            ),
-            NodeEventKind::Lost => format!(
-                "  lost in run {} ({})",
-                event.run.run_id,
-                short(&event.run.created)
-            ),
-            NodeEventKind::StoppedReporting => format!(
-                "  stopped reporting: not in the last {}, from run {} ({})",
-                count(runs, "run"),
-                event.run.run_id,
-                short(&event.run.created)
-            ),
+            NodeEventKind::Appeared => format!("  appeared in {run}"),
+            NodeEventKind::Absent => format!("  absent from {runs} from {run}"),
+            NodeEventKind::Lost => format!("  lost in {run}"),
+            NodeEventKind::StoppedReporting => {
+                format!("  stopped reporting: not in the last {runs}, from {run}")
+            }
         });
     }
     if node.facts.is_empty() {
