@@ -503,6 +503,22 @@ fn the_index_reads_only_new_bundles_and_trusts_no_bundle_that_changed_or_went() 
     std::fs::remove_dir_all(cache.join("factbuoy")).unwrap();
     assert_eq!(kernel(&cache)["nodes"], with_index["nodes"]);
 
+    // A bundle whose run can be read but not the rest (cut short): left out, and nothing of
+    // what was read of it before the cut counts (web-2's kernel did not go through it).
+    let cut = day(
+        &dir,
+        "2030-03-02T12:00:00Z",
+        "cut",
+        ORIGIN,
+        &[on("web-2", "6.9.9-never", "3.0.1")],
+    );
+    let bytes = std::fs::read(&cut).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
+    let update = inspect_json(&cache, &["index", d]);
+    assert_eq!(update["unreadable"][0]["bundle"], "cut.tar.gz", "{update}");
+    assert_eq!(kernel(&cache)["nodes"], with_index["nodes"]);
+    std::fs::remove_file(&cut).unwrap();
+
     // A file that is not a bundle is left out, said so, and the rest answer.
     std::fs::write(dir.join("junk.tar.gz"), b"not a bundle").unwrap();
     let output = inspect(&cache, &["history", d, "ansible_kernel", "--node", "web-2"]);
@@ -557,6 +573,25 @@ fn a_directory_with_bundles_of_two_origins_is_read_one_origin_at_a_time() {
     assert_eq!(
         values(&theirs, "web-1"),
         [change("5.10", "other", "other", None)]
+    );
+    // A third origin that the second's id starts: named whole, the second is still one.
+    day(
+        &dir,
+        "2030-03-06T02:00:00Z",
+        "third",
+        "fleet:99ffaa",
+        &[on("web-1", "5.15", "1.1.1")],
+    );
+    let exact = inspect_json(
+        &cache,
+        &["history", d, "ansible_kernel", "--origin", "fleet:99ff"],
+    );
+    assert_eq!(exact["origin"], "fleet:99ff");
+    let both = inspect(&cache, &["history", d, "--origin", "fleet:99"]);
+    assert!(
+        text(&both.stderr).contains("fleet:99ff (1 bundles), fleet:99ffaa (1 bundles)"),
+        "{}",
+        text(&both.stderr)
     );
 }
 

@@ -304,13 +304,73 @@ fn heads(dir: &Path, files: Vec<OnDisk>) -> Vec<New> {
     new
 }
 
-/// Adds `new` in its order, in one transaction; returns how many were read.
+/// Adds `new` in its order, in one transaction; returns how many were read. A bundle that
+/// cannot be read whole (its run head could) undoes the transaction, since its first documents
+/// already moved the states: it is recorded alone as unreadable, and the others are added
+/// again without it.
 fn add_all(
     connection: &mut Connection,
     index: &Path,
     dir: &Path,
-    new: Vec<New>,
+    mut new: Vec<New>,
 ) -> Result<usize, Failed> {
+    let mut unreadable = 0;
+    loop {
+        match add_in_one(connection, index, dir, &new) {
+            Ok(added) => return Ok(added + unreadable),
+            Err(Adding::Unreadable(at, error)) => {
+                let bad = new.remove(at);
+                let tx = connection.transaction()?;
+                let seq: i64 =
+                    tx.query_row("SELECT coalesce(max(seq), 0) + 1 FROM bundles", [], |r| {
+                        r.get(0)
+                    })?;
+                tx.execute(
+                    "INSERT INTO bundles (seq, name, size, mtime_ns, ctime_ns, inode, error)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    params![
+                        seq,
+                        bad.file.name,
+                        bad.file.size as i64,
+                        bad.file.mtime_ns,
+                        bad.file.ctime_ns,
+                        bad.file.inode as i64,
+                        error
+                    ],
+                )?;
+                tx.commit()?;
+                unreadable += 1;
+            }
+            Err(Adding::Failed(failed)) => return Err(failed),
+        }
+    }
+}
+
+/// Why [`add_in_one`] stopped.
+enum Adding {
+    /// The bundle at this place of the list could not be read whole, for this reason.
+    Unreadable(usize, String),
+    Failed(Failed),
+}
+
+impl From<rusqlite::Error> for Adding {
+    fn from(e: rusqlite::Error) -> Self {
+        Adding::Failed(Failed::Index(e))
+    }
+}
+
+impl From<Failed> for Adding {
+    fn from(e: Failed) -> Self {
+        Adding::Failed(e)
+    }
+}
+
+fn add_in_one(
+    connection: &mut Connection,
+    index: &Path,
+    dir: &Path,
+    new: &[New],
+) -> Result<usize, Adding> {
     if new.is_empty() {
         return Ok(0);
     }
@@ -337,20 +397,21 @@ fn add_all(
         r.get(0)
     })?;
     let added = new.len();
-    for New { file, head } in new {
+    for (at, New { file, head }) in new.iter().enumerate() {
         seq += 1;
         let path = dir.join(&file.name);
         let read = match head {
-            Err(e) => Err(e),
+            Err(e) => Err(e.clone()),
             Ok(head) => {
                 let origin = head.origin.clone().unwrap_or_default();
                 let read = Bundle::open(&path)
                     .map_err(AddError::Read)
                     .and_then(|bundle| build::add(&tx, &mut known, &bundle, seq, &origin));
                 match read {
-                    Ok(read) => Ok((head, read)),
-                    Err(AddError::Read(e)) => Err(e.to_string()),
-                    Err(AddError::Index(e)) => return Err(Failed::Index(e)),
+                    Ok(read) => Ok((head.clone(), read)),
+                    // Dropping the transaction undoes it.
+                    Err(AddError::Read(e)) => return Err(Adding::Unreadable(at, e.to_string())),
+                    Err(AddError::Index(e)) => return Err(Failed::Index(e).into()),
                 }
             }
         };

@@ -65,10 +65,14 @@ impl History {
             }
         }
         let chosen = match origin {
-            Some(asked) => origins
-                .iter()
-                .filter(|o| o.origin.starts_with(asked))
-                .collect::<Vec<_>>(),
+            // The origin named whole, else those it starts.
+            Some(asked) => match origins.iter().find(|o| o.origin == asked) {
+                Some(exact) => vec![exact],
+                None => origins
+                    .iter()
+                    .filter(|o| o.origin.starts_with(asked))
+                    .collect::<Vec<_>>(),
+            },
             None => origins.iter().collect(),
         };
         let origin = match chosen[..] {
