@@ -233,6 +233,16 @@ impl Entry<'_> {
         &mut self,
         limit: u64,
     ) -> Result<T, ReadError> {
+        let bytes = self.read_bytes(limit)?;
+        serde_json::from_slice(&bytes).map_err(|cause| ReadError::InvalidJson {
+            entry: self.path.clone(),
+            cause,
+        })
+    }
+
+    /// Reads the whole entry, of at most `limit` bytes: a larger one is refused before a byte
+    /// of it is read.
+    pub fn read_bytes(&mut self, limit: u64) -> Result<Vec<u8>, ReadError> {
         if self.size > limit {
             return Err(ReadError::TooLarge {
                 entry: self.path.clone(),
@@ -246,10 +256,7 @@ impl Entry<'_> {
                 entry: self.path.clone(),
                 cause,
             })?;
-        serde_json::from_slice(&bytes).map_err(|cause| ReadError::InvalidJson {
-            entry: self.path.clone(),
-            cause,
-        })
+        Ok(bytes)
     }
 
     /// Streams the entry through sha-256: its size and digest (`hex::encode` gives the

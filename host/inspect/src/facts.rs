@@ -207,21 +207,7 @@ pub(crate) fn run_and_raw_facts_digesting<E: From<ReadError>>(
 }
 
 fn read_bytes(entry: &mut Entry<'_>) -> Result<Vec<u8>, ReadError> {
-    if entry.size() > MAX_FACTS_BYTES {
-        return Err(ReadError::TooLarge {
-            entry: entry.path().to_owned(),
-            size: entry.size(),
-            limit: MAX_FACTS_BYTES,
-        });
-    }
-    let mut bytes = Vec::with_capacity(entry.size() as usize);
-    entry
-        .read_to_end(&mut bytes)
-        .map_err(|cause| ReadError::Read {
-            entry: entry.path().to_owned(),
-            cause,
-        })?;
-    Ok(bytes)
+    entry.read_bytes(MAX_FACTS_BYTES)
 }
 
 /// What a walk of [`walk_run`] hands over besides tables: facts documents, the digest.

@@ -196,7 +196,7 @@ fn stale(
         index: PathBuf::from(connection.path().unwrap_or_default()),
         cause,
     };
-    let mut indexed: HashMap<String, (OnDisk, Option<String>, i64)> = HashMap::new();
+    let mut indexed: HashMap<String, (OnDisk, Option<String>)> = HashMap::new();
     let mut latest = i64::MIN;
     {
         let mut rows = connection
@@ -215,14 +215,7 @@ fn stale(
             };
             let created: Option<i64> = row.get(6).map_err(failed)?;
             latest = latest.max(created.unwrap_or(i64::MIN));
-            indexed.insert(
-                file.name.clone(),
-                (
-                    file,
-                    row.get(5).map_err(failed)?,
-                    created.unwrap_or(i64::MIN),
-                ),
-            );
+            indexed.insert(file.name.clone(), (file, row.get(5).map_err(failed)?));
         }
     }
     let mut new = Vec::new();
@@ -230,8 +223,8 @@ fn stale(
     for file in on_disk {
         match indexed.get(&file.name) {
             None => new.push(file.clone()),
-            Some((was, _, _)) if was == file => present += 1,
-            Some((_, sha256, _)) => {
+            Some((was, _)) if was == file => present += 1,
+            Some((_, sha256)) => {
                 // Touched, copied or replaced: trusted again only if its bytes are the same.
                 let now = factbuoy_protocol::digest::sha256_file(&dir.join(&file.name)).ok();
                 if now.is_none() || now != *sha256 {
