@@ -98,7 +98,7 @@ pub async fn serve(
     wait_for_api(&client).await?;
     let run = open_or_create(&args, &client, &me.namespace).await?;
     let run_id = run.config().run_id.clone();
-    publish_ca(&client, &me, run.ca().cert_pem()).await?;
+    let ca_pem = run.ca().cert_pem().to_owned();
     save_resources(
         &client,
         &args.resources,
@@ -120,6 +120,9 @@ pub async fn serve(
         Some(Arc::new(admission)),
     )
     .await?;
+    // Published once both listeners are bound: the operator takes the annotation, and agents
+    // the ConfigMap, as the sign that the aggregator answers.
+    publish_ca(&client, &me, &ca_pem).await?;
     if let Some(global) = global {
         tokio::spawn(global.run(running.agent_address.port()));
     }
