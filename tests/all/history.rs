@@ -241,6 +241,49 @@ fn history_tells_when_each_fact_changed_and_when_each_node_came_and_went() {
         ]
     );
 
+    // A clock, which the index keeps apart from the other facts, asked for by its path.
+    let clock = inspect_json(
+        &cache,
+        &["history", d, "ansible_date_time.iso8601", "--node", "web-2"],
+    );
+    assert_eq!(
+        values(&clock, "web-2"),
+        [
+            change("2030-03-01T02:00:00Z", "day1", "day1", None),
+            change(
+                "2030-03-03T02:00:00.5Z",
+                "day3",
+                "day3",
+                Some("2030-03-01T02:00:00Z")
+            ),
+            change(
+                "2030-03-04T02:00:00Z",
+                "day4",
+                "day4",
+                Some("2030-03-03T02:00:00.5Z")
+            ),
+        ]
+    );
+    // And among the facts that changed once the clocks are not left out.
+    let unfiltered = inspect_json(
+        &cache,
+        &["history", d, "--node", "web-1", "--no-default-ignores"],
+    );
+    let unfiltered: Vec<&str> = unfiltered["nodes"][0]["facts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        unfiltered,
+        [
+            "packages[name=\"openssl\"].version",
+            "ansible_date_time.iso8601",
+            "ansible_kernel"
+        ]
+    );
+
     // Without a path: the facts that changed, but not the clock, and each node's life.
     let all = inspect_json(&cache, &["history", d]);
     let node = |name: &str| {
@@ -411,8 +454,8 @@ fn the_index_reads_only_new_bundles_and_trusts_no_bundle_that_changed_or_went() 
     files.sort();
     assert_eq!(
         files,
-        ["sqlite", "states"],
-        "the index and its states, in the cache directory"
+        ["lock", "sqlite", "states"],
+        "the index, its states and the lock of its updates, in the cache directory"
     );
     assert_eq!(indexed(&cache, d), (0, Value::Null));
 
@@ -530,6 +573,56 @@ fn the_index_reads_only_new_bundles_and_trusts_no_bundle_that_changed_or_went() 
     );
     let update = inspect_json(&cache, &["index", d]);
     assert_eq!(update["unreadable"][0]["bundle"], "junk.tar.gz", "{update}");
+}
+
+/// Commands that update one index at once wait for each other: each bundle is added once,
+/// and every one of them answers.
+#[test]
+fn updates_of_one_index_at_once_add_each_bundle_once() {
+    let work = tempfile::tempdir().unwrap();
+    let (dir, cache) = (work.path().join("bundles"), work.path().join("cache"));
+    std::fs::create_dir(&dir).unwrap();
+    pile(&dir);
+    let d = dir.to_str().unwrap();
+    assert_eq!(indexed(&cache, d), (4, json!("there was none")));
+    let kernels = ["6.1.0-25", "6.1.0-26", "6.1.0-27", "6.1.0-28", "6.1.0-29"];
+    for (n, kernel) in (5..).zip(kernels) {
+        day(
+            &dir,
+            &format!("2030-03-0{n}T02:00:00Z"),
+            &format!("day{n}"),
+            ORIGIN,
+            &[on("web-1", kernel, "3.0.1")],
+        );
+    }
+    let updates: Vec<_> = (0..4)
+        .map(|_| {
+            support::factbuoy()
+                .env("XDG_CACHE_HOME", &cache)
+                .args(["inspect", "index", d, "-o", "json"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut added = 0;
+    for update in updates {
+        let output = update.wait_with_output().unwrap();
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let update = json_of(&output);
+        assert_eq!(update["bundles"], 9, "{update}");
+        added += update["added"].as_u64().unwrap();
+    }
+    assert_eq!(added, 5, "each new bundle read by one update");
+    let seen: Vec<Value> = values(
+        &inspect_json(&cache, &["history", d, "ansible_kernel", "--node", "web-1"]),
+        "web-1",
+    )
+    .into_iter()
+    .map(|(value, ..)| value)
+    .collect();
+    assert_eq!(seen, [&["6.1.0-18", "6.1.0-20"][..], &kernels].concat());
 }
 
 #[test]

@@ -10,6 +10,11 @@
 //! written with its value; a fact of the state the document lacks is a removal. A table is
 //! one field. A node that did not report, or whose plugin failed, changes nothing: a gap is
 //! not a change.
+//!
+//! Facts that change on their own ([`crate::drift::DEFAULT_IGNORES`]: clocks, counters, free space) change
+//! in every run on every node. Their changes go to a table of their own ordered by bundle, so
+//! that a bundle's are appended together instead of scattered over every node's part of the
+//! index, which made adding one bundle rewrite most of the index's pages.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -20,6 +25,7 @@ use factbuoy_protocol::artifacts::ListKeys;
 use rusqlite::{Transaction, params};
 use serde_json::Value;
 
+use crate::drift::IgnoreList;
 use crate::facts::{Found, ROW_BUFFER_BYTES, each_line, run_and_raw_facts_digesting};
 use crate::keyed::{InRow, Row, TableLeaves, each_keyed_leaf};
 use crate::meta::wire;
@@ -65,7 +71,16 @@ pub(crate) struct Known {
     /// For each source, its paths' numbers.
     pub paths: Vec<foldhash::HashMap<String, u32>>,
     pub next_path: u32,
+    /// The paths of facts that change on their own, whose changes are kept apart.
+    pub volatile: foldhash::HashSet<u32>,
     pub states: HashMap<Slot, State>,
+}
+
+/// Whether the fact at `path` changes on its own ([`crate::drift::DEFAULT_IGNORES`]).
+fn is_volatile(path: &str) -> bool {
+    static VOLATILE: std::sync::LazyLock<IgnoreList> =
+        std::sync::LazyLock::new(|| IgnoreList::new(true, &[]));
+    VOLATILE.ignores(path)
 }
 
 impl Known {
@@ -138,9 +153,8 @@ pub(crate) fn add(
 ) -> Result<Read, AddError> {
     let mut reported = tx
         .prepare_cached("INSERT OR IGNORE INTO reported (node, source, seq) VALUES (?1, ?2, ?3)")?;
-    let (documents, digest) = run_and_raw_facts_digesting(
-        bundle,
-        |found, _| -> Result<(), AddError> {
+    let (documents, digest) =
+        run_and_raw_facts_digesting(bundle, |found, _| -> Result<(), AddError> {
             let (node, source, table) = match &found {
                 Found::Facts { node, source, .. } => (*node, *source, String::new()),
                 // A table without row keys has rows nothing identifies: not compared (as diff).
@@ -160,9 +174,16 @@ pub(crate) fn add(
             change: tx.prepare_cached(
                 "INSERT OR REPLACE INTO changes (node, path, seq, value) VALUES (?1, ?2, ?3, ?4)",
             )?,
-            new_path: tx.prepare_cached("INSERT INTO paths (id, source, path) VALUES (?1, ?2, ?3)")?,
+            volatile_change: tx.prepare_cached(
+                "INSERT OR REPLACE INTO volatile_changes (node, path, seq, value)
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?,
+            new_path: tx.prepare_cached(
+                "INSERT INTO paths (id, source, path, volatile) VALUES (?1, ?2, ?3, ?4)",
+            )?,
             paths: &mut known.paths[source as usize],
             next_path: &mut known.next_path,
+            volatile: &mut known.volatile,
             node,
             source,
             seq,
@@ -182,8 +203,7 @@ pub(crate) fn add(
             reported.execute(params![node, source, seq])?;
             known.states.insert(slot, state);
             Ok(())
-        },
-    )?;
+        })?;
     let (_, sha256) = digest.unwrap_or_default();
     let mut snapshot = tx.prepare_cached(
         "INSERT OR REPLACE INTO snapshots (node, plugin, seq, status, result_status)
@@ -208,9 +228,11 @@ pub(crate) fn add(
 /// Writes one document's changes.
 struct Writer<'t, 'k> {
     change: rusqlite::CachedStatement<'t>,
+    volatile_change: rusqlite::CachedStatement<'t>,
     new_path: rusqlite::CachedStatement<'t>,
     paths: &'k mut foldhash::HashMap<String, u32>,
     next_path: &'k mut u32,
+    volatile: &'k mut foldhash::HashSet<u32>,
     node: u32,
     source: u32,
     seq: i64,
@@ -420,11 +442,18 @@ impl Writer<'_, '_> {
             None => {
                 let id = *self.next_path;
                 *self.next_path += 1;
-                if let Err(e) = self.new_path.execute(params![id, self.source, path]) {
+                let volatile = is_volatile(path);
+                if let Err(e) = self
+                    .new_path
+                    .execute(params![id, self.source, path, volatile])
+                {
                     self.failed = Some(e);
                     return;
                 }
                 self.paths.insert(path.to_owned(), id);
+                if volatile {
+                    self.volatile.insert(id);
+                }
                 id
             }
         };
@@ -433,9 +462,20 @@ impl Writer<'_, '_> {
         let same = before
             .binary_search_by_key(&id, |(path, _)| *path)
             .is_ok_and(|at| before[at].1 == hash);
-        if !same && let Err(e) = self.change.execute(params![self.node, id, self.seq, value]) {
+        if !same && let Err(e) = self.write(id, Some(value)) {
             self.failed = Some(e);
         }
+    }
+
+    /// Writes the fact at `path`'s new value, `None` for its removal.
+    fn write(&mut self, path: u32, value: Option<&str>) -> rusqlite::Result<()> {
+        let statement = if self.volatile.contains(&path) {
+            &mut self.volatile_change
+        } else {
+            &mut self.change
+        };
+        statement.execute(params![self.node, path, self.seq, value])?;
+        Ok(())
     }
 
     /// Writes the removal of each fact of `before` that `now` (sorted by path) lacks.
@@ -444,8 +484,7 @@ impl Writer<'_, '_> {
         for (path, _) in before {
             while now.next_if(|p| p < path).is_some() {}
             if now.peek() != Some(path) {
-                self.change
-                    .execute(params![self.node, path, self.seq, rusqlite::types::Null])?;
+                self.write(*path, None)?;
             }
         }
         Ok(())

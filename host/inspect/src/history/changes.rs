@@ -177,11 +177,34 @@ fn of(
     let mut reported = connection
         .prepare_cached("SELECT source, seq FROM reported WHERE node = ?1 ORDER BY source, seq")
         .map_err(failed)?;
+    let wanted = |path: &str| match &pattern {
+        Some(pattern) => pattern.matches(path),
+        None => !ignore.ignores(path),
+    };
     let mut facts = connection
         .prepare_cached(
             "SELECT c.path, s.name, p.path, c.seq, c.value FROM changes c
              JOIN paths p ON p.id = c.path JOIN sources s ON s.id = p.source
              WHERE c.node = ?1 ORDER BY c.path, c.seq",
+        )
+        .map_err(failed)?;
+    // Facts that change on their own are kept by bundle (the index's `build`): read only when
+    // one of them is asked for, a bundle at a time.
+    let volatile_wanted = {
+        let mut paths = connection
+            .prepare("SELECT path FROM paths WHERE volatile")
+            .map_err(failed)?;
+        let paths: Vec<String> = paths
+            .query_map([], |r| r.get(0))
+            .and_then(|rows| rows.collect())
+            .map_err(failed)?;
+        paths.iter().any(|path| wanted(path))
+    };
+    let mut volatile_facts = connection
+        .prepare_cached(
+            "SELECT c.path, s.name, p.path, c.seq, c.value FROM volatile_changes c
+             JOIN paths p ON p.id = c.path JOIN sources s ON s.id = p.source
+             WHERE c.seq = ?1 AND c.node = ?2",
         )
         .map_err(failed)?;
     let places = |rows: rusqlite::Result<Vec<i64>>| -> rusqlite::Result<Vec<usize>> {
@@ -245,18 +268,39 @@ fn of(
             }
         }
 
+        let read = |r: &rusqlite::Row<'_>| -> rusqlite::Result<ChangeRow> {
+            Ok(ChangeRow {
+                path_id: r.get(0)?,
+                plugin: r.get(1)?,
+                path: r.get(2)?,
+                seq: r.get(3)?,
+                value: r.get(4)?,
+            })
+        };
+        let mut rows: Vec<ChangeRow> = facts
+            .query_map([id], read)
+            .and_then(|rows| rows.collect())
+            .map_err(failed)?;
+        if volatile_wanted {
+            for bundle in bundles {
+                for row in volatile_facts
+                    .query_map(rusqlite::params![bundle.seq, id], read)
+                    .map_err(failed)?
+                {
+                    rows.push(row.map_err(failed)?);
+                }
+            }
+            rows.sort_by_key(|row| (row.path_id, row.seq));
+        }
         let mut node_facts: Vec<FactHistory> = Vec::new();
-        let mut rows = facts.query([id]).map_err(failed)?;
         let mut group: Option<Group> = None;
         let mut finish = |group: Option<Group>| {
             let Some(group) = group else {
                 return;
             };
-            let wanted = match &pattern {
-                Some(pattern) => pattern.matches(&group.path),
-                None => group.values.len() > 1 && !ignore.ignores(&group.path),
-            };
-            if wanted && !group.values.is_empty() {
+            // Without a pattern, only the facts that changed.
+            let changed = pattern.is_some() || group.values.len() > 1;
+            if changed && wanted(&group.path) && !group.values.is_empty() {
                 let seen = reported_in
                     .get(group.plugin.as_str())
                     .map(Vec::as_slice)
@@ -264,21 +308,18 @@ fn of(
                 node_facts.push(fact(group, seen, bundles));
             }
         };
-        while let Some(row) = rows.next().map_err(failed)? {
-            let path_id: u32 = row.get(0).map_err(failed)?;
-            let seq: i64 = row.get(3).map_err(failed)?;
-            let value: Option<String> = row.get(4).map_err(failed)?;
-            if group.as_ref().is_none_or(|g| g.path_id != path_id) {
+        for row in rows {
+            if group.as_ref().is_none_or(|g| g.path_id != row.path_id) {
                 finish(group.take());
                 group = Some(Group {
-                    path_id,
-                    plugin: row.get(1).map_err(failed)?,
-                    path: row.get(2).map_err(failed)?,
+                    path_id: row.path_id,
+                    plugin: row.plugin,
+                    path: row.path,
                     values: Vec::new(),
                 });
             }
-            if let (Some(&at), Some(group)) = (place.get(&seq), group.as_mut()) {
-                group.values.push((at, value));
+            if let (Some(&at), Some(group)) = (place.get(&row.seq), group.as_mut()) {
+                group.values.push((at, row.value));
             }
         }
         finish(group.take());
@@ -305,6 +346,15 @@ fn event(kind: NodeEventKind, bundle: &HistoryBundle, runs: Option<usize>) -> No
         run: bundle.into(),
         runs,
     }
+}
+
+/// A row of the index's changes: a fact's value (`None` where it was removed) from a bundle.
+struct ChangeRow {
+    path_id: u32,
+    plugin: String,
+    path: String,
+    seq: i64,
+    value: Option<String>,
 }
 
 /// One fact's rows of the index's changes, as they are read.

@@ -22,7 +22,7 @@ use super::times::created_ns;
 /// The index's layout; a file of another format is rebuilt, never read. Part of it: the
 /// value hash of `build`, and the version of factbuoy that wrote it.
 const FORMAT: &str = concat!(
-    "factbuoy history index 3, factbuoy ",
+    "factbuoy history index 4, factbuoy ",
     env!("CARGO_PKG_VERSION")
 );
 
@@ -35,9 +35,12 @@ CREATE TABLE bundles (seq INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, size I
 CREATE TABLE nodes (id INTEGER PRIMARY KEY, origin TEXT NOT NULL, name TEXT NOT NULL,
                     UNIQUE (origin, name));
 CREATE TABLE sources (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
-CREATE TABLE paths (id INTEGER PRIMARY KEY, source INTEGER NOT NULL, path TEXT NOT NULL);
+CREATE TABLE paths (id INTEGER PRIMARY KEY, source INTEGER NOT NULL, path TEXT NOT NULL,
+                    volatile INTEGER NOT NULL);
 CREATE TABLE changes (node INTEGER, path INTEGER, seq INTEGER, value TEXT,
                       PRIMARY KEY (node, path, seq)) WITHOUT ROWID;
+CREATE TABLE volatile_changes (seq INTEGER, node INTEGER, path INTEGER, value TEXT,
+                               PRIMARY KEY (seq, node, path)) WITHOUT ROWID;
 CREATE TABLE reported (node INTEGER, source INTEGER, seq INTEGER,
                        PRIMARY KEY (node, source, seq)) WITHOUT ROWID;
 CREATE TABLE snapshots (node INTEGER, plugin TEXT, seq INTEGER, status TEXT,
@@ -78,6 +81,15 @@ pub struct Unreadable {
 /// answers.
 pub(crate) fn update(dir: &Path, index: &Path) -> Result<(Connection, Update), HistoryError> {
     let dir = pile::canonical(dir)?;
+    if let Some(parent) = index.parent() {
+        std::fs::create_dir_all(parent).map_err(|cause| HistoryError::Directory {
+            dir: parent.to_owned(),
+            cause,
+        })?;
+    }
+    // One update at a time: two at once would each add the bundles new to both. Held until
+    // the update is done; the answers that follow share the index as SQLite allows.
+    let _updating = lock(index)?;
     let on_disk = pile::list(&dir)?;
     let failed = |cause| HistoryError::Index {
         index: index.to_owned(),
@@ -99,12 +111,6 @@ pub(crate) fn update(dir: &Path, index: &Path) -> Result<(Connection, Update), H
         Existing::Other(why) => why,
     };
     // Built beside the old one and renamed over it: a reader of the old file keeps a whole one.
-    if let Some(parent) = index.parent() {
-        std::fs::create_dir_all(parent).map_err(|cause| HistoryError::Directory {
-            dir: parent.to_owned(),
-            cause,
-        })?;
-    }
     let building = index.with_extension(format!("new-{}", std::process::id()));
     let _ = std::fs::remove_file(&building);
     let mut connection = Connection::open(&building).map_err(failed)?;
@@ -134,6 +140,24 @@ pub(crate) fn update(dir: &Path, index: &Path) -> Result<(Connection, Update), H
     let connection = Connection::open(index).map_err(failed)?;
     let update = summary(&connection, index, added, Some(rebuild_why), &on_disk)?;
     Ok((connection, update))
+}
+
+/// Waits for, and takes, the lock of the index at `index` (a file beside it), released when
+/// the file returned is closed.
+fn lock(index: &Path) -> Result<std::fs::File, HistoryError> {
+    let path = index.with_extension("lock");
+    let failed = |cause| HistoryError::Directory {
+        dir: path.clone(),
+        cause,
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(failed)?;
+    file.lock().map_err(failed)?;
+    Ok(file)
 }
 
 enum Existing {
@@ -475,13 +499,16 @@ fn load(tx: &Transaction<'_>) -> rusqlite::Result<Known> {
         known.sources.push(row.get(0)?);
         known.paths.push(Default::default());
     }
-    let mut rows = tx.prepare("SELECT id, source, path FROM paths")?;
+    let mut rows = tx.prepare("SELECT id, source, path, volatile FROM paths")?;
     let mut rows = rows.query([])?;
     while let Some(row) = rows.next()? {
         let id: u32 = row.get(0)?;
         let source: usize = row.get(1)?;
         known.paths[source].insert(row.get(2)?, id);
         known.next_path = known.next_path.max(id + 1);
+        if row.get(3)? {
+            known.volatile.insert(id);
+        }
     }
     Ok(known)
 }

@@ -121,50 +121,67 @@ impl History {
             );
         }
         let mut paths: HashMap<u32, (u32, String, bool)> = HashMap::new();
-        let mut statement = query("SELECT id, source, path FROM paths")?;
+        // Whether a fact that changes on its own is counted: kept apart by the index's
+        // `build`, they are read only then.
+        let mut volatile_counted = false;
+        let mut statement = query("SELECT id, source, path, volatile FROM paths")?;
         let mut rows = statement.query([]).map_err(failed)?;
         while let Some(row) = rows.next().map_err(failed)? {
             let path: String = row.get(2).map_err(failed)?;
             let ignored = ignore.ignores(&path);
+            volatile_counted |= !ignored && row.get::<_, bool>(3).map_err(failed)?;
             paths.insert(
                 row.get(0).map_err(failed)?,
                 (row.get(1).map_err(failed)?, path, ignored),
             );
         }
 
-        // In the index's order, by node then path: a day's nodes and a fact's nodes are
+        // By node then path (the order of `changes`, and the one asked of the volatile
+        // facts' table; a fact is in one of them): a day's nodes and a fact's nodes are
         // counted once each.
         let mut by_fact: HashMap<u32, (usize, usize)> = HashMap::new();
         let mut day_nodes: HashSet<(u32, usize)> = HashSet::new();
         let mut last_counted: Option<(u32, u32)> = None;
-        let mut statement = query("SELECT node, path, seq FROM changes")?;
-        let mut rows = statement.query([]).map_err(failed)?;
-        while let Some(row) = rows.next().map_err(failed)? {
-            let (node, path, seq): (u32, u32, i64) = (
-                row.get(0).map_err(failed)?,
-                row.get(1).map_err(failed)?,
-                row.get(2).map_err(failed)?,
-            );
-            let Some((source, _, ignored)) = paths.get(&path) else {
-                continue;
-            };
-            if *ignored || !ours.contains(&node) || first_report.get(&(node, *source)) == Some(&seq)
-            {
-                continue;
-            }
-            let Some(&at) = place.get(&seq) else {
-                continue;
-            };
-            let day = days.entry(day_of[at]).or_default();
-            day.changes += 1;
-            if day_nodes.insert((node, at)) {
-                day.nodes_changed += 1;
-            }
-            let fact = by_fact.entry(path).or_default();
-            fact.0 += 1;
-            if last_counted != Some((node, path)) {
-                fact.1 += 1;
-                last_counted = Some((node, path));
+        let tables: &[&str] = if volatile_counted {
+            &[
+                "SELECT node, path, seq FROM changes",
+                "SELECT node, path, seq FROM volatile_changes ORDER BY node, path, seq",
+            ]
+        } else {
+            &["SELECT node, path, seq FROM changes"]
+        };
+        for sql in tables {
+            let mut statement = query(sql)?;
+            let mut rows = statement.query([]).map_err(failed)?;
+            while let Some(row) = rows.next().map_err(failed)? {
+                let (node, path, seq): (u32, u32, i64) = (
+                    row.get(0).map_err(failed)?,
+                    row.get(1).map_err(failed)?,
+                    row.get(2).map_err(failed)?,
+                );
+                let Some((source, _, ignored)) = paths.get(&path) else {
+                    continue;
+                };
+                if *ignored
+                    || !ours.contains(&node)
+                    || first_report.get(&(node, *source)) == Some(&seq)
+                {
+                    continue;
+                }
+                let Some(&at) = place.get(&seq) else {
+                    continue;
+                };
+                let day = days.entry(day_of[at]).or_default();
+                day.changes += 1;
+                if day_nodes.insert((node, at)) {
+                    day.nodes_changed += 1;
+                }
+                let fact = by_fact.entry(path).or_default();
+                fact.0 += 1;
+                if last_counted != Some((node, path)) {
+                    fact.1 += 1;
+                    last_counted = Some((node, path));
+                }
             }
         }
         let sources: Vec<String> = {
