@@ -15,6 +15,7 @@ mod error;
 mod index;
 mod open;
 mod pile;
+mod state;
 mod timeline;
 mod times;
 

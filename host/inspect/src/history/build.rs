@@ -30,28 +30,12 @@ use crate::facts::{Found, ROW_BUFFER_BYTES, each_line, run_and_raw_facts_digesti
 use crate::keyed::{InRow, Row, TableLeaves, each_keyed_leaf};
 use crate::meta::wire;
 
+use super::state::{NewState, State, WHOLE};
+
 /// The hash of a value's JSON text. Fixed, so that states written by one process compare with
 /// hashes made by the next; the index is rebuilt whenever its format or factbuoy's version
 /// changes, so a new hash function never meets an old state.
 const VALUE_HASH: foldhash::quality::FixedState = foldhash::quality::FixedState::with_seed(0x4fb);
-
-/// One document's state: its fields, sorted by key hash.
-pub(crate) type State = Vec<Field>;
-
-/// A top-level field of a document (or the whole of a table, or of a document that is not
-/// an object of distinct plain keys) as last seen.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Field {
-    /// Its key's hash; [`WHOLE`] for a whole document.
-    pub key: u64,
-    /// The hash of its value's bytes, as written.
-    pub raw: u64,
-    /// Its facts: (path number, value hash), sorted by path number.
-    pub leaves: Vec<(u32, u64)>,
-}
-
-/// The key of a document read whole.
-pub(crate) const WHOLE: u64 = u64::MAX;
 
 /// The largest table read into memory to be compared by its bytes; a larger one is read row
 /// by row each time.
@@ -170,25 +154,7 @@ pub(crate) fn add(
             let source = known.source(tx, source)?;
             let slot: Slot = (node, source, table);
             let before = known.states.remove(&slot).unwrap_or_default();
-            let mut writer = Writer {
-            change: tx.prepare_cached(
-                "INSERT OR REPLACE INTO changes (node, path, seq, value) VALUES (?1, ?2, ?3, ?4)",
-            )?,
-            volatile_change: tx.prepare_cached(
-                "INSERT OR REPLACE INTO volatile_changes (node, path, seq, value)
-                 VALUES (?1, ?2, ?3, ?4)",
-            )?,
-            new_path: tx.prepare_cached(
-                "INSERT INTO paths (id, source, path, volatile) VALUES (?1, ?2, ?3, ?4)",
-            )?,
-            paths: &mut known.paths[source as usize],
-            next_path: &mut known.next_path,
-            volatile: &mut known.volatile,
-            node,
-            source,
-            seq,
-            failed: None,
-        };
+            let mut writer = Writer::new(tx, known, node, source, seq)?;
             let state = match found {
                 Found::Facts {
                     list_keys, facts, ..
@@ -240,7 +206,36 @@ struct Writer<'t, 'k> {
     failed: Option<rusqlite::Error>,
 }
 
-impl Writer<'_, '_> {
+impl<'t, 'k> Writer<'t, 'k> {
+    /// A writer of the changes of `node`'s document of `source` in bundle `seq`.
+    fn new(
+        tx: &'t Transaction<'_>,
+        known: &'k mut Known,
+        node: u32,
+        source: u32,
+        seq: i64,
+    ) -> rusqlite::Result<Self> {
+        Ok(Writer {
+            change: tx.prepare_cached(
+                "INSERT OR REPLACE INTO changes (node, path, seq, value) VALUES (?1, ?2, ?3, ?4)",
+            )?,
+            volatile_change: tx.prepare_cached(
+                "INSERT OR REPLACE INTO volatile_changes (node, path, seq, value)
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?,
+            new_path: tx.prepare_cached(
+                "INSERT INTO paths (id, source, path, volatile) VALUES (?1, ?2, ?3, ?4)",
+            )?,
+            paths: &mut known.paths[source as usize],
+            next_path: &mut known.next_path,
+            volatile: &mut known.volatile,
+            node,
+            source,
+            seq,
+            failed: None,
+        })
+    }
+
     /// The state of a facts document given as its bytes, its changes against `before`
     /// written: by field when it is an object of distinct plain keys, else whole.
     fn document(
@@ -262,61 +257,57 @@ impl Writer<'_, '_> {
             });
         };
         fields.sort_unstable_by_key(|(key, _)| VALUE_HASH.hash_one(key.as_bytes()));
-        if let [only] = &before[..]
-            && only.key == WHOLE
-        {
-            return self.split_after_whole(before, fields, list_keys);
+        if let Some(whole) = before.whole() {
+            return self.split_after_whole(&whole.leaves(), fields, list_keys);
         }
-        let mut before = before.into_iter().peekable();
-        let mut state = Vec::with_capacity(fields.len());
+        let mut old_fields = before.fields().peekable();
+        let mut state = NewState::default();
         for (key, value) in fields {
             let key_hash = VALUE_HASH.hash_one(key.as_bytes());
             let raw = VALUE_HASH.hash_one(value);
             // Fields gone since: each of their facts removed.
-            while let Some(gone) = before.next_if(|f| f.key < key_hash) {
-                self.removed(&gone.leaves, &[])?;
+            while let Some(gone) = old_fields.next_if(|f| f.key < key_hash) {
+                self.removed(&gone.leaves(), &[])?;
             }
-            let old = before.next_if(|f| f.key == key_hash).unwrap_or_default();
-            if old.raw == raw && old.key == key_hash {
-                state.push(old);
+            let old = old_fields.next_if(|f| f.key == key_hash);
+            if let Some(old) = old
+                && old.raw == raw
+            {
+                state.keep(old);
                 continue;
             }
-            let leaves = self.field(&old.leaves, key, value, list_keys, true)?;
-            state.push(Field {
-                key: key_hash,
-                raw,
-                leaves,
-            });
+            let old_leaves = old.map(|f| f.leaves()).unwrap_or_default();
+            let leaves = self.field(&old_leaves, key, value, list_keys, true)?;
+            state.push(key_hash, raw, &leaves);
         }
-        for gone in before {
-            self.removed(&gone.leaves, &[])?;
+        for gone in old_fields {
+            self.removed(&gone.leaves(), &[])?;
         }
-        Ok(state)
+        Ok(state.finish())
     }
 
     /// As [`Writer::document`], for a document that was read whole the last time (it was
     /// not then an object of distinct plain keys): each field compared with all its facts.
     fn split_after_whole(
         &mut self,
-        before: State,
+        old: &[(u32, u64)],
         fields: Vec<(&str, &[u8])>,
         list_keys: &[ListKeys],
     ) -> Result<State, AddError> {
-        let old = &before[0].leaves;
-        let mut state = Vec::with_capacity(fields.len());
+        let mut state = NewState::default();
         let mut now: Vec<(u32, u64)> = Vec::new();
         for (key, value) in fields {
             let leaves = self.field(old, key, value, list_keys, false)?;
             now.extend_from_slice(&leaves);
-            state.push(Field {
-                key: VALUE_HASH.hash_one(key.as_bytes()),
-                raw: VALUE_HASH.hash_one(value),
-                leaves,
-            });
+            state.push(
+                VALUE_HASH.hash_one(key.as_bytes()),
+                VALUE_HASH.hash_one(value),
+                &leaves,
+            );
         }
         now.sort_unstable_by_key(|(path, _)| *path);
         self.removed(old, &now)?;
-        Ok(state)
+        Ok(state.finish())
     }
 
     /// The facts of the field `key` whose value's bytes are `value`, each compared with
@@ -388,21 +379,15 @@ impl Writer<'_, '_> {
         raw: u64,
         facts: impl FnOnce(&mut dyn FnMut(&str, &str)) -> Result<(), ReadError>,
     ) -> Result<State, AddError> {
-        if let [only] = &before[..]
-            && only.key == WHOLE
-            && only.raw == raw
-            && raw != 0
-        {
+        if before.whole().is_some_and(|only| only.raw == raw) && raw != 0 {
             return Ok(before);
         }
-        let mut old: Vec<(u32, u64)> = before.into_iter().flat_map(|f| f.leaves).collect();
+        let mut old: Vec<(u32, u64)> = before.fields().flat_map(|f| f.leaves()).collect();
         old.sort_unstable_by_key(|(path, _)| *path);
         let leaves = self.compare(&old, true, facts)?;
-        Ok(vec![Field {
-            key: WHOLE,
-            raw,
-            leaves,
-        }])
+        let mut state = NewState::default();
+        state.push(WHOLE, raw, &leaves);
+        Ok(state.finish())
     }
 
     /// Compares the facts `facts` hands over with `before` (sorted by path), writing each
@@ -605,7 +590,62 @@ fn value_end(doc: &[u8], at: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::top_level_fields;
+    use rusqlite::Connection;
+
+    use super::{Known, State, Writer, top_level_fields};
+
+    /// The changes written for one node's document given as each text in turn, one bundle
+    /// each: (bundle, path, value or `None` for a removal).
+    fn changes_of(documents: &[&str]) -> Vec<(i64, String, Option<String>)> {
+        let mut db = Connection::open_in_memory().unwrap();
+        db.execute_batch(super::super::index::SCHEMA).unwrap();
+        let tx = db.transaction().unwrap();
+        let mut known = Known::default();
+        known.source(&tx, "setup").unwrap();
+        let mut state = State::default();
+        for (seq, document) in (1..).zip(documents) {
+            let mut writer = Writer::new(&tx, &mut known, 0, 0, seq).unwrap();
+            state = match writer.document(state, document.as_bytes(), &[]) {
+                Ok(state) => state,
+                Err(_) => panic!("{document} is not read"),
+            };
+        }
+        let mut rows = tx
+            .prepare(
+                "SELECT c.seq, p.path, c.value FROM changes c JOIN paths p ON p.id = c.path
+                 ORDER BY c.seq, p.path",
+            )
+            .unwrap();
+        rows.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
+    /// A document read whole one day (a key given twice) and by field the next, and back:
+    /// only what changed is written either way.
+    #[test]
+    fn a_document_read_whole_then_by_field_and_back_writes_only_its_changes() {
+        let change = |seq: i64, path: &str, value: Option<&str>| {
+            (seq, path.to_owned(), value.map(str::to_owned))
+        };
+        assert_eq!(
+            changes_of(&[
+                r#"{"a": 1, "b": {"c": 2}, "a": 1}"#,
+                r#"{"a": 1, "b": {"c": 3}, "d": 4}"#,
+                r#"{"a": 1, "d": 4}"#,
+                r#"{"a": 2, "d": 4, "a": 2}"#,
+            ]),
+            [
+                change(1, "a", Some("1")),
+                change(1, "b.c", Some("2")),
+                change(2, "b.c", Some("3")),
+                change(2, "d", Some("4")),
+                change(3, "b.c", None),
+                change(4, "a", Some("2")),
+            ]
+        );
+    }
 
     #[test]
     fn top_level_fields_are_found_without_parsing_and_odd_documents_are_read_whole() {

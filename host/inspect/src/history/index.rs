@@ -14,9 +14,10 @@ use factbuoy_bundle::reader::Bundle;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde::Serialize;
 
-use super::build::{self, AddError, Field, Known, Slot, State};
+use super::build::{self, AddError, Known, Slot};
 use super::error::HistoryError;
 use super::pile::{self, OnDisk, RunHead};
+use super::state::State;
 use super::times::created_ns;
 
 /// The index's layout; a file of another format is rebuilt, never read. Part of it: the
@@ -26,7 +27,7 @@ const FORMAT: &str = concat!(
     env!("CARGO_PKG_VERSION")
 );
 
-const SCHEMA: &str = "
+pub(super) const SCHEMA: &str = "
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
 CREATE TABLE bundles (seq INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, size INTEGER,
                       mtime_ns INTEGER, ctime_ns INTEGER, inode INTEGER, sha256 TEXT,
@@ -533,28 +534,34 @@ pub(crate) fn states_file(index: &Path) -> PathBuf {
 const STATES_MAGIC: &[u8; 8] = b"fbstate1";
 
 /// Writes every document's state to `path`: the magic, the generation, then per document its
-/// node, source, table name and state.
+/// node, source, table name and state ([`State`], as it is kept).
 fn write_states(path: &Path, generation: u64, states: &HashMap<Slot, State>) -> Result<(), Failed> {
-    let mut blob = Vec::with_capacity(states.values().map(|s| 32 + 24 * s.len()).sum());
-    blob.extend_from_slice(STATES_MAGIC);
-    blob.extend_from_slice(&generation.to_le_bytes());
-    let mut record = Vec::new();
+    use std::io::Write as _;
+    let file = std::fs::File::create(path).map_err(Failed::States)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    out.write_all(STATES_MAGIC)
+        .and_then(|()| out.write_all(&generation.to_le_bytes()))
+        .map_err(Failed::States)?;
     for ((node, source, table), state) in states {
-        record.clear();
-        encode_state(state, &mut record);
-        blob.extend_from_slice(&node.to_le_bytes());
-        blob.extend_from_slice(&source.to_le_bytes());
-        blob.extend_from_slice(&(table.len() as u32).to_le_bytes());
-        blob.extend_from_slice(table.as_bytes());
-        blob.extend_from_slice(&(record.len() as u64).to_le_bytes());
-        blob.extend_from_slice(&record);
+        [
+            &node.to_le_bytes()[..],
+            &source.to_le_bytes(),
+            &(table.len() as u32).to_le_bytes(),
+            table.as_bytes(),
+            &(state.as_bytes().len() as u64).to_le_bytes(),
+            state.as_bytes(),
+        ]
+        .iter()
+        .try_for_each(|piece| out.write_all(piece))
+        .map_err(Failed::States)?;
     }
-    std::fs::write(path, blob).map_err(Failed::States)
+    out.flush().map_err(Failed::States)
 }
 
 /// Reads the states file at `path`, which must be of `generation`.
 fn read_states(path: &Path, generation: u64) -> Result<HashMap<Slot, State>, Failed> {
-    let bytes = std::fs::read(path).map_err(Failed::States)?;
+    // The states are kept as slices of the file's bytes (`State`), not copied out of them.
+    let bytes = bytes::Bytes::from(std::fs::read(path).map_err(Failed::States)?);
     let bad = |why: &str| {
         Failed::States(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -564,14 +571,15 @@ fn read_states(path: &Path, generation: u64) -> Result<HashMap<Slot, State>, Fai
     let mut rest = bytes
         .strip_prefix(STATES_MAGIC)
         .ok_or_else(|| bad("not a states file"))?;
-    let take = |rest: &mut &[u8], n: usize| -> Option<Vec<u8>> {
+    let state_at = |slice: &[u8]| State::from_bytes(bytes.slice_ref(slice));
+    fn take<'b>(rest: &mut &'b [u8], n: usize) -> Option<&'b [u8]> {
         let (head, tail) = rest.split_at_checked(n)?;
         *rest = tail;
-        Some(head.to_vec())
-    };
+        Some(head)
+    }
     let number = |rest: &mut &[u8], n: usize| -> Option<u64> {
         let mut bytes = [0u8; 8];
-        bytes[..n].copy_from_slice(&take(rest, n)?);
+        bytes[..n].copy_from_slice(take(rest, n)?);
         Some(u64::from_le_bytes(bytes))
     };
     if number(&mut rest, 8) != Some(generation) {
@@ -583,52 +591,17 @@ fn read_states(path: &Path, generation: u64) -> Result<HashMap<Slot, State>, Fai
             let node = number(&mut rest, 4)? as u32;
             let source = number(&mut rest, 4)? as u32;
             let length = number(&mut rest, 4)? as usize;
-            let table = String::from_utf8(take(&mut rest, length)?).ok()?;
+            let table = std::str::from_utf8(take(&mut rest, length)?)
+                .ok()?
+                .to_owned();
             let length = number(&mut rest, 8)? as usize;
-            let (state, tail) = rest.split_at_checked(length)?;
-            rest = tail;
-            Some(((node, source, table), decode_state(state)?))
+            let state = state_at(take(&mut rest, length)?)?;
+            Some(((node, source, table), state))
         })();
         let (slot, state) = record.ok_or_else(|| bad("cut short or garbled"))?;
         states.insert(slot, state);
     }
     Ok(states)
-}
-
-/// A document's state as the index keeps it: per field, its key hash, its bytes' hash and its
-/// number of facts, then each fact's path number and value hash, little-endian.
-fn encode_state(state: &State, blob: &mut Vec<u8>) {
-    for field in state {
-        blob.extend_from_slice(&field.key.to_le_bytes());
-        blob.extend_from_slice(&field.raw.to_le_bytes());
-        blob.extend_from_slice(&(field.leaves.len() as u32).to_le_bytes());
-        for (path, hash) in &field.leaves {
-            blob.extend_from_slice(&path.to_le_bytes());
-            blob.extend_from_slice(&hash.to_le_bytes());
-        }
-    }
-}
-
-fn decode_state(mut blob: &[u8]) -> Option<State> {
-    fn take<const N: usize>(blob: &mut &[u8]) -> Option<[u8; N]> {
-        let (head, rest) = blob.split_first_chunk::<N>()?;
-        *blob = rest;
-        Some(*head)
-    }
-    let mut state = Vec::new();
-    while !blob.is_empty() {
-        let key = u64::from_le_bytes(take(&mut blob)?);
-        let raw = u64::from_le_bytes(take(&mut blob)?);
-        let count = u32::from_le_bytes(take(&mut blob)?) as usize;
-        let mut leaves = Vec::with_capacity(count.min(blob.len() / 12));
-        for _ in 0..count {
-            let path = u32::from_le_bytes(take(&mut blob)?);
-            let hash = u64::from_le_bytes(take(&mut blob)?);
-            leaves.push((path, hash));
-        }
-        state.push(Field { key, raw, leaves });
-    }
-    Some(state)
 }
 
 fn summary(
