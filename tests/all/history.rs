@@ -377,6 +377,21 @@ fn sql_as_of_a_day_reads_the_latest_bundle_of_that_day_and_diff_since_nets_the_c
         json!([["web-1", "6.1.0-20"], ["web-3", "6.1.0-18"]]),
         "day 3's run was created half a second later"
     );
+    // The forms `inspect logs --since` takes, too.
+    assert_eq!(
+        rows("2030-03-03 12:00"),
+        json!([
+            ["web-1", "6.1.0-20"],
+            ["web-2", "6.1.0-18"],
+            ["web-3", "6.1.0-18"]
+        ])
+    );
+    let nonsense = inspect(&cache, &["sql", d, query, "--as-of", "last blue moon"]);
+    assert!(
+        text(&nonsense.stderr).contains("\"last blue moon\" is not a time"),
+        "{}",
+        text(&nonsense.stderr)
+    );
     let before = inspect(&cache, &["sql", d, query, "--as-of", "2030-02-28"]);
     assert!(!before.status.success());
     assert!(
@@ -413,6 +428,12 @@ fn sql_as_of_a_day_reads_the_latest_bundle_of_that_day_and_diff_since_nets_the_c
             "packages[name=\"openssl\"].version".to_owned(),
             json!(["web-1"])
         )]
+    );
+    // A duration back from now: the bundles are from 2030, so every one of them.
+    let week = inspect_json(&cache, &["diff", d, "--since", "7d"]);
+    assert_eq!(
+        (&week["before"]["run_id"], &week["after"]["run_id"]),
+        (&json!("day1"), &json!("day4"))
     );
     let bare = inspect(&cache, &["diff", d]);
     assert!(!bare.status.success());

@@ -8,7 +8,7 @@ use factbuoy_bundle::reader::Bundle;
 use factbuoy_inspect::drift::{self, BundleRun, ChangeKind, Changes, Drift, IgnoreList};
 use serde_json::Value;
 
-use super::history::{PileArgs, is_pile, since_time};
+use super::history::{PileArgs, is_pile};
 use super::show::{cell, emit_lines, names};
 use factbuoy_protocol::types::wire_name;
 
@@ -24,7 +24,8 @@ pub struct DiffArgs {
     later: Option<PathBuf>,
     /// Of a directory of bundles: what changed from the first bundle from TIME on to the
     /// last, the net change. TIME is a duration back from now (7d, 12h), a date (its start,
-    /// UTC) or an RFC 3339 time.
+    /// UTC), an RFC 3339 time, or another form `inspect logs --since` takes (yesterday,
+    /// 2026-05-01 12:00).
     #[arg(long, value_name = "TIME")]
     since: Option<String>,
     #[command(flatten)]
@@ -45,7 +46,7 @@ pub fn diff(args: DiffArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let range = match (is_pile(&args.bundle), &args.since, &args.later) {
         (true, Some(since), None) => {
             let history = args.pile.open(&args.bundle)?;
-            let (first, last) = history.since(&since_time(since)?)?;
+            let (first, last) = history.since(since)?;
             Some((first.bundle.clone(), last.bundle.clone()))
         }
         (true, None, _) | (true, _, Some(_)) => anyhow::bail!(

@@ -177,18 +177,6 @@ fn short(created: &str) -> String {
     }
 }
 
-/// `--since`: a duration back from now (`7d`, `12h`), a date (its start, UTC) or an RFC 3339
-/// time, as the time [`History::since`] takes.
-pub fn since_time(since: &str) -> anyhow::Result<String> {
-    if let Ok(back) = humantime::parse_duration(since) {
-        let then = std::time::SystemTime::now()
-            .checked_sub(back)
-            .ok_or_else(|| anyhow::anyhow!("--since {since}: too far back"))?;
-        return Ok(humantime::format_rfc3339(then).to_string());
-    }
-    Ok(since.to_owned())
-}
-
 fn node_lines(node: &NodeHistory) -> Vec<String> {
     let mut lines = vec![format!(
         "{}: in {} from {} to {}",

@@ -214,7 +214,8 @@ pub struct SqlArgs {
     #[arg(required = true, num_args = 1..)]
     bundles: Vec<PathBuf>,
     /// Of each directory of bundles, only the latest bundle from TIME or before: a date
-    /// (2026-05-01, meaning the end of that day UTC) or an RFC 3339 time.
+    /// (2026-05-01, meaning the end of that day UTC), an RFC 3339 time, or another form
+    /// `inspect logs --since` takes (2026-05-01 12:00, yesterday, 7d ago).
     #[arg(long, value_name = "TIME")]
     as_of: Option<String>,
     #[command(flatten)]
