@@ -343,19 +343,7 @@ fn add_all(
                     tx.query_row("SELECT coalesce(max(seq), 0) + 1 FROM bundles", [], |r| {
                         r.get(0)
                     })?;
-                tx.execute(
-                    "INSERT INTO bundles (seq, name, size, mtime_ns, ctime_ns, inode, error)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    params![
-                        seq,
-                        bad.file.name,
-                        bad.file.size as i64,
-                        bad.file.mtime_ns,
-                        bad.file.ctime_ns,
-                        bad.file.inode as i64,
-                        error
-                    ],
-                )?;
+                insert_bundle(&tx, seq, &bad.file, Some(&error))?;
                 tx.commit()?;
                 unreadable += 1;
             }
@@ -433,42 +421,27 @@ fn add_in_one(
                 }
             }
         };
-        let stat = params![
-            seq,
-            file.name,
-            file.size as i64,
-            file.mtime_ns,
-            file.ctime_ns,
-            file.inode as i64
-        ];
-        tx.execute(
-            "INSERT INTO bundles (seq, name, size, mtime_ns, ctime_ns, inode)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            stat,
-        )?;
         match read {
-            Ok((head, read)) => tx.execute(
-                "UPDATE bundles SET sha256 = ?2, run_id = ?3, created = ?4, created_ns = ?5,
-                 origin = ?6, status = ?7 WHERE seq = ?1",
-                params![
-                    seq,
-                    read.sha256,
-                    head.run_id,
-                    head.created,
-                    created_ns(&head.created),
-                    head.origin.unwrap_or_default(),
-                    crate::meta::wire(&read.status.status),
-                ],
-            )?,
-            Err(error) => {
-                // Its facts, if any were read before the error, stay out of every answer:
-                // the bundle has no origin, and answers read bundles of one origin.
+            Ok((head, read)) => {
+                insert_bundle(&tx, seq, file, None)?;
                 tx.execute(
-                    "UPDATE bundles SET error = ?2 WHERE seq = ?1",
-                    params![seq, error],
-                )?
+                    "UPDATE bundles SET sha256 = ?2, run_id = ?3, created = ?4, created_ns = ?5,
+                     origin = ?6, status = ?7 WHERE seq = ?1",
+                    params![
+                        seq,
+                        read.sha256,
+                        head.run_id,
+                        head.created,
+                        created_ns(&head.created),
+                        head.origin.unwrap_or_default(),
+                        crate::meta::wire(&read.status.status),
+                    ],
+                )?;
             }
-        };
+            // Its facts, if any were read before the error, stay out of every answer: the
+            // bundle has no origin, and answers read bundles of one origin.
+            Err(error) => insert_bundle(&tx, seq, file, Some(&error))?,
+        }
     }
     // Written beside, numbered, committed, then renamed into place: a crash between any two
     // steps leaves numbers that disagree, and the index is built anew.
@@ -482,6 +455,30 @@ fn add_in_one(
     tx.commit()?;
     std::fs::rename(&written, states_file(index)).map_err(Failed::States)?;
     Ok(added)
+}
+
+/// Records the bundle `file` as the index's bundle number `seq`: its stat, and why it could
+/// not be read when it could not.
+fn insert_bundle(
+    tx: &Transaction<'_>,
+    seq: i64,
+    file: &OnDisk,
+    error: Option<&str>,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO bundles (seq, name, size, mtime_ns, ctime_ns, inode, error)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![
+            seq,
+            file.name,
+            file.size as i64,
+            file.mtime_ns,
+            file.ctime_ns,
+            file.inode as i64,
+            error
+        ],
+    )?;
+    Ok(())
 }
 
 /// What the index knows, to add bundles to it.
