@@ -343,14 +343,9 @@ impl<'l> Row<'l> {
                         if !plain {
                             return None;
                         }
-                        let digits = &whole[start..start + digits];
-                        let n: u64 = digits.parse().ok()?;
-                        at = start + digits.len();
-                        if negative {
-                            Cell::Signed(-(n as i64))
-                        } else {
-                            Cell::Unsigned(n)
-                        }
+                        let number = &whole[at..start + digits];
+                        at = start + digits;
+                        Cell::Integer(number)
                     }
                     _ => return None,
                 };
@@ -375,6 +370,8 @@ impl<'l> Row<'l> {
 /// as the same JSON text.
 enum Cell<'l> {
     Text(Cow<'l, str>),
+    /// An integer's text, read by [`Row::plain`]: as serde_json writes the number.
+    Integer(&'l str),
     Unsigned(u64),
     Signed(i64),
     Float(f64),
@@ -395,6 +392,7 @@ impl Cell<'_> {
                 out.push('"');
             }
             Cell::Text(text) => out.push_str(&Value::from(text.as_ref()).to_string()),
+            Cell::Integer(text) => out.push_str(text),
             Cell::Unsigned(n) => {
                 let _ = write!(out, "{n}");
             }
