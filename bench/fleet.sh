@@ -23,7 +23,8 @@ target=${CARGO_TARGET_DIR:-$PWD/target}
 factbuoy=$target/release/factbuoy
 generator=$target/release/examples/bench-bundle
 
-key=$(sha256sum host/bundle/examples/bench-bundle.rs | cut -c1-12)
+# The generator and what it shares with the others: a change to either makes new data.
+key=$(cat host/bundle/examples/bench-bundle.rs host/bundle/examples/common/mod.rs | sha256sum | cut -c1-12)
 fleet=$CACHE/fleet-$key-$NODES-$JOURNAL_BYTES
 mkdir -p "$CACHE"
 

@@ -53,7 +53,8 @@ factbuoy=$target/release/factbuoy
 mkdir -p "$CACHE"
 . bench/template.sh
 
-key=$(sha256sum host/bundle/examples/bench-history.rs | cut -c1-12)
+# The generator and what it shares with the others: a change to either makes new data.
+key=$(cat host/bundle/examples/bench-history.rs host/bundle/examples/common/mod.rs | sha256sum | cut -c1-12)
 work=$CACHE/history-$key-$NODES-$DAYS
 if [ ! -e "$work/done" ]; then
   rm -rf "$CACHE"/history-*

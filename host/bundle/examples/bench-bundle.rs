@@ -16,6 +16,8 @@
 //! the report's pages are no smaller than a real fleet's. Journal lines have the shape and the entropy of `journalctl -o json`
 //! (cursors, ids, timestamps, varied messages): gzip shrinks them about 5 times, as real ones.
 
+mod common;
+
 use std::fmt::Write as _;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -26,6 +28,8 @@ use factbuoy_protocol::types::StatusDocument;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
+
+use common::{node_name, random_base64, read_json, uuid, with_new_macs};
 
 const FACT_PLUGINS: [(&str, &str); 2] = [
     ("setup", "ansible_facts.json"),
@@ -54,19 +58,10 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
-fn read_json(path: &Path) -> anyhow::Result<Value> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))
-}
-
 fn write_json(path: &Path, value: &Value) -> anyhow::Result<()> {
     std::fs::create_dir_all(path.parent().expect("a file in a folder"))?;
     std::fs::write(path, serde_json::to_vec(value)?)?;
     Ok(())
-}
-
-fn node_name(index: usize) -> String {
-    format!("node-{index:04}.bench.example")
 }
 
 fn generate(template: &Path, work: &Path, nodes: usize, journal_bytes: u64) -> anyhow::Result<()> {
@@ -256,49 +251,6 @@ fn vary(setup: &Value, host: &Value, index: usize, name: &str, rng: &mut StdRng)
         address_entry.insert("address".into(), json!(address));
     }
     [setup, host]
-}
-
-/// A random UUID, as DMI reports one.
-fn uuid(rng: &mut StdRng) -> String {
-    let n = rng.random::<u128>();
-    let hex = format!("{n:032x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
-}
-
-/// `len` random base64 characters, as a host key's are.
-fn random_base64(len: usize, rng: &mut StdRng) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    (0..len)
-        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
-        .collect()
-}
-
-/// Every `macaddress` in `facts` replaced by a random one (locally administered).
-fn with_new_macs(facts: &mut Value, rng: &mut StdRng) {
-    match facts {
-        Value::Object(map) => {
-            for (key, value) in map.iter_mut() {
-                if key == "macaddress" && value.is_string() {
-                    let bytes: [u8; 5] = rng.random();
-                    *value = json!(format!(
-                        "02:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-                        bytes[0], bytes[1], bytes[2], bytes[3], bytes[4]
-                    ));
-                } else {
-                    with_new_macs(value, rng);
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|item| with_new_macs(item, rng)),
-        _ => {}
-    }
 }
 
 const WORDS: &[&str] = &[

@@ -25,6 +25,8 @@
 //! and upgrades its kernel on days DAYS/3 and 5·DAYS/6 (20 and 50 of 60), to the kernels
 //! released on days DAYS/6 and 7·DAYS/12 (10 and 35).
 
+mod common;
+
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -34,6 +36,8 @@ use factbuoy_protocol::types::StatusDocument;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
+
+use common::{node_name, random_base64, read_json, uuid, with_new_macs};
 use sha2::{Digest, Sha256};
 use time::format_description::well_known::Rfc3339;
 use time::{Duration, OffsetDateTime};
@@ -118,15 +122,6 @@ fn main() -> anyhow::Result<()> {
         fleet.watched_kernels.join(", ")
     );
     Ok(())
-}
-
-fn node_name(index: usize) -> String {
-    format!("node-{index:04}.bench.example")
-}
-
-fn read_json(path: &Path) -> anyhow::Result<Value> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))
 }
 
 fn rfc3339(at: OffsetDateTime) -> String {
@@ -604,47 +599,4 @@ fn date_time(at: OffsetDateTime) -> Value {
         "weeknumber": format!("{:02}", at.monday_based_week()),
         "year": year.to_string(),
     })
-}
-
-/// A random UUID, as DMI and the kernel report one.
-fn uuid(rng: &mut StdRng) -> String {
-    let hex = format!("{:032x}", rng.random::<u128>());
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
-}
-
-/// `len` random base64 characters, as a host key's are.
-fn random_base64(len: usize, rng: &mut StdRng) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    (0..len)
-        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
-        .collect()
-}
-
-/// Every MAC address in `facts` (setup's `macaddress`, host-facts' `mac_address`) replaced by
-/// a random one, locally administered.
-fn with_new_macs(facts: &mut Value, rng: &mut StdRng) {
-    match facts {
-        Value::Object(map) => {
-            for (key, value) in map.iter_mut() {
-                if (key == "macaddress" || key == "mac_address") && value.is_string() {
-                    let bytes: [u8; 5] = rng.random();
-                    *value = json!(format!(
-                        "02:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-                        bytes[0], bytes[1], bytes[2], bytes[3], bytes[4]
-                    ));
-                } else {
-                    with_new_macs(value, rng);
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|item| with_new_macs(item, rng)),
-        _ => {}
-    }
 }
