@@ -9,7 +9,7 @@ use factbuoy_bundle::writer;
 use factbuoy_protocol::types::StatusDocument;
 use serde_json::{Value, json};
 
-use crate::inspect::{chromium, json_of, real_bundle, real_facts, text};
+use crate::inspect::{json_of, real_bundle, real_facts, rendered, text};
 use crate::support;
 use crate::support::kube_runs::Bundle;
 
@@ -727,16 +727,7 @@ fn report_of_a_directory_draws_the_historys_changes_per_day_in_a_real_browser() 
     );
     assert!(output.status.success(), "{}", text(&output.stderr));
 
-    let (dom, console) = chromium(&["--dump-dom"], &format!("file://{}", page.display()));
-    assert_eq!(
-        console,
-        Vec::<String>::new(),
-        "the page logged to the console"
-    );
-    assert!(
-        dom.contains("data-rendered=\"ok\""),
-        "the script did not finish"
-    );
+    let dom = rendered(&[], &format!("file://{}", page.display()));
     assert!(
         dom.contains("<section id=\"history\" class=\"\">"),
         "the history is shown"

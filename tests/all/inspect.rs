@@ -1842,6 +1842,22 @@ pub(crate) fn chromium(args: &[&str], url: &str) -> (String, Vec<String>) {
     (text(&output.stdout), console)
 }
 
+/// The DOM of the page at `url` once its script has run (`chromium --dump-dom` with `args`),
+/// which must have finished (`data-rendered="ok"`) and logged nothing to the console.
+pub(crate) fn rendered(args: &[&str], url: &str) -> String {
+    let (dom, console) = chromium(&[args, &["--dump-dom"]].concat(), url);
+    assert_eq!(
+        console,
+        Vec::<String>::new(),
+        "the page logged to the console"
+    );
+    assert!(
+        dom.contains("data-rendered=\"ok\""),
+        "the script did not finish"
+    );
+    dom
+}
+
 /// A screenshot of the page at `url` in a window of `size` (`1280,900`), kept as `name` in the
 /// test's output folder (target/tmp/inspect-report) for a person to look at; its bytes, a PNG.
 fn screenshot(url: &str, name: &str, size: &str) -> Vec<u8> {
@@ -1897,16 +1913,7 @@ fn report_is_one_self_contained_page_that_shows_every_node_in_a_real_browser() {
     assert!(html.contains("default-src 'none'"));
 
     let url = format!("file://{}", page.display());
-    let (dom, console) = chromium(&["--dump-dom"], &url);
-    assert_eq!(
-        console,
-        Vec::<String>::new(),
-        "the page logged to the console"
-    );
-    assert!(
-        dom.contains("data-rendered=\"ok\""),
-        "the script did not finish"
-    );
+    let dom = rendered(&[], &url);
     assert!(!dom.contains("data-pwned"), "bundle text ran as HTML");
     for node in ["web-1", "web-2", "web-3"] {
         assert!(
@@ -1959,8 +1966,7 @@ fn report_is_one_self_contained_page_that_shows_every_node_in_a_real_browser() {
     );
 
     // Searchable: a search for web-2's version leaves only web-2 in the fleet table.
-    let (dom, console) = chromium(&["--dump-dom"], &format!("{url}#q=13.1"));
-    assert_eq!(console, Vec::<String>::new());
+    let dom = rendered(&[], &format!("{url}#q=13.1"));
     assert!(
         dom.contains("<tr class=\"node-row\" data-node=\"web-2\""),
         "{dom}"
@@ -2069,16 +2075,7 @@ fn report_has_a_section_per_other_plugin_with_its_tables_and_summarises_the_jour
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let url = format!("file://{}", page.display());
 
-    let (dom, console) = chromium(&["--dump-dom"], &url);
-    assert_eq!(
-        console,
-        Vec::<String>::new(),
-        "the page logged to the console"
-    );
-    assert!(
-        dom.contains("data-rendered=\"ok\""),
-        "the script did not finish"
-    );
+    let dom = rendered(&[], &url);
     // The journals: every entry counted, the errors as journalctl -p err selects them.
     let entries = whole[0].len() + whole[1].len();
     assert!(
@@ -2142,8 +2139,7 @@ fn report_has_a_section_per_other_plugin_with_its_tables_and_summarises_the_jour
     );
 
     // A search for what only web-1's table holds finds web-1 and shows that row alone.
-    let (dom, console) = chromium(&["--dump-dom"], &format!("{url}#q=zsh"));
-    assert_eq!(console, Vec::<String>::new());
+    let dom = rendered(&[], &format!("{url}#q=zsh"));
     assert!(
         dom.contains("<tr class=\"node-row\" data-node=\"web-1\""),
         "{dom}"
@@ -2269,18 +2265,9 @@ cpus.click(); cpus.click();
 b.afterSort = rows().split(" ").slice(0, 3).join(" ") + " | " + document.querySelectorAll("tr.node-row").length;
 </script></body>"##;
     std::fs::write(&measured, html.replace("</body>", probe)).unwrap();
-    let (dom, console) = chromium(
-        &["--window-size=1280,900", "--dump-dom"],
+    let dom = rendered(
+        &["--window-size=1280,900"],
         &format!("file://{}", measured.display()),
-    );
-    assert_eq!(
-        console,
-        Vec::<String>::new(),
-        "the page logged to the console"
-    );
-    assert!(
-        dom.contains("data-rendered=\"ok\""),
-        "the script did not finish"
     );
     // The answer first: the band counts, and the failures grouped with their reasons.
     assert!(
@@ -2371,12 +2358,7 @@ b.afterSort = rows().split(" ").slice(0, 3).join(" ") + " | " + document.querySe
 
     // A search for one node's address finds it, and its facts, rebuilt in the page from the
     // first node's and its own differences, are the whole document.
-    let (dom, console) = chromium(
-        &["--dump-dom"],
-        &format!("file://{}#q=10.0.2.150", page.display()),
-    );
-    assert_eq!(console, Vec::<String>::new());
-    assert!(dom.contains("data-rendered=\"ok\""));
+    let dom = rendered(&[], &format!("file://{}#q=10.0.2.150", page.display()));
     assert!(dom.contains("1 node matches"), "{dom}");
     let details = &dom[dom
         .find("<details data-node=\"node-0650\" open=\"\"")
