@@ -399,16 +399,38 @@ fn sql_as_of_a_day_reads_the_latest_bundle_of_that_day_and_diff_since_nets_the_c
         "{}",
         text(&before.stderr)
     );
-    // Without --as-of, every run, each row with its run.
-    let all = inspect_json(
-        &cache,
-        &[
-            "sql",
-            d,
-            "SELECT r.created, count(*) FROM setup s JOIN runs r USING (run_id) GROUP BY r.created ORDER BY r.created",
-        ],
-    );
-    assert_eq!(all["rows"].as_array().unwrap().len(), 4, "{all}");
+    // Without --as-of, every run, each row with its run and the run's time: facts and a
+    // table's rows alike.
+    let per_run = |table: &str| {
+        inspect_json(
+            &cache,
+            &[
+                "sql",
+                d,
+                &format!(
+                    "SELECT run_id, created, count(*) FROM {table} GROUP BY run_id, created
+                     ORDER BY created"
+                ),
+            ],
+        )["rows"]
+            .clone()
+    };
+    let runs = json!([
+        ["day1", "2030-03-01T02:00:00Z", 2],
+        ["day2", "2030-03-02T02:00:00Z", 2],
+        ["day3", "2030-03-03T02:00:00.5Z", 3],
+        ["day4", "2030-03-04T02:00:00Z", 2]
+    ]);
+    assert_eq!(per_run("setup"), runs);
+    let rows_per_run = |runs: Value| -> Value {
+        // Two packages a node.
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| json!([r[0], r[1], r[2].as_i64().unwrap() * 2]))
+            .collect()
+    };
+    assert_eq!(per_run("inventory_packages"), rows_per_run(runs));
 
     // From 2 March on: day 2 against day 4.
     let net = inspect_json(&cache, &["diff", d, "--since", "2030-03-02"]);

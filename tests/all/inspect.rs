@@ -1148,13 +1148,21 @@ fn sql_answers_over_every_nodes_facts_results_and_several_bundles() {
     );
 
     // The tables are read-only, a bad query says what is there, and --db keeps the file.
-    let output = inspect(dir.path(), &["sql", b, "DELETE FROM facts"]);
-    assert_eq!(output.status.code(), Some(2));
-    assert!(
-        text(&output.stderr).contains("readonly"),
-        "{}",
-        text(&output.stderr)
-    );
+    for (statement, refusal) in [
+        (
+            "DELETE FROM facts",
+            "cannot modify facts because it is a view",
+        ),
+        ("DELETE FROM \"facts rows\"", "readonly"),
+    ] {
+        let output = inspect(dir.path(), &["sql", b, statement]);
+        assert_eq!(output.status.code(), Some(2));
+        assert!(
+            text(&output.stderr).contains(refusal),
+            "{}",
+            text(&output.stderr)
+        );
+    }
     let output = inspect(dir.path(), &["sql", b, "SELECT name FROM nowhere"]);
     assert_eq!(output.status.code(), Some(2));
     let stderr = text(&output.stderr);

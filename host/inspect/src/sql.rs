@@ -27,20 +27,44 @@ use crate::meta::wire;
 mod row;
 use row::{Batch, Row};
 
-/// The tables and views, as created; docs/inspect.md explains each column.
+/// The tables and views, as created; docs/inspect.md explains each column. Each table but
+/// `runs` is a view of its rows (`"<table> rows"`) with each row's run's `created` added
+/// ([`timed`]).
 const SCHEMA: &str = "
 CREATE TABLE runs (run_id TEXT, bundle TEXT, status TEXT, error TEXT, created TEXT,
                    factbuoy_version TEXT);
-CREATE TABLE results (run_id TEXT, plugin TEXT, node TEXT, status TEXT, result_status TEXT,
-                      error TEXT);
-CREATE TABLE facts (run_id TEXT, node TEXT, plugin TEXT, facts TEXT);
-CREATE TABLE fact_values (run_id TEXT, node TEXT, plugin TEXT, path TEXT, value);
-CREATE VIEW setup AS SELECT run_id, node, facts FROM facts WHERE plugin = 'setup';
-CREATE VIEW host_facts AS SELECT run_id, node, facts FROM facts WHERE plugin = 'host-facts';
+CREATE TABLE \"results rows\" (run_id TEXT, plugin TEXT, node TEXT, status TEXT,
+                              result_status TEXT, error TEXT);
+CREATE TABLE \"facts rows\" (run_id TEXT, node TEXT, plugin TEXT, facts TEXT);
+CREATE TABLE \"fact_values rows\" (run_id TEXT, node TEXT, plugin TEXT, path TEXT, value);
+CREATE VIEW setup AS SELECT run_id, created, node, facts FROM facts WHERE plugin = 'setup';
+CREATE VIEW host_facts AS SELECT run_id, created, node, facts FROM facts
+    WHERE plugin = 'host-facts';
 ";
 /// For a database kept for later queries, made once the rows are in (one sort instead of a
 /// tree kept in order row by row). One query scans faster than the sort takes.
-const INDEXES: &str = "CREATE INDEX fact_values_by_path ON fact_values (path);";
+const INDEXES: &str = "CREATE INDEX fact_values_by_path ON \"fact_values rows\" (path);";
+
+/// The quoted name of the table that holds the rows of the table (or view) `name`.
+fn rows_of(name: &str) -> String {
+    quoted(&format!("{name} rows"))
+}
+
+/// Creates the view `name` of the table [`rows_of`] `name`: its rows, each with the time its
+/// run was created. The time is looked up only by a query that asks for it (SQLite leaves a
+/// view's unused columns uncomputed), so a million rows do not each hold a copy.
+fn timed(db: &Connection, name: &str) -> rusqlite::Result<()> {
+    db.execute(
+        &format!(
+            "CREATE VIEW {} AS SELECT t.*, (SELECT created FROM runs WHERE runs.run_id = t.run_id)
+             AS created FROM {} t",
+            quoted(name),
+            rows_of(name)
+        ),
+        [],
+    )?;
+    Ok(())
+}
 
 /// Why a query could not be answered.
 #[derive(Debug, thiserror::Error)]
@@ -58,7 +82,7 @@ pub enum SqlError {
     },
     /// The query is not valid SQL for these tables, or failed.
     #[error(
-        "the query failed: {0}; the tables are runs, results, facts, fact_values, the views setup and host_facts, and one per table artifact, <plugin>_<artifact> (docs/inspect.md)"
+        "the query failed: {0}; the tables are runs, results, facts, fact_values, setup, host_facts and one per table artifact, <plugin>_<artifact>, each row with its run_id and created (docs/inspect.md)"
     )]
     Query(rusqlite::Error),
 }
@@ -93,6 +117,9 @@ pub fn query(
         .execute_batch("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;")
         .map_err(db_error)?;
     connection.execute_batch(SCHEMA).map_err(db_error)?;
+    for table in ["results", "facts", "fact_values"] {
+        timed(&connection, table).map_err(db_error)?;
+    }
     // Table artifacts' tables, shared by the bundles: each bundle adds its rows.
     let mut tables = Tables {
         columns: HashMap::new(),
@@ -242,7 +269,8 @@ fn load(
                 text("factbuoy_version")
             ],
         )?;
-        let mut insert = db.prepare("INSERT INTO results VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
+        let mut insert =
+            db.prepare("INSERT INTO \"results rows\" VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
         for pair in &status.plugins {
             insert.execute(params![
                 id,
@@ -253,14 +281,17 @@ fn load(
                 pair.error
             ])?;
         }
-        let loaded = ["facts", "fact_values"].map(quoted);
+        let loaded = ["facts", "fact_values"].map(str::to_owned);
         for table in loaded
             .iter()
             .chain(tables.columns.keys())
             .filter(|_| pending)
         {
             db.execute(
-                &format!("UPDATE {table} SET run_id = ?1 WHERE run_id = ?2"),
+                &format!(
+                    "UPDATE {} SET run_id = ?1 WHERE run_id = ?2",
+                    rows_of(table)
+                ),
                 params![id, PENDING],
             )?;
         }
@@ -399,7 +430,7 @@ fn write_pieces(
                 let run_id = run_id.as_deref().unwrap_or(PENDING);
                 let columns = tables.create(db, &table).map_err(Loading::Database)?;
                 if let Some(rows) = rows {
-                    insert_rows(db, &quoted(&table), columns, run_id, &node, &rows)?;
+                    insert_rows(db, &rows_of(&table), columns, run_id, &node, &rows)?;
                 }
             }
         }
@@ -443,7 +474,7 @@ fn insert_facts(
 ) -> rusqlite::Result<()> {
     if named.documents {
         db.execute(
-            "INSERT INTO facts VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO \"facts rows\" VALUES (?1, ?2, ?3, ?4)",
             params![run_id, node, plugin, facts.to_string()],
         )?;
     }
@@ -455,7 +486,7 @@ fn insert_facts(
     let leaves = leaves(facts);
     let mut chunks = leaves.chunks_exact(ROWS_PER_INSERT);
     let mut many = db.prepare_cached(&format!(
-        "INSERT INTO fact_values VALUES {}",
+        "INSERT INTO \"fact_values rows\" VALUES {}",
         vec!["(?, ?, ?, ?, ?)"; ROWS_PER_INSERT].join(", ")
     ))?;
     for chunk in &mut chunks {
@@ -470,7 +501,8 @@ fn insert_facts(
         }
         many.raw_execute()?;
     }
-    let mut one = db.prepare_cached("INSERT INTO fact_values VALUES (?1, ?2, ?3, ?4, ?5)")?;
+    let mut one =
+        db.prepare_cached("INSERT INTO \"fact_values rows\" VALUES (?1, ?2, ?3, ?4, ?5)")?;
     for (path, value) in chunks.remainder() {
         one.execute(params![run_id, node, plugin, path, sql_value(value)])?;
     }
@@ -494,7 +526,7 @@ fn sql_value(value: &Value) -> rusqlite::types::Value {
 
 /// The tables made of table artifacts.
 struct Tables {
-    /// Quoted table name -> (field -> quoted column).
+    /// Table name -> (field -> quoted column).
     columns: HashMap<String, HashMap<String, String>>,
 }
 
@@ -506,14 +538,14 @@ impl Tables {
         db: &Connection,
         name: &str,
     ) -> rusqlite::Result<&mut HashMap<String, String>> {
-        let table = quoted(name);
-        Ok(match self.columns.entry(table) {
+        Ok(match self.columns.entry(name.to_owned()) {
             std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
             std::collections::hash_map::Entry::Vacant(new) => {
                 db.execute(
-                    &format!("CREATE TABLE {} (run_id TEXT, node TEXT)", new.key()),
+                    &format!("CREATE TABLE {} (run_id TEXT, node TEXT)", rows_of(name)),
                     [],
                 )?;
+                timed(db, name)?;
                 new.insert(HashMap::new())
             }
         })
@@ -634,12 +666,13 @@ pub fn table_name(plugin: &str, artifact: &str) -> String {
 }
 
 /// The quoted column for a new field: the field's name, unless SQLite (which ignores case)
-/// already has it or it is `run_id` or `node`: then with `_` added until it is new.
+/// already has it or it is `run_id`, `node` or `created` (the view's): then with `_` added
+/// until it is new.
 fn new_column<'a>(field: &str, taken: impl Iterator<Item = &'a String> + Clone) -> String {
     let mut name = field.to_owned();
     loop {
         let candidate = quoted(&name);
-        let clash = ["run_id", "node"].contains(&name.to_ascii_lowercase().as_str())
+        let clash = ["run_id", "node", "created"].contains(&name.to_ascii_lowercase().as_str())
             || taken
                 .clone()
                 .any(|column| column.eq_ignore_ascii_case(&candidate));
@@ -736,7 +769,7 @@ mod tests {
             &[bundle],
             &dir.path().join("f.sqlite"),
             false,
-            "SELECT n, s, o FROM p_t ORDER BY rowid",
+            "SELECT n, s, o FROM p_t ORDER BY n",
         )
         .unwrap();
         let found: Vec<(i64, String, Option<String>)> = answer
