@@ -76,26 +76,24 @@ pub(crate) fn parse_row<'a, S: serde::de::DeserializeSeed<'a>>(
     line: &'a [u8],
     seed: S,
 ) -> Result<S::Value, ReadError> {
-    let invalid = |cause| ReadError::InvalidJson {
-        entry: format!("{entry} line {number}"),
-        cause,
-    };
+    fn whole<'de, R: serde_json::de::Read<'de>, S: serde::de::DeserializeSeed<'de>>(
+        mut json: serde_json::Deserializer<R>,
+        seed: S,
+    ) -> serde_json::Result<S::Value> {
+        let read = seed.deserialize(&mut json)?;
+        json.end()?;
+        Ok(read)
+    }
     // The line checked as UTF-8 at once is read faster than each of its strings checked apart;
     // a line that is not UTF-8 is read as bytes for serde_json's error, which says where.
     match std::str::from_utf8(line) {
-        Ok(text) => {
-            let mut json = serde_json::Deserializer::from_str(text);
-            seed.deserialize(&mut json)
-                .and_then(|read| json.end().map(|()| read))
-                .map_err(invalid)
-        }
-        Err(_) => {
-            let mut json = serde_json::Deserializer::from_slice(line);
-            seed.deserialize(&mut json)
-                .and_then(|read| json.end().map(|()| read))
-                .map_err(invalid)
-        }
+        Ok(text) => whole(serde_json::Deserializer::from_str(text), seed),
+        Err(_) => whole(serde_json::Deserializer::from_slice(line), seed),
     }
+    .map_err(|cause| ReadError::InvalidJson {
+        entry: format!("{entry} line {number}"),
+        cause,
+    })
 }
 
 /// Calls `line(number, bytes)` with each line of the table artifact `entry` read from `rows`

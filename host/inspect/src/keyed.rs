@@ -265,9 +265,10 @@ impl<'l> Row<'l> {
         }
     }
 
-    /// The row, when `text` is an object whose values are all plain: strings without escapes,
-    /// integers of at most 18 digits (so they fit), `true`, `false` or `null`. `None` for
-    /// anything else, which `serde_json` then reads.
+    /// The row, when `line` is an object whose values are all plain: strings without escapes,
+    /// integers of at most 18 digits (so serde_json reads them as integers and writes them back
+    /// as the same text), `true`, `false` or `null`. `None` for anything else, which
+    /// `serde_json` then reads.
     fn plain(line: &'l [u8]) -> Option<Row<'l>> {
         // Checked as UTF-8 at once: a string is then cut from `whole` at its quotes (ASCII, so
         // boundaries of characters), faster than checking each string apart.

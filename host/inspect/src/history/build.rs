@@ -11,10 +11,10 @@
 //! one field. A node that did not report, or whose plugin failed, changes nothing: a gap is
 //! not a change.
 //!
-//! Facts that change on their own ([`crate::drift::DEFAULT_IGNORES`]: clocks, counters, free space) change
-//! in every run on every node. Their changes go to a table of their own ordered by bundle, so
-//! that a bundle's are appended together instead of scattered over every node's part of the
-//! index, which made adding one bundle rewrite most of the index's pages.
+//! Facts that change on their own ([`crate::drift::DEFAULT_IGNORES`]: clocks, counters, free
+//! space) change in every run on every node. Their changes go to a table of their own ordered
+//! by bundle, so that a bundle's are appended together instead of scattered over every node's
+//! part of the index, which made adding one bundle rewrite most of the index's pages.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;

@@ -116,6 +116,7 @@ impl NewState {
         self.0.extend_from_slice(field.bytes);
     }
 
+    /// The state made.
     pub(crate) fn finish(self) -> State {
         State(self.0.into())
     }
