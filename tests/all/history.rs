@@ -142,6 +142,16 @@ fn pile(dir: &Path) -> Vec<PathBuf> {
     ]
 }
 
+/// A work folder holding `bundles/`, the directory [`pile`] writes (its bundles' paths are
+/// returned too), and `cache/`, for the index.
+fn piled() -> (tempfile::TempDir, PathBuf, PathBuf, Vec<PathBuf>) {
+    let work = tempfile::tempdir().unwrap();
+    let (dir, cache) = (work.path().join("bundles"), work.path().join("cache"));
+    std::fs::create_dir(&dir).unwrap();
+    let days = pile(&dir);
+    (work, dir, cache, days)
+}
+
 /// `factbuoy inspect ARGS` with the cache directory in `cache`.
 fn inspect(cache: &Path, args: &[&str]) -> Output {
     support::factbuoy()
@@ -199,10 +209,7 @@ fn change(
 
 #[test]
 fn history_tells_when_each_fact_changed_and_when_each_node_came_and_went() {
-    let work = tempfile::tempdir().unwrap();
-    let (dir, cache) = (work.path().join("bundles"), work.path().join("cache"));
-    std::fs::create_dir(&dir).unwrap();
-    pile(&dir);
+    let (_work, dir, cache, _) = piled();
     let d = dir.to_str().unwrap();
 
     let kernel = inspect_json(&cache, &["history", d, "ansible_kernel"]);
@@ -358,10 +365,7 @@ fn history_tells_when_each_fact_changed_and_when_each_node_came_and_went() {
 
 #[test]
 fn sql_as_of_a_day_reads_the_latest_bundle_of_that_day_and_diff_since_nets_the_changes() {
-    let work = tempfile::tempdir().unwrap();
-    let (dir, cache) = (work.path().join("bundles"), work.path().join("cache"));
-    std::fs::create_dir(&dir).unwrap();
-    pile(&dir);
+    let (_work, dir, cache, _) = piled();
     let d = dir.to_str().unwrap();
 
     let query = "SELECT node, facts->>'ansible_kernel' FROM setup ORDER BY node";
@@ -474,10 +478,7 @@ fn indexed(cache: &Path, dir: &str) -> (u64, Value) {
 
 #[test]
 fn the_index_reads_only_new_bundles_and_trusts_no_bundle_that_changed_or_went() {
-    let work = tempfile::tempdir().unwrap();
-    let (dir, cache) = (work.path().join("bundles"), work.path().join("cache"));
-    std::fs::create_dir(&dir).unwrap();
-    let days = pile(&dir);
+    let (_work, dir, cache, days) = piled();
     let d = dir.to_str().unwrap();
     let kernel =
         |cache: &Path| inspect_json(cache, &["history", d, "ansible_kernel", "--node", "web-2"]);
@@ -622,10 +623,7 @@ fn the_index_reads_only_new_bundles_and_trusts_no_bundle_that_changed_or_went() 
 /// and every one of them answers.
 #[test]
 fn updates_of_one_index_at_once_add_each_bundle_once() {
-    let work = tempfile::tempdir().unwrap();
-    let (dir, cache) = (work.path().join("bundles"), work.path().join("cache"));
-    std::fs::create_dir(&dir).unwrap();
-    pile(&dir);
+    let (_work, dir, cache, _) = piled();
     let d = dir.to_str().unwrap();
     assert_eq!(indexed(&cache, d), (4, json!("there was none")));
     let kernels = ["6.1.0-25", "6.1.0-26", "6.1.0-27", "6.1.0-28", "6.1.0-29"];
@@ -670,10 +668,7 @@ fn updates_of_one_index_at_once_add_each_bundle_once() {
 
 #[test]
 fn a_directory_with_bundles_of_two_origins_is_read_one_origin_at_a_time() {
-    let work = tempfile::tempdir().unwrap();
-    let (dir, cache) = (work.path().join("bundles"), work.path().join("cache"));
-    std::fs::create_dir(&dir).unwrap();
-    pile(&dir);
+    let (_work, dir, cache, _) = piled();
     // Another fleet's web-1, which is another machine.
     day(
         &dir,
@@ -733,10 +728,7 @@ fn a_directory_with_bundles_of_two_origins_is_read_one_origin_at_a_time() {
 
 #[test]
 fn report_of_a_directory_draws_the_historys_changes_per_day_in_a_real_browser() {
-    let work = tempfile::tempdir().unwrap();
-    let (dir, cache) = (work.path().join("bundles"), work.path().join("cache"));
-    std::fs::create_dir(&dir).unwrap();
-    pile(&dir);
+    let (work, dir, cache, _) = piled();
     let page = work.path().join("history.html");
     let output = inspect(
         &cache,
