@@ -330,72 +330,86 @@ pub(crate) async fn serve<H, F>(
         let slots = slots.clone();
         let max_header_bytes = limits.max_header_bytes;
         tokio::spawn(async move {
-            let accepted = tokio::select! {
-                accepted = tokio::time::timeout(times.head, acceptor.accept(tcp)) => Some(accepted),
-                _ = evicted => None,
-            };
-            drop(handshake);
-            let tls = match accepted {
-                Some(Ok(Ok(tls))) => tls,
-                Some(Ok(Err(e))) => {
-                    reject("tls-handshake");
-                    tracing::debug!(%peer, "TLS handshake refused: {e}");
-                    return;
-                }
-                Some(Err(_)) => {
-                    reject("tls-handshake-timeout");
-                    return;
-                }
-                None => {
-                    tracing::debug!(%peer, "handshake dropped for a newer one");
-                    return;
-                }
-            };
-            let certificate = tls
-                .get_ref()
-                .1
-                .peer_certificates()
-                .and_then(|certs| certs.first())
-                .map(|cert| cert.clone().into_owned());
-            let who = Arc::new(Peer {
-                role: certificate.as_ref().and_then(|cert| role_of(cert)),
-                certificate,
-                address: peer,
-            });
-            let held = match &who.role {
-                _ if who.certificate.is_none() => {
-                    let (slot, evicted) =
-                        EvictingSlot::take(&slots.anonymous, &reject, "anonymous-evicted");
-                    Held::Anonymous(slot, evicted)
-                }
-                Some(Role::Operator { .. }) => match slots.operators.clone().try_acquire_owned() {
-                    Ok(permit) => Held::Counted(permit),
-                    Err(_) => {
-                        reject("too-many-operators");
-                        tracing::warn!(%peer, "refusing an operator's connection: {} already open", budget.operators);
+            // In a block: what the handshake leaves (the stream before it moves into the
+            // connection) takes no room in the task while the connection is served.
+            let (held, mut connection) = {
+                // Boxed: the handshake's state is freed once it ends instead of taking room in
+                // the task of every connection for as long as it is served.
+                let accepted = Box::pin(async {
+                    let accepting = tokio::time::timeout(times.head, acceptor.accept(tcp));
+                    tokio::select! {
+                        accepted = accepting => Some(accepted),
+                        _ = evicted => None,
+                    }
+                })
+                .await;
+                drop(handshake);
+                let tls = match accepted {
+                    Some(Ok(Ok(tls))) => tls,
+                    Some(Ok(Err(e))) => {
+                        reject("tls-handshake");
+                        tracing::debug!(%peer, "TLS handshake refused: {e}");
                         return;
                     }
-                },
-                _ => match slots.agents.clone().try_acquire_owned() {
-                    Ok(permit) => Held::Counted(permit),
-                    Err(_) => {
-                        reject("too-many-connections");
-                        tracing::warn!(%peer, "refusing a connection: {} already open", budget.connections);
+                    Some(Err(_)) => {
+                        reject("tls-handshake-timeout");
                         return;
                     }
-                },
+                    None => {
+                        tracing::debug!(%peer, "handshake dropped for a newer one");
+                        return;
+                    }
+                };
+                let certificate = tls
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(|certs| certs.first())
+                    .map(|cert| cert.clone().into_owned());
+                let who = Arc::new(Peer {
+                    role: certificate.as_ref().and_then(|cert| role_of(cert)),
+                    certificate,
+                    address: peer,
+                });
+                let held = match &who.role {
+                    _ if who.certificate.is_none() => {
+                        let (slot, evicted) =
+                            EvictingSlot::take(&slots.anonymous, &reject, "anonymous-evicted");
+                        Held::Anonymous(slot, evicted)
+                    }
+                    Some(Role::Operator { .. }) => {
+                        match slots.operators.clone().try_acquire_owned() {
+                            Ok(permit) => Held::Counted(permit),
+                            Err(_) => {
+                                reject("too-many-operators");
+                                tracing::warn!(%peer, "refusing an operator's connection: {} already open", budget.operators);
+                                return;
+                            }
+                        }
+                    }
+                    _ => match slots.agents.clone().try_acquire_owned() {
+                        Ok(permit) => Held::Counted(permit),
+                        Err(_) => {
+                            reject("too-many-connections");
+                            tracing::warn!(%peer, "refusing a connection: {} already open", budget.connections);
+                            return;
+                        }
+                    },
+                };
+                let service = service_fn(move |request| handle(who.clone(), request));
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    // Also how long a kept connection waits for its next request.
+                    .header_read_timeout(times.head)
+                    .max_buf_size(max_header_bytes)
+                    .serve_connection(TokioIo::new(WriteTimeout::new(tls, times.write)), service);
+                // Boxed once, here: inline, the task would hold room for a copy in each branch.
+                (held, Box::pin(connection))
             };
-            let service = service_fn(move |request| handle(who.clone(), request));
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                // Also how long a kept connection waits for its next request.
-                .header_read_timeout(times.head)
-                .max_buf_size(max_header_bytes)
-                .serve_connection(TokioIo::new(WriteTimeout::new(tls, times.write)), service);
             let ended = match held {
                 Held::Anonymous(_slot, evicted) => {
                     tokio::select! {
-                        ended = connection => ended,
+                        ended = connection.as_mut() => ended,
                         _ = evicted => {
                             tracing::debug!(%peer, "anonymous connection dropped for a newer one");
                             return;
@@ -408,13 +422,12 @@ pub(crate) async fn serve<H, F>(
                     }
                 }
                 Held::Counted(_permit) => {
-                    let mut connection = std::pin::pin!(connection);
                     tokio::select! {
                         ended = connection.as_mut() => ended,
                         _ = tokio::time::sleep(times.lifetime) => {
                             // Answers the request in flight, then closes.
                             connection.as_mut().graceful_shutdown();
-                            connection.await
+                            connection.as_mut().await
                         }
                     }
                 }

@@ -99,6 +99,9 @@ async fn respond(
         FleetRoute::NextRun { after } => {
             let node = enrolled(fleet, peer)?;
             seen(fleet, &node, &request);
+            // The request's head holds on to hyper's read buffer, so while the poll waits hyper
+            // would read into a second one: 8 KiB more for every idle agent.
+            drop(request);
             next_run(fleet, &node, after).await
         }
         FleetRoute::Plugin { sha256 } => {
@@ -126,7 +129,9 @@ async fn respond(
                     format!("a plugin may have at most {MAX_PLUGIN_BYTES} bytes"),
                 ));
             }
-            plugins::receive(&fleet.dir, &sha256, request.into_body())
+            // Boxed, as the run start below: rare requests whose futures are large, and the
+            // future of every request, an idle long poll's too, is as large as its largest arm.
+            Box::pin(plugins::receive(&fleet.dir, &sha256, request.into_body()))
                 .await
                 .map_err(upload_rejection)?;
             tracing::info!(plugin = %sha256, "stored a plugin");
@@ -135,7 +140,7 @@ async fn respond(
         FleetRoute::Runs => {
             operator(peer, "starting a run")?;
             let body: FleetRunRequest = read_json(request, MAX_RUN_REQUEST_BYTES).await?;
-            match runs::start(fleet, body).await {
+            match Box::pin(runs::start(fleet, body)).await {
                 Ok(started) => Ok(json(StatusCode::CREATED, &started)),
                 Err(e @ StartError::Invalid(_)) => {
                     Err(reject(StatusCode::BAD_REQUEST, "bad-run", e.to_string()))
