@@ -3,7 +3,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -76,12 +76,27 @@ pub fn factbuoy() -> Command {
     command
 }
 
-/// A fresh cache directory per test binary, so tests never share compiled code with the user.
+/// A fresh cache directory per test binary, so tests never share compiled code with the user:
+/// in the target directory, emptied at its first use in a run (a static is never dropped, so a
+/// temporary directory would outlive every run in /tmp).
 pub fn cache_dir() -> PathBuf {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().unwrap())
-        .path()
-        .to_owned()
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        let name = exe.file_stem().unwrap();
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("component-cache")
+            .join(name);
+        match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                panic!("emptying {}: {e}", dir.display())
+            }
+            _ => {}
+        }
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    })
+    .clone()
 }
 
 /// The exit code, the JSON report and the `ansible_facts.json` artifact of a
