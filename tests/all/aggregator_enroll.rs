@@ -6,7 +6,6 @@
 
 use crate::support;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -29,6 +28,9 @@ use factbuoy_protocol::{Client, ClientError, Scope};
 /// message; `hang` never answers; `slow-<node>` answers after [`SLOW`]; `down` is unavailable.
 struct Tokens {
     calls: AtomicUsize,
+    /// Slow admissions running now, and the most that ever ran at once.
+    slow: AtomicUsize,
+    most_slow: AtomicUsize,
 }
 
 const SLOW: Duration = Duration::from_secs(3);
@@ -41,7 +43,10 @@ impl Admission for Tokens {
                 return NodeName::parse(name).map_err(|e| NotAdmitted::Refused(e.to_string()));
             }
             if let Some(name) = credential.strip_prefix("slow-") {
+                let now = self.slow.fetch_add(1, Ordering::SeqCst) + 1;
+                self.most_slow.fetch_max(now, Ordering::SeqCst);
                 tokio::time::sleep(SLOW).await;
+                self.slow.fetch_sub(1, Ordering::SeqCst);
                 return NodeName::parse(name).map_err(|e| NotAdmitted::Refused(e.to_string()));
             }
             match credential {
@@ -61,6 +66,8 @@ impl Admission for Tokens {
 fn tokens() -> Arc<Tokens> {
     Arc::new(Tokens {
         calls: AtomicUsize::new(0),
+        slow: AtomicUsize::new(0),
+        most_slow: AtomicUsize::new(0),
     })
 }
 
@@ -381,44 +388,71 @@ async fn a_hanging_admission_blocks_nothing_else_and_times_out() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_flood_past_the_in_flight_bound_gets_503_and_the_rest_succeed() {
+async fn a_flood_past_the_in_flight_bound_waits_its_turn_and_every_enrollment_succeeds() {
+    use factbuoy_aggregator::enroll::MAX_ADMISSIONS_IN_FLIGHT;
     let dir = tempfile::tempdir().unwrap();
     let run_dir = create(dir.path(), &[], true, &[]);
     let tokens = tokens();
     let running = Arc::new(enrolling(&run_dir, &tokens).await);
     let ca = std::fs::read_to_string(ca_file(&run_dir)).unwrap();
-    let flood = 48;
+    let flood = MAX_ADMISSIONS_IN_FLIGHT + 16;
     let tasks: Vec<_> = (0..flood)
         .map(|i| {
             let (running, ca) = (running.clone(), ca.clone());
-            tokio::spawn(async move { enroll(&running, &ca, &format!("slow-n{i}")).await.0 })
+            tokio::spawn(async move { enroll(&running, &ca, &format!("slow-n{i}")).await })
         })
         .collect();
-    let mut answers = BTreeMap::new();
+    let mut waited = 0;
     for task in tasks {
-        let key = match task.await.unwrap() {
-            Ok(_) => 200,
-            Err(e) => e.status().map_or(0, |s| s.as_u16()),
-        };
-        *answers.entry(key).or_insert(0) += 1;
+        let (answer, took) = task.await.unwrap();
+        answer.unwrap();
+        if took >= SLOW * 2 {
+            waited += 1;
+        }
     }
-    let admitted = answers.get(&200).copied().unwrap_or(0);
-    let deferred = answers.get(&503).copied().unwrap_or(0);
-    assert_eq!(admitted + deferred, flood, "{answers:?}");
-    assert!(
-        admitted <= factbuoy_aggregator::enroll::MAX_ADMISSIONS_IN_FLIGHT,
-        "{answers:?}"
+    // Never more than the bound at once; those past it waited for a turn, not for a retry.
+    assert_eq!(
+        tokens.most_slow.load(Ordering::SeqCst),
+        MAX_ADMISSIONS_IN_FLIGHT
     );
+    assert!(waited >= 16, "{waited} enrollments waited a turn");
+    assert_eq!(running.status_document().plugins.len(), flood);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_enrollment_that_waits_past_its_turn_gets_503_and_says_why() {
+    use factbuoy_aggregator::enroll::{ADMISSION_QUEUE_WAIT, MAX_ADMISSIONS_IN_FLIGHT};
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = create(dir.path(), &[], true, &[]);
+    let tokens = tokens();
+    let running = Arc::new(enrolling(&run_dir, &tokens).await);
+    let ca = std::fs::read_to_string(ca_file(&run_dir)).unwrap();
+    let hanging: Vec<_> = (0..MAX_ADMISSIONS_IN_FLIGHT)
+        .map(|_| {
+            let (running, ca) = (running.clone(), ca.clone());
+            tokio::spawn(async move { enroll(&running, &ca, "hang").await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (answer, took) = enroll(&running, &ca, "token-late").await;
+    let error = answer.unwrap_err();
+    assert_eq!(error.status().map(|s| s.as_u16()), Some(503), "{error}");
+    assert!(error.is_retryable());
     assert!(
-        deferred >= flood - factbuoy_aggregator::enroll::MAX_ADMISSIONS_IN_FLIGHT,
-        "{answers:?}"
+        error.to_string().contains(&format!(
+            "{MAX_ADMISSIONS_IN_FLIGHT} enrollments were being admitted for the {}s this one waited",
+            ADMISSION_QUEUE_WAIT.as_secs()
+        )),
+        "{error}"
     );
-    assert!(admitted >= 8, "{answers:?}");
-    // The deferred ones are admitted once they retry.
+    assert!(took >= ADMISSION_QUEUE_WAIT, "{took:?}");
+    for task in hanging {
+        let (answer, _) = task.await.unwrap();
+        assert_eq!(answer.unwrap_err().status().map(|s| s.as_u16()), Some(503));
+    }
+    // Once the line is gone it is admitted.
     let (answer, _) = enroll(&running, &ca, "token-late").await;
     assert_eq!(answer.unwrap(), node("late"));
-    let known = running.status_document().plugins.len();
-    assert_eq!(known, admitted + 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]

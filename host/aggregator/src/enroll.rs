@@ -5,8 +5,9 @@
 //! request asks for: only the request's public key is used, once its self-signature is checked.
 //!
 //! Every enrollment is bounded: its body ([`MAX_ENROLL_BYTES`]), the admissions in flight at
-//! once ([`MAX_ADMISSIONS_IN_FLIGHT`]; more are answered 503 with `Retry-After`), and each
-//! admission's time ([`ADMISSION_TIMEOUT`], then 503). Credentials are never logged. The route
+//! once ([`MAX_ADMISSIONS_IN_FLIGHT`]; more wait their turn, first come first served, for up to
+//! [`ADMISSION_QUEUE_WAIT`], then are answered 503 with `Retry-After`), and each admission's
+//! time ([`ADMISSION_TIMEOUT`], then 503). Credentials are never logged. The route
 //! that answers enrollments is the crate's `routes::enroll`. An admission may be withdrawn
 //! while the run serves ([`Admission::withdrawn`]): every request of the node's agent is then
 //! refused.
@@ -22,8 +23,17 @@ use tokio::sync::Semaphore;
 
 /// Largest enrollment request body.
 pub const MAX_ENROLL_BYTES: u64 = 16 << 10;
-/// Admissions running at once; more are answered 503 with `Retry-After`.
-pub const MAX_ADMISSIONS_IN_FLIGHT: usize = 32;
+/// Admissions running at once; more wait their turn. Kubernetes' admission is a TokenReview
+/// and a read of the agent's pod: the API server answers TokenReviews no faster with more than
+/// this many in flight, only later (bench/kube-scale.sh measures its rate by reviews in
+/// flight; docs/kubernetes.md has the figures: thousands a second, far more than a DaemonSet
+/// starts pods), and more would take its in-flight allowance (200 writes by default) from the
+/// controllers that create the agents' pods.
+pub const MAX_ADMISSIONS_IN_FLIGHT: usize = 16;
+/// Longest an enrollment waits for its turn before it is answered 503 (and retries). Waiting
+/// in line instead of retrying keeps the order of arrival: no agent is passed over again and
+/// again by newcomers.
+pub const ADMISSION_QUEUE_WAIT: Duration = Duration::from_secs(5);
 /// Longest an admission may take before the agent is answered 503 (and retries).
 pub const ADMISSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// Seconds an agent is asked to wait before it retries after a 503.

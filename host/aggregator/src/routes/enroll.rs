@@ -12,7 +12,8 @@ use hyper::{Request, Response, StatusCode, header};
 
 use super::http::{Rejection, full, json_response, read_json_within, reject};
 use crate::enroll::{
-    ADMISSION_TIMEOUT, MAX_ADMISSIONS_IN_FLIGHT, MAX_ENROLL_BYTES, NotAdmitted, RETRY_AFTER_SECONDS,
+    ADMISSION_QUEUE_WAIT, ADMISSION_TIMEOUT, MAX_ADMISSIONS_IN_FLIGHT, MAX_ENROLL_BYTES,
+    NotAdmitted, RETRY_AFTER_SECONDS,
 };
 use crate::live::node_set::{NodeSet, NodeSetError};
 use crate::live::shared::Shared;
@@ -51,10 +52,14 @@ pub(crate) async fn enroll(
             ))
             .expect("a valid response")
     };
-    let Ok(_permit) = enrollment.in_flight.try_acquire() else {
+    // A semaphore's waiters are served in order of arrival.
+    let Ok(Ok(_permit)) =
+        tokio::time::timeout(ADMISSION_QUEUE_WAIT, enrollment.in_flight.acquire()).await
+    else {
         return Ok(unavailable(format!(
-            "{} enrollments are being admitted already; retry after {RETRY_AFTER_SECONDS}s",
-            MAX_ADMISSIONS_IN_FLIGHT
+            "{MAX_ADMISSIONS_IN_FLIGHT} enrollments were being admitted for the {}s this one \
+             waited; retry after {RETRY_AFTER_SECONDS}s",
+            ADMISSION_QUEUE_WAIT.as_secs()
         )));
     };
     let admitted = tokio::time::timeout(
