@@ -10,6 +10,8 @@
 //!   result for each planned plugin. Meanwhile it watches the aggregator pod and records the size
 //!   of its status annotation at every update.
 //!
+//! - `reviews`: the API server's TokenReview rate by reviews in flight (its module).
+//!
 //! Every request to the API server or the aggregator takes one of `--in-flight` permits.
 //! Retryable failures (transport, 5xx, 429) are retried with backoff, as the agent does, and
 //! counted; anything else is an error. The figures go to `--report` as JSON.
@@ -34,6 +36,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio::sync::Semaphore;
+
+mod reviews;
 
 /// First wait before retrying, and the longest (as the agent's `retry`).
 const RETRY_INITIAL: Duration = Duration::from_millis(200);
@@ -85,6 +89,16 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         report: PathBuf,
     },
+    /// Measure the API server's TokenReview rate at each number of reviews in flight: a JSON
+    /// line per level.
+    Reviews {
+        /// Tokens reviewed at each level (each once).
+        #[arg(long, default_value_t = 1000)]
+        tokens: usize,
+        /// The levels: reviews in flight.
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16,32,64,128")]
+        in_flight: Vec<usize>,
+    },
 }
 
 #[tokio::main]
@@ -97,6 +111,9 @@ async fn main() -> anyhow::Result<()> {
             prefix,
             in_flight,
         } => make_nodes(cluster.client, count, &prefix, in_flight).await,
+        Command::Reviews { tokens, in_flight } => {
+            reviews::measure(cluster.client, tokens, &in_flight).await
+        }
         Command::Agents {
             nodes,
             prefix,
