@@ -36,7 +36,7 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use rustls::pki_types::CertificateDer;
+use sha2::Digest;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
@@ -265,8 +265,9 @@ impl Drop for EvictingSlot {
 pub(crate) struct Peer {
     /// The factbuoy role its certificate carries, if any.
     pub(crate) role: Option<Role>,
-    /// Its certificate, if it presented one.
-    pub(crate) certificate: Option<CertificateDer<'static>>,
+    /// Its certificate's sha-256 (lowercase hex), if it presented one: all a route needs of
+    /// it, and a copy of the certificate would cost every idle connection its size again.
+    pub(crate) certificate_sha256: Option<String>,
     /// Its address.
     pub(crate) address: SocketAddr,
 }
@@ -364,15 +365,15 @@ pub(crate) async fn serve<H, F>(
                     .get_ref()
                     .1
                     .peer_certificates()
-                    .and_then(|certs| certs.first())
-                    .map(|cert| cert.clone().into_owned());
+                    .and_then(|certs| certs.first());
                 let who = Arc::new(Peer {
-                    role: certificate.as_ref().and_then(|cert| role_of(cert)),
-                    certificate,
+                    role: certificate.and_then(|cert| role_of(cert)),
+                    certificate_sha256: certificate
+                        .map(|cert| hex::encode(sha2::Sha256::digest(cert))),
                     address: peer,
                 });
                 let held = match &who.role {
-                    _ if who.certificate.is_none() => {
+                    _ if who.certificate_sha256.is_none() => {
                         let (slot, evicted) =
                             EvictingSlot::take(&slots.anonymous, &reject, "anonymous-evicted");
                         Held::Anonymous(slot, evicted)

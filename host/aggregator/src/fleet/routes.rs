@@ -82,17 +82,19 @@ async fn respond(
             format!("use {} for {}", names.join(" or "), route.path()),
         ));
     }
+    // The future of every request, an idle long poll's too, is as large as its largest arm:
+    // the other arms box what they wait for.
     match route {
         // Signing and the synced writes of the registry and tokens run off the event loop.
         FleetRoute::Join => {
             let version = agent_version(&request);
-            let body: JoinRequest = read_json(request, MAX_ENROLL_BYTES).await?;
+            let body: JoinRequest = Box::pin(read_json(request, MAX_ENROLL_BYTES)).await?;
             let fleet = fleet.clone();
             blocking(move || join(&fleet, body, version)).await
         }
         FleetRoute::Renew => {
             let node = enrolled(fleet, peer)?;
-            let body: RenewRequest = read_json(request, MAX_ENROLL_BYTES).await?;
+            let body: RenewRequest = Box::pin(read_json(request, MAX_ENROLL_BYTES)).await?;
             let fleet = fleet.clone();
             blocking(move || renew(&fleet, &node, &body)).await
         }
@@ -129,8 +131,6 @@ async fn respond(
                     format!("a plugin may have at most {MAX_PLUGIN_BYTES} bytes"),
                 ));
             }
-            // Boxed, as the run start below: rare requests whose futures are large, and the
-            // future of every request, an idle long poll's too, is as large as its largest arm.
             Box::pin(plugins::receive(&fleet.dir, &sha256, request.into_body()))
                 .await
                 .map_err(upload_rejection)?;
@@ -139,7 +139,7 @@ async fn respond(
         }
         FleetRoute::Runs => {
             operator(peer, "starting a run")?;
-            let body: FleetRunRequest = read_json(request, MAX_RUN_REQUEST_BYTES).await?;
+            let body: FleetRunRequest = Box::pin(read_json(request, MAX_RUN_REQUEST_BYTES)).await?;
             match Box::pin(runs::start(fleet, body)).await {
                 Ok(started) => Ok(json(StatusCode::CREATED, &started)),
                 Err(e @ StartError::Invalid(_)) => {
@@ -234,14 +234,9 @@ fn enrolled(fleet: &Fleet, peer: &Peer) -> Result<NodeName, Rejection> {
     if let Some(why) = revoked(&fleet.dir, node) {
         return Err(reject(StatusCode::FORBIDDEN, "revoked", why));
     }
-    let fingerprint = peer
-        .certificate
-        .as_deref()
-        .and_then(factbuoy_pki::fingerprint)
-        .map(|f| f.sha256);
     let registry = fleet.registry.lock().unwrap();
     match registry.0.get(node) {
-        Some(record) if Some(&record.certificate_sha256) == fingerprint.as_ref() => {
+        Some(record) if Some(&record.certificate_sha256) == peer.certificate_sha256.as_ref() => {
             Ok(node.clone())
         }
         Some(_) => Err(reject(
