@@ -99,7 +99,7 @@ fn write_day(dir: &Path, day: u64, nodes: usize, rows: usize) -> anyhow::Result<
             out.write_all(b"\n")?;
         }
         out.flush()?;
-        let mounts: Vec<Value> = (0..10)
+        let mounts: Vec<Value> = (0..10u64)
             .filter(|m| !(day == 2 && index % 10 == 0 && *m == 7))
             .map(|m| {
                 json!({"mount_point": format!("/srv/{m}"), "fs": "ext4",
