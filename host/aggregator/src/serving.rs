@@ -118,7 +118,7 @@ impl Budget {
 /// listeners' connections fit: a served agent connection takes two descriptors (its socket and
 /// an upload's file). Running out of descriptors would refuse every client at accept instead.
 pub(crate) fn budget(max_connections: usize) -> Budget {
-    let (budget, lowered) = budget_within(max_connections, 2);
+    let (budget, lowered) = budget_within(max_connections, max_connections, 2);
     if let Some(warning) = lowered {
         tracing::warn!("{warning}");
     }
@@ -127,11 +127,14 @@ pub(crate) fn budget(max_connections: usize) -> Budget {
 
 /// The budgets of a fleet: of its own listener, which holds an idle long poll per agent, each
 /// connection one descriptor (agents upload nothing to it; an operator's rare plugin upload
-/// takes one more), and of each of its runs' listeners, as [`budget`] makes them. Warns once,
-/// here, when the descriptor limit lowers them, rather than at every run.
+/// takes one more), and of each of its runs' listeners, as [`budget`] makes them. The fleet's
+/// listener holds as many agents as its half of the descriptors does, `max_connections` or
+/// more: an idle long poll costs less than an upload, and every machine of the fleet holds one
+/// all the time. Warns once, here, when the descriptor limit lowers a budget below
+/// `max_connections`, rather than at every run.
 pub(crate) fn fleet_budgets(max_connections: usize) -> (Budget, Budget) {
-    let (fleet, fleet_lowered) = budget_within(max_connections, 1);
-    let (runs, runs_lowered) = budget_within(max_connections, 2);
+    let (fleet, fleet_lowered) = budget_within(usize::MAX, max_connections, 1);
+    let (runs, runs_lowered) = budget_within(max_connections, max_connections, 2);
     if let Some(warning) = fleet_lowered.or(runs_lowered) {
         tracing::warn!(
             "{warning} (the fleet's listener {} connections, each run's listeners {})",
@@ -142,17 +145,21 @@ pub(crate) fn fleet_budgets(max_connections: usize) -> (Budget, Budget) {
     (fleet, runs)
 }
 
-/// The budget of a listener that may use half the process's descriptors, for agent
-/// connections that take `per_connection` each once served; with the warning to give when the
-/// descriptor limit lowered it below `max_connections`.
-fn budget_within(max_connections: usize, per_connection: u64) -> (Budget, Option<String>) {
+/// The budget of a listener that may use half the process's descriptors, for at most
+/// `max_connections` agent connections that take `per_connection` each once served; with the
+/// warning to give when the descriptor limit lowered it below `wanted`.
+fn budget_within(
+    max_connections: usize,
+    wanted: usize,
+    per_connection: u64,
+) -> (Budget, Option<String>) {
     let limit = raise_descriptor_limit();
     let per_listener = limit.saturating_sub(RESERVED_DESCRIPTORS) / 2;
     let connections = fit(max_connections, per_listener, per_connection);
-    let lowered = (connections < max_connections).then(|| {
+    let lowered = (connections < wanted).then(|| {
         format!(
             "serving at most {connections} agent connections per listener instead of \
-             {max_connections}: the process may open {limit} files; raise the hard limit \
+             {wanted}: the process may open {limit} files; raise the hard limit \
              (ulimit -Hn, LimitNOFILE=) to serve more"
         )
     });
@@ -780,6 +787,15 @@ mod tests {
         assert_eq!(fit(10, 100_000, 2), 10);
         // However few descriptors: one connection, the fewest of each kind beside it.
         assert_eq!(fit(10_000, 3, 2), 1);
+    }
+
+    #[test]
+    fn a_fleet_listener_holds_twenty_thousand_long_polls_at_the_systemd_units_descriptor_limit() {
+        // deploy/systemd/factbuoy-fleet.service: LimitNOFILE=65536; docs/fleet.md, "Scale".
+        let per_listener = (65_536 - RESERVED_DESCRIPTORS) / 2;
+        let agents = fit(usize::MAX, per_listener, 1);
+        assert_eq!(agents, 20_146);
+        assert!(Budget::with_connections(agents).descriptors(1) <= per_listener);
     }
 
     #[tokio::test]
