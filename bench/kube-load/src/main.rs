@@ -584,13 +584,13 @@ async fn play(load: &Arc<Load>, pod: Pod) -> anyhow::Result<Played> {
     })
 }
 
-/// The token the kubelet would project into the pod: the run's audience, 600 s, bound to the
-/// pod.
-async fn token_for(load: &Load, pod: &Pod) -> anyhow::Result<String> {
-    let request = TokenRequest {
+/// A request for a token as the kubelet asks for a projected volume's: for `audience`, valid
+/// `seconds`, bound to `pod`.
+fn pod_token_request(audience: &str, seconds: i64, pod: &Pod) -> TokenRequest {
+    TokenRequest {
         spec: TokenRequestSpec {
-            audiences: vec![load.audience.clone()],
-            expiration_seconds: Some(names::TOKEN_EXPIRATION_SECONDS),
+            audiences: vec![audience.to_owned()],
+            expiration_seconds: Some(seconds),
             bound_object_ref: Some(BoundObjectReference {
                 api_version: Some("v1".into()),
                 kind: Some("Pod".into()),
@@ -599,7 +599,13 @@ async fn token_for(load: &Load, pod: &Pod) -> anyhow::Result<String> {
             }),
         },
         ..Default::default()
-    };
+    }
+}
+
+/// The token the kubelet would project into the pod: the run's audience, 600 s, bound to the
+/// pod.
+async fn token_for(load: &Load, pod: &Pod) -> anyhow::Result<String> {
+    let request = pod_token_request(&load.audience, names::TOKEN_EXPIRATION_SECONDS, pod);
     let started = Instant::now();
     let mut wait = RETRY_INITIAL;
     loop {

@@ -10,12 +10,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use futures_util::{StreamExt, TryStreamExt};
-use k8s_openapi::api::authentication::v1::{
-    BoundObjectReference, TokenRequest, TokenRequestSpec, TokenReview, TokenReviewSpec,
-};
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ServiceAccount};
+use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
-use kube::{Api, ResourceExt};
 use serde_json::json;
 
 const NAMESPACE: &str = "default";
@@ -111,19 +109,7 @@ async fn placeholder(client: &kube::Client) -> anyhow::Result<Pod> {
 
 /// A token for the ServiceAccount, bound to `pod`.
 async fn token(accounts: &Api<ServiceAccount>, pod: &Pod) -> anyhow::Result<String> {
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![NAME.to_owned()],
-            expiration_seconds: Some(600),
-            bound_object_ref: Some(BoundObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                name: Some(pod.name_any()),
-                uid: pod.uid(),
-            }),
-        },
-        ..Default::default()
-    };
+    let request = super::pod_token_request(NAME, 600, pod);
     accounts
         .create_token_request(NAME, &PostParams::default(), &request)
         .await
