@@ -29,7 +29,6 @@ use factbuoy_protocol::tls::Identity;
 use factbuoy_protocol::types::{ManifestFile, Outcome, ResultManifest};
 use factbuoy_protocol::{Client, ClientError, Scope};
 use futures_util::{StreamExt, TryStreamExt};
-use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Pod, ServiceAccount, Taint};
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -38,6 +37,7 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 mod reviews;
+mod tokens;
 
 /// First wait before retrying, and the longest (as the agent's `retry`).
 const RETRY_INITIAL: Duration = Duration::from_millis(200);
@@ -584,28 +584,10 @@ async fn play(load: &Arc<Load>, pod: Pod) -> anyhow::Result<Played> {
     })
 }
 
-/// A request for a token as the kubelet asks for a projected volume's: for `audience`, valid
-/// `seconds`, bound to `pod`.
-fn pod_token_request(audience: &str, seconds: i64, pod: &Pod) -> TokenRequest {
-    TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![audience.to_owned()],
-            expiration_seconds: Some(seconds),
-            bound_object_ref: Some(BoundObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                name: Some(pod.name_any()),
-                uid: pod.uid(),
-            }),
-        },
-        ..Default::default()
-    }
-}
-
 /// The token the kubelet would project into the pod: the run's audience, 600 s, bound to the
 /// pod.
 async fn token_for(load: &Load, pod: &Pod) -> anyhow::Result<String> {
-    let request = pod_token_request(&load.audience, names::TOKEN_EXPIRATION_SECONDS, pod);
+    let request = tokens::pod_token_request(&load.audience, names::TOKEN_EXPIRATION_SECONDS, pod);
     let started = Instant::now();
     let mut wait = RETRY_INITIAL;
     loop {

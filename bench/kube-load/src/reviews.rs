@@ -109,7 +109,7 @@ async fn placeholder(client: &kube::Client) -> anyhow::Result<Pod> {
 
 /// A token for the ServiceAccount, bound to `pod`.
 async fn token(accounts: &Api<ServiceAccount>, pod: &Pod) -> anyhow::Result<String> {
-    let request = super::pod_token_request(NAME, 600, pod);
+    let request = crate::tokens::pod_token_request(NAME, 600, pod);
     accounts
         .create_token_request(NAME, &PostParams::default(), &request)
         .await
