@@ -203,6 +203,20 @@ print(f"  run -> bundle on disk:         {run_ms / 1000:.1f} s "
 a = load["admission_seconds"]
 print(f"  admission (enroll request):    p50 {a['p50'] * 1000:.0f} ms, p99 {a['p99'] * 1000:.0f} ms, max {a['max'] * 1000:.0f} ms"
       f" (target p99 <= 2 s); {sum(load['retries'].values())} retries")
+# Enrollments the aggregator found slow (over 1 s): its log says where their time went.
+import re
+slow = []
+for line in open(f"{work}/aggregator.log", errors="replace"):
+    if "enrolling an agent took over" in line:
+        fields = {k: int(v) for k, v in re.findall(r"(waited_ms|admission_ms|total_ms)=(\d+)", line)}
+        if len(fields) == 3:
+            slow.append(fields)
+if slow:
+    worst = max(slow, key=lambda f: f["total_ms"])
+    print(f"    in the aggregator: {len(slow)} enrollments took over 1 s; the slowest {worst['total_ms']} ms "
+          f"({worst['waited_ms']} ms waiting for a turn, {worst['admission_ms']} ms TokenReview and pod read)")
+else:
+    print("    in the aggregator: no enrollment took over 1 s (the rest is the connection, TLS and the load generator's own time)")
 print("  the API server's TokenReview rate before the run (bench/kube-load reviews, 3,000 fresh pod-bound tokens a level):")
 for line in open(f"{work}/reviews.jsonl"):
     r = json.loads(line)

@@ -3,6 +3,7 @@
 //! (the crate's `enroll` holds the port and its bounds).
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use factbuoy_pki::SigningRequest;
 use factbuoy_protocol::identity::Role;
@@ -20,6 +21,9 @@ use crate::live::shared::Shared;
 use crate::model::nodes::note;
 use crate::serving::Body;
 
+/// An enrollment that takes this long is logged as a warning, with where its time went.
+const SLOW_ENROLLMENT: Duration = Duration::from_secs(1);
+
 /// `POST /api/v1/enroll`: a certificate for the node the credential admits.
 pub(crate) async fn enroll(
     shared: &Arc<Shared>,
@@ -32,6 +36,7 @@ pub(crate) async fn enroll(
             "this run enrolls no agents: use a certificate issued with `factbuoy aggregator issue`",
         ));
     };
+    let arrived = Instant::now();
     let refused = |status: StatusCode, reason: &'static str, message: String| {
         tracing::warn!(%status, "enrollment refused: {message}");
         reject(status, reason, message)
@@ -62,11 +67,13 @@ pub(crate) async fn enroll(
             ADMISSION_QUEUE_WAIT.as_secs()
         )));
     };
+    let waited = arrived.elapsed();
     let admitted = tokio::time::timeout(
         ADMISSION_TIMEOUT,
         enrollment.admission.admit(&body.credential),
     )
     .await;
+    let admission = arrived.elapsed() - waited;
     let node = match admitted {
         Err(_) => {
             return Ok(unavailable(format!(
@@ -109,7 +116,22 @@ pub(crate) async fn enroll(
             format!("signing the certificate: {e}"),
         )
     })?;
-    tracing::info!(%node, "enrolled an agent");
+    // Where an enrollment's time went: the wait for a turn and the admission (a TokenReview
+    // and a pod read, in Kubernetes). A slow one is a warning: agents start late when the
+    // admission's backend is slow or the turns are too few.
+    let (waited_ms, admission_ms, total_ms) = (
+        waited.as_millis() as u64,
+        admission.as_millis() as u64,
+        arrived.elapsed().as_millis() as u64,
+    );
+    if total_ms >= SLOW_ENROLLMENT.as_millis() as u64 {
+        tracing::warn!(
+            %node, waited_ms, admission_ms, total_ms,
+            "enrolling an agent took over {} s", SLOW_ENROLLMENT.as_secs()
+        );
+    } else {
+        tracing::info!(%node, waited_ms, admission_ms, total_ms, "enrolled an agent");
+    }
     Ok(json_response(
         StatusCode::OK,
         &EnrollResponse {
