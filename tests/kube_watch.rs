@@ -310,6 +310,7 @@ fn agent_pods_problems_are_classified_with_what_to_do() {
             kube::Api::namespaced(client.clone(), ns),
             "pods-test",
             factbuoy_dispatch::pods::DEFAULT_RESTART_LIMIT,
+            factbuoy_dispatch::admission::SeenPods::default(),
             tx,
         ));
         let pod = |name: &str, spec: serde_json::Value| {
@@ -406,7 +407,7 @@ fn agent_pods_problems_are_classified_with_what_to_do() {
     });
 }
 
-use factbuoy_dispatch::admission::{AdmissionError, PodTokenAdmission, PodTokenRefusal};
+use factbuoy_dispatch::admission::{AdmissionError, PodTokenAdmission, PodTokenRefusal, SeenPods};
 use factbuoy_dispatch::names::token_audience;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::authentication::v1::TokenRequest;
@@ -575,6 +576,38 @@ fn an_agent_token_names_its_pods_node_and_nothing_else() {
         // Other tests read pods meanwhile: a second read per admission would make 20.
         assert!((10..20).contains(&(after.1 - before.1)), "{before:?} {after:?}");
 
+        // With the run's pod watch, as the aggregator runs it, the pod is read from the watch:
+        // one request per admission.
+        let seen = SeenPods::default();
+        let (tx, mut rx) = mpsc::channel(64);
+        tokio::spawn(follow_pods(pods.clone(), RUN, factbuoy_dispatch::pods::DEFAULT_RESTART_LIMIT, seen.clone(), tx));
+        tokio::spawn(async move { while rx.recv().await.is_some() {} });
+        let name_of = |pod: &Pod| pod.metadata.name.clone().unwrap();
+        for _ in 0..100 {
+            if seen.get(&name_of(&a)).is_some() && seen.get(&name_of(&b)).is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let watched = PodTokenAdmission::new(client.clone(), ns, RUN).with_seen_pods(seen.clone());
+        let before = (requests(cluster, "tokenreviews", "POST"), requests(cluster, "pods", "GET"));
+        for _ in 0..10 {
+            assert_eq!(watched.admit(&token_a).await.unwrap().as_str(), "node-1");
+        }
+        let after = (requests(cluster, "tokenreviews", "POST"), requests(cluster, "pods", "GET"));
+        eprintln!("10 admissions with the pod watch: {} TokenReviews, {} pod reads", after.0 - before.0, after.1 - before.1);
+        assert_eq!(after.0 - before.0, 10);
+        // Other tests' reads are fewer than ten (above); a read per admission would make ten more.
+        assert!(after.1 - before.1 < 10, "{before:?} {after:?}");
+        // A watch running behind (it holds an older pod of b's name) refuses no one: the API
+        // server is asked.
+        let mut older = b.clone();
+        older.metadata.uid = Some("an-older-pod".to_owned());
+        let behind = SeenPods::default();
+        behind.record(&older);
+        let lagging = PodTokenAdmission::new(client.clone(), ns, RUN).with_seen_pods(behind);
+        assert_eq!(lagging.admit(&token_b).await.unwrap().as_str(), "node-2");
+
         // Refusals, each naming the check that failed.
         let wrong_audience = bound_token(&client, ns, "factbuoy-agent", &a, "factbuoy:another-run").await;
         assert!(matches!(
@@ -641,6 +674,11 @@ fn an_agent_token_names_its_pods_node_and_nothing_else() {
             matches!(gone, Some(PodTokenRefusal::NotAuthenticated { .. } | PodTokenRefusal::PodGone { .. } | PodTokenRefusal::PodTerminating { .. })),
             "{gone:?}"
         );
+        // The watch's admission refuses it too: the TokenReview comes first.
+        assert!(matches!(
+            refused(watched.admit(&token_a).await, &token_a),
+            PodTokenRefusal::NotAuthenticated { .. } | PodTokenRefusal::PodGone { .. } | PodTokenRefusal::PodTerminating { .. }
+        ));
         // A pod re-created under the same name is another pod: its predecessor's token is refused.
         create::<Pod>(&client, ns, bare("fixed", "factbuoy-agent", 2, "sleep 3600")).await;
         let fixed = running_pod(&client, ns, "fixed").await;

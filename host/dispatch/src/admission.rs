@@ -1,7 +1,14 @@
 //! Admitting an agent by its pod's ServiceAccount token: a TokenReview for the run's audience
 //! says which pod the token was issued to; that pod, if it is the run's agent and still alive,
 //! names the node. The node comes from the API server only, so an agent cannot claim another.
+//!
+//! The pod is read from the run's pod watch ([`SeenPods`], kept by the crate's `pods`) when the
+//! watch has seen it bound to a node: one API request per admission, the TokenReview. A pod the
+//! watch has not seen yet, or whose seen state would refuse it, is read from the API server, so
+//! that a watch running behind never refuses an agent.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use factbuoy_protocol::names::NodeName;
@@ -129,6 +136,74 @@ pub enum AdmissionError {
     Unavailable(String),
 }
 
+/// What admission checks of a pod: a few strings, not the pod (thousands are kept).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodFacts {
+    uid: String,
+    terminating: bool,
+    /// The value of its run label.
+    run_id: Option<String>,
+    /// Its controller's kind, name and uid.
+    controller: Option<(String, String, String)>,
+    node_name: Option<String>,
+}
+
+impl PodFacts {
+    /// What admission checks of `pod`.
+    pub fn of(pod: &Pod) -> PodFacts {
+        PodFacts {
+            uid: pod.uid().unwrap_or_default(),
+            terminating: pod.metadata.deletion_timestamp.is_some(),
+            run_id: pod.labels().get(RUN_LABEL).cloned(),
+            controller: pod
+                .owner_references()
+                .iter()
+                .find(|o| o.controller == Some(true))
+                .map(|o| (o.kind.clone(), o.name.clone(), o.uid.clone())),
+            node_name: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .filter(|n| !n.is_empty()),
+        }
+    }
+}
+
+/// The run's agent pods as its pod watch last saw them, by name. Shared between the watch,
+/// which keeps it, and admission, which reads it.
+#[derive(Debug, Clone, Default)]
+pub struct SeenPods(Arc<RwLock<HashMap<String, PodFacts>>>);
+
+impl SeenPods {
+    /// The watch saw `pod` created or changed.
+    pub fn record(&self, pod: &Pod) {
+        let name = pod.name_any();
+        let facts = PodFacts::of(pod);
+        self.0.write().unwrap().insert(name, facts);
+    }
+
+    /// The watch saw the pod `name` with `uid` deleted.
+    pub fn forget(&self, name: &str, uid: &str) {
+        let mut pods = self.0.write().unwrap();
+        if pods.get(name).is_some_and(|facts| facts.uid == uid) {
+            pods.remove(name);
+        }
+    }
+
+    /// A relisting is complete: pods it lacks were deleted while the watch was down.
+    pub fn keep_only(&self, listed: &HashSet<String>) {
+        self.0
+            .write()
+            .unwrap()
+            .retain(|name, _| listed.contains(name));
+    }
+
+    /// The pod `name` as last seen.
+    pub fn get(&self, name: &str) -> Option<PodFacts> {
+        self.0.read().unwrap().get(name).cloned()
+    }
+}
+
 /// Admits agents of one run by their pods' projected ServiceAccount tokens.
 #[derive(Clone)]
 pub struct PodTokenAdmission {
@@ -137,7 +212,9 @@ pub struct PodTokenAdmission {
     run_id: String,
     timeout: Duration,
     /// The agent DaemonSet's uid, once read: it is the run's for the run's lifetime.
-    daemonset_uid: std::sync::Arc<OnceCell<String>>,
+    daemonset_uid: Arc<OnceCell<String>>,
+    /// The run's pod watch, if it runs: pods are read from it instead of the API server.
+    seen: Option<SeenPods>,
 }
 
 impl PodTokenAdmission {
@@ -150,7 +227,14 @@ impl PodTokenAdmission {
             run_id: run_id.to_owned(),
             timeout: DEFAULT_REVIEW_TIMEOUT,
             daemonset_uid: Default::default(),
+            seen: None,
         }
+    }
+
+    /// The same, reading pods from the run's pod watch (`seen`) where it has seen them.
+    pub fn with_seen_pods(mut self, seen: SeenPods) -> PodTokenAdmission {
+        self.seen = Some(seen);
+        self
     }
 
     /// The same, bounding each admission by `timeout` instead.
@@ -160,7 +244,8 @@ impl PodTokenAdmission {
     }
 
     /// The node whose agent presented `token`: the node its pod is bound to, whatever the agent
-    /// claims. Costs a TokenReview and a pod read (and, once, a DaemonSet read).
+    /// claims. Costs a TokenReview and, unless the pod watch has seen the pod, a pod read (and,
+    /// once, a DaemonSet read).
     pub async fn admit(&self, token: &str) -> Result<NodeName, AdmissionError> {
         if token.trim().is_empty() {
             return Err(PodTokenRefusal::NoToken.into());
@@ -221,25 +306,41 @@ impl PodTokenAdmission {
         };
         let (name, token_uid) = (one(POD_NAME_EXTRA)?, one(POD_UID_EXTRA)?);
 
-        let pods = Api::<Pod>::namespaced(self.client.clone(), &self.namespace);
-        let pod = pods
+        // The watch's view admits; only the API server's refuses.
+        if let Some(seen) = self.seen.as_ref().and_then(|seen| seen.get(&name))
+            && let Ok(node) = self.judge(&name, &token_uid, &seen).await
+        {
+            return Ok(node);
+        }
+        let pod = Api::<Pod>::namespaced(self.client.clone(), &self.namespace)
             .get_opt(&name)
             .await
             .map_err(|e| unavailable("reading the agent's pod", e))?
             .ok_or_else(|| PodTokenRefusal::PodGone { pod: name.clone() })?;
-        let uid = pod.uid().unwrap_or_default();
-        if uid != token_uid {
+        self.judge(&name, &token_uid, &PodFacts::of(&pod)).await
+    }
+
+    /// The node of pod `name`, if `pod` is the pod the token was issued to (`token_uid`), alive,
+    /// the run's agent, and bound to a node.
+    async fn judge(
+        &self,
+        name: &str,
+        token_uid: &str,
+        pod: &PodFacts,
+    ) -> Result<NodeName, AdmissionError> {
+        let name = name.to_owned();
+        if pod.uid != token_uid {
             return Err(PodTokenRefusal::PodReplaced {
                 pod: name,
-                uid,
-                token_uid,
+                uid: pod.uid.clone(),
+                token_uid: token_uid.to_owned(),
             }
             .into());
         }
-        if pod.metadata.deletion_timestamp.is_some() {
+        if pod.terminating {
             return Err(PodTokenRefusal::PodTerminating { pod: name }.into());
         }
-        if pod.labels().get(RUN_LABEL) != Some(&self.run_id) {
+        if pod.run_id.as_ref() != Some(&self.run_id) {
             return Err(PodTokenRefusal::NotRunPod {
                 pod: name,
                 run_id: self.run_id.clone(),
@@ -247,11 +348,8 @@ impl PodTokenAdmission {
             .into());
         }
         let daemonset_uid = self.daemonset_uid().await?;
-        let owned = pod.owner_references().iter().any(|o| {
-            o.kind == "DaemonSet"
-                && o.name == AGENT
-                && o.controller == Some(true)
-                && daemonset_uid.as_deref() == Some(o.uid.as_str())
+        let owned = pod.controller.as_ref().is_some_and(|(kind, owner, uid)| {
+            kind == "DaemonSet" && owner == AGENT && daemonset_uid.as_deref() == Some(uid.as_str())
         });
         if !owned {
             return Err(PodTokenRefusal::NotDaemonSetPod {
@@ -261,12 +359,10 @@ impl PodTokenAdmission {
             .into());
         }
         let node = pod
-            .spec
-            .and_then(|s| s.node_name)
-            .filter(|n| !n.is_empty())
+            .node_name
+            .as_deref()
             .ok_or_else(|| PodTokenRefusal::NotScheduled { pod: name.clone() })?;
-        NodeName::parse(&node)
-            .map_err(|error| PodTokenRefusal::NodeName { pod: name, error }.into())
+        NodeName::parse(node).map_err(|error| PodTokenRefusal::NodeName { pod: name, error }.into())
     }
 
     /// The run's agent DaemonSet's uid; `None` when there is no such DaemonSet of the run.
@@ -290,4 +386,43 @@ impl PodTokenAdmission {
 
 fn unavailable(what: &str, error: kube::Error) -> AdmissionError {
     AdmissionError::Unavailable(format!("{what}: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, uid: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "uid": uid, "labels": {RUN_LABEL: "r1"}},
+            "spec": {"containers": [], "nodeName": "node-1"},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_deleted_pod_is_forgotten_but_not_its_successor_of_the_same_name() {
+        let seen = SeenPods::default();
+        seen.record(&pod("agent-x", "uid-1"));
+        assert_eq!(
+            seen.get("agent-x").unwrap().node_name.as_deref(),
+            Some("node-1")
+        );
+        // The successor was seen before its predecessor's deletion arrived.
+        seen.record(&pod("agent-x", "uid-2"));
+        seen.forget("agent-x", "uid-1");
+        assert_eq!(seen.get("agent-x").unwrap().uid, "uid-2");
+        seen.forget("agent-x", "uid-2");
+        assert!(seen.get("agent-x").is_none());
+    }
+
+    #[test]
+    fn a_relisting_drops_the_pods_deleted_while_the_watch_was_down() {
+        let seen = SeenPods::default();
+        seen.record(&pod("kept", "uid-1"));
+        seen.record(&pod("deleted", "uid-2"));
+        seen.keep_only(&HashSet::from(["kept".to_owned()]));
+        assert!(seen.get("kept").is_some());
+        assert!(seen.get("deleted").is_none());
+    }
 }

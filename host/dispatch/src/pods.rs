@@ -3,7 +3,7 @@
 //! reported once with a message that says what to do, and reported recovered when the pod runs
 //! again. One watch on the run's agent pods, never a poll.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
 
 use factbuoy_protocol::names::NodeName;
@@ -13,6 +13,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use tokio::sync::mpsc;
 
+use crate::admission::SeenPods;
 use crate::names::agent_selector;
 
 /// Restarts after which a container that is not running counts as crash-looping, as Sonobuoy's
@@ -413,11 +414,12 @@ impl PodTracker {
 /// Watches the run's agent pods (label [`agent_selector`]) through `pods` (the run's namespace)
 /// and sends their problems to `events`, until the receiver is dropped. Watch errors are logged
 /// and retried with kube's default backoff; after a relist, pods missing from it are reported
-/// deleted.
+/// deleted. Keeps `seen` up to date for admission.
 pub async fn follow_pods(
     pods: Api<Pod>,
     run_id: &str,
     restart_limit: i32,
+    seen: SeenPods,
     events: mpsc::Sender<PodEvent>,
 ) {
     let config = watcher::Config::default().labels(&agent_selector(run_id));
@@ -426,6 +428,7 @@ pub async fn follow_pods(
     });
     let mut stream = std::pin::pin!(stream);
     let mut tracker = PodTracker::new(restart_limit);
+    let mut listed = HashSet::new();
     loop {
         let batch = tokio::select! {
             _ = events.closed() => return,
@@ -433,18 +436,28 @@ pub async fn follow_pods(
                 None => return,
                 Some(Ok(watcher::Event::Init)) => {
                     tracker.init();
+                    listed.clear();
                     Vec::new()
                 }
                 Some(Ok(watcher::Event::InitApply(pod))) => {
+                    seen.record(&pod);
+                    listed.insert(pod.name_any());
                     tracker.init_apply(pod);
                     Vec::new()
                 }
-                Some(Ok(watcher::Event::InitDone)) => tracker.init_done(),
-                Some(Ok(watcher::Event::Apply(pod))) => tracker.apply(&pod),
-                Some(Ok(watcher::Event::Delete(pod))) => tracker
-                    .delete(&pod.uid().unwrap_or_default())
-                    .into_iter()
-                    .collect(),
+                Some(Ok(watcher::Event::InitDone)) => {
+                    seen.keep_only(&std::mem::take(&mut listed));
+                    tracker.init_done()
+                }
+                Some(Ok(watcher::Event::Apply(pod))) => {
+                    seen.record(&pod);
+                    tracker.apply(&pod)
+                }
+                Some(Ok(watcher::Event::Delete(pod))) => {
+                    let uid = pod.uid().unwrap_or_default();
+                    seen.forget(&pod.name_any(), &uid);
+                    tracker.delete(&uid).into_iter().collect()
+                }
                 Some(Err(e)) => {
                     tracing::warn!("watching agent pods: {e}; retrying");
                     Vec::new()

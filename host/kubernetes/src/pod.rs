@@ -13,7 +13,7 @@ use factbuoy_agent::AgentConfig;
 use factbuoy_aggregator::config::{Origin, OriginKind, PlanScope};
 use factbuoy_aggregator::enroll::{Admission, Admitting, NotAdmitted};
 use factbuoy_aggregator::{NodeSet, NodeSetError, Run, RunDir};
-use factbuoy_dispatch::admission::{AdmissionError, PodTokenAdmission};
+use factbuoy_dispatch::admission::{AdmissionError, PodTokenAdmission, SeenPods};
 use factbuoy_dispatch::manifest::components;
 use factbuoy_dispatch::names;
 use factbuoy_dispatch::nodes::{NodeChange, NodeFilter};
@@ -109,11 +109,11 @@ pub async fn serve(
     let filter = agents_filter(&client, &me.namespace).await?;
     let global = GlobalRunner::for_run(&run)?;
 
-    let admission = PodTokens(PodTokenAdmission::new(
-        client.clone(),
-        &me.namespace,
-        &run_id,
-    ));
+    // The pod watch below keeps `seen`; admission reads agents' pods from it.
+    let seen = SeenPods::default();
+    let admission = PodTokens(
+        PodTokenAdmission::new(client.clone(), &me.namespace, &run_id).with_seen_pods(seen.clone()),
+    );
     let mut running = factbuoy_aggregator::start_with(
         run,
         factbuoy_catalog::bundled_component,
@@ -143,6 +143,7 @@ pub async fn serve(
                 pods,
                 &run_id,
                 factbuoy_dispatch::pods::DEFAULT_RESTART_LIMIT,
+                seen,
                 pod_tx,
             )
             .await
