@@ -367,20 +367,27 @@ impl PodTokenAdmission {
 
     /// The run's agent DaemonSet's uid; `None` when there is no such DaemonSet of the run.
     async fn daemonset_uid(&self) -> Result<Option<String>, AdmissionError> {
-        if let Some(uid) = self.daemonset_uid.get() {
-            return Ok(Some(uid.clone()));
+        // One read for the first admissions that arrive together; only a uid is kept, so a
+        // DaemonSet not there yet is read again next time.
+        let read = self
+            .daemonset_uid
+            .get_or_try_init(|| async {
+                let daemonset = Api::<DaemonSet>::namespaced(self.client.clone(), &self.namespace)
+                    .get_opt(AGENT)
+                    .await
+                    .map_err(|e| Some(unavailable("reading the agent DaemonSet", e)))?;
+                daemonset
+                    .filter(|d| d.labels().get(RUN_LABEL) == Some(&self.run_id))
+                    .and_then(|d| d.uid())
+                    // None: the run has no such DaemonSet (yet).
+                    .ok_or(None)
+            })
+            .await;
+        match read {
+            Ok(uid) => Ok(Some(uid.clone())),
+            Err(Some(error)) => Err(error),
+            Err(None) => Ok(None),
         }
-        let daemonset = Api::<DaemonSet>::namespaced(self.client.clone(), &self.namespace)
-            .get_opt(AGENT)
-            .await
-            .map_err(|e| unavailable("reading the agent DaemonSet", e))?;
-        let uid = daemonset
-            .filter(|d| d.labels().get(RUN_LABEL) == Some(&self.run_id))
-            .and_then(|d| d.uid());
-        if let Some(uid) = &uid {
-            let _ = self.daemonset_uid.set(uid.clone());
-        }
-        Ok(uid)
     }
 }
 
