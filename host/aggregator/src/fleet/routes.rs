@@ -3,6 +3,8 @@
 //! (its current one), or of an operator. Every error body is `{"error": "..."}`.
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -88,13 +90,13 @@ async fn respond(
         // Signing and the synced writes of the registry and tokens run off the event loop.
         FleetRoute::Join => {
             let version = agent_version(&request);
-            let body: JoinRequest = Box::pin(read_json(request, MAX_ENROLL_BYTES)).await?;
+            let body: JoinRequest = read_json(request, MAX_ENROLL_BYTES).await?;
             let fleet = fleet.clone();
             blocking(move || join(&fleet, body, version)).await
         }
         FleetRoute::Renew => {
             let node = enrolled(fleet, peer)?;
-            let body: RenewRequest = Box::pin(read_json(request, MAX_ENROLL_BYTES)).await?;
+            let body: RenewRequest = read_json(request, MAX_ENROLL_BYTES).await?;
             let fleet = fleet.clone();
             blocking(move || renew(&fleet, &node, &body)).await
         }
@@ -139,7 +141,7 @@ async fn respond(
         }
         FleetRoute::Runs => {
             operator(peer, "starting a run")?;
-            let body: FleetRunRequest = Box::pin(read_json(request, MAX_RUN_REQUEST_BYTES)).await?;
+            let body: FleetRunRequest = read_json(request, MAX_RUN_REQUEST_BYTES).await?;
             match Box::pin(runs::start(fleet, body)).await {
                 Ok(started) => Ok(json(StatusCode::CREATED, &started)),
                 Err(e @ StartError::Invalid(_)) => {
@@ -189,36 +191,39 @@ async fn blocking(
     }
 }
 
-/// Reads a JSON body of at most `limit` bytes within [`BODY_TIMEOUT`].
-async fn read_json<T: serde::de::DeserializeOwned>(
+/// Reads a JSON body of at most `limit` bytes within [`BODY_TIMEOUT`]. Boxed: inline, the
+/// read would take room in the future of every request, an idle long poll's too.
+fn read_json<T: serde::de::DeserializeOwned + Send + 'static>(
     request: Request<Incoming>,
     limit: usize,
-) -> Result<T, Rejection> {
-    let collected = tokio::time::timeout(
-        BODY_TIMEOUT,
-        Limited::new(request.into_body(), limit).collect(),
-    )
-    .await
-    .map_err(|_| {
-        reject(
-            StatusCode::REQUEST_TIMEOUT,
-            "slow-body",
-            format!("the body did not arrive within {}s", BODY_TIMEOUT.as_secs()),
+) -> Pin<Box<dyn Future<Output = Result<T, Rejection>> + Send>> {
+    Box::pin(async move {
+        let collected = tokio::time::timeout(
+            BODY_TIMEOUT,
+            Limited::new(request.into_body(), limit).collect(),
         )
-    })?
-    .map_err(|e| {
-        reject(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too-large",
-            format!("the body was cut off or is larger than {limit} bytes: {e}"),
-        )
-    })?;
-    serde_json::from_slice(&collected.to_bytes()).map_err(|e| {
-        reject(
-            StatusCode::BAD_REQUEST,
-            "bad-json",
-            format!("the body is not the JSON this route takes: {e}"),
-        )
+        .await
+        .map_err(|_| {
+            reject(
+                StatusCode::REQUEST_TIMEOUT,
+                "slow-body",
+                format!("the body did not arrive within {}s", BODY_TIMEOUT.as_secs()),
+            )
+        })?
+        .map_err(|e| {
+            reject(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too-large",
+                format!("the body was cut off or is larger than {limit} bytes: {e}"),
+            )
+        })?;
+        serde_json::from_slice(&collected.to_bytes()).map_err(|e| {
+            reject(
+                StatusCode::BAD_REQUEST,
+                "bad-json",
+                format!("the body is not the JSON this route takes: {e}"),
+            )
+        })
     })
 }
 
