@@ -214,7 +214,7 @@ for line in open(f"{work}/aggregator.log", errors="replace"):
 if slow:
     worst = max(slow, key=lambda f: f["total_ms"])
     print(f"    in the aggregator: {len(slow)} enrollments took over 1 s; the slowest {worst['total_ms']} ms "
-          f"({worst['waited_ms']} ms waiting for a turn, {worst['admission_ms']} ms TokenReview and pod read)")
+          f"({worst['waited_ms']} ms waiting for a turn, {worst['admission_ms']} ms admission)")
 else:
     print("    in the aggregator: no enrollment took over 1 s (the rest is the connection, TLS and the load generator's own time)")
 print("  the API server's TokenReview rate before the run (bench/kube-load reviews, 3,000 fresh pod-bound tokens a level):")

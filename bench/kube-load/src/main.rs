@@ -317,7 +317,7 @@ struct Played {
     enrolled: f64,
     /// From the start to the last commit.
     delivered: f64,
-    /// The enroll request alone (the aggregator's admission: a TokenReview and a pod read).
+    /// The enroll request alone (the aggregator's admission: a TokenReview).
     admission: f64,
     /// Whether any commit was answered 409: the result was already there (the run gave up on
     /// the node before its agent delivered).

@@ -24,11 +24,12 @@ use tokio::sync::Semaphore;
 /// Largest enrollment request body.
 pub const MAX_ENROLL_BYTES: u64 = 16 << 10;
 /// Admissions running at once; more wait their turn. Kubernetes' admission is a TokenReview
-/// and a read of the agent's pod: the API server answers TokenReviews no faster with more than
-/// this many in flight, only later (bench/kube-scale.sh measures its rate by reviews in
-/// flight; docs/kubernetes.md has the figures: thousands a second, far more than a DaemonSet
-/// starts pods), and more would take its in-flight allowance (200 writes by default) from the
-/// controllers that create the agents' pods.
+/// (and a read of the agent's pod, if its pod watch has not seen it): the API server answers
+/// TokenReviews no faster with more than this many in flight, only later
+/// (bench/kube-scale.sh measures its rate by reviews in flight; docs/kubernetes.md has the
+/// figures: thousands a second, far more than a DaemonSet starts pods), and more would take
+/// its in-flight allowance (200 writes by default) from the controllers that create the
+/// agents' pods.
 pub const MAX_ADMISSIONS_IN_FLIGHT: usize = 16;
 /// Longest an enrollment waits for its turn before it is answered 503 (and retries). Waiting
 /// in line instead of retrying keeps the order of arrival: no agent is passed over again and

@@ -116,9 +116,9 @@ pub(crate) async fn enroll(
             format!("signing the certificate: {e}"),
         )
     })?;
-    // Where an enrollment's time went: the wait for a turn and the admission (a TokenReview
-    // and a pod read, in Kubernetes). A slow one is a warning: agents start late when the
-    // admission's backend is slow or the turns are too few.
+    // Where an enrollment's time went: the wait for a turn and the admission (a TokenReview,
+    // in Kubernetes). A slow one is a warning: agents start late when the admission's backend
+    // is slow or the turns are too few.
     let (waited_ms, admission_ms, total_ms) = (
         waited.as_millis() as u64,
         admission.as_millis() as u64,
