@@ -591,6 +591,11 @@ mod tests {
     }
 
     async fn served(budget: Budget, limits: ServerLimits) -> Served {
+        served_with(budget, limits, Arc::new(|_| {})).await
+    }
+
+    /// The same, counting refusals with `reject`.
+    async fn served_with(budget: Budget, limits: ServerLimits, reject: Reject) -> Served {
         let ca = RunCa::create("serving-test").unwrap();
         let server = ca.issue_server(&["127.0.0.1".to_owned()]).unwrap();
         let tls = ca
@@ -620,9 +625,10 @@ mod tests {
                 .boxed();
             Ok::<_, Infallible>(Response::new(body))
         };
-        let task = tokio::spawn(async move {
-            serve(listener, tls, &limits, budget, Arc::new(|_| {}), handle).await
-        });
+        let task =
+            tokio::spawn(
+                async move { serve(listener, tls, &limits, budget, reject, handle).await },
+            );
         Served {
             address,
             ca_pem: ca.cert_pem().to_owned(),
@@ -800,6 +806,41 @@ mod tests {
         let agents = fit(usize::MAX, per_listener, 1);
         assert_eq!(agents, 20_146);
         assert!(Budget::with_connections(agents).descriptors(1) <= per_listener);
+    }
+
+    #[tokio::test]
+    async fn a_queued_burst_is_taken_a_connection_per_turn_not_all_at_once() {
+        // One handshake slot: each connection taken evicts the one before and counts it.
+        let taken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = taken.clone();
+        let reject: Reject = Arc::new(move |_| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+        let budget = Budget {
+            handshakes: 1,
+            ..Budget::with_connections(8)
+        };
+        let served = served_with(budget, limits(10, 10, 60, 60), reject).await;
+        // Queued before the loop runs: nothing has sent a byte yet.
+        let burst = 20;
+        let _queued: Vec<_> = (0..burst)
+            .map(|_| std::net::TcpStream::connect(served.address).unwrap())
+            .collect();
+        // This test and the accept loop take turns on the one thread of the runtime: what the
+        // loop takes between two turns of the test is what it takes per turn (two when the
+        // turns interleave the other way; the whole burst if it took all it could).
+        let (mut last, mut most) = (0, 0);
+        for _ in 0..1000 {
+            tokio::task::yield_now().await;
+            let now = taken.load(std::sync::atomic::Ordering::SeqCst);
+            most = most.max(now - last);
+            last = now;
+            if now == burst - 1 {
+                break;
+            }
+        }
+        assert_eq!(last, burst - 1, "the burst was not taken");
+        assert!(most <= 2, "{most} connections were taken in one turn");
     }
 
     #[tokio::test]
