@@ -357,6 +357,21 @@ async fn enroll(
     (answer.map(|a| a.node), started.elapsed())
 }
 
+/// Enrollments with each of `credentials`, at once, each in a task of its own.
+fn spawn_enrollments(
+    running: &Arc<RunningAggregator>,
+    ca: &str,
+    credentials: impl IntoIterator<Item = String>,
+) -> Vec<tokio::task::JoinHandle<(Result<NodeName, ClientError>, Duration)>> {
+    credentials
+        .into_iter()
+        .map(|credential| {
+            let (running, ca) = (running.clone(), ca.to_owned());
+            tokio::spawn(async move { enroll(&running, &ca, &credential).await })
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hanging_admission_blocks_nothing_else_and_times_out() {
     let dir = tempfile::tempdir().unwrap();
@@ -396,12 +411,7 @@ async fn a_flood_past_the_in_flight_bound_waits_its_turn_and_every_enrollment_su
     let running = Arc::new(enrolling(&run_dir, &tokens).await);
     let ca = std::fs::read_to_string(ca_file(&run_dir)).unwrap();
     let flood = MAX_ADMISSIONS_IN_FLIGHT + 16;
-    let tasks: Vec<_> = (0..flood)
-        .map(|i| {
-            let (running, ca) = (running.clone(), ca.clone());
-            tokio::spawn(async move { enroll(&running, &ca, &format!("slow-n{i}")).await })
-        })
-        .collect();
+    let tasks = spawn_enrollments(&running, &ca, (0..flood).map(|i| format!("slow-n{i}")));
     let mut waited = 0;
     for task in tasks {
         let (answer, took) = task.await.unwrap();
@@ -427,12 +437,11 @@ async fn an_enrollment_that_waits_past_its_turn_gets_503_and_says_why() {
     let tokens = tokens();
     let running = Arc::new(enrolling(&run_dir, &tokens).await);
     let ca = std::fs::read_to_string(ca_file(&run_dir)).unwrap();
-    let hanging: Vec<_> = (0..MAX_ADMISSIONS_IN_FLIGHT)
-        .map(|_| {
-            let (running, ca) = (running.clone(), ca.clone());
-            tokio::spawn(async move { enroll(&running, &ca, "hang").await })
-        })
-        .collect();
+    let hanging = spawn_enrollments(
+        &running,
+        &ca,
+        (0..MAX_ADMISSIONS_IN_FLIGHT).map(|_| "hang".to_owned()),
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (answer, took) = enroll(&running, &ca, "token-late").await;
     let error = answer.unwrap_err();
