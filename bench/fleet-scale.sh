@@ -40,9 +40,10 @@ trap cleanup EXIT
 fleet_pid=$!
 for _ in $(seq 100); do [ -s "$work/serve.json" ] && break; sleep 0.1; done
 [ -s "$work/serve.json" ] || { echo "the fleet did not start:" >&2; cat "$work/serve.log" >&2; exit 1; }
-address=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["advertised"])' "$work/serve.json")
-most=$(grep -o 'the fleet.s listener [0-9]* connections' "$work/serve.log" | grep -o '[0-9][0-9]*' || true)
-if [ -n "$most" ] && [ "$most" -lt "$agents" ]; then
+served() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$work/serve.json" "$1"; }
+address=$(served advertised)
+most=$(served max_agents)
+if [ "$most" -lt "$agents" ]; then
   echo "this machine's descriptor limit (ulimit -Hn: $(ulimit -Hn)) lets the fleet hold $most" \
     "connections, fewer than $agents agents; raise the hard limit (needs CAP_SYS_RESOURCE)" >&2
   exit 1

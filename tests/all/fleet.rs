@@ -204,6 +204,11 @@ impl Fleet {
                 std::fs::read_to_string(&log).unwrap_or_default()
             )
         });
+        // How many agents it holds, for scripts that size a fleet: the descriptors' share.
+        assert!(
+            started["max_agents"].as_u64().is_some_and(|n| n > 0),
+            "{started}"
+        );
         Fleet {
             child,
             address: started["advertised"].as_str().unwrap().to_owned(),

@@ -64,6 +64,9 @@ pub struct RunningFleet {
     pub address: SocketAddr,
     /// The settings it serves with (the port picked at the first start included).
     pub settings: FleetSettings,
+    /// How many agents' connections its listener holds at once: the process's descriptor
+    /// limit decides.
+    pub max_agents: usize,
     fleet: Arc<Fleet>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -119,6 +122,7 @@ pub async fn serve(
     );
     let limits = ServerLimits::default();
     let (budget, run_budget) = serving::fleet_budgets(limits.max_connections);
+    let max_agents = budget.connections;
     let fleet = Arc::new(Fleet {
         registry: Mutex::new((registry::load(&dir)?, false)),
         runs: FleetRuns::default(),
@@ -151,6 +155,7 @@ pub async fn serve(
     Ok(RunningFleet {
         address,
         settings,
+        max_agents,
         fleet,
         tasks,
     })

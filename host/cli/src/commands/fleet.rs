@@ -249,12 +249,15 @@ async fn serve(args: ServeArgs, format: Format) -> anyhow::Result<ExitStatus> {
         "address": running.address,
         "advertised": running.settings.advertised(),
         "dir": dir.root(),
+        "max_agents": running.max_agents,
     });
     match format {
         Format::Table => emit(&format!(
-            "fleet listening on {} (agents dial {}); `factbuoy fleet token create` makes a join token",
+            "fleet listening on {} (agents dial {}; up to {} at once); `factbuoy fleet token create` \
+             makes a join token",
             running.address,
-            running.settings.advertised()
+            running.settings.advertised(),
+            running.max_agents
         )),
         machine => emit_document(&document, machine),
     }
