@@ -169,15 +169,22 @@ fn budget_within(
 /// The most agent connections, at most `max_connections`, whose [`Budget`] holds at most
 /// `per_listener` descriptors (at least one connection, whatever it holds).
 fn fit(max_connections: usize, per_listener: u64, per_connection: u64) -> usize {
-    // From the most that could fit (each takes `per_connection` at least) down to what does.
+    let fits = |connections: usize| {
+        Budget::with_connections(connections).descriptors(per_connection) <= per_listener
+    };
+    // Each connection takes `per_connection` at least: no more than this can fit.
     let most = usize::try_from(per_listener / per_connection.max(1)).unwrap_or(usize::MAX);
-    let mut connections = max_connections.clamp(1, most.max(1));
-    while connections > 1
-        && Budget::with_connections(connections).descriptors(per_connection) > per_listener
-    {
-        connections -= 1;
+    // A budget's descriptors grow with its connections: the last count that fits, by halves.
+    let (mut low, mut high) = (1, max_connections.clamp(1, most.max(1)));
+    while low < high {
+        let middle = low + (high - low).div_ceil(2);
+        if fits(middle) {
+            low = middle;
+        } else {
+            high = middle - 1;
+        }
     }
-    connections
+    low
 }
 
 /// Raises the soft limit on open files to the hard limit; returns the soft limit now in force.
