@@ -34,6 +34,11 @@ impl Drop for LoopbackFleet {
 
 impl LoopbackFleet {
     fn start() -> LoopbackFleet {
+        LoopbackFleet::start_with(&[])
+    }
+
+    /// A fleet served with `options` added to `fleet serve`'s.
+    fn start_with(options: &[&str]) -> LoopbackFleet {
         let work = tempfile::tempdir().unwrap();
         let mut fleet = LoopbackFleet {
             work,
@@ -43,7 +48,9 @@ impl LoopbackFleet {
         let mut serve = fleet
             .operator()
             .args(["-vv", "fleet", "serve", "--listen", "127.0.0.1:0"])
-            .args(["--name", "127.0.0.1", "-o", "json", "--dir"])
+            .args(["--name", "127.0.0.1", "-o", "json"])
+            .args(options)
+            .arg("--dir")
             .arg(fleet.dir())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(fleet.path("fleet.log")).unwrap())
@@ -224,6 +231,42 @@ fn a_finished_fleet_run_keeps_only_its_configuration_status_and_bundle_until_pru
         "{}",
         text(&nodes.stdout)
     );
+}
+
+#[test]
+fn a_finished_run_answers_for_its_period_then_its_listeners_close() {
+    let fleet = LoopbackFleet::start_with(&["--serve-finished-for", "3s"]);
+    fleet.run(&["--plugin", "hello"]);
+    let status = || {
+        fleet
+            .operator()
+            .args(["status", "-o", "json"])
+            .output()
+            .unwrap()
+    };
+    let answered = status();
+    assert!(answered.status.success(), "{}", text(&answered.stderr));
+    // A fleet that starts a run every day must not keep every run it served.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        let asked = status();
+        if !asked.status.success() {
+            break asked;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the finished run is still served"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    eprintln!("after the period: {}", text(&refused.stdout));
+    let log = std::fs::read_to_string(fleet.path("fleet.log")).unwrap();
+    assert!(
+        log.contains("stopped serving the finished run"),
+        "the fleet's log does not say why"
+    );
+    // Its bundle stays.
+    assert_eq!(listing(&fleet.dir().join("bundles")).len(), 1);
 }
 
 #[test]

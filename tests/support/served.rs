@@ -34,6 +34,7 @@ pub fn loopback_fleet() -> FleetSettings {
         listen: "127.0.0.1:0".parse().unwrap(),
         server_names: vec!["127.0.0.1".into()],
         certificate_validity_seconds: 3600,
+        finished_run_seconds: 3600,
     }
 }
 

@@ -97,6 +97,17 @@ pub struct FleetSettings {
     pub server_names: Vec<String>,
     /// How long enrollment certificates are valid; agents renew them when a third is left.
     pub certificate_validity_seconds: u64,
+    /// How long a finished run still answers on its own listeners (`status`, `retrieve`) before
+    /// the fleet closes them and forgets it; its bundle stays in `bundles/` either way.
+    #[serde(default = "default_finished_run_seconds")]
+    pub finished_run_seconds: u64,
+}
+
+/// How long a finished run is served by default: an hour to fetch its bundle again.
+pub const DEFAULT_FINISHED_RUN_SECONDS: u64 = 3600;
+
+fn default_finished_run_seconds() -> u64 {
+    DEFAULT_FINISHED_RUN_SECONDS
 }
 
 impl FleetSettings {

@@ -91,4 +91,10 @@ impl FleetRuns {
         self.runs.lock().unwrap().insert(number, run);
         self.started.send_replace(number);
     }
+
+    /// Stops serving run `number`: its listeners close, its memory is freed.
+    pub(crate) fn remove(&self, number: u64) {
+        let removed = self.runs.lock().unwrap().remove(&number);
+        drop(removed);
+    }
 }

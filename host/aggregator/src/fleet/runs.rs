@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use factbuoy_protocol::fleet::{FleetRoute, FleetRunRequest, FleetRunStarted};
@@ -80,12 +81,21 @@ async fn serve(fleet: &Arc<Fleet>, number: u64, run: Run) -> anyhow::Result<Sock
     let running = start_within(run, fleet.bundled, Some(admission), fleet.run_budget).await?;
     let operator_address = running.operator_address;
     let finished = running.on_finish();
+    let served_for = Duration::from_secs(fleet.settings.finished_run_seconds);
+    let weak = Arc::downgrade(fleet);
     let retiring = tokio::spawn(async move {
         finished.await;
         // The state on disk, not the run's memory: this task must not keep the run alive.
         tokio::task::spawn_blocking(move || retire_if_bundled(&dir))
             .await
             .unwrap_or_else(|e| tracing::error!("retiring a fleet run: {e}"));
+        // Its listeners answer `status` and `retrieve` a while longer, then close: a fleet that
+        // starts a run every day must not keep every run it ever served.
+        tokio::time::sleep(served_for).await;
+        if let Some(fleet) = weak.upgrade() {
+            tracing::info!(number, "stopped serving the finished run; its bundle stays");
+            fleet.runs.remove(number);
+        }
     });
     fleet.runs.add(
         number,
@@ -284,6 +294,7 @@ mod tests {
             listen: "127.0.0.1:0".parse().unwrap(),
             server_names: vec!["127.0.0.1".into()],
             certificate_validity_seconds: 3600,
+            finished_run_seconds: 3600,
         };
         let running = serve(fleet, settings, |_| None).await.unwrap();
         assert!(dir.final_status().exists(), "the run was not retired");

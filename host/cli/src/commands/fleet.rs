@@ -128,6 +128,10 @@ pub struct ServeArgs {
     /// How long enrollment certificates are valid; agents renew them when a third is left.
     #[arg(long, default_value = "30d")]
     certificate_validity: humantime::Duration,
+    /// How long a finished run still answers `status` and `retrieve` before the fleet closes its
+    /// listeners and frees its memory; its bundle stays in the fleet's bundles/ either way.
+    #[arg(long, default_value = "1h")]
+    serve_finished_for: humantime::Duration,
 }
 
 pub async fn execute(command: FleetCommand, format: Format) -> anyhow::Result<ExitStatus> {
@@ -232,6 +236,7 @@ async fn serve(args: ServeArgs, format: Format) -> anyhow::Result<ExitStatus> {
         listen: args.listen,
         server_names: names,
         certificate_validity_seconds: args.certificate_validity.as_secs().max(10),
+        finished_run_seconds: args.serve_finished_for.as_secs(),
     };
     let running = fleet::serve(dir.clone(), settings, factbuoy_catalog::bundled_component).await?;
     // `run --fleet ADDRESS` from this machine finds the operator credentials of this fleet.
