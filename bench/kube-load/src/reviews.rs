@@ -1,6 +1,6 @@
 //! `reviews`: how many TokenReviews a second the API server answers, by how many are in flight.
-//! The aggregator admits each agent with one TokenReview (and a read of its pod); this is the
-//! rate its admission bound (`MAX_ADMISSIONS_IN_FLIGHT`) is chosen from.
+//! The aggregator admits each agent with one TokenReview (its pod comes from the run's pod
+//! watch); this is the rate its admission bound (`MAX_ADMISSIONS_IN_FLIGHT`) is chosen from.
 //!
 //! The tokens are as the agents' are: for a ServiceAccount, with an audience of their own, each
 //! bound to a pod (a placeholder pod that never runs), so the API server checks the pod at each
@@ -9,6 +9,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use factbuoy_dispatch::names;
 use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ServiceAccount};
@@ -109,7 +110,7 @@ async fn placeholder(client: &kube::Client) -> anyhow::Result<Pod> {
 
 /// A token for the ServiceAccount, bound to `pod`.
 async fn token(accounts: &Api<ServiceAccount>, pod: &Pod) -> anyhow::Result<String> {
-    let request = crate::tokens::pod_token_request(NAME, 600, pod);
+    let request = crate::tokens::pod_token_request(NAME, names::TOKEN_EXPIRATION_SECONDS, pod);
     accounts
         .create_token_request(NAME, &PostParams::default(), &request)
         .await
