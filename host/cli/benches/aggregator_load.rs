@@ -7,8 +7,9 @@
 //! nginx`). `FACTBUOY_LOAD=agents:size,...` overrides the default mix, `FACTBUOY_LOAD_ROUNDS`
 //! the number of rounds (3).
 //!
-//! Both servers write to a fresh ext4 file system with a journal, on a loop device, when the
-//! benchmark runs as root ([`Scratch`]); otherwise to the temporary directory, and it says so.
+//! Both servers write to a fresh ext4 file system with a journal, on a loop device in a mount
+//! namespace of the benchmark's own, when it runs as root ([`Scratch`]); otherwise to the
+//! temporary directory, and it says so.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -165,9 +166,27 @@ async fn load(clients: &[Client], file: &Path, sha256: &str, server: &Server) ->
     }
 }
 
+/// A server's command, killed when the benchmark dies: it holds the scratch file system, and
+/// its mount namespace, open ([`private_mounts`]).
+fn server_command(program: &str) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(program);
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    command
+}
+
 fn start_factbuoy(run_dir: &Path) -> (Server, String) {
     use std::io::BufRead;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_factbuoy"))
+    let mut child = server_command(env!("CARGO_BIN_EXE_factbuoy"))
         .args(["aggregator", "serve", "--run-dir"])
         .arg(run_dir)
         .stdout(Stdio::piped())
@@ -226,7 +245,7 @@ fn start_nginx(dir: &Path, pki: &Path) -> Result<(Server, String), NoPeer> {
     );
     let config_path = dir.join("nginx.conf");
     std::fs::write(&config_path, config).map_err(failed)?;
-    let mut child = match Command::new("nginx")
+    let mut child = match server_command("nginx")
         .arg("-c")
         .arg(&config_path)
         .stderr(Stdio::null())
@@ -255,7 +274,8 @@ fn start_nginx(dir: &Path, pki: &Path) -> Result<(Server, String), NoPeer> {
 /// system), each new inode is found by searching past every inode deleted in the last minute:
 /// after a round's files were deleted, that search took a third of factbuoy's CPU and almost half
 /// of nginx's, and decided the ratio. A server's disk has a journal, so the servers write to a
-/// fresh ext4 file system made with mkfs.ext4's defaults, on a loop device.
+/// fresh ext4 file system made with mkfs.ext4's defaults, on a loop device, mounted in this
+/// process's own mount namespace ([`private_mounts`]).
 struct Scratch {
     dir: tempfile::TempDir,
     /// The mounted file system, if one could be made.
@@ -264,11 +284,12 @@ struct Scratch {
 
 impl Scratch {
     /// A place for `bytes` of uploads, and a line that says what it is.
-    fn new(bytes: u64) -> (Scratch, String) {
+    fn new(bytes: u64, private: Result<(), String>) -> (Scratch, String) {
         let dir = tempfile::tempdir().unwrap();
         let image = dir.path().join("ext4.img");
         let mount_point = dir.path().join("fs");
         let made = (|| -> Result<(), String> {
+            private?;
             let run = |command: &mut Command| {
                 let output = command.output().map_err(|e| format!("{command:?}: {e}"))?;
                 if output.status.success() {
@@ -335,8 +356,47 @@ fn parse_mix(text: &str) -> Vec<(usize, u64)> {
         .collect()
 }
 
-#[tokio::main]
-async fn main() {
+/// Moves this process into a mount namespace of its own, before any thread starts (a process
+/// with threads cannot leave its namespace). The scratch file system is mounted there, seen only
+/// by the benchmark and the servers it starts, and it goes with the last of them (the servers
+/// die with the benchmark, [`server_command`]): one killed with SIGKILL leaves no mount and no
+/// loop device behind.
+fn private_mounts() -> Result<(), String> {
+    // SAFETY: plain system calls on this process, with no threads yet; the strings live across
+    // the calls.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return Err(format!(
+                "a mount namespace of its own: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        // Mounts made here must not propagate back to the host's namespace.
+        if libc::mount(
+            c"none".as_ptr(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(format!(
+                "making its mounts private: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    let private = private_mounts();
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(bench(private));
+}
+
+async fn bench(private: Result<(), String>) {
     let mix = parse_mix(&std::env::var("FACTBUOY_LOAD").unwrap_or_else(|_| DEFAULT_MIX.to_owned()));
     let rounds: usize = std::env::var("FACTBUOY_LOAD_ROUNDS")
         .map_or(3, |r| r.parse().expect("FACTBUOY_LOAD_ROUNDS is a number"));
@@ -348,7 +408,7 @@ async fn main() {
         .max()
         .unwrap();
     let payloads: u64 = mix.iter().map(|(_, size)| size).sum();
-    let (scratch, where_written) = Scratch::new(2 * one_round + payloads + (1 << 30));
+    let (scratch, where_written) = Scratch::new(2 * one_round + payloads + (1 << 30), private);
     let dir = scratch.path();
     let nodes: Vec<String> = (0..most_agents).map(|i| format!("node-{i}")).collect();
     println!(
