@@ -259,7 +259,12 @@ fn a_finished_run_answers_for_its_period_then_its_listeners_close() {
         );
         std::thread::sleep(Duration::from_millis(500));
     };
-    eprintln!("after the period: {}", text(&refused.stdout));
+    // The operator is told why, and where the bundle is.
+    let said = text(&refused.stderr);
+    assert!(
+        said.contains("--serve-finished-for") && said.contains("bundles/"),
+        "{said}"
+    );
     let log = std::fs::read_to_string(fleet.path("fleet.log")).unwrap();
     assert!(
         log.contains("stopped serving the finished run"),

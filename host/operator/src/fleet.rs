@@ -134,7 +134,7 @@ impl Requested {
         out: &Path,
         on_status: &mut dyn FnMut(&StatusDocument),
     ) -> crate::Result<Finished> {
-        let source = Source::Served(self.record.operator()?);
+        let source = Source::Fleet(self.record.operator()?);
         let stuck = format!("see the fleet aggregator's log at {}", self.address);
         follow_and_fetch(
             &source,

@@ -22,6 +22,9 @@ use crate::state::StateDir;
 pub enum Source {
     /// A run served elsewhere: its operator listener.
     Served(Client),
+    /// A fleet run: its operator listener on the fleet's host, which closes a while after the
+    /// run ends (`fleet serve --serve-finished-for`).
+    Fleet(Client),
     /// A local run: its aggregator while it serves, its run directory once it is gone.
     Local(LocalRun),
 }
@@ -46,7 +49,7 @@ impl Source {
                     .await?,
                 )
             }
-            RunRecord::Fleet(fleet) => Source::Served(fleet.operator()?),
+            RunRecord::Fleet(fleet) => Source::Fleet(fleet.operator()?),
         })
     }
 
@@ -54,6 +57,7 @@ impl Source {
     pub async fn status(&self) -> Result<StatusDocument> {
         match self {
             Source::Served(client) => Ok(client.status().await.map_err(anyhow::Error::from)?),
+            Source::Fleet(client) => Ok(client.status().await.map_err(fleet_gone)?),
             Source::Local(local) => {
                 // A retired run's credentials are gone with its aggregator.
                 let dir = RunDir::new(&local.run_dir);
@@ -76,7 +80,7 @@ impl Source {
                 .load_config()
                 .ok()
                 .map(|c| c.bundle_dir),
-            Source::Served(_) => None,
+            Source::Served(_) | Source::Fleet(_) => None,
         }
     }
 
@@ -147,6 +151,13 @@ impl Source {
                     .map_err(anyhow::Error::from)?
                     .resumed_from
             }
+            Source::Fleet(client) => {
+                client
+                    .download_bundle(&path)
+                    .await
+                    .map_err(fleet_gone)?
+                    .resumed_from
+            }
             Source::Local(local) => match served_download(local, &path).await {
                 Some(resumed_from) => resumed_from,
                 // The aggregator has gone (a local run's goes once the run has ended): its
@@ -177,6 +188,23 @@ impl Source {
             resumed_from,
             sha256,
         })
+    }
+}
+
+/// A fleet run's listener that does not take connections: the fleet stopped, or it stopped
+/// serving the run a while after it ended. Says where the bundle is then. The error stays a
+/// [`ClientError`](factbuoy_protocol::ClientError) underneath, retryable for `follow`.
+fn fleet_gone(error: factbuoy_protocol::ClientError) -> anyhow::Error {
+    let gone = matches!(error, factbuoy_protocol::ClientError::Connect { .. });
+    let error = anyhow::Error::from(error);
+    if gone {
+        error.context(
+            "the fleet does not serve this run: either the fleet is stopped, or the run ended longer \
+             ago than `fleet serve --serve-finished-for` (an hour by default); its bundle is in \
+             bundles/ of the fleet's directory, on the fleet's host",
+        )
+    } else {
+        error
     }
 }
 
