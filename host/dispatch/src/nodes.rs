@@ -461,8 +461,10 @@ pub async fn follow_nodes(
         });
     let mut stream = std::pin::pin!(stream);
     let mut tracker = NodeTracker::new(filter, lost_after);
+    // Looks at every node: found again only when the nodes in force may have changed, not for
+    // each node of a listing (thousands of them, which change nothing until the listing ends).
+    let mut deadline = tracker.next_deadline();
     loop {
-        let deadline = tracker.next_deadline();
         let batch = tokio::select! {
             _ = changes.closed() => return,
             _ = sleep_until(deadline) => tracker.tick(Instant::now()),
@@ -470,11 +472,11 @@ pub async fn follow_nodes(
                 None => return,
                 Some(Ok(watcher::Event::Init)) => {
                     tracker.init();
-                    Vec::new()
+                    continue;
                 }
                 Some(Ok(watcher::Event::InitApply(node))) => {
                     tracker.init_apply(NodeView::of(&node));
-                    Vec::new()
+                    continue;
                 }
                 Some(Ok(watcher::Event::InitDone)) => tracker.init_done(Instant::now()),
                 Some(Ok(watcher::Event::Apply(node))) => {
@@ -486,10 +488,11 @@ pub async fn follow_nodes(
                     .collect(),
                 Some(Err(e)) => {
                     tracing::warn!("watching nodes: {e}; retrying");
-                    Vec::new()
+                    continue;
                 }
             },
         };
+        deadline = tracker.next_deadline();
         for change in batch {
             tracing::debug!(?change, "node");
             if changes.send(change).await.is_err() {

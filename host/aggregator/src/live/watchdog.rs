@@ -32,6 +32,9 @@ pub(crate) async fn watchdog(shared: Arc<Shared>) {
     } else {
         Unheard::Silent
     };
+    // The search for silent nodes looks at every pair: once a tick, not at every commit that
+    // wakes the watchdog (thousands of them in a large run).
+    let mut next_lost_search = tokio::time::Instant::now();
     loop {
         let status = shared.state.lock().unwrap().status;
         match status {
@@ -47,18 +50,32 @@ pub(crate) async fn watchdog(shared: Arc<Shared>) {
         }
         let now = SystemTime::now();
         let timed_out = now.duration_since(created).unwrap_or_default() > timeout;
+        let search_lost = tokio::time::Instant::now() >= next_lost_search;
+        if search_lost {
+            next_lost_search = tokio::time::Instant::now() + WATCHDOG_TICK;
+        }
         let (decided, lost, missing, interrupted) = {
             let state = shared.state.lock().unwrap();
+            // Once its grace is over: results being delivered are taken until then.
+            let interrupted = state
+                .interrupted
+                .clone()
+                .filter(|_| state.interrupt_grace_until.is_none_or(|until| now >= until));
             (
                 // Those a stop cut short, or a node-set change could not write.
                 state.disposition_stand_ins(),
-                state.lost_pairs(now, shared.started_at, window, unheard),
-                state.missing_pairs(),
-                // Once its grace is over: results being delivered are taken until then.
-                state
-                    .interrupted
-                    .clone()
-                    .filter(|_| state.interrupt_grace_until.is_none_or(|until| now >= until)),
+                if search_lost {
+                    state.lost_pairs(now, shared.started_at, window, unheard)
+                } else {
+                    Vec::new()
+                },
+                // Listed only when they are about to become error results.
+                if interrupted.is_some() || timed_out {
+                    state.missing_pairs()
+                } else {
+                    Vec::new()
+                },
+                interrupted,
             )
         };
         let mut stand_ins: Vec<(String, Scope, PairStatus, String)> = decided;
