@@ -135,6 +135,8 @@ for p in $(find "/sys/fs/cgroup/memory/$FACTBUOY_KUBE_NETNS" -name cgroup.procs 
 done
 [ -n "$agg_pid" ] || fail "no serve-kubernetes process in the cluster's cgroups" "$work/aggregator.log"
 hwm_kb=$(awk '$1 == "VmHWM:" {print $2}' "/proc/$agg_pid/status")
+# Its CPU time over the run, user + system, in clock ticks (fields 14 and 15 after the name).
+cpu_ms=$(( $(sed 's/.*) //' "/proc/$agg_pid/stat" | awk '{print $12 + $13}') * 1000 / $(getconf CLK_TCK) ))
 container_cg=$(awk -F: '$2 == "memory" {print $3}' "/proc/$agg_pid/cgroup")
 cg_max=$(cat "/sys/fs/cgroup/memory$container_cg/memory.max_usage_in_bytes")
 
@@ -145,11 +147,11 @@ if grep -q ' ERROR ' "$work/aggregator.log"; then
 fi
 
 python3 - "$nodes" "$work" "$FACTBUOY_KUBE_DIR/logs/audit.log" "$namespace" "$run_ms" \
-  "$hwm_kb" "$cg_max" "$in_flight" "$FACTBUOY_KUBE_API_QPS" <<'PY'
+  "$hwm_kb" "$cg_max" "$in_flight" "$FACTBUOY_KUBE_API_QPS" "$cpu_ms" <<'PY'
 import collections, glob, json, sys, tarfile
 
 nodes, work, audit, namespace = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-run_ms, hwm_kb, cg_max, in_flight, qps = (int(a) for a in sys.argv[5:10])
+run_ms, hwm_kb, cg_max, in_flight, qps, cpu_ms = (int(a) for a in sys.argv[5:11])
 load = json.load(open(f"{work}/load.json"))
 errors = list(load["errors"])
 
@@ -198,7 +200,8 @@ print(f"factbuoy on Kubernetes, {nodes} Node objects + 1 real node (bench/kube-s
 print(f"  fake nodes stay Ready: controller manager --node-monitor-grace-period 2h; "
       f"controller manager and scheduler --kube-api-qps {qps}; load generator {in_flight} requests in flight")
 print(f"  run -> bundle on disk:         {run_ms / 1000:.1f} s "
-      f"(agent pods bound {load['seconds_to_all_pods_bound']:.1f} s, all delivered "
+      f"(agent pods created {load['seconds_to_all_pods_created']:.1f} s, bound "
+      f"{load['seconds_to_all_pods_bound']:.1f} s, all delivered "
       f"{load['seconds_to_all_delivered']:.1f} s after the aggregator was up)")
 a = load["admission_seconds"]
 print(f"  admission (enroll request):    p50 {a['p50'] * 1000:.0f} ms, p99 {a['p99'] * 1000:.0f} ms, max {a['max'] * 1000:.0f} ms"
@@ -225,6 +228,7 @@ print(f"  bundle: {nodes + 1} nodes' host-facts results, all passed")
 print(f"  aggregator peak RSS (VmHWM):   {hwm_kb / 1024:.1f} MiB = {hwm_kb * 1024 / 1e6:.1f} MB, "
       f"{hwm_kb * 1024 / 150e6:.2f} of the 150 MB target "
       f"(container cgroup max usage, page cache included: {cg_max / 2**20:.1f} MiB)")
+print(f"  aggregator CPU time:           {cpu_ms / 1000:.1f} s (user + system, over the run)")
 ann = load["annotation"]
 print(f"  status annotation, largest:    {ann['largest_bytes']} bytes = "
       f"{ann['largest_bytes'] / 65536:.3f} of the 64 KiB target ({ann['updates']} updates seen)")
