@@ -259,8 +259,8 @@ fn a_finished_run_answers_for_its_period_then_its_listeners_close() {
         );
         std::thread::sleep(Duration::from_millis(500));
     };
-    // The operator is told why, and where the bundle is.
-    let said = text(&refused.stderr);
+    // The operator is told why, and where the bundle is (-o json: an error document on stdout).
+    let said = text(&refused.stdout);
     assert!(
         said.contains("--serve-finished-for") && said.contains("bundles/"),
         "{said}"
