@@ -50,9 +50,10 @@ pub(crate) async fn watchdog(shared: Arc<Shared>) {
         }
         let now = SystemTime::now();
         let timed_out = now.duration_since(created).unwrap_or_default() > timeout;
-        let search_lost = tokio::time::Instant::now() >= next_lost_search;
+        let ticked = tokio::time::Instant::now();
+        let search_lost = ticked >= next_lost_search;
         if search_lost {
-            next_lost_search = tokio::time::Instant::now() + WATCHDOG_TICK;
+            next_lost_search = ticked + WATCHDOG_TICK;
         }
         let (decided, lost, missing, interrupted) = {
             let state = shared.state.lock().unwrap();
