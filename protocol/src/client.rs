@@ -18,14 +18,15 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_util::io::ReaderStream;
 
 use crate::digest;
 use crate::fleet::{
-    Enrollment, FleetRoute, FleetRunRequest, FleetRunStarted, JoinRequest, RenewRequest, RunOffer,
+    Enrollment, FleetRoute, FleetRunRequest, FleetRunStarted, IDLE_ACK, JoinRequest, PARKED_POLL,
+    RenewRequest, RunOffer, Wake,
 };
 use crate::names::NodeName;
 use crate::routes::{Route, Scope};
@@ -77,6 +78,10 @@ pub enum ClientError {
         /// The [`ErrorBody`]'s `error`, or the raw body when it is not one.
         message: String,
     },
+    /// A parked long poll's stream broke before its wake line: the fleet stopped, or the
+    /// network dropped the connection (docs/protocol.md, "Parked polls").
+    #[error("the parked poll's connection broke: {0}")]
+    Parked(std::io::Error),
     /// No answer within the request's time allowance.
     #[error("request timed out after {0:?}")]
     Timeout(Duration),
@@ -102,6 +107,7 @@ impl ClientError {
             ClientError::Connect { .. }
             | ClientError::Handshake { .. }
             | ClientError::Http(_)
+            | ClientError::Parked(_)
             | ClientError::Timeout(_) => true,
             ClientError::Status { status, .. } => {
                 status.is_server_error() || *status == StatusCode::TOO_MANY_REQUESTS
@@ -264,7 +270,8 @@ impl Client {
                 error: source,
             })?;
         let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
-        tokio::spawn(connection);
+        // With upgrades: a parked poll's `101` hands the stream to [`Client::parked`].
+        tokio::spawn(connection.with_upgrades());
         Ok(sender)
     }
 
@@ -303,7 +310,10 @@ impl Client {
         let response = tokio::time::timeout(timeout, self.send(request))
             .await
             .map_err(|_| ClientError::Timeout(timeout))??;
-        if response.status().is_success() || response.status() == StatusCode::PARTIAL_CONTENT {
+        if response.status().is_success()
+            || response.status() == StatusCode::PARTIAL_CONTENT
+            || response.status() == StatusCode::SWITCHING_PROTOCOLS
+        {
             return Ok(response);
         }
         let status = response.status();
@@ -386,28 +396,78 @@ impl Client {
             .await
     }
 
-    /// Waits (up to [`crate::fleet::LONG_POLL_SECONDS`]) for a run after the fleet's run number
-    /// `after` that this node takes part in; `None` when none started meanwhile.
+    /// Waits for a run after the fleet's run number `after` that this node takes part in. The
+    /// poll asks to be parked ([`PARKED_POLL`]) and then waits as long as it takes,
+    /// acknowledging the fleet's `idle` lines; a fleet that parks nothing answers it as a plain
+    /// long poll, `None` when no run started within [`crate::fleet::LONG_POLL_SECONDS`].
     pub async fn next_run(&self, after: u64) -> Result<Option<RunOffer>, ClientError> {
+        // A fleet writes a parked poll a line, or answers a plain one, every 50 s.
         let timeout = self
             .timeout
             .max(Duration::from_secs(crate::fleet::LONG_POLL_SECONDS + 15));
-        let response = self
-            .call_path(
-                Method::GET,
-                FleetRoute::NextRun { after }.path(),
-                &[],
-                empty(),
-                timeout,
-            )
-            .await?;
-        if response.status() == StatusCode::NO_CONTENT {
-            return Ok(None);
+        let park = [
+            ("connection", "upgrade".to_owned()),
+            ("upgrade", PARKED_POLL.to_owned()),
+        ];
+        loop {
+            let response = self
+                .call_path(
+                    Method::GET,
+                    FleetRoute::NextRun { after }.path(),
+                    &park,
+                    empty(),
+                    timeout,
+                )
+                .await?;
+            match response.status() {
+                StatusCode::NO_CONTENT => return Ok(None),
+                // `changed` (the answer is there: ask again) or `close` (the same, on a new
+                // connection).
+                StatusCode::SWITCHING_PROTOCOLS => self.parked(response, timeout).await?,
+                _ => {
+                    let bytes = read_limited(response.into_body(), MAX_JSON_RESPONSE).await?;
+                    return serde_json::from_slice(&bytes)
+                        .map(Some)
+                        .map_err(|e| ClientError::Decode(e.to_string()));
+                }
+            }
         }
-        let bytes = read_limited(response.into_body(), MAX_JSON_RESPONSE).await?;
-        serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    /// Waits on a parked poll's stream, acknowledging each `idle` line, until `changed` (the
+    /// stream speaks HTTP/1.1 again and is the kept connection from then on; a client without
+    /// one drops it) or `close`. A line must come within `timeout`.
+    async fn parked(
+        &self,
+        response: Response<Incoming>,
+        timeout: Duration,
+    ) -> Result<(), ClientError> {
+        let upgraded = hyper::upgrade::on(response).await?;
+        let mut stream = TokioIo::new(upgraded);
+        loop {
+            let wake = tokio::time::timeout(timeout, read_wake(&mut stream))
+                .await
+                .map_err(|_| ClientError::Timeout(timeout))??;
+            match wake {
+                Wake::Idle => {
+                    stream
+                        .write_all(IDLE_ACK)
+                        .await
+                        .map_err(ClientError::Parked)?;
+                    stream.flush().await.map_err(ClientError::Parked)?;
+                }
+                Wake::Close => return Ok(()),
+                Wake::Changed => {
+                    if let Some(kept) = &self.kept {
+                        let (sender, connection) =
+                            hyper::client::conn::http1::handshake(stream.into_inner()).await?;
+                        tokio::spawn(connection.with_upgrades());
+                        *kept.lock().await = Some(sender);
+                    }
+                    return Ok(());
+                }
+            }
+        }
     }
 
     /// Starts a run over every enrolled node of a fleet (an operator of the fleet's CA).
@@ -655,6 +715,20 @@ fn file_frames(
 ) -> impl futures_util::Stream<Item = Result<Frame<Bytes>, std::io::Error>> {
     use futures_util::StreamExt;
     stream.map(|chunk| chunk.map(Frame::data))
+}
+
+/// Reads a parked poll's next [`Wake`] line.
+async fn read_wake(stream: &mut (impl AsyncRead + Unpin)) -> Result<Wake, ClientError> {
+    let mut line = Vec::with_capacity(Wake::MAX_LINE);
+    while !line.ends_with(b"\n") && line.len() < Wake::MAX_LINE {
+        line.push(stream.read_u8().await.map_err(ClientError::Parked)?);
+    }
+    Wake::parse(&line).ok_or_else(|| {
+        ClientError::Decode(format!(
+            "a parked poll's line was {:?}, not one of changed, idle or close",
+            String::from_utf8_lossy(&line)
+        ))
+    })
 }
 
 /// Reads a body of at most `limit` bytes.

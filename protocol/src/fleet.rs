@@ -18,11 +18,54 @@ use serde::{Deserialize, Serialize};
 use crate::names::NodeName;
 use crate::routes::API_PREFIX;
 
-/// The longest a [`FleetRoute::NextRun`] poll is held open before it is answered 204: each idle
-/// agent then costs the fleet a request every 50 s (5,000 agents: 2.9 % of a core at 25 s,
-/// bench/fleet-scale.sh), and the connection is never silent long enough for a NAT or a load
-/// balancer to drop it (minutes, commonly).
+/// The longest a [`FleetRoute::NextRun`] poll waits before it is answered 204, or a parked one
+/// is written `idle` ([`PARKED_POLL`]): each idle agent then costs the fleet an exchange every
+/// 50 s, and the connection is never silent long enough for a NAT or a load balancer to drop it
+/// (minutes, commonly).
 pub const LONG_POLL_SECONDS: u64 = 50;
+
+/// The `Upgrade` protocol a [`FleetRoute::NextRun`] poll asks for (docs/protocol.md, "Parked
+/// polls"): when nothing answers the poll at once, the fleet answers `101 Switching Protocols`
+/// and holds the bare TLS stream, without any HTTP state, writing a [`Wake`] line at the end of
+/// each [`LONG_POLL_SECONDS`]; the agent acknowledges each `idle` line with [`IDLE_ACK`], and
+/// after `changed` both sides speak HTTP/1.1 on the connection again. An idle agent costs the
+/// fleet its TLS session and no HTTP buffers, and a line each way every 50 s.
+pub const PARKED_POLL: &str = "factbuoy-parked-poll";
+
+/// What an agent writes on a parked poll after each `idle` line, and nothing else: it is there.
+pub const IDLE_ACK: &[u8] = b"\n";
+
+/// A line the fleet writes on a parked poll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// A run or a revocation may answer the poll: the stream speaks HTTP again; ask again now.
+    Changed,
+    /// Nothing happened for [`LONG_POLL_SECONDS`]: acknowledge with [`IDLE_ACK`] and wait on.
+    Idle,
+    /// The fleet closes the connection (its lifetime is over): ask again on a new one.
+    Close,
+}
+
+impl Wake {
+    /// The longest line, newline included.
+    pub const MAX_LINE: usize = 8;
+
+    /// The line on the wire, newline included.
+    pub fn line(self) -> &'static [u8] {
+        match self {
+            Wake::Changed => b"changed\n",
+            Wake::Idle => b"idle\n",
+            Wake::Close => b"close\n",
+        }
+    }
+
+    /// The wake a line (newline included) stands for.
+    pub fn parse(line: &[u8]) -> Option<Wake> {
+        [Wake::Changed, Wake::Idle, Wake::Close]
+            .into_iter()
+            .find(|wake| wake.line() == line)
+    }
+}
 
 /// A request path of the fleet listener.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,6 +234,17 @@ pub struct FleetRunStarted {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_wake_line_fits_the_longest_and_reads_back_as_itself() {
+        for wake in [Wake::Changed, Wake::Idle, Wake::Close] {
+            assert!(wake.line().len() <= Wake::MAX_LINE, "{wake:?}");
+            assert_eq!(Wake::parse(wake.line()), Some(wake));
+        }
+        for bad in [&b"changed"[..], b"idle\r\n", b"", b"\n", b"closed\n"] {
+            assert_eq!(Wake::parse(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn routes_round_trip_and_numbers_are_plain_digits() {

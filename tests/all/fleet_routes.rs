@@ -590,3 +590,197 @@ async fn a_node_revoked_during_a_run_is_refused_by_the_run_and_its_pairs_end_in_
     assert!(!listing.contains("/results/r1"), "{listing}");
     drop(running);
 }
+
+type ByHand = rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>;
+
+/// A TLS connection to the fleet as `identity`, to speak HTTP/1.1 on by hand; reads give up
+/// after 10 s.
+fn by_hand(address: &str, identity: &Identity) -> ByHand {
+    let tcp = std::net::TcpStream::connect(address).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let config = factbuoy_protocol::tls::client_config(identity).unwrap();
+    let connection =
+        rustls::ClientConnection::new(config, "127.0.0.1".try_into().unwrap()).unwrap();
+    rustls::StreamOwned::new(connection, tcp)
+}
+
+/// Writes a poll for a run after 0 (asking to be parked, or not), and reads the answer's head
+/// byte by byte, so that nothing after it is taken from the stream.
+fn poll_by_hand(stream: &mut ByHand, park: bool) -> String {
+    use std::io::{Read, Write};
+    let upgrade = if park {
+        "connection: upgrade\r\nupgrade: factbuoy-parked-poll\r\n"
+    } else {
+        ""
+    };
+    write!(
+        stream,
+        "GET /api/v1/fleet/runs/next/0 HTTP/1.1\r\nhost: 127.0.0.1\r\n{upgrade}\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8];
+        stream.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    String::from_utf8(head).unwrap().to_ascii_lowercase()
+}
+
+/// Reads a line, or what there is until the fleet closes the stream (or 10 s pass).
+fn line_by_hand(stream: &mut ByHand) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut line = Vec::new();
+    while !line.ends_with(b"\n") {
+        let mut byte = [0u8];
+        match stream.read(&mut byte)? {
+            0 => break,
+            _ => line.push(byte[0]),
+        }
+    }
+    Ok(String::from_utf8_lossy(&line).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_parked_poll_is_told_idle_every_period_and_changed_when_a_run_starts_then_speaks_http_again()
+ {
+    let work = tempfile::tempdir().unwrap();
+    let dir = FleetDir::new(work.path().join("fleet"));
+    let running = serve_fleet(&dir).await;
+    let address = running.address.to_string();
+    let operator = Client::new(
+        &address,
+        &Identity::from_files(
+            &dir.operator().join("ca.pem"),
+            &dir.operator().join("client.pem"),
+            &dir.operator().join("client.key"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let key = factbuoy_pki::KeyRequest::new("p1").unwrap();
+    let joined = Client::pinned(&address, &fleet::ca_pin(&dir).unwrap())
+        .unwrap()
+        .join(&JoinRequest {
+            token: tokens::create(&dir, Duration::from_secs(3600), Some(1)).unwrap(),
+            node: node("p1"),
+            csr: key.csr_pem.clone(),
+        })
+        .await
+        .unwrap();
+    let identity = Identity {
+        ca_pem: joined.ca.clone(),
+        cert_pem: joined.certificate.clone(),
+        key_pem: key.key_pem,
+    };
+
+    // Nothing to answer: 101, and then nothing on the stream.
+    let (mut parked, mut hostile) = tokio::task::spawn_blocking({
+        let (address, identity) = (address.clone(), identity.clone());
+        move || {
+            let mut parked = by_hand(&address, &identity);
+            let head = poll_by_hand(&mut parked, true);
+            assert!(head.starts_with("http/1.1 101"), "{head}");
+            assert!(head.contains("upgrade: factbuoy-parked-poll"), "{head}");
+            let mut hostile = by_hand(&address, &identity);
+            let head = poll_by_hand(&mut hostile, true);
+            assert!(head.starts_with("http/1.1 101"), "{head}");
+            (parked, hostile)
+        }
+    })
+    .await
+    .unwrap();
+
+    // An agent that writes on its parked poll breaks the protocol: the fleet closes it.
+    let broken = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        hostile
+            .write_all(b"GET /api/v1/fleet/runs/next/0 HTTP/1.1\r\nhost: x\r\n\r\n")
+            .unwrap();
+        line_by_hand(&mut hostile)
+    })
+    .await
+    .unwrap();
+    let closed = match &broken {
+        Ok(line) => line.is_empty(),
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    };
+    assert!(
+        closed,
+        "the fleet did not close a parked poll that sent bytes out of turn: {broken:?}"
+    );
+
+    // Nothing for a period (50 s): the parked poll hears `idle`, and its acknowledgement is
+    // the node's sign of life.
+    let last_seen = || {
+        std::thread::sleep(Duration::from_secs(6)); // the fleet writes them every 5 s
+        registry::load(&dir).unwrap()[&node("p1")].last_seen.clone()
+    };
+    let seen_polling = last_seen();
+    let (line, mut parked) = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        parked
+            .sock
+            .set_read_timeout(Some(Duration::from_secs(70)))
+            .unwrap();
+        let line = line_by_hand(&mut parked).unwrap();
+        parked.write_all(b"\n").unwrap();
+        parked.flush().unwrap();
+        (line, parked)
+    })
+    .await
+    .unwrap();
+    assert_eq!(line, "idle\n");
+    assert_ne!(
+        last_seen(),
+        seen_polling,
+        "the acknowledged idle line was not seen"
+    );
+
+    // A run starts: the parked poll hears `changed`, and the same connection then carries an
+    // ordinary poll, answered with the offer at once.
+    let wasm = std::fs::read(support::fixture("uptime")).unwrap();
+    let sha256 = factbuoy_protocol::digest::sha256_hex(&wasm);
+    operator.store_fleet_plugin(&sha256, &wasm).await.unwrap();
+    let uptime = serde_json::json!({
+        "name": "uptime", "sha256": sha256, "scope": "per-node", "params": [],
+        "grants": ["host-info"], "denies": [], "deadline_seconds": 60, "definition": {},
+    });
+    let started = operator
+        .start_fleet_run(&FleetRunRequest {
+            plugins: vec![uptime],
+            timeout_seconds: 600,
+            lost_after_seconds: 600,
+        })
+        .await
+        .unwrap();
+    let (line, head, body) = tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        let line = line_by_hand(&mut parked).unwrap();
+        let head = poll_by_hand(&mut parked, false);
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .expect("a content-length")
+            .trim()
+            .parse()
+            .unwrap();
+        let mut body = vec![0; length];
+        parked.read_exact(&mut body).unwrap();
+        (line, head, body)
+    })
+    .await
+    .unwrap();
+    assert_eq!(line, "changed\n");
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    let offer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(offer["run_id"], started.run_id, "{offer}");
+
+    // The protocol crate's client parks its polls too, and takes the same offer.
+    let member = Client::new(&address, &identity).unwrap().keep_alive();
+    let offer = member.next_run(0).await.unwrap().expect("an offer");
+    assert_eq!(offer.run_id, started.run_id);
+}

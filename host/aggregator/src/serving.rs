@@ -18,6 +18,9 @@
 //! closes it; a kept connection waits for its next request only as long as the head timeout; a
 //! connection without a certificate is cut at its lifetime, and one with a certificate is closed
 //! at its own once its request in flight is answered.
+//!
+//! A fleet agent's long poll may leave HTTP while nothing answers it, and come back to it on the
+//! same connection ([`park`]): hyper's buffers are freed in between.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -44,6 +47,10 @@ use tokio::time::Sleep;
 use tokio_rustls::TlsAcceptor;
 
 use crate::model::config::ServerLimits;
+
+pub(crate) mod park;
+
+use park::ParkSlot;
 
 /// The body of every response: whole JSON or text, or a file streamed from disk.
 pub(crate) type Body = BoxBody<Bytes, std::io::Error>;
@@ -274,8 +281,11 @@ impl Drop for EvictingSlot {
     }
 }
 
+/// The stream a listener serves HTTP over.
+type Tls = WriteTimeout<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>;
+
 /// Who is at the other end of a connection, as its TLS handshake showed.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Peer {
     /// The factbuoy role its certificate carries, if any.
     pub(crate) role: Option<Role>,
@@ -284,6 +294,8 @@ pub(crate) struct Peer {
     pub(crate) certificate_sha256: Option<String>,
     /// Its address.
     pub(crate) address: SocketAddr,
+    /// A long poll a route parked on the connection, if any ([`park`]).
+    pub(crate) parked: ParkSlot,
 }
 
 /// Counts a refused connection under its reason.
@@ -347,7 +359,7 @@ pub(crate) async fn serve<H, F>(
         tokio::spawn(async move {
             // In a block: what the handshake leaves (the stream before it moves into the
             // connection) takes no room in the task while the connection is served.
-            let (held, mut connection) = {
+            let (held, who, tls) = {
                 // Boxed: the handshake's state is freed once it ends instead of taking room in
                 // the task of every connection for as long as it is served.
                 let accepted = Box::pin(async {
@@ -385,6 +397,7 @@ pub(crate) async fn serve<H, F>(
                     certificate_sha256: certificate
                         .map(|cert| hex::encode(sha2::Sha256::digest(cert))),
                     address: peer,
+                    parked: ParkSlot::default(),
                 });
                 let held = match &who.role {
                     _ if who.certificate_sha256.is_none() => {
@@ -411,18 +424,26 @@ pub(crate) async fn serve<H, F>(
                         }
                     },
                 };
+                (held, who, tls)
+            };
+            let serve = |stream: TokioIo<Tls>| {
+                let who = who.clone();
+                let handle = handle.clone();
                 let service = service_fn(move |request| handle(who.clone(), request));
                 let connection = hyper::server::conn::http1::Builder::new()
                     .timer(TokioTimer::new())
                     // Also how long a kept connection waits for its next request.
                     .header_read_timeout(times.head)
                     .max_buf_size(max_header_bytes)
-                    .serve_connection(TokioIo::new(WriteTimeout::new(tls, times.write)), service);
+                    .serve_connection(stream, service)
+                    .with_upgrades();
                 // Boxed once, here: inline, the task would hold room for a copy in each branch.
-                (held, Box::pin(connection))
+                Box::pin(connection)
             };
+            let mut stream = Box::new(TokioIo::new(WriteTimeout::new(tls, times.write)));
             let ended = match held {
                 Held::Anonymous(_slot, evicted) => {
+                    let mut connection = serve(*stream);
                     tokio::select! {
                         ended = connection.as_mut() => ended,
                         _ = evicted => {
@@ -437,12 +458,25 @@ pub(crate) async fn serve<H, F>(
                     }
                 }
                 Held::Counted(_permit) => {
-                    tokio::select! {
-                        ended = connection.as_mut() => ended,
-                        _ = tokio::time::sleep(times.lifetime) => {
-                            // Answers the request in flight, then closes.
-                            connection.as_mut().graceful_shutdown();
-                            connection.as_mut().await
+                    let until = tokio::time::Instant::now() + times.lifetime;
+                    loop {
+                        let mut connection = serve(*stream);
+                        let ended = tokio::select! {
+                            ended = connection.as_mut() => ended,
+                            _ = tokio::time::sleep_until(until) => {
+                                // Answers the request in flight, then closes.
+                                connection.as_mut().graceful_shutdown();
+                                connection.as_mut().await
+                            }
+                        };
+                        // hyper's buffers go now, before a parked poll waits.
+                        drop(connection);
+                        let Some(park) = who.parked.take().filter(|_| ended.is_ok()) else {
+                            break ended;
+                        };
+                        match park::hold::<Tls>(park, until).await {
+                            Some(parked) => stream = parked,
+                            None => return,
                         }
                     }
                 }

@@ -11,13 +11,15 @@ use std::time::Duration;
 use factbuoy_pki::SigningRequest;
 use factbuoy_protocol::fleet::{
     Enrollment, FleetRoute, FleetRunRequest, JoinRequest, LONG_POLL_SECONDS, MAX_PLUGIN_BYTES,
-    RenewRequest,
+    PARKED_POLL, RenewRequest, Wake,
 };
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::types::{ErrorBody, now_rfc3339, rfc3339};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
+use hyper::header::HeaderValue;
+use hyper::upgrade::OnUpgrade;
 use hyper::{Method, Request, Response, StatusCode, header};
 
 use super::admission::revoked;
@@ -26,6 +28,7 @@ use super::runs::{self, StartError};
 use super::shared::Fleet;
 use super::{plugins, tokens};
 use crate::routes::http::{Rejection, empty, json_response as json, reject, upload_rejection};
+use crate::serving::park::{Park, Wait};
 use crate::serving::{Body, Peer};
 
 /// Largest join or renewal body.
@@ -62,7 +65,7 @@ pub(crate) async fn handle(
 async fn respond(
     fleet: &Arc<Fleet>,
     peer: &Peer,
-    request: Request<Incoming>,
+    mut request: Request<Incoming>,
 ) -> Result<Response<Body>, Rejection> {
     let route = FleetRoute::parse(request.uri().path()).ok_or_else(|| {
         reject(
@@ -102,11 +105,13 @@ async fn respond(
         }
         FleetRoute::NextRun { after } => {
             let node = enrolled(fleet, peer)?;
-            seen(fleet, &node, &request);
+            let version = agent_version(&request);
+            seen(fleet, &node, version.clone());
+            let upgrade = asks_to_park(&request).then(|| hyper::upgrade::on(&mut request));
             // The request's head holds on to hyper's read buffer, so while the poll waits hyper
             // would read into a second one: 8 KiB more for every idle agent.
             drop(request);
-            next_run(fleet, &node, after).await
+            next_run(fleet, peer, node, version, after, upgrade).await
         }
         FleetRoute::Plugin { sha256 } => {
             operator(peer, "storing plugins")?;
@@ -268,9 +273,9 @@ fn agent_version(request: &Request<Incoming>) -> Option<String> {
         .map(|v| v.chars().take(64).collect::<String>())
 }
 
-/// Records that `node` asked for work, and with which agent version.
-fn seen(fleet: &Fleet, node: &NodeName, request: &Request<Incoming>) {
-    let version = agent_version(request);
+/// Records that `node` asked for work (or acknowledged a parked poll's `idle`), and with which
+/// agent version.
+fn seen(fleet: &Fleet, node: &NodeName, version: Option<String>) {
     let mut registry = fleet.registry.lock().unwrap();
     if let Some(record) = registry.0.get_mut(node) {
         record.last_seen = Some(now_rfc3339());
@@ -420,30 +425,100 @@ fn renew(fleet: &Fleet, node: &NodeName, body: &RenewRequest) -> Result<Enrollme
     Ok(enrollment)
 }
 
-/// The next run for `node` after `after`, waiting up to [`LONG_POLL_SECONDS`]; 204 if none;
-/// refused at once if the node is revoked meanwhile.
+/// Whether a poll asks to be parked ([`PARKED_POLL`]) while nothing answers it.
+fn asks_to_park(request: &Request<Incoming>) -> bool {
+    let has = |name, wanted: &str| {
+        request.headers().get_all(name).iter().any(|value| {
+            value.to_str().is_ok_and(|value| {
+                value
+                    .split(',')
+                    .any(|token| token.trim().eq_ignore_ascii_case(wanted))
+            })
+        })
+    };
+    has(header::CONNECTION, "upgrade") && has(header::UPGRADE, PARKED_POLL)
+}
+
+/// The next run for `node` after `after`: its offer at once if there is one, 403 if the node is
+/// revoked. Otherwise a poll that asked to be parked is answered 101 and parked on its
+/// connection ([`Park`]); any other waits here for an answer up to [`LONG_POLL_SECONDS`], 204 if
+/// none came.
 async fn next_run(
     fleet: &Arc<Fleet>,
+    peer: &Peer,
+    node: NodeName,
+    version: Option<String>,
+    after: u64,
+    upgrade: Option<OnUpgrade>,
+) -> Result<Response<Body>, Rejection> {
+    let period = Duration::from_secs(LONG_POLL_SECONDS);
+    let Some(upgrade) = upgrade else {
+        return answer_within(fleet, &node, after, tokio::time::Instant::now() + period)
+            .await
+            .unwrap_or_else(|| Ok(empty(StatusCode::NO_CONTENT)));
+    };
+    if let Some(answer) = answer(fleet, &node, after) {
+        return answer;
+    }
+    let wait = {
+        let (fleet, node) = (fleet.clone(), node.clone());
+        move || -> Wait {
+            let (fleet, node) = (fleet.clone(), node.clone());
+            let deadline = tokio::time::Instant::now() + period;
+            Box::pin(async move {
+                match answer_within(&fleet, &node, after, deadline).await {
+                    Some(_) => Wake::Changed,
+                    None => Wake::Idle,
+                }
+            })
+        }
+    };
+    let alive = {
+        let fleet = fleet.clone();
+        move || seen(&fleet, &node, version.clone())
+    };
+    peer.parked.park(Park {
+        upgrade,
+        wait: Box::new(wait),
+        alive: Box::new(alive),
+    });
+    let mut switching = empty(StatusCode::SWITCHING_PROTOCOLS);
+    let headers = switching.headers_mut();
+    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    headers.insert(header::UPGRADE, HeaderValue::from_static(PARKED_POLL));
+    Ok(switching)
+}
+
+/// What a poll of `node` after `after` is answered now, if anything: 403 if the node is
+/// revoked, else the offer of a run.
+fn answer(fleet: &Fleet, node: &NodeName, after: u64) -> Option<Result<Response<Body>, Rejection>> {
+    if let Some(why) = revoked(&fleet.dir, node) {
+        return Some(Err(reject(StatusCode::FORBIDDEN, "revoked", why)));
+    }
+    let offer = fleet.runs.offer(&fleet.ticket_key, node, after)?;
+    Some(Ok(json(StatusCode::OK, &offer)))
+}
+
+/// [`answer`] as soon as there is one, looked for again whenever a run starts or a node is
+/// revoked; `None` at `deadline`.
+async fn answer_within(
+    fleet: &Fleet,
     node: &NodeName,
     after: u64,
-) -> Result<Response<Body>, Rejection> {
+    deadline: tokio::time::Instant,
+) -> Option<Result<Response<Body>, Rejection>> {
     let mut started = fleet.runs.watch();
     let mut revocations = fleet.revocations.subscribe();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(LONG_POLL_SECONDS);
     loop {
         started.borrow_and_update();
         revocations.borrow_and_update();
-        if let Some(why) = revoked(&fleet.dir, node) {
-            return Err(reject(StatusCode::FORBIDDEN, "revoked", why));
-        }
-        if let Some(offer) = fleet.runs.offer(&fleet.ticket_key, node, after) {
-            return Ok(json(StatusCode::OK, &offer));
+        if let Some(answer) = answer(fleet, node, after) {
+            return Some(answer);
         }
         tokio::select! {
-            changed = started.changed() => if changed.is_err() { break },
-            changed = revocations.changed() => if changed.is_err() { break },
-            _ = tokio::time::sleep_until(deadline) => break,
+            changed = started.changed() => changed.ok()?,
+            changed = revocations.changed() => changed.ok()?,
+            _ = tokio::time::sleep_until(deadline) => return None,
         }
     }
-    Ok(empty(StatusCode::NO_CONTENT))
 }
