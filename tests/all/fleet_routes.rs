@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use factbuoy_aggregator::fleet::{self, FleetDir, registry, tokens};
-use factbuoy_protocol::fleet::{FleetRunRequest, JoinRequest};
+use factbuoy_protocol::fleet::{FleetRunRequest, FleetRunStarted, JoinRequest};
 use factbuoy_protocol::names::{ArtifactName, NodeName};
 use factbuoy_protocol::routes::Scope;
 use factbuoy_protocol::tls::Identity;
@@ -414,6 +414,55 @@ async fn a_machine_that_joins_again_starts_a_fresh_record() {
     drop(running);
 }
 
+/// The fleet operator's identity, as the fleet wrote it into its directory.
+fn operator_identity(dir: &FleetDir) -> Identity {
+    Identity::from_files(
+        &dir.operator().join("ca.pem"),
+        &dir.operator().join("client.pem"),
+        &dir.operator().join("client.key"),
+    )
+    .unwrap()
+}
+
+/// Joins the machine `name` to the fleet at `address` with a token of one use, as
+/// `agent join` does; the member's identity.
+async fn join_member(address: &str, dir: &FleetDir, name: &str) -> Identity {
+    let key = factbuoy_pki::KeyRequest::new(name).unwrap();
+    let joined = Client::pinned(address, &fleet::ca_pin(dir).unwrap())
+        .unwrap()
+        .join(&JoinRequest {
+            token: tokens::create(dir, Duration::from_secs(3600), Some(1)).unwrap(),
+            node: node(name),
+            csr: key.csr_pem.clone(),
+        })
+        .await
+        .unwrap();
+    Identity {
+        ca_pem: joined.ca,
+        cert_pem: joined.certificate,
+        key_pem: key.key_pem,
+    }
+}
+
+/// Stores the `uptime` plugin in the fleet and starts a run of it over every member.
+async fn start_uptime_run(operator: &Client) -> FleetRunStarted {
+    let wasm = std::fs::read(support::fixture("uptime")).unwrap();
+    let sha256 = factbuoy_protocol::digest::sha256_hex(&wasm);
+    operator.store_fleet_plugin(&sha256, &wasm).await.unwrap();
+    let uptime = serde_json::json!({
+        "name": "uptime", "sha256": sha256, "scope": "per-node", "params": [],
+        "grants": ["host-info"], "denies": [], "deadline_seconds": 60, "definition": {},
+    });
+    operator
+        .start_fleet_run(&FleetRunRequest {
+            plugins: vec![uptime],
+            timeout_seconds: 600,
+            lost_after_seconds: 600,
+        })
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_revoked_during_a_run_is_refused_by_the_run_and_its_pairs_end_in_errors_that_say_so()
 {
@@ -421,52 +470,12 @@ async fn a_node_revoked_during_a_run_is_refused_by_the_run_and_its_pairs_end_in_
     let dir = FleetDir::new(work.path().join("fleet"));
     let running = serve_fleet(&dir).await;
     let address = running.address.to_string();
-    let operator = Identity::from_files(
-        &dir.operator().join("ca.pem"),
-        &dir.operator().join("client.pem"),
-        &dir.operator().join("client.key"),
-    )
-    .unwrap();
+    let operator = operator_identity(&dir);
     let operator_client = Client::new(&address, &operator).unwrap();
 
     // r1 joins; a run with a plugin from a file starts over it.
-    let key = factbuoy_pki::KeyRequest::new("r1").unwrap();
-    let joined = Client::pinned(&address, &fleet::ca_pin(&dir).unwrap())
-        .unwrap()
-        .join(&JoinRequest {
-            token: tokens::create(&dir, Duration::from_secs(3600), Some(1)).unwrap(),
-            node: node("r1"),
-            csr: key.csr_pem.clone(),
-        })
-        .await
-        .unwrap();
-    let member = Client::new(
-        &address,
-        &Identity {
-            ca_pem: joined.ca.clone(),
-            cert_pem: joined.certificate.clone(),
-            key_pem: key.key_pem,
-        },
-    )
-    .unwrap();
-    let wasm = std::fs::read(support::fixture("uptime")).unwrap();
-    let sha256 = factbuoy_protocol::digest::sha256_hex(&wasm);
-    operator_client
-        .store_fleet_plugin(&sha256, &wasm)
-        .await
-        .unwrap();
-    let uptime = serde_json::json!({
-        "name": "uptime", "sha256": sha256, "scope": "per-node", "params": [],
-        "grants": ["host-info"], "denies": [], "deadline_seconds": 60, "definition": {},
-    });
-    let started = operator_client
-        .start_fleet_run(&FleetRunRequest {
-            plugins: vec![uptime],
-            timeout_seconds: 600,
-            lost_after_seconds: 600,
-        })
-        .await
-        .unwrap();
+    let member = Client::new(&address, &join_member(&address, &dir, "r1").await).unwrap();
+    let started = start_uptime_run(&operator_client).await;
 
     // The member takes the offer and enrolls in the run, as `agent serve` does.
     let offer = member
@@ -648,31 +657,8 @@ async fn a_parked_poll_is_told_idle_every_period_and_changed_when_a_run_starts_t
     let dir = FleetDir::new(work.path().join("fleet"));
     let running = serve_fleet(&dir).await;
     let address = running.address.to_string();
-    let operator = Client::new(
-        &address,
-        &Identity::from_files(
-            &dir.operator().join("ca.pem"),
-            &dir.operator().join("client.pem"),
-            &dir.operator().join("client.key"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    let key = factbuoy_pki::KeyRequest::new("p1").unwrap();
-    let joined = Client::pinned(&address, &fleet::ca_pin(&dir).unwrap())
-        .unwrap()
-        .join(&JoinRequest {
-            token: tokens::create(&dir, Duration::from_secs(3600), Some(1)).unwrap(),
-            node: node("p1"),
-            csr: key.csr_pem.clone(),
-        })
-        .await
-        .unwrap();
-    let identity = Identity {
-        ca_pem: joined.ca.clone(),
-        cert_pem: joined.certificate.clone(),
-        key_pem: key.key_pem,
-    };
+    let operator = Client::new(&address, &operator_identity(&dir)).unwrap();
+    let identity = join_member(&address, &dir, "p1").await;
 
     // Nothing to answer: 101, and then nothing on the stream.
     let (mut parked, mut hostile) = tokio::task::spawn_blocking({
@@ -742,21 +728,7 @@ async fn a_parked_poll_is_told_idle_every_period_and_changed_when_a_run_starts_t
 
     // A run starts: the parked poll hears `changed`, and the same connection then carries an
     // ordinary poll, answered with the offer at once.
-    let wasm = std::fs::read(support::fixture("uptime")).unwrap();
-    let sha256 = factbuoy_protocol::digest::sha256_hex(&wasm);
-    operator.store_fleet_plugin(&sha256, &wasm).await.unwrap();
-    let uptime = serde_json::json!({
-        "name": "uptime", "sha256": sha256, "scope": "per-node", "params": [],
-        "grants": ["host-info"], "denies": [], "deadline_seconds": 60, "definition": {},
-    });
-    let started = operator
-        .start_fleet_run(&FleetRunRequest {
-            plugins: vec![uptime],
-            timeout_seconds: 600,
-            lost_after_seconds: 600,
-        })
-        .await
-        .unwrap();
+    let started = start_uptime_run(&operator).await;
     let (line, head, body) = tokio::task::spawn_blocking(move || {
         use std::io::Read;
         let line = line_by_hand(&mut parked).unwrap();
