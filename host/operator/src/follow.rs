@@ -56,8 +56,9 @@ impl Source {
     /// The run's status now.
     pub async fn status(&self) -> Result<StatusDocument> {
         match self {
-            Source::Served(client) => Ok(client.status().await.map_err(anyhow::Error::from)?),
-            Source::Fleet(client) => Ok(client.status().await.map_err(fleet_gone)?),
+            Source::Served(client) | Source::Fleet(client) => {
+                Ok(client.status().await.map_err(|e| self.listener_error(e))?)
+            }
             Source::Local(local) => {
                 // A retired run's credentials are gone with its aggregator.
                 let dir = RunDir::new(&local.run_dir);
@@ -70,6 +71,15 @@ impl Source {
                     Err(e) => Err(anyhow::Error::from(e).into()),
                 }
             }
+        }
+    }
+
+    /// What an error of a served run's operator listener tells the user: a fleet closes a run's
+    /// listeners a while after the run ends, and the bundle is then on the fleet's host.
+    fn listener_error(&self, error: factbuoy_protocol::ClientError) -> anyhow::Error {
+        match self {
+            Source::Fleet(_) => fleet_gone(error),
+            Source::Served(_) | Source::Local(_) => error.into(),
         }
     }
 
@@ -144,18 +154,11 @@ impl Source {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
         let path = out.join(&tar.name);
         let resumed_from = match self {
-            Source::Served(client) => {
+            Source::Served(client) | Source::Fleet(client) => {
                 client
                     .download_bundle(&path)
                     .await
-                    .map_err(anyhow::Error::from)?
-                    .resumed_from
-            }
-            Source::Fleet(client) => {
-                client
-                    .download_bundle(&path)
-                    .await
-                    .map_err(fleet_gone)?
+                    .map_err(|e| self.listener_error(e))?
                     .resumed_from
             }
             Source::Local(local) => match served_download(local, &path).await {
