@@ -338,6 +338,15 @@ impl PodTracker {
         self.relist.get_or_insert_default().insert(uid, pod);
     }
 
+    /// The names of the pods the listing in progress holds so far.
+    pub fn listed_names(&self) -> HashSet<String> {
+        self.relist
+            .iter()
+            .flat_map(|listed| listed.values())
+            .map(|pod| pod.name_any())
+            .collect()
+    }
+
     /// The listing is complete: pods it lacks were deleted while the watch was down.
     pub fn init_done(&mut self) -> Vec<PodEvent> {
         let listed = self.relist.take().unwrap_or_default();
@@ -428,7 +437,6 @@ pub async fn follow_pods(
     });
     let mut stream = std::pin::pin!(stream);
     let mut tracker = PodTracker::new(restart_limit);
-    let mut listed = HashSet::new();
     loop {
         let batch = tokio::select! {
             _ = events.closed() => return,
@@ -436,17 +444,15 @@ pub async fn follow_pods(
                 None => return,
                 Some(Ok(watcher::Event::Init)) => {
                     tracker.init();
-                    listed.clear();
                     Vec::new()
                 }
                 Some(Ok(watcher::Event::InitApply(pod))) => {
                     seen.record(&pod);
-                    listed.insert(pod.name_any());
                     tracker.init_apply(pod);
                     Vec::new()
                 }
                 Some(Ok(watcher::Event::InitDone)) => {
-                    seen.keep_only(&std::mem::take(&mut listed));
+                    seen.keep_only(&tracker.listed_names());
                     tracker.init_done()
                 }
                 Some(Ok(watcher::Event::Apply(pod))) => {
@@ -631,6 +637,9 @@ mod tests {
         assert_eq!(tracker.init_done().len(), 1);
         tracker.init();
         tracker.init_apply(fixture("running"));
+        // What admission keeps of the pods it saw: the listing's, by name.
+        let running = fixture("running").name_any();
+        assert_eq!(tracker.listed_names(), HashSet::from([running]));
         let events = tracker.init_done();
         assert!(
             matches!(&events[..], [PodEvent::Deleted { pod }] if pod.name == "missing-image"),
