@@ -8,7 +8,8 @@
 # flight), holds an idle long poll for each (as `agent serve` does), then starts a run with
 # `factbuoy run --fleet` and waits until every agent holds its offer. Prints:
 #   - the enrollment rate (joins per second);
-#   - the aggregator's RSS and CPU with every agent idle in a long poll, over 60 s, and what
+#   - the aggregator's RSS and CPU with every agent idle in a parked poll, over one period of
+#     idle lines (every agent told `idle` once), and what
 #     each agent adds to the RSS the fleet had before any joined (targets: 5,000 agents
 #     <= 150 MB, 20,000 <= 400 MB, 20 KiB each; CPU under 2 % of a core);
 #   - the time from `run` to every agent offered the run.
@@ -16,13 +17,15 @@
 #
 # Needs a file descriptor limit above AGENTS for both processes (raised here; root raises the
 # hard limit too, where it may). The fleet gives its listener half the descriptors; when that
-# holds fewer than AGENTS the script says so and stops. FACTBUOY_BENCH_IDLE: seconds of idle measurement (default 60).
+# holds fewer than AGENTS the script says so and stops. FACTBUOY_BENCH_IDLE: the period between
+# idle lines (`fleet serve --idle-every`) and the seconds of idle measurement (default 170, the
+# fleet's default period).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 agents=${1:-5000}
 [[ $agents =~ ^[1-9][0-9]*$ ]] || { echo "usage: bench/fleet-scale.sh [AGENTS]" >&2; exit 2; }
-idle=${FACTBUOY_BENCH_IDLE:-60}
+idle=${FACTBUOY_BENCH_IDLE:-170}
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 cargo build --release --locked -p factbuoy -p factbuoy-bench-fleet >&2
@@ -35,7 +38,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$bin/factbuoy" fleet serve --dir "$work/fleet" --listen 127.0.0.1:0 --name 127.0.0.1 -o json \
+"$bin/factbuoy" fleet serve --dir "$work/fleet" --listen 127.0.0.1:0 --name 127.0.0.1 \
+  --idle-every "${idle}s" -o json \
   > "$work/serve.json" 2> "$work/serve.log" &
 fleet_pid=$!
 for _ in $(seq 100); do [ -s "$work/serve.json" ] && break; sleep 0.1; done

@@ -25,8 +25,8 @@ use tokio_util::io::ReaderStream;
 
 use crate::digest;
 use crate::fleet::{
-    Enrollment, FleetRoute, FleetRunRequest, FleetRunStarted, IDLE_ACK, JoinRequest, PARKED_POLL,
-    RenewRequest, RunOffer, Wake,
+    DEFAULT_IDLE_SECONDS, Enrollment, FleetRoute, FleetRunRequest, FleetRunStarted, IDLE_ACK,
+    IDLE_SECONDS_HEADER, JoinRequest, MAX_IDLE_SECONDS, PARKED_POLL, RenewRequest, RunOffer, Wake,
 };
 use crate::names::NodeName;
 use crate::routes::{Route, Scope};
@@ -401,10 +401,10 @@ impl Client {
     /// acknowledging the fleet's `idle` lines; a fleet that parks nothing answers it as a plain
     /// long poll, `None` when no run started within [`crate::fleet::LONG_POLL_SECONDS`].
     pub async fn next_run(&self, after: u64) -> Result<Option<RunOffer>, ClientError> {
-        // A fleet writes a parked poll a line, or answers a plain one, every 50 s.
+        // A fleet answers a plain poll within 50 s.
         let timeout = self
             .timeout
-            .max(Duration::from_secs(crate::fleet::LONG_POLL_SECONDS + 15));
+            .max(Duration::from_secs(crate::fleet::LONG_POLL_SECONDS) + LATE_LINE);
         let park = [
             ("connection", "upgrade".to_owned()),
             ("upgrade", PARKED_POLL.to_owned()),
@@ -423,7 +423,11 @@ impl Client {
                 StatusCode::NO_CONTENT => return Ok(None),
                 // `changed` (the answer is there: ask again) or `close` (the same, on a new
                 // connection).
-                StatusCode::SWITCHING_PROTOCOLS => self.parked(response, timeout).await?,
+                StatusCode::SWITCHING_PROTOCOLS => {
+                    let period = idle_period(response.headers());
+                    self.parked(response, self.timeout.max(period + LATE_LINE))
+                        .await?
+                }
                 _ => {
                     let bytes = read_limited(response.into_body(), MAX_JSON_RESPONSE).await?;
                     return serde_json::from_slice(&bytes)
@@ -715,6 +719,20 @@ fn file_frames(
 ) -> impl futures_util::Stream<Item = Result<Frame<Bytes>, std::io::Error>> {
     use futures_util::StreamExt;
     stream.map(|chunk| chunk.map(Frame::data))
+}
+
+/// How late past its period a fleet's answer or line may come before the agent gives up on
+/// the connection and polls again on a new one.
+const LATE_LINE: Duration = Duration::from_secs(15);
+
+/// The period between `idle` lines the `101` of a parked poll names ([`IDLE_SECONDS_HEADER`]),
+/// held within 1 s and [`MAX_IDLE_SECONDS`]; [`DEFAULT_IDLE_SECONDS`] when it names none.
+fn idle_period(headers: &hyper::HeaderMap) -> Duration {
+    let seconds = headers
+        .get(IDLE_SECONDS_HEADER)
+        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
+        .unwrap_or(DEFAULT_IDLE_SECONDS);
+    Duration::from_secs(seconds.clamp(1, MAX_IDLE_SECONDS))
 }
 
 /// Reads a parked poll's next [`Wake`] line.

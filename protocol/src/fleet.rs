@@ -18,19 +18,31 @@ use serde::{Deserialize, Serialize};
 use crate::names::NodeName;
 use crate::routes::API_PREFIX;
 
-/// The longest a [`FleetRoute::NextRun`] poll waits before it is answered 204, or a parked one
-/// is written `idle` ([`PARKED_POLL`]): each idle agent then costs the fleet an exchange every
-/// 50 s, and the connection is never silent long enough for a NAT or a load balancer to drop it
-/// (minutes, commonly).
+/// The longest a [`FleetRoute::NextRun`] poll held in HTTP waits before it is answered 204:
+/// each idle agent then costs the fleet an exchange every 50 s, and the connection is never
+/// silent long enough for a NAT or a load balancer to drop it (minutes, commonly).
 pub const LONG_POLL_SECONDS: u64 = 50;
 
 /// The `Upgrade` protocol a [`FleetRoute::NextRun`] poll asks for (docs/protocol.md, "Parked
 /// polls"): when nothing answers the poll at once, the fleet answers `101 Switching Protocols`
 /// and holds the bare TLS stream, without any HTTP state, writing a [`Wake`] line at the end of
-/// each [`LONG_POLL_SECONDS`]; the agent acknowledges each `idle` line with [`IDLE_ACK`], and
-/// after `changed` both sides speak HTTP/1.1 on the connection again. An idle agent costs the
-/// fleet its TLS session and no HTTP buffers, and a line each way every 50 s.
+/// each period it names in [`IDLE_SECONDS_HEADER`]; the agent acknowledges each `idle` line with
+/// [`IDLE_ACK`], and after `changed` both sides speak HTTP/1.1 on the connection again. An idle
+/// agent costs the fleet its TLS session and no HTTP buffers, and a line each way a period.
 pub const PARKED_POLL: &str = "factbuoy-parked-poll";
+
+/// The header of the `101` answer to a parked poll: the seconds between `idle` lines.
+pub const IDLE_SECONDS_HEADER: &str = "factbuoy-idle-seconds";
+
+/// The seconds between `idle` lines a fleet writes by default: under 4 minutes, the shortest
+/// idle timeout common NATs and load balancers have by default (Azure's), with room for a
+/// late line. Each line costs the fleet a TLS record each way, so a longer period is less CPU
+/// per idle agent.
+pub const DEFAULT_IDLE_SECONDS: u64 = 170;
+
+/// The longest period between `idle` lines a fleet may name, and an agent waits for: a
+/// connection's lifetime (docs/protocol.md, "Limits").
+pub const MAX_IDLE_SECONDS: u64 = 15 * 60;
 
 /// What an agent writes on a parked poll after each `idle` line, and nothing else: it is there.
 pub const IDLE_ACK: &[u8] = b"\n";
@@ -40,7 +52,8 @@ pub const IDLE_ACK: &[u8] = b"\n";
 pub enum Wake {
     /// A run or a revocation may answer the poll: the stream speaks HTTP again; ask again now.
     Changed,
-    /// Nothing happened for [`LONG_POLL_SECONDS`]: acknowledge with [`IDLE_ACK`] and wait on.
+    /// Nothing happened for a period ([`IDLE_SECONDS_HEADER`]): acknowledge with [`IDLE_ACK`]
+    /// and wait on.
     Idle,
     /// The fleet closes the connection (its lifetime is over): ask again on a new one.
     Close,

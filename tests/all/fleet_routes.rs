@@ -3,12 +3,12 @@
 //! process on loopback; clients are the protocol crate's and curl.
 
 use crate::support;
-use crate::support::served::serve_fleet;
+use crate::support::served::{serve_fleet, serve_fleet_with};
 
 use std::path::Path;
 use std::time::Duration;
 
-use factbuoy_aggregator::fleet::{self, FleetDir, registry, tokens};
+use factbuoy_aggregator::fleet::{self, FleetDir, FleetSettings, registry, tokens};
 use factbuoy_protocol::fleet::{FleetRunRequest, FleetRunStarted, JoinRequest};
 use factbuoy_protocol::names::{ArtifactName, NodeName};
 use factbuoy_protocol::routes::Scope;
@@ -543,7 +543,7 @@ async fn a_node_revoked_during_a_run_is_refused_by_the_run_and_its_pairs_end_in_
         report: None,
     };
     refused_with(refusal(agent.commit(&scope, "uptime", &manifest).await));
-    // Its long poll ends with the refusal, without waiting out its 50 s.
+    // Its parked poll ends with the refusal, without waiting out its period.
     let polled = tokio::time::timeout(Duration::from_secs(10), waiting)
         .await
         .expect("the revoked node's long poll went on")
@@ -655,23 +655,37 @@ async fn a_parked_poll_is_told_idle_every_period_and_changed_when_a_run_starts_t
  {
     let work = tempfile::tempdir().unwrap();
     let dir = FleetDir::new(work.path().join("fleet"));
-    let running = serve_fleet(&dir).await;
+    // A short period between idle lines, so that the test does not wait the default's.
+    const IDLE_SECONDS: u64 = 10;
+    let running = serve_fleet_with(
+        &dir,
+        FleetSettings {
+            idle_seconds: IDLE_SECONDS,
+            ..support::served::loopback_fleet()
+        },
+    )
+    .await;
     let address = running.address.to_string();
     let operator = Client::new(&address, &operator_identity(&dir)).unwrap();
     let identity = join_member(&address, &dir, "p1").await;
 
-    // Nothing to answer: 101, and then nothing on the stream.
-    let (mut parked, mut hostile) = tokio::task::spawn_blocking({
+    // Nothing to answer: 101, naming the period, and then nothing on the stream.
+    let (mut parked, mut hostile, parked_at) = tokio::task::spawn_blocking({
         let (address, identity) = (address.clone(), identity.clone());
         move || {
             let mut parked = by_hand(&address, &identity);
             let head = poll_by_hand(&mut parked, true);
+            let parked_at = std::time::Instant::now();
             assert!(head.starts_with("http/1.1 101"), "{head}");
             assert!(head.contains("upgrade: factbuoy-parked-poll"), "{head}");
+            assert!(
+                head.contains(&format!("factbuoy-idle-seconds: {IDLE_SECONDS}\r\n")),
+                "{head}"
+            );
             let mut hostile = by_hand(&address, &identity);
             let head = poll_by_hand(&mut hostile, true);
             assert!(head.starts_with("http/1.1 101"), "{head}");
-            (parked, hostile)
+            (parked, hostile, parked_at)
         }
     })
     .await
@@ -699,27 +713,32 @@ async fn a_parked_poll_is_told_idle_every_period_and_changed_when_a_run_starts_t
         "the fleet did not close a parked poll that sent bytes out of turn: {broken:?}"
     );
 
-    // Nothing for a period (50 s): the parked poll hears `idle`, and its acknowledgement is
-    // the node's sign of life.
+    // Nothing for a period: the parked poll hears `idle`, not before, and its acknowledgement
+    // is the node's sign of life.
     let last_seen = || {
         std::thread::sleep(Duration::from_secs(6)); // the fleet writes them every 5 s
         registry::load(&dir).unwrap()[&node("p1")].last_seen.clone()
     };
     let seen_polling = last_seen();
-    let (line, mut parked) = tokio::task::spawn_blocking(move || {
+    let (line, mut parked, waited) = tokio::task::spawn_blocking(move || {
         use std::io::Write;
         parked
             .sock
-            .set_read_timeout(Some(Duration::from_secs(70)))
+            .set_read_timeout(Some(Duration::from_secs(IDLE_SECONDS + 20)))
             .unwrap();
         let line = line_by_hand(&mut parked).unwrap();
+        let waited = parked_at.elapsed();
         parked.write_all(b"\n").unwrap();
         parked.flush().unwrap();
-        (line, parked)
+        (line, parked, waited)
     })
     .await
     .unwrap();
     assert_eq!(line, "idle\n");
+    assert!(
+        waited >= Duration::from_secs(IDLE_SECONDS - 1),
+        "idle came {waited:?} after parking, before the period of {IDLE_SECONDS} s"
+    );
     assert_ne!(
         last_seen(),
         seen_polling,
@@ -755,4 +774,27 @@ async fn a_parked_poll_is_told_idle_every_period_and_changed_when_a_run_starts_t
     let member = Client::new(&address, &identity).unwrap().keep_alive();
     let offer = member.next_run(0).await.unwrap().expect("an offer");
     assert_eq!(offer.run_id, started.run_id);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fleet_refuses_to_serve_with_an_idle_period_outside_one_second_to_fifteen_minutes() {
+    for idle_seconds in [0, 15 * 60 + 1] {
+        let work = tempfile::tempdir().unwrap();
+        let settings = FleetSettings {
+            idle_seconds,
+            ..support::served::loopback_fleet()
+        };
+        let refused = fleet::serve(
+            FleetDir::new(work.path().join("fleet")),
+            settings,
+            factbuoy_catalog::bundled_component,
+        )
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("served with idle lines every {idle_seconds} s"));
+        assert!(
+            refused.to_string().contains("give one from 1 s to 900 s"),
+            "{refused:#}"
+        );
+    }
 }

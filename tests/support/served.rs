@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use factbuoy_aggregator::fleet::{self, FleetDir, FleetSettings, RunningFleet};
 use factbuoy_aggregator::{Run, RunDir, RunningAggregator};
+use factbuoy_protocol::fleet::DEFAULT_IDLE_SECONDS;
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::types::{RunStatus, StatusDocument};
@@ -19,13 +20,14 @@ use super::factbuoy;
 /// A fleet in `dir` served in this process on loopback (127.0.0.1, any port), its
 /// certificates valid for an hour, with the bundled plugins.
 pub async fn serve_fleet(dir: &FleetDir) -> RunningFleet {
-    fleet::serve(
-        dir.clone(),
-        loopback_fleet(),
-        factbuoy_catalog::bundled_component,
-    )
-    .await
-    .unwrap()
+    serve_fleet_with(dir, loopback_fleet()).await
+}
+
+/// A fleet in `dir` served in this process with `settings` and the bundled plugins.
+pub async fn serve_fleet_with(dir: &FleetDir, settings: FleetSettings) -> RunningFleet {
+    fleet::serve(dir.clone(), settings, factbuoy_catalog::bundled_component)
+        .await
+        .unwrap()
 }
 
 /// The settings of [`serve_fleet`].
@@ -35,6 +37,7 @@ pub fn loopback_fleet() -> FleetSettings {
         server_names: vec!["127.0.0.1".into()],
         certificate_validity_seconds: 3600,
         finished_run_seconds: 3600,
+        idle_seconds: DEFAULT_IDLE_SECONDS,
     }
 }
 

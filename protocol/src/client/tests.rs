@@ -325,3 +325,21 @@ async fn a_dialer_carries_the_requests() {
         Err(ClientError::Connect { .. })
     ));
 }
+
+#[test]
+fn a_parked_poll_waits_for_the_period_the_fleet_names_within_one_second_and_fifteen_minutes() {
+    let named = |value: &str| {
+        let mut headers = hyper::HeaderMap::new();
+        headers.insert(IDLE_SECONDS_HEADER, value.parse().unwrap());
+        idle_period(&headers)
+    };
+    assert_eq!(named("10"), Duration::from_secs(10));
+    // A fleet cannot make its agents wait longer than a connection lives, or not at all.
+    assert_eq!(named("86400"), Duration::from_secs(MAX_IDLE_SECONDS));
+    assert_eq!(named("0"), Duration::from_secs(1));
+    assert_eq!(named("soon"), Duration::from_secs(DEFAULT_IDLE_SECONDS));
+    assert_eq!(
+        idle_period(&hyper::HeaderMap::new()),
+        Duration::from_secs(DEFAULT_IDLE_SECONDS)
+    );
+}

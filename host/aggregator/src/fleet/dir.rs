@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use factbuoy_protocol::fleet::DEFAULT_IDLE_SECONDS;
 use factbuoy_protocol::names::NodeName;
 use serde::{Deserialize, Serialize};
 
@@ -101,6 +102,11 @@ pub struct FleetSettings {
     /// the fleet closes them and forgets it; its bundle stays in `bundles/` either way.
     #[serde(default = "default_finished_run_seconds")]
     pub finished_run_seconds: u64,
+    /// The seconds between the `idle` lines written on a parked poll (docs/protocol.md, "Parked
+    /// polls"): under the idle timeout of any NAT or load balancer between agents and the
+    /// fleet, and at most [`factbuoy_protocol::fleet::MAX_IDLE_SECONDS`].
+    #[serde(default = "default_idle_seconds")]
+    pub idle_seconds: u64,
 }
 
 /// How long a finished run is served by default: an hour to fetch its bundle again.
@@ -108,6 +114,10 @@ pub const DEFAULT_FINISHED_RUN_SECONDS: u64 = 3600;
 
 fn default_finished_run_seconds() -> u64 {
     DEFAULT_FINISHED_RUN_SECONDS
+}
+
+fn default_idle_seconds() -> u64 {
+    DEFAULT_IDLE_SECONDS
 }
 
 impl FleetSettings {

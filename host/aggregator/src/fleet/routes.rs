@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use factbuoy_pki::SigningRequest;
 use factbuoy_protocol::fleet::{
-    Enrollment, FleetRoute, FleetRunRequest, JoinRequest, LONG_POLL_SECONDS, MAX_PLUGIN_BYTES,
-    PARKED_POLL, RenewRequest, Wake,
+    Enrollment, FleetRoute, FleetRunRequest, IDLE_SECONDS_HEADER, JoinRequest, LONG_POLL_SECONDS,
+    MAX_PLUGIN_BYTES, PARKED_POLL, RenewRequest, Wake,
 };
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::names::NodeName;
@@ -441,8 +441,8 @@ fn asks_to_park(request: &Request<Incoming>) -> bool {
 
 /// The next run for `node` after `after`: its offer at once if there is one, 403 if the node is
 /// revoked. Otherwise a poll that asked to be parked is answered 101 and parked on its
-/// connection ([`Park`]); any other waits here for an answer up to [`LONG_POLL_SECONDS`], 204 if
-/// none came.
+/// connection ([`Park`]), told `idle` every `idle_seconds` of the fleet's settings; any other
+/// waits here for an answer up to [`LONG_POLL_SECONDS`], 204 if none came.
 async fn next_run(
     fleet: &Arc<Fleet>,
     peer: &Peer,
@@ -451,12 +451,13 @@ async fn next_run(
     after: u64,
     upgrade: Option<OnUpgrade>,
 ) -> Result<Response<Body>, Rejection> {
-    let period = Duration::from_secs(LONG_POLL_SECONDS);
     let Some(upgrade) = upgrade else {
-        return answer_within(fleet, &node, after, tokio::time::Instant::now() + period)
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(LONG_POLL_SECONDS);
+        return answer_within(fleet, &node, after, deadline)
             .await
             .unwrap_or_else(|| Ok(empty(StatusCode::NO_CONTENT)));
     };
+    let period = Duration::from_secs(fleet.settings.idle_seconds);
     if let Some(answer) = answer(fleet, &node, after) {
         return answer;
     }
@@ -486,6 +487,10 @@ async fn next_run(
     let headers = switching.headers_mut();
     headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
     headers.insert(header::UPGRADE, HeaderValue::from_static(PARKED_POLL));
+    headers.insert(
+        IDLE_SECONDS_HEADER,
+        HeaderValue::from(fleet.settings.idle_seconds),
+    );
     Ok(switching)
 }
 

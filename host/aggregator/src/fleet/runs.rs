@@ -257,6 +257,7 @@ pub(crate) async fn start(
 
 #[cfg(test)]
 mod tests {
+    use factbuoy_protocol::fleet::DEFAULT_IDLE_SECONDS;
     use factbuoy_protocol::types::TarInfo;
 
     use super::*;
@@ -295,6 +296,7 @@ mod tests {
             server_names: vec!["127.0.0.1".into()],
             certificate_validity_seconds: 3600,
             finished_run_seconds: 3600,
+            idle_seconds: DEFAULT_IDLE_SECONDS,
         };
         let running = serve(fleet, settings, |_| None).await.unwrap();
         assert!(dir.final_status().exists(), "the run was not retired");

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use factbuoy_pki::{FLEET_CA_NAME, Issued, RunCa};
+use factbuoy_protocol::fleet::MAX_IDLE_SECONDS;
 use factbuoy_protocol::identity::Role;
 use ring::hmac;
 use tokio::sync::watch;
@@ -87,6 +88,12 @@ pub async fn serve(
     mut settings: FleetSettings,
     bundled: BundledComponents,
 ) -> anyhow::Result<RunningFleet> {
+    anyhow::ensure!(
+        (1..=MAX_IDLE_SECONDS).contains(&settings.idle_seconds),
+        "the period between idle lines is {} s; give one from 1 s to {} s",
+        settings.idle_seconds,
+        MAX_IDLE_SECONDS
+    );
     // A restart keeps the port agents know, unless told otherwise.
     if settings.listen.port() == 0
         && let Ok(previous) = super::dir::settings(&dir)

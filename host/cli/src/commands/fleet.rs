@@ -132,6 +132,12 @@ pub struct ServeArgs {
     /// listeners and frees its memory; its bundle stays in the fleet's bundles/ either way.
     #[arg(long, default_value = "1h")]
     serve_finished_for: humantime::Duration,
+    /// How often the fleet writes `idle` on an agent's waiting connection, which the agent
+    /// answers: keep it under the idle timeout of every NAT, firewall and load balancer between
+    /// the agents and the fleet (4 minutes is the shortest common default). Longer costs less
+    /// CPU per idle agent. From 1s to 15m.
+    #[arg(long, default_value = "170s")]
+    idle_every: humantime::Duration,
 }
 
 pub async fn execute(command: FleetCommand, format: Format) -> anyhow::Result<ExitStatus> {
@@ -237,6 +243,7 @@ async fn serve(args: ServeArgs, format: Format) -> anyhow::Result<ExitStatus> {
         server_names: names,
         certificate_validity_seconds: args.certificate_validity.as_secs().max(10),
         finished_run_seconds: args.serve_finished_for.as_secs(),
+        idle_seconds: args.idle_every.as_secs(),
     };
     let running = fleet::serve(dir.clone(), settings, factbuoy_catalog::bundled_component).await?;
     // `run --fleet ADDRESS` from this machine finds the operator credentials of this fleet.
