@@ -11,7 +11,7 @@ use std::time::Duration;
 use factbuoy_pki::SigningRequest;
 use factbuoy_protocol::fleet::{
     Enrollment, FleetRoute, FleetRunRequest, IDLE_SECONDS_HEADER, JoinRequest, LONG_POLL_SECONDS,
-    MAX_PLUGIN_BYTES, PARKED_POLL, RenewRequest, Wake,
+    MAX_PLUGIN_BYTES, PARKED_POLL, RenewRequest,
 };
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::names::NodeName;
@@ -21,6 +21,7 @@ use hyper::body::Incoming;
 use hyper::header::HeaderValue;
 use hyper::upgrade::OnUpgrade;
 use hyper::{Method, Request, Response, StatusCode, header};
+use tokio::sync::watch;
 
 use super::admission::revoked;
 use super::registry::{self, EnrolledNode};
@@ -28,7 +29,7 @@ use super::runs::{self, StartError};
 use super::shared::Fleet;
 use super::{plugins, tokens};
 use crate::routes::http::{Rejection, empty, json_response as json, reject, upload_rejection};
-use crate::serving::park::{Park, Wait};
+use crate::serving::park::{Answered, Park};
 use crate::serving::{Body, Peer};
 
 /// Largest join or renewal body.
@@ -451,28 +452,23 @@ async fn next_run(
     after: u64,
     upgrade: Option<OnUpgrade>,
 ) -> Result<Response<Body>, Rejection> {
-    let Some(upgrade) = upgrade else {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(LONG_POLL_SECONDS);
-        return answer_within(fleet, &node, after, deadline)
-            .await
-            .unwrap_or_else(|| Ok(empty(StatusCode::NO_CONTENT)));
-    };
-    let period = Duration::from_secs(fleet.settings.idle_seconds);
+    let changes = Changes::of(fleet);
     if let Some(answer) = answer(fleet, &node, after) {
         return answer;
     }
-    let wait = {
+    let Some(upgrade) = upgrade else {
+        let wait = Duration::from_secs(LONG_POLL_SECONDS);
+        return tokio::time::timeout(wait, answer_on_change(fleet, &node, after, changes))
+            .await
+            .unwrap_or_else(|_| Ok(empty(StatusCode::NO_CONTENT)));
+    };
+    let answered: Answered = {
         let (fleet, node) = (fleet.clone(), node.clone());
-        move || -> Wait {
-            let (fleet, node) = (fleet.clone(), node.clone());
-            let deadline = tokio::time::Instant::now() + period;
-            Box::pin(async move {
-                match answer_within(&fleet, &node, after, deadline).await {
-                    Some(_) => Wake::Changed,
-                    None => Wake::Idle,
-                }
-            })
-        }
+        // One wait for the whole park, across its periods: a period that ends unanswered
+        // looks at nothing again.
+        Box::pin(async move {
+            let _ = answer_on_change(&fleet, &node, after, changes).await;
+        })
     };
     let alive = {
         let fleet = fleet.clone();
@@ -480,7 +476,8 @@ async fn next_run(
     };
     peer.parked.park(Park {
         upgrade,
-        wait: Box::new(wait),
+        period: Duration::from_secs(fleet.settings.idle_seconds),
+        answered,
         alive: Box::new(alive),
     });
     let mut switching = empty(StatusCode::SWITCHING_PROTOCOLS);
@@ -504,26 +501,42 @@ fn answer(fleet: &Fleet, node: &NodeName, after: u64) -> Option<Result<Response<
     Some(Ok(json(StatusCode::OK, &offer)))
 }
 
-/// [`answer`] as soon as there is one, looked for again whenever a run starts or a node is
-/// revoked; `None` at `deadline`.
-async fn answer_within(
+/// What may change a poll's [`answer`]: a run starting, or revocations found. Taken before the
+/// poll first looks for its answer, so that neither slips in between the look and the wait.
+struct Changes {
+    started: watch::Receiver<u64>,
+    revocations: watch::Receiver<u64>,
+}
+
+impl Changes {
+    fn of(fleet: &Fleet) -> Changes {
+        Changes {
+            started: fleet.runs.watch(),
+            revocations: fleet.revocations.subscribe(),
+        }
+    }
+
+    /// Waits for the next change (for ever, once nothing can change any more).
+    async fn next(&mut self) {
+        tokio::select! {
+            Ok(()) = self.started.changed() => {}
+            Ok(()) = self.revocations.changed() => {}
+            else => std::future::pending().await,
+        }
+    }
+}
+
+/// [`answer`] once one of the `changes` brings one.
+async fn answer_on_change(
     fleet: &Fleet,
     node: &NodeName,
     after: u64,
-    deadline: tokio::time::Instant,
-) -> Option<Result<Response<Body>, Rejection>> {
-    let mut started = fleet.runs.watch();
-    let mut revocations = fleet.revocations.subscribe();
+    mut changes: Changes,
+) -> Result<Response<Body>, Rejection> {
     loop {
-        started.borrow_and_update();
-        revocations.borrow_and_update();
+        changes.next().await;
         if let Some(answer) = answer(fleet, node, after) {
-            return Some(answer);
-        }
-        tokio::select! {
-            changed = started.changed() => changed.ok()?,
-            changed = revocations.changed() => changed.ok()?,
-            _ = tokio::time::sleep_until(deadline) => return None,
+            return answer;
         }
     }
 }
