@@ -149,7 +149,6 @@ impl Held {
                 Err(e) => return Err(e),
             }
         }
-        drop(slices);
         self.pieces.clear();
         self.bytes = 0;
         Ok(())
