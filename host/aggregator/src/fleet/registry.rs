@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use factbuoy_protocol::names::NodeName;
 use serde::{Deserialize, Serialize};
 
-use super::dir::{FleetDir, write_json_private};
+use super::dir::FleetDir;
 use crate::persistence::files::sync_dir;
 
 /// What the fleet knows of one enrolled node.
@@ -39,12 +39,13 @@ pub type Registry = BTreeMap<NodeName, EnrolledNode>;
 
 /// When a node last asked for work, and with which agent; with the certificate it asked with,
 /// so that a membership's times never show on the next one (a rejoin starts a fresh record).
+/// Read as `Seen<String>`, written as `Seen<&str>`: writing copies none of the strings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Seen {
-    last_seen: Option<String>,
-    agent_version: Option<String>,
+struct Seen<S> {
+    last_seen: Option<S>,
+    agent_version: Option<S>,
     #[serde(default)]
-    certificate_sha256: Option<String>,
+    certificate_sha256: Option<S>,
 }
 
 /// Reads every node's record (none yet: an empty registry).
@@ -64,7 +65,7 @@ pub fn load(dir: &FleetDir) -> std::io::Result<Registry> {
         registry.insert(record.name.clone(), record);
     }
     if dir.last_seen().exists() {
-        let seen: BTreeMap<NodeName, Seen> = read_json(&dir.last_seen())?;
+        let seen: BTreeMap<NodeName, Seen<String>> = read_json(&dir.last_seen())?;
         for (name, seen) in seen {
             let current = |record: &EnrolledNode| {
                 seen.certificate_sha256
@@ -147,20 +148,25 @@ impl Drop for StagedRecord {
     }
 }
 
-/// Writes when each node was last seen.
-pub fn save_seen(dir: &FleetDir, registry: &Registry) -> std::io::Result<()> {
-    let seen: BTreeMap<&NodeName, Seen> = registry
+/// When each node was last seen, as `last-seen.json` holds it ([`write_seen`] writes it).
+pub fn seen_json(registry: &Registry) -> serde_json::Result<String> {
+    let seen: BTreeMap<&NodeName, Seen<&str>> = registry
         .iter()
         .map(|(name, record)| {
             let seen = Seen {
-                last_seen: record.last_seen.clone(),
-                agent_version: record.agent_version.clone(),
-                certificate_sha256: Some(record.certificate_sha256.clone()),
+                last_seen: record.last_seen.as_deref(),
+                agent_version: record.agent_version.as_deref(),
+                certificate_sha256: Some(record.certificate_sha256.as_str()),
             };
             (name, seen)
         })
         .collect();
-    write_json_private(&dir.last_seen(), &seen)
+    serde_json::to_string(&seen)
+}
+
+/// Writes `last-seen.json`, atomically and synced.
+pub fn write_seen(dir: &FleetDir, json: &str) -> std::io::Result<()> {
+    factbuoy_pki::write_private(&dir.last_seen(), json).map_err(std::io::Error::other)
 }
 
 /// Whether `node` is revoked.

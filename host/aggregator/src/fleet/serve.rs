@@ -132,6 +132,7 @@ pub async fn serve(
     let max_agents = budget.connections;
     let fleet = Arc::new(Fleet {
         registry: Mutex::new((registry::load(&dir)?, false)),
+        flushing: Mutex::default(),
         runs: FleetRuns::default(),
         dir,
         settings: settings.clone(),

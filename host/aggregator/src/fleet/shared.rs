@@ -9,7 +9,7 @@ use tokio::sync::watch;
 
 use super::dir::{FleetDir, FleetSettings};
 use super::offers::FleetRuns;
-use super::registry::{Registry, save_seen};
+use super::registry::{Registry, seen_json, write_seen};
 use crate::live::shared::BundledComponents;
 use crate::metrics::Metrics;
 use crate::serving::Budget;
@@ -30,6 +30,8 @@ pub(crate) struct Fleet {
     /// The enrolled nodes; a node's record is written at once on a join or renewal, last-seen
     /// times every [`FLUSH_EVERY`] when they changed.
     pub(crate) registry: Mutex<(Registry, bool)>,
+    /// Held while last-seen times are written.
+    pub(crate) flushing: Mutex<()>,
     /// The runs it serves.
     pub(crate) runs: FleetRuns,
     /// Components bundled in the serving binary.
@@ -43,14 +45,27 @@ pub(crate) struct Fleet {
 }
 
 impl Fleet {
-    /// Writes the last-seen times if they changed since they were last written.
+    /// Writes the last-seen times if they changed since they were last written. The registry
+    /// is locked only while they are serialized, not while they are written and synced: the
+    /// agents' requests and acknowledgements never wait on the disk.
     pub(crate) fn flush(&self) {
-        let mut registry = self.registry.lock().unwrap();
-        if registry.1 {
-            match save_seen(&self.dir, &registry.0) {
-                Ok(()) => registry.1 = false,
-                Err(e) => tracing::warn!("writing {}: {e}", self.dir.last_seen().display()),
+        // One writer at a time: the periodic flush and the last one share a temporary file.
+        let _writing = self.flushing.lock().unwrap();
+        let json = {
+            let mut registry = self.registry.lock().unwrap();
+            if !registry.1 {
+                return;
             }
+            registry.1 = false;
+            seen_json(&registry.0)
+        };
+        let written = json
+            .map_err(std::io::Error::other)
+            .and_then(|json| write_seen(&self.dir, &json));
+        if let Err(e) = written {
+            tracing::warn!("writing {}: {e}", self.dir.last_seen().display());
+            // Tried again at the next flush.
+            self.registry.lock().unwrap().1 = true;
         }
     }
 }
