@@ -84,6 +84,6 @@ mb = f['idle_rss_mib'] * 2**20 / 1e6
 print(f"idle long polls, RSS:          {f['idle_rss_mib']:.1f} MiB = {mb:.1f} MB (peak {f['peak_rss_mib']:.1f} MiB)")
 print(f"  each agent:                  {(f['idle_rss_mib'] - start_mib) * 1024 / f['agents']:.1f} KiB "
       f"(above the {start_mib:.1f} MiB before any joined; target 20 KiB)")
-print(f"idle long polls, CPU:          {f['idle_cpu_cores'] * 100:.1f} % of a core over {f['idle_seconds']} s (target < 2 %)")
+print(f"idle long polls, CPU:          {f['idle_cpu_cores'] * 100:.2f} % of a core over {f['idle_seconds']} s (target < 2 %)")
 print(f"run -> every agent offered:    {f['run_to_all_offered_seconds']:.2f} s (target <= 2 s)")
 PY
