@@ -9,18 +9,21 @@
 #      which only the agents tolerate) and makes them Ready (status
 #      subresource). They get no heartbeats: the controller manager runs with
 #      --node-monitor-grace-period 2h (FACTBUOY_KUBE_NODE_GRACE), so none turns NotReady.
-#   2. `factbuoy run --kubernetes --plugin host-facts` for real (release build, image from
+#   2. The peer: bench/kube-load `placement` times Kubernetes alone placing a DaemonSet whose
+#      pod asks what an agent's does, on the Node objects only (none starts), and deletes it.
+#   3. `factbuoy run --kubernetes --plugin host-facts` for real (release build, image from
 #      deploy/build-image.sh), timed from its start to the bundle on disk. The DaemonSet
 #      controller makes an agent pod per node; those on Node objects stay Pending.
-#   3. bench/kube-load `agents` plays the agents of those pods, authenticated exactly as real
+#   4. bench/kube-load `agents` plays the agents of those pods, authenticated exactly as real
 #      ones (a TokenRequest for the pod's projected token, the run's audience, bound to the pod;
 #      enroll with a key of its own), and delivers host-facts' result of a real local run, with
 #      a bounded number of requests in flight. node-1's real agent runs host-facts for real.
-# and prints: time run -> bundle; the aggregator's peak RSS (VmHWM of the serve-kubernetes
-# process, target <= 150 MB); the status annotation's largest size (every update watched,
-# target < 64 KiB); the aggregator's API requests per node, from the API server's audit log
-# (its ServiceAccount only). It checks that the bundle holds NODES+1 nodes' results. Any error,
-# of the run, the aggregator or the load generator, prints the errors and no figures.
+# and prints: time run -> bundle, and its ratio to the peer's time to place its pods; the
+# aggregator's peak RSS (VmHWM of the serve-kubernetes process, target <= 150 MB); the status
+# annotation's largest size (every update watched, target < 64 KiB); the aggregator's API
+# requests per node, from the API server's audit log (its ServiceAccount only). It checks that
+# the bundle holds NODES+1 nodes' results. Any error, of the run, the aggregator, the peer or
+# the load generator, prints the errors and no figures.
 #
 # Needs root, cgroup v1, and tests/kube/build.sh's cache. Cluster: FACTBUOY_KUBE_NETNS
 # (default factbuoy-bench) and FACTBUOY_KUBE_DIR (default /run/factbuoy-bench); it is removed at
@@ -103,6 +106,10 @@ say "measuring the API server's TokenReview rate"
 
 say "creating $nodes Node objects"
 "$cluster" exec "$load" nodes --count "$nodes" --prefix bench- >&2 || fail "creating the Node objects"
+
+say "the peer: Kubernetes alone placing a DaemonSet on the $nodes Node objects"
+"$cluster" exec "$load" placement --nodes "$nodes" --prefix bench- --image "$image" \
+  > "$work/placement.json" || fail "placing the peer DaemonSet"
 
 "$cluster" exec "$load" agents --nodes "$nodes" --prefix bench- --replay "$work/replay" \
   --in-flight "$in_flight" --report "$work/load.json" 2> "$work/load.log" &
@@ -204,6 +211,10 @@ print(f"  run -> bundle on disk:         {run_ms / 1000:.1f} s "
       f"{load['seconds_to_all_pods_bound']:.1f} s, all delivered "
       f"{load['seconds_to_all_delivered']:.1f} s after the aggregator was up)")
 a = load["admission_seconds"]
+peer = json.load(open(f"{work}/placement.json"))
+print(f"  the peer, Kubernetes alone:    a DaemonSet on the {nodes} Node objects: pods created "
+      f"{peer['seconds_to_all_pods_created']:.1f} s, bound {peer['seconds_to_all_pods_bound']:.1f} s after its creation")
+print(f"  run -> bundle / the peer's placement: {run_ms / 1000 / peer['seconds_to_all_pods_bound']:.2f}")
 print(f"  admission (enroll request):    p50 {a['p50'] * 1000:.0f} ms, p99 {a['p99'] * 1000:.0f} ms, max {a['max'] * 1000:.0f} ms"
       f" (target p99 <= 2 s); {sum(load['retries'].values())} retries")
 # Enrollments the aggregator found slow (over 1 s): its log says where their time went.

@@ -11,6 +11,7 @@
 //!   of its status annotation at every update.
 //!
 //! - `reviews`: the API server's TokenReview rate by reviews in flight (its module).
+//! - `placement`: the peer, Kubernetes alone placing a DaemonSet on those nodes (its module).
 //!
 //! Every request to the API server or the aggregator takes one of `--in-flight` permits.
 //! Retryable failures (transport, 5xx, 429) are retried with backoff, as the agent does, and
@@ -36,6 +37,7 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
+mod placement;
 mod reviews;
 mod tokens;
 
@@ -99,6 +101,18 @@ enum Command {
         #[arg(long, value_delimiter = ',', default_value = "1,4,16,32,64,128")]
         in_flight: Vec<usize>,
     },
+    /// Time Kubernetes alone placing a DaemonSet of a pod that never starts on the PREFIX*
+    /// nodes, then delete it: a JSON line of figures.
+    Placement {
+        /// How many PREFIX* nodes there are.
+        #[arg(long)]
+        nodes: usize,
+        #[arg(long, default_value = "bench-")]
+        prefix: String,
+        /// The pod's image (never pulled, never started).
+        #[arg(long)]
+        image: String,
+    },
 }
 
 #[tokio::main]
@@ -114,6 +128,11 @@ async fn main() -> anyhow::Result<()> {
         Command::Reviews { tokens, in_flight } => {
             reviews::measure(cluster.client, tokens, &in_flight).await
         }
+        Command::Placement {
+            nodes,
+            prefix,
+            image,
+        } => placement::measure(cluster.client, nodes, &prefix, &image).await,
         Command::Agents {
             nodes,
             prefix,
