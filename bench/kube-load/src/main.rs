@@ -132,7 +132,7 @@ async fn main() -> anyhow::Result<()> {
             nodes,
             prefix,
             image,
-        } => placement::measure(cluster.client, nodes, &prefix, &image).await,
+        } => placement::measure(cluster.client, nodes, &prefix, FAKE_LABEL, &image).await,
         Command::Agents {
             nodes,
             prefix,

@@ -17,16 +17,16 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use crate::FAKE_LABEL;
-
 const NAMESPACE: &str = "factbuoy-bench-placement";
 const NAME: &str = "placement";
 
-/// Places the peer DaemonSet on the `nodes` PREFIX* nodes and prints its figures as JSON.
+/// Places the peer DaemonSet on the `nodes` PREFIX* nodes, which carry the label and the taint
+/// `fake_label`, and prints its figures as JSON.
 pub async fn measure(
     client: kube::Client,
     nodes: usize,
     prefix: &str,
+    fake_label: &str,
     image: &str,
 ) -> anyhow::Result<()> {
     let namespaces = Api::<Namespace>::all(client.clone());
@@ -46,8 +46,8 @@ pub async fn measure(
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
-                    "nodeSelector": {FAKE_LABEL: "true"},
-                    "tolerations": [{"key": FAKE_LABEL, "operator": "Exists"}],
+                    "nodeSelector": {fake_label: "true"},
+                    "tolerations": [{"key": fake_label, "operator": "Exists"}],
                     "automountServiceAccountToken": false,
                     "containers": [{
                         "name": "idle",
