@@ -25,7 +25,7 @@ pub(crate) struct Park {
     pub(crate) upgrade: OnUpgrade,
     /// The time between `idle` lines.
     pub(crate) period: Duration,
-    /// The wait for an answer, one for every period of the park.
+    /// The wait for an answer: one wait, polled across all the park's periods.
     pub(crate) answered: Answered,
     /// Told each time the agent acknowledges an `idle` line: it is there.
     pub(crate) alive: Box<dyn Fn() + Send>,
@@ -54,8 +54,8 @@ impl std::fmt::Debug for ParkSlot {
 
 /// Holds the parked stream `S` (the type the connection was served over), writing a [`Wake`]
 /// line at the end of each period, until the poll is answered ([`Wake::Changed`]: the stream is
-/// handed back for HTTP/1.1) or the connection's lifetime ends at `until` ([`Wake::Close`]). An agent that
-/// breaks the protocol is closed: it closed the connection, sent bytes other than an
+/// handed back for HTTP/1.1) or the connection's lifetime ends at `until` ([`Wake::Close`]). An
+/// agent that breaks the protocol is closed: it closed the connection, sent bytes other than an
 /// acknowledgement, or did not acknowledge an `idle` line in time.
 pub(crate) async fn hold<S>(mut park: Park, until: Instant) -> Option<Box<TokioIo<S>>>
 where
@@ -119,6 +119,8 @@ mod tests {
     use tokio::io::{AsyncBufReadExt, BufReader, DuplexStream};
     use tokio::task::JoinHandle;
 
+    use factbuoy_protocol::fleet::PARKED_POLL;
+
     use super::*;
 
     /// The agent's end of a parked poll, and what it is told.
@@ -137,6 +139,15 @@ mod tests {
 
         async fn acknowledge(&mut self) {
             self.stream.get_mut().write_all(IDLE_ACK).await.unwrap();
+        }
+
+        /// Expects an `idle` line at each of `seconds` since the park, and acknowledges each.
+        async fn acknowledge_idle_at(&mut self, seconds: &[u64]) {
+            for &at in seconds {
+                let (line, when) = self.line().await.expect("an idle line");
+                assert_eq!((line.as_str(), when.as_secs()), ("idle\n", at));
+                self.acknowledge().await;
+            }
         }
     }
 
@@ -161,7 +172,7 @@ mod tests {
                     *switching.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
                     let headers = switching.headers_mut();
                     headers.insert("connection", "upgrade".parse().unwrap());
-                    headers.insert("upgrade", "factbuoy-parked-poll".parse().unwrap());
+                    headers.insert("upgrade", PARKED_POLL.parse().unwrap());
                     async move { Ok::<_, Infallible>(switching) }
                 })
             };
@@ -181,12 +192,13 @@ mod tests {
             hold::<DuplexStream>(park, until).await.is_some()
         });
         let mut stream = BufReader::new(agent_end);
+        let request = format!(
+            "GET /v1/fleet/next-run HTTP/1.1\r\nhost: fleet\r\n\
+             connection: upgrade\r\nupgrade: {PARKED_POLL}\r\n\r\n"
+        );
         stream
             .get_mut()
-            .write_all(
-                b"GET /v1/fleet/next-run HTTP/1.1\r\nhost: fleet\r\n\
-                  connection: upgrade\r\nupgrade: factbuoy-parked-poll\r\n\r\n",
-            )
+            .write_all(request.as_bytes())
             .await
             .unwrap();
         let mut head = String::new();
@@ -212,11 +224,7 @@ mod tests {
         let alive = Arc::new(AtomicUsize::new(0));
         let (mut agent, fleet) =
             park(PERIOD, Duration::from_secs(25), never(), alive.clone()).await;
-        for at in [10, 20] {
-            let (line, when) = agent.line().await.expect("an idle line");
-            assert_eq!((line.as_str(), when.as_secs()), ("idle\n", at));
-            agent.acknowledge().await;
-        }
+        agent.acknowledge_idle_at(&[10, 20]).await;
         let (line, when) = agent.line().await.expect("a close line");
         assert_eq!((line.as_str(), when.as_secs()), ("close\n", 25));
         assert_eq!(
@@ -253,11 +261,7 @@ mod tests {
         let answered = Box::pin(tokio::time::sleep(Duration::from_secs(25)));
         let (mut agent, fleet) =
             park(PERIOD, Duration::from_secs(900), answered, alive.clone()).await;
-        for at in [10, 20] {
-            let (line, when) = agent.line().await.expect("an idle line");
-            assert_eq!((line.as_str(), when.as_secs()), ("idle\n", at));
-            agent.acknowledge().await;
-        }
+        agent.acknowledge_idle_at(&[10, 20]).await;
         let (line, when) = agent.line().await.expect("a changed line");
         assert_eq!((line.as_str(), when.as_secs()), ("changed\n", 25));
         assert!(
