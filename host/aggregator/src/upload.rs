@@ -18,13 +18,15 @@
 use std::collections::HashMap;
 use std::io::{IoSlice, Write};
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use factbuoy_protocol::names::ArtifactName;
 use http_body_util::BodyExt;
 use sha2::{Digest, Sha256};
+use tokio::time::Instant;
 
 use crate::model::config::ServerLimits;
 use crate::persistence::files::read_dir_names;
@@ -157,23 +159,60 @@ impl Held {
 
 /// The pace rules every request body meets: no silence longer than the idle timeout, and once
 /// the request is older than the grace, an average rate of at least the minimum.
+///
+/// One timer serves the whole body. Both deadlines only move later as pieces arrive, so the
+/// timer is set again only when it fires early, not for every piece: setting a timer per piece
+/// (about 64 for every MiB) was a visible part of the aggregator's CPU under load.
 pub(crate) struct Pace {
     started: Instant,
+    /// When the latest frame arrived.
+    latest: Instant,
     received: u64,
     idle: Duration,
     grace: Duration,
     minimum: u64,
+    /// Fires at the deadline it was set to; the deadline may have moved later since.
+    timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+/// Which rule a deadline is.
+enum Rule {
+    Idle,
+    Rate,
 }
 
 impl Pace {
     /// The rules of `limits`, counted from now.
     pub(crate) fn new(limits: &ServerLimits) -> Self {
-        Pace {
-            started: Instant::now(),
+        let now = Instant::now();
+        let mut pace = Pace {
+            started: now,
+            latest: now,
             received: 0,
             idle: Duration::from_secs(limits.idle_timeout_seconds),
             grace: Duration::from_secs(limits.upload_grace_seconds),
             minimum: limits.min_upload_bytes_per_second,
+            timer: Box::pin(tokio::time::sleep_until(now)),
+        };
+        let (deadline, _) = pace.deadline();
+        pace.timer.as_mut().reset(deadline);
+        pace
+    }
+
+    /// The latest moment the next piece may arrive, and the rule that sets it: the idle
+    /// timeout, or the moment at which what has arrived falls below the minimum rate, whichever
+    /// comes first.
+    fn deadline(&self) -> (Instant, Rule) {
+        let idle = after(self.latest, self.idle);
+        if self.minimum == 0 {
+            return (idle, Rule::Idle);
+        }
+        let needed = Duration::from_secs_f64((self.received + 1) as f64 / self.minimum as f64);
+        let rate = after(self.started, self.grace.max(needed));
+        if rate < idle {
+            (rate, Rule::Rate)
+        } else {
+            (idle, Rule::Idle)
         }
     }
 
@@ -185,30 +224,33 @@ impl Pace {
         B::Error: std::fmt::Display,
     {
         loop {
-            // The latest moment the next piece may arrive: the idle timeout, or the time at
-            // which what has arrived falls below the minimum rate, whichever comes first.
-            let rate_deadline = match self.minimum {
-                0 => Duration::MAX,
-                minimum => self.grace.max(Duration::from_secs_f64(
-                    (self.received + 1) as f64 / minimum as f64,
-                )),
+            let frame = tokio::select! {
+                biased;
+                frame = body.frame() => frame,
+                () = self.timer.as_mut() => {
+                    let (deadline, rule) = self.deadline();
+                    if deadline > Instant::now() {
+                        // Pieces came since the timer was set: the deadline moved on.
+                        self.timer.as_mut().reset(deadline);
+                        continue;
+                    }
+                    return Err(match rule {
+                        Rule::Rate => self.too_slow(),
+                        Rule::Idle => UploadError::Stalled(self.idle),
+                    });
+                }
             };
-            let idle_deadline = self.started.elapsed() + self.idle;
-            let wait = rate_deadline
-                .min(idle_deadline)
-                .saturating_sub(self.started.elapsed());
-            let frame = match tokio::time::timeout(wait, body.frame()).await {
-                Err(_) if rate_deadline < idle_deadline => return Err(self.too_slow()),
-                Err(_) => return Err(UploadError::Stalled(self.idle)),
-                Ok(None) => return Ok(None),
-                Ok(Some(Err(e))) => return Err(UploadError::Interrupted(e.to_string())),
-                Ok(Some(Ok(frame))) => frame,
+            let frame = match frame {
+                None => return Ok(None),
+                Some(Err(e)) => return Err(UploadError::Interrupted(e.to_string())),
+                Some(Ok(frame)) => frame,
             };
+            self.latest = Instant::now();
             let Ok(data) = frame.into_data() else {
                 continue;
             };
             self.received += data.len() as u64;
-            let elapsed = self.started.elapsed();
+            let elapsed = self.latest - self.started;
             if elapsed > self.grace
                 && (self.received as f64 / elapsed.as_secs_f64()) < self.minimum as f64
             {
@@ -225,6 +267,13 @@ impl Pace {
             minimum: self.minimum,
         }
     }
+}
+
+/// `duration` after `instant`, or a century after it where that would not fit.
+fn after(instant: Instant, duration: Duration) -> Instant {
+    instant
+        .checked_add(duration)
+        .unwrap_or_else(|| instant + Duration::from_secs(100 * 365 * 24 * 3600))
 }
 
 /// The staging area of a run: uploads in progress and accepted files, by pair.
@@ -381,7 +430,113 @@ impl StagedFile {
 
 #[cfg(test)]
 mod tests {
+    use http_body_util::channel::{Channel, Sender};
+
     use super::*;
+
+    fn limits(idle: u64, minimum: u64, grace: u64) -> ServerLimits {
+        ServerLimits {
+            idle_timeout_seconds: idle,
+            min_upload_bytes_per_second: minimum,
+            upload_grace_seconds: grace,
+            ..ServerLimits::default()
+        }
+    }
+
+    /// Reads `body` under `limits` to its end or its first error; with the bytes read and
+    /// the time it took.
+    async fn read(
+        limits: &ServerLimits,
+        mut body: Channel<Bytes>,
+    ) -> (Result<(), UploadError>, u64, Duration) {
+        let started = Instant::now();
+        let mut pace = Pace::new(limits);
+        let mut read = 0;
+        let result = loop {
+            match pace.next(&mut body).await {
+                Ok(Some(data)) => read += data.len() as u64,
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        (result, read, started.elapsed())
+    }
+
+    /// Sends `pieces` of `size` bytes, `every` apart (the first at once), then waits `then`
+    /// before ending the body.
+    fn send(
+        mut sender: Sender<Bytes>,
+        pieces: usize,
+        size: usize,
+        every: Duration,
+        then: Duration,
+    ) {
+        tokio::spawn(async move {
+            for i in 0..pieces {
+                if i > 0 {
+                    tokio::time::sleep(every).await;
+                }
+                if sender
+                    .send_data(Bytes::from(vec![b'x'; size]))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            tokio::time::sleep(then).await;
+        });
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_keeps_the_pace_long_past_the_first_deadline_is_read_whole() {
+        // 32 KiB/s for two minutes, four times the idle timeout and twelve times the grace.
+        let (sender, body) = Channel::new(1);
+        send(sender, 61, 64 << 10, Duration::from_secs(2), Duration::ZERO);
+        let (result, read, took) = read(&limits(30, 16 << 10, 10), body).await;
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!(read, 61 * (64 << 10));
+        assert_eq!(took.as_secs(), 120);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_silent_for_the_idle_timeout_is_cut_off_then() {
+        // No minimum rate: only the idle timeout, counted from the last piece (at 5 s).
+        let (sender, body) = Channel::new(1);
+        send(
+            sender,
+            2,
+            1,
+            Duration::from_secs(5),
+            Duration::from_secs(3600),
+        );
+        let (result, read, took) = read(&limits(30, 0, 10), body).await;
+        assert!(
+            matches!(result, Err(UploadError::Stalled(d)) if d.as_secs() == 30),
+            "{result:?}"
+        );
+        assert_eq!((read, took.as_secs()), (2, 35));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_whose_rate_runs_out_is_cut_off_then_not_at_its_idle_timeout() {
+        // 320 KiB at once, then silence: at 16 KiB/s that lasts 20 s, before the 30 s idle
+        // timeout ends.
+        let (sender, body) = Channel::new(1);
+        send(
+            sender,
+            1,
+            320 << 10,
+            Duration::ZERO,
+            Duration::from_secs(3600),
+        );
+        let (result, read, took) = read(&limits(30, 16 << 10, 10), body).await;
+        assert!(
+            matches!(result, Err(UploadError::TooSlow { minimum, .. }) if minimum == 16 << 10),
+            "{result:?}"
+        );
+        assert_eq!((read, took.as_secs()), (320 << 10, 20));
+    }
 
     #[test]
     fn pieces_are_held_until_they_are_worth_a_write_and_tiny_ones_cannot_pile_up() {
