@@ -1,7 +1,8 @@
 //! Load on the aggregator: N simulated agents, each with its own node-bound certificate, upload
 //! one result file over mutual TLS, all at once. The same generator then loads nginx
 //! (`ssl_verify_client on`, WebDAV PUT to disk) with the same certificates. Prints results per
-//! second, p99 latency and the server's peak RSS for each, and the ratios.
+//! second, p99 latency, the server's peak RSS, the server's and the load generator's CPU time per
+//! upload for each, and the ratios.
 //!
 //! Run with `cargo bench -p factbuoy --bench aggregator_load` (needs nginx: `apt-get install
 //! nginx`). `FACTBUOY_LOAD=agents:size,...` overrides the default mix, `FACTBUOY_LOAD_ROUNDS`
@@ -87,6 +88,9 @@ struct Measured {
     peak_rss_mib: f64,
     /// Server CPU time per upload.
     cpu_ms_per_upload: f64,
+    /// The load generator's (this process's) CPU time per upload: it shares the cores with the
+    /// server, so the throughput follows the sum of the two.
+    load_cpu_ms_per_upload: f64,
     failures: usize,
 }
 
@@ -102,17 +106,21 @@ impl Measured {
             p99: middle(rounds.iter().map(|m| m.p99).collect()),
             peak_rss_mib: rounds.iter().map(|m| m.peak_rss_mib).fold(0.0, f64::max),
             cpu_ms_per_upload: middle(rounds.iter().map(|m| m.cpu_ms_per_upload).collect()),
+            load_cpu_ms_per_upload: middle(
+                rounds.iter().map(|m| m.load_cpu_ms_per_upload).collect(),
+            ),
             failures: rounds.iter().map(|m| m.failures).sum(),
         }
     }
 
     fn columns(&self) -> String {
         format!(
-            "{:>10.0} {:>8.1}ms {:>8.1} {:>7.2}",
+            "{:>10.0} {:>8.1}ms {:>8.1} {:>7.2} {:>7.2}",
             self.per_second,
             self.p99.as_secs_f64() * 1e3,
             self.peak_rss_mib,
-            self.cpu_ms_per_upload
+            self.cpu_ms_per_upload,
+            self.load_cpu_ms_per_upload
         )
     }
 }
@@ -121,6 +129,7 @@ async fn load(clients: &[Client], file: &Path, sha256: &str, server: &Server) ->
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     let name = ArtifactName::parse("result.bin").unwrap();
     let cpu_before: f64 = server.pids.iter().map(|pid| cpu_seconds(*pid)).sum();
+    let load_cpu_before = cpu_seconds(std::process::id());
     let started = Instant::now();
     let mut tasks = Vec::new();
     for (i, client) in clients.iter().enumerate() {
@@ -156,12 +165,14 @@ async fn load(clients: &[Client], file: &Path, sha256: &str, server: &Server) ->
     let p99 = latencies[((latencies.len() - 1) as f64 * 0.99) as usize];
     let rss: u64 = server.pids.iter().map(|pid| peak_rss_kib(*pid)).sum();
     let cpu: f64 = server.pids.iter().map(|pid| cpu_seconds(*pid)).sum::<f64>() - cpu_before;
+    let load_cpu = cpu_seconds(std::process::id()) - load_cpu_before;
     Measured {
         // Only uploads that were stored count: a failed one is no throughput.
         per_second: (clients.len() - failures.len()) as f64 / elapsed.as_secs_f64(),
         p99,
         peak_rss_mib: rss as f64 / 1024.0,
         cpu_ms_per_upload: cpu * 1e3 / clients.len() as f64,
+        load_cpu_ms_per_upload: load_cpu * 1e3 / clients.len() as f64,
         failures: failures.len(),
     }
 }
@@ -412,22 +423,25 @@ async fn bench(private: Result<(), String>) {
     let dir = scratch.path();
     let nodes: Vec<String> = (0..most_agents).map(|i| format!("node-{i}")).collect();
     println!(
-        "{:>6} agents x {:>8}   {:>10} {:>10} {:>8} {:>7}   {:>10} {:>10} {:>8} {:>7}   {:>6}",
+        "{:>6} agents x {:>8}   {:>10} {:>10} {:>8} {:>7} {:>7}   {:>10} {:>10} {:>8} {:>7} {:>7}   \
+         {:>6}",
         "",
         "size",
         "factbuoy/s",
         "p99",
         "RSS MiB",
         "CPU ms",
+        "load ms",
         "nginx/s",
         "p99",
         "RSS MiB",
         "CPU ms",
+        "load ms",
         "ratio"
     );
     println!(
         "  (medians of {rounds} rounds; CPU ms: the server's CPU time per upload, user + system; \
-         {where_written})"
+         load ms: the load generator's, on the same cores; {where_written})"
     );
     for (agents, size) in mix {
         // A fresh run (and server) per size, so each peak RSS belongs to one size.
