@@ -49,6 +49,15 @@ pub fn printable_lines(text: &str) -> String {
 
 /// Whether [`printable`] escapes `c`.
 fn is_escaped(c: char) -> bool {
+    // Most text is ASCII, where only C0 and DEL are escaped: answered without the table search.
+    if c.is_ascii() {
+        return c.is_ascii_control();
+    }
+    escaped_by_category(c)
+}
+
+/// What [`is_escaped`] says of any character, from Unicode's tables.
+fn escaped_by_category(c: char) -> bool {
     matches!(
         get_general_category(c),
         GeneralCategory::Control
@@ -122,6 +131,13 @@ mod tests {
             let name = format!("web-{invisible}1");
             assert_eq!(printable(&name), format!("web-{shown}1"), "{invisible:?}");
             assert_ne!(printable(&name), printable("web-1"));
+        }
+    }
+
+    #[test]
+    fn the_ascii_shortcut_escapes_what_the_unicode_tables_escape() {
+        for c in (0..=0x7f).filter_map(char::from_u32) {
+            assert_eq!(is_escaped(c), escaped_by_category(c), "{c:?}");
         }
     }
 
