@@ -9,8 +9,6 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use unicode_general_category::{GeneralCategory, get_general_category};
-
 /// Longest accepted name, in bytes.
 pub const MAX_NAME_BYTES: usize = 512;
 /// Longest accepted component, in bytes (most file systems allow 255).
@@ -85,15 +83,7 @@ pub fn check_component(component: &str) -> Result<(), &'static str> {
     if component.contains(WINDOWS_FORBIDDEN) {
         return Err("contains one of < > : \" | ? *, which Windows refuses in file names");
     }
-    if component.chars().any(|c| {
-        matches!(
-            get_general_category(c),
-            GeneralCategory::Control
-                | GeneralCategory::Format
-                | GeneralCategory::LineSeparator
-                | GeneralCategory::ParagraphSeparator
-        )
-    }) {
+    if component.chars().any(crate::text::is_control_or_format) {
         return Err(
             "contains a control character or an invisible one (a bidi override, a zero-width space, ...)",
         );

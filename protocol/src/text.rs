@@ -58,13 +58,19 @@ fn is_escaped(c: char) -> bool {
 
 /// What [`is_escaped`] says of any character, from Unicode's tables.
 fn escaped_by_category(c: char) -> bool {
+    is_control_or_format(c) || DRAWN_AS_NOTHING.iter().any(|range| range.contains(&c))
+}
+
+/// Whether Unicode's general category makes `c` a control (C0, DEL, C1), format (Cf: zero-width
+/// and bidirectional controls among them), line or paragraph separator character.
+pub(crate) fn is_control_or_format(c: char) -> bool {
     matches!(
         get_general_category(c),
         GeneralCategory::Control
             | GeneralCategory::Format
             | GeneralCategory::LineSeparator
             | GeneralCategory::ParagraphSeparator
-    ) || DRAWN_AS_NOTHING.iter().any(|range| range.contains(&c))
+    )
 }
 
 /// The characters of Unicode's `Default_Ignorable_Code_Point` property (DerivedCoreProperties.txt)
