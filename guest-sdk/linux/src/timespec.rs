@@ -2,7 +2,8 @@
 //! journalctl, as microseconds since the Unix epoch (the journal's realtime clock). The
 //! systemd-logs plugin and `factbuoy inspect logs` take the same forms.
 //!
-//! - a duration, meaning that long ago: `60m`, `1h 30m`, `2days` (`-60m` too; `+10m` is ahead);
+//! - a duration, meaning that long ago: `60m`, `1h 30m`, `2days` (`-60m` and `60m ago` too, as
+//!   systemd writes them; `+10m` is ahead);
 //! - `now`, `today`, `yesterday`, `tomorrow` (midnight, UTC);
 //! - a date and time: `2024-03-01`, `2024-03-01 12:00`, `2024-03-01 12:00:00.5`, optionally with
 //!   `T` between date and time and `Z` or ` UTC` after. The sandbox has no time zone, so times
@@ -33,7 +34,7 @@ pub fn parse(text: &str, now: u64) -> Result<u64, String> {
     let (sign, duration) = match text.as_bytes().first() {
         Some(b'-') => (-1, &text[1..]),
         Some(b'+') => (1, &text[1..]),
-        _ => (-1, text),
+        _ => (-1, text.strip_suffix("ago").unwrap_or(text)),
     };
     if let Ok(span) = humantime::parse_duration(duration.trim()) {
         let span = micros(span);
@@ -45,7 +46,7 @@ pub fn parse(text: &str, now: u64) -> Result<u64, String> {
     }
     parse_date_time(text).ok_or_else(|| {
         format!(
-            "{text:?} is neither a duration (60m, 1h 30m), nor a date and time (2024-03-01 \
+            "{text:?} is neither a duration (60m, 1h 30m, 7d ago), nor a date and time (2024-03-01 \
              12:00:00, UTC), nor @SECONDS, nor now, today or yesterday"
         )
     })
@@ -99,6 +100,10 @@ mod tests {
         assert_eq!(parse("+10s", NOW), Ok(NOW + 10 * USEC_PER_SEC));
         assert_eq!(parse("1h 30m", NOW), Ok(NOW - 5400 * USEC_PER_SEC));
         assert_eq!(parse("now", NOW), Ok(NOW));
+        assert_eq!(parse("7d ago", NOW), Ok(NOW - 7 * USEC_PER_DAY));
+        assert_eq!(parse("1h 30m ago", NOW), Ok(NOW - 5400 * USEC_PER_SEC));
+        assert!(parse("ago", NOW).is_err());
+        assert!(parse("+7d ago", NOW).is_err());
     }
 
     #[test]

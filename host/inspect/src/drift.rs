@@ -26,8 +26,19 @@ use factbuoy_bundle::reader::{Bundle, ReadError};
 /// Facts that change between any two gatherings of one host: `*` matches any run of
 /// characters (dots and brackets included), `?` one.
 pub const DEFAULT_IGNORES: &[&str] = &[
-    // setup (Ansible's names)
-    "ansible_date_time.*",
+    // setup (Ansible's names): the clock, but not the time zone (tz, tz_offset, tz_dst), whose
+    // change is one to see.
+    "ansible_date_time.date",
+    "ansible_date_time.day",
+    "ansible_date_time.epoch*",
+    "ansible_date_time.hour",
+    "ansible_date_time.iso8601*",
+    "ansible_date_time.minute",
+    "ansible_date_time.month",
+    "ansible_date_time.second",
+    "ansible_date_time.time",
+    "ansible_date_time.week*",
+    "ansible_date_time.year",
     "ansible_uptime_seconds",
     // `ansible_loadavg['15m']`: keys that start with a digit are written in brackets.
     "ansible_loadavg*",
@@ -1068,6 +1079,42 @@ mod tests {
         assert!(!ignore.ignores("ansible_kernel"));
         let none = IgnoreList::new(false, &[]);
         assert!(!none.ignores("ansible_date_time.epoch"));
+    }
+
+    #[test]
+    fn the_built_in_list_leaves_out_the_clock_but_not_the_time_zone() {
+        let ignore = IgnoreList::new(true, &[]);
+        // Every key of setup's ansible_date_time (plugins/setup/src/collectors/date_time.rs).
+        for clock in [
+            "year",
+            "month",
+            "weekday",
+            "weekday_number",
+            "weeknumber",
+            "day",
+            "hour",
+            "minute",
+            "second",
+            "epoch",
+            "epoch_int",
+            "date",
+            "time",
+            "iso8601_micro",
+            "iso8601",
+            "iso8601_basic",
+            "iso8601_basic_short",
+        ] {
+            assert!(
+                ignore.ignores(&format!("ansible_date_time.{clock}")),
+                "{clock}"
+            );
+        }
+        for zone in ["tz", "tz_offset", "tz_dst"] {
+            assert!(
+                !ignore.ignores(&format!("ansible_date_time.{zone}")),
+                "{zone}"
+            );
+        }
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub enum HistoryError {
     },
     /// A time could not be read.
     #[error(
-        "{0:?} is not a time: give a date (2026-05-01: for --as-of the end of that day UTC, for --since its start), an RFC 3339 time (2026-05-01T12:00:00Z) or a time as `inspect logs --since` takes it (7d, yesterday, 2026-05-01 12:00)"
+        "{0:?} is not a time: give a day (2026-05-01, today, yesterday: for --as-of the end of that day UTC, for --since its start), an RFC 3339 time (2026-05-01T12:00:00Z) or a time as `inspect logs --since` takes it (7d ago, 2026-05-01 12:00)"
     )]
     Time(String),
     /// No bundle of the history is at or before the time asked for.

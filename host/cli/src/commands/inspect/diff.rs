@@ -23,9 +23,9 @@ pub struct DiffArgs {
     /// The later bundle of the same fleet.
     later: Option<PathBuf>,
     /// Of a directory of bundles: what changed from the first bundle from TIME on to the
-    /// last, the net change. TIME is a duration back from now (7d, 12h), a date (its start,
-    /// UTC), an RFC 3339 time, or another form `inspect logs --since` takes (yesterday,
-    /// 2026-05-01 12:00).
+    /// last, the net change. TIME is a duration back from now (7d ago, 12h), a day (a date,
+    /// today, yesterday: its start, UTC), an RFC 3339 time, or another form `inspect logs
+    /// --since` takes (2026-05-01 12:00).
     #[arg(long, value_name = "TIME")]
     since: Option<String>,
     #[command(flatten)]

@@ -28,7 +28,7 @@ pub struct LogsArgs {
     /// warning, notice, info, debug.
     #[arg(long, value_name = "LEVEL", value_parser = parse_priority)]
     priority: Option<u8>,
-    /// Only entries at or after this time: a duration ago (`1h`, `2days`), `today`,
+    /// Only entries at or after this time: a duration ago (`1h`, `2days`, `2days ago`), `today`,
     /// `yesterday`, a UTC date and time (`2026-11-23 14:00`) or `@SECONDS`.
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     since: Option<u64>,
