@@ -117,7 +117,7 @@ pub(crate) fn real_facts() -> (Value, Value) {
 /// A bundle of three nodes built from the real run's facts: web-1 and web-2 with setup and
 /// host-facts results (web-2's with other values), web-3 whose setup timed out. Returns its
 /// files, without the index.
-fn fleet_files() -> Vec<(&'static str, Vec<u8>)> {
+pub(crate) fn fleet_files() -> Vec<(&'static str, Vec<u8>)> {
     let run = Bundle::read(real_bundle().0.to_owned()).files["meta/run.json"].clone();
     let (setup, host) = real_facts();
     let mut setup2 = setup.clone();
@@ -323,6 +323,13 @@ fn verify_passes_a_real_runs_bundle_its_digest_and_its_extracted_folder() {
         "{stdout}"
     );
     assert!(stdout.contains(sha256), "{stdout}");
+    // The files verify counts are the files summary counts.
+    let summary = json_of(&inspect(dir.path(), &["summary", b, "-o", "json"]));
+    let files = summary["sizes"]["files"].as_u64().unwrap();
+    assert!(
+        stdout.contains(&format!("({files} files, the index among them, ")),
+        "summary counts {files} files: {stdout}"
+    );
 
     let output = inspect(
         dir.path(),
@@ -520,6 +527,32 @@ fn summary_shows_the_run_a_nodes_by_plugins_table_errors_and_sizes() {
         ),
         "{stdout}"
     );
+
+    // A result that passed with nothing to collect says so, in the words `run` uses.
+    let run = Bundle::read(real_bundle().0.to_owned()).files["meta/run.json"].clone();
+    let status = json!({"run_id": "e3e3e3e3e3e3", "status": "complete", "plugins": [
+        {"plugin": "systemd-logs", "node": "n1", "status": "complete",
+         "result_status": "passed", "empty": true}]});
+    let empty = bundle_of(
+        dir.path(),
+        "empty.tar.gz",
+        &[
+            ("meta/run.json", run),
+            ("meta/status.json", serde_json::to_vec(&status).unwrap()),
+        ],
+    );
+    let output = inspect(dir.path(), &["summary", empty.to_str().unwrap()]);
+    let table = text(&output.stdout);
+    let n1 = table.lines().find(|l| l.starts_with("n1")).unwrap();
+    assert!(
+        n1.ends_with(" passed (empty: nothing to collect)"),
+        "{table}"
+    );
+    let output = inspect(
+        dir.path(),
+        &["summary", empty.to_str().unwrap(), "-o", "json"],
+    );
+    assert_eq!(json_of(&output)["results"][0]["empty"], true);
 }
 
 #[test]
@@ -609,6 +642,53 @@ fn facts_and_query_answer_for_every_node() {
     let output = inspect(dir.path(), &["facts", b, "web-9"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output.stderr).contains("no facts for node \"web-9\""));
+    // --node and --plugin as the positionals; no node of several names them.
+    let output = inspect(
+        dir.path(),
+        &[
+            "facts",
+            b,
+            "--plugin",
+            "host-facts",
+            "--node",
+            "web-2",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(json_of(&output)["plugins"].as_array().unwrap().len(), 1);
+    assert_eq!(json_of(&output)["plugins"][0]["facts"]["cpu"]["cores"], 64);
+    let output = inspect(dir.path(), &["facts", b]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).contains("facts of 3 nodes (web-1, web-2, web-3): name one"),
+        "{}",
+        text(&output.stderr)
+    );
+
+    // A one-node bundle needs no node; a plugin named where the node goes is pointed to
+    // --plugin.
+    let (bundle, _) = real_bundle();
+    let one = bundle.to_str().unwrap();
+    let output = inspect(
+        dir.path(),
+        &["facts", one, "--plugin", "setup", "-o", "json"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let facts = json_of(&output);
+    assert_eq!(facts["node"], "this-host");
+    assert_eq!(facts["plugins"][0]["facts"], setup);
+    assert_eq!(facts["plugins"].as_array().unwrap().len(), 1);
+    let output = inspect(dir.path(), &["facts", one, "-o", "json"]);
+    assert_eq!(json_of(&output)["plugins"].as_array().unwrap().len(), 2);
+    let output = inspect(dir.path(), &["facts", one, "setup"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).contains("has no node \"setup\", but a plugin of that name")
+            && text(&output.stderr).contains("--plugin setup"),
+        "{}",
+        text(&output.stderr)
+    );
 
     // The real run's bundle, extracted, answers as the archive does.
     let (bundle, _) = real_bundle();
@@ -650,10 +730,17 @@ fn diff_groups_the_facts_on_which_nodes_disagree_and_leaves_out_what_always_chan
     assert_eq!(*path, "plugins/setup/results/web-2/ansible_facts.json");
     let mut facts: Value = serde_json::from_slice(setup2).unwrap();
     facts["ansible_date_time"]["epoch"] = json!("1");
+    // ... and in its time zone, which is no clock: it shows.
+    let (setup, host) = real_facts();
+    let zone = if setup["ansible_date_time"]["tz_offset"] == "+0100" {
+        "+0200"
+    } else {
+        "+0100"
+    };
+    facts["ansible_date_time"]["tz_offset"] = json!(zone);
     *setup2 = serde_json::to_vec(&facts).unwrap();
     let fleet = bundle_of(dir.path(), "fleet.tar.gz", &files);
     let b = fleet.to_str().unwrap();
-    let (setup, host) = real_facts();
 
     let output = inspect(dir.path(), &["diff", b, "-o", "json"]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
@@ -717,14 +804,22 @@ fn diff_groups_the_facts_on_which_nodes_disagree_and_leaves_out_what_always_chan
             json!({"plugin": "setup", "path": var, "values": [null, "/var"], "absent": [0]})
         );
     }
+    assert_eq!(
+        fact("ansible_date_time.tz_offset")["values"],
+        json!([setup["ansible_date_time"]["tz_offset"], zone])
+    );
     assert_eq!(groups.len(), 2, "{drift}");
-    assert!(!drift["groups"].to_string().contains("ansible_date_time"));
+    assert!(
+        !drift["groups"]
+            .to_string()
+            .contains("ansible_date_time.epoch")
+    );
     assert!(drift["ignored"]["facts"].as_u64().unwrap() > 0);
     assert!(
         drift["ignored"]["patterns"]
             .as_array()
             .unwrap()
-            .contains(&json!("ansible_date_time.*"))
+            .contains(&json!("ansible_date_time.epoch*"))
     );
 
     // The same as a table: the node sets, then a column per set.
@@ -1485,7 +1580,7 @@ fn export_writes_each_table_as_jsonl_and_csv_named_as_sql_names_it() {
 
 /// The committed fixture journals unpacked into `dir`: its folders, one per machine, in name
 /// order.
-fn fixture_journals(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn fixture_journals(dir: &Path) -> Vec<PathBuf> {
     support::unpack_journal_fixtures(dir, |_| true);
     let mut machines: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
@@ -1498,7 +1593,7 @@ fn fixture_journals(dir: &Path) -> Vec<PathBuf> {
 
 /// `journalctl -D <machine> -o json ARGS`: the journal.jsonl the systemd-logs plugin writes is
 /// journalctl's, so these are a real node's results.
-fn journalctl(machine: &Path, args: &[&str]) -> Vec<Value> {
+pub(crate) fn journalctl(machine: &Path, args: &[&str]) -> Vec<Value> {
     let output = Command::new("journalctl")
         .env("TZ", "UTC")
         .arg("-D")

@@ -10,6 +10,8 @@ mod fact_cache;
 mod flags;
 mod json_report;
 mod logging;
+#[cfg(test)]
+mod option_positions;
 mod output;
 mod plugin_build;
 mod plugin_new;

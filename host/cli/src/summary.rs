@@ -145,10 +145,13 @@ pub fn state(document: &StatusDocument) -> String {
     }
 }
 
+/// A result that passed with no artifacts, as `run`, `status` and `inspect summary` show it.
+pub const EMPTY_PASS: &str = "passed (empty: nothing to collect)";
+
 /// `passed`, `passed (empty)`, `failed`, or nothing yet.
 fn result(pair: &PluginStatus) -> String {
     match pair.result_status {
-        Some(ResultStatus::Passed) if pair.empty => "passed (empty: nothing to collect)".into(),
+        Some(ResultStatus::Passed) if pair.empty => EMPTY_PASS.into(),
         Some(status) => wire_name(&status),
         None => String::new(),
     }

@@ -338,6 +338,50 @@ pub fn facts(
     Ok(facts)
 }
 
+/// Whose facts a bundle holds, for a reader who named no node.
+#[derive(Debug, Clone)]
+pub enum OnlyNode {
+    /// One node's, by plugin name, as [`facts`] gives them.
+    One(String, Vec<PluginFacts>),
+    /// Several nodes', named in the order they were found.
+    Several(Vec<String>),
+    /// No node's.
+    None,
+}
+
+/// The facts of the bundle's one node with facts (only `plugin`'s when given): a one-node
+/// bundle needs no node named.
+pub fn only_node_facts(bundle: &Bundle, plugin: Option<&str>) -> Result<OnlyNode, ReadError> {
+    let nodes = std::cell::RefCell::new(Vec::<String>::new());
+    let mut facts = Vec::new();
+    each_facts(
+        bundle,
+        |n, p| {
+            if plugin.is_some_and(|wanted| wanted != p) {
+                return false;
+            }
+            let mut nodes = nodes.borrow_mut();
+            if !nodes.iter().any(|seen| seen == n) {
+                nodes.push(n.to_owned());
+            }
+            nodes[0] == n
+        },
+        |_, p, _, document| {
+            facts.push(PluginFacts {
+                plugin: p.to_owned(),
+                facts: document,
+            });
+        },
+    )?;
+    let mut nodes = nodes.into_inner();
+    facts.sort_by(|a, b| a.plugin.cmp(&b.plugin));
+    Ok(match nodes.len() {
+        0 => OnlyNode::None,
+        1 => OnlyNode::One(nodes.remove(0), facts),
+        _ => OnlyNode::Several(nodes),
+    })
+}
+
 /// A path into the facts, as [`FactPath::parse`] reads it.
 #[derive(Debug, Clone)]
 pub struct FactPath {

@@ -29,7 +29,8 @@ mod summary;
 mod verify;
 
 pub use facts::{
-    Answer, FactPath, MAX_FACTS_BYTES, PathError, PluginFacts, PluginValues, facts, leaves, query,
+    Answer, FactPath, MAX_FACTS_BYTES, OnlyNode, PathError, PluginFacts, PluginValues, facts,
+    leaves, only_node_facts, query,
 };
 pub use summary::{
     NodeBytes, Outcome, PairError, PluginBytes, PluginVersion, RunSummary, Sizes, Summary, summary,

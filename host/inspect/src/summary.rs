@@ -53,6 +53,9 @@ pub struct Outcome {
     pub status: String,
     /// `passed` or `failed`, once a result was committed.
     pub result_status: Option<String>,
+    /// The result passed without a byte of artifacts: there was nothing to collect.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub empty: bool,
     /// The warnings and partial-output errors the result reports, as the status document
     /// keeps them (capped; the bundle's run report under `meta/reports/` has them all).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -202,6 +205,7 @@ pub fn summary(bundle: &Bundle) -> Result<Summary, ReadError> {
             node: p.node.clone(),
             status: wire(&p.status),
             result_status: p.result_status.as_ref().map(wire),
+            empty: p.empty,
             warnings: p.warnings.clone(),
         })
         .collect();

@@ -9,12 +9,13 @@ use std::path::PathBuf;
 use anyhow::bail;
 use clap::{Args, Subcommand};
 use factbuoy_bundle::reader::Bundle;
-use factbuoy_inspect::FactPath;
 use factbuoy_inspect::drift::IgnoreList;
 use factbuoy_inspect::export::{self, TableFormat};
+use factbuoy_inspect::{FactPath, OnlyNode};
 use serde_json::json;
 
 use crate::output::{ExitStatus, Format, emit, emit_document};
+use crate::summary::EMPTY_PASS;
 use crate::table::{bytes, count, fitted};
 
 mod diff;
@@ -39,9 +40,12 @@ pub enum InspectCommand {
         factbuoy inspect summary ./extracted-bundle -o json")]
     Summary(BundleArg),
     /// A node's facts (setup's ansible_facts.json, host-facts' host-facts.json), one path a line.
+    ///
+    /// The node may be left out when the bundle has one (a local run's).
     #[command(after_help = "Examples:\n  \
         factbuoy inspect facts run.tar.gz web-1\n  \
-        factbuoy inspect facts run.tar.gz web-1 host-facts -o json")]
+        factbuoy inspect facts run.tar.gz web-1 host-facts -o json\n  \
+        factbuoy inspect facts 20261123182513_factbuoy_4e302443c9a6.tar.gz --plugin setup  # one node")]
     Facts(FactsArgs),
     /// One path into every node's facts, answered per node.
     ///
@@ -80,13 +84,17 @@ pub enum InspectCommand {
     /// facts). The database is read-only.
     #[command(after_help = "Examples:\n  \
         factbuoy inspect sql run.tar.gz \"SELECT node, facts->>'ansible_distribution_version' FROM setup\"\n  \
-        factbuoy inspect sql run.tar.gz \"SELECT facts->>'ansible_kernel' AS kernel, count(*) FROM setup GROUP BY kernel\"\n  \
-        factbuoy inspect sql run.tar.gz \"SELECT node, value FROM fact_values WHERE path = 'cpu.cores' AND value < 8\"\n  \
-        factbuoy inspect sql run.tar.gz \"SELECT node, plugin, status, error FROM results WHERE result_status = 'failed'\"\n  \
-        factbuoy inspect sql jan.tar.gz feb.tar.gz \"SELECT run_id, count(*) FROM setup GROUP BY run_id\" -o json\n  \
+        factbuoy inspect sql run.tar.gz \\\n      \
+        \"SELECT facts->>'ansible_kernel' AS kernel, count(*) FROM setup GROUP BY kernel\"\n  \
+        factbuoy inspect sql run.tar.gz \\\n      \
+        \"SELECT node, value FROM fact_values WHERE path = 'cpu.cores' AND value < 8\"\n  \
+        factbuoy inspect sql run.tar.gz \\\n      \
+        \"SELECT node, plugin, status, error FROM results WHERE result_status = 'failed'\"\n  \
+        factbuoy inspect sql jan.tar.gz feb.tar.gz -o json \\\n      \
+        \"SELECT run_id, count(*) FROM setup GROUP BY run_id\"\n  \
         factbuoy inspect sql run.tar.gz 'SELECT 1' --db fleet.sqlite   # keep the tables for sqlite3\n  \
-        factbuoy inspect sql ./bundles \"SELECT node FROM setup WHERE facts->>'ansible_kernel' = '6.1.0-18-amd64'\" \\\n      \
-        --as-of 2026-05-01")]
+        factbuoy inspect sql ./bundles --as-of 2026-05-01 \\\n      \
+        \"SELECT node FROM setup WHERE facts->>'ansible_kernel' = '6.1.0-18-amd64'\"")]
     Sql(SqlArgs),
     /// Write the facts in a format other tools read, into a folder.
     ///
@@ -193,11 +201,19 @@ pub struct VerifyArgs {
 pub struct FactsArgs {
     /// The bundle: a .tar.gz or the folder it was extracted to.
     bundle: PathBuf,
-    /// The node whose facts to show.
-    node: String,
+    /// The node whose facts to show; of a bundle with one node, that one.
+    #[arg(conflicts_with = "node_flag")]
+    node: Option<String>,
     /// Only this plugin's facts (setup, host-facts or any plugin that declares a facts
     /// document; `PLUGIN/ARTIFACT` where it declares several).
+    #[arg(conflicts_with = "plugin_flag")]
     plugin: Option<String>,
+    /// The node, as the positional NODE.
+    #[arg(long = "node", id = "node_flag", value_name = "NODE")]
+    node_flag: Option<String>,
+    /// Only this plugin's facts, as the positional PLUGIN.
+    #[arg(long = "plugin", id = "plugin_flag", value_name = "PLUGIN")]
+    plugin_flag: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -209,19 +225,22 @@ pub struct QueryArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(override_usage = "factbuoy inspect sql [OPTIONS] <BUNDLE>... <QUERY>")]
 pub struct SqlArgs {
-    /// The bundles: .tar.gz files, folders they were extracted to, or directories of bundles.
-    #[arg(required = true, num_args = 1..)]
-    bundles: Vec<PathBuf>,
-    /// Of each directory of bundles, only the latest bundle from TIME or before: a date
-    /// (2026-05-01, meaning the end of that day UTC), an RFC 3339 time, or another form
-    /// `inspect logs --since` takes (2026-05-01 12:00, yesterday, 7d ago).
+    /// The bundles (.tar.gz files, folders they were extracted to, or directories of bundles),
+    /// then one SQL statement.
+    //
+    // One positional, split here: clap ends a list of positionals followed by another at the
+    // first option, so `sql DIR --as-of X QUERY` would read DIR as the query.
+    #[arg(required = true, num_args = 1.., value_name = "BUNDLE... QUERY")]
+    operands: Vec<PathBuf>,
+    /// Of each directory of bundles, only the latest bundle from TIME or before: a day
+    /// (2026-05-01, today, yesterday: the end of that day UTC), an RFC 3339 time, or another
+    /// form `inspect logs --since` takes (2026-05-01 12:00, 7d ago).
     #[arg(long, value_name = "TIME")]
     as_of: Option<String>,
     #[command(flatten)]
     pile: history::PileArgs,
-    /// One SQL statement.
-    query: String,
     /// Write the tables to this new SQLite file and keep it (it must not exist), with an index
     /// of fact_values by path for the queries to come; a temporary file is used and removed
     /// otherwise.
@@ -286,8 +305,9 @@ fn verify(args: VerifyArgs, format: Format) -> anyhow::Result<ExitStatus> {
             let name = args.bundle.display();
             if verification.problems.is_empty() {
                 emit(&format!(
-                    "{name}: every file matches meta/index.json ({} files, {})",
-                    verification.indexed,
+                    "{name}: every file matches meta/index.json ({} files, the index among \
+                     them, {})",
+                    verification.files,
                     bytes(verification.bytes)
                 ));
             } else {
@@ -375,6 +395,7 @@ fn summary(args: BundleArg, format: Format) -> anyhow::Result<ExitStatus> {
                 .find(|o| &o.plugin == plugin && &o.node == node)
                 // `lost`, `timed-out`, `interrupted` say more than the stand-in's `failed`.
                 .map(|o| match &o.result_status {
+                    Some(_) if o.status == "complete" && o.empty => EMPTY_PASS.to_owned(),
                     Some(result) if o.status == "complete" => result.clone(),
                     _ => o.status.clone(),
                 })
@@ -424,22 +445,51 @@ fn summary(args: BundleArg, format: Format) -> anyhow::Result<ExitStatus> {
 
 fn facts(args: FactsArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let bundle = Bundle::open(&args.bundle)?;
-    let facts = factbuoy_inspect::facts(&bundle, &args.node, args.plugin.as_deref())?;
+    let name = args.bundle.display();
+    let plugin = args.plugin.or(args.plugin_flag);
+    let from = plugin
+        .as_deref()
+        .map_or("any plugin".to_owned(), |p| format!("{p:?}"));
+    let (node, facts) = match args.node.or(args.node_flag) {
+        Some(node) => {
+            let facts = factbuoy_inspect::facts(&bundle, &node, plugin.as_deref())?;
+            (node, facts)
+        }
+        None => match factbuoy_inspect::only_node_facts(&bundle, plugin.as_deref())? {
+            OnlyNode::One(node, facts) => (node, facts),
+            OnlyNode::Several(nodes) => bail!(
+                "{name} has facts of {} nodes ({}): name one, as in `factbuoy inspect facts \
+                 {name} {}`",
+                nodes.len(),
+                nodes.join(", "),
+                nodes[0]
+            ),
+            OnlyNode::None => (String::new(), Vec::new()),
+        },
+    };
     if facts.is_empty() {
-        let from = args
-            .plugin
-            .as_deref()
-            .map_or("any plugin".to_owned(), |p| format!("{p:?}"));
+        // `inspect facts B setup` of a one-node bundle: the plugin was taken for the node.
+        if plugin.is_none()
+            && !node.is_empty()
+            && let OnlyNode::One(..) = factbuoy_inspect::only_node_facts(&bundle, Some(&node))?
+        {
+            bail!(
+                "{name} has no node {node:?}, but a plugin of that name: `factbuoy inspect \
+                 facts {name} --plugin {node}`"
+            );
+        }
+        let of = match node.as_str() {
+            "" => "any node".to_owned(),
+            node => format!("node {node:?}"),
+        };
         bail!(
-            "{} has no facts for node {:?} from {from}: `factbuoy inspect summary` lists its \
+            "{name} has no facts for {of} from {from}: `factbuoy inspect summary` lists its \
              nodes and plugins, and a plugin's facts are the artifacts `factbuoy plugin info` \
              shows it declares as facts",
-            args.bundle.display(),
-            args.node,
         );
     }
     if format != Format::Table {
-        emit_document(&json!({ "node": args.node, "plugins": facts }), format);
+        emit_document(&json!({ "node": node, "plugins": facts }), format);
         return Ok(ExitStatus::Success);
     }
     let mut rows = vec![vec!["PLUGIN".to_owned(), "PATH".into(), "VALUE".into()]];
@@ -486,9 +536,19 @@ fn query(args: QueryArgs, format: Format) -> anyhow::Result<ExitStatus> {
 }
 
 fn sql(args: SqlArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let (query, paths) = match args.operands.split_last() {
+        Some((query, paths)) if !paths.is_empty() => (query, paths),
+        _ => bail!(
+            "give the bundles, then one SQL statement: `factbuoy inspect sql run.tar.gz \
+             \"SELECT count(*) FROM setup\"`"
+        ),
+    };
+    let Some(query) = query.to_str() else {
+        bail!("the query {query:?} is not UTF-8 text: SQL is read as UTF-8");
+    };
     let mut bundles = Vec::new();
     let mut piles = 0;
-    for path in &args.bundles {
+    for path in paths {
         if !history::is_pile(path) {
             bundles.push(Bundle::open(path)?);
             continue;
@@ -525,7 +585,7 @@ fn sql(args: SqlArgs, format: Format) -> anyhow::Result<ExitStatus> {
             scratch.path().join("facts.sqlite")
         }
     };
-    let answer = factbuoy_inspect::sql::query(&bundles, &database, args.db.is_some(), &args.query)?;
+    let answer = factbuoy_inspect::sql::query(&bundles, &database, args.db.is_some(), query)?;
     if format != Format::Table {
         emit_document(&answer, format);
         return Ok(ExitStatus::Success);
