@@ -23,6 +23,7 @@ mod cli_runs;
 mod cli_terminal;
 mod contract;
 mod deploy_units;
+mod examples;
 mod fleet;
 mod fleet_cli;
 mod fleet_lifecycle;

@@ -6,6 +6,8 @@
 //! Exit codes: see [`output::EXIT_CODES`], which `--help` prints.
 
 mod commands;
+#[cfg(test)]
+mod examples;
 mod fact_cache;
 mod flags;
 mod json_report;

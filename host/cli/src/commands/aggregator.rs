@@ -26,7 +26,8 @@ pub enum AggregatorCommand {
     #[command(after_help = "Examples:\n  \
         factbuoy aggregator create --run-dir ./run --node web-1 --node web-2 \\\n      \
         --listen 0.0.0.0:7443 --server-name aggregator.example.com\n  \
-        factbuoy aggregator create --run-dir ./run --node db-1 --plugin setup -p setup:gather_subset=hardware")]
+        factbuoy aggregator create --run-dir ./run --node db-1 --plugin setup \\\n      \
+        -p setup:gather_subset=hardware")]
     Create(CreateArgs),
     /// Issue a client certificate from a run's CA into a directory (ca.pem, client.pem, client.key).
     #[command(after_help = "Examples:\n  \
