@@ -1,5 +1,6 @@
-//! The workspace's shape, checked: no crate has an import cycle between its modules, and no
-//! command module of the binary imports another (docs/architecture.md).
+//! The workspace's shape, checked: no crate has an import cycle between its modules, no command
+//! module of the binary imports another, and no crate depends on one the architecture rules
+//! out for it, read from `cargo metadata` (docs/architecture.md).
 //!
 //! Each crate's module tree is read from its sources with `syn` (no build needed). Every path in
 //! a module's code (`crate::a::b`, `super::x`, a name brought in by `use`, paths inside macro
@@ -544,5 +545,177 @@ fn no_command_of_the_binary_imports_another() {
             .map(|(a, b, path)| format!("commands::{a} → commands::{b} ({path})"))
             .collect::<Vec<_>>()
             .join("\n")
+    );
+}
+
+/// How a crate may not reach another (docs/architecture.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// Through its normal dependencies at any depth: it would be linked in.
+    Linked,
+    /// As a normal dependency of its own.
+    Direct,
+}
+
+/// The rules docs/architecture.md states: (crate, what it must not reach, how).
+const DEPENDENCY_RULES: &[(&str, &str, Reach)] = &[
+    ("factbuoy-aggregator", "kube", Reach::Linked),
+    ("factbuoy-aggregator", "wasmtime", Reach::Linked),
+    ("factbuoy-aggregator", "rusqlite", Reach::Linked),
+    ("factbuoy-agent", "kube", Reach::Linked),
+    ("factbuoy-protocol", "wasmtime", Reach::Linked),
+    ("factbuoy-protocol", "kube", Reach::Linked),
+    ("factbuoy-dispatch", "factbuoy-aggregator", Reach::Linked),
+    ("factbuoy-dispatch", "factbuoy-agent", Reach::Linked),
+    // The binary reaches a cluster only through factbuoy-kubernetes.
+    ("factbuoy", "kube", Reach::Direct),
+    ("factbuoy", "k8s-openapi", Reach::Direct),
+];
+
+/// Each package's normal (linked) dependencies, by package name, from `cargo metadata`.
+fn normal_dependencies() -> BTreeMap<String, BTreeSet<String>> {
+    let output = std::process::Command::new(env!("CARGO"))
+        .current_dir(workspace())
+        .args(["metadata", "--format-version", "1", "--locked"])
+        .output()
+        .expect("running cargo metadata");
+    assert!(
+        output.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let name_of: BTreeMap<&str, &str> = metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["id"].as_str().unwrap(), p["name"].as_str().unwrap()))
+        .collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for node in metadata["resolve"]["nodes"].as_array().unwrap() {
+        let deps = graph
+            .entry(name_of[node["id"].as_str().unwrap()].to_owned())
+            .or_default();
+        for dep in node["deps"].as_array().unwrap() {
+            let normal = dep["dep_kinds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k["kind"].is_null());
+            if normal {
+                deps.insert(name_of[dep["pkg"].as_str().unwrap()].to_owned());
+            }
+        }
+    }
+    graph
+}
+
+/// Each broken rule, with the chain of dependencies that breaks it.
+fn broken_rules(
+    graph: &BTreeMap<String, BTreeSet<String>>,
+    rules: &[(&str, &str, Reach)],
+) -> Vec<String> {
+    let mut broken = Vec::new();
+    for &(from, to, reach) in rules {
+        assert!(graph.contains_key(from), "no crate {from} in the workspace");
+        // Breadth first, so the chain shown is a shortest one.
+        let mut previous: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut queue = std::collections::VecDeque::from([from]);
+        while let Some(at) = queue.pop_front() {
+            if at == to {
+                let mut chain = vec![to];
+                while let Some(before) = previous.get(chain.last().unwrap()) {
+                    chain.push(before);
+                }
+                chain.reverse();
+                broken.push(format!(
+                    "{from} must not reach {to} ({reach:?}): {}",
+                    chain.join(" → ")
+                ));
+                break;
+            }
+            if at != from && reach == Reach::Direct {
+                continue;
+            }
+            for next in graph.get(at).into_iter().flatten() {
+                if next != from && !previous.contains_key(next.as_str()) {
+                    previous.insert(next.as_str(), at);
+                    queue.push_back(next);
+                }
+            }
+        }
+    }
+    broken
+}
+
+#[test]
+fn every_crate_keeps_the_dependency_rules_of_the_architecture() {
+    let broken = broken_rules(&normal_dependencies(), DEPENDENCY_RULES);
+    assert!(
+        broken.is_empty(),
+        "dependencies docs/architecture.md rules out:\n{}",
+        broken.join("\n")
+    );
+}
+
+/// The rules' checker finds an edge that breaks one, at any depth, and only the direct one
+/// where only direct dependencies are ruled out.
+#[test]
+fn a_broken_dependency_rule_is_found_with_its_chain() {
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("app", vec!["lib", "kube-wrapper"]),
+        ("lib", vec!["engine"]),
+        ("kube-wrapper", vec!["kube"]),
+        ("engine", vec![]),
+        ("kube", vec![]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.into_iter().map(str::to_owned).collect()))
+    .collect();
+    let broken = broken_rules(
+        &graph,
+        &[
+            ("app", "engine", Reach::Linked),
+            ("app", "kube", Reach::Direct),
+            ("lib", "kube", Reach::Linked),
+        ],
+    );
+    assert_eq!(
+        broken,
+        ["app must not reach engine (Linked): app → lib → engine"]
+    );
+    let direct = broken_rules(&graph, &[("kube-wrapper", "kube", Reach::Direct)]);
+    assert_eq!(
+        direct,
+        ["kube-wrapper must not reach kube (Direct): kube-wrapper → kube"]
+    );
+}
+
+/// The README's layout table names every folder at the top of the repository, so that a
+/// newcomer finds each one explained.
+#[test]
+fn the_readmes_layout_table_names_every_top_level_folder() {
+    let root = workspace();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let (_, layout) = readme.split_once("## Layout").expect("a Layout section");
+    let tracked = std::process::Command::new("git")
+        .current_dir(&root)
+        .args(["ls-files"])
+        .output()
+        .expect("running git ls-files");
+    assert!(tracked.status.success());
+    let folders: BTreeSet<String> = String::from_utf8(tracked.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|path| path.split_once('/').map(|(top, _)| top.to_owned()))
+        .collect();
+    assert!(folders.len() > 5, "{folders:?}");
+    let missing: Vec<&String> = folders
+        .iter()
+        .filter(|folder| !layout.contains(&format!("| `{folder}/` |")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "README.md's Layout table has no row for {missing:?}"
     );
 }

@@ -515,3 +515,64 @@ fn a_plugin_built_against_every_frozen_contract_runs() {
         }
     }
 }
+
+/// A page that names a contract version as `factbuoy:plugin@V` (or `factbuoy:plugin/NAME@V`)
+/// names the one the binary speaks: a version copied into a page drifts (the README said 0.1.2
+/// long after 0.2.0). Pages that need no number say "the contract" and leave it to `factbuoy
+/// version`.
+#[test]
+fn the_contract_version_every_page_names_is_the_one_the_binary_speaks() {
+    // Named on purpose: a version no factbuoy supports, in the refusal it gets, and the next
+    // breaking line in the steps that make it.
+    const NOT_CURRENT: &[(&str, &str)] = &[
+        ("docs/wit-versioning.md", "9.0.0"),
+        ("docs/wit-versioning.md", "0.3.0"),
+    ];
+    let output = support::factbuoy()
+        .args(["version", "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let version: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let current = version["contract"]
+        .as_str()
+        .expect("version names its contract");
+    let root = workspace();
+    let pages = support::files_below(&root, &["target", "node_modules", ".git"], |path| {
+        path.extension().is_some_and(|e| e == "md")
+    });
+    let mut named = 0;
+    let mut wrong = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        let relative = page.strip_prefix(&root).unwrap().to_string_lossy();
+        for (start, _) in text.match_indices("factbuoy:plugin") {
+            let rest = &text[start + "factbuoy:plugin".len()..];
+            let rest = rest.strip_prefix('/').map_or(rest, |r| {
+                r.trim_start_matches(|c: char| c.is_ascii_lowercase() || c == '-')
+            });
+            let Some(rest) = rest.strip_prefix('@') else {
+                continue;
+            };
+            let version = rest
+                .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .next()
+                .unwrap()
+                .trim_end_matches('.');
+            // `factbuoy:plugin/plugin@…`: a pattern, not a version.
+            if version.is_empty() {
+                continue;
+            }
+            named += 1;
+            if version != current && !NOT_CURRENT.contains(&(relative.as_ref(), version)) {
+                wrong.push(format!("{relative}: factbuoy:plugin…@{version}"));
+            }
+        }
+    }
+    assert!(named > 0, "no page names the contract's version");
+    assert!(
+        wrong.is_empty(),
+        "the binary speaks factbuoy:plugin@{current}; these pages name another version: {}",
+        wrong.join(", ")
+    );
+}

@@ -2,8 +2,8 @@
 //! API server, builds the run's manifests, watches the nodes and the agent pods, admits agents by
 //! their pods' ServiceAccount tokens, and tunnels the operator's requests through port-forward.
 //!
-//! The aggregator never imports this crate: the binary connects the two, through the
-//! aggregator's node-set and admission interfaces.
+//! The aggregator never imports this crate, nor this crate the aggregator: factbuoy-kubernetes
+//! connects the two, through the aggregator's node-set and admission interfaces.
 
 pub mod admission;
 pub mod apply;
