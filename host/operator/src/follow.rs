@@ -75,8 +75,17 @@ impl Source {
     }
 
     /// What an error of a served run's operator listener tells the user: a fleet closes a run's
-    /// listeners a while after the run ends, and the bundle is then on the fleet's host.
+    /// listeners a while after the run ends, and the bundle is then on the fleet's host; a
+    /// bundle pruned since is gone.
     fn listener_error(&self, error: factbuoy_protocol::ClientError) -> anyhow::Error {
+        // A bundle removed after the run (pruned): the aggregator's sentence says it all.
+        if let factbuoy_protocol::ClientError::Status {
+            status, message, ..
+        } = &error
+            && status.as_u16() == 410
+        {
+            return anyhow::anyhow!("{}", factbuoy_protocol::text::printable(message));
+        }
         match self {
             Source::Fleet(_) => fleet_gone(error),
             Source::Served(_) | Source::Local(_) => error.into(),
