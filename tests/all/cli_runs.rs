@@ -443,6 +443,50 @@ fn a_killed_run_is_never_reported_running() {
             .contains("the run's process ended before the run did"),
         "{document}"
     );
+    let run_id = document["run_id"].as_str().unwrap();
+    // `runs` tells the same state as `status`.
+    let listed = host.output(&["runs", "-o", "json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed[0]["run_id"], run_id, "{listed}");
+    assert_eq!(listed[0]["status"], "failed", "{listed}");
+    assert!(
+        listed[0]["note"].as_str().unwrap().starts_with("abandoned"),
+        "{listed}"
+    );
+    // `delete` is for Kubernetes runs: it says so once, and names what removes a local run.
+    let deleted = host.output(&["delete", run_id]);
+    assert!(!deleted.status.success());
+    let said = text(&deleted.stderr);
+    assert_eq!(said.matches("is a local run").count(), 1, "{said}");
+    assert!(
+        said.contains("`factbuoy prune`") && !said.contains("kubeconfig"),
+        "{said}"
+    );
+    // What status suggests says what it waits for at once, not after a minute of silence.
+    let mut serve = host
+        .command(&["aggregator", "serve", "--exit-when-complete", "--run-dir"])
+        .arg(host.run_dir(&document))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines, said) = std::sync::mpsc::channel();
+    let stderr = serve.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines() {
+            let _ = lines.send(line.unwrap_or_default());
+        }
+    });
+    let waiting = said.recv_timeout(Duration::from_secs(10));
+    serve.kill().unwrap();
+    serve.wait().unwrap();
+    let waiting = waiting.expect("`aggregator serve` said nothing for 10s");
+    assert!(
+        waiting.contains("0 of 1 results in; waiting for hostile on this-host")
+            && waiting.contains("silent for 60s"),
+        "{waiting}"
+    );
     // prune takes a run whose aggregator is gone for abandoned, and keeps it: its directory
     // holds the only copy of what it collected. --all removes it.
     let run_dir = host.run_dir(&document);

@@ -244,12 +244,11 @@ impl Fleet {
         );
         let made: Value = serde_json::from_slice(&output.stdout).unwrap();
         assert_eq!(made["address"], self.address.as_str());
-        assert!(
-            made["command"]
-                .as_str()
-                .unwrap()
-                .starts_with("factbuoy agent join ")
-        );
+        // The token reaches the agent on its standard input, never on its command line.
+        assert!(made["command"].as_str().unwrap().starts_with(&format!(
+            "echo {} | factbuoy agent join ",
+            made["token"].as_str().unwrap()
+        )));
         (
             made["token"].as_str().unwrap().to_owned(),
             made["ca_pin"].as_str().unwrap().to_owned(),

@@ -32,6 +32,24 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// `line` run by the shell as a person would paste it, `factbuoy` on the PATH, with the
+/// operator's state directory in `state`.
+fn shell(state: &Path, line: &str) -> std::process::Output {
+    let bin = Path::new(env!("CARGO_BIN_EXE_factbuoy")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Command::new("sh")
+        .args(["-c", line])
+        .env("PATH", path)
+        .env("FACTBUOY_STATE_DIR", state)
+        .env("FACTBUOY_CACHE_DIR", crate::support::cache_dir())
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn run_fleet_on_the_fleets_machine_finds_its_credentials_and_the_member_says_what_it_serves() {
     let work = tempfile::tempdir().unwrap();
@@ -52,7 +70,6 @@ fn run_fleet_on_the_fleets_machine_finds_its_credentials_and_the_member_says_wha
         ])
         .arg("--dir")
         .arg(&fleet_dir)
-        .args(["-o", "json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -62,26 +79,34 @@ fn run_fleet_on_the_fleets_machine_finds_its_credentials_and_the_member_says_wha
         .read_line(&mut first)
         .unwrap();
     processes.0.push(fleet);
-    let served: serde_json::Value = serde_json::from_str(&first).unwrap();
-    let address = served["address"].as_str().unwrap().to_owned();
+    let address = first
+        .strip_prefix("fleet listening on ")
+        .and_then(|rest| rest.split_once(' '))
+        .unwrap_or_else(|| panic!("{first}"))
+        .0
+        .to_owned();
 
-    let token = operator(&state)
-        .args(["fleet", "token", "create", "-o", "json", "--dir"])
-        .arg(&fleet_dir)
-        .output()
-        .unwrap();
-    assert!(token.status.success(), "{}", text(&token.stderr));
-    let token: serde_json::Value = serde_json::from_slice(&token.stdout).unwrap();
-
+    // The hint it prints runs as printed, and so does the join line that prints.
+    let hint = first.split('`').nth(1).unwrap_or_else(|| panic!("{first}"));
+    let token = shell(&state, hint);
+    assert!(token.status.success(), "{hint}: {}", text(&token.stderr));
+    let join = text(&token.stdout).trim().to_owned();
+    // The token is not on the agent's command line, which every local user can read.
+    let agent = join
+        .split_once("| ")
+        .map_or(join.as_str(), |(_, agent)| agent);
+    assert!(
+        agent.starts_with("factbuoy agent join") && !agent.contains(" --token "),
+        "{join}"
+    );
+    let joined = shell(
+        &state,
+        &format!(
+            "{join} --node member-1 --state-dir {}",
+            member_dir.display()
+        ),
+    );
     // The join names the state directory `agent serve` must be given too.
-    let joined = factbuoy()
-        .args(["agent", "join", &address, "--node", "member-1"])
-        .args(["--token", token["token"].as_str().unwrap()])
-        .args(["--ca-pin", token["ca_pin"].as_str().unwrap()])
-        .arg("--state-dir")
-        .arg(&member_dir)
-        .output()
-        .unwrap();
     assert!(joined.status.success(), "{}", text(&joined.stderr));
     let hint = format!(
         "`factbuoy agent serve --state-dir {}`",
@@ -120,12 +145,10 @@ fn run_fleet_on_the_fleets_machine_finds_its_credentials_and_the_member_says_wha
     assert!(ran.status.success(), "{}", text(&ran.stderr));
     assert!(text(&ran.stdout).contains("hello"), "{}", text(&ran.stdout));
 
-    // `fleet nodes` lines its columns up under their headings.
-    let nodes = operator(&state)
-        .args(["fleet", "nodes", "--dir"])
-        .arg(&fleet_dir)
-        .output()
-        .unwrap();
+    // `fleet nodes` finds the fleet as `run --fleet` does, and lines its columns up under
+    // their headings.
+    let nodes = operator(&state).args(["fleet", "nodes"]).output().unwrap();
+    assert!(nodes.status.success(), "{}", text(&nodes.stderr));
     let nodes = text(&nodes.stdout);
     let lines: Vec<&str> = nodes.lines().collect();
     assert_eq!(lines.len(), 2, "{nodes}");

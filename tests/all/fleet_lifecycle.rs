@@ -225,6 +225,19 @@ fn a_finished_fleet_run_keeps_only_its_configuration_status_and_bundle_until_pru
     );
     assert_eq!(listing(&fleet.dir().join("runs")), Vec::<String>::new());
     assert_eq!(listing(&fleet.dir().join("bundles")), Vec::<String>::new());
+    // The fleet still serves the run for a while: retrieving its bundle says it was pruned.
+    let retrieved = fleet
+        .operator()
+        .args(["retrieve", "--out"])
+        .arg(fleet.path("again"))
+        .output()
+        .unwrap();
+    assert!(!retrieved.status.success());
+    let said = text(&retrieved.stderr);
+    assert!(
+        said.contains("`factbuoy fleet prune`") && !said.contains("500"),
+        "{said}"
+    );
     let nodes = fleet.succeed(&["fleet", "nodes", "-o", "json"]);
     assert!(
         text(&nodes.stdout).contains("member-1"),

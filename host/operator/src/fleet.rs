@@ -28,8 +28,8 @@ const PACKAGING_GRACE: Duration = Duration::from_secs(300);
 pub struct FleetTarget {
     /// The fleet's address, HOST:PORT.
     pub address: String,
-    /// The fleet's operator credentials [default: `operator/` of the fleet served from this
-    /// machine at `address`, else of the state directory's fleet].
+    /// The fleet's operator credentials [default: `operator/` of the fleet
+    /// [`StateDir::find_fleet`] finds for `address`].
     pub credentials: Option<PathBuf>,
     /// How long a node may stay silent before its results are given up as lost.
     pub lost_after: Duration,
@@ -59,15 +59,11 @@ pub(crate) async fn start(
     selection: &PluginSelection,
     timeout: Duration,
 ) -> anyhow::Result<(RunRecord, Requested, FleetStart)> {
-    // Unless named: the fleet served from this machine at that address, else the default one.
+    // Unless named: those of the fleet this machine serves at that address, else found as the
+    // `fleet` commands find it.
     let credentials = match &target.credentials {
         Some(dir) => dir.clone(),
-        None => FleetDir::new(
-            state
-                .fleet_served_at(&target.address)
-                .unwrap_or_else(|| state.fleet()),
-        )
-        .operator(),
+        None => FleetDir::new(state.find_fleet(Some(&target.address))?).operator(),
     };
     let identity = fleet_operator_identity(&credentials)?;
     let runtime = Runtime::new(RuntimeOptions {

@@ -67,7 +67,7 @@ impl Source {
                 }
                 match local_operator(local)?.status().await {
                     Ok(document) => Ok(document),
-                    Err(e) if e.is_retryable() => Ok(saved_status(&local.run_dir)?),
+                    Err(e) if e.is_retryable() => Ok(local_status(&local.run_dir)?.document),
                     Err(e) => Err(anyhow::Error::from(e).into()),
                 }
             }
@@ -75,8 +75,17 @@ impl Source {
     }
 
     /// What an error of a served run's operator listener tells the user: a fleet closes a run's
-    /// listeners a while after the run ends, and the bundle is then on the fleet's host.
+    /// listeners a while after the run ends, and the bundle is then on the fleet's host; a
+    /// bundle pruned since is gone.
     fn listener_error(&self, error: factbuoy_protocol::ClientError) -> anyhow::Error {
+        // A bundle removed after the run (pruned): the aggregator's sentence says it all.
+        if let factbuoy_protocol::ClientError::Status {
+            status, message, ..
+        } = &error
+            && status.as_u16() == 410
+        {
+            return anyhow::anyhow!("{}", factbuoy_protocol::text::printable(message));
+        }
         match self {
             Source::Fleet(_) => fleet_gone(error),
             Source::Served(_) | Source::Local(_) => error.into(),
@@ -301,21 +310,49 @@ pub(crate) fn local_operator(run: &LocalRun) -> anyhow::Result<Client> {
     .with_timeout(Duration::from_secs(10)))
 }
 
-/// The saved status of a local run whose aggregator does not answer. One that had not ended
-/// is reported failed: its process is gone, and nothing will end it but a new aggregator.
-pub fn saved_status(run_dir: &Path) -> anyhow::Result<StatusDocument> {
-    let mut document = RunDir::new(run_dir).saved_status()?;
-    if matches!(
-        document.status,
-        RunStatus::Running | RunStatus::PostProcessing
-    ) {
+/// How long a local run's operator listener may take to accept a connection before its
+/// process is taken for gone.
+const LIVENESS_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A local run's status as its run directory tells it, without asking its aggregator.
+#[derive(Debug)]
+pub struct LocalStatus {
+    /// Its status: the final one of a retired run, else the saved one; failed, saying why and
+    /// what to do, when it was abandoned.
+    pub document: StatusDocument,
+    /// The run had not ended and its operator listener takes no connection: its process
+    /// ended before the run did (killed?), and nothing will end it but a new aggregator.
+    pub abandoned: bool,
+}
+
+/// The state of the local run in `run_dir`, the one `status`, `runs` and `prune` all tell.
+pub fn local_status(run_dir: &Path) -> anyhow::Result<LocalStatus> {
+    let dir = RunDir::new(run_dir);
+    if let Some(document) = dir.load_final_status()? {
+        return Ok(LocalStatus {
+            document,
+            abandoned: false,
+        });
+    }
+    let mut document = dir.saved_status()?;
+    // The configuration holds the port the listener bound at its first start.
+    let listening = || {
+        dir.load_config().is_ok_and(|config| {
+            std::net::TcpStream::connect_timeout(&config.operator_listen, LIVENESS_TIMEOUT).is_ok()
+        })
+    };
+    let abandoned = !ended(document.status) && !listening();
+    if abandoned {
         document.status = RunStatus::Failed;
         document.error = Some(format!(
-            "the run's process ended before the run did (killed?); `factbuoy aggregator serve --run-dir {} --exit-when-complete` ends it and writes its bundle",
+            "abandoned: the run's process ended before the run did (killed?); `factbuoy aggregator serve --run-dir {} --exit-when-complete` ends it with what was collected and writes its bundle; `factbuoy prune --all` removes it, with every other run that ended without a bundle",
             run_dir.display()
         ));
     }
-    Ok(document)
+    Ok(LocalStatus {
+        document,
+        abandoned,
+    })
 }
 
 /// Downloads a local run's bundle from its aggregator while it still serves it, resuming a

@@ -11,14 +11,12 @@ use factbuoy_aggregator::RunDir;
 use factbuoy_kubernetes::Target as Cluster;
 use factbuoy_protocol::types::{ResultStatus, RunStatus, StatusDocument};
 
-use crate::follow::{Source, ended};
+use crate::follow::{Source, ended, local_status};
 use crate::records::{LocalRun, RunRecord};
 use crate::state::StateDir;
 
 /// How long a Kubernetes or fleet run's aggregator may take to answer a listing.
 const LIVE_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long a local run's operator listener may take to accept a connection.
-const LIVENESS_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// One run, as listed.
 #[derive(Debug, Clone, Serialize)]
@@ -33,7 +31,8 @@ pub struct Listed {
     pub status: Option<RunStatus>,
     /// How many of its results failed.
     pub failed_results: usize,
-    /// Why its status is not known, or what is odd about it (`abandoned`).
+    /// Why its status is not known, or what is odd about it (`abandoned`: failed, its process
+    /// gone before the run ended).
     pub note: Option<String>,
     /// Where it is: a run directory, a namespace, a fleet's address.
     pub place: String,
@@ -100,11 +99,10 @@ pub async fn list(state: &StateDir, cluster: &Cluster, live: bool) -> anyhow::Re
     Ok(listed)
 }
 
-/// A local run's entry, from its run directory: its final status, or its saved state, which
-/// a run whose operator listener no longer answers will not leave (abandoned).
+/// A local run's entry, from its run directory: its state as `status` tells it
+/// ([`local_status`]), failed and noted abandoned when its process ended before the run did.
 fn local_entry(run: &LocalRun) -> Listed {
-    let dir = RunDir::new(&run.run_dir);
-    let config = dir.load_config().ok();
+    let config = RunDir::new(&run.run_dir).load_config().ok();
     let mut entry = Listed {
         run_id: run.run_id.clone(),
         kind: "local",
@@ -115,29 +113,14 @@ fn local_entry(run: &LocalRun) -> Listed {
         place: run.run_dir.display().to_string(),
         current: false,
     };
-    let document = match (dir.load_final_status(), &config) {
-        (Ok(Some(document)), _) => document,
-        (_, Some(_)) => match dir.saved_status() {
-            Ok(document) => document,
-            Err(e) => {
-                entry.note = Some(format!("{e:#}"));
-                return entry;
+    match local_status(&run.run_dir) {
+        Ok(local) => {
+            describe(&mut entry, &local.document);
+            if local.abandoned {
+                entry.note = Some("abandoned: its process ended before the run did".to_owned());
             }
-        },
-        (Err(e), None) => {
-            entry.note = Some(e.to_string());
-            return entry;
         }
-        (Ok(None), None) => {
-            entry.note = Some("its run.json is unreadable".to_owned());
-            return entry;
-        }
-    };
-    describe(&mut entry, &document);
-    if !ended(document.status)
-        && std::net::TcpStream::connect_timeout(&run.operator_address, LIVENESS_TIMEOUT).is_err()
-    {
-        entry.note = Some("abandoned: its process ended before the run did".to_owned());
+        Err(e) => entry.note = Some(format!("{e:#}")),
     }
     entry
 }

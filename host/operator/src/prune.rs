@@ -15,11 +15,8 @@ use factbuoy_aggregator::fleet::FleetDir;
 
 use factbuoy_protocol::types::{ResultStatus, StatusDocument, wire_name};
 
-use crate::follow::ended;
+use crate::follow::{ended, local_status};
 use crate::state::StateDir;
-
-/// How long pruning waits for a run's operator listener before taking its process for dead.
-const LIVENESS_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// What to prune.
 #[derive(Debug, Clone, Default)]
@@ -175,29 +172,30 @@ fn ended_run(
             .map(|t| t.name.clone())
             .filter(|name| Path::new(name).file_name() == Some(name.as_ref()))
     };
-    if let Some(document) = dir.load_final_status()? {
-        return Ok(Some((run(&document), bundle_name(&document))));
+    match unfinished {
+        Unfinished::AbandonedIfSilent => {
+            let local = local_status(dir.root())?;
+            if local.abandoned {
+                return Ok(Some((
+                    Pruned {
+                        status: "abandoned".to_owned(),
+                        bundled: false,
+                        ..run(&local.document)
+                    },
+                    None,
+                )));
+            }
+            let document = local.document;
+            Ok(ended(document.status).then(|| (run(&document), bundle_name(&document))))
+        }
+        Unfinished::Kept => {
+            let document = match dir.load_final_status()? {
+                Some(document) => document,
+                None => dir.saved_status()?,
+            };
+            Ok(ended(document.status).then(|| (run(&document), bundle_name(&document))))
+        }
     }
-    let document = dir.saved_status()?;
-    if ended(document.status) {
-        return Ok(Some((run(&document), bundle_name(&document))));
-    }
-    if let Unfinished::Kept = unfinished {
-        return Ok(None);
-    }
-    // The configuration holds the port the listener bound at its first start.
-    let answering =
-        std::net::TcpStream::connect_timeout(&config.operator_listen, LIVENESS_TIMEOUT).is_ok();
-    Ok((!answering).then(|| {
-        (
-            Pruned {
-                status: "abandoned".to_owned(),
-                bundled: false,
-                ..run(&document)
-            },
-            None,
-        )
-    }))
 }
 
 #[cfg(test)]

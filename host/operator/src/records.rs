@@ -15,6 +15,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use factbuoy_aggregator::RunDir;
+use factbuoy_aggregator::fleet::FleetDir;
 use factbuoy_kubernetes::Target as Cluster;
 use factbuoy_protocol::Client;
 use factbuoy_protocol::tls::Identity;
@@ -277,9 +278,38 @@ impl StateDir {
         Ok(())
     }
 
-    /// The folder of the fleet served from this machine at `address`, if one is.
-    pub fn fleet_served_at(&self, address: &str) -> Option<PathBuf> {
-        self.fleets().remove(address)
+    /// The directory of the fleet a command means, by one rule for `run --fleet ADDRESS` and
+    /// the `fleet` commands: the fleet served from this machine at `address`, when one is;
+    /// else the state directory's `fleet/` when a fleet was served from it; else the one fleet
+    /// served from this machine. With none, `fleet/`; with several, an error naming them.
+    pub fn find_fleet(&self, address: Option<&str>) -> anyhow::Result<PathBuf> {
+        let fleets = self.fleets();
+        if let Some(dir) = address.and_then(|address| fleets.get(address)) {
+            return Ok(dir.clone());
+        }
+        let default = self.fleet();
+        if FleetDir::new(&default).holds_fleet() {
+            return Ok(default);
+        }
+        let mut served: Vec<PathBuf> = fleets
+            .into_values()
+            .filter(|dir| FleetDir::new(dir).holds_fleet())
+            .collect();
+        served.sort();
+        served.dedup();
+        match served.as_slice() {
+            [] => Ok(default),
+            [one] => Ok(one.clone()),
+            several => anyhow::bail!(
+                "{} fleets are served from this machine ({}); name one with --dir DIR (with `run --fleet`, its operator credentials with --fleet-credentials DIR/operator)",
+                several.len(),
+                several
+                    .iter()
+                    .map(|dir| dir.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
     }
 
     fn fleets(&self) -> std::collections::BTreeMap<String, PathBuf> {

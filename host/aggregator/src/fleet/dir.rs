@@ -40,6 +40,10 @@ impl FleetDir {
     pub fn root(&self) -> &Path {
         &self.0
     }
+    /// Whether a fleet was served from the directory (its `fleet.json` is there).
+    pub fn holds_fleet(&self) -> bool {
+        self.settings().exists()
+    }
     pub(crate) fn pki(&self) -> PathBuf {
         self.0.join("pki")
     }

@@ -71,11 +71,23 @@ pub(crate) async fn bundle(
     };
     let path = shared.config.bundle_dir.join(&tar_info.name);
     let mut file = tokio::fs::File::open(&path).await.map_err(|e| {
-        reject(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "storage",
-            format!("opening the bundle: {e}"),
-        )
+        if e.kind() == std::io::ErrorKind::NotFound {
+            // Pruned (`factbuoy fleet prune`) or removed by hand after the run ended.
+            reject(
+                StatusCode::GONE,
+                "gone",
+                format!(
+                    "the run's bundle {} was removed from the aggregator's host after the run ended (by `factbuoy fleet prune`, or by hand) and cannot be downloaded any more; a new run makes a new one",
+                    tar_info.name
+                ),
+            )
+        } else {
+            reject(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "storage",
+                format!("opening the bundle: {e}"),
+            )
+        }
     })?;
     let size = tar_info.size;
     let range = request

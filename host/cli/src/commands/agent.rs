@@ -96,8 +96,8 @@ pub struct AgentCommand {
 enum AgentAction {
     /// Join a fleet with a token: make this machine's key, get its enrollment certificate.
     #[command(after_help = "Examples:\n  \
-        factbuoy agent join fleet.example.com:7443 --token 0a1b2c3d4e5f.SECRET --ca-pin sha256:...\n  \
-        factbuoy agent join 10.0.0.5:7443 --token ... --ca-pin ... --node db-7 --state-dir /var/lib/factbuoy-agent")]
+        echo 0a1b2c3d4e5f.SECRET | factbuoy agent join fleet.example.com:7443 --token-file - --ca-pin sha256:...\n  \
+        factbuoy agent join 10.0.0.5:7443 --token-file token --ca-pin ... --node db-7 --state-dir /var/lib/factbuoy-agent")]
     Join(JoinArgs),
     /// Serve the fleet this machine joined: wait for runs, take part in each, renew the enrollment.
     #[command(
@@ -225,9 +225,19 @@ async fn deliver(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> 
 pub struct JoinArgs {
     /// The fleet's address, HOST:PORT, as the join line names it.
     address: String,
-    /// The join token, ID.SECRET.
-    #[arg(long, env = "FACTBUOY_JOIN_TOKEN", hide_env_values = true)]
-    token: String,
+    /// The join token, ID.SECRET. Deprecated: every user of this machine can read a command
+    /// line (in /proc) while the join runs; use --token-file, or FACTBUOY_JOIN_TOKEN.
+    #[arg(
+        long,
+        env = "FACTBUOY_JOIN_TOKEN",
+        hide_env_values = true,
+        required_unless_present = "token_file"
+    )]
+    token: Option<String>,
+    /// Read the join token from FILE, or from standard input with `-` (as the join line
+    /// `factbuoy fleet token create` prints does); it wins over --token.
+    #[arg(long, value_name = "FILE|-")]
+    token_file: Option<PathBuf>,
     /// The pin of the fleet's CA (sha256:...): the agent trusts only an aggregator holding it.
     #[arg(long)]
     ca_pin: String,
@@ -275,10 +285,23 @@ async fn join(args: JoinArgs, format: Format) -> anyhow::Result<ExitStatus> {
         Some(node) => node,
         None => factbuoy_operator::this_host()?,
     };
+    let token = match &args.token_file {
+        Some(file) => read_token(file)?,
+        None => {
+            if std::env::var_os("FACTBUOY_JOIN_TOKEN").is_none() {
+                tracing::warn!(
+                    "--token is deprecated: every user of this machine can read it in /proc while the join runs; use --token-file (`-` for standard input) or FACTBUOY_JOIN_TOKEN"
+                );
+            }
+            args.token
+                .clone()
+                .context("no join token: give --token-file, or FACTBUOY_JOIN_TOKEN")?
+        }
+    };
     let state = args.state.dir()?;
     let membership = factbuoy_agent::fleet::join(
         &args.address,
-        &args.token,
+        &token,
         &args.ca_pin,
         node,
         &state,
@@ -298,6 +321,28 @@ async fn join(args: JoinArgs, format: Format) -> anyhow::Result<ExitStatus> {
         machine => emit_document(&membership, machine),
     }
     Ok(ExitStatus::Success)
+}
+
+/// The join token in `file`, or on standard input for `-`: its first line, trimmed.
+fn read_token(file: &std::path::Path) -> anyhow::Result<String> {
+    let text = if file == std::path::Path::new("-") {
+        std::io::read_to_string(std::io::stdin())
+            .context("reading the join token from standard input")?
+    } else {
+        std::fs::read_to_string(file)
+            .with_context(|| format!("reading the join token from {}", file.display()))?
+    };
+    let token = text.lines().next().unwrap_or_default().trim();
+    anyhow::ensure!(
+        !token.is_empty(),
+        "no join token in {}; `factbuoy fleet token create` makes one",
+        if file == std::path::Path::new("-") {
+            "standard input".to_owned()
+        } else {
+            file.display().to_string()
+        }
+    );
+    Ok(token.to_owned())
 }
 
 async fn serve_member(args: AgentServeArgs) -> anyhow::Result<ExitStatus> {

@@ -5,7 +5,7 @@
 //! `prune` the pruning.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use factbuoy_aggregator::fleet::{self, FleetDir, FleetSettings, registry, tokens};
@@ -96,22 +96,39 @@ pub enum TokenCommand {
 
 #[derive(Debug, Args)]
 pub struct DirArgs {
-    /// The fleet's directory [default: ~/.local/state/factbuoy/fleet].
+    /// The fleet's directory [default: ~/.local/state/factbuoy/fleet when a fleet was served
+    /// from it, else the one fleet served from this machine, as `run --fleet` finds it].
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
 }
 
 impl DirArgs {
+    /// The fleet named, else the one found as `run --fleet` finds it; it must hold a fleet.
     fn fleet(&self) -> anyhow::Result<FleetDir> {
-        Ok(FleetDir::new(match &self.dir {
+        let dir = FleetDir::new(match &self.dir {
             Some(dir) => dir.clone(),
-            None => default_fleet_dir()?,
-        }))
+            None => StateDir::from_env()?.find_fleet(None)?,
+        });
+        anyhow::ensure!(
+            dir.holds_fleet(),
+            "no fleet in {}: `factbuoy fleet serve --dir {}` serves one there, or name a fleet's directory with --dir",
+            dir.root().display(),
+            shell_word(dir.root())
+        );
+        Ok(dir)
     }
 }
 
-fn default_fleet_dir() -> anyhow::Result<PathBuf> {
-    Ok(StateDir::from_env()?.fleet())
+/// `path` as one word of a shell command line: quoted when it holds anything but letters,
+/// digits and `/._-+:@%,=`.
+fn shell_word(path: &Path) -> String {
+    let text = path.display().to_string();
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:@%,=".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        text
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -149,7 +166,11 @@ pub async fn execute(command: FleetCommand, format: Format) -> anyhow::Result<Ex
             let token = tokens::create(&dir, *ttl, Some(uses))?;
             let pin = fleet::ca_pin(&dir)?;
             let address = settings.advertised();
-            let line = format!("factbuoy agent join {address} --token {token} --ca-pin {pin}");
+            // The token travels on standard input: a command line is readable by every user
+            // of the machine (in /proc) while the join runs; `echo` is the shell's own.
+            let line = format!(
+                "echo {token} | factbuoy agent join {address} --token-file - --ca-pin {pin}"
+            );
             match format {
                 Format::Table => emit(&line),
                 machine => emit_document(
@@ -228,7 +249,11 @@ pub async fn execute(command: FleetCommand, format: Format) -> anyhow::Result<Ex
 }
 
 async fn serve(args: ServeArgs, format: Format) -> anyhow::Result<ExitStatus> {
-    let dir = args.dir.fleet()?;
+    let state = StateDir::from_env()?;
+    let dir = FleetDir::new(match &args.dir.dir {
+        Some(dir) => dir.clone(),
+        None => state.fleet(),
+    });
     let mut names = args.names;
     if names.is_empty() {
         if !args.listen.ip().is_unspecified() {
@@ -252,11 +277,20 @@ async fn serve(args: ServeArgs, format: Format) -> anyhow::Result<ExitStatus> {
     if running.address.ip().is_unspecified() || running.address.ip().is_loopback() {
         addresses.extend([format!("127.0.0.1:{port}"), format!("localhost:{port}")]);
     }
-    if let Err(e) =
-        StateDir::from_env().and_then(|state| state.remember_fleet(&addresses, dir.root()))
-    {
+    if let Err(e) = state.remember_fleet(&addresses, dir.root()) {
         tracing::warn!("remembering where this fleet's operator credentials are: {e:#}");
     }
+    // The hint must run as printed: it names the directory unless the fleet commands find it.
+    let found = state.find_fleet(None).ok().map(std::path::absolute);
+    let token_create = match found {
+        Some(Ok(found)) if std::path::absolute(dir.root())? == found => {
+            "factbuoy fleet token create".to_owned()
+        }
+        _ => format!(
+            "factbuoy fleet token create --dir {}",
+            shell_word(dir.root())
+        ),
+    };
     let document = serde_json::json!({
         "address": running.address,
         "advertised": running.settings.advertised(),
@@ -265,8 +299,8 @@ async fn serve(args: ServeArgs, format: Format) -> anyhow::Result<ExitStatus> {
     });
     match format {
         Format::Table => emit(&format!(
-            "fleet listening on {} (agents dial {}; up to {} at once); `factbuoy fleet token create` \
-             makes a join token",
+            "fleet listening on {} (agents dial {}; up to {} at once); `{token_create}` makes a \
+             join token",
             running.address,
             running.settings.advertised(),
             running.max_agents
