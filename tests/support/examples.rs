@@ -29,9 +29,11 @@ pub fn help_lines(help: &str) -> Vec<String> {
     let Some((_, examples)) = help.split_once("Examples:\n") else {
         return Vec::new();
     };
+    // Indented lines, blank ones between them; the section ends at a line that is neither.
     let section: Vec<&str> = examples
         .lines()
-        .take_while(|line| line.starts_with("  "))
+        .take_while(|line| line.is_empty() || line.starts_with("  "))
+        .filter(|line| !line.is_empty())
         .collect();
     joined(&section)
 }

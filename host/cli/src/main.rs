@@ -110,7 +110,8 @@ enum Command {
         args_conflicts_with_subcommands = true,
         subcommand_negates_reqs = true,
         after_help = "Examples:\n  \
-        echo 0a1b2c3d4e5f.SECRET | factbuoy agent join fleet.example.com:7443 --token-file - --ca-pin sha256:...\n  \
+        echo 0a1b2c3d4e5f.SECRET | \\\n      \
+        factbuoy agent join fleet.example.com:7443 --token-file - --ca-pin sha256:...\n  \
         factbuoy agent serve\n  \
         factbuoy agent --aggregator 10.0.0.5:7443 --credentials ./web-1-creds --node web-1"
     )]

@@ -2,6 +2,7 @@
 //! every command of the whole tree and places each of its options before, between and after its
 //! positional arguments, and checks that each placement parses to the same positionals.
 
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Arg, ArgAction, Command, CommandFactory};
 
 use crate::Cli;
@@ -93,7 +94,6 @@ fn positionals_parsed(
 
 /// Whether `error` is `arg`'s parser refusing its value.
 fn rejects_value_of(error: &clap::Error, arg: &Arg) -> bool {
-    use clap::error::{ContextKind, ContextValue, ErrorKind};
     let about_arg = match error.get(ContextKind::InvalidArg) {
         Some(ContextValue::String(named)) => {
             arg.get_long()
@@ -147,11 +147,43 @@ fn every_option_parses_before_between_and_after_every_commands_positionals() {
                 )
             })
             .collect();
-        let required: Vec<&Arg> = options
+        let mut required: Vec<&Arg> = options
             .iter()
             .copied()
             .filter(|a| a.is_required_set())
             .collect();
+        // Options required through another's absence (`--token` unless `--token-file`): those
+        // the parser names as missing.
+        loop {
+            let mut args = path.clone();
+            args.extend(values.iter().flatten().cloned());
+            for arg in &required {
+                let value = takes_value(arg).then(|| candidates(arg).swap_remove(0));
+                args.extend(spelled(arg, value.as_deref()));
+            }
+            let missing = match parse(&args) {
+                Err(e) if e.kind() == ErrorKind::MissingRequiredArgument => {
+                    match e.get(ContextKind::InvalidArg) {
+                        Some(ContextValue::Strings(names)) => names.clone(),
+                        _ => break,
+                    }
+                }
+                _ => break,
+            };
+            let before = required.len();
+            for name in missing {
+                if let Some(arg) = options.iter().find(|a| {
+                    a.get_long()
+                        .is_some_and(|long| name.starts_with(&format!("--{long} ")))
+                }) && !required.iter().any(|r| r.get_id() == arg.get_id())
+                {
+                    required.push(arg);
+                }
+            }
+            if required.len() == before {
+                break;
+            }
+        }
         let mut option_values = std::collections::HashMap::new();
         let assemble = |values: &[Vec<String>],
                         option_values: &std::collections::HashMap<&str, String>,

@@ -96,8 +96,10 @@ pub struct AgentCommand {
 enum AgentAction {
     /// Join a fleet with a token: make this machine's key, get its enrollment certificate.
     #[command(after_help = "Examples:\n  \
-        echo 0a1b2c3d4e5f.SECRET | factbuoy agent join fleet.example.com:7443 --token-file - --ca-pin sha256:...\n  \
-        factbuoy agent join 10.0.0.5:7443 --token-file token --ca-pin ... --node db-7 --state-dir /var/lib/factbuoy-agent")]
+        echo 0a1b2c3d4e5f.SECRET | \\\n      \
+        factbuoy agent join fleet.example.com:7443 --token-file - --ca-pin sha256:...\n  \
+        factbuoy agent join 10.0.0.5:7443 --token-file token --ca-pin sha256:... \\\n      \
+        --node db-7 --state-dir /var/lib/factbuoy-agent")]
     Join(JoinArgs),
     /// Serve the fleet this machine joined: wait for runs, take part in each, renew the enrollment.
     #[command(
