@@ -235,12 +235,22 @@ fn value_end(doc: &[u8], at: usize) -> Option<usize> {
         b'{' | b'[' => {
             let mut depth = 0usize;
             let mut from = at;
+            // The next quote or opening bracket, and the next closing bracket, from `from` on
+            // (`doc.len()` for none): each searched for again only once `from` passed it, not
+            // at every step (which made a field's scan quadratic in its brackets).
+            let next = |from: usize, found: Option<usize>| found.map_or(doc.len(), |n| from + n);
+            let (mut open, mut close) = (at, at);
             loop {
-                let found = from
-                    + memchr::memchr3(b'"', b'{', b'[', doc.get(from..)?)
-                        .into_iter()
-                        .chain(memchr::memchr2(b'}', b']', doc.get(from..)?))
-                        .min()?;
+                if open < from {
+                    open = next(from, memchr::memchr3(b'"', b'{', b'[', &doc[from..]));
+                }
+                if close < from {
+                    close = next(from, memchr::memchr2(b'}', b']', &doc[from..]));
+                }
+                let found = open.min(close);
+                if found == doc.len() {
+                    return None;
+                }
                 match doc[found] {
                     b'"' => from = string_end(doc, found)?,
                     b'{' | b'[' => {
