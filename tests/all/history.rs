@@ -523,10 +523,19 @@ fn the_index_reads_only_new_bundles_and_trusts_no_bundle_that_changed_or_went() 
         .unwrap();
     file.set_modified(std::time::SystemTime::now()).unwrap();
     assert_eq!(indexed(&cache, d), (0, Value::Null));
-    // The same name with other bytes: built anew.
+    // The same name with other bytes: built anew (they are day 2's, so day1.tar.gz is now
+    // day2.tar.gz's copy, and the run is read once).
     std::fs::copy(&days[1], &days[0]).unwrap();
-    let (read, why) = indexed(&cache, d);
-    assert_eq!((read, why.as_str().unwrap()), (5, "day1.tar.gz changed"));
+    let update = inspect_json(&cache, &["index", d]);
+    assert_eq!(
+        (&update["added"], &update["rebuilt"], &update["duplicates"]),
+        (
+            &json!(4),
+            &json!("day1.tar.gz changed"),
+            &json!([{"bundle": "day2.tar.gz", "kept": "day1.tar.gz", "run_id": "day2"}])
+        ),
+        "{update:#}"
+    );
     std::fs::remove_file(&days[0]).unwrap();
     day(
         &dir,
@@ -772,4 +781,124 @@ fn report_of_a_directory_draws_the_historys_changes_per_day_in_a_real_browser() 
         dom.contains("run day4"),
         "the report is of the latest bundle"
     );
+}
+
+/// One run under two names (a bundle copied, or downloaded twice) counts once in every
+/// command that reads the directory, whichever order the files came in, and each command says
+/// on stderr which file it left out and which it read; two bundles of one run that differ are
+/// refused, naming both.
+#[test]
+fn a_run_under_two_names_counts_once_and_two_bundles_of_one_run_that_differ_are_refused() {
+    let (work, dir, cache, days) = piled();
+    let d = dir.to_str().unwrap();
+    assert_eq!(indexed(&cache, d), (4, json!("there was none")));
+    // Copies added after the index was made: one whose name sorts before the original's,
+    // one of the oldest run (neither is "older than the latest indexed": nothing is rebuilt).
+    std::fs::copy(&days[1], dir.join("backup-day2.tar.gz")).unwrap();
+    std::fs::copy(&days[0], dir.join("zz-day1.tar.gz")).unwrap();
+    let copies = json!([
+        {"bundle": "day2.tar.gz", "kept": "backup-day2.tar.gz", "run_id": "day2"},
+        {"bundle": "zz-day1.tar.gz", "kept": "day1.tar.gz", "run_id": "day1"},
+    ]);
+    let update = inspect_json(&cache, &["index", d]);
+    assert_eq!(
+        (&update["added"], &update["rebuilt"], &update["duplicates"]),
+        (&json!(0), &Value::Null, &copies),
+        "{update:#}"
+    );
+    let warned = |output: &Output| {
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let stderr = text(&output.stderr);
+        for said in [
+            "day2.tar.gz is left out: the same bytes as backup-day2.tar.gz (run day2)",
+            "zz-day1.tar.gz is left out: the same bytes as day1.tar.gz (run day1)",
+        ] {
+            assert!(stderr.contains(said), "{said:?} in {stderr}");
+        }
+    };
+
+    let counts = inspect(
+        &cache,
+        &[
+            "sql",
+            d,
+            "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM setup),
+                    (SELECT group_concat(bundle, ' ') FROM runs WHERE run_id = 'day2')",
+            "-o",
+            "json",
+        ],
+    );
+    warned(&counts);
+    let kept = dir.join("backup-day2.tar.gz");
+    assert_eq!(
+        json_of(&counts)["rows"],
+        json!([[4, 9, kept.to_str().unwrap()]])
+    );
+    let history = inspect(&cache, &["history", d, "ansible_kernel"]);
+    warned(&history);
+    assert!(
+        text(&history.stdout).starts_with(&format!("4 runs of {d} from")),
+        "{}",
+        text(&history.stdout)
+    );
+    let answer = inspect_json(&cache, &["history", d, "ansible_kernel"]);
+    assert_eq!(answer["duplicates"], copies);
+    assert_eq!(answer["bundles"].as_array().unwrap().len(), 4);
+    let since = inspect(&cache, &["diff", d, "--since", "2030-03-01", "-o", "json"]);
+    warned(&since);
+    assert_eq!(json_of(&since)["before"]["run_id"], "day1");
+    let page = work.path().join("history.html");
+    let report = inspect(&cache, &["report", d, "--out", page.to_str().unwrap()]);
+    warned(&report);
+    let page = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        page.contains(r#""timeline":{"runs":4,"days":[{"date":"2030-03-01","runs":1,"#),
+        "four runs, the first day's once"
+    );
+
+    // Built anew, the same file of each pair is read.
+    std::fs::remove_dir_all(cache.join("factbuoy")).unwrap();
+    let update = inspect_json(&cache, &["index", d]);
+    assert_eq!(
+        (&update["added"], &update["duplicates"]),
+        (&json!(4), &copies)
+    );
+    // A copy removed is forgotten, with nothing to build anew.
+    std::fs::remove_file(dir.join("zz-day1.tar.gz")).unwrap();
+    let update = inspect_json(&cache, &["index", d]);
+    assert_eq!(
+        (&update["rebuilt"], &update["duplicates"]),
+        (&Value::Null, &json!([copies[0]]))
+    );
+
+    // Another bundle of run day3, with other facts: refused by every command, naming both.
+    let elsewhere = work.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let other = day(
+        &elsewhere,
+        "2030-03-03T02:00:00.5Z",
+        "day3",
+        ORIGIN,
+        &[on("web-1", "6.1.0-99", "3.0.2")],
+    );
+    std::fs::rename(&other, dir.join("day3-again.tar.gz")).unwrap();
+    let page = work.path().join("refused.html");
+    for args in [
+        &["index", d][..],
+        &["history", d],
+        &["sql", d, "SELECT count(*) FROM runs"],
+        &["diff", d, "--since", "2030-03-01"],
+        &["report", d, "--out", page.to_str().unwrap()],
+    ] {
+        let refused = inspect(&cache, args);
+        assert_eq!(refused.status.code(), Some(2), "{args:?}");
+        let error = text(&refused.stderr);
+        assert!(
+            error.contains(
+                "day3-again.tar.gz and day3.tar.gz are both run day3, but not the same bytes"
+            ),
+            "{args:?}: {error}"
+        );
+    }
+    assert!(!page.exists());
 }

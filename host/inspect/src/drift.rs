@@ -18,9 +18,10 @@ use serde::Serialize;
 use serde_json::Value;
 use wildmatch::WildMatch;
 
-use crate::facts::{Found, ROW_BUFFER_BYTES, RunDocuments, each_line, run_and_facts};
+use crate::facts::{Found, ROW_BUFFER_BYTES, RunDocuments, each_line, run_and_checked_facts};
 use crate::keyed::{InRow, Row, TableLeaves, each_keyed_leaf};
 use crate::meta::nodes_of;
+use crate::raw::{maps_keep_document_order, top_level_fields};
 use factbuoy_bundle::reader::{Bundle, ReadError};
 
 /// Facts that change between any two gatherings of one host: `*` matches any run of
@@ -279,6 +280,54 @@ pub struct BundleRun {
     pub created: Option<String>,
 }
 
+/// The top-level fields of a facts document that is an object of distinct plain keys (not
+/// empty: an empty document is one fact), in the order a parsed document's fields come.
+fn fields_in_map_order(doc: &[u8]) -> Option<Vec<(&str, &[u8])>> {
+    let mut fields = top_level_fields(doc).filter(|fields| !fields.is_empty())?;
+    if !maps_keep_document_order() {
+        fields.sort_unstable_by_key(|(key, _)| *key);
+    }
+    Some(fields)
+}
+
+/// The facts each top-level field of a source's documents added lately, by the field's key,
+/// with its bytes: a fleet's nodes mostly share most of their fields' bytes, and a field seen
+/// before is not parsed and walked again. A few per key (the fleet's OS versions, say), the
+/// latest used first; a node's own fields (names, addresses) push out the oldest.
+#[derive(Default)]
+struct RecentFields {
+    by_source: Vec<foldhash::HashMap<String, Vec<SeenField>>>,
+}
+
+/// A field's bytes, and the facts it added.
+type SeenField = (Box<[u8]>, Box<[(u32, u32)]>);
+
+/// How many of each field's values [`RecentFields`] keeps.
+const RECENT_VALUES: usize = 4;
+
+impl RecentFields {
+    /// The facts the field `key` of `source` added when its bytes were `bytes`, if lately.
+    fn get(&mut self, source: usize, key: &str, bytes: &[u8]) -> Option<&[(u32, u32)]> {
+        let recent = self.by_source.get_mut(source)?.get_mut(key)?;
+        let at = recent.iter().position(|(seen, _)| **seen == *bytes)?;
+        recent[..=at].rotate_right(1);
+        Some(&recent[0].1)
+    }
+
+    /// Remembers that the field `key` of `source` whose bytes are `bytes` added `pairs`.
+    fn put(&mut self, source: usize, key: &str, bytes: &[u8], pairs: &[(u32, u32)]) {
+        if self.by_source.len() <= source {
+            self.by_source.resize_with(source + 1, Default::default);
+        }
+        let recent = match self.by_source[source].get_mut(key) {
+            Some(recent) => recent,
+            None => self.by_source[source].entry(key.to_owned()).or_default(),
+        };
+        recent.truncate(RECENT_VALUES - 1);
+        recent.insert(0, (bytes.into(), pairs.into()));
+    }
+}
+
 /// One node's facts of one source: (key, value) pairs sorted by key, packed as variable-length
 /// numbers (LEB128), each key as its distance from the one before and then its value; a
 /// fact costs 3 bytes or so rather than 8.
@@ -354,13 +403,9 @@ impl Fleet {
     ) -> Result<Fleet, ReadError> {
         let mut facts: HashMap<String, NodeFacts> = HashMap::new();
         let mut sources = BTreeSet::new();
-        let RunDocuments { run, status } = run_and_facts(bundle, |found, _| {
+        let mut recent = RecentFields::default();
+        let RunDocuments { run, status } = run_and_checked_facts(bundle, |found, _| {
             let mut pairs = Vec::new();
-            let mut add = |interner: &mut Interner, key: u32, value: &str| {
-                if !interner.ignored[key as usize] {
-                    pairs.push((key, interner.value(value)));
-                }
-            };
             let (node, source) = match found {
                 Found::Facts {
                     node,
@@ -368,11 +413,52 @@ impl Fleet {
                     list_keys,
                     facts,
                 } => {
+                    let parse = |bytes: &[u8]| {
+                        // Checked whole as it was read: no part of it fails to parse.
+                        serde_json::from_slice::<Value>(bytes).map_err(|cause| {
+                            ReadError::InvalidJson {
+                                entry: format!("{node}'s {source} facts"),
+                                cause,
+                            }
+                        })
+                    };
                     let source = interner.source(source);
-                    each_keyed_leaf(&facts, list_keys, |path, value| {
+                    let leaf = |interner: &mut Interner,
+                                pairs: &mut Vec<(u32, u32)>,
+                                path: &str,
+                                value: &str| {
                         let key = interner.key(source, path, ignore);
-                        add(interner, key, value)
-                    });
+                        if !interner.ignored[key as usize] {
+                            pairs.push((key, interner.value(value)));
+                        }
+                    };
+                    match fields_in_map_order(&facts) {
+                        // Field by field, in the order a parsed document's come, so that
+                        // paths and values are numbered as they would be; a field whose
+                        // bytes were read lately adds the facts it added then, unparsed.
+                        Some(fields) => {
+                            for (key, bytes) in fields {
+                                if let Some(known) = recent.get(source, key, bytes) {
+                                    pairs.extend_from_slice(known);
+                                    continue;
+                                }
+                                // The field alone, under its key: its facts get their whole
+                                // paths and the lists below it their keys.
+                                let field = Value::Object(serde_json::Map::from_iter([(
+                                    key.to_owned(),
+                                    parse(bytes)?,
+                                )]));
+                                let start = pairs.len();
+                                each_keyed_leaf(&field, list_keys, |path, value| {
+                                    leaf(interner, &mut pairs, path, value)
+                                });
+                                recent.put(source, key, bytes, &pairs[start..]);
+                            }
+                        }
+                        None => each_keyed_leaf(&parse(&facts)?, list_keys, |path, value| {
+                            leaf(interner, &mut pairs, path, value)
+                        }),
+                    }
                     (node, source)
                 }
                 // A table without row keys has rows nothing identifies (a journal written as
@@ -390,7 +476,9 @@ impl Fleet {
                     let source = interner.source(plugin);
                     let mut leaf = |path: &str, at: InRow, value: &str| {
                         let key = interner.table_key(source, path, at, ignore);
-                        add(interner, key, value)
+                        if !interner.ignored[key as usize] {
+                            pairs.push((key, interner.value(value)));
+                        }
                     };
                     let mut table = TableLeaves::new(artifact, row_keys);
                     let entry = rows.path().to_owned();

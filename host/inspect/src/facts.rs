@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use crate::declared::Declared;
 use crate::meta::missing;
+use crate::raw::{Checked, only_field};
 
 /// The most of one facts document read into memory; real ones are tens of kilobytes.
 pub const MAX_FACTS_BYTES: u64 = 64 * 1024 * 1024;
@@ -27,7 +28,17 @@ pub const MAX_FACTS_BYTES: u64 = 64 * 1024 * 1024;
 pub(crate) fn each_facts(
     bundle: &Bundle,
     wanted: impl Fn(&str, &str) -> bool,
-    mut found: impl FnMut(&str, &str, &[ListKeys], Value),
+    found: impl FnMut(&str, &str, &[ListKeys], Value),
+) -> Result<(), ReadError> {
+    each_facts_read(bundle, wanted, read_facts, found)
+}
+
+/// As [`each_facts`], each document read by `read`.
+fn each_facts_read<F>(
+    bundle: &Bundle,
+    wanted: impl Fn(&str, &str) -> bool,
+    read: impl Fn(&mut Entry<'_>) -> Result<F, ReadError>,
+    mut found: impl FnMut(&str, &str, &[ListKeys], F),
 ) -> Result<(), ReadError> {
     let mut declared = Declared::default();
     bundle.walk(|visited| {
@@ -39,8 +50,7 @@ pub(crate) fn each_facts(
             && let Some((source, list_keys)) = declared.facts_source(plugin, file)
             && wanted(node, &source)
         {
-            let facts: Value = entry.read_json(MAX_FACTS_BYTES)?;
-            found(node, &source, list_keys, facts);
+            found(node, &source, list_keys, read(entry)?);
         }
         Ok(())
     })
@@ -189,6 +199,29 @@ pub(crate) fn run_and_facts<E: From<ReadError>>(
 
 fn read_facts(entry: &mut Entry<'_>) -> Result<Value, ReadError> {
     entry.read_json(MAX_FACTS_BYTES)
+}
+
+/// As [`run_and_facts`], each facts document handed over as its bytes, checked as
+/// [`run_and_facts`] parses it: a document it refuses is refused here, with the same error.
+pub(crate) fn run_and_checked_facts<E: From<ReadError>>(
+    bundle: &Bundle,
+    found: impl FnMut(Found<'_, '_, Vec<u8>>, Option<&str>) -> Result<(), E>,
+) -> Result<RunDocuments, E> {
+    walk_run(bundle, Wanted::FACTS, read_checked, found).map(|(documents, _)| documents)
+}
+
+fn read_checked(entry: &mut Entry<'_>) -> Result<Vec<u8>, ReadError> {
+    let bytes = read_bytes(entry)?;
+    if serde_json::from_slice::<Checked>(&bytes).is_err()
+        && let Err(cause) = serde_json::from_slice::<Value>(&bytes)
+    {
+        // The error reading it whole gives, word for word.
+        return Err(ReadError::InvalidJson {
+            entry: entry.path().to_owned(),
+            cause,
+        });
+    }
+    Ok(bytes)
 }
 
 /// As [`run_and_facts`], but only tables are handed over: facts documents are passed over
@@ -388,6 +421,9 @@ pub struct FactPath {
     given: String,
     written: String,
     path: serde_json_path::JsonPath,
+    /// The top-level field every value it finds lies in, when it names one (`$.a...`, no
+    /// other `$` in it: a filter may compare with another field of the document).
+    field: Option<String>,
 }
 
 /// A path [`FactPath::parse`] cannot read.
@@ -416,10 +452,18 @@ impl FactPath {
             path: written.into(),
             cause,
         })?;
+        // As serde_json_path writes it back, a first segment `.name` is a field's name.
+        let normal = path.to_string();
+        let field = normal
+            .strip_prefix("$.")
+            .map(|rest| &rest[..rest.find(['.', '[']).unwrap_or(rest.len())])
+            .filter(|name| !name.is_empty() && *name != "*" && !normal[1..].contains('$'))
+            .map(str::to_owned);
         Ok(FactPath {
             given: written.to_owned(),
             written: full,
             path,
+            field,
         })
     }
 
@@ -461,9 +505,25 @@ pub struct PluginValues {
 /// facts document is dropped once asked.
 pub fn query(bundle: &Bundle, path: &FactPath) -> Result<Vec<Answer>, ReadError> {
     let mut answers: BTreeMap<String, BTreeMap<String, Vec<Value>>> = BTreeMap::new();
-    each_facts(
+    // A path into one field: only that field of each document is parsed into a tree, the
+    // rest checked as it would be parsed (a document refused whole is refused as before).
+    let read = |entry: &mut Entry<'_>| match &path.field {
+        Some(name) => {
+            let bytes = read_bytes(entry)?;
+            match only_field(&bytes, name) {
+                Some(only) => Ok(only),
+                None => serde_json::from_slice(&bytes).map_err(|cause| ReadError::InvalidJson {
+                    entry: entry.path().to_owned(),
+                    cause,
+                }),
+            }
+        }
+        None => read_facts(entry),
+    };
+    each_facts_read(
         bundle,
         |_, _| true,
+        read,
         |node, plugin, _, facts| {
             answers
                 .entry(node.to_owned())
@@ -549,6 +609,15 @@ mod tests {
             vec![Value::from("/"), Value::from("/boot")]
         );
         assert_eq!(values("$..mount").len(), 2);
+        let field = |p: &str| FactPath::parse(p).unwrap().field;
+        assert_eq!(field("cpu.cores").as_deref(), Some("cpu"));
+        assert_eq!(
+            field("$.ansible_mounts[*].mount").as_deref(),
+            Some("ansible_mounts")
+        );
+        for whole in ["$..mount", "$.*", "$['cpu']", "$.a[?@.b == $.c]", "$"] {
+            assert_eq!(field(whole), None, "{whole}");
+        }
         assert!(values("nothing.here").is_empty());
         assert!(FactPath::parse("a..[").is_err());
     }

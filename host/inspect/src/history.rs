@@ -20,8 +20,8 @@ mod timeline;
 mod times;
 
 pub use changes::{FactChange, FactHistory, NodeEvent, NodeEventKind, NodeHistory, SeenIn};
-pub use error::{HistoryError, OriginCount};
-pub use index::{Unreadable, Update};
+pub use error::{HistoryError, OriginCount, SameRun};
+pub use index::{Duplicate, Unreadable, Update};
 pub use open::{History, HistoryBundle};
 pub use timeline::{Day, Timeline, TopFact};
 

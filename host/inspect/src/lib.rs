@@ -23,6 +23,7 @@ mod journal_summary;
 mod keyed;
 pub mod logs;
 mod meta;
+mod raw;
 pub mod report;
 pub mod sql;
 mod summary;

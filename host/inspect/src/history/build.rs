@@ -29,6 +29,7 @@ use crate::drift::IgnoreList;
 use crate::facts::{Found, ROW_BUFFER_BYTES, each_line, run_and_raw_facts_digesting};
 use crate::keyed::{InRow, Row, TableLeaves, each_keyed_leaf};
 use crate::meta::wire;
+use crate::raw::top_level_fields;
 
 use super::state::{NewState, State, WHOLE};
 
@@ -476,123 +477,11 @@ impl<'t, 'k> Writer<'t, 'k> {
     }
 }
 
-/// The top-level fields of a JSON document that is an object, as (key, the value's bytes),
-/// found without parsing the values; `None` for anything else, a key with an escape in it, or
-/// a key given twice (such a document is read whole). Only finds where values end: a value
-/// is checked when it is parsed, the first time its bytes are seen.
-fn top_level_fields(doc: &[u8]) -> Option<Vec<(&str, &[u8])>> {
-    let mut at = skip_space(doc, 0);
-    if doc.get(at) != Some(&b'{') {
-        return None;
-    }
-    let mut fields = Vec::new();
-    at = skip_space(doc, at + 1);
-    if doc.get(at) == Some(&b'}') {
-        return (skip_space(doc, at + 1) == doc.len()).then_some(fields);
-    }
-    loop {
-        if doc.get(at) != Some(&b'"') {
-            return None;
-        }
-        let end = string_end(doc, at)?;
-        let key = &doc[at + 1..end - 1];
-        if key.contains(&b'\\') {
-            return None;
-        }
-        let key = std::str::from_utf8(key).ok()?;
-        at = skip_space(doc, end);
-        if doc.get(at) != Some(&b':') {
-            return None;
-        }
-        let start = skip_space(doc, at + 1);
-        let end = value_end(doc, start)?;
-        fields.push((key, &doc[start..end]));
-        at = skip_space(doc, end);
-        match doc.get(at) {
-            Some(b',') => at = skip_space(doc, at + 1),
-            Some(b'}') => break,
-            _ => return None,
-        }
-    }
-    if skip_space(doc, at + 1) != doc.len() {
-        return None;
-    }
-    let mut keys: Vec<&str> = fields.iter().map(|(key, _)| *key).collect();
-    keys.sort_unstable();
-    if keys.windows(2).any(|pair| pair[0] == pair[1]) {
-        return None;
-    }
-    Some(fields)
-}
-
-fn skip_space(doc: &[u8], mut at: usize) -> usize {
-    while doc
-        .get(at)
-        .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
-    {
-        at += 1;
-    }
-    at
-}
-
-/// Where the string that opens at `at` ends (after its closing quote).
-fn string_end(doc: &[u8], at: usize) -> Option<usize> {
-    let mut from = at + 1;
-    loop {
-        let found = from + memchr::memchr2(b'"', b'\\', doc.get(from..)?)?;
-        if doc[found] == b'\\' {
-            from = found + 2;
-        } else {
-            return Some(found + 1);
-        }
-    }
-}
-
-/// Where the value that starts at `at` ends.
-fn value_end(doc: &[u8], at: usize) -> Option<usize> {
-    match doc.get(at)? {
-        b'"' => string_end(doc, at),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut from = at;
-            loop {
-                let found = from
-                    + memchr::memchr3(b'"', b'{', b'[', doc.get(from..)?)
-                        .into_iter()
-                        .chain(memchr::memchr2(b'}', b']', doc.get(from..)?))
-                        .min()?;
-                match doc[found] {
-                    b'"' => from = string_end(doc, found)?,
-                    b'{' | b'[' => {
-                        depth += 1;
-                        from = found + 1;
-                    }
-                    _ => {
-                        depth -= 1;
-                        from = found + 1;
-                        if depth == 0 {
-                            return Some(from);
-                        }
-                    }
-                }
-            }
-        }
-        _ => {
-            let rest = doc.get(at..)?;
-            let end = rest
-                .iter()
-                .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
-                .unwrap_or(rest.len());
-            (end > 0).then_some(at + end)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use rusqlite::Connection;
 
-    use super::{Known, State, Writer, top_level_fields};
+    use super::{Known, State, Writer};
 
     /// The changes written for one node's document given as each text in turn, one bundle
     /// each: (bundle, path, value or `None` for a removal).
@@ -645,53 +534,5 @@ mod tests {
                 change(4, "a", Some("2")),
             ]
         );
-    }
-
-    #[test]
-    fn top_level_fields_are_found_without_parsing_and_odd_documents_are_read_whole() {
-        let doc = br#" { "a" : {"x": "}{][", "y": [1, {"z": "\"]"}]},
-            "b":"s\"t\\",
-            "c": -1.5e3 , "d":[], "e":{}, "f":true,"g":null }
-        "#;
-        let fields = top_level_fields(doc).unwrap();
-        let texts: Vec<(&str, &str)> = fields
-            .iter()
-            .map(|(key, value)| (*key, std::str::from_utf8(value).unwrap()))
-            .collect();
-        assert_eq!(
-            texts,
-            [
-                ("a", r#"{"x": "}{][", "y": [1, {"z": "\"]"}]}"#),
-                ("b", r#""s\"t\\""#),
-                ("c", "-1.5e3"),
-                ("d", "[]"),
-                ("e", "{}"),
-                ("f", "true"),
-                ("g", "null"),
-            ]
-        );
-        // Every value parses as JSON: the bytes are the value's, whole.
-        for (_, value) in &fields {
-            serde_json::from_slice::<serde_json::Value>(value).unwrap();
-        }
-        assert_eq!(top_level_fields(b"{}").unwrap(), []);
-        for odd in [
-            &b"[1, 2]"[..],
-            b"\"text\"",
-            br#"{"a": 1, "a": 2}"#,
-            br#"{"\u0061": 1}"#,
-            br#"{"a": 1} trailing"#,
-            br#"{"a": {"b": 1}"#,
-            br#"{"a": "unterminated}"#,
-            br#"{"a" 1}"#,
-            b"",
-        ] {
-            assert_eq!(
-                top_level_fields(odd),
-                None,
-                "{}",
-                String::from_utf8_lossy(odd)
-            );
-        }
     }
 }

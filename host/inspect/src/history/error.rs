@@ -48,6 +48,17 @@ pub enum HistoryError {
         /// Each origin and its number of bundles.
         origins: Vec<OriginCount>,
     },
+    /// Two files of the directory hold one run but differ.
+    #[error(
+        "{dir}: {} and {} are both run {}, but not the same bytes (sha-256 {} and {}): a run has one bundle, so one of them is not this run's own or not whole; move the one that is not out of the directory",
+        both.first, both.second, both.run_id, &both.first_sha256[..12], &both.second_sha256[..12]
+    )]
+    SameRunDiffers {
+        /// The directory.
+        dir: PathBuf,
+        /// The two files.
+        both: Box<SameRun>,
+    },
     /// A time could not be read.
     #[error(
         "{0:?} is not a time: give a day (2026-05-01, today, yesterday: for --as-of the end of that day UTC, for --since its start), an RFC 3339 time (2026-05-01T12:00:00Z) or a time as `inspect logs --since` takes it (7d ago, 2026-05-01 12:00)"
@@ -72,4 +83,19 @@ pub struct OriginCount {
     pub origin: String,
     /// Its bundles.
     pub bundles: usize,
+}
+
+/// Two files of one run whose bytes differ.
+#[derive(Debug, Clone, Serialize)]
+pub struct SameRun {
+    /// Their run.
+    pub run_id: String,
+    /// The file whose name sorts first.
+    pub first: String,
+    /// Its sha-256.
+    pub first_sha256: String,
+    /// The other.
+    pub second: String,
+    /// Its sha-256.
+    pub second_sha256: String,
 }

@@ -15,7 +15,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde::Serialize;
 
 use super::build::{self, AddError, Known, Slot};
-use super::error::HistoryError;
+use super::error::{HistoryError, SameRun};
 use super::pile::{self, OnDisk, RunHead};
 use super::state::State;
 use super::times::created_ns;
@@ -23,7 +23,7 @@ use super::times::created_ns;
 /// The index's layout; a file of another format is rebuilt, never read. Part of it: the
 /// value hash of `build`, and the version of factbuoy that wrote it.
 const FORMAT: &str = concat!(
-    "factbuoy history index 4, factbuoy ",
+    "factbuoy history index 5, factbuoy ",
     env!("CARGO_PKG_VERSION")
 );
 
@@ -32,7 +32,7 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
 CREATE TABLE bundles (seq INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, size INTEGER,
                       mtime_ns INTEGER, ctime_ns INTEGER, inode INTEGER, sha256 TEXT,
                       run_id TEXT, created TEXT, created_ns INTEGER, origin TEXT, status TEXT,
-                      error TEXT);
+                      error TEXT, copy_of INTEGER);
 CREATE TABLE nodes (id INTEGER PRIMARY KEY, origin TEXT NOT NULL, name TEXT NOT NULL,
                     UNIQUE (origin, name));
 CREATE TABLE sources (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
@@ -63,6 +63,9 @@ pub struct Update {
     /// Bundles that could not be read, each with why; left out of every answer, and read
     /// again once the file changes.
     pub unreadable: Vec<Unreadable>,
+    /// Bundles left out because another file of the directory holds the same bytes, the same
+    /// run: each run counts once.
+    pub duplicates: Vec<Duplicate>,
     /// The index's size on disk, its states file included.
     pub index_bytes: u64,
     /// The bundles' size on disk.
@@ -76,6 +79,17 @@ pub struct Unreadable {
     pub bundle: String,
     /// Why.
     pub error: String,
+}
+
+/// A bundle left out because it is another file of the same bytes as one that is read.
+#[derive(Debug, Clone, Serialize)]
+pub struct Duplicate {
+    /// Its file name.
+    pub bundle: String,
+    /// The file read instead: of the same bytes, the name that sorts first.
+    pub kept: String,
+    /// Their run.
+    pub run_id: String,
 }
 
 /// The index of `dir` at `index`, brought up to date; the connection is left open for the
@@ -104,6 +118,7 @@ pub(crate) fn update(dir: &Path, index: &Path) -> Result<(Connection, Update), H
                     return Ok((connection, update));
                 }
                 Err(Failed::Index(e)) => return Err(failed(e)),
+                Err(Failed::Refused(e)) => return Err(e),
                 Err(Failed::States(e)) => format!("its states file could not be read: {e}"),
             },
             Staleness::Rebuild(why) => why,
@@ -128,6 +143,7 @@ pub(crate) fn update(dir: &Path, index: &Path) -> Result<(Connection, Update), H
     let new = heads(&dir, on_disk.clone());
     let added = add_all(&mut connection, index, &dir, new).map_err(|e| match e {
         Failed::Index(e) => failed(e),
+        Failed::Refused(e) => e,
         Failed::States(cause) => HistoryError::Directory {
             dir: states_file(index),
             cause,
@@ -223,10 +239,15 @@ fn stale(
     };
     let mut indexed: HashMap<String, (OnDisk, Option<String>)> = HashMap::new();
     let mut latest = i64::MIN;
+    // The runs of the bundles read, and the files left out as copies of one of them.
+    let mut runs: std::collections::HashSet<String> = Default::default();
+    let mut copies: std::collections::HashSet<String> = Default::default();
     {
         let mut rows = connection
             .prepare(
-                "SELECT name, size, mtime_ns, ctime_ns, inode, sha256, created_ns FROM bundles",
+                "SELECT name, size, mtime_ns, ctime_ns, inode, sha256, created_ns, run_id,
+                        error IS NULL AND copy_of IS NULL, copy_of IS NOT NULL
+                 FROM bundles",
             )
             .map_err(failed)?;
         let mut rows = rows.query([]).map_err(failed)?;
@@ -240,6 +261,12 @@ fn stale(
             };
             let created: Option<i64> = row.get(6).map_err(failed)?;
             latest = latest.max(created.unwrap_or(i64::MIN));
+            if row.get(8).map_err(failed)? {
+                runs.insert(row.get(7).map_err(failed)?);
+            }
+            if row.get(9).map_err(failed)? {
+                copies.insert(file.name.clone());
+            }
             indexed.insert(file.name.clone(), (file, row.get(5).map_err(failed)?));
         }
     }
@@ -278,20 +305,31 @@ fn stale(
             .filter(|name| !on_disk.iter().any(|f| &f.name == *name))
             .collect();
         gone.sort();
-        return Ok(Staleness::Rebuild(format!(
-            "{} {} gone",
-            gone.iter()
-                .map(|n| n.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            if gone.len() == 1 { "is" } else { "are" }
-        )));
+        // A copy left out counted for nothing: forgotten, with nothing to build anew.
+        let (copies_gone, gone): (Vec<&String>, Vec<&String>) =
+            gone.into_iter().partition(|name| copies.contains(*name));
+        for name in copies_gone {
+            connection
+                .execute("DELETE FROM bundles WHERE name = ?1", [name])
+                .map_err(failed)?;
+        }
+        if !gone.is_empty() {
+            return Ok(Staleness::Rebuild(format!(
+                "{} {} gone",
+                gone.iter()
+                    .map(|n| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if gone.len() == 1 { "is" } else { "are" }
+            )));
+        }
     }
     let new = heads(dir, new);
+    // A copy of a run already read is not older: it is left out when added.
     if let Some(older) = new.iter().find(|n| {
-        n.head
-            .as_ref()
-            .is_ok_and(|head| created_ns(&head.created).unwrap_or(i64::MIN) < latest)
+        n.head.as_ref().is_ok_and(|head| {
+            !runs.contains(&head.run_id) && created_ns(&head.created).unwrap_or(i64::MIN) < latest
+        })
     }) {
         return Ok(Staleness::Rebuild(format!(
             "{} is older than the latest bundle indexed",
@@ -402,13 +440,22 @@ fn add_in_one(
     let mut seq: i64 = tx.query_row("SELECT coalesce(max(seq), 0) FROM bundles", [], |r| {
         r.get(0)
     })?;
-    let added = new.len();
+    let mut added = new.len();
     for (at, New { file, head }) in new.iter().enumerate() {
         seq += 1;
         let path = dir.join(&file.name);
         let read = match head {
             Err(e) => Err(e.clone()),
             Ok(head) => {
+                if let Some(kept) = read_before(&tx, &head.run_id)? {
+                    match leave_out_copy(&tx, dir, seq, file, head, kept)? {
+                        Copy::LeftOut => {
+                            added -= 1;
+                            continue;
+                        }
+                        Copy::Unreadable(e) => return Err(Adding::Unreadable(at, e)),
+                    }
+                }
                 let origin = head.origin.clone().unwrap_or_default();
                 let read = Bundle::open(&path)
                     .map_err(AddError::Read)
@@ -455,6 +502,118 @@ fn add_in_one(
     tx.commit()?;
     std::fs::rename(&written, states_file(index)).map_err(Failed::States)?;
     Ok(added)
+}
+
+/// A bundle read into the index.
+struct ReadBefore {
+    seq: i64,
+    file: OnDisk,
+    sha256: String,
+}
+
+/// The bundle of run `run_id` read into the index, if one was.
+fn read_before(tx: &Transaction<'_>, run_id: &str) -> rusqlite::Result<Option<ReadBefore>> {
+    tx.query_row(
+        "SELECT seq, name, size, mtime_ns, ctime_ns, inode, sha256 FROM bundles
+         WHERE run_id = ?1 AND error IS NULL AND copy_of IS NULL",
+        [run_id],
+        |row| {
+            Ok(ReadBefore {
+                seq: row.get(0)?,
+                file: OnDisk {
+                    name: row.get(1)?,
+                    size: row.get::<_, i64>(2)? as u64,
+                    mtime_ns: row.get(3)?,
+                    ctime_ns: row.get(4)?,
+                    inode: row.get::<_, i64>(5)? as u64,
+                },
+                sha256: row.get(6)?,
+            })
+        },
+    )
+    .optional()
+}
+
+/// What became of a bundle of a run already read.
+enum Copy {
+    /// Recorded as a copy, left out of every answer.
+    LeftOut,
+    /// Its bytes could not be read, for this reason.
+    Unreadable(String),
+}
+
+/// Records `file`, whose run `head` the index already read from `kept`, as the index's bundle
+/// number `seq`, left out of every answer, when it is the same bytes; refuses the directory
+/// when it is not: one run with two bundles that differ is not one history, and which of them
+/// is the run's own only the person who put them there knows.
+///
+/// "The same" is the same sha-256 of the file: the index records the digest of each bundle
+/// it reads anyway, and a copy is hashed without being decompressed, let alone parsed. Equal
+/// digests are equal bytes, so every answer is the same whichever is read; a digest of the
+/// content (`meta/index.json`) would take a lying index for its files, and it is the last
+/// entry of the archive, read only after decompressing all of it.
+///
+/// Of two names of one bundle the one that sorts first is read, whatever order they came in,
+/// so that an index built anew gives the same answers: the kept row takes the new name when
+/// it sorts first (its facts are the same bytes' facts).
+fn leave_out_copy(
+    tx: &Transaction<'_>,
+    dir: &Path,
+    seq: i64,
+    file: &OnDisk,
+    head: &RunHead,
+    kept: ReadBefore,
+) -> Result<Copy, Failed> {
+    let sha256 = match factbuoy_protocol::digest::sha256_file(&dir.join(&file.name)) {
+        Ok(sha256) => sha256,
+        Err(e) => return Ok(Copy::Unreadable(e.to_string())),
+    };
+    if sha256 != kept.sha256 {
+        let mut both = [(&kept.file.name, &kept.sha256), (&file.name, &sha256)];
+        both.sort();
+        return Err(Failed::Refused(HistoryError::SameRunDiffers {
+            dir: dir.to_owned(),
+            both: Box::new(SameRun {
+                run_id: head.run_id.clone(),
+                first: both[0].0.clone(),
+                first_sha256: both[0].1.clone(),
+                second: both[1].0.clone(),
+                second_sha256: both[1].1.clone(),
+            }),
+        }));
+    }
+    let copy = if file.name < kept.file.name {
+        tx.execute(
+            "UPDATE bundles SET name = ?2, size = ?3, mtime_ns = ?4, ctime_ns = ?5, inode = ?6
+             WHERE seq = ?1",
+            params![
+                kept.seq,
+                file.name,
+                file.size as i64,
+                file.mtime_ns,
+                file.ctime_ns,
+                file.inode as i64
+            ],
+        )?;
+        &kept.file
+    } else {
+        file
+    };
+    insert_bundle(tx, seq, copy, None)?;
+    tx.execute(
+        "UPDATE bundles SET sha256 = ?2, run_id = ?3, created = ?4, created_ns = ?5,
+         origin = ?6, copy_of = ?7 WHERE seq = ?1",
+        params![
+            seq,
+            sha256,
+            head.run_id,
+            head.created,
+            created_ns(&head.created),
+            head.origin.clone().unwrap_or_default(),
+            kept.seq,
+        ],
+    )?;
+    Ok(Copy::LeftOut)
 }
 
 /// Records the bundle `file` as the index's bundle number `seq`: its stat, and why it could
@@ -511,10 +670,11 @@ fn load(tx: &Transaction<'_>) -> rusqlite::Result<Known> {
     Ok(known)
 }
 
-/// Why an update failed: the index, or its states file.
+/// Why an update failed: the index, its states file, or the directory refused.
 pub(crate) enum Failed {
     Index(rusqlite::Error),
     States(std::io::Error),
+    Refused(HistoryError),
 }
 
 impl From<rusqlite::Error> for Failed {
@@ -626,12 +786,28 @@ fn summary(
             error: row.get(1).map_err(failed)?,
         });
     }
+    let mut duplicates = Vec::new();
+    let mut rows = connection
+        .prepare(
+            "SELECT copy.name, kept.name, copy.run_id FROM bundles copy
+             JOIN bundles kept ON kept.seq = copy.copy_of ORDER BY copy.name",
+        )
+        .map_err(failed)?;
+    let mut rows = rows.query([]).map_err(failed)?;
+    while let Some(row) = rows.next().map_err(failed)? {
+        duplicates.push(Duplicate {
+            bundle: row.get(0).map_err(failed)?,
+            kept: row.get(1).map_err(failed)?,
+            run_id: row.get(2).map_err(failed)?,
+        });
+    }
     Ok(Update {
         index: index.to_owned(),
         added,
         rebuilt,
         bundles: bundles as usize,
         unreadable,
+        duplicates,
         index_bytes: [index.to_owned(), states_file(index)]
             .iter()
             .filter_map(|file| std::fs::metadata(file).ok())

@@ -51,7 +51,7 @@ impl History {
         {
             let mut rows = connection
                 .prepare(
-                    "SELECT origin, count(*) FROM bundles WHERE error IS NULL
+                    "SELECT origin, count(*) FROM bundles WHERE error IS NULL AND copy_of IS NULL
                      GROUP BY origin ORDER BY origin",
                 )
                 .map_err(failed)?;
@@ -96,7 +96,7 @@ impl History {
             let mut rows = connection
                 .prepare(
                     "SELECT seq, name, run_id, created, created_ns FROM bundles
-                     WHERE error IS NULL AND origin = ?1 ORDER BY seq",
+                     WHERE error IS NULL AND copy_of IS NULL AND origin = ?1 ORDER BY seq",
                 )
                 .map_err(failed)?;
             let mut rows = rows.query([stored]).map_err(failed)?;

@@ -65,6 +65,19 @@ fn note(update: &Update) {
     for unreadable in &update.unreadable {
         tracing::warn!("{} is left out: {}", unreadable.bundle, unreadable.error);
     }
+    note_duplicates(update);
+}
+
+/// Says on stderr which files were left out as copies of another, and which is read.
+fn note_duplicates(update: &Update) {
+    for copy in &update.duplicates {
+        tracing::warn!(
+            "{} is left out: the same bytes as {} (run {}), which is read; a run counts once",
+            copy.bundle,
+            copy.kept,
+            copy.run_id
+        );
+    }
 }
 
 #[derive(Debug, Args)]
@@ -77,6 +90,7 @@ pub struct IndexArgs {
 
 pub fn index(args: IndexArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let update = history::update(&args.dir, &args.pile.index_of(&args.dir)?)?;
+    note_duplicates(&update);
     if format != Format::Table {
         emit_document(&update, format);
         return Ok(ExitStatus::Success);
@@ -143,6 +157,7 @@ pub fn history(args: HistoryArgs, format: Format) -> anyhow::Result<ExitStatus> 
             &serde_json::json!({
                 "origin": history.origin,
                 "bundles": history.bundles,
+                "duplicates": history.update.duplicates,
                 "nodes": nodes,
             }),
             format,

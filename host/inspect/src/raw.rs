@@ -1,0 +1,383 @@
+//! A facts document as its bytes: checked as parsing it into a `serde_json::Value` would check
+//! it, without building one ([`Checked`]), and its top-level fields found without parsing
+//! their values ([`top_level_fields`]), so that a field whose bytes were read before need not
+//! be parsed again (the history's index, `diff`) and a query of one field parses that field
+//! alone (`query`).
+
+use std::fmt;
+
+use serde::de::{Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+/// A JSON value read and dropped: accepted exactly when a `serde_json::Value` would be
+/// (every string checked as UTF-8 and for its escapes, every number read, nesting within
+/// serde_json's limit), because it is read through the same path, `deserialize_any`, and not
+/// `deserialize_ignored_any`, which skips values without those checks.
+pub(crate) struct Checked;
+
+impl<'de> Deserialize<'de> for Checked {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Checked, D::Error> {
+        deserializer.deserialize_any(CheckedVisitor)
+    }
+}
+
+struct CheckedVisitor;
+
+impl<'de> Visitor<'de> for CheckedVisitor {
+    type Value = Checked;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_unit<E>(self) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Checked, A::Error> {
+        while items.next_element::<Checked>()?.is_some() {}
+        Ok(Checked)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut fields: A) -> Result<Checked, A::Error> {
+        while fields.next_entry::<Checked, Checked>()?.is_some() {}
+        Ok(Checked)
+    }
+}
+
+/// The document `doc` reduced to its field `name` (`{}` without it), checked whole as
+/// [`Checked`] checks: what a query that starts with that field finds in the document, which
+/// it finds in this one too. `None` when `doc` is not an object, or not JSON a `Value` reads.
+pub(crate) fn only_field(doc: &[u8], name: &str) -> Option<Value> {
+    struct Only<'n>(&'n str);
+    impl<'de> DeserializeSeed<'de> for Only<'_> {
+        type Value = Option<Value>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<Value>, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Only<'_> {
+        type Value = Option<Value>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut fields: A) -> Result<Option<Value>, A::Error> {
+            let mut found = None;
+            while let Some(wanted) = fields.next_key_seed(IsName(self.0))? {
+                if wanted {
+                    // The last of a key given twice, as a `Value` keeps.
+                    found = Some(fields.next_value::<Value>()?);
+                } else {
+                    fields.next_value::<Checked>()?;
+                }
+            }
+            let mut only = serde_json::Map::new();
+            if let Some(value) = found {
+                only.insert(self.0.to_owned(), value);
+            }
+            Ok(Some(Value::Object(only)))
+        }
+        // Anything but an object: not reduced (`Checked` accepts it, so this is no error).
+        fn visit_bool<E>(self, _: bool) -> Result<Option<Value>, E> {
+            Ok(None)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Option<Value>, E> {
+            Ok(None)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Option<Value>, E> {
+            Ok(None)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Option<Value>, E> {
+            Ok(None)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Option<Value>, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Option<Value>, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Option<Value>, A::Error> {
+            while items.next_element::<Checked>()?.is_some() {}
+            Ok(None)
+        }
+    }
+    /// Whether a key is the name: compared where it lies, not copied.
+    struct IsName<'n>(&'n str);
+    impl<'de> DeserializeSeed<'de> for IsName<'_> {
+        type Value = bool;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+    impl<'de> Visitor<'de> for IsName<'_> {
+        type Value = bool;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a key")
+        }
+        fn visit_str<E>(self, key: &str) -> Result<bool, E> {
+            Ok(key == self.0)
+        }
+    }
+    let mut json = serde_json::Deserializer::from_slice(doc);
+    let only = Only(name).deserialize(&mut json).ok()?;
+    json.end().ok()?;
+    only
+}
+
+/// Whether serde_json's `Map` keeps fields in the order the document gives them (its
+/// `preserve_order` feature, which any crate of the build may turn on) rather than by key:
+/// the order [`top_level_fields`]' fields must be read in to be numbered as a parsed
+/// document's are.
+pub(crate) fn maps_keep_document_order() -> bool {
+    static KEEP: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+        serde_json::from_str::<serde_json::Map<String, Value>>(r#"{"b": 0, "a": 0}"#)
+            .is_ok_and(|map| map.keys().next().is_some_and(|key| key == "b"))
+    });
+    *KEEP
+}
+
+/// The top-level fields of a JSON document that is an object, as (key, the value's bytes),
+/// found without parsing the values; `None` for anything else, a key with an escape in it, or
+/// a key given twice (such a document is read whole). Only finds where values end: a value
+/// is checked when it is parsed, the first time its bytes are seen.
+pub(crate) fn top_level_fields(doc: &[u8]) -> Option<Vec<(&str, &[u8])>> {
+    let mut at = skip_space(doc, 0);
+    if doc.get(at) != Some(&b'{') {
+        return None;
+    }
+    let mut fields = Vec::new();
+    at = skip_space(doc, at + 1);
+    if doc.get(at) == Some(&b'}') {
+        return (skip_space(doc, at + 1) == doc.len()).then_some(fields);
+    }
+    loop {
+        if doc.get(at) != Some(&b'"') {
+            return None;
+        }
+        let end = string_end(doc, at)?;
+        let key = &doc[at + 1..end - 1];
+        if key.contains(&b'\\') {
+            return None;
+        }
+        let key = std::str::from_utf8(key).ok()?;
+        at = skip_space(doc, end);
+        if doc.get(at) != Some(&b':') {
+            return None;
+        }
+        let start = skip_space(doc, at + 1);
+        let end = value_end(doc, start)?;
+        fields.push((key, &doc[start..end]));
+        at = skip_space(doc, end);
+        match doc.get(at) {
+            Some(b',') => at = skip_space(doc, at + 1),
+            Some(b'}') => break,
+            _ => return None,
+        }
+    }
+    if skip_space(doc, at + 1) != doc.len() {
+        return None;
+    }
+    let mut keys: Vec<&str> = fields.iter().map(|(key, _)| *key).collect();
+    keys.sort_unstable();
+    if keys.windows(2).any(|pair| pair[0] == pair[1]) {
+        return None;
+    }
+    Some(fields)
+}
+
+fn skip_space(doc: &[u8], mut at: usize) -> usize {
+    while doc
+        .get(at)
+        .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+    {
+        at += 1;
+    }
+    at
+}
+
+/// Where the string that opens at `at` ends (after its closing quote).
+fn string_end(doc: &[u8], at: usize) -> Option<usize> {
+    let mut from = at + 1;
+    loop {
+        let found = from + memchr::memchr2(b'"', b'\\', doc.get(from..)?)?;
+        if doc[found] == b'\\' {
+            from = found + 2;
+        } else {
+            return Some(found + 1);
+        }
+    }
+}
+
+/// Where the value that starts at `at` ends.
+fn value_end(doc: &[u8], at: usize) -> Option<usize> {
+    match doc.get(at)? {
+        b'"' => string_end(doc, at),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut from = at;
+            // The next quote or opening bracket, and the next closing bracket, from `from` on
+            // (`doc.len()` for none): each searched for again only once `from` passed it, not
+            // at every step (which made a field's scan quadratic in its brackets).
+            let next = |from: usize, found: Option<usize>| found.map_or(doc.len(), |n| from + n);
+            let (mut open, mut close) = (at, at);
+            loop {
+                if open < from {
+                    open = next(from, memchr::memchr3(b'"', b'{', b'[', &doc[from..]));
+                }
+                if close < from {
+                    close = next(from, memchr::memchr2(b'}', b']', &doc[from..]));
+                }
+                let found = open.min(close);
+                if found == doc.len() {
+                    return None;
+                }
+                match doc[found] {
+                    b'"' => from = string_end(doc, found)?,
+                    b'{' | b'[' => {
+                        depth += 1;
+                        from = found + 1;
+                    }
+                    _ => {
+                        depth -= 1;
+                        from = found + 1;
+                        if depth == 0 {
+                            return Some(from);
+                        }
+                    }
+                }
+            }
+        }
+        _ => {
+            let rest = doc.get(at..)?;
+            let end = rest
+                .iter()
+                .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+                .unwrap_or(rest.len());
+            (end > 0).then_some(at + end)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `Checked` and `only_field` accept is what parsing into a `Value` accepts, the
+    /// hostile cases included: a string that is not UTF-8 or holds a bad escape, a number out
+    /// of range, nesting past serde_json's limit, trailing bytes, a key given twice.
+    #[test]
+    fn checked_accepts_what_a_value_accepts_and_only_field_finds_what_it_holds() {
+        let deep = |depth: usize| {
+            format!(
+                r#"{{"a": 1, "b": {}1{}}}"#,
+                "[".repeat(depth),
+                "]".repeat(depth)
+            )
+            .into_bytes()
+        };
+        let mut docs: Vec<Vec<u8>> = [
+            &br#"{"a": {"x": [1, 2.5, "s\n", null, true]}, "b": "t"}"#[..],
+            br#"{"a": 1, "a": 2, "b": 3}"#,
+            br#"{"b": 1}"#,
+            b"{}",
+            b"[1, 2]",
+            b"\"text\"",
+            br#"{"a": 1, "b": "\q"}"#,
+            br#"{"a": 1, "b": 1e400}"#,
+            br#"{"a": 1, "b": tru}"#,
+            br#"{"a": 1} trailing"#,
+            br#"{"a": 1, "b": "\ud800"}"#,
+            b"{\"a\": 1, \"b\": \"\xff\"}",
+            b"{\"a\": 1, \"b\xff\": 2}",
+        ]
+        .iter()
+        .map(|d| d.to_vec())
+        .collect();
+        docs.extend([deep(120), deep(126), deep(127), deep(200)]);
+        for doc in &docs {
+            let text = String::from_utf8_lossy(doc);
+            let value = serde_json::from_slice::<Value>(doc);
+            assert_eq!(
+                serde_json::from_slice::<Checked>(doc).is_ok(),
+                value.is_ok(),
+                "{text}"
+            );
+            let reduced = value.ok().filter(Value::is_object).map(|whole| {
+                let mut only = serde_json::Map::new();
+                if let Some(a) = whole.get("a") {
+                    only.insert("a".to_owned(), a.clone());
+                }
+                Value::Object(only)
+            });
+            assert_eq!(only_field(doc, "a"), reduced, "{text}");
+        }
+    }
+
+    #[test]
+    fn top_level_fields_are_found_without_parsing_and_odd_documents_are_read_whole() {
+        let doc = br#" { "a" : {"x": "}{][", "y": [1, {"z": "\"]"}]},
+            "b":"s\"t\\",
+            "c": -1.5e3 , "d":[], "e":{}, "f":true,"g":null }
+        "#;
+        let fields = top_level_fields(doc).unwrap();
+        let texts: Vec<(&str, &str)> = fields
+            .iter()
+            .map(|(key, value)| (*key, std::str::from_utf8(value).unwrap()))
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                ("a", r#"{"x": "}{][", "y": [1, {"z": "\"]"}]}"#),
+                ("b", r#""s\"t\\""#),
+                ("c", "-1.5e3"),
+                ("d", "[]"),
+                ("e", "{}"),
+                ("f", "true"),
+                ("g", "null"),
+            ]
+        );
+        // Every value parses as JSON: the bytes are the value's, whole.
+        for (_, value) in &fields {
+            serde_json::from_slice::<serde_json::Value>(value).unwrap();
+        }
+        assert_eq!(top_level_fields(b"{}").unwrap(), []);
+        for odd in [
+            &b"[1, 2]"[..],
+            b"\"text\"",
+            br#"{"a": 1, "a": 2}"#,
+            br#"{"\u0061": 1}"#,
+            br#"{"a": 1} trailing"#,
+            br#"{"a": {"b": 1}"#,
+            br#"{"a": "unterminated}"#,
+            br#"{"a" 1}"#,
+            b"",
+        ] {
+            assert_eq!(
+                top_level_fields(odd),
+                None,
+                "{}",
+                String::from_utf8_lossy(odd)
+            );
+        }
+    }
+}
