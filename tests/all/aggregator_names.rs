@@ -229,10 +229,19 @@ fn a_run_ends_even_when_an_error_result_cannot_be_recorded() {
     assert_eq!(a["status"], "complete", "{status}");
     std::thread::sleep(Duration::from_secs(2));
     let log = aggregator.log();
+    // Said once as it happened; the summary printed when the run ends says it again, once.
+    let said = |prefix: &str| {
+        log.lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter(|l| l.contains("recording the error result of hello for ghost"))
+            .count()
+    };
+    assert_eq!(said("error: "), 1, "{log}");
+    assert_eq!(said("The run failed: "), 1, "{log}");
     assert_eq!(
         log.matches("recording the error result of hello for ghost")
             .count(),
-        1,
+        2,
         "{log}"
     );
 }
