@@ -4,7 +4,7 @@
 //!
 //! Document the contract in `wit/gatherer.wit`: its comments become the generated items' docs.
 
-pub mod v0_1;
+pub(crate) mod v0_1;
 
 // The generated items carry the doc comments of `wit/gatherer.wit` where it has them; the rest
 // (generated modules, linker helpers) cannot be documented from here.
@@ -25,7 +25,7 @@ mod generated {
     });
 }
 
-pub use generated::*;
+pub(crate) use generated::*;
 
 pub use factbuoy::plugin::types::{
     ArtifactKind, ArtifactSpec, Capability, CapabilityRequest, GatherError, ListKeys, ParamSpec,

@@ -1,8 +1,6 @@
 //! The one wasmtime [`Engine`] a process shares, configured for the sandbox's limits, and the
 //! epoch ticker that drives deadlines.
 
-use std::time::Duration;
-
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::limits::{EPOCH_TICK, Limits};
@@ -76,9 +74,4 @@ pub fn start_epoch_ticker(engine: &Engine) {
             }
         })
         .expect("spawning the epoch ticker thread");
-}
-
-/// Ticks needed to cover `duration`, at least one.
-pub fn ticks(duration: Duration) -> u64 {
-    (duration.as_nanos() / EPOCH_TICK.as_nanos()).max(1) as u64
 }
