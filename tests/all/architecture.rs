@@ -719,3 +719,46 @@ fn the_readmes_layout_table_names_every_top_level_folder() {
         "README.md's Layout table has no row for {missing:?}"
     );
 }
+
+/// Every `.rs` file below `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// One way to run a plugin on this host (`factbuoy_agent::invoke`): the agent, `plugin run` and
+/// `ansible fact-cache` all go through it, so no host crate but the runtime itself builds an
+/// `Invocation` or calls `Runtime::invoke` anywhere else.
+#[test]
+fn one_module_outside_the_runtime_invokes_plugins() {
+    let root = workspace();
+    let the_one = root.join("host/agent/src/invoke.rs");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(root.join("host")).unwrap() {
+        let dir = entry.unwrap().path();
+        if dir.file_name().is_some_and(|n| n != "runtime") && dir.join("src").is_dir() {
+            rust_files(&dir.join("src"), &mut files);
+        }
+    }
+    assert!(files.contains(&the_one), "{} is missing", the_one.display());
+    let invokes = |path: &PathBuf| {
+        let text = std::fs::read_to_string(path).unwrap();
+        text.contains("Invocation {") || text.contains(".invoke(")
+    };
+    let others: Vec<String> = files
+        .iter()
+        .filter(|path| **path != the_one && invokes(path))
+        .map(|path| path.strip_prefix(&root).unwrap().display().to_string())
+        .collect();
+    assert!(
+        others.is_empty(),
+        "these invoke plugins themselves instead of through factbuoy_agent::invoke: {others:?}"
+    );
+    assert!(invokes(&the_one), "{} no longer invokes plugins", the_one.display());
+}

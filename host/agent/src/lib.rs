@@ -19,15 +19,16 @@ use factbuoy_protocol::types::{
     ManifestFile, Outcome, PlannedPlugin, ProgressUpdate, ResultManifest, now_rfc3339,
 };
 use factbuoy_protocol::{Client, ClientError, Scope};
-use factbuoy_runtime::grants::GrantSet;
-use factbuoy_runtime::params;
 use factbuoy_runtime::sink::DirectorySink;
-use factbuoy_runtime::{Invocation, InvocationReport, Limits, LoadedPlugin, Runtime, StopSignal};
+use factbuoy_runtime::{InvocationReport, Limits, LoadedPlugin, Runtime, StopSignal};
 use factbuoy_runtime::{Level, PluginProgress, ProgressObserver};
 use hyper::StatusCode;
 use tokio::sync::mpsc;
 
+use invoke::Call;
+
 pub mod fleet;
+pub mod invoke;
 
 /// First wait before retrying a request.
 pub const RETRY_INITIAL: Duration = Duration::from_millis(200);
@@ -267,12 +268,6 @@ async fn gather(
             Arc::new(loaded)
         }
     };
-    let params = params::resolve(&loaded.info.parameters, &planned.params)
-        .map_err(|e| format!("plugin {:?}: {e}", planned.name))?;
-    let mut grants = GrantSet::default();
-    grants
-        .extend_written(&planned.grants, &planned.denies)
-        .map_err(|e| e.to_string())?;
     let _ = tokio::fs::remove_dir_all(spool).await;
     tokio::fs::create_dir_all(spool)
         .await
@@ -291,21 +286,19 @@ async fn gather(
         deadline: Duration::from_secs(planned.deadline_seconds),
         ..runtime.limits().clone()
     };
-    let report = runtime
-        .invoke(
-            &loaded,
-            Invocation {
-                params,
-                grants,
-                host_root: config.host_root.clone(),
-                sink: Arc::new(DirectorySink::new(spool)),
-                observer: Some(observer),
-                limits: Some(limits),
-                stop: Some(config.stop.clone()),
-            },
-        )
-        .await;
+    let call = Call {
+        params: &planned.params,
+        grants: &planned.grants,
+        denies: &planned.denies,
+        host_root: config.host_root.clone(),
+        sink: Arc::new(DirectorySink::new(spool)),
+        observer: Some(observer),
+        limits: Some(limits),
+        stop: Some(config.stop.clone()),
+    };
+    let report = invoke::invoke(runtime, &loaded, call).await;
     relay.finish().await;
+    let report = report.map_err(|e| e.to_string())?;
     let files = report
         .artifacts
         .iter()

@@ -65,6 +65,7 @@ impl PluginArgs {
             plugins: self.plugins.clone(),
             params: self.params.clone(),
             grants: self.grant.clone(),
+            denies: Vec::new(),
             global: global.to_vec(),
             deadline: *self.plugin_timeout,
         }

@@ -66,6 +66,9 @@ pub struct PluginSelection {
     /// Capabilities for plugins from files, `(plugin, capability)`; bundled plugins get what
     /// they ask for.
     pub grants: Vec<(String, String)>,
+    /// Capabilities taken away, `(plugin, capability)`; a denial wins over a grant and over
+    /// what a bundled plugin gets by default.
+    pub denies: Vec<(String, String)>,
     /// Plugins run once for the whole run instead of on every node ([`Plan::make_global`]).
     pub global: Vec<String>,
     /// Deadline of each plugin invocation.
@@ -78,6 +81,7 @@ impl Default for PluginSelection {
             plugins: Vec::new(),
             params: Vec::new(),
             grants: Vec::new(),
+            denies: Vec::new(),
             global: Vec::new(),
             deadline: factbuoy_runtime::limits::DEFAULT_DEADLINE,
         }
@@ -129,6 +133,7 @@ impl Plan {
             .params
             .iter()
             .chain(&selection.grants)
+            .chain(&selection.denies)
             .map(|(p, _)| p)
             .find(|p| !entries.iter().any(|e| &e.plugin.name == *p) && !names.contains(p));
         if let Some(plugin) = unknown {
@@ -229,44 +234,77 @@ async fn plan_one(
             (loaded, sha256, Some(wasm))
         }
     };
-    let name = loaded.info.name.clone();
-    let own_params: Vec<(String, String)> = selection
-        .params
-        .iter()
-        .filter(|(p, _)| *p == name || p == text)
-        .map(|(_, assignment)| params::parse_assignment(assignment).map_err(anyhow::Error::msg))
-        .collect::<anyhow::Result<_>>()?;
-    let own_params = read_secret_values(&loaded.info, own_params)?;
-    params::resolve(&loaded.info.parameters, &own_params)
-        .map_err(|e| anyhow::anyhow!("plugin {name:?}: {e}"))?;
-    let mut grants: Vec<String> = selection
-        .grants
-        .iter()
-        .filter(|(p, _)| *p == name || p == text)
-        .map(|(_, grant)| grant.clone())
-        .collect();
-    let mut granted = plugin.default_grants();
-    granted
-        .extend_written(&grants, [] as [&str; 0])
-        .with_context(|| format!("a --grant for plugin {name:?}"))?;
-    check_required(&loaded.info, &granted)?;
-    if matches!(plugin, PluginRef::Bundled(_)) {
-        grants.push("all".to_owned());
-    }
+    let written = Written::of(&loaded.info, &plugin, text, selection)?;
     Ok(PlanEntry {
         plugin: RunPlugin {
-            name,
+            name: loaded.info.name.clone(),
             sha256,
             scope: PlanScope::PerNode,
-            params: own_params,
-            grants,
-            denies: Vec::new(),
+            params: written.params,
+            grants: written.grants,
+            denies: written.denies,
             deadline_seconds: selection.deadline.as_secs().max(1),
             definition: serde_json::to_value(Definition::from(&loaded.info))?,
         },
         component,
         loaded,
     })
+}
+
+/// What the operator wrote for one plugin, checked against its description: what a run's
+/// configuration carries to the agent that runs it ([`factbuoy_agent::invoke`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Written {
+    /// Its parameters as `(NAME, VALUE)`, secrets read from where the operator put them.
+    pub params: Vec<(String, String)>,
+    /// Capabilities granted, in written form; `all` for a bundled plugin, which gets what it
+    /// asks for.
+    pub grants: Vec<String>,
+    /// Capabilities denied, in written form.
+    pub denies: Vec<String>,
+}
+
+impl Written {
+    /// What `selection` says of `plugin` (named `text` by the operator, described by `info`):
+    /// the parameters and grants scoped to its name or to `text`. Refuses parameters its
+    /// description does not allow and grants that leave it without a capability it requires.
+    pub fn of(
+        info: &PluginInfo,
+        plugin: &PluginRef,
+        text: &str,
+        selection: &PluginSelection,
+    ) -> anyhow::Result<Written> {
+        let name = &info.name;
+        let mine = |scoped: &[(String, String)]| -> Vec<String> {
+            scoped
+                .iter()
+                .filter(|(p, _)| p == name || p == text)
+                .map(|(_, value)| value.clone())
+                .collect()
+        };
+        let params = mine(&selection.params)
+            .iter()
+            .map(|assignment| params::parse_assignment(assignment).map_err(anyhow::Error::msg))
+            .collect::<anyhow::Result<_>>()?;
+        let params = read_secret_values(info, params)?;
+        params::resolve(&info.parameters, &params)
+            .map_err(|e| anyhow::anyhow!("plugin {name:?}: {e}"))?;
+        let mut grants = mine(&selection.grants);
+        let denies = mine(&selection.denies);
+        let mut granted = plugin.default_grants();
+        granted
+            .extend_written(&grants, &denies)
+            .with_context(|| format!("a --grant for plugin {name:?}"))?;
+        check_required(info, &granted)?;
+        if matches!(plugin, PluginRef::Bundled(_)) {
+            grants.push("all".to_owned());
+        }
+        Ok(Written {
+            params,
+            grants,
+            denies,
+        })
+    }
 }
 
 /// The values of a plugin's secret parameters, read from where the operator put them so that

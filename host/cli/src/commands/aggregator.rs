@@ -271,6 +271,7 @@ async fn create(args: CreateArgs, format: Format) -> anyhow::Result<ExitStatus> 
         plugins: args.plugins,
         params: args.params,
         grants: args.grant,
+        denies: Vec::new(),
         global: args.global,
         deadline: *args.plugin_timeout,
     };

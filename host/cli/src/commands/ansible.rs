@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use factbuoy_catalog::PluginRef;
 use factbuoy_inspect::ansible_cache::{self, FACTS_ARTIFACT, SETUP_PLUGIN, node_name};
+use factbuoy_operator::here::HereRequest;
 use factbuoy_runtime::params;
 use factbuoy_runtime::sink::MemorySink;
-use factbuoy_runtime::{Invocation, Limits, Runtime, RuntimeOptions};
+use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
 
 use crate::fact_cache::write_cache;
 use crate::output::{ExitStatus, Format};
@@ -124,25 +124,21 @@ async fn gather_here(args: &FactCacheArgs) -> anyhow::Result<Vec<u8>> {
         limits: Limits::default(),
         cache_dir: args.cache_dir.clone().or(defaults.cache_dir),
     })?;
-    let plugin = PluginRef::parse(SETUP_PLUGIN)?;
-    let loaded = plugin.load(&runtime).await?;
-    let params = params::resolve(&loaded.info.parameters, &args.params)
-        .map_err(|e| anyhow::anyhow!("plugin \"setup\": {e}"))?;
     let memory = MemorySink::default();
-    let report = runtime
-        .invoke(
-            &loaded,
-            Invocation {
-                params,
-                grants: plugin.default_grants(),
-                host_root: args.root.clone(),
-                sink: Arc::new(memory.clone()),
-                observer: None,
-                limits: None,
-                stop: None,
-            },
-        )
-        .await;
+    let request = HereRequest {
+        plugin: SETUP_PLUGIN.to_owned(),
+        params: args
+            .params
+            .iter()
+            .map(|(name, value)| (SETUP_PLUGIN.to_owned(), format!("{name}={value}")))
+            .collect(),
+        grants: Vec::new(),
+        denies: Vec::new(),
+        host_root: args.root.clone(),
+        sink: Arc::new(memory.clone()),
+        limits: None,
+    };
+    let report = factbuoy_operator::here::run_plugin(&runtime, request).await?;
     for warning in &report.warnings {
         tracing::warn!("setup: {}", factbuoy_protocol::text::printable(warning));
     }

@@ -17,12 +17,13 @@ use crate::json_report::JsonReport;
 use crate::output::{ExitStatus, Format, emit, emit_document};
 use crate::{plugin_build, plugin_new};
 use factbuoy_catalog::{BUNDLED, PluginRef};
+use factbuoy_operator::here::HereRequest;
 use factbuoy_protocol::text::printable;
 use factbuoy_runtime::bindings::{ArtifactKind, Capability, PluginInfo};
 use factbuoy_runtime::definition::Definition;
-use factbuoy_runtime::params::{self, type_name};
+use factbuoy_runtime::params::type_name;
 use factbuoy_runtime::sink::{ArtifactSink, DirectorySink, StdoutSink};
-use factbuoy_runtime::{Invocation, InvocationReport, Limits, Runtime, RuntimeOptions, limits};
+use factbuoy_runtime::{InvocationReport, Limits, Runtime, RuntimeOptions, limits};
 
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
@@ -191,19 +192,6 @@ impl Scoped {
             plugin: Some(plugin),
             value,
         })
-    }
-
-    /// The values, each checked to be for `plugin` (its name, or the argument that named it).
-    fn for_plugin(all: &[Scoped], plugin: &str, argument: &str) -> anyhow::Result<Vec<String>> {
-        all.iter()
-            .map(|scoped| match &scoped.plugin {
-                Some(named) if named != plugin && named != argument => anyhow::bail!(
-                    "{named}:{} is for plugin {named:?}, but this command runs {plugin:?}",
-                    scoped.value
-                ),
-                _ => Ok(scoped.value.clone()),
-            })
-            .collect()
     }
 }
 
@@ -421,22 +409,6 @@ fn kind_text(kind: &ArtifactKind) -> String {
 
 async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let runtime = runtime(&args.common, args.limits())?;
-    let plugin = PluginRef::parse(&args.plugin)?;
-    let loaded = plugin.load(&runtime).await?;
-    let name = &loaded.info.name;
-    let mut grants = plugin.default_grants();
-    grants.extend_written(
-        Scoped::for_plugin(&args.grant, name, &args.plugin)?,
-        Scoped::for_plugin(&args.deny, name, &args.plugin)?,
-    )?;
-    factbuoy_operator::plan::check_required(&loaded.info, &grants)?;
-    let assignments = Scoped::for_plugin(&args.params, name, &args.plugin)?
-        .iter()
-        .map(|text| params::parse_assignment(text).map_err(anyhow::Error::msg))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let assignments = factbuoy_operator::plan::read_secret_values(&loaded.info, assignments)?;
-    let params = params::resolve(&loaded.info.parameters, &assignments)
-        .map_err(|e| anyhow::anyhow!("plugin {name:?}: {e}"))?;
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     }
@@ -454,20 +426,26 @@ async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> 
         (None, None) if std::io::stdout().is_terminal() => Arc::new(terminal_sink::TerminalSink),
         (None, None) => Arc::new(StdoutSink),
     };
-    let report = runtime
-        .invoke(
-            &loaded,
-            Invocation {
-                params,
-                grants,
-                host_root: args.root.clone(),
-                sink,
-                observer: None,
-                limits: None,
-                stop: None,
-            },
-        )
-        .await;
+    let scoped = |all: &[Scoped]| -> Vec<(String, String)> {
+        all.iter()
+            .map(|s| {
+                (
+                    s.plugin.clone().unwrap_or_else(|| args.plugin.clone()),
+                    s.value.clone(),
+                )
+            })
+            .collect()
+    };
+    let request = HereRequest {
+        plugin: args.plugin.clone(),
+        params: scoped(&args.params),
+        grants: scoped(&args.grant),
+        denies: scoped(&args.deny),
+        host_root: args.root.clone(),
+        sink,
+        limits: None,
+    };
+    let report = factbuoy_operator::here::run_plugin(&runtime, request).await?;
     match format {
         Format::Table => print_summary(&report, args.out.is_some(), &read_grants(&args.grant)),
         machine => match &embedded {

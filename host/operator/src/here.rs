@@ -1,0 +1,71 @@
+//! One plugin run on this host now, for the operator at this machine: `factbuoy plugin run` and
+//! `factbuoy ansible fact-cache`. It is checked as a run plans its plugins ([`Written`]) and
+//! runs as an agent runs a plugin of its plan ([`factbuoy_agent::invoke`]), so that a plugin
+//! given the same parameters and grants gathers the same facts here as in a run.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use factbuoy_agent::invoke::{Call, invoke};
+use factbuoy_catalog::PluginRef;
+use factbuoy_runtime::sink::ArtifactSink;
+use factbuoy_runtime::{InvocationReport, Limits, Runtime};
+
+use crate::plan::{PluginSelection, Written};
+
+/// The plugin to run and what the operator wrote for it.
+pub struct HereRequest {
+    /// A bundled plugin's name or a path to a component.
+    pub plugin: String,
+    /// Parameters, `(plugin, NAME=VALUE)`; the plugin as its name or as [`Self::plugin`].
+    pub params: Vec<(String, String)>,
+    /// Capabilities granted, `(plugin, capability)`, beyond what a bundled plugin gets.
+    pub grants: Vec<(String, String)>,
+    /// Capabilities taken away, `(plugin, capability)`; a denial wins.
+    pub denies: Vec<(String, String)>,
+    /// The host directory that the plugin's granted paths are mapped onto.
+    pub host_root: PathBuf,
+    /// Where its artifacts go.
+    pub sink: Arc<dyn ArtifactSink>,
+    /// Its deadline and budgets; `None`: the runtime's.
+    pub limits: Option<Limits>,
+}
+
+/// Loads the plugin (from the compilation cache when it can), checks what the operator wrote
+/// for it and runs it to its end. An error is a refusal before it ran; a plugin that ran and
+/// failed is a report that says so.
+pub async fn run_plugin(
+    runtime: &Runtime,
+    request: HereRequest,
+) -> anyhow::Result<InvocationReport> {
+    let plugin = PluginRef::parse(&request.plugin)?;
+    let loaded = plugin.load(runtime).await?;
+    let name = &loaded.info.name;
+    let other = request
+        .params
+        .iter()
+        .chain(&request.grants)
+        .chain(&request.denies)
+        .find(|(p, _)| p != name && *p != request.plugin);
+    if let Some((named, value)) = other {
+        anyhow::bail!("{named}:{value} is for plugin {named:?}, but this command runs {name:?}");
+    }
+    let selection = PluginSelection {
+        params: request.params,
+        grants: request.grants,
+        denies: request.denies,
+        ..PluginSelection::default()
+    };
+    let written = Written::of(&loaded.info, &plugin, &request.plugin, &selection)?;
+    let call = Call {
+        params: &written.params,
+        grants: &written.grants,
+        denies: &written.denies,
+        host_root: request.host_root,
+        sink: request.sink,
+        observer: None,
+        limits: request.limits,
+        stop: None,
+    };
+    Ok(invoke(runtime, &loaded, call).await?)
+}
