@@ -29,6 +29,13 @@ pub struct Token {
     pub used: u32,
 }
 
+impl Token {
+    /// Whether it expired: it admits no machine any more.
+    pub fn expired(&self) -> bool {
+        expired(&self.expires)
+    }
+}
+
 /// Why a token admits no machine. Each message says what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TokenRefusal {

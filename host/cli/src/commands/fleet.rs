@@ -1,18 +1,15 @@
 //! `factbuoy fleet`: a long-lived aggregator for machines outside any cluster: serve it, make
 //! join tokens, list and revoke nodes, prune finished runs. A machine's side is `factbuoy agent
 //! join|serve`, a run over every enrolled node `factbuoy run --fleet`. docs/fleet.md is the
-//! guide; the aggregator crate's `fleet` module does the work, and the operator library's
-//! `prune` the pruning.
+//! guide; the operator library's `fleet` module does the work, over the aggregator's.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use factbuoy_aggregator::fleet::{self, FleetDir, FleetSettings, registry, tokens};
-use factbuoy_operator::StateDir;
-use factbuoy_operator::prune::{self, PruneOptions};
+use factbuoy_operator::fleet::{self, Fleet};
+use factbuoy_operator::prune::PruneOptions;
 use factbuoy_protocol::names::NodeName;
-use serde::Serialize;
 
 use crate::output::{ExitStatus, Format, emit, emit_document};
 
@@ -103,31 +100,8 @@ pub struct DirArgs {
 }
 
 impl DirArgs {
-    /// The fleet named, else the one found as `run --fleet` finds it; it must hold a fleet.
-    fn fleet(&self) -> anyhow::Result<FleetDir> {
-        let dir = FleetDir::new(match &self.dir {
-            Some(dir) => dir.clone(),
-            None => StateDir::from_env()?.find_fleet(None)?,
-        });
-        anyhow::ensure!(
-            dir.holds_fleet(),
-            "no fleet in {}: `factbuoy fleet serve --dir {}` serves one there, or name a fleet's directory with --dir",
-            dir.root().display(),
-            shell_word(dir.root())
-        );
-        Ok(dir)
-    }
-}
-
-/// `path` as one word of a shell command line: quoted when it holds anything but letters,
-/// digits and `/._-+:@%,=`.
-fn shell_word(path: &Path) -> String {
-    let text = path.display().to_string();
-    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:@%,=".contains(c);
-    if !text.is_empty() && text.chars().all(plain) {
-        text
-    } else {
-        format!("'{}'", text.replace('\'', r"'\''"))
+    fn fleet(&self) -> anyhow::Result<Fleet> {
+        Fleet::open(self.dir.as_deref())
     }
 }
 
@@ -161,29 +135,15 @@ pub async fn execute(command: FleetCommand, format: Format) -> anyhow::Result<Ex
     match command {
         FleetCommand::Serve(args) => serve(args, format).await,
         FleetCommand::Token(TokenCommand::Create { dir, ttl, uses }) => {
-            let dir = dir.fleet()?;
-            let settings = fleet::settings(&dir)?;
-            let token = tokens::create(&dir, *ttl, Some(uses))?;
-            let pin = fleet::ca_pin(&dir)?;
-            let address = settings.advertised();
-            // The token travels on standard input: a command line is readable by every user
-            // of the machine (in /proc) while the join runs; `echo` is the shell's own.
-            let line = format!(
-                "echo {token} | factbuoy agent join {address} --token-file - --ca-pin {pin}"
-            );
+            let join = dir.fleet()?.create_token(*ttl, uses)?;
             match format {
-                Format::Table => emit(&line),
-                machine => emit_document(
-                    &serde_json::json!({
-                        "address": address, "token": token, "ca_pin": pin, "command": line,
-                    }),
-                    machine,
-                ),
+                Format::Table => emit(&join.command),
+                machine => emit_document(&join, machine),
             }
             Ok(ExitStatus::Success)
         }
         FleetCommand::Token(TokenCommand::List(dir)) => {
-            let tokens = tokens::list(&dir.fleet()?)?;
+            let tokens = dir.fleet()?.tokens()?;
             match format {
                 Format::Table => {
                     let mut rows = vec![vec![
@@ -193,11 +153,7 @@ pub async fn execute(command: FleetCommand, format: Format) -> anyhow::Result<Ex
                         "USED".to_owned(),
                     ]];
                     for t in &tokens {
-                        let expired = if tokens::expired(&t.expires) {
-                            " (expired)"
-                        } else {
-                            ""
-                        };
+                        let expired = if t.expired() { " (expired)" } else { "" };
                         rows.push(vec![
                             t.id.clone(),
                             t.expires.clone(),
@@ -212,21 +168,13 @@ pub async fn execute(command: FleetCommand, format: Format) -> anyhow::Result<Ex
             Ok(ExitStatus::Success)
         }
         FleetCommand::Token(TokenCommand::Delete { id, dir }) => {
-            anyhow::ensure!(
-                tokens::delete(&dir.fleet()?, &id)?,
-                "no token {id:?} in this fleet; `factbuoy fleet token list` shows them"
-            );
+            dir.fleet()?.delete_token(&id)?;
             emit(&format!("deleted token {id}"));
             Ok(ExitStatus::Success)
         }
         FleetCommand::Nodes(dir) => nodes(&dir.fleet()?, format),
         FleetCommand::Revoke { node, dir } => {
-            let dir = dir.fleet()?;
-            anyhow::ensure!(
-                registry::load(&dir)?.contains_key(&node),
-                "no node {node} is enrolled in this fleet; `factbuoy fleet nodes` lists them"
-            );
-            registry::revoke(&dir, &node)?;
+            dir.fleet()?.revoke(&node)?;
             emit(&format!(
                 "revoked {node}: its agent is refused at its next request; it may join again only with a new token"
             ));
@@ -238,7 +186,7 @@ pub async fn execute(command: FleetCommand, format: Format) -> anyhow::Result<Ex
                 dry_run: args.dry_run,
                 all: args.all,
             };
-            let pruning = prune::prune_fleet(&args.dir.fleet()?, &options)?;
+            let pruning = args.dir.fleet()?.prune(&options)?;
             match format {
                 Format::Table => emit(&crate::pruning::lines(&pruning, args.dry_run).join("\n")),
                 machine => emit_document(&pruning, machine),
@@ -249,92 +197,39 @@ pub async fn execute(command: FleetCommand, format: Format) -> anyhow::Result<Ex
 }
 
 async fn serve(args: ServeArgs, format: Format) -> anyhow::Result<ExitStatus> {
-    let state = StateDir::from_env()?;
-    let dir = FleetDir::new(match &args.dir.dir {
-        Some(dir) => dir.clone(),
-        None => state.fleet(),
-    });
-    let mut names = args.names;
-    if names.is_empty() {
-        if !args.listen.ip().is_unspecified() {
-            names.push(args.listen.ip().to_string());
-        }
-        if let Some(host) = sysinfo::System::host_name() {
-            names.push(host);
-        }
-    }
-    let settings = FleetSettings {
+    let serving = fleet::serve(fleet::ServeOptions {
+        dir: args.dir.dir,
         listen: args.listen,
-        server_names: names,
-        certificate_validity_seconds: args.certificate_validity.as_secs().max(10),
-        finished_run_seconds: args.serve_finished_for.as_secs(),
-        idle_seconds: args.idle_every.as_secs(),
-    };
-    let running = fleet::serve(dir.clone(), settings, factbuoy_catalog::bundled_component).await?;
-    // `run --fleet ADDRESS` from this machine finds the operator credentials of this fleet.
-    let port = running.address.port();
-    let mut addresses = vec![running.settings.advertised(), running.address.to_string()];
-    if running.address.ip().is_unspecified() || running.address.ip().is_loopback() {
-        addresses.extend([format!("127.0.0.1:{port}"), format!("localhost:{port}")]);
-    }
-    if let Err(e) = state.remember_fleet(&addresses, dir.root()) {
-        tracing::warn!("remembering where this fleet's operator credentials are: {e:#}");
-    }
-    // The hint must run as printed: it names the directory unless the fleet commands find it.
-    let found = state.find_fleet(None).ok().map(std::path::absolute);
-    let token_create = match found {
-        Some(Ok(found)) if std::path::absolute(dir.root())? == found => {
-            "factbuoy fleet token create".to_owned()
-        }
-        _ => format!(
-            "factbuoy fleet token create --dir {}",
-            shell_word(dir.root())
-        ),
-    };
+        names: args.names,
+        certificate_validity: *args.certificate_validity,
+        serve_finished_for: *args.serve_finished_for,
+        idle_every: *args.idle_every,
+    })
+    .await?;
+    let running = &serving.running;
     let document = serde_json::json!({
         "address": running.address,
         "advertised": running.settings.advertised(),
-        "dir": dir.root(),
+        "dir": serving.dir,
         "max_agents": running.max_agents,
     });
     match format {
         Format::Table => emit(&format!(
-            "fleet listening on {} (agents dial {}; up to {} at once); `{token_create}` makes a \
-             join token",
+            "fleet listening on {} (agents dial {}; up to {} at once); `{}` makes a join token",
             running.address,
             running.settings.advertised(),
-            running.max_agents
+            running.max_agents,
+            serving.token_create
         )),
         machine => emit_document(&document, machine),
     }
     crate::signals::interrupted().await;
-    drop(running);
+    drop(serving);
     Ok(ExitStatus::Success)
 }
 
-/// One line of `fleet nodes`.
-#[derive(Serialize)]
-struct NodeLine {
-    name: NodeName,
-    last_seen: Option<String>,
-    agent_version: Option<String>,
-    enrolled_at: String,
-    certificate_expires: String,
-    revoked: bool,
-}
-
-fn nodes(dir: &FleetDir, format: Format) -> anyhow::Result<ExitStatus> {
-    let lines: Vec<NodeLine> = registry::load(dir)?
-        .into_values()
-        .map(|record| NodeLine {
-            revoked: registry::is_revoked(dir, &record.name),
-            name: record.name,
-            last_seen: record.last_seen,
-            agent_version: record.agent_version,
-            enrolled_at: record.enrolled_at,
-            certificate_expires: record.certificate_expires,
-        })
-        .collect();
+fn nodes(fleet: &Fleet, format: Format) -> anyhow::Result<ExitStatus> {
+    let lines = fleet.nodes()?;
     match format {
         Format::Table => {
             let mut rows = vec![vec![
