@@ -461,11 +461,7 @@ fn workspace() -> PathBuf {
 /// Every crate of the workspace with its root files (a package may have a library and a binary).
 fn workspace_crates() -> Vec<Crate> {
     let root = workspace();
-    let mut dirs = vec![
-        root.join("protocol"),
-        root.join("guest-sdk"),
-        root.join("guest-sdk/linux"),
-    ];
+    let mut dirs = vec![root.join("protocol"), root.join("linux"), root.join("guest-sdk")];
     for group in ["host", "plugins", "tests/plugins", "bench"] {
         for entry in std::fs::read_dir(root.join(group)).unwrap() {
             dirs.push(entry.unwrap().path());

@@ -179,7 +179,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         for (lang, sdk_file) in [
             (Lang::Rust, "factbuoy-guest/src/lib.rs"),
-            (Lang::Rust, "factbuoy-guest/linux/src/lib.rs"),
+            (Lang::Rust, "factbuoy-linux/src/lib.rs"),
             (Lang::Python, "factbuoy_plugin/host_info.pyi"),
             (Lang::Python, "factbuoy_plugin/py.typed"),
             (Lang::Js, "factbuoy-plugin/index.d.ts"),
