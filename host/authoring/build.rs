@@ -41,11 +41,14 @@ const SDKS: &[(&str, &[Folder])] = &[
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap());
-    // host/cli -> the workspace root.
+    // host/authoring -> the workspace root.
     let workspace = manifest_dir.ancestors().nth(2).unwrap();
     let mut generated = String::new();
     for (constant, folders) in SDKS {
-        let listed: Vec<String> = folders.iter().map(|(folder, ..)| format!("{folder}/")).collect();
+        let listed: Vec<String> = folders
+            .iter()
+            .map(|(folder, ..)| format!("{folder}/"))
+            .collect();
         writeln!(
             generated,
             "/// The files of {}, as `plugin new` writes them: (path in the project, bytes).\n\

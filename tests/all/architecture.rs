@@ -461,7 +461,11 @@ fn workspace() -> PathBuf {
 /// Every crate of the workspace with its root files (a package may have a library and a binary).
 fn workspace_crates() -> Vec<Crate> {
     let root = workspace();
-    let mut dirs = vec![root.join("protocol"), root.join("linux"), root.join("guest-sdk")];
+    let mut dirs = vec![
+        root.join("protocol"),
+        root.join("linux"),
+        root.join("guest-sdk"),
+    ];
     for group in ["host", "plugins", "tests/plugins", "bench"] {
         for entry in std::fs::read_dir(root.join(group)).unwrap() {
             dirs.push(entry.unwrap().path());
@@ -563,6 +567,10 @@ const DEPENDENCY_RULES: &[(&str, &str, Reach)] = &[
     ("factbuoy-protocol", "kube", Reach::Linked),
     ("factbuoy-dispatch", "factbuoy-aggregator", Reach::Linked),
     ("factbuoy-dispatch", "factbuoy-agent", Reach::Linked),
+    // Plugin authoring makes and builds projects; loading and running them is the runtime's.
+    ("factbuoy-authoring", "wasmtime", Reach::Linked),
+    ("factbuoy-authoring", "kube", Reach::Linked),
+    ("factbuoy-authoring", "factbuoy-aggregator", Reach::Linked),
     // The binary reaches a cluster only through factbuoy-kubernetes.
     ("factbuoy", "kube", Reach::Direct),
     ("factbuoy", "k8s-openapi", Reach::Direct),
