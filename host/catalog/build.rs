@@ -17,7 +17,14 @@ fn main() {
     // host/catalog -> the workspace root.
     let workspace = manifest_dir.ancestors().nth(2).unwrap();
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").unwrap());
-    for watched in ["plugins", "guest-sdk", "wit", "Cargo.toml", "Cargo.lock"] {
+    for watched in [
+        "plugins",
+        "guest-sdk",
+        "linux",
+        "wit",
+        "Cargo.toml",
+        "Cargo.lock",
+    ] {
         println!(
             "cargo:rerun-if-changed={}",
             workspace.join(watched).display()

@@ -321,6 +321,22 @@ pub fn check_identifier(kind: IdentifierKind, name: &str) -> Result<(), InvalidI
     Ok(())
 }
 
+/// Longest name a plugin gives itself in its description, in bytes (and each of its
+/// parameters).
+pub const MAX_PLUGIN_NAME_BYTES: usize = 63;
+
+/// Whether `name` is a name a plugin may give itself in its description (the runtime refuses a
+/// plugin whose description breaks it; `plugin new` names projects by it): lower-case `a-z`,
+/// `0-9`, `-`, starting with a letter or digit, at most [`MAX_PLUGIN_NAME_BYTES`].
+pub fn is_valid_plugin_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_PLUGIN_NAME_BYTES
+        && !name.starts_with('-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
 /// A node's name that passed [`check_identifier`]: it fits every file name the layout builds
 /// from it and can never be mistaken for the `global` scope.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]

@@ -463,8 +463,8 @@ fn workspace_crates() -> Vec<Crate> {
     let root = workspace();
     let mut dirs = vec![
         root.join("protocol"),
+        root.join("linux"),
         root.join("guest-sdk"),
-        root.join("guest-sdk/linux"),
     ];
     for group in ["host", "plugins", "tests/plugins", "bench"] {
         for entry in std::fs::read_dir(root.join(group)).unwrap() {
@@ -567,6 +567,10 @@ const DEPENDENCY_RULES: &[(&str, &str, Reach)] = &[
     ("factbuoy-protocol", "kube", Reach::Linked),
     ("factbuoy-dispatch", "factbuoy-aggregator", Reach::Linked),
     ("factbuoy-dispatch", "factbuoy-agent", Reach::Linked),
+    // Plugin authoring makes and builds projects; loading and running them is the runtime's.
+    ("factbuoy-authoring", "wasmtime", Reach::Linked),
+    ("factbuoy-authoring", "kube", Reach::Linked),
+    ("factbuoy-authoring", "factbuoy-aggregator", Reach::Linked),
     // The binary reaches a cluster only through factbuoy-kubernetes.
     ("factbuoy", "kube", Reach::Direct),
     ("factbuoy", "k8s-openapi", Reach::Direct),

@@ -15,8 +15,6 @@ mod logging;
 #[cfg(test)]
 mod option_positions;
 mod output;
-mod plugin_build;
-mod plugin_new;
 mod pruning;
 mod signals;
 mod summary;

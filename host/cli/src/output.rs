@@ -62,6 +62,13 @@ pub enum Ended {
 /// The exit status an error that ended a command maps to.
 pub fn exit_status_of(error: &anyhow::Error) -> ExitStatus {
     use factbuoy_operator::Error as Operator;
+    // `plugin build`: a toolchain that ran and failed, not one missing or a project refused.
+    if error
+        .downcast_ref::<factbuoy_authoring::Error>()
+        .is_some_and(factbuoy_authoring::Error::is_failed_build)
+    {
+        return ExitStatus::Failed;
+    }
     match (
         error.downcast_ref::<Ended>(),
         error.downcast_ref::<Operator>(),
@@ -127,5 +134,21 @@ pub fn report_error(error: &anyhow::Error, format: Format) {
             );
         }
         Format::Json | Format::Yaml => emit_document(&serde_json::json!({ "error": text }), format),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `plugin build`: a toolchain that ran and failed is a failed command, one that is missing
+    /// is invalid input, as `plugin build --help` says.
+    #[test]
+    fn a_failed_build_exits_1_and_a_missing_toolchain_2() {
+        use factbuoy_authoring::Error;
+        let failed = anyhow::Error::new(Error::BuildFailed("cargo build failed".into()));
+        assert_eq!(exit_status_of(&failed), ExitStatus::Failed);
+        let missing = anyhow::Error::new(Error::MissingToolchain("install it".into()));
+        assert_eq!(exit_status_of(&missing), ExitStatus::InvalidInput);
     }
 }

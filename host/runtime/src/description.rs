@@ -6,20 +6,16 @@ use std::collections::HashSet;
 use crate::bindings::{ArtifactKind, PluginInfo};
 use crate::grants::Grant;
 use crate::params::parse_value;
-use factbuoy_protocol::names::{ArtifactName, IdentifierKind, check_identifier};
+use factbuoy_protocol::names::{
+    ArtifactName, IdentifierKind, MAX_PLUGIN_NAME_BYTES, check_identifier,
+};
 
 /// Longest plugin or parameter name.
-pub const MAX_NAME_LEN: usize = 63;
+pub const MAX_NAME_LEN: usize = MAX_PLUGIN_NAME_BYTES;
 
-/// Whether `name` is a valid plugin name: lower-case `a-z`, `0-9`, `-`, starting with a letter or digit.
-pub fn is_valid_plugin_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_NAME_LEN
-        && !name.starts_with('-')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-}
+/// The rule for a plugin's name lives with the other names' rules, where `plugin new` (which
+/// links no wasmtime) checks a new project's name by it too.
+pub use factbuoy_protocol::names::is_valid_plugin_name;
 
 fn is_valid_param_name(name: &str) -> bool {
     !name.is_empty()

@@ -1,5 +1,5 @@
 //! `factbuoy plugin ...`: list, info, validate and run plugins on this host; create and build
-//! plugin projects; list and prune the compilation cache ([`cache`]).
+//! plugin projects (with factbuoy-authoring); list and prune the compilation cache ([`cache`]).
 
 mod cache;
 mod terminal_sink;
@@ -15,7 +15,6 @@ use serde_json::json;
 
 use crate::json_report::JsonReport;
 use crate::output::{ExitStatus, Format, emit, emit_document};
-use crate::{plugin_build, plugin_new};
 use factbuoy_catalog::{BUNDLED, PluginRef};
 use factbuoy_operator::here::HereRequest;
 use factbuoy_protocol::text::printable;
@@ -69,7 +68,7 @@ pub enum PluginCommand {
         name: String,
         /// The language to write it in.
         #[arg(long, value_enum)]
-        lang: plugin_new::Lang,
+        lang: factbuoy_authoring::Lang,
         /// Where to create the project [default: ./NAME].
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
@@ -252,7 +251,7 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
         PluginCommand::Run(args) => run(args, format).await,
         PluginCommand::New { name, lang, dir } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
-            let written = plugin_new::create(&name, lang, &dir)?;
+            let written = factbuoy_authoring::new_project(&name, lang, &dir)?;
             match format {
                 Format::Table => {
                     for path in &written {
@@ -276,8 +275,8 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
         PluginCommand::Cache(command) => cache::execute(command, format),
         PluginCommand::Build { dir, force, common } => {
             // Building blocks on child processes; keep the runtime's threads free meanwhile.
-            let wasm =
-                tokio::task::spawn_blocking(move || plugin_build::build(&dir, force)).await??;
+            let wasm = tokio::task::spawn_blocking(move || factbuoy_authoring::build(&dir, force))
+                .await??;
             precompile(&wasm, &common).await?;
             match format {
                 Format::Table => emit(&wasm.display().to_string()),

@@ -7,9 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::Context;
-
-use crate::output::Ended;
+use crate::error::{Error, IoContext as _};
 
 /// Compiles each file given (paths relative to the working directory) without writing
 /// bytecode, and prints what Python prints for each syntax error: `File "app.py", line 3`, the
@@ -30,7 +28,7 @@ sys.exit(1 if failed else 0)
 /// Checks the `.py` files of the project in `dir` with `python` (a Python next to
 /// componentize-py, or python3 on PATH). `None` skips the check: the build then reports
 /// errors as componentize-py does.
-pub fn check_python(dir: &Path, python: Option<&Path>) -> anyhow::Result<()> {
+pub fn check_python(dir: &Path, python: Option<&Path>) -> Result<(), Error> {
     let Some(python) = python else {
         return Ok(());
     };
@@ -45,23 +43,22 @@ pub fn check_python(dir: &Path, python: Option<&Path>) -> anyhow::Result<()> {
         return Ok(());
     }
     eprint!("{}", String::from_utf8_lossy(&output.stderr));
-    Err(
-        Ended::Failed("syntax error in the Python sources (see above); nothing was built".into())
-            .into(),
-    )
+    Err(Error::BuildFailed(
+        "syntax error in the Python sources (see above); nothing was built".into(),
+    ))
 }
 
 /// Checks the `.js` files of the project in `dir` with `node --check`, one file at a time, and
 /// prints what node says of the first that fails: `app.js:3`, the line, a caret, the error
 /// (without node's own stack, which is about node, not the file).
-pub fn check_js(dir: &Path) -> anyhow::Result<()> {
+pub fn check_js(dir: &Path) -> Result<(), Error> {
     for file in sources(dir, "js")? {
         let output = Command::new("node")
             .arg("--check")
             .arg(&file)
             .current_dir(dir)
             .output()
-            .context("running node --check")?;
+            .with_context(|| "running node --check".to_owned())?;
         if !output.status.success() {
             let text = String::from_utf8_lossy(&output.stderr);
             let message: Vec<&str> = text
@@ -69,18 +66,17 @@ pub fn check_js(dir: &Path) -> anyhow::Result<()> {
                 .take_while(|line| !line.trim_start().starts_with("at "))
                 .collect();
             eprintln!("{}", message.join("\n").trim_end());
-            return Err(Ended::Failed(format!(
+            return Err(Error::BuildFailed(format!(
                 "syntax error in {} (see above); nothing was built",
                 file.display()
-            ))
-            .into());
+            )));
         }
     }
     Ok(())
 }
 
 /// The files with extension `ext` below `dir` that are inputs of a build, relative to it.
-fn sources(dir: &Path, ext: &str) -> anyhow::Result<Vec<PathBuf>> {
+fn sources(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, Error> {
     Ok(super::inputs::files_below(dir)?
         .into_iter()
         .filter(|path| path.extension().is_some_and(|e| e == ext))

@@ -1,6 +1,6 @@
-//! `factbuoy plugin build`: builds a plugin project into a component with its language's
-//! toolchain (cargo for wasm32-wasip2, componentize-py for Python, componentize-js for
-//! JavaScript) and says where it is.
+//! Building a plugin project into a component with its language's toolchain (cargo for
+//! wasm32-wasip2, componentize-py for Python, componentize-js for JavaScript), found by
+//! [`toolchain`](crate::toolchain).
 //!
 //! A project is Rust when it has a `Cargo.toml`, Python when it has an `app.py`, JavaScript
 //! when it has a `package.json`. A Python or JavaScript project brings its WIT (`wit/`) and SDK
@@ -10,8 +10,8 @@
 //! A Python or JavaScript project is built only when an input changed ([`inputs`]), and its
 //! sources are checked for syntax errors first ([`syntax`]).
 //!
-//! A missing toolchain is invalid input (exit 2, saying how to install it); a toolchain that
-//! ran and failed is a failed build (exit 1).
+//! A missing toolchain is an [`Error::MissingToolchain`] saying how to install it; a toolchain
+//! that ran and failed is an [`Error::BuildFailed`].
 
 mod inputs;
 mod syntax;
@@ -19,34 +19,20 @@ mod syntax;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use anyhow::{Context, bail};
+use crate::error::{Error, IoContext as _};
+use crate::toolchain::{self, JS_WASI_PACKAGES, JS_WASI_VERSION, WASM_TARGET};
 
-use crate::output::Ended;
-
-/// The Rust target a component is built for.
-const WASM_TARGET: &str = "wasm32-wasip2";
 /// The world every plugin targets, in `wit/gatherer.wit`.
 const WORLD: &str = "gatherer";
-/// The componentize-py release the Python SDK is tested with.
-pub const COMPONENTIZE_PY_VERSION: &str = "0.25.1";
 /// The module componentize-py wraps: the Python project's entry point.
 const PYTHON_APP: &str = "app";
-/// The componentize-js release the JavaScript SDK is tested with.
-pub const COMPONENTIZE_JS_VERSION: &str = "0.23.0";
-/// The jco release whose WASI WIT JavaScript plugins are built against.
-pub const JCO_VERSION: &str = "1.35.0";
 /// The JavaScript project's entry point, whose `plugin` export is the gatherer.
 const JS_APP: &str = "app.js";
-/// The WASI release of the WIT in jco's package that JavaScript plugins import files through
-/// (wasmtime links every 0.2.x release).
-const JS_WASI_VERSION: &str = "0.2.12";
-/// The WASI packages `wasi:filesystem` needs, as folders of jco's built-in WIT.
-const JS_WASI_PACKAGES: &[&str] = &["wasi-filesystem", "wasi-io", "wasi-clocks"];
 
 /// Builds the project in `dir` and returns the path of the component. A Python or JavaScript
 /// project whose inputs have not changed since its last build is not built again, unless
-/// `force`.
-pub fn build(dir: &Path, force: bool) -> anyhow::Result<PathBuf> {
+/// `force`. The toolchain's output goes to standard error; standard output is left alone.
+pub fn build(dir: &Path, force: bool) -> Result<PathBuf, Error> {
     let dir = dir
         .canonicalize()
         .with_context(|| format!("opening the project directory {}", dir.display()))?;
@@ -57,36 +43,17 @@ pub fn build(dir: &Path, force: bool) -> anyhow::Result<PathBuf> {
     } else if dir.join("package.json").is_file() {
         build_js(&dir, force)
     } else {
-        bail!(
+        Err(Error::Invalid(format!(
             "{} is not a plugin project: it has no Cargo.toml (Rust), {PYTHON_APP}.py (Python) \
              or package.json (JavaScript); create one with `factbuoy plugin new NAME --lang \
              rust|python|js`",
             dir.display()
-        )
+        )))
     }
 }
 
-fn build_rust(dir: &Path) -> anyhow::Result<PathBuf> {
-    let sysroot = Command::new("rustc")
-        .args(["--print", "sysroot"])
-        .current_dir(dir)
-        .stderr(Stdio::inherit())
-        .output();
-    let sysroot = match sysroot {
-        Ok(out) if out.status.success() => {
-            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-        }
-        _ => bail!(
-            "Rust (rustc and cargo) was not found: install it with rustup (https://rustup.rs), \
-             then `rustup target add {WASM_TARGET}`"
-        ),
-    };
-    anyhow::ensure!(
-        sysroot.join("lib/rustlib").join(WASM_TARGET).is_dir(),
-        "the Rust target {WASM_TARGET} is not installed in {}: run `rustup target add \
-         {WASM_TARGET}`",
-        sysroot.display()
-    );
+fn build_rust(dir: &Path) -> Result<PathBuf, Error> {
+    toolchain::check_rust(dir)?;
     eprintln!("building with cargo for {WASM_TARGET} (release)");
     let out = Command::new("cargo")
         .args(["build", "--release", "--target", WASM_TARGET])
@@ -94,9 +61,9 @@ fn build_rust(dir: &Path) -> anyhow::Result<PathBuf> {
         .current_dir(dir)
         .stderr(Stdio::inherit())
         .output()
-        .context("running cargo")?;
+        .with_context(|| "running cargo".to_owned())?;
     if !out.status.success() {
-        return Err(Ended::Failed("cargo build failed (see above)".into()).into());
+        return Err(Error::BuildFailed("cargo build failed (see above)".into()));
     }
     // cargo's messages name the artifacts wherever the target directory is (CARGO_TARGET_DIR,
     // a workspace's target/); the package's own cdylib is the component.
@@ -117,13 +84,16 @@ fn build_rust(dir: &Path) -> anyhow::Result<PathBuf> {
                 .filter_map(|f| f.as_str().map(PathBuf::from))
         })
         .find(|file| file.extension().is_some_and(|ext| ext == "wasm"));
-    wasm.context(
-        "cargo built no .wasm for this package: its Cargo.toml needs `[lib] crate-type = \
-         [\"cdylib\"]`",
-    )
+    wasm.ok_or_else(|| {
+        Error::Invalid(
+            "cargo built no .wasm for this package: its Cargo.toml needs `[lib] crate-type = \
+             [\"cdylib\"]`"
+                .into(),
+        )
+    })
 }
 
-fn build_python(dir: &Path, force: bool) -> anyhow::Result<PathBuf> {
+fn build_python(dir: &Path, force: bool) -> Result<PathBuf, Error> {
     let wit = contract(dir)?;
     let sdk = sdk(
         dir,
@@ -132,27 +102,24 @@ fn build_python(dir: &Path, force: bool) -> anyhow::Result<PathBuf> {
         "Python",
         "python",
     )?;
-    let componentize = componentize_py(dir)?;
+    let componentize = toolchain::componentize_py(dir)?;
     let wasm = component_path(dir)?;
     let toolchain = format!(
         "{} {}",
         componentize.display(),
-        tool_version(&componentize, "--version")?
+        toolchain::tool_version(&componentize, "--version")?
     );
     let digest = inputs::digest(dir, &outside(dir, [wit_dir(&wit), &sdk]), &toolchain)?;
     if !force && inputs::up_to_date(&wasm, &digest) {
         say_up_to_date(&wasm);
         return Ok(wasm);
     }
-    // The Python beside componentize-py (its venv's), else the one on PATH.
-    let python = Some(componentize.with_file_name("python3"))
-        .filter(|p| p.is_file())
-        .or_else(|| on_path("python3"));
+    let python = toolchain::python_beside(&componentize);
     syntax::check_python(dir, python.as_deref())?;
     let mut command = Command::new(&componentize);
     command
         .arg("-d")
-        .arg(wit.parent().expect("a found file has a parent"))
+        .arg(wit_dir(&wit))
         .args(["-w", WORLD, "componentize", PYTHON_APP])
         .arg("-p")
         .arg(dir)
@@ -186,39 +153,14 @@ fn outside<'a>(dir: &Path, paths: impl IntoIterator<Item = &'a Path>) -> Vec<&'a
     paths.into_iter().filter(|p| !p.starts_with(dir)).collect()
 }
 
-/// What `program ARG` prints (its version), trimmed.
-fn tool_version(program: &Path, arg: &str) -> anyhow::Result<String> {
-    let out = Command::new(program)
-        .arg(arg)
-        .output()
-        .with_context(|| format!("running {} {arg}", program.display()))?;
-    anyhow::ensure!(
-        out.status.success(),
-        "{} {arg} failed: {}",
-        program.display(),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-}
-
-/// The version in the package.json of the package `name` below `node_modules`.
-fn package_version(node_modules: &Path, name: &str) -> anyhow::Result<String> {
-    let manifest = node_modules.join(name).join("package.json");
-    let text = std::fs::read_to_string(&manifest)
-        .with_context(|| format!("reading {}", manifest.display()))?;
-    let json: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not JSON", manifest.display()))?;
-    Ok(json["version"].as_str().unwrap_or_default().to_owned())
-}
-
 /// The project's WIT contract, `wit/gatherer.wit` in `dir` or a folder above it (a checkout's).
-fn contract(dir: &Path) -> anyhow::Result<PathBuf> {
-    find_up(dir, &["wit/gatherer.wit"]).with_context(|| {
-        format!(
+fn contract(dir: &Path) -> Result<PathBuf, Error> {
+    find_up(dir, &["wit/gatherer.wit"]).ok_or_else(|| {
+        Error::Invalid(format!(
             "no wit/gatherer.wit in {} or above it: `factbuoy plugin new` writes it into the \
              project",
             dir.display()
-        )
+        ))
     })
 }
 
@@ -230,22 +172,22 @@ fn sdk(
     checkout: &str,
     language: &str,
     flag: &str,
-) -> anyhow::Result<PathBuf> {
-    find_up(dir, &[folder, &format!("{checkout}/{folder}")]).with_context(|| {
-        format!(
+) -> Result<PathBuf, Error> {
+    find_up(dir, &[folder, &format!("{checkout}/{folder}")]).ok_or_else(|| {
+        Error::Invalid(format!(
             "the {language} SDK ({folder}/) is not in {} or above it: `factbuoy plugin new NAME \
              --lang {flag}` writes it into the project",
             dir.display()
-        )
+        ))
     })
 }
 
 /// Where a Python or JavaScript build writes the component: `target/<project name>.wasm`.
-fn component_path(dir: &Path) -> anyhow::Result<PathBuf> {
+fn component_path(dir: &Path) -> Result<PathBuf, Error> {
     let name = dir
         .file_name()
         .and_then(|n| n.to_str())
-        .context("the project directory has no name")?;
+        .ok_or_else(|| Error::Invalid("the project directory has no name".into()))?;
     let target = dir.join("target");
     std::fs::create_dir_all(&target).with_context(|| format!("creating {}", target.display()))?;
     Ok(target.join(format!("{name}.wasm")))
@@ -255,22 +197,23 @@ fn component_path(dir: &Path) -> anyhow::Result<PathBuf> {
 /// directly, as jco 1.35's own command fails on Node 20 before building. The component targets
 /// a world of its own, the gatherer plus WASI's file system, which the SDK reads granted paths
 /// through; the sources and the SDK are staged in `target/js-build/` beside that WIT.
-fn build_js(dir: &Path, force: bool) -> anyhow::Result<PathBuf> {
+fn build_js(dir: &Path, force: bool) -> Result<PathBuf, Error> {
     let wit = contract(dir)?;
     let sdk = sdk(dir, "factbuoy-plugin", "guest-sdk/js", "JavaScript", "js")?;
-    anyhow::ensure!(
-        dir.join(JS_APP).is_file(),
-        "{} has a package.json but no {JS_APP}, the plugin's entry point (`export const plugin \
-         = exportGatherer(...)`)",
-        dir.display()
-    );
-    let node_modules = js_toolchain(dir)?;
+    if !dir.join(JS_APP).is_file() {
+        return Err(Error::Invalid(format!(
+            "{} has a package.json but no {JS_APP}, the plugin's entry point (`export const \
+             plugin = exportGatherer(...)`)",
+            dir.display()
+        )));
+    }
+    let node_modules = toolchain::js_toolchain(dir)?;
     let wasm = component_path(dir)?;
     let toolchain = format!(
         "node {} componentize-js {} jco {} at {}",
-        tool_version(Path::new("node"), "--version")?,
-        package_version(&node_modules, "@bytecodealliance/componentize-js")?,
-        package_version(&node_modules, "@bytecodealliance/jco")?,
+        toolchain::tool_version(Path::new("node"), "--version")?,
+        toolchain::package_version(&node_modules, "@bytecodealliance/componentize-js")?,
+        toolchain::package_version(&node_modules, "@bytecodealliance/jco")?,
         node_modules.display()
     );
     let digest = inputs::digest(dir, &outside(dir, [wit_dir(&wit), &sdk]), &toolchain)?;
@@ -308,8 +251,8 @@ fn build_js(dir: &Path, force: bool) -> anyhow::Result<PathBuf> {
 }
 
 /// Runs a componentize tool in the project `dir`, its output on standard error (standard output
-/// is the component's path alone). A tool that ran and failed is a failed build (exit 1).
-fn run_toolchain(command: &mut Command, dir: &Path) -> anyhow::Result<()> {
+/// is the caller's). A tool that ran and failed is a failed build.
+fn run_toolchain(command: &mut Command, dir: &Path) -> Result<(), Error> {
     let program = Path::new(command.get_program()).to_owned();
     eprintln!("building with {}", program.display());
     let status = command
@@ -319,75 +262,40 @@ fn run_toolchain(command: &mut Command, dir: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("running {}", program.display()))?;
     if !status.success() {
         let name = program.file_name().unwrap_or_default().to_string_lossy();
-        return Err(Ended::Failed(format!("{name} failed (see above)")).into());
+        return Err(Error::BuildFailed(format!("{name} failed (see above)")));
     }
     Ok(())
 }
 
-/// The `node_modules` holding componentize-js and jco: the project's, else the one whose
-/// `.bin` is on PATH; and Node.js on PATH to run them.
-fn js_toolchain(dir: &Path) -> anyhow::Result<PathBuf> {
-    let install = format!(
-        "install it: `npm install` in the project (its package.json pins \
-         @bytecodealliance/componentize-js@{COMPONENTIZE_JS_VERSION} and \
-         @bytecodealliance/jco@{JCO_VERSION})"
-    );
-    anyhow::ensure!(
-        on_path("node").is_some(),
-        "Node.js (node) was not found on PATH: install Node.js 20 or later, then {install}"
-    );
-    let in_project = dir.join("node_modules");
-    let node_modules = if in_project.join(".bin/componentize-js").is_file() {
-        in_project
-    } else {
-        on_path("componentize-js")
-            .and_then(|bin| Some(bin.parent()?.parent()?.to_owned()))
-            .with_context(|| {
-                format!(
-                    "componentize-js was not found (neither node_modules/.bin/componentize-js in \
-                     the project nor on PATH); {install}"
-                )
-            })?
-    };
-    let wasi = node_modules.join(jco_wit(JS_WASI_PACKAGES[0]));
-    anyhow::ensure!(
-        wasi.is_dir(),
-        "jco's WASI {JS_WASI_VERSION} WIT is not in {}; {install}",
-        node_modules.display()
-    );
-    Ok(node_modules)
-}
-
-/// Where jco's package keeps the WIT of one WASI package.
-fn jco_wit(package: &str) -> PathBuf {
-    Path::new("@bytecodealliance/jco/lib/wit/builtin")
-        .join(JS_WASI_VERSION)
-        .join(package)
-}
-
 /// Writes the WIT a JavaScript plugin is built against into `into`: a world that includes the
 /// project's gatherer (at its version) and imports WASI's file system, with both as deps.
-fn stage_js_wit(gatherer: &Path, node_modules: &Path, into: &Path) -> anyhow::Result<()> {
+fn stage_js_wit(gatherer: &Path, node_modules: &Path, into: &Path) -> Result<(), Error> {
     let text = std::fs::read_to_string(gatherer)
         .with_context(|| format!("reading {}", gatherer.display()))?;
     let package = text
         .lines()
         .find_map(|line| line.trim().strip_prefix("package "))
         .and_then(|rest| rest.strip_suffix(';'))
-        .with_context(|| format!("{} has no `package ...;` line", gatherer.display()))?;
+        .ok_or_else(|| {
+            Error::Invalid(format!("{} has no `package ...;` line", gatherer.display()))
+        })?;
     let deps = into.join("deps");
     let own = deps.join("factbuoy-plugin");
     std::fs::create_dir_all(&own).with_context(|| format!("creating {}", own.display()))?;
     std::fs::copy(gatherer, own.join("gatherer.wit"))
         .with_context(|| format!("copying {}", gatherer.display()))?;
     for wasi in JS_WASI_PACKAGES {
-        copy_tree(&node_modules.join(jco_wit(wasi)), &deps.join(wasi), &[])?;
+        copy_tree(
+            &node_modules.join(toolchain::jco_wit(wasi)),
+            &deps.join(wasi),
+            &[],
+        )?;
     }
-    let (name, version) = package.split_once('@').with_context(|| {
-        format!(
+    let (name, version) = package.split_once('@').ok_or_else(|| {
+        Error::Invalid(format!(
             "the package {package} of {} has no version",
             gatherer.display()
-        )
+        ))
     })?;
     let world = format!(
         "// Written by `factbuoy plugin build`: the gatherer, and the files of granted paths.\n\
@@ -402,10 +310,11 @@ fn stage_js_wit(gatherer: &Path, node_modules: &Path, into: &Path) -> anyhow::Re
 }
 
 /// Copies the files below `from` to `to`, leaving out the top-level entries named in `skip`.
-fn copy_tree(from: &Path, to: &Path, skip: &[&str]) -> anyhow::Result<()> {
+fn copy_tree(from: &Path, to: &Path, skip: &[&str]) -> Result<(), Error> {
     std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
-    for entry in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
-        let entry = entry?;
+    let reading = || format!("reading {}", from.display());
+    for entry in std::fs::read_dir(from).with_context(reading)? {
+        let entry = entry.with_context(reading)?;
         if skip.iter().any(|s| entry.file_name() == *s) {
             continue;
         }
@@ -418,29 +327,6 @@ fn copy_tree(from: &Path, to: &Path, skip: &[&str]) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// The first file called `program` in a directory of PATH.
-fn on_path(program: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|candidate| candidate.is_file())
-}
-
-/// componentize-py from the project's `.venv`, else from PATH.
-fn componentize_py(dir: &Path) -> anyhow::Result<PathBuf> {
-    let in_venv = dir.join(".venv/bin/componentize-py");
-    if in_venv.is_file() {
-        return Ok(in_venv);
-    }
-    on_path("componentize-py").with_context(|| {
-        format!(
-            "componentize-py was not found (neither .venv/bin/componentize-py in the project nor \
-             on PATH); install it: `python3 -m venv .venv && .venv/bin/pip install \
-             componentize-py=={COMPONENTIZE_PY_VERSION}`"
-        )
-    })
 }
 
 /// The first of `relatives` found in `dir` or the nearest directory above it.
@@ -457,7 +343,9 @@ mod tests {
     #[test]
     fn a_directory_without_a_project_is_refused_with_the_way_out() {
         let tmp = tempfile::tempdir().unwrap();
-        let err = build(tmp.path(), false).unwrap_err().to_string();
+        let err = build(tmp.path(), false).unwrap_err();
+        assert!(!err.is_failed_build(), "{err}");
+        let err = err.to_string();
         assert!(err.contains("not a plugin project"), "{err}");
         assert!(err.contains("factbuoy plugin new"), "{err}");
     }

@@ -1,18 +1,19 @@
-//! `factbuoy plugin new`: writes a ready plugin project in Rust, Python or JavaScript from the templates in
-//! host/cli/templates/, with this binary's WIT contract, so that the project builds outside any
-//! checkout of factbuoy.
+//! New projects (`factbuoy plugin new`): a ready plugin project in Rust, Python or JavaScript
+//! from the templates in host/authoring/templates/, with this factbuoy's WIT contract and SDK,
+//! so that the project builds outside any checkout of factbuoy.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-use clap::ValueEnum;
-use factbuoy_runtime::description::is_valid_plugin_name;
+use factbuoy_protocol::names::is_valid_plugin_name;
 
-/// The contract this binary runs, written into every new project as `wit/gatherer.wit`.
+use crate::error::{Error, IoContext as _};
+
+/// The contract this factbuoy runs, written into every new project as `wit/gatherer.wit`.
 const GATHERER_WIT: &str = include_str!("../../../wit/gatherer.wit");
 
 /// The language a plugin project is written in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Lang {
     /// Rust, built with cargo for wasm32-wasip2.
     Rust,
@@ -109,18 +110,21 @@ mod sdk {
 }
 
 /// Writes a new `lang` project for a plugin called `name` into `dir` (which must not exist) and
-/// returns the paths written, relative to `dir`.
-pub fn create(name: &str, lang: Lang, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    anyhow::ensure!(
-        is_valid_plugin_name(name) && name.starts_with(|c: char| c.is_ascii_lowercase()),
-        "plugin name {name:?} must be a-z, 0-9 and `-`, starting with a letter (it names the \
-         plugin in URLs and bundles, and the crate or module)"
-    );
-    anyhow::ensure!(
-        !dir.exists(),
-        "{} already exists; choose another name or --dir, or remove it",
-        dir.display()
-    );
+/// returns the paths written, relative to `dir`. A name that is not a plugin's, or a `dir` that
+/// exists, is an [`Error::Invalid`].
+pub fn new_project(name: &str, lang: Lang, dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    if !(is_valid_plugin_name(name) && name.starts_with(|c: char| c.is_ascii_lowercase())) {
+        return Err(Error::Invalid(format!(
+            "plugin name {name:?} must be a-z, 0-9 and `-`, starting with a letter (it names the \
+             plugin in URLs and bundles, and the crate or module)"
+        )));
+    }
+    if dir.exists() {
+        return Err(Error::Invalid(format!(
+            "{} already exists; choose another name or --dir, or remove it",
+            dir.display()
+        )));
+    }
     let (templates, sdk) = match lang {
         Lang::Rust => (RUST, sdk::RUST_SDK),
         Lang::Python => (PYTHON, sdk::PYTHON_SDK),
@@ -164,7 +168,7 @@ mod tests {
             (Lang::Js, "app.js"),
         ] {
             let dir = tmp.path().join(format!("{lang:?}"));
-            let written = create("disk-usage", lang, &dir).unwrap();
+            let written = new_project("disk-usage", lang, &dir).unwrap();
             assert!(written.contains(&PathBuf::from("wit/gatherer.wit")));
             let text = std::fs::read_to_string(dir.join(source)).unwrap();
             assert!(text.contains("\"disk-usage\""), "{text}");
@@ -179,14 +183,14 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         for (lang, sdk_file) in [
             (Lang::Rust, "factbuoy-guest/src/lib.rs"),
-            (Lang::Rust, "factbuoy-guest/linux/src/lib.rs"),
+            (Lang::Rust, "factbuoy-linux/src/lib.rs"),
             (Lang::Python, "factbuoy_plugin/host_info.pyi"),
             (Lang::Python, "factbuoy_plugin/py.typed"),
             (Lang::Js, "factbuoy-plugin/index.d.ts"),
         ] {
             let dir = tmp.path().join(format!("{lang:?}"));
             if !dir.exists() {
-                create("disk-usage", lang, &dir).unwrap();
+                new_project("disk-usage", lang, &dir).unwrap();
             }
             assert!(dir.join(sdk_file).is_file(), "{lang:?}: no {sdk_file}");
             let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
@@ -235,9 +239,9 @@ mod tests {
     #[test]
     fn refuses_bad_names_and_existing_directories() {
         let tmp = tempfile::tempdir().unwrap();
-        let err = create("Disk", Lang::Rust, &tmp.path().join("x")).unwrap_err();
+        let err = new_project("Disk", Lang::Rust, &tmp.path().join("x")).unwrap_err();
         assert!(err.to_string().contains("must be a-z"), "{err}");
-        let err = create("disk", Lang::Python, tmp.path()).unwrap_err();
+        let err = new_project("disk", Lang::Python, tmp.path()).unwrap_err();
         assert!(err.to_string().contains("already exists"), "{err}");
     }
 }

@@ -13,8 +13,9 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use sha2::{Digest, Sha256};
+
+use crate::error::{Error, IoContext as _};
 
 /// Folders of a project that are never inputs: build output, environments, installed packages.
 const NOT_INPUTS: &[&str] = &["target", ".venv", "node_modules", ".git", "__pycache__"];
@@ -22,7 +23,7 @@ const NOT_INPUTS: &[&str] = &["target", ".venv", "node_modules", ".git", "__pyca
 /// The digest of a build's inputs: the files below `project` (but [`NOT_INPUTS`]), the files of
 /// each of `outside` (a file or a folder: an SDK or contract from outside the project), and
 /// `toolchain` (what identifies the tools and their versions).
-pub fn digest(project: &Path, outside: &[&Path], toolchain: &str) -> anyhow::Result<String> {
+pub fn digest(project: &Path, outside: &[&Path], toolchain: &str) -> Result<String, Error> {
     let mut hasher = Sha256::new();
     hasher.update(format!("factbuoy {}\n", env!("CARGO_PKG_VERSION")));
     hasher.update(format!("toolchain {toolchain}\n"));
@@ -41,19 +42,18 @@ pub fn digest(project: &Path, outside: &[&Path], toolchain: &str) -> anyhow::Res
 }
 
 /// The files below `root` (`root` itself when it is a file) but [`NOT_INPUTS`], in path order.
-pub(super) fn files_below(root: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub(super) fn files_below(root: &Path) -> Result<Vec<PathBuf>, Error> {
     if root.is_file() {
         return Ok(vec![root.to_owned()]);
     }
     let mut files = Vec::new();
     let mut dirs = vec![root.to_owned()];
     while let Some(dir) = dirs.pop() {
-        for entry in
-            std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?
-        {
-            let entry = entry?;
+        let reading = || format!("reading {}", dir.display());
+        for entry in std::fs::read_dir(&dir).with_context(reading)? {
+            let entry = entry.with_context(reading)?;
             let path = entry.path();
-            if entry.file_type()?.is_dir() {
+            if entry.file_type().with_context(reading)?.is_dir() {
                 if !NOT_INPUTS.iter().any(|skip| entry.file_name() == *skip) {
                     dirs.push(path);
                 }
@@ -89,17 +89,18 @@ pub fn up_to_date(wasm: &Path, digest: &str) -> bool {
 }
 
 /// Records that `wasm` was just built from inputs with this `digest`. Failing to record only
-/// costs the next build its time: it is said, not fatal.
+/// costs the next build its time: it is logged, not fatal.
 pub fn record(wasm: &Path, digest: &str) {
     let record = record_path(wasm);
-    let written = identity(wasm)
-        .context("the component is not there")
-        .and_then(|identity| {
-            std::fs::write(&record, format!("{digest}\n{identity}\n")).map_err(Into::into)
-        });
+    let written = match identity(wasm) {
+        Some(identity) => {
+            std::fs::write(&record, format!("{digest}\n{identity}\n")).map_err(|e| e.to_string())
+        }
+        None => Err("the component is not there".to_owned()),
+    };
     if let Err(e) = written {
-        eprintln!(
-            "note: could not record the build's inputs in {} ({e:#}); the next build runs the \
+        tracing::warn!(
+            "could not record the build's inputs in {} ({e}); the next build runs the \
              toolchain again",
             record.display()
         );
