@@ -4,7 +4,7 @@
 mod support;
 
 use factbuoy_dispatch::resources;
-use factbuoy_dispatch::{ConnectError, Target};
+use factbuoy_dispatch::{ClusterRef, ConnectError};
 use support::kube::Cluster;
 
 fn cluster() -> &'static Cluster {
@@ -14,7 +14,7 @@ fn cluster() -> &'static Cluster {
 #[test]
 fn a_kubeconfig_and_its_context_reach_the_api_server() {
     let cluster = cluster();
-    let target = Target {
+    let target = ClusterRef {
         kubeconfig: Some(cluster.kubeconfig()),
         context: Some("factbuoy-kube".into()),
     };
@@ -28,7 +28,7 @@ fn a_kubeconfig_and_its_context_reach_the_api_server() {
 #[test]
 fn a_context_the_kubeconfig_lacks_is_an_error_that_names_the_flag() {
     let cluster = cluster();
-    let target = Target {
+    let target = ClusterRef {
         kubeconfig: Some(cluster.kubeconfig()),
         context: Some("no-such-context".into()),
     };
@@ -50,7 +50,7 @@ fn a_context_the_kubeconfig_lacks_is_an_error_that_names_the_flag() {
 fn resources_are_saved_page_by_page_into_one_list_with_every_object_whole() {
     let cluster = cluster();
     let dir = tempfile::tempdir().unwrap();
-    let target = Target {
+    let target = ClusterRef {
         kubeconfig: Some(cluster.kubeconfig()),
         context: None,
     };
@@ -142,7 +142,7 @@ fn the_status_annotation_is_patched_when_the_status_changes_and_not_otherwise() 
         tar_info: None,
         error: None,
     };
-    let target = Target {
+    let target = ClusterRef {
         kubeconfig: Some(cluster.kubeconfig()),
         context: None,
     };
@@ -212,7 +212,7 @@ fn port_forward_opens_a_new_tunnel_per_connection_to_the_pods_port() {
         "pod/server",
         "--timeout=60s",
     ]);
-    let target = Target {
+    let target = ClusterRef {
         kubeconfig: Some(cluster.kubeconfig()),
         context: None,
     };

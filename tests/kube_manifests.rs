@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use factbuoy_dispatch::apply::{self, Mode};
 use factbuoy_dispatch::delete::{self, Selection};
 use factbuoy_dispatch::manifest::{RunManifests, RunSpec, scheduling};
-use factbuoy_dispatch::{Target, connect};
+use factbuoy_dispatch::{ClusterRef, connect};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::Api;
@@ -34,8 +34,8 @@ fn cluster() -> &'static Cluster {
     Cluster::shared("manifests", NODES)
 }
 
-fn target(cluster: &Cluster) -> Target {
-    Target {
+fn target(cluster: &Cluster) -> ClusterRef {
+    ClusterRef {
         kubeconfig: Some(cluster.kubeconfig()),
         context: None,
     }

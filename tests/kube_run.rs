@@ -32,7 +32,7 @@ fn the_operator_library_runs_a_kubernetes_run_and_a_detached_run_answers_in_json
     let out = tempfile::tempdir().unwrap();
     let request = RunRequest {
         target: Target::Kubernetes(KubernetesTarget {
-            cluster: factbuoy_kubernetes::Target {
+            cluster: factbuoy_kubernetes::ClusterRef {
                 kubeconfig: Some(cluster.kubeconfig()),
                 context: None,
             },

@@ -11,7 +11,7 @@ mod support;
 
 use std::time::Duration;
 
-use factbuoy_dispatch::Target;
+use factbuoy_dispatch::ClusterRef;
 use factbuoy_dispatch::nodes::{NodeChange, NodeFilter, follow_nodes};
 use k8s_openapi::api::core::v1::Toleration;
 use support::kube::Cluster;
@@ -22,7 +22,7 @@ fn cluster() -> &'static Cluster {
 }
 
 async fn client(cluster: &Cluster) -> kube::Client {
-    let target = Target {
+    let target = ClusterRef {
         kubeconfig: Some(cluster.kubeconfig()),
         context: None,
     };

@@ -32,7 +32,8 @@ use crate::names::NodeName;
 use crate::routes::{Route, Scope};
 use crate::tls::{Identity, TlsError, anonymous_client_config, client_config};
 use crate::types::{
-    EnrollRequest, EnrollResponse, ErrorBody, Plan, ProgressUpdate, ResultManifest, StatusDocument,
+    AgentPlan, EnrollRequest, EnrollResponse, ErrorBody, ProgressUpdate, ResultManifest,
+    StatusDocument,
 };
 
 /// Default time allowed for one request, connection included (uploads get longer per byte).
@@ -531,7 +532,7 @@ impl Client {
     }
 
     /// What a node's agent, or the runner of the global plugins, is to run.
-    pub async fn plan(&self, scope: &Scope) -> Result<Plan, ClientError> {
+    pub async fn plan(&self, scope: &Scope) -> Result<AgentPlan, ClientError> {
         self.json(&Route::Plan {
             scope: scope.clone(),
         })

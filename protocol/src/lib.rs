@@ -1,6 +1,6 @@
 //! factbuoy's aggregator protocol, usable without wasmtime or kube.
 //!
-//! Agents fetch their [`types::Plan`] and plugin components, upload each artifact of a result as
+//! Agents fetch their [`types::AgentPlan`] and plugin components, upload each artifact of a result as
 //! a file with a `Content-Digest`, complete the result with a [`types::ResultManifest`], and send
 //! progress and heartbeats. Operators read the [`types::StatusDocument`], metrics and the bundle.
 //! Every request is HTTPS with a client certificate from the run's CA; the certificate decides

@@ -187,7 +187,7 @@ pub struct PlannedPlugin {
 
 /// What one node's agent is to do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Plan {
+pub struct AgentPlan {
     /// The run this plan belongs to.
     pub run_id: String,
     /// The plugins to run on this node.

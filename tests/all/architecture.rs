@@ -764,5 +764,76 @@ fn one_module_outside_the_runtime_invokes_plugins() {
         others.is_empty(),
         "these invoke plugins themselves instead of through factbuoy_agent::invoke: {others:?}"
     );
-    assert!(invokes(&the_one), "{} no longer invokes plugins", the_one.display());
+    assert!(
+        invokes(&the_one),
+        "{} no longer invokes plugins",
+        the_one.display()
+    );
+}
+
+/// The folders of the crates whose public types other crates import: every host crate, the
+/// protocol, the Linux parsers and the SDK.
+fn library_sources() -> Vec<(String, PathBuf)> {
+    let root = workspace();
+    let mut dirs: Vec<PathBuf> = ["protocol", "linux", "guest-sdk"]
+        .iter()
+        .map(|d| root.join(d))
+        .collect();
+    for entry in std::fs::read_dir(root.join("host")).unwrap() {
+        dirs.push(entry.unwrap().path());
+    }
+    dirs.into_iter()
+        .filter(|dir| dir.join("src").is_dir())
+        .map(|dir| {
+            let name = dir.strip_prefix(&root).unwrap().display().to_string();
+            (name, dir.join("src"))
+        })
+        .collect()
+}
+
+/// Public types by name, with the crates that define one of that name. `Error` is left out: a
+/// crate's own error type is `that_crate::Error` by convention.
+fn public_type_names(crates: &[(String, PathBuf)]) -> BTreeMap<String, BTreeSet<String>> {
+    let mut names: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (name, src) in crates {
+        let mut files = Vec::new();
+        rust_files(src, &mut files);
+        for file in files {
+            for line in std::fs::read_to_string(&file).unwrap().lines() {
+                let declared = ["pub struct ", "pub enum ", "pub trait ", "pub type "]
+                    .iter()
+                    .find_map(|keyword| line.trim_start().strip_prefix(keyword));
+                let Some(rest) = declared else { continue };
+                let ident: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !ident.is_empty() && ident != "Error" {
+                    names.entry(ident).or_default().insert(name.clone());
+                }
+            }
+        }
+    }
+    names
+}
+
+/// A name read alone says which type it is: no two crates define a public type of one name, so
+/// that an import never has to be renamed (`Target as Cluster`) and a reader following names
+/// across crates is not misled.
+#[test]
+fn no_two_crates_define_a_public_type_of_the_same_name() {
+    let crates = library_sources();
+    assert!(crates.len() > 10, "found only {} crates", crates.len());
+    let names = public_type_names(&crates);
+    assert!(names.contains_key("Runtime"), "the scan found no Runtime");
+    let shared: Vec<String> = names
+        .iter()
+        .filter(|(_, crates)| crates.len() > 1)
+        .map(|(name, crates)| format!("{name}: {crates:?}"))
+        .collect();
+    assert!(
+        shared.is_empty(),
+        "public types of the same name in several crates:\n{}",
+        shared.join("\n")
+    );
 }

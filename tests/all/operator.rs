@@ -10,7 +10,7 @@ use crate::support::kube_runs::Bundle;
 use crate::support::served::serve_fleet;
 
 use factbuoy_aggregator::fleet::{self, FleetDir, tokens};
-use factbuoy_kubernetes::Target as Cluster;
+use factbuoy_kubernetes::ClusterRef;
 use factbuoy_operator::follow::Source;
 use factbuoy_operator::plan::{Nodes, Plan};
 use factbuoy_operator::prune::{PruneOptions, prune};
@@ -78,7 +78,7 @@ async fn a_local_run_is_started_followed_found_again_fetched_and_pruned_through_
         assert_eq!(found.run_id(), record.run_id);
     }
     let found = state.locate(&WhichRun::Current).unwrap();
-    let source = Source::of(&found, &state, &Cluster::default())
+    let source = Source::of(&found, &state, &ClusterRef::default())
         .await
         .unwrap();
     let status = source.status().await.unwrap();
@@ -113,7 +113,7 @@ async fn a_fleet_run_is_requested_followed_and_fetched_through_the_library() {
     let running = serve_fleet(&dir).await;
     let address = running.address.to_string();
     let token = tokens::create(&dir, Duration::from_secs(600), Some(1)).unwrap();
-    let member = factbuoy_agent::fleet::StateDir::new(work.path().join("member"));
+    let member = factbuoy_agent::fleet::MemberDir::new(work.path().join("member"));
     factbuoy_agent::fleet::join(
         &address,
         &token,
@@ -124,7 +124,7 @@ async fn a_fleet_run_is_requested_followed_and_fetched_through_the_library() {
     )
     .await
     .unwrap();
-    let options = factbuoy_agent::fleet::ServeOptions {
+    let options = factbuoy_agent::fleet::MemberOptions {
         host_root: "/".into(),
         retry_for: Duration::from_secs(30),
     };

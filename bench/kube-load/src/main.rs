@@ -118,7 +118,7 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let cluster = factbuoy_dispatch::connect(&factbuoy_dispatch::Target::default()).await?;
+    let cluster = factbuoy_dispatch::connect(&factbuoy_dispatch::ClusterRef::default()).await?;
     match cli.command {
         Command::Nodes {
             count,

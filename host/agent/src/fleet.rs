@@ -42,14 +42,14 @@ pub struct Membership {
     pub certificate_expires: String,
 }
 
-/// An agent's state directory.
+/// A fleet member's state directory: its membership, key and certificate.
 #[derive(Debug, Clone)]
-pub struct StateDir(PathBuf);
+pub struct MemberDir(PathBuf);
 
-impl StateDir {
+impl MemberDir {
     /// The state in `root`.
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        StateDir(root.into())
+        MemberDir(root.into())
     }
 
     fn membership_file(&self) -> PathBuf {
@@ -107,7 +107,7 @@ pub async fn join(
     token: &str,
     pin: &str,
     node: NodeName,
-    state: &StateDir,
+    state: &MemberDir,
     retry_for: Duration,
 ) -> anyhow::Result<Membership> {
     if let Some(membership) = state.membership()? {
@@ -161,7 +161,7 @@ pub async fn join(
 
 /// How [`serve`] runs the plans.
 #[derive(Debug, Clone)]
-pub struct ServeOptions {
+pub struct MemberOptions {
     /// The host directory plugins' paths are mapped onto.
     pub host_root: PathBuf,
     /// How long each request of a run is retried.
@@ -170,7 +170,7 @@ pub struct ServeOptions {
 
 /// Serves the fleet `state` joined until it refuses this agent (revoked, say): that is the only
 /// error it returns. Everything else (the fleet away, a run that fails) is logged and waited out.
-pub async fn serve(state: &StateDir, options: &ServeOptions) -> anyhow::Result<()> {
+pub async fn serve(state: &MemberDir, options: &MemberOptions) -> anyhow::Result<()> {
     let mut membership = state
         .membership()?
         .context("this machine has not joined a fleet; run `factbuoy agent join` first")?;
@@ -253,7 +253,7 @@ fn until_renewal(membership: &Membership) -> Duration {
         .unwrap_or(Duration::ZERO)
 }
 
-async fn renew(state: &StateDir, membership: &mut Membership) -> anyhow::Result<()> {
+async fn renew(state: &MemberDir, membership: &mut Membership) -> anyhow::Result<()> {
     let expired = time::OffsetDateTime::parse(
         &membership.certificate_expires,
         &time::format_description::well_known::Rfc3339,
@@ -261,7 +261,7 @@ async fn renew(state: &StateDir, membership: &mut Membership) -> anyhow::Result<
     .is_ok_and(|at| at <= time::OffsetDateTime::now_utc());
     if expired {
         // Nothing proves this machine to the fleet any more.
-        return Err(Refused(format!(
+        return Err(FleetRefused(format!(
             "the enrollment certificate expired at {} while this agent was not running; join again with a new token (remove {} first)",
             membership.certificate_expires,
             state.0.display()
@@ -285,10 +285,10 @@ async fn renew(state: &StateDir, membership: &mut Membership) -> anyhow::Result<
 /// Runs the plan of the run `offer` names: enrolls with the run (a key made for it), runs the
 /// plugins, delivers the results.
 async fn take_part(
-    state: &StateDir,
+    state: &MemberDir,
     membership: &Membership,
     offer: RunOffer,
-    options: &ServeOptions,
+    options: &MemberOptions,
 ) -> anyhow::Result<AgentSummary> {
     let host = membership
         .fleet
@@ -326,19 +326,19 @@ async fn take_part(
 
 /// Whether `e` is the fleet refusing this agent (rather than being away).
 fn is_refusal(e: &anyhow::Error) -> bool {
-    e.downcast_ref::<Refused>().is_some()
+    e.downcast_ref::<FleetRefused>().is_some()
 }
 
 /// The fleet refused a request for good (4xx): revoked, replaced, a bad token.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct Refused(String);
+pub struct FleetRefused(String);
 
 fn refusal(what: &str, e: ClientError) -> anyhow::Error {
     match e {
         ClientError::Status {
             status, message, ..
-        } if status.is_client_error() => Refused(format!(
+        } if status.is_client_error() => FleetRefused(format!(
             "{what}: the fleet refused ({status}): {}",
             printable(&message)
         ))

@@ -35,7 +35,7 @@ pub struct Call<'a> {
 
 /// A call refused before the plugin ran.
 #[derive(Debug, thiserror::Error)]
-pub enum Refused {
+pub enum CallRefused {
     /// A parameter the plugin's description does not allow.
     #[error("plugin {plugin:?}: {message}")]
     Params {
@@ -54,9 +54,9 @@ pub async fn invoke(
     runtime: &Runtime,
     plugin: &LoadedPlugin,
     call: Call<'_>,
-) -> Result<InvocationReport, Refused> {
+) -> Result<InvocationReport, CallRefused> {
     let params =
-        params::resolve(&plugin.info.parameters, call.params).map_err(|e| Refused::Params {
+        params::resolve(&plugin.info.parameters, call.params).map_err(|e| CallRefused::Params {
             plugin: plugin.info.name.clone(),
             message: e.to_string(),
         })?;

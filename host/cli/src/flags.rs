@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use factbuoy_catalog::BUNDLED;
-use factbuoy_kubernetes::{ClusterRun, ResourceKind, Target as Cluster, Toleration};
+use factbuoy_kubernetes::{ClusterRef, ClusterRun, ResourceKind, Toleration};
 use factbuoy_operator::plan::{scoped_grant, scoped_param};
 use factbuoy_operator::{PluginSelection, WhichRun};
 
@@ -85,8 +85,8 @@ pub struct ClusterArgs {
 
 impl ClusterArgs {
     /// The cluster these flags name.
-    pub fn cluster(&self) -> Cluster {
-        Cluster {
+    pub fn cluster(&self) -> ClusterRef {
+        ClusterRef {
             kubeconfig: self.kubeconfig.clone(),
             context: self.context.clone(),
         }

@@ -8,7 +8,7 @@ use kube::{Client, Config};
 
 /// Which cluster to reach, as kubectl's flags name it.
 #[derive(Debug, Clone, Default)]
-pub struct Target {
+pub struct ClusterRef {
     /// `--kubeconfig`: this file instead of `$KUBECONFIG` or `~/.kube/config`.
     pub kubeconfig: Option<PathBuf>,
     /// `--context`: this context instead of the kubeconfig's current one.
@@ -47,7 +47,7 @@ pub enum ConnectError {
 }
 
 /// Connects to the cluster `target` names.
-pub async fn connect(target: &Target) -> Result<Cluster, ConnectError> {
+pub async fn connect(target: &ClusterRef) -> Result<Cluster, ConnectError> {
     install_crypto_provider();
     let kubeconfig_error = |source| ConnectError::Kubeconfig {
         kubeconfig: target.kubeconfig.clone(),

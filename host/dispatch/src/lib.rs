@@ -17,4 +17,4 @@ pub mod pods;
 pub mod resources;
 pub mod status_annotation;
 
-pub use connect::{Cluster, ConnectError, Target, connect, in_cluster};
+pub use connect::{Cluster, ClusterRef, ConnectError, connect, in_cluster};

@@ -28,7 +28,7 @@ pub const MIN_INTERVAL: Duration = Duration::from_secs(5);
 
 /// What the annotation holds.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Summary {
+pub struct AnnotatedStatus {
     /// The run's id.
     pub run: String,
     /// Where the whole run is.
@@ -40,7 +40,7 @@ pub struct Summary {
     /// Committed results that failed, stand-ins included.
     pub failed: usize,
     /// The first pairs whose result failed or stands in for a missing one.
-    pub problems: Vec<Problem>,
+    pub problems: Vec<AnnotatedProblem>,
     /// Problems beyond those listed.
     #[serde(skip_serializing_if = "is_zero")]
     pub more_problems: usize,
@@ -58,7 +58,7 @@ fn is_zero(n: &usize) -> bool {
 
 /// A pair that needs a person's attention.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Problem {
+pub struct AnnotatedProblem {
     /// The plugin.
     pub plugin: String,
     /// The node, or `global`.
@@ -68,7 +68,7 @@ pub struct Problem {
 }
 
 /// Summarises `document` within [`MAX_SUMMARY_BYTES`].
-pub fn summarize(document: &StatusDocument) -> Summary {
+pub fn summarize(document: &StatusDocument) -> AnnotatedStatus {
     let mut pairs = BTreeMap::new();
     let mut nodes = std::collections::BTreeSet::new();
     let mut failed = 0;
@@ -89,7 +89,7 @@ pub fn summarize(document: &StatusDocument) -> Summary {
             )
         {
             if problems.len() < MAX_PROBLEMS {
-                problems.push(Problem {
+                problems.push(AnnotatedProblem {
                     plugin: cut(&pair.plugin, MAX_PROBLEM_MESSAGE_BYTES),
                     node: cut(&pair.node, MAX_PROBLEM_MESSAGE_BYTES),
                     status,
@@ -99,7 +99,7 @@ pub fn summarize(document: &StatusDocument) -> Summary {
             }
         }
     }
-    let mut summary = Summary {
+    let mut summary = AnnotatedStatus {
         run: document.run_id.clone(),
         status: document.status,
         nodes: nodes.len(),
@@ -121,7 +121,7 @@ pub fn summarize(document: &StatusDocument) -> Summary {
     summary
 }
 
-fn json_len(summary: &Summary) -> usize {
+fn json_len(summary: &AnnotatedStatus) -> usize {
     serde_json::to_vec(summary).map_or(usize::MAX, |json| json.len())
 }
 

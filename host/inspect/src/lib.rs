@@ -34,6 +34,7 @@ pub use facts::{
     leaves, only_node_facts, query,
 };
 pub use summary::{
-    NodeBytes, Outcome, PairError, PluginBytes, PluginVersion, RunSummary, Sizes, Summary, summary,
+    NodeBytes, PairError, PairOutcome, PluginBytes, PluginVersion, RunSummary, Sizes, Summary,
+    summary,
 };
 pub use verify::{Problem, Verification, verify};

@@ -44,7 +44,7 @@ pub struct PluginVersion {
 
 /// One (plugin, node) pair's outcome.
 #[derive(Debug, Clone, Serialize)]
-pub struct Outcome {
+pub struct PairOutcome {
     /// The plugin.
     pub plugin: String,
     /// The node, or `global`.
@@ -112,7 +112,7 @@ pub struct Summary {
     /// The run.
     pub run: RunSummary,
     /// Every (plugin, node) pair, in the status document's order.
-    pub results: Vec<Outcome>,
+    pub results: Vec<PairOutcome>,
     /// The failed pairs' errors.
     pub errors: Vec<PairError>,
     /// Sizes.
@@ -200,7 +200,7 @@ pub fn summary(bundle: &Bundle) -> Result<Summary, ReadError> {
     let results = status
         .plugins
         .iter()
-        .map(|p| Outcome {
+        .map(|p| PairOutcome {
             plugin: p.plugin.clone(),
             node: p.node.clone(),
             status: wire(&p.status),

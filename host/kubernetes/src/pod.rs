@@ -46,7 +46,7 @@ const DAEMONSET_WAIT: Duration = Duration::from_secs(120);
 
 /// What the aggregator pod is given on its command line (see `factbuoy gen`).
 #[derive(Debug, Clone)]
-pub struct ServeOptions {
+pub struct PodServeOptions {
     /// The run plan (`run.json` of ConfigMap factbuoy-run).
     pub plan: PathBuf,
     /// Where the parts of the plugin components not bundled in the image are mounted, one
@@ -89,7 +89,7 @@ impl Me {
 /// Serves the run until it ends, then keeps serving its status and bundle until `shutdown`
 /// completes (the pod is deleted with the run).
 pub async fn serve(
-    args: ServeOptions,
+    args: PodServeOptions,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let me = Me::from_env()?;
@@ -257,7 +257,7 @@ impl GlobalRunner {
 /// The run in `--run-dir`, created from the plan on first start and read back after a restart
 /// of the container.
 async fn open_or_create(
-    args: &ServeOptions,
+    args: &PodServeOptions,
     client: &Client,
     namespace: &str,
 ) -> anyhow::Result<Run> {

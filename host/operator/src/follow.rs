@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use factbuoy_aggregator::RunDir;
-use factbuoy_kubernetes::Target as Cluster;
+use factbuoy_kubernetes::ClusterRef;
 use factbuoy_protocol::Client;
 use factbuoy_protocol::tls::Identity;
 use factbuoy_protocol::types::{ResultStatus, RunStatus, StatusDocument, wire_name};
@@ -32,7 +32,7 @@ pub enum Source {
 impl Source {
     /// The source of `record`'s status; `cluster` overrides how a Kubernetes run's cluster is
     /// reached. For a Kubernetes run this waits for its aggregator pod to publish its CA.
-    pub async fn of(record: &RunRecord, state: &StateDir, cluster: &Cluster) -> Result<Source> {
+    pub async fn of(record: &RunRecord, state: &StateDir, cluster: &ClusterRef) -> Result<Source> {
         Ok(match record {
             RunRecord::Local(local) => Source::Local(local.clone()),
             RunRecord::Kubernetes(kube) => {

@@ -1,5 +1,5 @@
 //! One plugin run on this host now, for the operator at this machine: `factbuoy plugin run` and
-//! `factbuoy ansible fact-cache`. It is checked as a run plans its plugins ([`Written`]) and
+//! `factbuoy ansible fact-cache`. It is checked as a run plans its plugins ([`PluginChoices`]) and
 //! runs as an agent runs a plugin of its plan ([`factbuoy_agent::invoke`]), so that a plugin
 //! given the same parameters and grants gathers the same facts here as in a run.
 
@@ -11,7 +11,7 @@ use factbuoy_catalog::PluginRef;
 use factbuoy_runtime::sink::ArtifactSink;
 use factbuoy_runtime::{InvocationReport, Limits, Runtime};
 
-use crate::plan::{PluginSelection, Written};
+use crate::plan::{PluginChoices, PluginSelection};
 
 /// The plugin to run and what the operator wrote for it.
 pub struct HereRequest {
@@ -56,7 +56,7 @@ pub async fn run_plugin(
         denies: request.denies,
         ..PluginSelection::default()
     };
-    let written = Written::of(&loaded.info, &plugin, &request.plugin, &selection)?;
+    let written = PluginChoices::of(&loaded.info, &plugin, &request.plugin, &selection)?;
     let call = Call {
         params: &written.params,
         grants: &written.grants,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use factbuoy_aggregator::config::RunConfig;
 use factbuoy_kubernetes::launch::{self, Prepared};
 use factbuoy_kubernetes::reach::{self, AGGREGATOR_START};
-use factbuoy_kubernetes::{ClusterRun, Target as Cluster};
+use factbuoy_kubernetes::{ClusterRef, ClusterRun};
 use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
 
 use crate::follow::{Finished, Source, follow_and_fetch};
@@ -23,7 +23,7 @@ const STATUS_EVERY: Duration = Duration::from_secs(2);
 #[derive(Debug, Clone, Default)]
 pub struct KubernetesTarget {
     /// Which cluster, as kubectl's flags name it.
-    pub cluster: Cluster,
+    pub cluster: ClusterRef,
     /// Where and how the run's pods are placed.
     pub placement: ClusterRun,
     /// The run's id [default: a new one].

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use factbuoy_aggregator::RunDir;
-use factbuoy_kubernetes::Target as Cluster;
+use factbuoy_kubernetes::ClusterRef;
 use factbuoy_protocol::types::{ResultStatus, RunStatus, StatusDocument};
 
 use crate::follow::{Source, ended, local_status};
@@ -49,7 +49,11 @@ impl Listed {
 
 /// Every run this machine knows, newest first. With `live`, Kubernetes and fleet runs are asked
 /// for their status (`cluster` overrides how a cluster is reached).
-pub async fn list(state: &StateDir, cluster: &Cluster, live: bool) -> anyhow::Result<Vec<Listed>> {
+pub async fn list(
+    state: &StateDir,
+    cluster: &ClusterRef,
+    live: bool,
+) -> anyhow::Result<Vec<Listed>> {
     let current = state
         .locate(&crate::WhichRun::Current)
         .ok()

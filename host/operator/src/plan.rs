@@ -234,7 +234,7 @@ async fn plan_one(
             (loaded, sha256, Some(wasm))
         }
     };
-    let written = Written::of(&loaded.info, &plugin, text, selection)?;
+    let written = PluginChoices::of(&loaded.info, &plugin, text, selection)?;
     Ok(PlanEntry {
         plugin: RunPlugin {
             name: loaded.info.name.clone(),
@@ -254,7 +254,7 @@ async fn plan_one(
 /// What the operator wrote for one plugin, checked against its description: what a run's
 /// configuration carries to the agent that runs it ([`factbuoy_agent::invoke`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Written {
+pub struct PluginChoices {
     /// Its parameters as `(NAME, VALUE)`, secrets read from where the operator put them.
     pub params: Vec<(String, String)>,
     /// Capabilities granted, in written form; `all` for a bundled plugin, which gets what it
@@ -264,7 +264,7 @@ pub struct Written {
     pub denies: Vec<String>,
 }
 
-impl Written {
+impl PluginChoices {
     /// What `selection` says of `plugin` (named `text` by the operator, described by `info`):
     /// the parameters and grants scoped to its name or to `text`. Refuses parameters its
     /// description does not allow and grants that leave it without a capability it requires.
@@ -273,7 +273,7 @@ impl Written {
         plugin: &PluginRef,
         text: &str,
         selection: &PluginSelection,
-    ) -> anyhow::Result<Written> {
+    ) -> anyhow::Result<PluginChoices> {
         let name = &info.name;
         let mine = |scoped: &[(String, String)]| -> Vec<String> {
             scoped
@@ -299,7 +299,7 @@ impl Written {
         if matches!(plugin, PluginRef::Bundled(_)) {
             grants.push("all".to_owned());
         }
-        Ok(Written {
+        Ok(PluginChoices {
             params,
             grants,
             denies,

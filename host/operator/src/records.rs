@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use factbuoy_aggregator::RunDir;
 use factbuoy_aggregator::fleet::FleetDir;
-use factbuoy_kubernetes::Target as Cluster;
+use factbuoy_kubernetes::ClusterRef;
 use factbuoy_protocol::Client;
 use factbuoy_protocol::tls::Identity;
 
@@ -110,8 +110,8 @@ impl RunRecord {
 
 impl KubeRun {
     /// The cluster it runs in: the one it was started with, with `overrides` first.
-    pub fn cluster(&self, overrides: &Cluster) -> Cluster {
-        Cluster {
+    pub fn cluster(&self, overrides: &ClusterRef) -> ClusterRef {
+        ClusterRef {
             kubeconfig: overrides
                 .kubeconfig
                 .clone()

@@ -264,7 +264,7 @@ fn mark_used(entry: &Path) {
 
 /// One compiled component in the cache.
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub struct CacheEntry {
     /// The sha-256 of the plugin's wasm.
     pub sha256: String,
     /// The plugin's name and version, when known.
@@ -282,7 +282,7 @@ pub struct Entry {
 
 /// Every entry below the cache directory `root`, least recently used first. `current_dir` is
 /// the asking engine's directory ([`engine_dir`]). A missing cache has no entries.
-pub fn entries(root: &Path, current_dir: Option<&Path>) -> std::io::Result<Vec<Entry>> {
+pub fn entries(root: &Path, current_dir: Option<&Path>) -> std::io::Result<Vec<CacheEntry>> {
     let mut entries = Vec::new();
     let engine_dirs = match std::fs::read_dir(root) {
         Ok(dirs) => dirs,
@@ -311,7 +311,7 @@ pub fn entries(root: &Path, current_dir: Option<&Path>) -> std::io::Result<Vec<E
             let plugin = std::fs::read_to_string(path.with_extension(NAME_EXTENSION))
                 .ok()
                 .map(|name| name.trim().to_owned());
-            entries.push(Entry {
+            entries.push(CacheEntry {
                 sha256,
                 plugin,
                 size_bytes: metadata.len(),
@@ -327,7 +327,7 @@ pub fn entries(root: &Path, current_dir: Option<&Path>) -> std::io::Result<Vec<E
 
 /// Removes an entry and its name record. One already removed (by another process) is not an
 /// error.
-pub fn remove(entry: &Entry) -> std::io::Result<()> {
+pub fn remove(entry: &CacheEntry) -> std::io::Result<()> {
     for file in [
         entry.path.clone(),
         entry.path.with_extension(NAME_EXTENSION),
@@ -341,7 +341,7 @@ pub fn remove(entry: &Entry) -> std::io::Result<()> {
 }
 
 /// The entries to remove, least recently used first, so that the rest take at most `max_bytes`.
-pub fn over(entries: &[Entry], max_bytes: u64) -> Vec<Entry> {
+pub fn over(entries: &[CacheEntry], max_bytes: u64) -> Vec<CacheEntry> {
     let mut total: u64 = entries.iter().map(|e| e.size_bytes).sum();
     let mut removed = Vec::new();
     for entry in entries {
@@ -435,8 +435,8 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
-    fn entry(sha256: &str, size_bytes: u64, age_seconds: u64) -> Entry {
-        Entry {
+    fn entry(sha256: &str, size_bytes: u64, age_seconds: u64) -> CacheEntry {
+        CacheEntry {
             sha256: sha256.into(),
             plugin: None,
             size_bytes,

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::routes::{Route, RouteError, Scope};
-use factbuoy_protocol::types::{ErrorBody, Plan, PlannedPlugin};
+use factbuoy_protocol::types::{AgentPlan, ErrorBody, PlannedPlugin};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode, header};
 
@@ -237,7 +237,7 @@ fn authorize(role: &Role, route: &Route) -> Result<(), Rejection> {
 
 /// A node's agent runs the per-node plugins (none for a node the run does not expect); the
 /// global runner runs the global ones.
-fn plan(shared: &Shared, scope: &Scope) -> Plan {
+fn plan(shared: &Shared, scope: &Scope) -> AgentPlan {
     let wanted = match scope {
         Scope::Node(node) => shared
             .state
@@ -247,7 +247,7 @@ fn plan(shared: &Shared, scope: &Scope) -> Plan {
             .then_some(PlanScope::PerNode),
         Scope::Global => Some(PlanScope::Global),
     };
-    Plan {
+    AgentPlan {
         run_id: shared.config.run_id.clone(),
         plugins: shared
             .config

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 use factbuoy_agent::AgentConfig;
-use factbuoy_agent::fleet::{ServeOptions, StateDir as MemberDir};
+use factbuoy_agent::fleet::{MemberDir, MemberOptions};
 use factbuoy_operator::StateDir;
 use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::tls::Identity;
@@ -349,7 +349,7 @@ fn read_token(file: &std::path::Path) -> anyhow::Result<String> {
 
 async fn serve_member(args: AgentServeArgs) -> anyhow::Result<ExitStatus> {
     let state = args.state.dir()?;
-    let options = ServeOptions {
+    let options = MemberOptions {
         host_root: args.root,
         retry_for: *args.retry_for,
     };

@@ -170,7 +170,7 @@ pub async fn aggregator(command: AggregatorCommand, format: Format) -> anyhow::R
             Ok(ExitStatus::Success)
         }
         AggregatorCommand::ServeKubernetes(args) => {
-            let options = factbuoy_kubernetes::ServeOptions {
+            let options = factbuoy_kubernetes::PodServeOptions {
                 plan: args.plan,
                 components: args.components,
                 operator_ca: args.operator_ca,

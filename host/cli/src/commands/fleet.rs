@@ -197,7 +197,7 @@ pub async fn execute(command: FleetCommand, format: Format) -> anyhow::Result<Ex
 }
 
 async fn serve(args: ServeArgs, format: Format) -> anyhow::Result<ExitStatus> {
-    let serving = fleet::serve(fleet::ServeOptions {
+    let serving = fleet::serve(fleet::FleetServeOptions {
         dir: args.dir.dir,
         listen: args.listen,
         names: args.names,

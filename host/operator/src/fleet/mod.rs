@@ -136,7 +136,7 @@ impl Fleet {
 }
 
 /// How `fleet serve` serves, as its operator chose.
-pub struct ServeOptions {
+pub struct FleetServeOptions {
     /// The fleet's directory [default: `fleet/` of the [`StateDir`]].
     pub dir: Option<PathBuf>,
     /// Where to listen, for agents and operators alike; port 0 picks one, kept across restarts.
@@ -165,7 +165,7 @@ pub struct Serving {
 
 /// Serves the fleet in `options.dir` (made on the first start), and remembers its addresses so
 /// that `run --fleet ADDRESS` from this machine finds its operator credentials.
-pub async fn serve(options: ServeOptions) -> anyhow::Result<Serving> {
+pub async fn serve(options: FleetServeOptions) -> anyhow::Result<Serving> {
     let state = StateDir::from_env()?;
     let dir = FleetDir::new(options.dir.unwrap_or_else(|| state.fleet()));
     let mut names = options.names;

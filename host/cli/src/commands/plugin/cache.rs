@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::output::{ExitStatus, Format, emit, emit_document};
 use factbuoy_protocol::text::printable;
-use factbuoy_runtime::cache::{self, Entry};
+use factbuoy_runtime::cache::{self, CacheEntry};
 use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
 
 #[derive(Debug, Subcommand)]
@@ -82,7 +82,7 @@ impl Cache {
         })
     }
 
-    fn entries(&self) -> anyhow::Result<Vec<Entry>> {
+    fn entries(&self) -> anyhow::Result<Vec<CacheEntry>> {
         cache::entries(&self.root, Some(&self.engine_dir))
             .with_context(|| format!("listing {}", self.root.display()))
     }
@@ -158,7 +158,7 @@ fn list(cache: &Cache, format: Format) -> anyhow::Result<ExitStatus> {
 }
 
 /// An entry's row: plugin, size, when last used, digest (short; marked when another version's).
-fn row(entry: &Entry) -> [String; 4] {
+fn row(entry: &CacheEntry) -> [String; 4] {
     let plugin = entry
         .plugin
         .as_deref()
@@ -177,7 +177,7 @@ fn row(entry: &Entry) -> [String; 4] {
     ]
 }
 
-fn entry_json(entry: &Entry) -> serde_json::Value {
+fn entry_json(entry: &CacheEntry) -> serde_json::Value {
     json!({
         "sha256": entry.sha256,
         "plugin": entry.plugin,
@@ -214,7 +214,7 @@ fn prune(
     dry_run: bool,
     format: Format,
 ) -> anyhow::Result<ExitStatus> {
-    let (stale, current): (Vec<Entry>, Vec<Entry>) =
+    let (stale, current): (Vec<CacheEntry>, Vec<CacheEntry>) =
         cache.entries()?.into_iter().partition(|e| !e.current);
     let mut removing = stale;
     removing.extend(cache::over(&current, max_bytes));
