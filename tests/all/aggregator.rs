@@ -786,6 +786,22 @@ fn factbuoy_run_collects_this_host_into_a_bundle() {
         .join(summary["run_id"].as_str().unwrap());
     assert_eq!(mode(run_dir.clone()), 0o700);
     assert!(!run_dir.join("pki").exists());
+    // What stays of it (configuration, state, final status) is its owner's only, as the bundle
+    // is, even where --run-dir puts it outside the private state directory.
+    let mut dirs = vec![run_dir];
+    let mut files = 0;
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files += 1;
+                assert_eq!(mode(path.clone()), 0o600, "{}", path.display());
+            }
+        }
+    }
+    assert!(files >= 2, "the run directory kept {files} files");
 }
 
 #[test]

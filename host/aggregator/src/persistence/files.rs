@@ -8,11 +8,21 @@ use std::path::Path;
 
 /// Writes a file through a temporary beside it and a rename, so readers and a crash mid-write
 /// never leave a torn file; the directory is synced so the rename survives a power loss. A write
-/// that fails (a full disk) removes its temporary and leaves the old file as it was.
+/// that fails (a full disk) removes its temporary and leaves the old file as it was. The file is
+/// its owner's only (0600): records name nodes, plugins and parameters, and a run directory may
+/// be anywhere (`--run-dir`), not only in the private state directory.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let temporary = path.with_extension("tmp");
+    // A temporary a crash left keeps its old mode when opened again: start anew.
+    remove_any(&temporary)?;
     let written = (|| {
-        let mut file = std::fs::File::create(&temporary)?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temporary)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&temporary, path)
