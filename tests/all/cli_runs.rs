@@ -462,33 +462,8 @@ fn a_killed_run_is_never_reported_running() {
         said.contains("`factbuoy prune`") && !said.contains("kubeconfig"),
         "{said}"
     );
-    // What status suggests says what it waits for at once, not after a minute of silence.
-    let mut serve = host
-        .command(&["aggregator", "serve", "--exit-when-complete", "--run-dir"])
-        .arg(host.run_dir(&document))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (lines, said) = std::sync::mpsc::channel();
-    let stderr = serve.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr).lines() {
-            let _ = lines.send(line.unwrap_or_default());
-        }
-    });
-    let waiting = said.recv_timeout(Duration::from_secs(10));
-    serve.kill().unwrap();
-    serve.wait().unwrap();
-    let waiting = waiting.expect("`aggregator serve` said nothing for 10s");
-    assert!(
-        waiting.contains("0 of 1 results in; waiting for hostile on this-host")
-            && waiting.contains("silent for 60s"),
-        "{waiting}"
-    );
     // prune takes a run whose aggregator is gone for abandoned, and keeps it: its directory
-    // holds the only copy of what it collected. --all removes it.
+    // holds the only copy of what it collected.
     let run_dir = host.run_dir(&document);
     let kept = host.output(&["prune"]);
     assert!(
@@ -497,9 +472,45 @@ fn a_killed_run_is_never_reported_running() {
         text(&kept.stdout)
     );
     assert!(run_dir.exists());
+    // What status suggests ends the run at once with what was collected: its agent died with
+    // its process, so the 60 s a silent node is given would only delay the bundle.
+    assert!(host.bundles().is_empty());
+    let started = std::time::Instant::now();
+    let mut serve = host
+        .command(&["aggregator", "serve", "--exit-when-complete", "--run-dir"])
+        .arg(&run_dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = serve.stderr.take().unwrap();
+    let said = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    let ended = loop {
+        if let Some(status) = serve.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            serve.kill().unwrap();
+            serve.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let said = said.join().unwrap();
+    let ended =
+        ended.unwrap_or_else(|| panic!("`aggregator serve` still waited after 30 s:\n{said}"));
+    assert!(ended.success(), "{said}");
+    assert!(
+        said.contains("the run's process ended before the run did, and its agent with it"),
+        "{said}"
+    );
+    assert_eq!(host.bundles().len(), 1, "{said}");
+    let ended = host.status();
+    assert_eq!(ended["status"], "failed", "{ended}");
+    // Now it has its bundle: prune --all removes its directory.
     let all = host.output(&["prune", "--all", "-o", "json"]);
     let pruning: serde_json::Value = serde_json::from_slice(&all.stdout).unwrap();
-    assert_eq!(pruning["removed"][0]["status"], "abandoned", "{pruning}");
+    assert_eq!(pruning["removed"][0]["run_id"], run_id, "{pruning}");
     assert!(!run_dir.exists());
 }
 

@@ -1,13 +1,14 @@
 //! A run whose aggregator and agents are separate processes (`factbuoy aggregator create`, then
 //! `aggregator serve` and an `agent` per node started by hand, on other machines or here): the
-//! run directory is planned and created here; serving it is the aggregator's.
+//! run directory is planned and created here, and served again here ([`serve`]), by the
+//! aggregator.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use factbuoy_aggregator::config::{RunConfig, ServerLimits};
-use factbuoy_aggregator::{Run, RunDir};
+use factbuoy_aggregator::config::{Origin, OriginKind, RunConfig, ServerLimits};
+use factbuoy_aggregator::{Run, RunDir, RunningAggregator};
 use factbuoy_protocol::names::NodeName;
 use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
 
@@ -63,4 +64,30 @@ pub async fn create(selection: &PluginSelection, run: &SeparateRun) -> anyhow::R
     let run_id = config.run_id.clone();
     Run::create(RunDir::new(&run.run_dir), config, &plan.components())?;
     Ok(run_id)
+}
+
+/// Why a killed local run's missing results are error results once it is served again.
+pub const ABANDONED_LOCAL_RUN: &str =
+    "the run's process ended before the run did, and its agent with it";
+
+/// Serves the run in `run_dir` (made by `create`, or a local run's) until the handle is
+/// dropped. A local run whose process ended before the run did ([`crate::follow::local_status`]
+/// says abandoned) is ended at once with what was collected: its agent lived in that process
+/// and will never deliver, so waiting out the lost-node window would only delay the bundle.
+pub async fn serve(run_dir: &Path) -> anyhow::Result<RunningAggregator> {
+    let run = Run::open(RunDir::new(run_dir))?;
+    let local = matches!(
+        run.config().origin,
+        Some(Origin {
+            kind: OriginKind::Local,
+            ..
+        })
+    );
+    // Asked before this process listens on the run's port.
+    let abandoned = local && crate::follow::local_status(run_dir)?.abandoned;
+    let running = factbuoy_aggregator::start(run, factbuoy_catalog::bundled_component).await?;
+    if abandoned {
+        running.interrupt(ABANDONED_LOCAL_RUN, Duration::ZERO);
+    }
+    Ok(running)
 }

@@ -189,9 +189,7 @@ pub async fn aggregator(command: AggregatorCommand, format: Format) -> anyhow::R
             run_dir,
             exit_when_complete,
         } => {
-            let run = Run::open(RunDir::new(run_dir))?;
-            let mut running =
-                factbuoy_aggregator::start(run, factbuoy_catalog::bundled_component).await?;
+            let mut running = factbuoy_operator::separate::serve(&run_dir).await?;
             // One line for scripts: where the listeners are.
             emit(
                 &serde_json::json!({
