@@ -11,8 +11,7 @@
 //! pairs of numbers, so a fleet of hundreds of nodes stays a few megabytes; each facts document
 //! is dropped once flattened.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -23,6 +22,10 @@ use crate::keyed::{InRow, Row, TableLeaves, each_keyed_leaf};
 use crate::meta::nodes_of;
 use crate::raw::{maps_keep_document_order, top_level_fields};
 use factbuoy_bundle::reader::{Bundle, ReadError};
+use recent::RecentFields;
+
+mod merge;
+mod recent;
 
 /// Facts that change between any two gatherings of one host: `*` matches any run of
 /// characters (dots and brackets included), `?` one.
@@ -288,44 +291,6 @@ fn fields_in_map_order(doc: &[u8]) -> Option<Vec<(&str, &[u8])>> {
         fields.sort_unstable_by_key(|(key, _)| *key);
     }
     Some(fields)
-}
-
-/// The facts each top-level field of a source's documents added lately, by the field's key,
-/// with its bytes: a fleet's nodes mostly share most of their fields' bytes, and a field seen
-/// before is not parsed and walked again. A few per key (the fleet's OS versions, say), the
-/// latest used first; a node's own fields (names, addresses) push out the oldest.
-#[derive(Default)]
-struct RecentFields {
-    by_source: Vec<foldhash::HashMap<String, Vec<SeenField>>>,
-}
-
-/// A field's bytes, and the facts it added.
-type SeenField = (Box<[u8]>, Box<[(u32, u32)]>);
-
-/// How many of each field's values [`RecentFields`] keeps.
-const RECENT_VALUES: usize = 4;
-
-impl RecentFields {
-    /// The facts the field `key` of `source` added when its bytes were `bytes`, if lately.
-    fn get(&mut self, source: usize, key: &str, bytes: &[u8]) -> Option<&[(u32, u32)]> {
-        let recent = self.by_source.get_mut(source)?.get_mut(key)?;
-        let at = recent.iter().position(|(seen, _)| **seen == *bytes)?;
-        recent[..=at].rotate_right(1);
-        Some(&recent[0].1)
-    }
-
-    /// Remembers that the field `key` of `source` whose bytes are `bytes` added `pairs`.
-    fn put(&mut self, source: usize, key: &str, bytes: &[u8], pairs: &[(u32, u32)]) {
-        if self.by_source.len() <= source {
-            self.by_source.resize_with(source + 1, Default::default);
-        }
-        let recent = match self.by_source[source].get_mut(key) {
-            Some(recent) => recent,
-            None => self.by_source[source].entry(key.to_owned()).or_default(),
-        };
-        recent.truncate(RECENT_VALUES - 1);
-        recent.insert(0, (bytes.into(), pairs.into()));
-    }
 }
 
 /// One node's facts of one source: (key, value) pairs sorted by key, packed as variable-length
@@ -690,41 +655,20 @@ pub fn drift(bundle: &Bundle, ignore: &IgnoreList) -> Result<Drift, ReadError> {
         if members.len() < 2 {
             continue;
         }
-        // Every member's pairs walked at once, a key at a time (a k-way merge), so that each
-        // key costs the members that have it, not the whole fleet: a fleet of ten thousand
-        // nodes has as many keys of one node's own (its addresses in a set).
-        let mut heap: BinaryHeap<Reverse<(u32, usize, usize)>> = members
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, pairs))| !pairs.is_empty())
-            .map(|(m, (_, pairs))| Reverse((pairs[0].0, m, 0)))
-            .collect();
-        let mut present: Vec<(usize, u32)> = Vec::new();
-        while let Some(&Reverse((key, _, _))) = heap.peek() {
-            present.clear();
-            while let Some(&Reverse((k, m, at))) = heap.peek() {
-                if k != key {
-                    break;
-                }
-                heap.pop();
-                let pairs = &members[m].1;
-                present.push((m, pairs[at].1));
-                if let Some(next) = pairs.get(at + 1) {
-                    heap.push(Reverse((next.0, m, at + 1)));
-                }
-            }
+        let pairs: Vec<&[(u32, u32)]> = members.iter().map(|(_, pairs)| &pairs[..]).collect();
+        merge::each_key(&pairs, |key, present| {
             if present.len() == members.len() && present.iter().all(|(_, v)| *v == present[0].1) {
-                continue;
+                return;
             }
             if present.len() == 1 && members.len() >= ALONE_FROM {
                 alone
                     .entry((members[present[0].0].0, source))
                     .or_default()
                     .push(key);
-                continue;
+                return;
             }
             let mut values = vec![ABSENT; members.len()];
-            for (m, value) in &present {
+            for (m, value) in present {
                 values[*m] = *value;
             }
             // Node sets by value, largest first, then by their first node.
@@ -736,7 +680,7 @@ pub fn drift(bundle: &Bundle, ignore: &IgnoreList) -> Result<Drift, ReadError> {
             sets.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.1[0].cmp(&b.1[0])));
             let (set_values, partition): (Vec<u32>, Vec<Vec<u32>>) = sets.into_iter().unzip();
             groups.entry(partition).or_default().push((key, set_values));
-        }
+        });
     }
     let mut groups: Vec<DriftGroup> = groups
         .into_iter()
