@@ -17,13 +17,14 @@ use serde::Serialize;
 use serde_json::Value;
 use wildmatch::WildMatch;
 
-use crate::facts::{Found, ROW_BUFFER_BYTES, RunDocuments, each_line, run_and_checked_facts};
+use crate::facts::{Found, ROW_BUFFER_BYTES, RunDocuments, each_line, run_and_unchecked_facts};
 use crate::keyed::{InRow, Row, TableLeaves, each_keyed_leaf};
 use crate::meta::nodes_of;
-use crate::raw::{maps_keep_document_order, top_level_fields};
+use document::{field_value, fields_in_map_order};
 use factbuoy_bundle::reader::{Bundle, ReadError};
 use recent::RecentFields;
 
+mod document;
 mod merge;
 mod recent;
 
@@ -283,16 +284,6 @@ pub struct BundleRun {
     pub created: Option<String>,
 }
 
-/// The top-level fields of a facts document that is an object of distinct plain keys (not
-/// empty: an empty document is one fact), in the order a parsed document's fields come.
-fn fields_in_map_order(doc: &[u8]) -> Option<Vec<(&str, &[u8])>> {
-    let mut fields = top_level_fields(doc).filter(|fields| !fields.is_empty())?;
-    if !maps_keep_document_order() {
-        fields.sort_unstable_by_key(|(key, _)| *key);
-    }
-    Some(fields)
-}
-
 /// One node's facts of one source: (key, value) pairs sorted by key, packed as variable-length
 /// numbers (LEB128), each key as its distance from the one before and then its value; a
 /// fact costs 3 bytes or so rather than 8.
@@ -369,24 +360,17 @@ impl Fleet {
         let mut facts: HashMap<String, NodeFacts> = HashMap::new();
         let mut sources = BTreeSet::new();
         let mut recent = RecentFields::default();
-        let RunDocuments { run, status } = run_and_checked_facts(bundle, |found, _| {
+        // The fields parsed alone are copied here first (`field_value`).
+        let mut wrapped = Vec::new();
+        let RunDocuments { run, status } = run_and_unchecked_facts(bundle, |found, _| {
             let mut pairs = Vec::new();
             let (node, source) = match found {
                 Found::Facts {
                     node,
                     source,
                     list_keys,
-                    facts,
+                    facts: (entry, facts),
                 } => {
-                    let parse = |bytes: &[u8]| {
-                        // Checked whole as it was read: no part of it fails to parse.
-                        serde_json::from_slice::<Value>(bytes).map_err(|cause| {
-                            ReadError::InvalidJson {
-                                entry: format!("{node}'s {source} facts"),
-                                cause,
-                            }
-                        })
-                    };
                     let source = interner.source(source);
                     let leaf = |interner: &mut Interner,
                                 pairs: &mut Vec<(u32, u32)>,
@@ -397,21 +381,29 @@ impl Fleet {
                             pairs.push((key, interner.value(value)));
                         }
                     };
-                    match fields_in_map_order(&facts) {
+                    // The fields read lately add the facts they added then, unchecked and
+                    // unparsed; the others are parsed, all before any is walked, so that a
+                    // document is taken only once all of it is known good.
+                    let fresh = fields_in_map_order(&facts).and_then(|fields| {
+                        let mut fresh = Vec::new();
+                        for (key, bytes) in fields {
+                            match recent.get(source, key, bytes) {
+                                Some(known) => pairs.extend_from_slice(known),
+                                None => fresh.push((key, bytes, field_value(bytes, &mut wrapped)?)),
+                            }
+                        }
+                        Some(fresh)
+                    });
+                    match fresh {
                         // Field by field, in the order a parsed document's come, so that
-                        // paths and values are numbered as they would be; a field whose
-                        // bytes were read lately adds the facts it added then, unparsed.
-                        Some(fields) => {
-                            for (key, bytes) in fields {
-                                if let Some(known) = recent.get(source, key, bytes) {
-                                    pairs.extend_from_slice(known);
-                                    continue;
-                                }
+                        // paths and values are numbered as they would be.
+                        Some(fresh) => {
+                            for (key, bytes, value) in fresh {
                                 // The field alone, under its key: its facts get their whole
                                 // paths and the lists below it their keys.
                                 let field = Value::Object(serde_json::Map::from_iter([(
                                     key.to_owned(),
-                                    parse(bytes)?,
+                                    value,
                                 )]));
                                 let start = pairs.len();
                                 each_keyed_leaf(&field, list_keys, |path, value| {
@@ -420,9 +412,15 @@ impl Fleet {
                                 recent.put(source, key, bytes, &pairs[start..]);
                             }
                         }
-                        None => each_keyed_leaf(&parse(&facts)?, list_keys, |path, value| {
-                            leaf(interner, &mut pairs, path, value)
-                        }),
+                        // Read whole: refused with the error parsing gives, naming the entry.
+                        None => {
+                            pairs.clear();
+                            let whole = serde_json::from_slice::<Value>(&facts)
+                                .map_err(|cause| ReadError::InvalidJson { entry, cause })?;
+                            each_keyed_leaf(&whole, list_keys, |path, value| {
+                                leaf(interner, &mut pairs, path, value)
+                            });
+                        }
                     }
                     (node, source)
                 }
