@@ -381,15 +381,20 @@ impl Fleet {
                             pairs.push((key, interner.value(value)));
                         }
                     };
-                    // The fields read lately add the facts they added then, unchecked and
-                    // unparsed; the others are parsed, all before any is walked, so that a
-                    // document is taken only once all of it is known good.
-                    let fresh = fields_in_map_order(&facts).and_then(|fields| {
+                    // The fields read lately add the facts they added then, their bytes
+                    // compared but not scanned, checked nor parsed; the others are parsed,
+                    // all before any is walked, so that a document is taken only once all of
+                    // it is known good.
+                    let known = |key: &str, rest: &[u8]| {
+                        let (length, known) = recent.starting(source, key, rest)?;
+                        pairs.extend_from_slice(known);
+                        Some(length)
+                    };
+                    let fresh = fields_in_map_order(&facts, known).and_then(|fields| {
                         let mut fresh = Vec::new();
-                        for (key, bytes) in fields {
-                            match recent.get(source, key, bytes) {
-                                Some(known) => pairs.extend_from_slice(known),
-                                None => fresh.push((key, bytes, field_value(bytes, &mut wrapped)?)),
+                        for (key, bytes, known) in fields {
+                            if !known {
+                                fresh.push((key, bytes, field_value(bytes, &mut wrapped)?));
                             }
                         }
                         Some(fresh)

@@ -6,20 +6,26 @@
 
 use serde_json::Value;
 
-use crate::raw::{maps_keep_document_order, top_level_fields};
+use crate::raw::{maps_keep_document_order, top_level_fields_known};
 
 /// The top-level fields of a facts document that is an object of distinct plain keys (not
-/// empty: an empty document is one fact), in the order a parsed document's fields come. Its
-/// keys are checked as parsing checks them (`top_level_fields` checks UTF-8 and refuses
-/// escapes; a control character is refused here), and the bytes between its fields by
-/// `top_level_fields`.
-pub(super) fn fields_in_map_order(doc: &[u8]) -> Option<Vec<(&str, &[u8])>> {
-    let mut fields = top_level_fields(doc).filter(|fields| !fields.is_empty())?;
-    if fields.iter().any(|(key, _)| key.bytes().any(|b| b < 0x20)) {
+/// empty: an empty document is one fact), in the order a parsed document's fields come, each
+/// with whether `known` knew it (`top_level_fields_known`). Its keys are checked as parsing
+/// checks them (`top_level_fields` checks UTF-8 and refuses escapes; a control character is
+/// refused here), and the bytes between its fields by `top_level_fields`.
+pub(super) fn fields_in_map_order(
+    doc: &[u8],
+    known: impl FnMut(&str, &[u8]) -> Option<usize>,
+) -> Option<Vec<(&str, &[u8], bool)>> {
+    let mut fields = top_level_fields_known(doc, known).filter(|fields| !fields.is_empty())?;
+    if fields
+        .iter()
+        .any(|(key, _, _)| key.bytes().any(|b| b < 0x20))
+    {
         return None;
     }
     if !maps_keep_document_order() {
-        fields.sort_unstable_by_key(|(key, _)| *key);
+        fields.sort_unstable_by_key(|(key, _, _)| *key);
     }
     Some(fields)
 }
@@ -92,10 +98,10 @@ mod tests {
         for doc in &docs {
             let text = String::from_utf8_lossy(doc);
             let whole = serde_json::from_slice::<Value>(doc);
-            let alone = fields_in_map_order(doc).and_then(|fields| {
+            let alone = fields_in_map_order(doc, |_, _| None).and_then(|fields| {
                 fields
                     .iter()
-                    .map(|(key, bytes)| {
+                    .map(|(key, bytes, _)| {
                         Some(((*key).to_owned(), field_value(bytes, &mut wrapped)?))
                     })
                     .collect::<Option<serde_json::Map<String, Value>>>()

@@ -2,6 +2,8 @@
 //! with its bytes: a fleet's nodes mostly share most of their fields' bytes, and a field seen
 //! before is neither checked, parsed nor walked again.
 
+use crate::raw::starts_with_value;
+
 /// A few values per key (the fleet's OS versions, say), the latest used first; a node's own
 /// fields (names, addresses) push out the oldest. At most [`RECENT_TOTAL`] values in all: a
 /// plugin whose keys differ on every node would otherwise keep every node's.
@@ -23,12 +25,20 @@ const RECENT_VALUES: usize = 4;
 pub(super) const RECENT_TOTAL: usize = 4096;
 
 impl RecentFields {
-    /// The facts the field `key` of `source` added when its bytes were `bytes`, if lately.
-    pub(super) fn get(&mut self, source: usize, key: &str, bytes: &[u8]) -> Option<&[(u32, u32)]> {
+    /// The length of the value of the field `key` of `source` seen lately that `rest` (a
+    /// document from the field's value on) starts with, and the facts it added then.
+    pub(super) fn starting(
+        &mut self,
+        source: usize,
+        key: &str,
+        rest: &[u8],
+    ) -> Option<(usize, &[(u32, u32)])> {
         let recent = self.by_source.get_mut(source)?.get_mut(key)?;
-        let at = recent.iter().position(|(seen, _)| **seen == *bytes)?;
+        let at = recent
+            .iter()
+            .position(|(seen, _)| starts_with_value(rest, seen))?;
         recent[..=at].rotate_right(1);
-        Some(&recent[0].1)
+        Some((recent[0].0.len(), &recent[0].1))
     }
 
     /// Remembers that the field `key` of `source` whose bytes are `bytes` added `pairs`.
@@ -81,14 +91,21 @@ mod tests {
         }
         // Each key keeps its latest values, the one used last first.
         let mut recent = RecentFields::default();
-        for value in 0..6u8 {
-            recent.put(0, "k", &[value], &[(0, value.into())]);
+        for value in b'0'..b'6' {
+            recent.put(0, "k", &[value], &[(0, (value - b'0').into())]);
         }
         assert_eq!(recent.len(), RECENT_VALUES);
-        assert_eq!(recent.get(0, "k", &[1]), None);
-        assert_eq!(recent.get(0, "k", &[2]), Some(&[(0, 2)][..]));
-        recent.put(0, "k", &[6], &[(0, 6)]);
-        assert_eq!(recent.get(0, "k", &[2]), Some(&[(0, 2)][..]));
-        assert_eq!(recent.get(0, "k", &[3]), None);
+        let get = |recent: &mut RecentFields, value: u8| {
+            recent
+                .starting(0, "k", &[value, b','])
+                .map(|(length, pairs)| (length, pairs.to_vec()))
+        };
+        assert_eq!(get(&mut recent, b'1'), None);
+        assert_eq!(get(&mut recent, b'2'), Some((1, vec![(0, 2)])));
+        recent.put(0, "k", b"6", &[(0, 6)]);
+        assert_eq!(get(&mut recent, b'2'), Some((1, vec![(0, 2)])));
+        assert_eq!(get(&mut recent, b'3'), None);
+        // A number is known only whole: 12 is not 1.
+        assert_eq!(recent.starting(0, "k", b"22"), None);
     }
 }
