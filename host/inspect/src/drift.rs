@@ -11,18 +11,22 @@
 //! pairs of numbers, so a fleet of hundreds of nodes stays a few megabytes; each facts document
 //! is dropped once flattened.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 use serde_json::Value;
 use wildmatch::WildMatch;
 
-use crate::facts::{Found, ROW_BUFFER_BYTES, RunDocuments, each_line, run_and_checked_facts};
+use crate::facts::{Found, ROW_BUFFER_BYTES, RunDocuments, each_line, run_and_unchecked_facts};
 use crate::keyed::{InRow, Row, TableLeaves, each_keyed_leaf};
 use crate::meta::nodes_of;
-use crate::raw::{maps_keep_document_order, top_level_fields};
+use document::{field_value, fields_in_map_order};
 use factbuoy_bundle::reader::{Bundle, ReadError};
+use recent::RecentFields;
+
+mod document;
+mod merge;
+mod recent;
 
 /// Facts that change between any two gatherings of one host: `*` matches any run of
 /// characters (dots and brackets included), `?` one.
@@ -280,54 +284,6 @@ pub struct BundleRun {
     pub created: Option<String>,
 }
 
-/// The top-level fields of a facts document that is an object of distinct plain keys (not
-/// empty: an empty document is one fact), in the order a parsed document's fields come.
-fn fields_in_map_order(doc: &[u8]) -> Option<Vec<(&str, &[u8])>> {
-    let mut fields = top_level_fields(doc).filter(|fields| !fields.is_empty())?;
-    if !maps_keep_document_order() {
-        fields.sort_unstable_by_key(|(key, _)| *key);
-    }
-    Some(fields)
-}
-
-/// The facts each top-level field of a source's documents added lately, by the field's key,
-/// with its bytes: a fleet's nodes mostly share most of their fields' bytes, and a field seen
-/// before is not parsed and walked again. A few per key (the fleet's OS versions, say), the
-/// latest used first; a node's own fields (names, addresses) push out the oldest.
-#[derive(Default)]
-struct RecentFields {
-    by_source: Vec<foldhash::HashMap<String, Vec<SeenField>>>,
-}
-
-/// A field's bytes, and the facts it added.
-type SeenField = (Box<[u8]>, Box<[(u32, u32)]>);
-
-/// How many of each field's values [`RecentFields`] keeps.
-const RECENT_VALUES: usize = 4;
-
-impl RecentFields {
-    /// The facts the field `key` of `source` added when its bytes were `bytes`, if lately.
-    fn get(&mut self, source: usize, key: &str, bytes: &[u8]) -> Option<&[(u32, u32)]> {
-        let recent = self.by_source.get_mut(source)?.get_mut(key)?;
-        let at = recent.iter().position(|(seen, _)| **seen == *bytes)?;
-        recent[..=at].rotate_right(1);
-        Some(&recent[0].1)
-    }
-
-    /// Remembers that the field `key` of `source` whose bytes are `bytes` added `pairs`.
-    fn put(&mut self, source: usize, key: &str, bytes: &[u8], pairs: &[(u32, u32)]) {
-        if self.by_source.len() <= source {
-            self.by_source.resize_with(source + 1, Default::default);
-        }
-        let recent = match self.by_source[source].get_mut(key) {
-            Some(recent) => recent,
-            None => self.by_source[source].entry(key.to_owned()).or_default(),
-        };
-        recent.truncate(RECENT_VALUES - 1);
-        recent.insert(0, (bytes.into(), pairs.into()));
-    }
-}
-
 /// One node's facts of one source: (key, value) pairs sorted by key, packed as variable-length
 /// numbers (LEB128), each key as its distance from the one before and then its value; a
 /// fact costs 3 bytes or so rather than 8.
@@ -404,24 +360,17 @@ impl Fleet {
         let mut facts: HashMap<String, NodeFacts> = HashMap::new();
         let mut sources = BTreeSet::new();
         let mut recent = RecentFields::default();
-        let RunDocuments { run, status } = run_and_checked_facts(bundle, |found, _| {
+        // The fields parsed alone are copied here first (`field_value`).
+        let mut wrapped = Vec::new();
+        let RunDocuments { run, status } = run_and_unchecked_facts(bundle, |found, _| {
             let mut pairs = Vec::new();
             let (node, source) = match found {
                 Found::Facts {
                     node,
                     source,
                     list_keys,
-                    facts,
+                    facts: (entry, facts),
                 } => {
-                    let parse = |bytes: &[u8]| {
-                        // Checked whole as it was read: no part of it fails to parse.
-                        serde_json::from_slice::<Value>(bytes).map_err(|cause| {
-                            ReadError::InvalidJson {
-                                entry: format!("{node}'s {source} facts"),
-                                cause,
-                            }
-                        })
-                    };
                     let source = interner.source(source);
                     let leaf = |interner: &mut Interner,
                                 pairs: &mut Vec<(u32, u32)>,
@@ -432,21 +381,34 @@ impl Fleet {
                             pairs.push((key, interner.value(value)));
                         }
                     };
-                    match fields_in_map_order(&facts) {
+                    // The fields read lately add the facts they added then, their bytes
+                    // compared but not scanned, checked nor parsed; the others are parsed,
+                    // all before any is walked, so that a document is taken only once all of
+                    // it is known good.
+                    let known = |key: &str, rest: &[u8]| {
+                        let (length, known) = recent.starting(source, key, rest)?;
+                        pairs.extend_from_slice(known);
+                        Some(length)
+                    };
+                    let fresh = fields_in_map_order(&facts, known).and_then(|fields| {
+                        let mut fresh = Vec::new();
+                        for (key, bytes, known) in fields {
+                            if !known {
+                                fresh.push((key, bytes, field_value(bytes, &mut wrapped)?));
+                            }
+                        }
+                        Some(fresh)
+                    });
+                    match fresh {
                         // Field by field, in the order a parsed document's come, so that
-                        // paths and values are numbered as they would be; a field whose
-                        // bytes were read lately adds the facts it added then, unparsed.
-                        Some(fields) => {
-                            for (key, bytes) in fields {
-                                if let Some(known) = recent.get(source, key, bytes) {
-                                    pairs.extend_from_slice(known);
-                                    continue;
-                                }
+                        // paths and values are numbered as they would be.
+                        Some(fresh) => {
+                            for (key, bytes, value) in fresh {
                                 // The field alone, under its key: its facts get their whole
                                 // paths and the lists below it their keys.
                                 let field = Value::Object(serde_json::Map::from_iter([(
                                     key.to_owned(),
-                                    parse(bytes)?,
+                                    value,
                                 )]));
                                 let start = pairs.len();
                                 each_keyed_leaf(&field, list_keys, |path, value| {
@@ -455,9 +417,15 @@ impl Fleet {
                                 recent.put(source, key, bytes, &pairs[start..]);
                             }
                         }
-                        None => each_keyed_leaf(&parse(&facts)?, list_keys, |path, value| {
-                            leaf(interner, &mut pairs, path, value)
-                        }),
+                        // Read whole: refused with the error parsing gives, naming the entry.
+                        None => {
+                            pairs.clear();
+                            let whole = serde_json::from_slice::<Value>(&facts)
+                                .map_err(|cause| ReadError::InvalidJson { entry, cause })?;
+                            each_keyed_leaf(&whole, list_keys, |path, value| {
+                                leaf(interner, &mut pairs, path, value)
+                            });
+                        }
                     }
                     (node, source)
                 }
@@ -690,41 +658,20 @@ pub fn drift(bundle: &Bundle, ignore: &IgnoreList) -> Result<Drift, ReadError> {
         if members.len() < 2 {
             continue;
         }
-        // Every member's pairs walked at once, a key at a time (a k-way merge), so that each
-        // key costs the members that have it, not the whole fleet: a fleet of ten thousand
-        // nodes has as many keys of one node's own (its addresses in a set).
-        let mut heap: BinaryHeap<Reverse<(u32, usize, usize)>> = members
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, pairs))| !pairs.is_empty())
-            .map(|(m, (_, pairs))| Reverse((pairs[0].0, m, 0)))
-            .collect();
-        let mut present: Vec<(usize, u32)> = Vec::new();
-        while let Some(&Reverse((key, _, _))) = heap.peek() {
-            present.clear();
-            while let Some(&Reverse((k, m, at))) = heap.peek() {
-                if k != key {
-                    break;
-                }
-                heap.pop();
-                let pairs = &members[m].1;
-                present.push((m, pairs[at].1));
-                if let Some(next) = pairs.get(at + 1) {
-                    heap.push(Reverse((next.0, m, at + 1)));
-                }
-            }
+        let pairs: Vec<&[(u32, u32)]> = members.iter().map(|(_, pairs)| &pairs[..]).collect();
+        merge::each_key(&pairs, |key, present| {
             if present.len() == members.len() && present.iter().all(|(_, v)| *v == present[0].1) {
-                continue;
+                return;
             }
             if present.len() == 1 && members.len() >= ALONE_FROM {
                 alone
                     .entry((members[present[0].0].0, source))
                     .or_default()
                     .push(key);
-                continue;
+                return;
             }
             let mut values = vec![ABSENT; members.len()];
-            for (m, value) in &present {
+            for (m, value) in present {
                 values[*m] = *value;
             }
             // Node sets by value, largest first, then by their first node.
@@ -736,7 +683,7 @@ pub fn drift(bundle: &Bundle, ignore: &IgnoreList) -> Result<Drift, ReadError> {
             sets.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.1[0].cmp(&b.1[0])));
             let (set_values, partition): (Vec<u32>, Vec<Vec<u32>>) = sets.into_iter().unzip();
             groups.entry(partition).or_default().push((key, set_values));
-        }
+        });
     }
     let mut groups: Vec<DriftGroup> = groups
         .into_iter()

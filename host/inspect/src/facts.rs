@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::declared::Declared;
 use crate::meta::missing;
-use crate::raw::{Checked, only_field};
+use crate::raw::only_field;
 
 /// The most of one facts document read into memory; real ones are tens of kilobytes.
 pub const MAX_FACTS_BYTES: u64 = 64 * 1024 * 1024;
@@ -201,27 +201,17 @@ fn read_facts(entry: &mut Entry<'_>) -> Result<Value, ReadError> {
     entry.read_json(MAX_FACTS_BYTES)
 }
 
-/// As [`run_and_facts`], each facts document handed over as its bytes, checked as
-/// [`run_and_facts`] parses it: a document it refuses is refused here, with the same error.
-pub(crate) fn run_and_checked_facts<E: From<ReadError>>(
+/// As [`run_and_facts`], each facts document handed over as its entry's path and its bytes,
+/// unchecked (at most [`MAX_FACTS_BYTES`]): the caller checks them as [`run_and_facts`] parses
+/// them, and refuses a document with the error parsing it whole gives
+/// ([`ReadError::InvalidJson`] naming the entry), so that bytes it has seen before need not be
+/// checked again.
+pub(crate) fn run_and_unchecked_facts<E: From<ReadError>>(
     bundle: &Bundle,
-    found: impl FnMut(Found<'_, '_, Vec<u8>>, Option<&str>) -> Result<(), E>,
+    found: impl FnMut(Found<'_, '_, (String, Vec<u8>)>, Option<&str>) -> Result<(), E>,
 ) -> Result<RunDocuments, E> {
-    walk_run(bundle, Wanted::FACTS, read_checked, found).map(|(documents, _)| documents)
-}
-
-fn read_checked(entry: &mut Entry<'_>) -> Result<Vec<u8>, ReadError> {
-    let bytes = read_bytes(entry)?;
-    if serde_json::from_slice::<Checked>(&bytes).is_err()
-        && let Err(cause) = serde_json::from_slice::<Value>(&bytes)
-    {
-        // The error reading it whole gives, word for word.
-        return Err(ReadError::InvalidJson {
-            entry: entry.path().to_owned(),
-            cause,
-        });
-    }
-    Ok(bytes)
+    let read = |entry: &mut Entry<'_>| Ok((entry.path().to_owned(), read_bytes(entry)?));
+    walk_run(bundle, Wanted::FACTS, read, found).map(|(documents, _)| documents)
 }
 
 /// As [`run_and_facts`], but only tables are handed over: facts documents are passed over

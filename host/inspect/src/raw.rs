@@ -161,6 +161,23 @@ pub(crate) fn maps_keep_document_order() -> bool {
 /// a key given twice (such a document is read whole). Only finds where values end: a value
 /// is checked when it is parsed, the first time its bytes are seen.
 pub(crate) fn top_level_fields(doc: &[u8]) -> Option<Vec<(&str, &[u8])>> {
+    let fields = top_level_fields_known(doc, |_, _| None)?;
+    Some(
+        fields
+            .into_iter()
+            .map(|(key, value, _)| (key, value))
+            .collect(),
+    )
+}
+
+/// As [`top_level_fields`], each value first offered to `known(key, rest)`, `rest` being the
+/// document from the value's start: the length of a value it knows `rest` starts with
+/// ([`starts_with_value`]) is taken as this value's, without looking for its end. Each field
+/// comes with whether `known` knew it.
+pub(crate) fn top_level_fields_known(
+    doc: &[u8],
+    mut known: impl FnMut(&str, &[u8]) -> Option<usize>,
+) -> Option<Vec<(&str, &[u8], bool)>> {
     let mut at = skip_space(doc, 0);
     if doc.get(at) != Some(&b'{') {
         return None;
@@ -185,8 +202,11 @@ pub(crate) fn top_level_fields(doc: &[u8]) -> Option<Vec<(&str, &[u8])>> {
             return None;
         }
         let start = skip_space(doc, at + 1);
-        let end = value_end(doc, start)?;
-        fields.push((key, &doc[start..end]));
+        let (end, was_known) = match known(key, &doc[start..]) {
+            Some(length) => (start + length, true),
+            None => (value_end(doc, start)?, false),
+        };
+        fields.push((key, &doc[start..end], was_known));
         at = skip_space(doc, end);
         match doc.get(at) {
             Some(b',') => at = skip_space(doc, at + 1),
@@ -197,12 +217,26 @@ pub(crate) fn top_level_fields(doc: &[u8]) -> Option<Vec<(&str, &[u8])>> {
     if skip_space(doc, at + 1) != doc.len() {
         return None;
     }
-    let mut keys: Vec<&str> = fields.iter().map(|(key, _)| *key).collect();
+    let mut keys: Vec<&str> = fields.iter().map(|(key, _, _)| *key).collect();
     keys.sort_unstable();
     if keys.windows(2).any(|pair| pair[0] == pair[1]) {
         return None;
     }
     Some(fields)
+}
+
+/// Whether `rest` starts with the whole of `value`, a value as [`top_level_fields`] finds
+/// them: a string, list or object ends where its bytes do, a number or literal only before a
+/// byte that ends one.
+pub(crate) fn starts_with_value(rest: &[u8], value: &[u8]) -> bool {
+    rest.starts_with(value)
+        && (matches!(value.first(), Some(b'"' | b'[' | b'{'))
+            || rest.get(value.len()).is_none_or(ends_scalar))
+}
+
+/// Whether `byte` ends a number or literal that it follows.
+fn ends_scalar(byte: &u8) -> bool {
+    matches!(byte, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
 }
 
 fn skip_space(doc: &[u8], mut at: usize) -> usize {
@@ -269,10 +303,7 @@ fn value_end(doc: &[u8], at: usize) -> Option<usize> {
         }
         _ => {
             let rest = doc.get(at..)?;
-            let end = rest
-                .iter()
-                .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
-                .unwrap_or(rest.len());
+            let end = rest.iter().position(ends_scalar).unwrap_or(rest.len());
             (end > 0).then_some(at + end)
         }
     }
@@ -360,6 +391,32 @@ mod tests {
         for (_, value) in &fields {
             serde_json::from_slice::<serde_json::Value>(value).unwrap();
         }
+        // A value known is taken whole without its end looked for, a number only up to a
+        // byte that ends one.
+        let known = top_level_fields_known(doc, |key, rest| {
+            let value: &[u8] = match key {
+                "a" => br#"{"x": "}{][", "y": [1, {"z": "\"]"}]}"#,
+                "c" => b"-1.5",
+                _ => b"null",
+            };
+            starts_with_value(rest, value).then_some(value.len())
+        })
+        .unwrap();
+        let same: Vec<(&str, &[u8])> = known.iter().map(|(key, value, _)| (*key, *value)).collect();
+        assert_eq!(same, fields);
+        let taken: Vec<(&str, bool)> = known.iter().map(|(key, _, was)| (*key, *was)).collect();
+        assert_eq!(
+            taken,
+            [
+                ("a", true),
+                ("b", false),
+                ("c", false),
+                ("d", false),
+                ("e", false),
+                ("f", false),
+                ("g", true)
+            ]
+        );
         assert_eq!(top_level_fields(b"{}").unwrap(), []);
         for odd in [
             &b"[1, 2]"[..],
