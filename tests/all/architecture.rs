@@ -776,7 +776,10 @@ fn undeclared_test_files(tests: &Path, declared: &BTreeMap<PathBuf, String>) -> 
             continue;
         }
         let name = name.to_str().unwrap();
-        let shown = file.strip_prefix(tests.parent().unwrap()).unwrap().display();
+        let shown = file
+            .strip_prefix(tests.parent().unwrap())
+            .unwrap()
+            .display();
         match declared.get(&file.canonicalize().unwrap()) {
             None => wrong.push(format!("{shown} is no [[test]] of host/cli/Cargo.toml")),
             Some(declared) if declared != name => wrong.push(format!(
@@ -803,7 +806,13 @@ fn every_test_file_is_a_declared_test_binary_of_the_binary_crate() {
 fn a_test_file_left_out_or_misnamed_is_found() {
     let dir = tempfile::tempdir().unwrap();
     let tests = dir.path().join("tests");
-    for file in ["listed.rs", "left_out.rs", "misnamed.rs", "group/main.rs", "support/mod.rs"] {
+    for file in [
+        "listed.rs",
+        "left_out.rs",
+        "misnamed.rs",
+        "group/main.rs",
+        "support/mod.rs",
+    ] {
         let path = tests.join(file);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, "").unwrap();
