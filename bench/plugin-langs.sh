@@ -6,8 +6,8 @@
 #
 # Usage: bench/plugin-langs.sh [RUNS]          (RUNS: timed repetitions, median kept; default 20)
 # FACTBUOY=path/to/factbuoy uses that binary instead of building the release one.
-# Needs Rust with wasm32-wasip2, python3 and npm (componentize-py comes from tests/python/venv.sh,
-# componentize-js from tests/js/install.sh).
+# Needs Rust with wasm32-wasip2, python3 and npm (componentize-py comes from
+# toolchains/python/venv.sh, componentize-js from toolchains/js/install.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-20}"
@@ -18,8 +18,8 @@ if [ -z "${FACTBUOY:-}" ]; then
     target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
     FACTBUOY="$target_dir/release/factbuoy"
 fi
-venv="$(tests/python/venv.sh)"
-node_modules="$(tests/js/install.sh)"
+venv="$(toolchains/python/venv.sh)"
+node_modules="$(toolchains/js/install.sh)"
 export PATH="$venv/bin:$node_modules/.bin:$PATH"
 
 work="$(mktemp -d)"

@@ -6,7 +6,7 @@
 #   that need them;
 # - Python venvs under target/ (PyPI): Ansible for the setup plugin's comparison and fact cache,
 #   componentize-py for Python plugins, fusepy for the stuck-file-system test;
-# - the JavaScript plugin toolchain under target/ (npm, pinned in tests/js/package-lock.json);
+# - the JavaScript plugin toolchain under target/ (npm, pinned in toolchains/js/package-lock.json);
 # - the Kubernetes test cluster's binaries, built once into /var/cache/factbuoy (tests/kube/,
 #   about 11 minutes on an idle 2-core machine the first time, a second after).
 # The Rust toolchain and its wasm32-wasip2 target come from rust-toolchain.toml and the build
@@ -58,9 +58,9 @@ fi
 
 log "Python venvs (Ansible, componentize-py, fusepy) and the JavaScript toolchain under target/"
 tests/ansible/venv.sh >/dev/null
-tests/python/venv.sh >/dev/null
+toolchains/python/venv.sh >/dev/null
 tests/fuse/venv.sh >/dev/null
-tests/js/install.sh >/dev/null
+toolchains/js/install.sh >/dev/null
 
 # The Kubernetes test cluster (tests/kube/README.md): its own apt packages, then Kubernetes
 # v1.20.2 built from Debian's source package once, cached outside the repository.

@@ -837,3 +837,118 @@ fn no_two_crates_define_a_public_type_of_the_same_name() {
         shared.join("\n")
     );
 }
+
+/// The test binaries `cargo metadata` knows for `package`: each one's source file (canonical)
+/// and name.
+fn declared_tests(package: &str) -> BTreeMap<PathBuf, String> {
+    let output = std::process::Command::new(env!("CARGO"))
+        .current_dir(workspace())
+        .args(["metadata", "--format-version", "1", "--locked", "--no-deps"])
+        .output()
+        .expect("running cargo metadata");
+    assert!(
+        output.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let package = metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == package)
+        .unwrap_or_else(|| panic!("no package {package} in cargo metadata"));
+    package["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["kind"].as_array().unwrap().iter().any(|k| k == "test"))
+        .map(|t| {
+            let path = Path::new(t["src_path"].as_str().unwrap());
+            let path = path
+                .canonicalize()
+                .unwrap_or_else(|e| panic!("test target {}: {e}", path.display()));
+            (path, t["name"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+/// The test files of `tests` (each `*.rs` and each `*/main.rs`) that `declared` lacks, or has
+/// under another name than cargo would give it (the file's or the folder's), each saying which.
+fn undeclared_test_files(tests: &Path, declared: &BTreeMap<PathBuf, String>) -> Vec<String> {
+    let mut wrong = Vec::new();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(tests)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for entry in entries {
+        let (file, name) = if entry.is_dir() {
+            (entry.join("main.rs"), entry.file_name().unwrap())
+        } else if entry.extension().is_some_and(|e| e == "rs") {
+            (entry.clone(), entry.file_stem().unwrap())
+        } else {
+            continue;
+        };
+        if !file.is_file() {
+            continue;
+        }
+        let name = name.to_str().unwrap();
+        let shown = file
+            .strip_prefix(tests.parent().unwrap())
+            .unwrap()
+            .display();
+        match declared.get(&file.canonicalize().unwrap()) {
+            None => wrong.push(format!("{shown} is no [[test]] of host/cli/Cargo.toml")),
+            Some(declared) if declared != name => wrong.push(format!(
+                "{shown} is the [[test]] {declared:?} of host/cli/Cargo.toml, not {name:?}"
+            )),
+            Some(_) => {}
+        }
+    }
+    wrong
+}
+
+/// Every end-to-end test file is a test binary of the `factbuoy` crate, named after its file or
+/// folder: they are declared one by one in host/cli/Cargo.toml (`autotests = false`), and a file
+/// left out would never run.
+#[test]
+fn every_test_file_is_a_declared_test_binary_of_the_binary_crate() {
+    let declared = declared_tests("factbuoy");
+    assert!(declared.values().any(|name| name == "all"), "{declared:?}");
+    let wrong = undeclared_test_files(&workspace().join("tests"), &declared);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn a_test_file_left_out_or_misnamed_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let tests = dir.path().join("tests");
+    for file in [
+        "listed.rs",
+        "left_out.rs",
+        "misnamed.rs",
+        "group/main.rs",
+        "support/mod.rs",
+    ] {
+        let path = tests.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "").unwrap();
+    }
+    std::fs::write(tests.join("notes.md"), "").unwrap();
+    let declared: BTreeMap<PathBuf, String> = [
+        ("listed.rs", "listed"),
+        ("misnamed.rs", "other"),
+        ("group/main.rs", "group"),
+    ]
+    .into_iter()
+    .map(|(file, name)| (tests.join(file).canonicalize().unwrap(), name.to_owned()))
+    .collect();
+    assert_eq!(
+        undeclared_test_files(&tests, &declared),
+        [
+            "tests/left_out.rs is no [[test]] of host/cli/Cargo.toml",
+            "tests/misnamed.rs is the [[test]] \"other\" of host/cli/Cargo.toml, not \"misnamed\"",
+        ]
+    );
+}

@@ -2,8 +2,9 @@
 //! Tests). One test binary with a module per area, as wasmtime's `tests/all`, so that the heavy
 //! dependencies are linked once. The groups that need a process of their own are binaries beside
 //! it: the sandbox's timing and memory tests (`tests/sandbox*.rs`, whose margins other tests'
-//! load would eat) and each Kubernetes test group (`tests/kube_*.rs`, each with the test cluster
-//! its process starts and removes).
+//! load would eat) and the Kubernetes tests (`tests/kube_shared/`, whose tests share the test
+//! cluster their process starts and removes, and `tests/kube_nodes/`, whose tests change nodes
+//! and start a cluster each).
 //!
 //! `cargo test -p factbuoy --test all` runs these; `cargo test -p factbuoy --test all cli_runs::`
 //! one area.

@@ -1,7 +1,7 @@
 //! The operator library drives runs without the binary: a local run and a fleet run here, in
 //! this process, from planning to a bundle found again, fetched and pruned; the planning rules
 //! every kind of run shares. (A Kubernetes run through the library needs the test cluster: see
-//! tests/kube_run.rs.)
+//! tests/kube_shared/run.rs.)
 
 use std::path::Path;
 use std::time::Duration;

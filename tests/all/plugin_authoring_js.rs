@@ -272,8 +272,8 @@ fn the_js_sdk_declares_every_host_info_function_and_field() {
     assert!(missing.is_empty(), "index.d.ts lacks {missing:?}");
 }
 
-/// TypeScript (jco's own, pinned in tests/js/package-lock.json) type-checks the app `plugin new`
-/// writes and the example of docs/plugins-js.md against the SDK's declarations, and finds a
+/// TypeScript (jco's own, pinned in toolchains/js/package-lock.json) type-checks the app `plugin
+/// new` writes and the example of docs/plugins-js.md against the SDK's declarations, and finds a
 /// misspelt field: an editor shows the SDK's API, `hostInfo`'s included.
 #[test]
 fn the_js_template_and_docs_example_type_check_against_the_sdk_declarations() {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// The workspace root (these tests belong to host/cli, through its `tests` link).
+/// The workspace root (these tests belong to host/cli, whose Cargo.toml declares them).
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()

@@ -1,5 +1,5 @@
-//! JavaScript plugins for the tests: the toolchain from tests/js/install.sh (componentize-js and
-//! jco, pinned), and components built from a JavaScript project by the real `factbuoy plugin
+//! JavaScript plugins for the tests: the toolchain from toolchains/js/install.sh (componentize-js
+//! and jco, pinned), and components built from a JavaScript project by the real `factbuoy plugin
 //! build`, cached by the hash of everything that goes into them.
 
 use std::path::{Path, PathBuf};
@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use super::workspace;
 
-/// The toolchain's `node_modules`, installed once by tests/js/install.sh; `None` (the test is
+/// The toolchain's `node_modules`, installed once by toolchains/js/install.sh; `None` (the test is
 /// skipped, saying so) when npm is missing outside CI. Under CI (`CI` set) a missing toolchain
 /// fails the test.
 pub fn node_modules() -> Option<PathBuf> {
@@ -24,12 +24,12 @@ pub fn node_modules() -> Option<PathBuf> {
             );
             return None;
         }
-        let out = Command::new(workspace().join("tests/js/install.sh"))
+        let out = Command::new(workspace().join("toolchains/js/install.sh"))
             .output()
-            .expect("running tests/js/install.sh");
+            .expect("running toolchains/js/install.sh");
         assert!(
             out.status.success(),
-            "tests/js/install.sh failed: {}",
+            "toolchains/js/install.sh failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         Some(PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()))
@@ -53,7 +53,7 @@ pub fn path_with_toolchain(node_modules: &Path) -> std::ffi::OsString {
 pub fn component(node_modules: &Path, dir: &Path) -> PathBuf {
     let sdk = workspace().join("guest-sdk/js/factbuoy-plugin");
     let wit = workspace().join("wit");
-    let lock = std::fs::read(workspace().join("tests/js/package-lock.json")).unwrap();
+    let lock = std::fs::read(workspace().join("toolchains/js/package-lock.json")).unwrap();
     super::built::component(
         "factbuoy-js-components",
         &lock,

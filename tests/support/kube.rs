@@ -1,9 +1,11 @@
-//! A real Kubernetes cluster for a test binary: `tests/kube/cluster.sh` (v1.20.2, real kubelets,
-//! containerd, runc) in a network namespace of the binary's own, so its addresses exist only
-//! there and two test binaries never share a cluster. See tests/kube/README.md.
+//! A real Kubernetes cluster for tests: `tests/kube/cluster.sh` (v1.20.2, real kubelets,
+//! containerd, runc) in a network namespace named after it, so its addresses exist only there
+//! and two clusters never meet. See tests/kube/README.md.
 //!
-//! One cluster per test binary, started by the first test that asks ([`Cluster::shared`]) and
-//! removed when the binary exits, whatever the tests did: starting one costs about 30 s.
+//! A test binary has at most one cluster its tests share, started by the first test that asks
+//! ([`Cluster::shared`]) and removed when the binary exits, whatever the tests did: starting one
+//! costs about 30 s. A test that changes the nodes, or needs them to itself, starts a cluster of
+//! its own instead ([`Cluster::start`]), removed when the test ends.
 
 use std::ffi::OsStr;
 use std::future::Future;
@@ -16,36 +18,56 @@ use super::workspace;
 /// The name [`Cluster::factbuoy_image`] gives factbuoy's image.
 pub const FACTBUOY_IMAGE: &str = "factbuoy.local/factbuoy:test";
 
-/// A running cluster.
+/// A running cluster; one a test started ([`Cluster::start`]) is removed when dropped.
 pub struct Cluster {
     name: String,
     dir: PathBuf,
+    /// Whether factbuoy's image, and busybox's, were imported into this cluster's nodes.
+    factbuoy_imported: OnceLock<()>,
+    busybox_imported: OnceLock<()>,
 }
 
 static SHARED: OnceLock<Cluster> = OnceLock::new();
 
 impl Cluster {
-    /// The test binary's cluster with `nodes` nodes, started on first use; `name` tells it
-    /// apart from other binaries' clusters (the network namespace is `factbuoy-t-<name>`).
-    /// A cluster a killed run left under that name is removed first.
+    /// A new cluster with `nodes` nodes, Ready when this returns, and removed when the value is
+    /// dropped (a failing test's too). `name` tells it apart from every other cluster (the
+    /// network namespace is `factbuoy-t-<name>`); a cluster a killed run left under that name
+    /// is removed first.
+    pub fn start(name: &str, nodes: u32) -> Cluster {
+        let cluster = Cluster {
+            name: format!("factbuoy-t-{name}"),
+            dir: PathBuf::from(format!("/run/factbuoy-t-{name}")),
+            factbuoy_imported: OnceLock::new(),
+            busybox_imported: OnceLock::new(),
+        };
+        cluster.script(["down"]);
+        let up = cluster.script(["up", &nodes.to_string()]);
+        assert!(
+            up.status.success(),
+            "cluster.sh up {nodes} failed:\n{}",
+            String::from_utf8_lossy(&up.stderr)
+        );
+        cluster
+    }
+
+    /// The cluster this test binary's tests share, with `nodes` nodes, started on first use
+    /// ([`Cluster::start`]) and removed when the binary exits. Every test of a binary asks for
+    /// it by the same `name`.
     pub fn shared(name: &str, nodes: u32) -> &'static Cluster {
-        SHARED.get_or_init(|| {
-            let cluster = Cluster {
-                name: format!("factbuoy-t-{name}"),
-                dir: PathBuf::from(format!("/run/factbuoy-t-{name}")),
-            };
-            cluster.script(["down"]);
-            let up = cluster.script(["up", &nodes.to_string()]);
-            assert!(
-                up.status.success(),
-                "cluster.sh up {nodes} failed:\n{}",
-                String::from_utf8_lossy(&up.stderr)
-            );
+        let cluster = SHARED.get_or_init(|| {
+            let cluster = Cluster::start(name, nodes);
             // SAFETY: `remove_shared` is a plain extern "C" fn with no arguments; atexit runs
             // it after the test harness returns from main.
             unsafe { libc::atexit(remove_shared) };
             cluster
-        })
+        });
+        assert_eq!(
+            cluster.name,
+            format!("factbuoy-t-{name}"),
+            "a test binary shares one cluster"
+        );
+        cluster
     }
 
     /// Runs `tests/kube/cluster.sh ARGS` against this cluster and returns what it printed.
@@ -101,12 +123,13 @@ impl Cluster {
 
     /// factbuoy's own image, as deploy/build-image.sh builds it from this test binary's
     /// `factbuoy` (without its debug sections: about 130 MB), imported into every node; built on
-    /// first use. Pods name it [`FACTBUOY_IMAGE`] with `imagePullPolicy: Never`.
+    /// first use, once per test binary, and imported once per cluster. Pods name it
+    /// [`FACTBUOY_IMAGE`] with `imagePullPolicy: Never`.
     pub fn factbuoy_image(&self) -> &'static str {
-        static IMPORTED: OnceLock<()> = OnceLock::new();
-        IMPORTED.get_or_init(|| {
-            let work = tempfile::tempdir().unwrap();
-            let binary = work.path().join("factbuoy");
+        static ARCHIVE: OnceLock<PathBuf> = OnceLock::new();
+        let archive = ARCHIVE.get_or_init(|| {
+            let work = image_dir();
+            let binary = work.join("factbuoy");
             let stripped = Command::new("objcopy")
                 .arg("--strip-debug")
                 .arg(env!("CARGO_BIN_EXE_factbuoy"))
@@ -118,7 +141,7 @@ impl Cluster {
                 "objcopy: {}",
                 String::from_utf8_lossy(&stripped.stderr)
             );
-            let archive = work.path().join("factbuoy.tar");
+            let archive = work.join("factbuoy.tar");
             let built = Command::new(workspace().join("deploy/build-image.sh"))
                 .arg(&binary)
                 .arg(FACTBUOY_IMAGE)
@@ -130,23 +153,20 @@ impl Cluster {
                 "build-image.sh: {}",
                 String::from_utf8_lossy(&built.stderr)
             );
-            let imported = self.script([std::ffi::OsStr::new("import"), archive.as_os_str()]);
-            assert!(
-                imported.status.success(),
-                "cluster.sh import: {}",
-                String::from_utf8_lossy(&imported.stderr)
-            );
+            std::fs::remove_file(&binary).unwrap();
+            archive
         });
+        self.factbuoy_imported.get_or_init(|| self.import(archive));
         FACTBUOY_IMAGE
     }
 
     /// A busybox image (busybox-static and its applets, `/bin/sh` its entrypoint) packed by
-    /// tests/kube/mkimage.sh and imported into every node; built on first use. Pods name it
-    /// with `imagePullPolicy: Never`.
+    /// tests/kube/mkimage.sh and imported into every node; built on first use, once per test
+    /// binary, and imported once per cluster. Pods name it with `imagePullPolicy: Never`.
     pub fn busybox_image(&self) -> &'static str {
         const IMAGE: &str = "factbuoy.local/test-busybox:1";
-        static IMPORTED: OnceLock<()> = OnceLock::new();
-        IMPORTED.get_or_init(|| {
+        static ARCHIVE: OnceLock<PathBuf> = OnceLock::new();
+        let archive = ARCHIVE.get_or_init(|| {
             let work = tempfile::tempdir().unwrap();
             let root = work.path().join("rootfs");
             for dir in ["bin", "etc", "tmp", "proc", "sys", "dev", "var/run"] {
@@ -165,7 +185,7 @@ impl Cluster {
             )
             .unwrap();
             std::fs::write(root.join("etc/group"), "root:x:0:\nnogroup:x:65534:\n").unwrap();
-            let archive = work.path().join("busybox.tar");
+            let archive = image_dir().join("busybox.tar");
             let packed = Command::new(workspace().join("tests/kube/mkimage.sh"))
                 .arg(&root)
                 .arg(IMAGE)
@@ -178,14 +198,20 @@ impl Cluster {
                 "mkimage.sh: {}",
                 String::from_utf8_lossy(&packed.stderr)
             );
-            let imported = self.script([std::ffi::OsStr::new("import"), archive.as_os_str()]);
-            assert!(
-                imported.status.success(),
-                "cluster.sh import: {}",
-                String::from_utf8_lossy(&imported.stderr)
-            );
+            archive
         });
+        self.busybox_imported.get_or_init(|| self.import(archive));
         IMAGE
+    }
+
+    /// `cluster.sh import ARCHIVE`: an OCI image archive into every node.
+    fn import(&self, archive: &Path) {
+        let imported = self.script([OsStr::new("import"), archive.as_os_str()]);
+        assert!(
+            imported.status.success(),
+            "cluster.sh import: {}",
+            String::from_utf8_lossy(&imported.stderr)
+        );
     }
 
     /// The admin kubeconfig (context `factbuoy-kube`).
@@ -239,14 +265,49 @@ impl Cluster {
     }
 }
 
-extern "C" fn remove_shared() {
-    if let Some(cluster) = SHARED.get() {
-        let down = cluster.script(["down"]);
+/// Where this test binary keeps the image archives it builds: in the target directory, emptied
+/// at its first use in a run (as [`super::cache_dir`]), since a static is never dropped.
+fn image_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("kube-images")
+            .join(exe.file_stem().unwrap());
+        match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                panic!("emptying {}: {e}", dir.display())
+            }
+            _ => {}
+        }
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    })
+    .clone()
+}
+
+impl Drop for Cluster {
+    /// Removes a cluster a test started (the shared one, a static, is removed at exit).
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+impl Cluster {
+    /// `cluster.sh down`, saying so when it fails.
+    fn remove(&self) {
+        let down = self.script(["down"]);
         if !down.status.success() {
             eprintln!(
                 "cluster.sh down failed:\n{}",
                 String::from_utf8_lossy(&down.stderr)
             );
         }
+    }
+}
+
+extern "C" fn remove_shared() {
+    if let Some(cluster) = SHARED.get() {
+        cluster.remove();
     }
 }

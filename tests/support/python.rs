@@ -1,5 +1,5 @@
-//! Python plugins for the tests: componentize-py from tests/python/venv.sh, and components built
-//! from a Python project with it, cached by the hash of everything that goes into them.
+//! Python plugins for the tests: componentize-py from toolchains/python/venv.sh, and components
+//! built from a Python project with it, cached by the hash of everything that goes into them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -7,16 +7,16 @@ use std::sync::OnceLock;
 
 use super::workspace;
 
-/// The venv's bin directory holding componentize-py, made once by tests/python/venv.sh.
+/// The venv's bin directory holding componentize-py, made once by toolchains/python/venv.sh.
 pub fn venv_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let out = Command::new(workspace().join("tests/python/venv.sh"))
+        let out = Command::new(workspace().join("toolchains/python/venv.sh"))
             .output()
-            .expect("running tests/python/venv.sh");
+            .expect("running toolchains/python/venv.sh");
         assert!(
             out.status.success(),
-            "tests/python/venv.sh failed: {}",
+            "toolchains/python/venv.sh failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).join("bin")

@@ -2,16 +2,14 @@
 //! (tests/kube/: v1.20.2, real kubelets): a node whose kubelet stops is reported lost and the
 //! run completes without it; a node that joins mid-run is collected too.
 
-mod support;
-
 use std::time::Duration;
 
-use support::kube::Cluster;
-use support::kube_runs::{self, pair};
+use crate::support::kube::Cluster;
+use crate::support::kube_runs::{self, pair};
 
 #[test]
 fn a_node_that_stops_is_reported_lost_and_one_that_joins_is_collected() {
-    let cluster = Cluster::shared("nodes", 3);
+    let cluster = &Cluster::start("nodes", 3);
     let state = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let run = kube_runs::start_run(

@@ -1,15 +1,9 @@
 //! Kubernetes dispatch on a real cluster (tests/kube/: v1.20.2, real kubelets), through the
 //! dispatch crate and the real binary.
 
-mod support;
-
+use crate::cluster;
 use factbuoy_dispatch::resources;
 use factbuoy_dispatch::{ClusterRef, ConnectError};
-use support::kube::Cluster;
-
-fn cluster() -> &'static Cluster {
-    Cluster::shared("dispatch", 3)
-}
 
 #[test]
 fn a_kubeconfig_and_its_context_reach_the_api_server() {

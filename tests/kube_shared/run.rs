@@ -1,20 +1,18 @@
 //! `factbuoy run --kubernetes` end to end on a real cluster (tests/kube/: v1.20.2, three real
 //! kubelets), with the image deploy/build-image.sh builds: the real binary applies the run,
 //! follows it through port-forward and downloads the bundle; `status`, `retrieve` and `delete`
-//! reach it afterwards. Runs here never change the nodes (tests/kube_nodes.rs does), so they
-//! share one cluster.
+//! reach it afterwards. Runs here never change the nodes for good (tests/kube_nodes/ does; a
+//! taint here is removed when its test ends, and the others' runs tolerate it), so they share
+//! the binary's cluster.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use support::kube::Cluster;
-use support::kube_runs::{self, factbuoy_json, pair};
-
-fn cluster() -> &'static Cluster {
-    Cluster::shared("run", 3)
-}
+use crate::cluster;
+use crate::support::kube::Cluster;
+use crate::support::kube_runs::{self, factbuoy_json, pair};
 
 /// The operator library drives a Kubernetes run without the binary (tests/all/operator.rs does
 /// a local and a fleet run): `start` applies it, `finish` follows it through port-forward and
@@ -131,7 +129,7 @@ fn a_kubernetes_run_ends_in_a_bundle_with_every_nodes_results_and_the_clusters_r
     );
     for node in ["node-1", "node-2", "node-3"] {
         // The agents share their node's network and host name: the facts are the node's
-        // (tests/kube_conformance.rs compares them with the node's own view).
+        // (tests/kube_nodes/conformance.rs compares them with the node's own view).
         let facts = bundle.json(&format!("plugins/setup/results/{node}/ansible_facts.json"));
         assert_eq!(facts["ansible_nodename"], node, "{facts}");
         let host = bundle.json(&format!(

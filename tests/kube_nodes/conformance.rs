@@ -6,15 +6,15 @@
 //! identical but for [`BY_DESIGN`]. The hostile fixture plugin is stopped the same way in all
 //! three: the same failure kind and limit.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
+use crate::support::kube::Cluster;
+use crate::support::kube_runs::{self, Bundle, factbuoy_json};
 use serde_json::Value;
-use support::kube::Cluster;
-use support::kube_runs::{self, Bundle, factbuoy_json};
 
 /// The nodes compared. Both are tainted with [`AGENTS_ONLY`], which agents tolerate and no other
 /// pod does, so the aggregator's pod runs on node-3 and no pod's interface or mount comes or goes
@@ -457,7 +457,7 @@ fn as_fleet(cluster: &Cluster, hostile: &Path) -> Bundle {
 
 #[test]
 fn setup_and_host_facts_describe_a_node_the_same_from_its_agent_pod_by_hand_and_as_a_fleet_agent() {
-    let cluster = Cluster::shared("conformance", 3);
+    let cluster = &Cluster::start("conformance", 3);
     for n in COMPARED {
         cluster.kubectl([
             "taint",

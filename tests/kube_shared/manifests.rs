@@ -4,7 +4,7 @@
 //! pods run on every node as the manifests promise (non-root, RuntimeDefault seccomp, their
 //! projected token readable), with the image deploy/build-image.sh builds.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -12,6 +12,9 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use crate::support::kube::Cluster;
+use crate::support::{factbuoy, workspace};
+use crate::{NODES, cluster};
 use factbuoy_dispatch::apply::{self, Mode};
 use factbuoy_dispatch::delete::{self, Selection};
 use factbuoy_dispatch::manifest::{RunManifests, RunSpec, scheduling};
@@ -21,18 +24,11 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::Value;
-use support::kube::Cluster;
-use support::{factbuoy, workspace};
 
-const NODES: u32 = 2;
 /// The image deploy/build-image.sh builds in these tests.
 const IMAGE: &str = support::kube::FACTBUOY_IMAGE;
 /// A busybox image with a shell, for looking inside a pod built from the same spec.
 const BUSYBOX: &str = "factbuoy.local/manifests-busybox:1";
-
-fn cluster() -> &'static Cluster {
-    Cluster::shared("manifests", NODES)
-}
 
 fn target(cluster: &Cluster) -> ClusterRef {
     ClusterRef {

@@ -7,14 +7,14 @@
 //! node-1 with a key of its own, stops and deletes node-3, adds node-4); the others place their
 //! pods on node-1 and node-2 and tolerate every taint.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
+use crate::support::kube::Cluster;
 use factbuoy_dispatch::ClusterRef;
 use factbuoy_dispatch::nodes::{NodeChange, NodeFilter, follow_nodes};
 use k8s_openapi::api::core::v1::Toleration;
-use support::kube::Cluster;
 use tokio::sync::mpsc;
 
 fn cluster() -> &'static Cluster {
