@@ -1,24 +1,21 @@
 //! The `factbuoy` command line: argument parsing and printing only. What the commands do lives
 //! in the library crates under host/ (docs/architecture.md): one module per command in
-//! `commands/`, none importing another; flag groups several commands share in `flags`; how
-//! output looks in `output`, `table`, `summary` and `pruning`.
+//! `commands/`, none importing another; flag groups several commands share in `flags`; the
+//! output format, JSON and exit codes in `output`; how things look to people in factbuoy-present.
 //!
 //! Exit codes: see [`output::EXIT_CODES`], which `--help` prints.
+//!
+//! This library exists for the binary (`src/main.rs` calls [`main`]) and for the binary's own
+//! tests of its command tree (tests/all, through [`command`]). It promises no API: nothing but
+//! the binary and its tests may depend on it.
 
 mod commands;
-#[cfg(test)]
-mod examples;
 mod fact_cache;
 mod flags;
-mod json_report;
 mod logging;
-#[cfg(test)]
-mod option_positions;
 mod output;
 mod pruning;
 mod signals;
-mod summary;
-mod table;
 
 use std::process::ExitCode;
 
@@ -173,7 +170,13 @@ enum Command {
     Man(commands::man::ManArgs),
 }
 
-fn main() -> ExitCode {
+/// The whole command tree as clap builds it, for the binary's tests.
+pub fn command() -> clap::Command {
+    Cli::command()
+}
+
+/// The binary: parses the arguments, runs the command, prints its error, returns its exit code.
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     logging::init(cli.verbose);
     let runtime = tokio::runtime::Builder::new_multi_thread()
