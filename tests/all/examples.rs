@@ -1,7 +1,9 @@
 //! The `factbuoy inspect` examples that `--help`, the README and docs/ show, run as written by
 //! the real binary against bundles named as the examples name them: an example that stopped
 //! working fails here with where it is written. (That every example of every command parses
-//! is the CLI's unit test `examples::every_command_example_in_help_the_readme_and_docs_parses`.)
+//! is [`parse`]'s, for every command.)
+
+mod parse;
 
 #[path = "../support/examples.rs"]
 mod written;

@@ -35,6 +35,7 @@ mod inspect;
 mod journal;
 mod json_keys;
 mod operator;
+mod option_positions;
 mod plugin_authoring;
 mod plugin_authoring_js;
 mod plugin_authoring_python;

@@ -1,12 +1,12 @@
-//! Writing setup facts into an Ansible `jsonfile` fact cache and saying what was written:
+//! Writing setup facts into an Ansible `jsonfile` fact cache (factbuoy-inspect's
+//! [`ansible_cache::write_cache`]) and saying what was written:
 //! shared by `factbuoy ansible fact-cache` and `factbuoy inspect export --format
 //! ansible-fact-cache` (whose facts `factbuoy_inspect::ansible_cache::facts_from_bundle` reads).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::Context;
-use factbuoy_inspect::ansible_cache::{self, write_host};
+use factbuoy_inspect::ansible_cache;
 use serde_json::json;
 
 use crate::output::{ExitStatus, Format, emit, emit_document};
@@ -20,20 +20,8 @@ pub fn write_cache(
     facts_by_host: BTreeMap<String, Result<Vec<u8>, String>>,
     format: Format,
 ) -> anyhow::Result<ExitStatus> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("creating the cache directory {}", dir.display()))?;
-    let mut written = Vec::new();
-    let mut errors = Vec::new();
-    for (host, facts) in facts_by_host {
-        let result = facts.and_then(|facts| {
-            write_host(dir, prefix, &host, &facts, layout).map_err(|e| format!("{e:#}"))
-        });
-        match result {
-            Ok(done) => written.push(done),
-            Err(e) => errors.push(format!("{host}: {e}")),
-        }
-    }
-
+    let ansible_cache::CacheWrite { written, errors } =
+        ansible_cache::write_cache(dir, prefix, layout, facts_by_host)?;
     match format {
         Format::Table => {
             for w in &written {

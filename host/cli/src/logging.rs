@@ -5,6 +5,7 @@
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 
+use factbuoy_protocol::types::StatusDocument;
 use indicatif::ProgressBar;
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
@@ -35,6 +36,16 @@ pub fn init(verbose: u8) {
     } else {
         builder.event_format(Plain).init();
     }
+}
+
+/// A run's progress bar ([`factbuoy_present::summary::progress_bar`]), shown until
+/// [`hide_bar`] when `show`.
+pub fn progress_bar(document: &StatusDocument, show: bool) -> ProgressBar {
+    let bar = factbuoy_present::summary::progress_bar(document, show);
+    if show {
+        show_bar(&bar);
+    }
+    bar
 }
 
 /// Shows `bar` until [`hide_bar`]: log lines print above it meanwhile.

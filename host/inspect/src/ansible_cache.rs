@@ -120,6 +120,39 @@ fn not_facts(e: &serde_json::Error) -> String {
     }
 }
 
+/// What [`write_cache`] did: each host written, and each host whose facts could not be.
+#[derive(Debug, Default)]
+pub struct CacheWrite {
+    /// The hosts written, in the order of their names.
+    pub written: Vec<Written>,
+    /// `host: why` for each host whose facts could not be written.
+    pub errors: Vec<String>,
+}
+
+/// Writes a cache file (or two, for [`Layout::Both`]) per host in `dir`, which it creates. A
+/// host whose facts are an error, or cannot be written, is one of [`CacheWrite::errors`]; the
+/// others are written all the same.
+pub fn write_cache(
+    dir: &Path,
+    prefix: &str,
+    layout: Layout,
+    facts_by_host: BTreeMap<String, Result<Vec<u8>, String>>,
+) -> anyhow::Result<CacheWrite> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("creating the cache directory {}", dir.display()))?;
+    let mut done = CacheWrite::default();
+    for (host, facts) in facts_by_host {
+        let result = facts.and_then(|facts| {
+            write_host(dir, prefix, &host, &facts, layout).map_err(|e| format!("{e:#}"))
+        });
+        match result {
+            Ok(written) => done.written.push(written),
+            Err(e) => done.errors.push(format!("{host}: {e}")),
+        }
+    }
+    Ok(done)
+}
+
 /// Writes one host's cache files from its facts document (`ansible_facts.json`'s bytes), with
 /// the gathered marker added.
 pub fn write_host(

@@ -12,10 +12,9 @@ use factbuoy_aggregator::config::{self, ServerLimits};
 use factbuoy_aggregator::{Run, RunDir};
 use factbuoy_kubernetes::ResourceKind;
 use factbuoy_operator::separate::{self, SeparateRun};
+use factbuoy_present::summary;
 use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::names::NodeName;
-use factbuoy_protocol::text::printable;
-use factbuoy_protocol::types::{PairStatus, StatusDocument};
 use factbuoy_runtime::limits;
 
 use crate::flags::PluginName;
@@ -206,7 +205,7 @@ pub async fn aggregator(command: AggregatorCommand, format: Format) -> anyhow::R
                 tokio::select! {
                     _ = running.finished() => break,
                     _ = every.tick() => {
-                        let line = waiting(&running.status_document(), lost_after);
+                        let line = summary::waiting(&running.status_document(), lost_after);
                         if line != said {
                             eprintln!("{line}");
                             said = line;
@@ -217,7 +216,7 @@ pub async fn aggregator(command: AggregatorCommand, format: Format) -> anyhow::R
             let document = running.status_document();
             eprintln!(
                 "{}",
-                crate::summary::text(&document, Some(running.config().bundle_dir.as_path()))
+                summary::text(&document, Some(running.config().bundle_dir.as_path()))
             );
             if !exit_when_complete {
                 // Keep serving status and the bundle until stopped.
@@ -230,39 +229,6 @@ pub async fn aggregator(command: AggregatorCommand, format: Format) -> anyhow::R
 
 /// How often `aggregator serve` looks at what its run waits for.
 const WAITING_EVERY: Duration = Duration::from_secs(1);
-
-/// What a served run waits for, in a line: `run ID: 1 of 2 results in; waiting for hostile on
-/// node-1, ...`, and when a silent node's results are given up.
-fn waiting(document: &StatusDocument, lost_after: u64) -> String {
-    let missing: Vec<String> = document
-        .plugins
-        .iter()
-        .filter(|p| matches!(p.status, PairStatus::Pending | PairStatus::Running))
-        .map(|p| format!("{} on {}", printable(&p.plugin), printable(&p.node)))
-        .collect();
-    let total = document.plugins.len();
-    let head = format!(
-        "run {}: {} of {total} results in",
-        document.run_id,
-        total - missing.len()
-    );
-    if missing.is_empty() {
-        return format!("{head}; writing the bundle");
-    }
-    let shown = missing
-        .iter()
-        .take(5)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    let more = match missing.len() {
-        0..=5 => String::new(),
-        n => format!(" and {} more", n - 5),
-    };
-    format!(
-        "{head}; waiting for {shown}{more} (a node silent for {lost_after}s is given up as lost, its missing results become error results, and the bundle is written with what was collected)"
-    )
-}
 
 async fn create(args: CreateArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let selection = factbuoy_operator::PluginSelection {

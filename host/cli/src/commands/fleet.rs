@@ -161,7 +161,7 @@ pub async fn execute(command: FleetCommand, format: Format) -> anyhow::Result<Ex
                             format!("{}{expired}", t.used),
                         ]);
                     }
-                    emit(&crate::table::aligned(&rows, 0).join("\n"));
+                    emit(&factbuoy_present::table::aligned(&rows, 0).join("\n"));
                 }
                 machine => emit_document(&tokens, machine),
             }
@@ -249,7 +249,7 @@ fn nodes(fleet: &Fleet, format: Format) -> anyhow::Result<ExitStatus> {
                     format!("{}{revoked}", n.certificate_expires),
                 ]);
             }
-            emit(&crate::table::aligned(&rows, 0).join("\n"));
+            emit(&factbuoy_present::table::aligned(&rows, 0).join("\n"));
         }
         machine => emit_document(&lines, machine),
     }

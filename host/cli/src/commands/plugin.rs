@@ -2,7 +2,6 @@
 //! plugin projects (with factbuoy-authoring); list and prune the compilation cache ([`cache`]).
 
 mod cache;
-mod terminal_sink;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -13,14 +12,12 @@ use bytesize::ByteSize;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::json_report::JsonReport;
 use crate::output::{ExitStatus, Format, emit, emit_document};
 use factbuoy_catalog::{BUNDLED, PluginRef};
 use factbuoy_operator::here::HereRequest;
+use factbuoy_present::json_report::JsonReport;
 use factbuoy_protocol::text::printable;
-use factbuoy_runtime::bindings::{ArtifactKind, Capability, PluginInfo};
 use factbuoy_runtime::definition::Definition;
-use factbuoy_runtime::params::type_name;
 use factbuoy_runtime::sink::{ArtifactSink, DirectorySink, StdoutSink};
 use factbuoy_runtime::{InvocationReport, Limits, Runtime, RuntimeOptions, limits};
 
@@ -226,7 +223,9 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
             let runtime = runtime(&common, Limits::default())?;
             let loaded = PluginRef::parse(&plugin)?.load(&runtime).await?;
             match format {
-                Format::Table => emit(describe_text(&loaded.info).trim_end()),
+                Format::Table => {
+                    emit(factbuoy_present::plugin::describe_text(&loaded.info).trim_end())
+                }
                 machine => emit_document(&Definition::from(&loaded.info), machine),
             }
             Ok(ExitStatus::Success)
@@ -334,78 +333,6 @@ async fn list(common: &CommonArgs, format: Format) -> anyhow::Result<ExitStatus>
     Ok(ExitStatus::Success)
 }
 
-fn describe_text(info: &PluginInfo) -> String {
-    let mut text = format!("{} {}\n{}\n", info.name, info.version, info.description);
-    if !info.parameters.is_empty() {
-        text.push_str("\nParameters:\n");
-        for p in &info.parameters {
-            let mut notes = vec![type_name(p.type_).to_owned()];
-            if p.required {
-                notes.push("required".into());
-            }
-            if let Some(default) = &p.default {
-                notes.push(format!("default {default}"));
-            }
-            if p.secret {
-                notes.push("secret".into());
-            }
-            text.push_str(&format!(
-                "  {} ({})\n      {}\n",
-                p.name,
-                notes.join(", "),
-                p.description
-            ));
-        }
-    }
-    if !info.capabilities.is_empty() {
-        text.push_str("\nCapabilities:\n");
-        for c in &info.capabilities {
-            let written = match &c.capability {
-                Capability::HostInfo => "host-info".to_owned(),
-                Capability::ReadPath(path) => format!("read:{path}"),
-            };
-            let need = if c.required { "required" } else { "optional" };
-            text.push_str(&format!("  {written} ({need})\n      {}\n", c.reason));
-        }
-    }
-    if !info.artifacts.is_empty() {
-        text.push_str("\nArtifacts:\n");
-        for a in &info.artifacts {
-            text.push_str(&format!(
-                "  {} ({}, {})\n      {}\n",
-                a.name,
-                a.media_type,
-                kind_text(&a.kind),
-                a.description
-            ));
-        }
-    }
-    // Every string here is the plugin's.
-    text.lines().map(|l| printable(l) + "\n").collect()
-}
-
-/// An artifact's kind as `plugin info` shows it: `facts, mounts by mount_point`, `table by
-/// name`, `log`, `opaque`.
-fn kind_text(kind: &ArtifactKind) -> String {
-    let keys = |keys: &[String]| keys.join(" + ");
-    match kind {
-        ArtifactKind::Facts(lists) if !lists.is_empty() => {
-            let lists: Vec<String> = lists
-                .iter()
-                .map(|list| format!("{} by {}", list.path, keys(&list.keys)))
-                .collect();
-            format!("facts; {}", lists.join("; "))
-        }
-        ArtifactKind::Facts(_) => "facts".to_owned(),
-        ArtifactKind::Table(columns) if !columns.is_empty() => {
-            format!("table by {}", keys(columns))
-        }
-        ArtifactKind::Table(_) => "table".to_owned(),
-        ArtifactKind::Log => "log".to_owned(),
-        ArtifactKind::Opaque => "opaque".to_owned(),
-    }
-}
-
 async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let runtime = runtime(&args.common, args.limits())?;
     if let Some(out) = &args.out {
@@ -422,7 +349,9 @@ async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> 
     let sink: Arc<dyn ArtifactSink> = match (&args.out, &embedded) {
         (Some(out), _) => Arc::new(DirectorySink::new(out)),
         (None, Some(dir)) => Arc::new(DirectorySink::new(dir.path())),
-        (None, None) if std::io::stdout().is_terminal() => Arc::new(terminal_sink::TerminalSink),
+        (None, None) if std::io::stdout().is_terminal() => {
+            Arc::new(factbuoy_present::terminal_sink::TerminalSink)
+        }
         (None, None) => Arc::new(StdoutSink),
     };
     let scoped = |all: &[Scoped]| -> Vec<(String, String)> {
@@ -468,63 +397,13 @@ fn read_grants(grants: &[Scoped]) -> Vec<String> {
         .collect()
 }
 
-/// The text summary: on stdout when artifacts went to files, on stderr when they went to stdout.
-/// A granted path missing on this host is noted when the operator named it (`read_grants`);
-/// one a bundled plugin asks for and does without (`/dev/disk` in a container) only in the log.
+/// The text summary ([`factbuoy_present::plugin::run_lines`]): on stdout when artifacts went to
+/// files, on stderr when they went to stdout.
 fn print_summary(report: &InvocationReport, artifacts_in_files: bool, read_grants: &[String]) {
-    let mut lines = Vec::new();
-    // Everything below but the numbers is the plugin's text.
-    let status = match report.failure_line() {
-        Some(line) => format!("error: {}", printable(&line)),
-        None => format!(
-            "{} {}: succeeded",
-            report.plugin,
-            printable(&report.version)
-        ),
-    };
-    lines.push(format!("{status} ({:.1} ms)", report.duration_ms));
-    for artifact in &report.artifacts {
-        let cut = if artifact.truncated {
-            ", truncated"
-        } else {
-            ""
-        };
-        lines.push(format!(
-            "  artifact {} ({}, {} bytes{cut})",
-            artifact.name,
-            printable(&artifact.media_type),
-            artifact.size_bytes
-        ));
-    }
-    for path in &report.absent_paths {
-        if read_grants.contains(path) {
-            lines.push(format!(
-                "  note: granted {path} does not exist below the root; nothing mapped"
-            ));
-        } else {
-            tracing::info!("{path} does not exist below the root; nothing mapped there");
-        }
-    }
-    for warning in &report.warnings {
-        lines.push(format!("  warning: {}", printable(warning)));
-    }
-    for error in &report.errors {
-        lines.push(format!("  error: {}", printable(error)));
-    }
-    if report.failure.is_some() && !report.stderr.text.is_empty() {
-        lines.push(format!("  plugin stderr:\n{}", indent(&report.stderr.text)));
-    }
-    let text = lines.join("\n");
+    let text = factbuoy_present::plugin::run_lines(report, read_grants).join("\n");
     if artifacts_in_files && report.succeeded {
         emit(&text);
     } else {
         eprintln!("{text}");
     }
-}
-
-fn indent(text: &str) -> String {
-    text.lines()
-        .map(|l| format!("    {}", printable(l)))
-        .collect::<Vec<_>>()
-        .join("\n")
 }

@@ -11,7 +11,7 @@ use factbuoy_protocol::types::{StatusDocument, wire_name};
 
 use crate::flags::WhichRunArgs;
 use crate::output::{Ended, ExitStatus, Format, emit, emit_document};
-use crate::summary;
+use factbuoy_present::summary;
 
 /// How often `retrieve --wait` asks for the run's status.
 const WAIT_EVERY: Duration = Duration::from_millis(500);
@@ -45,7 +45,7 @@ pub async fn retrieve(args: RetrieveArgs, format: Format) -> anyhow::Result<Exit
             ))
             .into());
         }
-        let bar = summary::progress_bar(&document, format == Format::Table);
+        let bar = crate::logging::progress_bar(&document, format == Format::Table);
         let mut on_status = |d: &StatusDocument| summary::advance(&bar, d);
         let followed = source.follow(WAIT_EVERY, None, &mut on_status).await;
         crate::logging::hide_bar();

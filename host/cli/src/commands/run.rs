@@ -14,8 +14,9 @@ use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::types::StatusDocument;
 
 use crate::flags::{KubeArgs, PluginArgs};
+use crate::logging;
 use crate::output::{ExitStatus, Format, emit, emit_document};
-use crate::summary;
+use factbuoy_present::summary;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -184,7 +185,7 @@ async fn once(
     let mut bar = None;
     let mut on_status = |document: &StatusDocument| {
         let bar =
-            bar.get_or_insert_with(|| summary::progress_bar(document, format == Format::Table));
+            bar.get_or_insert_with(|| logging::progress_bar(document, format == Format::Table));
         summary::advance(bar, document);
     };
     let finished = started.finish(&mut interrupts, &mut on_status).await;

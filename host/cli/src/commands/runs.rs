@@ -46,7 +46,7 @@ pub async fn runs(args: RunsArgs, format: Format) -> anyhow::Result<ExitStatus> 
                     run.place.clone(),
                 ]);
             }
-            emit(&crate::table::fitted(&rows, 0).join("\n"));
+            emit(&factbuoy_present::table::fitted(&rows, 0).join("\n"));
         }
         machine => emit_document(&listed, machine),
     }

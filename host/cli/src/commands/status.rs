@@ -4,10 +4,10 @@ use clap::Args;
 use factbuoy_operator::follow::Source;
 use factbuoy_operator::list::{self, Listed};
 use factbuoy_operator::{StateDir, WhichRun};
+use factbuoy_present::summary;
 
 use crate::flags::WhichRunArgs;
 use crate::output::{ExitStatus, Format, emit, emit_document};
-use crate::summary;
 
 #[derive(Debug, Args)]
 #[command(

@@ -5,11 +5,12 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use factbuoy_inspect::drift::IgnoreList;
-use factbuoy_inspect::history::{self, History, NodeEventKind, NodeHistory, Update};
+use factbuoy_inspect::history::{self, History, Update};
+use factbuoy_present::inspect::history::{history_lines, index_lines};
+use factbuoy_present::table::count;
 
-use super::show::{cell, emit_lines};
+use super::show::emit_lines;
 use crate::output::{ExitStatus, Format, emit_document};
-use crate::table::{bytes, count, fitted};
 
 /// Where a history's index is and which origin to read: what every command that takes a
 /// directory of bundles takes.
@@ -95,27 +96,7 @@ pub fn index(args: IndexArgs, format: Format) -> anyhow::Result<ExitStatus> {
         emit_document(&update, format);
         return Ok(ExitStatus::Success);
     }
-    let mut lines = vec![format!(
-        "{}: {} indexed in {} ({}, for {} of bundles)",
-        args.dir.display(),
-        count(update.bundles, "bundle"),
-        update.index.display(),
-        bytes(update.index_bytes),
-        bytes(update.bundle_bytes),
-    )];
-    lines.push(match &update.rebuilt {
-        Some(why) => format!(
-            "  built anew ({why}): read {}",
-            count(update.added, "bundle")
-        ),
-        None => format!("  read {} added since", count(update.added, "bundle")),
-    });
-    for unreadable in &update.unreadable {
-        lines.push(format!(
-            "  left out {}: {}",
-            unreadable.bundle, unreadable.error
-        ));
-    }
+    let lines = index_lines(&args.dir.display().to_string(), &update);
     emit_lines(&lines);
     Ok(ExitStatus::Success)
 }
@@ -164,83 +145,7 @@ pub fn history(args: HistoryArgs, format: Format) -> anyhow::Result<ExitStatus> 
         );
         return Ok(ExitStatus::Success);
     }
-    let (first, last) = (
-        &history.bundles[0],
-        &history.bundles[history.bundles.len() - 1],
-    );
-    let mut lines = vec![format!(
-        "{} of {} from {} to {} (origin {})",
-        count(history.bundles.len(), "run"),
-        args.dir.display(),
-        short(&first.created),
-        short(&last.created),
-        history.origin
-    )];
-    for node in &nodes {
-        lines.push(String::new());
-        lines.extend(node_lines(node));
-    }
+    let lines = history_lines(&args.dir.display().to_string(), &history, &nodes);
     emit_lines(&lines);
     Ok(ExitStatus::Success)
-}
-
-/// A run's time without its fraction of a second: `2026-03-01T02:00:00Z`.
-fn short(created: &str) -> String {
-    match created.split_once('.') {
-        Some((seconds, _)) if created.ends_with('Z') => format!("{seconds}Z"),
-        _ => created.to_owned(),
-    }
-}
-
-fn node_lines(node: &NodeHistory) -> Vec<String> {
-    let mut lines = vec![format!(
-        "{}: in {} from {} to {}",
-        node.node,
-        count(node.runs, "run"),
-        short(&node.first_seen.created),
-        short(&node.last_seen.created)
-    )];
-    for event in &node.events {
-        // "run 4e302443c9a6 (2026-03-02T02:00:00Z)"
-        let run = format!("run {} ({})", event.run.run_id, short(&event.run.created));
-        let runs = count(event.runs.unwrap_or(1), "run");
-        lines.push(match event.kind {
-            NodeEventKind::Appeared => format!("  appeared in {run}"),
-            NodeEventKind::Absent => format!("  absent from {runs} from {run}"),
-            NodeEventKind::Lost => format!("  lost in {run}"),
-            NodeEventKind::StoppedReporting => {
-                format!("  stopped reporting: not in the last {runs}, from {run}")
-            }
-        });
-    }
-    if node.facts.is_empty() {
-        lines.push("  no fact changed".into());
-        return lines;
-    }
-    let mut rows = vec![vec![
-        "PLUGIN".to_owned(),
-        "PATH".into(),
-        "FROM".into(),
-        "TO".into(),
-        "VALUE".into(),
-        "WAS".into(),
-    ]];
-    for fact in &node.facts {
-        for change in &fact.changes {
-            rows.push(vec![
-                fact.plugin.clone(),
-                fact.path.clone(),
-                short(&change.first_seen.created),
-                short(&change.last_seen.created),
-                if change.removed {
-                    "(removed)".into()
-                } else {
-                    cell(&change.value)
-                },
-                change.previous.as_ref().map(cell).unwrap_or_default(),
-            ]);
-        }
-    }
-    lines.extend(fitted(&rows, 2));
-    lines
 }

@@ -7,12 +7,11 @@ use anyhow::bail;
 use clap::Args;
 use factbuoy_bundle::reader::Bundle;
 use factbuoy_inspect::logs;
-use factbuoy_protocol::text::printable;
+use factbuoy_present::inspect::{self as present, names};
+use factbuoy_present::table::count;
 use serde_json::Value;
 
-use super::show::names;
 use crate::output::{ExitStatus, Format};
-use crate::table::count;
 
 #[derive(Debug, Args)]
 pub struct LogsArgs {
@@ -162,28 +161,8 @@ fn write_entry(
         humantime::format_rfc3339_micros(at).to_string()
     });
     match format {
-        Format::Table => {
-            let field = |name: &str| found.entry.get(name).and_then(Value::as_str);
-            let ident = field("SYSLOG_IDENTIFIER")
-                .or_else(|| field("_COMM"))
-                .or_else(|| field("_SYSTEMD_UNIT"))
-                .unwrap_or("-");
-            let pid = field("_PID")
-                .or_else(|| field("SYSLOG_PID"))
-                .map(|pid| format!("[{pid}]"))
-                .unwrap_or_default();
-            let message = logs::message(&found.entry).unwrap_or_else(|| {
-                "[no message, or one too long to show: -o json has the entry]".into()
-            });
-            let line = format!(
-                "{} {} {ident}{pid}: {message}",
-                time.as_deref().unwrap_or("-"),
-                found.node
-            );
-            // A message's own line breaks and escape sequences are shown escaped: one entry,
-            // one line, nothing the bundle's author chose reaches the terminal raw.
-            writeln!(out, "{}", printable(&line))
-        }
+        // One entry, one line: nothing the bundle's author chose reaches the terminal raw.
+        Format::Table => writeln!(out, "{}", present::log_line(found, time.as_deref())),
         Format::Json => {
             let line = LogLine {
                 node: &found.node,

@@ -15,15 +15,15 @@ use factbuoy_inspect::{FactPath, OnlyNode};
 use serde_json::json;
 
 use crate::output::{ExitStatus, Format, emit, emit_document};
-use crate::summary::EMPTY_PASS;
-use crate::table::{bytes, count, fitted};
+use factbuoy_present::inspect as present;
+use factbuoy_present::table::{bytes, count, fitted};
 
 mod diff;
 mod history;
 mod logs;
 mod show;
 
-use show::{cell, emit_lines};
+use show::emit_lines;
 
 #[derive(Debug, Subcommand)]
 pub enum InspectCommand {
@@ -301,28 +301,10 @@ fn verify(args: VerifyArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let bundle = Bundle::open(&args.bundle)?;
     let verification = factbuoy_inspect::verify(&bundle, args.sha256.as_deref());
     match format {
-        Format::Table => {
-            let name = args.bundle.display();
-            if verification.problems.is_empty() {
-                emit(&format!(
-                    "{name}: every file matches meta/index.json ({} files, the index among \
-                     them, {})",
-                    verification.files,
-                    bytes(verification.bytes)
-                ));
-            } else {
-                let count = verification.problems.len();
-                let plural = if count == 1 { "" } else { "s" };
-                let mut lines = vec![format!("{name}: {count} problem{plural}")];
-                for problem in &verification.problems {
-                    lines.push(format!("  - {}: {}", problem.entry, problem.problem));
-                }
-                emit_lines(&lines);
-            }
-            if let Some(sha256) = &verification.bundle_sha256 {
-                emit(&format!("sha256 {sha256}"));
-            }
-        }
+        Format::Table => emit(&present::verify_text(
+            &args.bundle.display().to_string(),
+            &verification,
+        )),
         machine => emit_document(&verification, machine),
     }
     Ok(if verification.problems.is_empty() {
@@ -339,107 +321,7 @@ fn summary(args: BundleArg, format: Format) -> anyhow::Result<ExitStatus> {
         emit_document(&summary, format);
         return Ok(ExitStatus::Success);
     }
-    let run = &summary.run;
-    // A pair that did not pass: it failed, or ended without a result (lost, timed out). A
-    // run that completed with such pairs says so, as the report's badge does.
-    let failures = summary
-        .results
-        .iter()
-        .filter(|o| match &o.result_status {
-            Some(result) if o.status == "complete" => result == "failed",
-            _ => o.status != "skipped",
-        })
-        .count();
-    let status = if run.status == "complete" && failures > 0 {
-        format!("complete with {}", count(failures, "failure"))
-    } else {
-        run.status.clone()
-    };
-    let mut lines = vec![format!("run {}: {status}", run.run_id)];
-    if let Some(error) = &run.error {
-        lines.push(format!("  error: {error}"));
-    }
-    let or_unknown = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
-    lines.push(format!(
-        "  created {}, last activity {}, factbuoy {}",
-        or_unknown(&run.created),
-        or_unknown(&run.last_activity),
-        or_unknown(&run.factbuoy_version)
-    ));
-    let plugins: Vec<String> = run
-        .plugins
-        .iter()
-        .map(|p| format!("{} {}", p.name, or_unknown(&p.version)))
-        .collect();
-    lines.push(format!("  plugins: {}", plugins.join(", ")));
-    lines.push(String::new());
-
-    // Nodes down, plugins across: a fleet has more nodes than plugins.
-    let mut columns: Vec<String> = Vec::new();
-    for outcome in &summary.results {
-        if !columns.contains(&outcome.plugin) {
-            columns.push(outcome.plugin.clone());
-        }
-    }
-    let mut rows = vec![
-        std::iter::once("NODE".to_owned())
-            .chain(columns.iter().cloned())
-            .collect::<Vec<_>>(),
-    ];
-    for node in &run.nodes {
-        let mut row = vec![node.clone()];
-        for plugin in &columns {
-            let cell = summary
-                .results
-                .iter()
-                .find(|o| &o.plugin == plugin && &o.node == node)
-                // `lost`, `timed-out`, `interrupted` say more than the stand-in's `failed`.
-                .map(|o| match &o.result_status {
-                    Some(_) if o.status == "complete" && o.empty => EMPTY_PASS.to_owned(),
-                    Some(result) if o.status == "complete" => result.clone(),
-                    _ => o.status.clone(),
-                })
-                .unwrap_or_else(|| "-".into());
-            row.push(cell);
-        }
-        rows.push(row);
-    }
-    lines.extend(fitted(&rows, 0));
-
-    if !summary.errors.is_empty() {
-        lines.push(String::new());
-        lines.push("Errors:".into());
-        for e in &summary.errors {
-            lines.push(format!("  - {} on {}: {}", e.plugin, e.node, e.error));
-        }
-    }
-    if summary.results.iter().any(|o| !o.warnings.is_empty()) {
-        lines.push(String::new());
-        lines.push("Warnings:".into());
-        for o in &summary.results {
-            for warning in &o.warnings {
-                lines.push(format!("  - {} on {}: {warning}", o.plugin, o.node));
-            }
-        }
-    }
-    let sizes = &summary.sizes;
-    lines.push(String::new());
-    let packed = sizes
-        .bundle_bytes
-        .map(|b| format!(" in a {} bundle", bytes(b)))
-        .unwrap_or_default();
-    lines.push(format!(
-        "Sizes: {} files, {}{packed}",
-        sizes.files,
-        bytes(sizes.content_bytes)
-    ));
-    let by_plugin: Vec<String> = sizes
-        .by_plugin
-        .iter()
-        .map(|p| format!("{} {}", p.plugin, bytes(p.bytes)))
-        .collect();
-    lines.push(format!("  by plugin: {}", by_plugin.join(", ")));
-    emit_lines(&lines);
+    emit_lines(&present::summary_lines(&summary));
     Ok(ExitStatus::Success)
 }
 
@@ -492,12 +374,7 @@ fn facts(args: FactsArgs, format: Format) -> anyhow::Result<ExitStatus> {
         emit_document(&json!({ "node": node, "plugins": facts }), format);
         return Ok(ExitStatus::Success);
     }
-    let mut rows = vec![vec!["PLUGIN".to_owned(), "PATH".into(), "VALUE".into()]];
-    for document in &facts {
-        for (path, value) in factbuoy_inspect::leaves(&document.facts) {
-            rows.push(vec![document.plugin.clone(), path, cell(value)]);
-        }
-    }
+    let rows = present::facts_rows(&facts);
     emit_lines(&fitted(&rows, 0));
     Ok(ExitStatus::Success)
 }
@@ -519,18 +396,7 @@ fn query(args: QueryArgs, format: Format) -> anyhow::Result<ExitStatus> {
         );
         return Ok(ExitStatus::Success);
     }
-    let mut rows = vec![vec!["NODE".to_owned(), "PLUGIN".into(), "VALUE".into()]];
-    for answer in &answers {
-        for found in &answer.plugins {
-            let plugin = &found.plugin;
-            if found.values.is_empty() {
-                rows.push(vec![answer.node.clone(), plugin.clone(), "-".into()]);
-            }
-            for value in &found.values {
-                rows.push(vec![answer.node.clone(), plugin.clone(), cell(value)]);
-            }
-        }
-    }
+    let rows = present::query_rows(&answers);
     emit_lines(&fitted(&rows, 0));
     Ok(ExitStatus::Success)
 }
@@ -590,13 +456,7 @@ fn sql(args: SqlArgs, format: Format) -> anyhow::Result<ExitStatus> {
         emit_document(&answer, format);
         return Ok(ExitStatus::Success);
     }
-    let mut rows = vec![answer.columns.clone()];
-    rows.extend(
-        answer
-            .rows
-            .iter()
-            .map(|row| row.iter().map(cell).collect::<Vec<_>>()),
-    );
+    let rows = present::sql_rows(&answer);
     emit_lines(&fitted(&rows, 0));
     Ok(ExitStatus::Success)
 }

@@ -6,7 +6,6 @@
 //! takes it below a size of the operator's choosing.
 
 use std::path::PathBuf;
-use std::time::SystemTime;
 
 use anyhow::Context;
 use bytesize::ByteSize;
@@ -14,7 +13,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use crate::output::{ExitStatus, Format, emit, emit_document};
-use factbuoy_protocol::text::printable;
+use factbuoy_present::cache as present;
 use factbuoy_runtime::cache::{self, CacheEntry};
 use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
 
@@ -113,36 +112,7 @@ fn list(cache: &Cache, format: Format) -> anyhow::Result<ExitStatus> {
     let total: u64 = entries.iter().map(|e| e.size_bytes).sum();
     match format {
         Format::Table => {
-            if !entries.is_empty() {
-                let rows: Vec<[String; 4]> = entries.iter().map(row).collect();
-                let width = |i: usize| rows.iter().map(|r| r[i].len()).max().unwrap_or(0);
-                let widths = [width(0).max(6), width(1).max(4), width(2).max(9)];
-                emit(&format!(
-                    "{:w0$}  {:>w1$}  {:w2$}  DIGEST",
-                    "PLUGIN",
-                    "SIZE",
-                    "LAST USED",
-                    w0 = widths[0],
-                    w1 = widths[1],
-                    w2 = widths[2]
-                ));
-                for [plugin, size, used, digest] in rows {
-                    emit(&format!(
-                        "{plugin:w0$}  {size:>w1$}  {used:w2$}  {digest}",
-                        w0 = widths[0],
-                        w1 = widths[1],
-                        w2 = widths[2]
-                    ));
-                }
-            }
-            emit(&format!(
-                "{} compiled {}, {} of at most {} in {}",
-                entries.len(),
-                plural(entries.len()),
-                ByteSize::b(total),
-                ByteSize::b(cache.max_bytes),
-                cache.root.display()
-            ));
+            emit(&present::list_lines(&entries, cache.max_bytes, &cache.root).join("\n"))
         }
         machine => emit_document(
             &json!({
@@ -157,26 +127,6 @@ fn list(cache: &Cache, format: Format) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
-/// An entry's row: plugin, size, when last used, digest (short; marked when another version's).
-fn row(entry: &CacheEntry) -> [String; 4] {
-    let plugin = entry
-        .plugin
-        .as_deref()
-        .map_or_else(|| "?".to_owned(), |name| printable(name).into_owned());
-    let digest = &entry.sha256[..entry.sha256.len().min(12)];
-    let digest = if entry.current {
-        digest.to_owned()
-    } else {
-        format!("{digest} (another factbuoy version's)")
-    };
-    [
-        plugin,
-        ByteSize::b(entry.size_bytes).to_string(),
-        ago(entry.last_used),
-        digest,
-    ]
-}
-
 fn entry_json(entry: &CacheEntry) -> serde_json::Value {
     json!({
         "sha256": entry.sha256,
@@ -185,25 +135,6 @@ fn entry_json(entry: &CacheEntry) -> serde_json::Value {
         "last_used": humantime::format_rfc3339_seconds(entry.last_used).to_string(),
         "current": entry.current,
     })
-}
-
-/// "plugin" or "plugins", for `count` of them.
-fn plural(count: usize) -> &'static str {
-    if count == 1 { "plugin" } else { "plugins" }
-}
-
-/// How long ago `time` was, in its largest unit: `40s ago`, `3m ago`, `5h ago`, `2d ago`.
-fn ago(time: SystemTime) -> String {
-    let seconds = SystemTime::now()
-        .duration_since(time)
-        .unwrap_or_default()
-        .as_secs();
-    match seconds {
-        0..60 => format!("{seconds}s ago"),
-        60..3600 => format!("{}m ago", seconds / 60),
-        3600..86400 => format!("{}h ago", seconds / 3600),
-        _ => format!("{}d ago", seconds / 86400),
-    }
 }
 
 /// Removes the entries of other factbuoy versions, then the least recently used until the
@@ -235,20 +166,7 @@ fn prune(
             .with_context(|| format!("pruning the digest memos in {}", cache.root.display()))?
     };
     match format {
-        Format::Table => {
-            let verb = if dry_run { "would remove" } else { "removed" };
-            for entry in &removing {
-                let [plugin, size, used, digest] = row(entry);
-                emit(&format!("{verb} {plugin} ({size}, used {used}) {digest}"));
-            }
-            emit(&format!(
-                "{verb} {} compiled {}, {}; {} kept",
-                removing.len(),
-                plural(removing.len()),
-                ByteSize::b(freed),
-                ByteSize::b(kept)
-            ));
-        }
+        Format::Table => emit(&present::prune_lines(&removing, freed, kept, dry_run).join("\n")),
         machine => emit_document(
             &json!({
                 "dry_run": dry_run,

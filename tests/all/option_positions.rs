@@ -3,9 +3,7 @@
 //! positional arguments, and checks that each placement parses to the same positionals.
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::{Arg, ArgAction, Command, CommandFactory};
-
-use crate::Cli;
+use clap::{Arg, ArgAction, Command};
 
 /// Values tried, in order, for an option or positional whose value parser has no list of
 /// possible values: the first that the parser takes when the option comes last is used. A new
@@ -113,12 +111,12 @@ fn rejects_value_of(error: &clap::Error, arg: &Arg) -> bool {
 
 #[test]
 fn every_option_parses_before_between_and_after_every_commands_positionals() {
-    let mut root = Cli::command();
+    let mut root = factbuoy::command();
     root.build();
     let mut commands = Vec::new();
     leaves(&root, Vec::new(), &mut commands);
     let parse = |args: &[String]| {
-        Cli::command().try_get_matches_from(
+        factbuoy::command().try_get_matches_from(
             std::iter::once("factbuoy".to_owned()).chain(args.iter().cloned()),
         )
     };

@@ -1,15 +1,12 @@
 //! Every command example that `--help`, the README and docs/ show parses as written: an
 //! example naming a flag, a value or a subcommand that changed fails here, with where it is
-//! written. tests/all/examples.rs runs those that can run on this machine.
+//! written. Its parent module runs those of `inspect` that can run on this machine.
 
 use std::path::Path;
 
-use clap::{Command, CommandFactory};
+use clap::Command;
 
-use crate::Cli;
-
-#[path = "../../../tests/support/examples.rs"]
-mod written;
+use super::written;
 
 /// The widest a line of help may be: clap wraps longer ones (`max_term_width`), and a wrapped
 /// example no longer runs when pasted.
@@ -69,7 +66,7 @@ fn page_examples(root: &Path, out: &mut Vec<written::Invocation>) {
 #[test]
 fn every_command_example_in_help_the_readme_and_docs_parses() {
     let mut examples = Vec::new();
-    let mut root = Cli::command();
+    let mut root = factbuoy::command();
     root.build();
     let mut too_wide = Vec::new();
     help_examples(&root, "factbuoy", &mut examples, &mut too_wide);
@@ -93,7 +90,7 @@ fn every_command_example_in_help_the_readme_and_docs_parses() {
         .iter()
         .filter_map(|example| {
             let args = std::iter::once("factbuoy").chain(example.args.iter().map(String::as_str));
-            match Cli::command().try_get_matches_from(args) {
+            match factbuoy::command().try_get_matches_from(args) {
                 Ok(_) => None,
                 Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => None,
                 Err(e) if e.kind() == clap::error::ErrorKind::DisplayVersion => None,

@@ -177,8 +177,8 @@ fn progress(pair: &PluginStatus) -> String {
 }
 
 /// A progress bar over a run's results, for a person at a terminal (hidden elsewhere, and for
-/// `-o json|yaml`): it shows the pairs done and what a running plugin says it is doing. Log
-/// lines print above it; [`crate::logging::hide_bar`] clears it before the summary prints.
+/// `-o json|yaml`): it shows the pairs done and what a running plugin says it is doing. The
+/// binary prints its log lines above it, and clears it before the summary prints.
 pub fn progress_bar(document: &StatusDocument, show: bool) -> ProgressBar {
     if !show {
         return ProgressBar::hidden();
@@ -191,7 +191,6 @@ pub fn progress_bar(document: &StatusDocument, show: bool) -> ProgressBar {
         .expect("a valid template"),
     );
     bar.enable_steady_tick(Duration::from_millis(100));
-    crate::logging::show_bar(&bar);
     bar
 }
 
@@ -216,6 +215,39 @@ pub fn advance(bar: &ProgressBar, document: &StatusDocument) {
         })
         .unwrap_or_default();
     bar.set_message(message);
+}
+
+/// What a run served by `aggregator serve` waits for, in a line: `run ID: 1 of 2 results in; waiting for hostile on
+/// node-1, ...`, and when a silent node's results are given up.
+pub fn waiting(document: &StatusDocument, lost_after: u64) -> String {
+    let missing: Vec<String> = document
+        .plugins
+        .iter()
+        .filter(|p| matches!(p.status, PairStatus::Pending | PairStatus::Running))
+        .map(|p| format!("{} on {}", printable(&p.plugin), printable(&p.node)))
+        .collect();
+    let total = document.plugins.len();
+    let head = format!(
+        "run {}: {} of {total} results in",
+        document.run_id,
+        total - missing.len()
+    );
+    if missing.is_empty() {
+        return format!("{head}; writing the bundle");
+    }
+    let shown = missing
+        .iter()
+        .take(5)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = match missing.len() {
+        0..=5 => String::new(),
+        n => format!(" and {} more", n - 5),
+    };
+    format!(
+        "{head}; waiting for {shown}{more} (a node silent for {lost_after}s is given up as lost, its missing results become error results, and the bundle is written with what was collected)"
+    )
 }
 
 #[cfg(test)]
