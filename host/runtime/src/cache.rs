@@ -106,6 +106,45 @@ impl ComponentCache {
         self.max_bytes
     }
 
+    /// Every entry of the cache directory, least recently used first, each marked current when
+    /// this engine can load it. A cache that is off has none.
+    pub fn entries(&self) -> std::io::Result<Vec<CacheEntry>> {
+        match self.dirs() {
+            Some((root, dir)) => entries(root, Some(dir)),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Removes the entries this engine can never load, then the least recently used until the
+    /// rest take at most `max_bytes`, then the memos of files that are gone; with `dry_run`,
+    /// only says what it would remove.
+    pub fn prune(&self, max_bytes: u64, dry_run: bool) -> std::io::Result<CachePruned> {
+        let (stale, current): (Vec<CacheEntry>, Vec<CacheEntry>) =
+            self.entries()?.into_iter().partition(|e| !e.current);
+        let mut removed = stale;
+        removed.extend(over(&current, max_bytes));
+        let total = |entries: &mut dyn Iterator<Item = &CacheEntry>| -> u64 {
+            entries.map(|e| e.size_bytes).sum()
+        };
+        let kept_bytes =
+            total(&mut current.iter()) - total(&mut removed.iter().filter(|e| e.current));
+        let freed_bytes = total(&mut removed.iter());
+        let mut memos_removed = 0;
+        if let (false, Some((root, _))) = (dry_run, self.dirs()) {
+            for entry in &removed {
+                remove(entry).map_err(|e| said(e, format!("removing {}", entry.path.display())))?;
+            }
+            memos_removed = prune_memos(root)
+                .map_err(|e| said(e, format!("pruning the digest memos in {}", root.display())))?;
+        }
+        Ok(CachePruned {
+            removed,
+            freed_bytes,
+            kept_bytes,
+            memos_removed,
+        })
+    }
+
     /// This engine's directory, where its entries are.
     fn dir(&self) -> Option<&PathBuf> {
         self.dirs.as_ref().map(|(_, dir)| dir)
@@ -260,6 +299,24 @@ fn mark_used(entry: &Path) {
     if let Err(e) = marked {
         tracing::debug!("could not mark {} used: {e}", entry.display());
     }
+}
+
+/// `error`, its message led by what was being done.
+fn said(error: std::io::Error, doing: String) -> std::io::Error {
+    std::io::Error::new(error.kind(), format!("{doing}: {error}"))
+}
+
+/// What [`ComponentCache::prune`] removed, or would remove.
+#[derive(Debug, Clone)]
+pub struct CachePruned {
+    /// The entries, other engines' first.
+    pub removed: Vec<CacheEntry>,
+    /// Their size.
+    pub freed_bytes: u64,
+    /// The size of this engine's entries left.
+    pub kept_bytes: u64,
+    /// Memos of files that are gone, removed (none on a dry run).
+    pub memos_removed: usize,
 }
 
 /// One compiled component in the cache.

@@ -53,12 +53,10 @@ pub struct CacheArgs {
     cache_dir: Option<PathBuf>,
 }
 
-/// The cache as this binary's engine sees it: its directory, this engine's directory in it
-/// (entries elsewhere are other versions'), and its cap.
+/// The cache as this binary's engine sees it (entries of other versions are not current).
 struct Cache {
     root: PathBuf,
-    engine_dir: PathBuf,
-    max_bytes: u64,
+    runtime: Runtime,
 }
 
 impl Cache {
@@ -68,22 +66,11 @@ impl Cache {
             .clone()
             .or_else(cache::default_dir)
             .context("no cache directory: set $FACTBUOY_CACHE_DIR or pass --cache-dir")?;
-        // The engine decides which entries this binary can load.
         let runtime = Runtime::new(RuntimeOptions {
             limits: Limits::default(),
             cache_dir: Some(root.clone()),
         })?;
-        let (_, engine_dir) = runtime.cache().dirs().expect("the cache is on");
-        Ok(Cache {
-            engine_dir: engine_dir.to_owned(),
-            max_bytes: runtime.cache().max_bytes(),
-            root,
-        })
-    }
-
-    fn entries(&self) -> anyhow::Result<Vec<CacheEntry>> {
-        cache::entries(&self.root, Some(&self.engine_dir))
-            .with_context(|| format!("listing {}", self.root.display()))
+        Ok(Cache { root, runtime })
     }
 }
 
@@ -100,7 +87,7 @@ pub fn execute(command: CacheCommand, format: Format) -> anyhow::Result<ExitStat
             let max_bytes = match (all, max_size) {
                 (true, _) => 0,
                 (false, Some(size)) => size.as_u64(),
-                (false, None) => cache.max_bytes,
+                (false, None) => cache.runtime.cache().max_bytes(),
             };
             prune(&cache, max_bytes, dry_run, format)
         }
@@ -108,16 +95,16 @@ pub fn execute(command: CacheCommand, format: Format) -> anyhow::Result<ExitStat
 }
 
 fn list(cache: &Cache, format: Format) -> anyhow::Result<ExitStatus> {
-    let entries = cache.entries()?;
+    let max_bytes = cache.runtime.cache().max_bytes();
+    let entries = (cache.runtime.cache().entries())
+        .with_context(|| format!("listing {}", cache.root.display()))?;
     let total: u64 = entries.iter().map(|e| e.size_bytes).sum();
     match format {
-        Format::Table => {
-            emit(&present::list_lines(&entries, cache.max_bytes, &cache.root).join("\n"))
-        }
+        Format::Table => emit(&present::list_lines(&entries, max_bytes, &cache.root).join("\n")),
         machine => emit_document(
             &json!({
                 "dir": cache.root,
-                "max_bytes": cache.max_bytes,
+                "max_bytes": max_bytes,
                 "total_bytes": total,
                 "entries": entries.iter().map(entry_json).collect::<Vec<_>>(),
             }),
@@ -145,28 +132,15 @@ fn prune(
     dry_run: bool,
     format: Format,
 ) -> anyhow::Result<ExitStatus> {
-    let (stale, current): (Vec<CacheEntry>, Vec<CacheEntry>) =
-        cache.entries()?.into_iter().partition(|e| !e.current);
-    let mut removing = stale;
-    removing.extend(cache::over(&current, max_bytes));
-    let kept: u64 = current.iter().map(|e| e.size_bytes).sum::<u64>()
-        - removing
-            .iter()
-            .filter(|e| e.current)
-            .map(|e| e.size_bytes)
-            .sum::<u64>();
-    let freed: u64 = removing.iter().map(|e| e.size_bytes).sum();
-    let memos = if dry_run {
-        0
-    } else {
-        for entry in &removing {
-            cache::remove(entry).with_context(|| format!("removing {}", entry.path.display()))?;
-        }
-        cache::prune_memos(&cache.root)
-            .with_context(|| format!("pruning the digest memos in {}", cache.root.display()))?
-    };
+    let pruned = cache.runtime.cache().prune(max_bytes, dry_run)?;
+    let (removing, freed, kept, memos) = (
+        &pruned.removed,
+        pruned.freed_bytes,
+        pruned.kept_bytes,
+        pruned.memos_removed,
+    );
     match format {
-        Format::Table => emit(&present::prune_lines(&removing, freed, kept, dry_run).join("\n")),
+        Format::Table => emit(&present::prune_lines(removing, freed, kept, dry_run).join("\n")),
         machine => emit_document(
             &json!({
                 "dry_run": dry_run,
