@@ -324,6 +324,28 @@ async fn take_part(
     summary
 }
 
+/// The join token in `file`, or on standard input for `-`: its first line, trimmed.
+pub fn read_join_token(file: &Path) -> anyhow::Result<String> {
+    let text = if file == Path::new("-") {
+        std::io::read_to_string(std::io::stdin())
+            .map_err(|e| anyhow::anyhow!("reading the join token from standard input: {e}"))?
+    } else {
+        std::fs::read_to_string(file)
+            .map_err(|e| anyhow::anyhow!("reading the join token from {}: {e}", file.display()))?
+    };
+    let token = text.lines().next().unwrap_or_default().trim();
+    anyhow::ensure!(
+        !token.is_empty(),
+        "no join token in {}; `factbuoy fleet token create` makes one",
+        if file == Path::new("-") {
+            "standard input".to_owned()
+        } else {
+            file.display().to_string()
+        }
+    );
+    Ok(token.to_owned())
+}
+
 /// Whether `e` is the fleet refusing this agent (rather than being away).
 fn is_refusal(e: &anyhow::Error) -> bool {
     e.downcast_ref::<FleetRefused>().is_some()

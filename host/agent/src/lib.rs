@@ -348,6 +348,76 @@ async fn deliver(
     }
 }
 
+/// A spool directory for an agent given none: private to its user (0700) and removed, with
+/// whatever it holds, when dropped.
+pub fn private_spool() -> std::io::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .prefix("factbuoy-spool-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+}
+
+/// How an agent proves whom it speaks for.
+#[derive(Debug, Clone)]
+pub enum Credentials {
+    /// A certificate issued by hand (`factbuoy aggregator issue`): `ca.pem`, `client.pem` and
+    /// `client.key` in `dir`, for `scope`.
+    Issued {
+        /// The directory holding the three files.
+        dir: PathBuf,
+        /// The node (or the global runner) the certificate was issued for.
+        scope: Scope,
+    },
+    /// A key made here and a certificate the aggregator signs for the node it admits on the
+    /// credential in `credential_file` (in a pod, its ServiceAccount token; read again at each
+    /// attempt), trusting the CA certificate in `ca_file`.
+    Enrolled {
+        /// The credential presented.
+        credential_file: PathBuf,
+        /// The aggregator's CA certificate.
+        ca_file: PathBuf,
+    },
+}
+
+/// A client of the aggregator at `address` (its certificate checked for `server_name` when
+/// given, else for the address's host) speaking for whom `credentials` say, and that scope.
+pub async fn connect(
+    address: &str,
+    server_name: Option<&str>,
+    credentials: &Credentials,
+    retry_for: Duration,
+) -> anyhow::Result<(Client, Scope)> {
+    let named = |client: Client| -> anyhow::Result<Client> {
+        Ok(match server_name {
+            Some(name) => client.with_server_name(name)?,
+            None => client,
+        })
+    };
+    let (identity, scope) = match credentials {
+        Credentials::Enrolled {
+            credential_file,
+            ca_file,
+        } => {
+            let ca_pem = std::fs::read_to_string(ca_file).map_err(|e| {
+                anyhow::anyhow!("reading the CA certificate {}: {e}", ca_file.display())
+            })?;
+            let anonymous = named(Client::anonymous(address, &ca_pem)?)?;
+            let enrolled = enroll(&anonymous, &ca_pem, credential_file, retry_for).await?;
+            (enrolled.identity, Scope::Node(enrolled.node))
+        }
+        Credentials::Issued { dir, scope } => (
+            Identity::from_files(
+                &dir.join("ca.pem"),
+                &dir.join("client.pem"),
+                &dir.join("client.key"),
+            )?,
+            scope.clone(),
+        ),
+    };
+    Ok((named(Client::new(address, &identity)?)?, scope))
+}
+
 /// What enrolling gave: the node the aggregator admitted this agent for, and the identity to
 /// speak for it with.
 #[derive(Debug)]

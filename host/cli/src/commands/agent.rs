@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
-use factbuoy_agent::AgentConfig;
 use factbuoy_agent::fleet::{MemberDir, MemberOptions};
+use factbuoy_agent::{AgentConfig, Credentials};
 use factbuoy_operator::StateDir;
 use factbuoy_protocol::names::NodeName;
-use factbuoy_protocol::tls::Identity;
-use factbuoy_protocol::{Client, Scope};
+
+use factbuoy_protocol::Scope;
 use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
 
 use crate::output::{Ended, ExitStatus, Format, emit, emit_document};
@@ -129,14 +129,6 @@ async fn agent(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
-/// Applies `--server-name` to `client`.
-fn named(client: Client, server_name: Option<&str>) -> anyhow::Result<Client> {
-    Ok(match server_name {
-        Some(name) => client.with_server_name(name)?,
-        None => client,
-    })
-}
-
 /// Runs the node's plan and delivers the results.
 async fn deliver(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let server_name = args.server_name.as_deref();
@@ -144,33 +136,21 @@ async fn deliver(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> 
         .aggregator
         .as_deref()
         .expect("clap requires --aggregator");
-    let (identity, scope) = match (&args.enroll_credential_file, &args.credentials, args.node) {
-        (Some(credential_file), _, _) => {
-            let ca_file = args.ca.as_ref().expect("clap requires --ca");
-            let ca_pem = std::fs::read_to_string(ca_file)
-                .with_context(|| format!("reading the CA certificate {}", ca_file.display()))?;
-            let anonymous = named(Client::anonymous(aggregator, &ca_pem)?, server_name)?;
-            let enrolled =
-                factbuoy_agent::enroll(&anonymous, &ca_pem, credential_file, *args.retry_for)
-                    .await?;
-            (enrolled.identity, Scope::Node(enrolled.node))
-        }
-        (None, Some(credentials), node) => (
-            Identity::from_files(
-                &credentials.join("ca.pem"),
-                &credentials.join("client.pem"),
-                &credentials.join("client.key"),
-            )?,
-            match node {
-                Some(node) => Scope::Node(node),
-                None => Scope::Global,
-            },
-        ),
+    let credentials = match (args.enroll_credential_file, args.credentials, args.node) {
+        (Some(credential_file), _, _) => Credentials::Enrolled {
+            credential_file,
+            ca_file: args.ca.expect("clap requires --ca"),
+        },
+        (None, Some(dir), node) => Credentials::Issued {
+            dir,
+            scope: node.map_or(Scope::Global, Scope::Node),
+        },
         _ => anyhow::bail!(
             "give --credentials with --node or --global, or --enroll-credential-file and --ca"
         ),
     };
-    let client = named(Client::new(aggregator, &identity)?, server_name)?;
+    let (client, scope) =
+        factbuoy_agent::connect(aggregator, server_name, &credentials, *args.retry_for).await?;
     let runtime = Arc::new(Runtime::new(RuntimeOptions {
         limits: Limits::default(),
         ..RuntimeOptions::default()
@@ -180,12 +160,9 @@ async fn deliver(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> 
     let spool_dir = match args.spool {
         Some(dir) => dir,
         None => {
-            use std::os::unix::fs::PermissionsExt;
-            temporary_spool = tempfile::Builder::new()
-                .prefix("factbuoy-spool-")
-                .permissions(std::fs::Permissions::from_mode(0o700))
-                .tempdir()
-                .context("creating a spool directory under the temporary directory; name one with --spool")?;
+            temporary_spool = factbuoy_agent::private_spool().context(
+                "creating a spool directory under the temporary directory; name one with --spool",
+            )?;
             temporary_spool.path().to_owned()
         }
     };
@@ -288,7 +265,7 @@ async fn join(args: JoinArgs, format: Format) -> anyhow::Result<ExitStatus> {
         None => factbuoy_operator::this_host()?,
     };
     let token = match &args.token_file {
-        Some(file) => read_token(file)?,
+        Some(file) => factbuoy_agent::fleet::read_join_token(file)?,
         None => {
             if std::env::var_os("FACTBUOY_JOIN_TOKEN").is_none() {
                 tracing::warn!(
@@ -323,28 +300,6 @@ async fn join(args: JoinArgs, format: Format) -> anyhow::Result<ExitStatus> {
         machine => emit_document(&membership, machine),
     }
     Ok(ExitStatus::Success)
-}
-
-/// The join token in `file`, or on standard input for `-`: its first line, trimmed.
-fn read_token(file: &std::path::Path) -> anyhow::Result<String> {
-    let text = if file == std::path::Path::new("-") {
-        std::io::read_to_string(std::io::stdin())
-            .context("reading the join token from standard input")?
-    } else {
-        std::fs::read_to_string(file)
-            .with_context(|| format!("reading the join token from {}", file.display()))?
-    };
-    let token = text.lines().next().unwrap_or_default().trim();
-    anyhow::ensure!(
-        !token.is_empty(),
-        "no join token in {}; `factbuoy fleet token create` makes one",
-        if file == std::path::Path::new("-") {
-            "standard input".to_owned()
-        } else {
-            file.display().to_string()
-        }
-    );
-    Ok(token.to_owned())
 }
 
 async fn serve_member(args: AgentServeArgs) -> anyhow::Result<ExitStatus> {
