@@ -31,6 +31,68 @@ pub struct HereRequest {
     pub limits: Option<Limits>,
 }
 
+/// A `-p`, `--grant` or `--deny` for the one plugin of a [`HereRequest`]: scoped to the plugin
+/// as `run` takes it (`hello:greeting=hi`), or not, since there is only one plugin.
+#[derive(Debug, Clone)]
+pub struct Scoped {
+    /// The plugin it names, if it names one.
+    pub plugin: Option<String>,
+    /// `NAME=VALUE`, or a capability in written form.
+    pub value: String,
+}
+
+impl Scoped {
+    /// A parameter, `PLUGIN:NAME=VALUE` or `NAME=VALUE` (a clap value parser).
+    pub fn param(text: &str) -> Result<Scoped, String> {
+        match crate::plan::scoped_param(text) {
+            Ok((plugin, value)) => Ok(Scoped {
+                plugin: Some(plugin),
+                value,
+            }),
+            Err(_) if text.contains('=') => Ok(Scoped {
+                plugin: None,
+                value: text.to_owned(),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A capability, `PLUGIN:CAPABILITY` or `CAPABILITY` (a clap value parser).
+    pub fn capability(text: &str) -> Result<Scoped, String> {
+        if crate::plan::is_capability(text) {
+            return Ok(Scoped {
+                plugin: None,
+                value: text.to_owned(),
+            });
+        }
+        let (plugin, value) = crate::plan::scoped_grant(text)?;
+        Ok(Scoped {
+            plugin: Some(plugin),
+            value,
+        })
+    }
+
+    /// The paths `--grant` named (`read:/PATH`), as opposed to those granted by default or by
+    /// `all`.
+    pub fn read_paths(grants: &[Scoped]) -> Vec<String> {
+        grants
+            .iter()
+            .filter_map(|g| g.value.strip_prefix("read:").map(str::to_owned))
+            .collect()
+    }
+
+    /// `(plugin, value)` pairs as a [`HereRequest`] takes them, the unscoped ones for `plugin`
+    /// (as the operator named it).
+    pub fn pairs(all: &[Scoped], plugin: &str) -> Vec<(String, String)> {
+        all.iter()
+            .map(|s| {
+                let named = s.plugin.clone().unwrap_or_else(|| plugin.to_owned());
+                (named, s.value.clone())
+            })
+            .collect()
+    }
+}
+
 /// Loads the plugin (from the compilation cache when it can), checks what the operator wrote
 /// for it and runs it to its end. An error is a refusal before it ran; a plugin that ran and
 /// failed is a report that says so.

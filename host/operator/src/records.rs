@@ -332,6 +332,23 @@ impl StateDir {
         }
         Ok(())
     }
+
+    /// Refuses a run this machine knows as a local or fleet run, whose state `delete` does not
+    /// remove, naming the command that does.
+    pub fn refuse_delete_of_local_or_fleet_run(&self, run_id: &str) -> anyhow::Result<()> {
+        let known = self.records()?.into_iter().find(|r| r.run_id() == run_id);
+        match known {
+            Some(RunRecord::Local(run)) => anyhow::bail!(
+                "run {run_id} is a local run (in {}): `factbuoy delete` removes what a Kubernetes run made in its cluster; `factbuoy prune` removes the state of local runs that ended (`--all` also of those that ended without a bundle, `--dry-run` lists them first)",
+                run.run_dir.display()
+            ),
+            Some(RunRecord::Fleet(run)) => anyhow::bail!(
+                "run {run_id} is a fleet run (served at {}): `factbuoy delete` removes what a Kubernetes run made in its cluster; `factbuoy fleet prune --older-than DURATION` on the fleet's machine removes the fleet's finished runs and their bundles",
+                run.fleet_operator_address
+            ),
+            Some(RunRecord::Kubernetes(_)) | None => Ok(()),
+        }
+    }
 }
 
 /// The entries of `dir`, none when it does not exist.

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use factbuoy_aggregator::config::{Origin, OriginKind, RunConfig, ServerLimits};
 use factbuoy_aggregator::{Run, RunDir, RunningAggregator};
+use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::names::NodeName;
 use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
 
@@ -64,6 +65,23 @@ pub async fn create(selection: &PluginSelection, run: &SeparateRun) -> anyhow::R
     let run_id = config.run_id.clone();
     Run::create(RunDir::new(&run.run_dir), config, &plan.components())?;
     Ok(run_id)
+}
+
+/// Issues a certificate for `role` in the run in `run_dir` into `out` (`ca.pem`, `client.pem`,
+/// `client.key`), for an agent or an operator started by hand. An agent's node must be one of
+/// the run's.
+pub fn issue(run_dir: &Path, role: &Role, out: &Path) -> anyhow::Result<()> {
+    let run = Run::open(RunDir::new(run_dir))?;
+    if let Role::Agent { node } = role
+        && !run.config().nodes.contains(node)
+    {
+        anyhow::bail!(
+            "node {node:?} is not a node of run {}; its nodes are given to `aggregator create --node`",
+            run.config().run_id
+        );
+    }
+    run.issue_to_files(role, out)?;
+    Ok(())
 }
 
 /// Why a killed local run's missing results are error results once it is served again.

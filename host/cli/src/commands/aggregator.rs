@@ -9,7 +9,6 @@ use std::time::Duration;
 use bytesize::ByteSize;
 use clap::{Args, Subcommand};
 use factbuoy_aggregator::config::{self, ServerLimits};
-use factbuoy_aggregator::{Run, RunDir};
 use factbuoy_kubernetes::ResourceKind;
 use factbuoy_operator::separate::{self, SeparateRun};
 use factbuoy_present::summary;
@@ -152,16 +151,7 @@ pub async fn aggregator(command: AggregatorCommand, format: Format) -> anyhow::R
     match command {
         AggregatorCommand::Create(args) => create(args, format).await,
         AggregatorCommand::Issue { run_dir, role, out } => {
-            let run = Run::open(RunDir::new(run_dir))?;
-            if let Role::Agent { node } = &role
-                && !run.config().nodes.contains(node)
-            {
-                anyhow::bail!(
-                    "node {node:?} is not a node of run {}; its nodes are given to `aggregator create --node`",
-                    run.config().run_id
-                );
-            }
-            run.issue_to_files(&role, &out)?;
+            factbuoy_operator::separate::issue(&run_dir, &role, &out)?;
             emit(&format!(
                 "issued a certificate for the {role} into {}",
                 out.display()

@@ -4,7 +4,7 @@
 
 use clap::Args;
 use factbuoy_kubernetes::{DeleteOptions, Selection};
-use factbuoy_operator::{RunRecord, StateDir};
+use factbuoy_operator::StateDir;
 
 use crate::flags::ClusterArgs;
 use crate::output::{ExitStatus, Format, emit, emit_document};
@@ -41,7 +41,7 @@ pub struct DeleteArgs {
 pub async fn delete_cmd(args: DeleteArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let selection = match &args.run_id {
         Some(id) => {
-            not_local_nor_fleet(id)?;
+            StateDir::from_env()?.refuse_delete_of_local_or_fleet_run(id)?;
             Selection::Run(id.clone())
         }
         None => Selection::All,
@@ -76,22 +76,4 @@ pub async fn delete_cmd(args: DeleteArgs, format: Format) -> anyhow::Result<Exit
         }
     }
     Ok(ExitStatus::Success)
-}
-
-/// Refuses a run this machine knows as a local or fleet run, whose state `delete` does not
-/// remove, naming the command that does.
-fn not_local_nor_fleet(run_id: &str) -> anyhow::Result<()> {
-    let state = StateDir::from_env()?;
-    let known = state.records()?.into_iter().find(|r| r.run_id() == run_id);
-    match known {
-        Some(RunRecord::Local(run)) => anyhow::bail!(
-            "run {run_id} is a local run (in {}): `factbuoy delete` removes what a Kubernetes run made in its cluster; `factbuoy prune` removes the state of local runs that ended (`--all` also of those that ended without a bundle, `--dry-run` lists them first)",
-            run.run_dir.display()
-        ),
-        Some(RunRecord::Fleet(run)) => anyhow::bail!(
-            "run {run_id} is a fleet run (served at {}): `factbuoy delete` removes what a Kubernetes run made in its cluster; `factbuoy fleet prune --older-than DURATION` on the fleet's machine removes the fleet's finished runs and their bundles",
-            run.fleet_operator_address
-        ),
-        Some(RunRecord::Kubernetes(_)) | None => Ok(()),
-    }
 }

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use crate::output::{ExitStatus, Format, emit, emit_document};
 use factbuoy_catalog::{BUNDLED, PluginRef};
-use factbuoy_operator::here::HereRequest;
+use factbuoy_operator::here::{HereRequest, Scoped};
 use factbuoy_present::json_report::JsonReport;
 use factbuoy_protocol::text::printable;
 use factbuoy_runtime::definition::Definition;
@@ -151,44 +151,6 @@ pub struct PluginRunArgs {
     max_stdio: ByteSize,
     #[command(flatten)]
     common: CommonArgs,
-}
-
-/// A `-p`, `--grant` or `--deny` of `plugin run`: scoped to the plugin as in `run`
-/// (`hello:greeting=hi`), or not, since there is only one plugin.
-#[derive(Debug, Clone)]
-pub struct Scoped {
-    plugin: Option<String>,
-    value: String,
-}
-
-impl Scoped {
-    fn param(text: &str) -> Result<Scoped, String> {
-        match factbuoy_operator::plan::scoped_param(text) {
-            Ok((plugin, value)) => Ok(Scoped {
-                plugin: Some(plugin),
-                value,
-            }),
-            Err(_) if text.contains('=') => Ok(Scoped {
-                plugin: None,
-                value: text.to_owned(),
-            }),
-            Err(e) => Err(e),
-        }
-    }
-
-    fn capability(text: &str) -> Result<Scoped, String> {
-        if factbuoy_operator::plan::is_capability(text) {
-            return Ok(Scoped {
-                plugin: None,
-                value: text.to_owned(),
-            });
-        }
-        let (plugin, value) = factbuoy_operator::plan::scoped_grant(text)?;
-        Ok(Scoped {
-            plugin: Some(plugin),
-            value,
-        })
-    }
 }
 
 impl PluginRunArgs {
@@ -354,16 +316,7 @@ async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> 
         }
         (None, None) => Arc::new(StdoutSink),
     };
-    let scoped = |all: &[Scoped]| -> Vec<(String, String)> {
-        all.iter()
-            .map(|s| {
-                (
-                    s.plugin.clone().unwrap_or_else(|| args.plugin.clone()),
-                    s.value.clone(),
-                )
-            })
-            .collect()
-    };
+    let scoped = |all: &[Scoped]| Scoped::pairs(all, &args.plugin);
     let request = HereRequest {
         plugin: args.plugin.clone(),
         params: scoped(&args.params),
@@ -375,7 +328,11 @@ async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> 
     };
     let report = factbuoy_operator::here::run_plugin(&runtime, request).await?;
     match format {
-        Format::Table => print_summary(&report, args.out.is_some(), &read_grants(&args.grant)),
+        Format::Table => print_summary(
+            &report,
+            args.out.is_some(),
+            &Scoped::read_paths(&args.grant),
+        ),
         machine => match &embedded {
             Some(dir) => emit_document(&JsonReport::new(&report, dir.path())?, machine),
             None => emit_document(&report, machine),
@@ -386,15 +343,6 @@ async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> 
     } else {
         ExitStatus::Failed
     })
-}
-
-/// The paths `--grant` named (`read:/PATH`), as opposed to those granted by default or by
-/// `all`.
-fn read_grants(grants: &[Scoped]) -> Vec<String> {
-    grants
-        .iter()
-        .filter_map(|g| g.value.strip_prefix("read:").map(str::to_owned))
-        .collect()
 }
 
 /// The text summary ([`factbuoy_present::plugin::run_lines`]): on stdout when artifacts went to
