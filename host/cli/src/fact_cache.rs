@@ -24,11 +24,8 @@ pub fn write_cache(
         ansible_cache::write_cache(dir, prefix, layout, facts_by_host)?;
     match format {
         Format::Table => {
-            for w in &written {
-                let files: Vec<String> = w.files.iter().map(|f| f.display().to_string()).collect();
-                // Host names are the bundle's node names: whatever its author chose.
-                let line = format!("{}: {} facts -> {}", w.host, w.facts, files.join(", "));
-                emit(&factbuoy_protocol::text::printable(&line));
+            for line in factbuoy_present::inspect::fact_cache_lines(&written) {
+                emit(&line);
             }
             for e in &errors {
                 eprintln!("error: {}", factbuoy_protocol::text::printable(e));

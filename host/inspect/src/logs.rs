@@ -459,6 +459,37 @@ impl Read for At<'_> {
     }
 }
 
+/// journalctl's priority names, most severe first.
+const PRIORITIES: [&str; 8] = [
+    "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
+];
+
+/// A priority as journalctl's `-p` takes it: 0-7 or a name (`err`, `warning`, ...).
+pub fn priority(given: &str) -> Result<u8, String> {
+    let aliases = [("error", 3), ("warn", 4), ("panic", 0)];
+    given
+        .parse::<u8>()
+        .ok()
+        .filter(|p| *p <= 7)
+        .or_else(|| PRIORITIES.iter().position(|p| *p == given).map(|p| p as u8))
+        .or_else(|| aliases.iter().find(|(a, _)| *a == given).map(|(_, p)| *p))
+        .ok_or_else(|| {
+            format!(
+                "{given:?} is not a priority: 0-7, or {}",
+                PRIORITIES.join(", ")
+            )
+        })
+}
+
+/// A point in time as microseconds since the epoch, journald's unit, in the forms the
+/// systemd-logs plugin's own `since` takes (`1h`, `yesterday`, `2026-11-23 14:00`, UTC).
+pub fn micros_since_epoch(given: &str) -> Result<u64, String> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    factbuoy_linux::timespec::parse(given, factbuoy_linux::timespec::micros(now))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -111,3 +111,43 @@ pub fn index_lines(dir: &str, update: &Update) -> Vec<String> {
     }
     lines
 }
+
+/// What bringing a history's index up to date did, for the log: what it indexed (when it did
+/// anything), and the bundles it left out (unreadable, or copies of another).
+pub fn update_notes(update: &Update) -> (Vec<String>, Vec<String>) {
+    let mut done = Vec::new();
+    if let Some(why) = &update.rebuilt {
+        done.push(format!(
+            "indexed {} into {} (built anew: {why})",
+            count(update.added, "bundle"),
+            update.index.display()
+        ));
+    } else if update.added > 0 {
+        done.push(format!(
+            "indexed {} more into {}",
+            count(update.added, "bundle"),
+            update.index.display()
+        ));
+    }
+    let mut left_out: Vec<String> = update
+        .unreadable
+        .iter()
+        .map(|unreadable| format!("{} is left out: {}", unreadable.bundle, unreadable.error))
+        .collect();
+    left_out.extend(duplicate_notes(update));
+    (done, left_out)
+}
+
+/// The files left out as copies of another, and which is read.
+pub fn duplicate_notes(update: &Update) -> Vec<String> {
+    update
+        .duplicates
+        .iter()
+        .map(|copy| {
+            format!(
+                "{} is left out: the same bytes as {} (run {}), which is read; a run counts once",
+                copy.bundle, copy.kept, copy.run_id
+            )
+        })
+        .collect()
+}

@@ -167,6 +167,19 @@ pub fn log_line(found: &LogEntry, time: Option<&str>) -> String {
     printable(&line).into_owned()
 }
 
+/// One line per host an Ansible fact cache was written for: its files and how many facts.
+/// Host names are the bundle's node names, whatever its author chose: escaped.
+pub fn fact_cache_lines(written: &[factbuoy_inspect::ansible_cache::Written]) -> Vec<String> {
+    written
+        .iter()
+        .map(|w| {
+            let files: Vec<String> = w.files.iter().map(|f| f.display().to_string()).collect();
+            let line = format!("{}: {} facts -> {}", w.host, w.facts, files.join(", "));
+            printable(&line).into_owned()
+        })
+        .collect()
+}
+
 /// `inspect verify`: that every file matches the index, or each problem found; then the
 /// bundle's sha-256 when it was computed. `name` is the bundle as the user named it.
 pub fn verify_text(name: &str, verification: &Verification) -> String {

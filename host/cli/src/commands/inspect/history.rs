@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use factbuoy_inspect::drift::IgnoreList;
 use factbuoy_inspect::history::{self, History, Update};
-use factbuoy_present::inspect::history::{history_lines, index_lines};
-use factbuoy_present::table::count;
+use factbuoy_present::inspect::history::{
+    duplicate_notes, history_lines, index_lines, update_notes,
+};
 
 use super::show::emit_lines;
 use crate::output::{ExitStatus, Format, emit_document};
@@ -47,38 +48,12 @@ pub fn is_pile(path: &Path) -> bool {
     path.is_dir() && !path.join("meta").is_dir()
 }
 
-/// Says on stderr what bringing the index up to date did, when it did anything, and which
-/// bundles it could not read.
+/// Says on stderr what bringing the index up to date did, when it did anything, which bundles
+/// it could not read and which it left out as copies.
 fn note(update: &Update) {
-    if let Some(why) = &update.rebuilt {
-        tracing::info!(
-            "indexed {} into {} (built anew: {why})",
-            count(update.added, "bundle"),
-            update.index.display()
-        );
-    } else if update.added > 0 {
-        tracing::info!(
-            "indexed {} more into {}",
-            count(update.added, "bundle"),
-            update.index.display()
-        );
-    }
-    for unreadable in &update.unreadable {
-        tracing::warn!("{} is left out: {}", unreadable.bundle, unreadable.error);
-    }
-    note_duplicates(update);
-}
-
-/// Says on stderr which files were left out as copies of another, and which is read.
-fn note_duplicates(update: &Update) {
-    for copy in &update.duplicates {
-        tracing::warn!(
-            "{} is left out: the same bytes as {} (run {}), which is read; a run counts once",
-            copy.bundle,
-            copy.kept,
-            copy.run_id
-        );
-    }
+    let (done, left_out) = update_notes(update);
+    done.iter().for_each(|line| tracing::info!("{line}"));
+    left_out.iter().for_each(|line| tracing::warn!("{line}"));
 }
 
 #[derive(Debug, Args)]
@@ -91,7 +66,9 @@ pub struct IndexArgs {
 
 pub fn index(args: IndexArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let update = history::update(&args.dir, &args.pile.index_of(&args.dir)?)?;
-    note_duplicates(&update);
+    duplicate_notes(&update)
+        .iter()
+        .for_each(|line| tracing::warn!("{line}"));
     if format != Format::Table {
         emit_document(&update, format);
         return Ok(ExitStatus::Success);

@@ -25,48 +25,18 @@ pub struct LogsArgs {
     unit: Vec<String>,
     /// Only entries of this priority or more severe: 0-7, or emerg, alert, crit, err,
     /// warning, notice, info, debug.
-    #[arg(long, value_name = "LEVEL", value_parser = parse_priority)]
+    #[arg(long, value_name = "LEVEL", value_parser = logs::priority)]
     priority: Option<u8>,
     /// Only entries at or after this time: a duration ago (`1h`, `2days`, `2days ago`), `today`,
     /// `yesterday`, a UTC date and time (`2026-11-23 14:00`) or `@SECONDS`.
-    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    #[arg(long, value_name = "TIME", value_parser = logs::micros_since_epoch)]
     since: Option<u64>,
     /// Only entries at or before this time, written as for --since.
-    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    #[arg(long, value_name = "TIME", value_parser = logs::micros_since_epoch)]
     until: Option<u64>,
     /// Only entries whose message contains TEXT.
     #[arg(short, long, value_name = "TEXT")]
     grep: Option<String>,
-}
-
-/// journalctl's priority names, most severe first.
-const PRIORITIES: [&str; 8] = [
-    "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
-];
-
-fn parse_priority(given: &str) -> Result<u8, String> {
-    let aliases = [("error", 3), ("warn", 4), ("panic", 0)];
-    given
-        .parse::<u8>()
-        .ok()
-        .filter(|p| *p <= 7)
-        .or_else(|| PRIORITIES.iter().position(|p| *p == given).map(|p| p as u8))
-        .or_else(|| aliases.iter().find(|(a, _)| *a == given).map(|(_, p)| *p))
-        .ok_or_else(|| {
-            format!(
-                "{given:?} is not a priority: 0-7, or {}",
-                PRIORITIES.join(", ")
-            )
-        })
-}
-
-/// A point in time as microseconds since the epoch, journald's unit, in the forms the
-/// systemd-logs plugin's own `since` takes (`1h`, `yesterday`, `2026-11-23 14:00`, UTC).
-fn parse_time(given: &str) -> Result<u64, String> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    factbuoy_linux::timespec::parse(given, factbuoy_linux::timespec::micros(now))
 }
 
 pub fn logs(args: LogsArgs, format: Format) -> anyhow::Result<ExitStatus> {
