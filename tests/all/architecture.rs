@@ -581,11 +581,12 @@ const DEPENDENCY_RULES: &[(&str, &str, Reach)] = &[
     ("factbuoy", "k8s-openapi", Reach::Direct),
 ];
 
-/// Each package's normal (linked) dependencies, by package name, from `cargo metadata`.
-fn normal_dependencies() -> BTreeMap<String, BTreeSet<String>> {
+/// What `cargo metadata ARGS` says of the workspace.
+fn cargo_metadata(args: &[&str]) -> serde_json::Value {
     let output = std::process::Command::new(env!("CARGO"))
         .current_dir(workspace())
         .args(["metadata", "--format-version", "1", "--locked"])
+        .args(args)
         .output()
         .expect("running cargo metadata");
     assert!(
@@ -593,7 +594,12 @@ fn normal_dependencies() -> BTreeMap<String, BTreeSet<String>> {
         "cargo metadata: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// Each package's normal (linked) dependencies, by package name, from `cargo metadata`.
+fn normal_dependencies() -> BTreeMap<String, BTreeSet<String>> {
+    let metadata = cargo_metadata(&[]);
     let name_of: BTreeMap<&str, &str> = metadata["packages"]
         .as_array()
         .unwrap()
@@ -846,17 +852,7 @@ fn no_two_crates_define_a_public_type_of_the_same_name() {
 /// The test binaries `cargo metadata` knows for `package`: each one's source file (canonical)
 /// and name.
 fn declared_tests(package: &str) -> BTreeMap<PathBuf, String> {
-    let output = std::process::Command::new(env!("CARGO"))
-        .current_dir(workspace())
-        .args(["metadata", "--format-version", "1", "--locked", "--no-deps"])
-        .output()
-        .expect("running cargo metadata");
-    assert!(
-        output.status.success(),
-        "cargo metadata: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let metadata = cargo_metadata(&["--no-deps"]);
     let package = metadata["packages"]
         .as_array()
         .unwrap()

@@ -309,6 +309,51 @@ fn value_end(doc: &[u8], at: usize) -> Option<usize> {
     }
 }
 
+/// `{"a": 1, "b": [[...1...]]}`, with `b` nested `depth` lists deep.
+#[cfg(test)]
+pub(crate) fn nested_document(depth: usize) -> Vec<u8> {
+    format!(
+        r#"{{"a": 1, "b": {}1{}}}"#,
+        "[".repeat(depth),
+        "]".repeat(depth)
+    )
+    .into_bytes()
+}
+
+/// Documents parsing must refuse (a string that is not UTF-8 or holds a bad escape, a number
+/// out of range, nesting past serde_json's limit, trailing bytes, control characters) and some
+/// it must accept (a key given twice, nesting just within the limit), for the tests that check
+/// a reader without a tree refuses and accepts what parsing does.
+#[cfg(test)]
+pub(crate) fn hostile_documents() -> Vec<Vec<u8>> {
+    let mut docs: Vec<Vec<u8>> = [
+        &br#"{"a": {"x": [1, 2.5, "s\n", null, true]}, "b": "t"}"#[..],
+        br#"{"a": 1, "a": 2, "b": 3}"#,
+        br#"{"b": 1}"#,
+        b"{}",
+        b"[1, 2]",
+        br#"{"a": 1, "b": "\q"}"#,
+        br#"{"a": 1, "b": 1e400}"#,
+        br#"{"a": 1, "b": 01}"#,
+        br#"{"a": 1, "b": 1"c"}"#,
+        br#"{"a": 1, "b": [1}"#,
+        br#"{"a": 1, "b": tru}"#,
+        br#"{"a": 1, "b": truefalse}"#,
+        br#"{"a": 1} trailing"#,
+        br#"{"a": 1}  "#,
+        br#"{"a": 1, "b": "\ud800"}"#,
+        b"{\"a\": 1, \"b\": \"\xff\"}",
+        b"{\"a\": 1, \"b\xff\": 2}",
+        b"{\"a\": 1, \"b\x01\": 2}",
+        b"{\"a\": 1, \"b\": \"\x1f\"}",
+    ]
+    .iter()
+    .map(|d| d.to_vec())
+    .collect();
+    docs.extend([120, 125, 126, 127, 128, 200].map(nested_document));
+    docs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,33 +363,8 @@ mod tests {
     /// of range, nesting past serde_json's limit, trailing bytes, a key given twice.
     #[test]
     fn checked_accepts_what_a_value_accepts_and_only_field_finds_what_it_holds() {
-        let deep = |depth: usize| {
-            format!(
-                r#"{{"a": 1, "b": {}1{}}}"#,
-                "[".repeat(depth),
-                "]".repeat(depth)
-            )
-            .into_bytes()
-        };
-        let mut docs: Vec<Vec<u8>> = [
-            &br#"{"a": {"x": [1, 2.5, "s\n", null, true]}, "b": "t"}"#[..],
-            br#"{"a": 1, "a": 2, "b": 3}"#,
-            br#"{"b": 1}"#,
-            b"{}",
-            b"[1, 2]",
-            b"\"text\"",
-            br#"{"a": 1, "b": "\q"}"#,
-            br#"{"a": 1, "b": 1e400}"#,
-            br#"{"a": 1, "b": tru}"#,
-            br#"{"a": 1} trailing"#,
-            br#"{"a": 1, "b": "\ud800"}"#,
-            b"{\"a\": 1, \"b\": \"\xff\"}",
-            b"{\"a\": 1, \"b\xff\": 2}",
-        ]
-        .iter()
-        .map(|d| d.to_vec())
-        .collect();
-        docs.extend([deep(120), deep(126), deep(127), deep(200)]);
+        let mut docs = hostile_documents();
+        docs.push(b"\"text\"".to_vec());
         for doc in &docs {
             let text = String::from_utf8_lossy(doc);
             let value = serde_json::from_slice::<Value>(doc);
