@@ -269,21 +269,7 @@ impl Cluster {
 /// at its first use in a run (as [`super::cache_dir`]), since a static is never dropped.
 fn image_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join("kube-images")
-            .join(exe.file_stem().unwrap());
-        match std::fs::remove_dir_all(&dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                panic!("emptying {}: {e}", dir.display())
-            }
-            _ => {}
-        }
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    })
-    .clone()
+    DIR.get_or_init(|| super::binary_dir("kube-images")).clone()
 }
 
 impl Drop for Cluster {

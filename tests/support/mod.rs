@@ -76,27 +76,28 @@ pub fn factbuoy() -> Command {
     command
 }
 
-/// A fresh cache directory per test binary, so tests never share compiled code with the user:
-/// in the target directory, emptied at its first use in a run (a static is never dropped, so a
-/// temporary directory would outlive every run in /tmp).
+/// A fresh cache directory per test binary, so tests never share compiled code with the user.
 pub fn cache_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        let name = exe.file_stem().unwrap();
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join("component-cache")
-            .join(name);
-        match std::fs::remove_dir_all(&dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                panic!("emptying {}: {e}", dir.display())
-            }
-            _ => {}
+    DIR.get_or_init(|| binary_dir("component-cache")).clone()
+}
+
+/// `CARGO_TARGET_TMPDIR/<kind>/<this test binary>`, emptied: in the target directory, so that
+/// it is removed with it (a static is never dropped, so a temporary directory would outlive
+/// every run in /tmp); call it once per run, from a `OnceLock`.
+pub fn binary_dir(kind: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(kind)
+        .join(exe.file_stem().unwrap());
+    match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            panic!("emptying {}: {e}", dir.display())
         }
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    })
-    .clone()
+        _ => {}
+    }
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 /// The exit code, the JSON report and the `ansible_facts.json` artifact of a
