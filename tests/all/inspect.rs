@@ -39,9 +39,9 @@ pub(crate) fn real_bundle() -> (&'static Path, &'static str) {
 }
 
 /// What goes into a `.tar.gz` built here.
-enum Item {
+enum Item<'a> {
     /// A regular file.
-    File(&'static str, Vec<u8>),
+    File(&'a str, Vec<u8>),
     /// A regular file whose header (name written raw, unchecked) says `size`.
     Raw(String, tar::EntryType, u64, Vec<u8>),
     /// A link (symbolic or hard) at a path, to a target.
@@ -53,7 +53,7 @@ enum Item {
 
 /// Writes `items` as a `.tar.gz` at `path`. Names go into the header raw, so the hostile ones
 /// (`..`, absolute) the tar builder would refuse get in.
-fn write_targz(path: &Path, items: &[Item]) {
+fn write_targz(path: &Path, items: &[Item<'_>]) {
     let file = std::fs::File::create(path).unwrap();
     let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
         file,
@@ -96,7 +96,7 @@ fn sha256(bytes: &[u8]) -> String {
 }
 
 /// The `meta/index.json` of `files`, each with its true size and digest.
-fn index_of(files: &[(&'static str, Vec<u8>)]) -> Vec<u8> {
+fn index_of(files: &[(&str, Vec<u8>)]) -> Vec<u8> {
     let index: Vec<Value> = files
         .iter()
         .map(|(path, data)| json!({"path": path, "size": data.len(), "sha256": sha256(data)}))
@@ -193,7 +193,7 @@ fn fleet_bundle(dir: &Path) -> PathBuf {
 }
 
 /// `files` with a true index, as the `.tar.gz` `name` in `dir`.
-pub(crate) fn bundle_of(dir: &Path, name: &str, files: &[(&'static str, Vec<u8>)]) -> PathBuf {
+pub(crate) fn bundle_of(dir: &Path, name: &str, files: &[(&str, Vec<u8>)]) -> PathBuf {
     let mut items: Vec<Item> = files
         .iter()
         .map(|(p, d)| Item::File(p, d.clone()))
@@ -2517,14 +2517,14 @@ fn base_files() -> Vec<(&'static str, Vec<u8>)> {
 }
 
 /// A small valid bundle for hostile tests to add one bad entry to.
-fn base() -> Vec<Item> {
+fn base() -> Vec<Item<'static>> {
     base_files()
         .into_iter()
         .map(|(path, data)| Item::File(path, data))
         .collect()
 }
 
-fn with(extra: Item) -> Vec<Item> {
+fn with(extra: Item<'static>) -> Vec<Item<'static>> {
     let mut items = base();
     items.push(extra);
     items

@@ -47,6 +47,8 @@ struct Guest {
     syntax_error: (&'static str, &'static str),
     /// Where the syntax error is said to be, for the project `greeter` and its line.
     syntax_at: fn(usize) -> String,
+    /// The page that shows what `plugin build` prints of that syntax error, if one does.
+    syntax_error_shown_in: Option<&'static str>,
     /// How long an unchanged build and a syntax error may take at the most.
     quick: Duration,
     /// The document with the SDK's example, its code fence, and the name of a disk's file-system
@@ -78,6 +80,7 @@ const PYTHON: Lang = Lang {
             "    def gather(self, params:",
         ),
         syntax_at: |line| format!("File \"app.py\", line {line}"),
+        syntax_error_shown_in: Some("docs/cli.md"),
         quick: Duration::from_secs(3),
         doc: ("docs/plugins-python.md", "python", "file_system"),
         component: support::python::component,
@@ -103,6 +106,7 @@ const JS: Lang = Lang {
         sdk_file: "factbuoy-plugin/output.js",
         syntax_error: ("gather(params) {", "gather(params {"),
         syntax_at: |line| format!("greeter/app.js:{line}\n"),
+        syntax_error_shown_in: None,
         quick: Duration::from_secs(5),
         doc: ("docs/plugins-js.md", "js", "fileSystem"),
         component: |project| support::js::component(&support::js::node_modules().unwrap(), project),
@@ -319,6 +323,10 @@ fn a_project_is_built_only_when_it_changed_and_a_syntax_error_is_found_first(lan
     assert!(!said.contains("building with"), "{said}");
     assert!(!said.contains("    at "), "the checker's own stack: {said}");
     assert!(took < guest.quick, "{took:?}");
+    if let Some(page) = guest.syntax_error_shown_in {
+        let shown = crate::examples::shown_output(page, "factbuoy plugin build");
+        snapbox::Assert::new().eq(said.as_str(), shown.as_str());
+    }
 }
 
 /// The SDK's example in the language's docs, pasted into a project `plugin new` wrote, builds

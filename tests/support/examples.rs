@@ -1,15 +1,19 @@
 //! Command examples as `--help`, the README and docs/ write them, read back into the argument
 //! lists of their `factbuoy` invocations, so that tests can parse and run them.
 //!
-//! Shared by the CLI's own unit test (every example parses) and tests/all/examples.rs (the
-//! examples that can run here, run).
+//! tests/all/examples/parse.rs reads them all (every example parses) and tests/all/examples.rs
+//! runs those that can run here, checking their output where a page shows it.
 
-/// A word of a command's synopsis (`fleet revoke NODE`, `[--dry-run]`, `...`): a line with
-/// one describes a command rather than being one.
+/// A word of a command's synopsis (`fleet revoke NODE`, `delete RUN-ID`, `[--dry-run]`,
+/// `...`): a line with one describes a command rather than being one.
 pub fn is_placeholder(word: &str) -> bool {
     word == "..."
         || word.starts_with('[')
-        || (word.len() > 1 && word.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+        || (word.len() > 1
+            && word.chars().any(|c| c.is_ascii_uppercase())
+            && word
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c == '_' || c == '-'))
 }
 
 /// One `factbuoy` invocation of an example.
@@ -21,6 +25,8 @@ pub struct Invocation {
     pub line: String,
     /// Its arguments after `factbuoy`.
     pub args: Vec<String>,
+    /// What the page shows it printing ([`PageLine::shown`]), for a line of one invocation.
+    pub shown: Option<String>,
 }
 
 /// The shell lines of a help text's `Examples:` section: its indented lines, a line ending in
@@ -38,29 +44,84 @@ pub fn help_lines(help: &str) -> Vec<String> {
     joined(&section)
 }
 
-/// The shell lines of a Markdown page's code blocks of commands (fenced as `sh`, `bash`,
-/// `shell`, `console` or `text`: not diagrams, nor code), each with its block's first line
-/// number; a `$ ` prompt is taken off, a line ending in `\` joined with the next.
-pub fn markdown_lines(page: &str) -> Vec<(usize, String)> {
+/// A command of a Markdown page's code block, with what the page shows it printing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageLine {
+    /// The number of its first line in the page.
+    pub number: usize,
+    /// The command, continuations joined, the prompt taken off.
+    pub line: String,
+    /// The lines after it up to the next prompt or the block's end, when the block prompts
+    /// (`$ `) and there are any: what the command prints, as the page shows it.
+    pub shown: Option<String>,
+}
+
+/// The commands of a Markdown page's code blocks of commands (fenced as `sh`, `bash`, `shell`,
+/// `console` or `text`: not diagrams, nor code). In a block with `$ ` prompts the prompted lines
+/// are commands and the lines after each are its output; in one without, every line is a
+/// command. A line ending in `\` is joined with the next.
+pub fn markdown_lines(page: &str) -> Vec<PageLine> {
     let mut found = Vec::new();
-    // The open block: its first line's number, its lines, whether it holds commands.
-    let mut block: Option<(usize, Vec<&str>, bool)> = None;
-    for (number, line) in page.lines().enumerate() {
+    // The open block: its lines with their numbers, whether it holds commands.
+    let mut block: Option<(Vec<(usize, &str)>, bool)> = None;
+    for (index, line) in page.lines().enumerate() {
         if let Some(info) = line.trim_start().strip_prefix("```") {
             match block.take() {
-                Some((start, lines, true)) => {
-                    found.extend(joined(&lines).into_iter().map(|l| (start, l)));
-                }
+                Some((lines, true)) => found.extend(block_commands(&lines)),
                 Some(_) => {}
                 None => {
                     let commands =
                         matches!(info.trim(), "sh" | "bash" | "shell" | "console" | "text");
-                    block = Some((number + 2, Vec::new(), commands));
+                    block = Some((Vec::new(), commands));
                 }
             }
-        } else if let Some((_, lines, _)) = &mut block {
-            lines.push(line);
+        } else if let Some((lines, _)) = &mut block {
+            lines.push((index + 1, line));
         }
+    }
+    found
+}
+
+/// The commands of one block of numbered lines ([`markdown_lines`]).
+fn block_commands(lines: &[(usize, &str)]) -> Vec<PageLine> {
+    let prompted = lines.iter().any(|(_, l)| l.trim_start().starts_with("$ "));
+    if !prompted {
+        let texts: Vec<&str> = lines.iter().map(|(_, l)| *l).collect();
+        let first = lines.first().map_or(0, |(n, _)| *n);
+        return joined(&texts)
+            .into_iter()
+            .map(|line| PageLine {
+                number: first,
+                line,
+                shown: None,
+            })
+            .collect();
+    }
+    let mut found: Vec<PageLine> = Vec::new();
+    let mut rest = lines;
+    while let Some(start) = rest
+        .iter()
+        .position(|(_, l)| l.trim_start().starts_with("$ "))
+    {
+        let command_start = &rest[start..];
+        // The command runs on over lines ending in `\`.
+        let length = command_start
+            .iter()
+            .position(|(_, l)| !l.trim_end().ends_with('\\'))
+            .map_or(command_start.len(), |i| i + 1);
+        let texts: Vec<&str> = command_start[..length].iter().map(|(_, l)| *l).collect();
+        let after = &command_start[length..];
+        let output_end = after
+            .iter()
+            .position(|(_, l)| l.trim_start().starts_with("$ "))
+            .unwrap_or(after.len());
+        let shown: Vec<&str> = after[..output_end].iter().map(|(_, l)| *l).collect();
+        found.push(PageLine {
+            number: command_start[0].0,
+            line: joined(&texts).concat(),
+            shown: (!shown.is_empty()).then(|| shown.join("\n") + "\n"),
+        });
+        rest = &after[output_end..];
     }
     found
 }
@@ -87,6 +148,16 @@ fn joined(lines: &[&str]) -> Vec<String> {
         out.push(current);
     }
     out
+}
+
+/// The `factbuoy` invocations of a page's command; what the page shows it printing goes with
+/// it when it is one invocation.
+pub fn page_invocations(source: &str, page_line: &PageLine) -> Vec<Invocation> {
+    let mut found = invocations(source, &page_line.line).unwrap_or_default();
+    if let [one] = found.as_mut_slice() {
+        one.shown.clone_from(&page_line.shown);
+    }
+    found
 }
 
 /// The `factbuoy` invocations of one shell line (`a | b`, `a && b`, `a; b`), with redirections
@@ -130,6 +201,7 @@ pub fn invocations(source: &str, line: &str) -> Option<Vec<Invocation>> {
             source: source.to_owned(),
             line: line.to_owned(),
             args: rest.to_vec(),
+            shown: None,
         });
     }
     Some(found)

@@ -1,6 +1,6 @@
 //! Every command example that `--help`, the README and docs/ show parses as written: an
 //! example naming a flag, a value or a subcommand that changed fails here, with where it is
-//! written. Its parent module runs those of `inspect` that can run on this machine.
+//! written. Its parent module runs those that can run on this machine.
 
 use std::path::Path;
 
@@ -54,17 +54,18 @@ fn page_examples(root: &Path, out: &mut Vec<written::Invocation>) {
             } else if name.ends_with(".md") {
                 let page = std::fs::read_to_string(&path).unwrap();
                 let relative = path.strip_prefix(root).unwrap().display().to_string();
-                for (number, line) in written::markdown_lines(&page) {
-                    let source = format!("{relative}:{number}");
-                    out.extend(written::invocations(&source, &line).unwrap_or_default());
+                for line in written::markdown_lines(&page) {
+                    let source = format!("{relative}:{}", line.number);
+                    out.extend(written::page_invocations(&source, &line));
                 }
             }
         }
     }
 }
 
-#[test]
-fn every_command_example_in_help_the_readme_and_docs_parses() {
+/// Every example of `--help` (of every command) and of the repository's Markdown pages, in
+/// that order, and how many came from `--help`.
+pub(super) fn written_examples() -> (Vec<written::Invocation>, usize) {
     let mut examples = Vec::new();
     let mut root = factbuoy::command();
     root.build();
@@ -80,6 +81,12 @@ fn every_command_example_in_help_the_readme_and_docs_parses() {
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),
         &mut examples,
     );
+    (examples, from_help)
+}
+
+#[test]
+fn every_command_example_in_help_the_readme_and_docs_parses() {
+    let (examples, from_help) = written_examples();
     assert!(from_help > 50, "only {from_help} examples in --help");
     assert!(
         examples.len() > from_help + 50,

@@ -93,7 +93,7 @@ pub enum InspectCommand {
         factbuoy inspect sql jan.tar.gz feb.tar.gz -o json \\\n      \
         \"SELECT run_id, count(*) FROM setup GROUP BY run_id\"\n  \
         factbuoy inspect sql run.tar.gz 'SELECT 1' --db fleet.sqlite   # keep the tables for sqlite3\n  \
-        factbuoy inspect sql ./bundles --as-of 2026-05-01 \\\n      \
+        factbuoy inspect sql ./bundles --as-of 2026-11-01 \\\n      \
         \"SELECT node FROM setup WHERE facts->>'ansible_kernel' = '6.1.0-18-amd64'\"")]
     Sql(SqlArgs),
     /// Write the facts in a format other tools read, into a folder.
