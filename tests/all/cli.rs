@@ -349,6 +349,28 @@ fn an_unknown_plugin_name_lists_the_bundled_ones() {
 }
 
 #[test]
+fn a_missing_kubeconfig_is_said_once_with_the_flags_that_name_one() {
+    let state = tempfile::tempdir().unwrap();
+    let missing = state.path().join("no-such-kubeconfig");
+    let output = support::factbuoy()
+        .env("FACTBUOY_STATE_DIR", state.path())
+        .env("KUBECONFIG", &missing)
+        .args(["delete", "0123456789ab"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let said = stderr(&output);
+    assert_eq!(said.lines().count(), 1, "{said}");
+    for once in [
+        "reading the kubeconfig",
+        "No such file",
+        "--kubeconfig or $KUBECONFIG",
+    ] {
+        assert_eq!(said.matches(once).count(), 1, "{once:?} in {said}");
+    }
+}
+
+#[test]
 fn prints_shell_completions_that_complete_bundled_plugin_names() {
     let output = factbuoy(&["completions", "bash"]);
     assert!(output.status.success());

@@ -123,7 +123,7 @@ pub fn emit_with(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) {
 
 /// Prints an error that ended a command: a sentence on stderr, or a document on stdout.
 pub fn report_error(error: &anyhow::Error, format: Format) {
-    let text = format!("{error:#}");
+    let text = sentence(error);
     match format {
         // A plugin's describe failure carries its own text (a panic message).
         Format::Table => {
@@ -137,9 +137,42 @@ pub fn report_error(error: &anyhow::Error, format: Format) {
     }
 }
 
+/// An error and its causes as one sentence, `what: why: why`, as anyhow's `{:#}` writes it,
+/// but for a cause that a message before it already says: many errors name their cause in
+/// their own message and also give it as their source, which would print it twice.
+fn sentence(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let said = cause.to_string();
+        if text.is_empty() {
+            text = said;
+        } else if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cause already in its error's message is said once; one that is not is added.
+    #[test]
+    fn an_error_says_each_cause_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("reading the plan: {0}")]
+        struct Reading(#[from] std::io::Error);
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let error = anyhow::Error::new(Reading::from(io())).context("starting the run");
+        assert_eq!(
+            sentence(&error),
+            "starting the run: reading the plan: no such file"
+        );
+        let error = anyhow::Error::new(io()).context("starting the run");
+        assert_eq!(sentence(&error), "starting the run: no such file");
+    }
 
     /// `plugin build`: a toolchain that ran and failed is a failed command, one that is missing
     /// is invalid input, as `plugin build --help` says.

@@ -29,14 +29,15 @@ pub struct Cluster {
 pub enum ConnectError {
     /// No kubeconfig could be read, or it does not name the chosen context.
     #[error(
-        "reading the kubeconfig{}: {source}; name one with --kubeconfig or $KUBECONFIG, and a context it has with --context",
+        "reading the kubeconfig{}: {reason}; name one with --kubeconfig or $KUBECONFIG, and a context it has with --context",
         kubeconfig.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default()
     )]
     Kubeconfig {
         /// The file named by `--kubeconfig`, if any.
         kubeconfig: Option<PathBuf>,
-        /// What kube said.
-        source: kube::config::KubeconfigError,
+        /// What kube said, which says its own cause. Not this error's `source`: the hint comes
+        /// after it, and a chain printed with `{:#}` would repeat it twice more.
+        reason: kube::config::KubeconfigError,
     },
     /// Not inside a pod, or the pod has no ServiceAccount token mounted.
     #[error("reading the pod's ServiceAccount: {0}")]
@@ -49,9 +50,9 @@ pub enum ConnectError {
 /// Connects to the cluster `target` names.
 pub async fn connect(target: &ClusterRef) -> Result<Cluster, ConnectError> {
     install_crypto_provider();
-    let kubeconfig_error = |source| ConnectError::Kubeconfig {
+    let kubeconfig_error = |reason| ConnectError::Kubeconfig {
         kubeconfig: target.kubeconfig.clone(),
-        source,
+        reason,
     };
     let kubeconfig = match &target.kubeconfig {
         Some(path) => Kubeconfig::read_from(path),
