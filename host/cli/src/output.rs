@@ -140,7 +140,7 @@ pub fn report_error(error: &anyhow::Error, format: Format) {
 /// An error and its causes as one sentence, `what: why: why`, as anyhow's `{:#}` writes it,
 /// but for a cause that a message before it already says: many errors name their cause in
 /// their own message and also give it as their source, which would print it twice.
-fn sentence(error: &anyhow::Error) -> String {
+pub fn sentence(error: &anyhow::Error) -> String {
     let mut text = String::new();
     for cause in error.chain() {
         let said = cause.to_string();

@@ -123,7 +123,10 @@ async fn agent(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> {
     // The engine and everything else of the run are dropped when `deliver` returns.
     match deliver(args, format).await {
         Ok(_) => tracing::info!("the agent is done; waiting for SIGTERM or SIGINT"),
-        Err(e) => tracing::error!("the agent failed: {e:#}; waiting for SIGTERM or SIGINT"),
+        Err(e) => tracing::error!(
+            "the agent failed: {}; waiting for SIGTERM or SIGINT",
+            crate::output::sentence(&e)
+        ),
     }
     crate::signals::interrupted().await;
     Ok(ExitStatus::Success)
@@ -177,7 +180,7 @@ async fn deliver(args: AgentArgs, format: Format) -> anyhow::Result<ExitStatus> 
     // Input was fine by now: an agent that cannot deliver failed (exit 1), as a plugin does.
     let summary = factbuoy_agent::run(client, runtime, config, Arc::default())
         .await
-        .map_err(|e| Ended::Failed(format!("{e:#}")))?;
+        .map_err(|e| Ended::Failed(crate::output::sentence(&e)))?;
     match format {
         Format::Table => {
             for (plugin, outcome) in &summary.results {
@@ -318,7 +321,7 @@ async fn serve_member(args: AgentServeArgs) -> anyhow::Result<ExitStatus> {
     tokio::select! {
         // Refused (revoked, say): exit 1, which the systemd unit does not restart.
         served = factbuoy_agent::fleet::serve(&state, &options) => {
-            served.map_err(|e| Ended::Failed(format!("{e:#}")))?
+            served.map_err(|e| Ended::Failed(crate::output::sentence(&e)))?
         }
         _ = crate::signals::interrupted() => {}
     }

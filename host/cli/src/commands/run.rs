@@ -108,7 +108,8 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
     loop {
         let next = tokio::time::Instant::now() + *every;
         if let Err(e) = once(&state, request.clone(), false, format).await {
-            let error = factbuoy_protocol::text::printable(&format!("{e:#}")).into_owned();
+            let error =
+                factbuoy_protocol::text::printable(&crate::output::sentence(&e)).into_owned();
             eprintln!("the scheduled run failed: {error}; the next one starts on time");
         }
         tokio::time::sleep_until(next).await;
