@@ -3,7 +3,7 @@
 //! run's facts, a day apart, with nodes that change, go missing, appear and stop reporting.
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output};
 
 use factbuoy_bundle::writer;
 use factbuoy_protocol::types::StatusDocument;
@@ -810,8 +810,8 @@ fn a_run_under_two_names_counts_once_and_two_bundles_of_one_run_that_differ_are_
         assert!(output.status.success(), "{}", text(&output.stderr));
         let stderr = text(&output.stderr);
         for said in [
-            "day2.tar.gz is left out: the same bytes as backup-day2.tar.gz (run day2)",
-            "zz-day1.tar.gz is left out: the same bytes as day1.tar.gz (run day1)",
+            "day2.tar.gz is left out: the same files as backup-day2.tar.gz (run day2)",
+            "zz-day1.tar.gz is left out: the same files as day1.tar.gz (run day1)",
         ] {
             assert!(stderr.contains(said), "{said:?} in {stderr}");
         }
@@ -871,6 +871,52 @@ fn a_run_under_two_names_counts_once_and_two_bundles_of_one_run_that_differ_are_
         (&Value::Null, &json!([copies[0]]))
     );
 
+    // The same files compressed again are other bytes but the same run: left out too. A copy
+    // cut short is not whole: left out as unreadable, saying so, and the run is read from the
+    // whole file; neither refuses the directory.
+    let recompressed = dir.join("recompressed-day3.tar.gz");
+    let gzip = Command::new("sh")
+        .arg("-c")
+        .arg(r#"gzip -dc "$1" | gzip -9 > "$2""#)
+        .args([
+            "sh",
+            days[2].to_str().unwrap(),
+            recompressed.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(gzip.success());
+    assert_ne!(
+        std::fs::read(&recompressed).unwrap(),
+        std::fs::read(&days[2]).unwrap()
+    );
+    let whole = std::fs::read(&days[3]).unwrap();
+    let cut = dir.join("zz-cut-day4.tar.gz");
+    std::fs::write(&cut, &whole[..whole.len() * 2 / 3]).unwrap();
+    let update = inspect_json(&cache, &["index", d]);
+    assert_eq!(
+        update["duplicates"][1],
+        json!({"bundle": "recompressed-day3.tar.gz", "kept": "day3.tar.gz", "run_id": "day3"}),
+        "{update:#}"
+    );
+    let unreadable = &update["unreadable"];
+    assert_eq!(unreadable[0]["bundle"], "zz-cut-day4.tar.gz", "{update:#}");
+    assert!(
+        unreadable[0]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("a copy of run day4 (day4.tar.gz is read) that is not whole: "),
+        "{update:#}"
+    );
+    let counted = inspect(
+        &cache,
+        &["sql", d, "SELECT count(*) FROM runs", "-o", "json"],
+    );
+    assert!(counted.status.success(), "{}", text(&counted.stderr));
+    assert_eq!(json_of(&counted)["rows"], json!([[4]]));
+    std::fs::remove_file(&recompressed).unwrap();
+    std::fs::remove_file(&cut).unwrap();
+
     // Another bundle of run day3, with other facts: refused by every command, naming both.
     let elsewhere = work.path().join("elsewhere");
     std::fs::create_dir(&elsewhere).unwrap();
@@ -895,7 +941,7 @@ fn a_run_under_two_names_counts_once_and_two_bundles_of_one_run_that_differ_are_
         let error = text(&refused.stderr);
         assert!(
             error.contains(
-                "day3-again.tar.gz and day3.tar.gz are both run day3, but not the same bytes"
+                "day3-again.tar.gz and day3.tar.gz are both run day3, but hold different files"
             ),
             "{args:?}: {error}"
         );

@@ -359,6 +359,11 @@ fn verify_passes_a_real_runs_bundle_its_digest_and_its_extracted_folder() {
     );
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stdout));
     assert!(json_of(&output)["indexed"].as_u64().unwrap() >= 8);
+    // The folder holds the same files as the .tar.gz: the same content digest.
+    let archived = json_of(&inspect(dir.path(), &["verify", b, "-o", "json"]));
+    let content = archived["content_sha256"].as_str().unwrap();
+    assert_eq!(content.len(), 64, "{archived}");
+    assert_eq!(json_of(&output)["content_sha256"], content);
 
     // A file changed after extraction is caught by name.
     let facts = folder.join("plugins/setup/results/this-host/ansible_facts.json");
@@ -368,6 +373,12 @@ fn verify_passes_a_real_runs_bundle_its_digest_and_its_extracted_folder() {
         .unwrap()
         .write_all(b" ")
         .unwrap();
+    let output = inspect(
+        dir.path(),
+        &["verify", folder.to_str().unwrap(), "-o", "json"],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(json_of(&output)["content_sha256"], Value::Null);
     let output = inspect(dir.path(), &["verify", folder.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(1));
     let stdout = text(&output.stdout);

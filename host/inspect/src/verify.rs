@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use factbuoy_bundle::layout;
 use factbuoy_bundle::reader::{Bundle, MAX_INDEX_BYTES, ReadError, safe_path};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 /// One problem [`verify`] found, and the entry it is about.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -32,6 +33,10 @@ pub struct Verification {
     pub bundle_sha256: Option<String>,
     /// Everything wrong; empty when the bundle is whole.
     pub problems: Vec<Problem>,
+    /// When the bundle is whole, a sha-256 of what it holds: every file's path, size and
+    /// sha-256, in the order of their paths. Two bundles of the same files have the same one,
+    /// however each was compressed or archived.
+    pub content_sha256: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -107,11 +112,15 @@ pub fn verify(bundle: &Bundle, expected_sha256: Option<&str>) -> Verification {
         }
     };
     let indexed = index.as_ref().map_or(0, |i| i.len() as u64);
+    let mut content = whole.then(Sha256::new);
     match index {
-        None if whole => problems.push(Problem {
-            entry: layout::INDEX.into(),
-            problem: "no usable index: the bundle's files cannot be checked".into(),
-        }),
+        None if whole => {
+            content = None;
+            problems.push(Problem {
+                entry: layout::INDEX.into(),
+                problem: "no usable index: the bundle's files cannot be checked".into(),
+            })
+        }
         None => {}
         Some(index) => {
             let mut listed = std::collections::HashSet::new();
@@ -156,6 +165,13 @@ pub fn verify(bundle: &Bundle, expected_sha256: Option<&str>) -> Verification {
                     Some(_) => {}
                 }
             }
+            if let Some(content) = &mut content {
+                let mut files: Vec<(&String, &(u64, [u8; 32]))> = found.iter().collect();
+                files.sort();
+                for (path, (size, sha256)) in files {
+                    content.update(format!("{path}\0{size}\0{}\n", hex::encode(sha256)));
+                }
+            }
             let mut unlisted: Vec<&String> =
                 found.keys().filter(|p| !listed.contains(*p)).collect();
             unlisted.sort();
@@ -167,6 +183,9 @@ pub fn verify(bundle: &Bundle, expected_sha256: Option<&str>) -> Verification {
             }
         }
     }
+    let content_sha256 = content
+        .filter(|_| problems.is_empty())
+        .map(|content| hex::encode(content.finalize()));
     Verification {
         files,
         bytes,
@@ -174,5 +193,6 @@ pub fn verify(bundle: &Bundle, expected_sha256: Option<&str>) -> Verification {
         bundle_size,
         bundle_sha256,
         problems,
+        content_sha256,
     }
 }

@@ -48,9 +48,9 @@ pub enum HistoryError {
         /// Each origin and its number of bundles.
         origins: Vec<OriginCount>,
     },
-    /// Two files of the directory hold one run but differ.
+    /// Two whole bundles of the directory are of one run but hold different files.
     #[error(
-        "{dir}: {} and {} are both run {}, but not the same bytes (sha-256 {} and {}): a run has one bundle, so one of them is not this run's own or not whole; move the one that is not out of the directory",
+        "{dir}: {} and {} are both run {}, but hold different files (sha-256 {} and {}): a run has one bundle, so one of them is not this run's own; move the one that is not out of the directory",
         both.first, both.second, both.run_id, &both.first_sha256[..12], &both.second_sha256[..12]
     )]
     SameRunDiffers {

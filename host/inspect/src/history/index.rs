@@ -63,7 +63,7 @@ pub struct Update {
     /// Bundles that could not be read, each with why; left out of every answer, and read
     /// again once the file changes.
     pub unreadable: Vec<Unreadable>,
-    /// Bundles left out because another file of the directory holds the same bytes, the same
+    /// Bundles left out because another file of the directory holds the same files, the same
     /// run: each run counts once.
     pub duplicates: Vec<Duplicate>,
     /// The index's size on disk, its states file included.
@@ -81,12 +81,12 @@ pub struct Unreadable {
     pub error: String,
 }
 
-/// A bundle left out because it is another file of the same bytes as one that is read.
+/// A bundle left out because it holds the same files as one that is read.
 #[derive(Debug, Clone, Serialize)]
 pub struct Duplicate {
     /// Its file name.
     pub bundle: String,
-    /// The file read instead: of the same bytes, the name that sorts first.
+    /// The file read instead: of the same files, the name that sorts first.
     pub kept: String,
     /// Their run.
     pub run_id: String,
@@ -543,19 +543,20 @@ enum Copy {
 }
 
 /// Records `file`, whose run `head` the index already read from `kept`, as the index's bundle
-/// number `seq`, left out of every answer, when it is the same bytes; refuses the directory
-/// when it is not: one run with two bundles that differ is not one history, and which of them
-/// is the run's own only the person who put them there knows.
+/// number `seq`, left out of every answer, when it holds the same files; records it as
+/// unreadable when it is not whole (a copy cut short); refuses the directory when both are
+/// whole but hold other files: one run with two bundles that differ is not one history, and
+/// which of them is the run's own only the person who put them there knows.
 ///
-/// "The same" is the same sha-256 of the file: the index records the digest of each bundle
-/// it reads anyway, and a copy is hashed without being decompressed, let alone parsed. Equal
-/// digests are equal bytes, so every answer is the same whichever is read; a digest of the
-/// content (`meta/index.json`) would take a lying index for its files, and it is the last
-/// entry of the archive, read only after decompressing all of it.
+/// The same bytes (sha-256 of the file, which the index records of each bundle it reads) are
+/// the same files, found without decompressing the copy. Other bytes may still be the same
+/// files compressed again: then both are verified ([`verify`](crate::verify::verify): every
+/// file against its `meta/index.json`) and their content digests compared; a lying index
+/// fails the verification rather than passing for its files.
 ///
 /// Of two names of one bundle the one that sorts first is read, whatever order they came in,
 /// so that an index built anew gives the same answers: the kept row takes the new name when
-/// it sorts first (its facts are the same bytes' facts).
+/// it sorts first (its facts are the same files' facts).
 fn leave_out_copy(
     tx: &Transaction<'_>,
     dir: &Path,
@@ -569,35 +570,48 @@ fn leave_out_copy(
         Err(e) => return Ok(Copy::Unreadable(e.to_string())),
     };
     if sha256 != kept.sha256 {
-        let mut both = [(&kept.file.name, &kept.sha256), (&file.name, &sha256)];
-        both.sort();
-        return Err(Failed::Refused(HistoryError::SameRunDiffers {
-            dir: dir.to_owned(),
-            both: Box::new(SameRun {
-                run_id: head.run_id.clone(),
-                first: both[0].0.clone(),
-                first_sha256: both[0].1.clone(),
-                second: both[1].0.clone(),
-                second_sha256: both[1].1.clone(),
-            }),
-        }));
+        let new = match content_sha256(&dir.join(&file.name)) {
+            Ok(content) => content,
+            Err(why) => {
+                return Ok(Copy::Unreadable(format!(
+                    "a copy of run {} ({} is read) that is not whole: {why}",
+                    head.run_id, kept.file.name
+                )));
+            }
+        };
+        if content_sha256(&dir.join(&kept.file.name)).ok() != Some(new) {
+            let mut both = [(&kept.file.name, &kept.sha256), (&file.name, &sha256)];
+            both.sort();
+            return Err(Failed::Refused(HistoryError::SameRunDiffers {
+                dir: dir.to_owned(),
+                both: Box::new(SameRun {
+                    run_id: head.run_id.clone(),
+                    first: both[0].0.clone(),
+                    first_sha256: both[0].1.clone(),
+                    second: both[1].0.clone(),
+                    second_sha256: both[1].1.clone(),
+                }),
+            }));
+        }
     }
-    let copy = if file.name < kept.file.name {
+    // The row read keeps the name that sorts first; the other file is the copy.
+    let (copy, copy_sha256) = if file.name < kept.file.name {
         tx.execute(
-            "UPDATE bundles SET name = ?2, size = ?3, mtime_ns = ?4, ctime_ns = ?5, inode = ?6
-             WHERE seq = ?1",
+            "UPDATE bundles SET name = ?2, size = ?3, mtime_ns = ?4, ctime_ns = ?5, inode = ?6,
+             sha256 = ?7 WHERE seq = ?1",
             params![
                 kept.seq,
                 file.name,
                 file.size as i64,
                 file.mtime_ns,
                 file.ctime_ns,
-                file.inode as i64
+                file.inode as i64,
+                sha256,
             ],
         )?;
-        &kept.file
+        (&kept.file, &kept.sha256)
     } else {
-        file
+        (file, &sha256)
     };
     insert_bundle(tx, seq, copy, None)?;
     tx.execute(
@@ -605,7 +619,7 @@ fn leave_out_copy(
          origin = ?6, copy_of = ?7 WHERE seq = ?1",
         params![
             seq,
-            sha256,
+            copy_sha256,
             head.run_id,
             head.created,
             created_ns(&head.created),
@@ -614,6 +628,20 @@ fn leave_out_copy(
         ],
     )?;
     Ok(Copy::LeftOut)
+}
+
+/// The content digest of the bundle at `path` ([`Verification::content_sha256`]), or its
+/// first problem when it is not whole.
+///
+/// [`Verification::content_sha256`]: crate::verify::Verification::content_sha256
+fn content_sha256(path: &Path) -> Result<String, String> {
+    let bundle = Bundle::open(path).map_err(|e| e.to_string())?;
+    let checked = crate::verify::verify(&bundle, None);
+    match (checked.content_sha256, checked.problems.first()) {
+        (Some(content), _) => Ok(content),
+        (None, Some(problem)) => Err(format!("{}: {}", problem.entry, problem.problem)),
+        (None, None) => Err("its files could not be checked".into()),
+    }
 }
 
 /// Records the bundle `file` as the index's bundle number `seq`: its stat, and why it could

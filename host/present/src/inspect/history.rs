@@ -145,7 +145,7 @@ pub fn duplicate_notes(update: &Update) -> Vec<String> {
         .iter()
         .map(|copy| {
             format!(
-                "{} is left out: the same bytes as {} (run {}), which is read; a run counts once",
+                "{} is left out: the same files as {} (run {}), which is read; a run counts once",
                 copy.bundle, copy.kept, copy.run_id
             )
         })
