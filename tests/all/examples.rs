@@ -44,6 +44,10 @@ const NOT_RUN: &[(&str, &str)] = &[
         "takes its plugin from a variable an earlier command set",
     ),
     (
+        "--watch",
+        "runs until interrupted (tests/all/plugin_authoring.rs runs it on a project it edits)",
+    ),
+    (
         "3f2a9c01d4e7",
         "names a run of the reader's (tests/all/cli_runs.rs asks for runs by id)",
     ),

@@ -457,3 +457,99 @@ fn a_hostile_plugin_is_contained_and_reported_as_a_rust_one(lang: &Lang) {
         stderr(&output)
     );
 }
+
+/// `plugin run DIR` builds a project before running it; with `--watch` it runs it again on
+/// every save: a broken save is reported and waited out, the next good one runs. `--watch` of
+/// anything but a project is refused.
+#[test]
+fn plugin_run_of_a_project_builds_it_and_with_watch_runs_it_again_on_every_save() {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    use std::sync::mpsc::{Receiver, channel};
+
+    let refused = support::factbuoy()
+        .args(["plugin", "run", "hello", "--watch"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("give the project's directory"));
+
+    let Some(toolchain) = (RUST.toolchain)() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let project = plugin_new(home.path(), "greeter-watch", &RUST);
+    let mut watching = support::factbuoy()
+        .args(["plugin", "run"])
+        .arg(&project)
+        .args([
+            "--grant",
+            "greeter-watch:host-info",
+            "--watch",
+            "-o",
+            "json",
+        ])
+        .envs(toolchain.iter().map(|(key, value)| (key, value)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Each stream's lines as they come, on a channel.
+    let lines = |stream: Box<dyn std::io::Read + Send>| -> Receiver<String> {
+        let (sender, lines) = channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stream)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        lines
+    };
+    let reports = lines(Box::new(watching.stdout.take().unwrap()));
+    let said = lines(Box::new(watching.stderr.take().unwrap()));
+    let wait = |lines: &Receiver<String>, what: &str, found: &dyn Fn(&str) -> bool| -> String {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match lines.recv_timeout(left) {
+                Ok(line) if found(&line) => return line,
+                Ok(_) => {}
+                Err(e) => panic!("no {what}: {e}"),
+            }
+        }
+    };
+    let greeting = |report: &str| {
+        let report: Value = serde_json::from_str(report).unwrap();
+        artifact(&report, "greeting.json")["greeting"].clone()
+    };
+    let first = wait(&reports, "first run", &|l| l.starts_with('{'));
+    assert_eq!(greeting(&first), "hello", "{first}");
+    wait(&said, "watching line", &|l| l.starts_with("watching "));
+
+    let lib = project.join("src/lib.rs");
+    let source = std::fs::read_to_string(&lib).unwrap();
+    std::fs::write(&lib, source.replace("fn describe()", "fn describe(")).unwrap();
+    wait(&said, "the broken save's change", &|l| {
+        l.starts_with("changed: src/lib.rs")
+    });
+    wait(&said, "the broken build's error", &|l| {
+        l.starts_with("error: ")
+    });
+    wait(&said, "watching after the error", &|l| {
+        l.starts_with("watching ")
+    });
+
+    std::fs::write(
+        &lib,
+        source.replace(".default(\"hello\")", ".default(\"ahoy\")"),
+    )
+    .unwrap();
+    let second = wait(&reports, "second run", &|l| l.starts_with('{'));
+    assert_eq!(greeting(&second), "ahoy", "{second}");
+    watching.kill().unwrap();
+    watching.wait().unwrap();
+}

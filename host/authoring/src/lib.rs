@@ -2,7 +2,8 @@
 //! holds the WIT contract and the SDK, so that it builds outside any factbuoy checkout, and
 //! [`build`] turns a project into a component with its language's toolchain (cargo, or a
 //! componentize tool), found in the project or on PATH, skipping a Python or JavaScript build
-//! whose inputs did not change since the last one.
+//! whose inputs did not change since the last one; [`SourceWatch`] waits for the author's next
+//! save, for a loop that builds and runs on every one.
 //!
 //! Not here: the flags and the printing (the `factbuoy` binary maps `plugin new` and `plugin
 //! build` onto these calls), and loading or running a component (the runtime's). A build speaks
@@ -13,7 +14,9 @@ mod build;
 mod error;
 mod new;
 mod toolchain;
+mod watch;
 
 pub use build::build;
 pub use error::Error;
 pub use new::{Lang, new_project};
+pub use watch::SourceWatch;

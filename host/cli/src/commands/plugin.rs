@@ -2,30 +2,28 @@
 //! plugin projects (with factbuoy-authoring); list and prune the compilation cache ([`cache`]).
 
 mod cache;
+mod common;
+mod run;
 
-use std::io::IsTerminal;
+use common::runtime;
+
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Context;
-use bytesize::ByteSize;
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 use serde_json::json;
 
 use crate::output::{ExitStatus, Format, emit, emit_document};
 use factbuoy_catalog::{BUNDLED, PluginRef};
-use factbuoy_operator::here::{HereRequest, Scoped};
-use factbuoy_present::json_report::JsonReport;
 use factbuoy_protocol::text::printable;
+use factbuoy_runtime::Limits;
 use factbuoy_runtime::definition::Definition;
-use factbuoy_runtime::sink::{ArtifactSink, DirectorySink, StdoutSink};
-use factbuoy_runtime::{InvocationReport, Limits, Runtime, RuntimeOptions, limits};
 
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
     /// List the plugins bundled in this binary.
     #[command(after_help = "Examples:\n  factbuoy plugin list\n  factbuoy plugin list -o json")]
-    List(CommonArgs),
+    List(common::CommonArgs),
     /// Show a plugin's metadata: parameters, capabilities, artifacts.
     #[command(
         after_help = "Examples:\n  factbuoy plugin info setup\n  factbuoy plugin info ./my.wasm -o yaml"
@@ -35,7 +33,7 @@ pub enum PluginCommand {
         #[arg(value_parser = crate::flags::PluginName, hide_possible_values = true)]
         plugin: String,
         #[command(flatten)]
-        common: CommonArgs,
+        common: common::CommonArgs,
     },
     /// Check that a file is a factbuoy gatherer this binary can run.
     #[command(
@@ -45,14 +43,16 @@ pub enum PluginCommand {
         /// Path to a `.wasm` component.
         path: PathBuf,
         #[command(flatten)]
-        common: CommonArgs,
+        common: common::CommonArgs,
     },
-    /// Run a plugin on this host and print or write its artifacts.
+    /// Run a plugin on this host and print or write its artifacts; given a project directory,
+    /// build it first when it changed, and with --watch again on every save.
     #[command(after_help = "Examples:\n  \
         factbuoy plugin run hello -p hello:greeting=hi      # artifacts to stdout, summary to stderr\n  \
         factbuoy plugin run setup --out facts/              # artifacts to files\n  \
-        factbuoy plugin run ./my.wasm --grant my-plugin:read:/etc -o json")]
-    Run(PluginRunArgs),
+        factbuoy plugin run ./my.wasm --grant my-plugin:read:/etc -o json\n  \
+        factbuoy plugin run . --grant my-plugin:host-info --watch   # build and run on every save")]
+    Run(run::PluginRunArgs),
     /// Create a plugin project in ./NAME, in Rust, Python or JavaScript, ready to build.
     #[command(after_help = "Examples:\n  \
         factbuoy plugin new disk-usage --lang python\n  \
@@ -87,7 +87,7 @@ pub enum PluginCommand {
         #[arg(long)]
         force: bool,
         #[command(flatten)]
-        common: CommonArgs,
+        common: common::CommonArgs,
     },
     /// List and prune the cache of compiled plugins, which keeps itself under a size (1 GiB).
     #[command(
@@ -100,82 +100,6 @@ pub enum PluginCommand {
         $FACTBUOY_CACHE_MAX_SIZE (default 1GiB)."
     )]
     Cache(cache::CacheCommand),
-}
-
-#[derive(Debug, Args)]
-pub struct CommonArgs {
-    /// Where compiled components are cached [default: $FACTBUOY_CACHE_DIR or ~/.cache/factbuoy].
-    #[arg(long, global = true)]
-    cache_dir: Option<PathBuf>,
-    /// Compile every time instead of using the cache.
-    #[arg(long, global = true)]
-    no_cache: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct PluginRunArgs {
-    /// A bundled plugin's name or a path to a `.wasm` component.
-    #[arg(value_parser = crate::flags::PluginName, hide_possible_values = true)]
-    plugin: String,
-    /// A parameter, e.g. hello:greeting=hi, as `run` takes it (the `hello:` may be left out
-    /// here); repeat for several, and to add to a list parameter.
-    #[arg(short, long = "param", value_name = "PLUGIN:NAME=VALUE", value_parser = Scoped::param)]
-    params: Vec<Scoped>,
-    /// Grant a capability, e.g. hello:host-info or hello:read:/etc (`all`: everything the plugin
-    /// asks). Bundled plugins get what they ask for by default; plugins from files get nothing.
-    #[arg(long, value_name = "PLUGIN:CAPABILITY", value_parser = Scoped::capability)]
-    grant: Vec<Scoped>,
-    /// Take a capability away (wins over --grant), e.g. hello:host-info or hello:read:/etc.
-    #[arg(long, value_name = "PLUGIN:CAPABILITY", value_parser = Scoped::capability)]
-    deny: Vec<Scoped>,
-    /// Host directory the plugin's granted paths are mapped onto (`/host` in a pod).
-    #[arg(long, default_value = "/", value_name = "DIR")]
-    root: PathBuf,
-    /// Write artifacts below this directory instead of printing them.
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Wall-clock deadline for the run, e.g. 30s or 5m.
-    #[arg(long, default_value_t = limits::DEFAULT_DEADLINE.into())]
-    deadline: humantime::Duration,
-    /// Memory limit, e.g. 512MiB.
-    #[arg(long, default_value_t = ByteSize::b(limits::DEFAULT_MEMORY_BYTES))]
-    memory: ByteSize,
-    /// Wasm stack limit, e.g. 1MiB.
-    #[arg(long, default_value_t = ByteSize::b(limits::DEFAULT_STACK_BYTES as u64))]
-    stack: ByteSize,
-    /// Limit on all artifacts together, e.g. 4GiB.
-    #[arg(long, default_value_t = ByteSize::b(limits::DEFAULT_OUTPUT_BYTES))]
-    max_output: ByteSize,
-    /// Limit on captured stdout and on captured stderr, each.
-    #[arg(long, default_value_t = ByteSize::b(limits::DEFAULT_CAPTURED_STDIO_BYTES as u64))]
-    max_stdio: ByteSize,
-    #[command(flatten)]
-    common: CommonArgs,
-}
-
-impl PluginRunArgs {
-    fn limits(&self) -> Limits {
-        Limits {
-            deadline: *self.deadline,
-            memory_bytes: self.memory.as_u64(),
-            stack_bytes: self.stack.as_u64() as usize,
-            output_bytes: self.max_output.as_u64(),
-            captured_stdio_bytes: self.max_stdio.as_u64() as usize,
-            ..Limits::default()
-        }
-    }
-}
-
-fn runtime(common: &CommonArgs, limits: Limits) -> anyhow::Result<Runtime> {
-    let defaults = RuntimeOptions::default();
-    Runtime::new(RuntimeOptions {
-        limits,
-        cache_dir: if common.no_cache {
-            None
-        } else {
-            common.cache_dir.clone().or(defaults.cache_dir)
-        },
-    })
 }
 
 pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<ExitStatus> {
@@ -209,7 +133,7 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
             }
             Ok(ExitStatus::Success)
         }
-        PluginCommand::Run(args) => run(args, format).await,
+        PluginCommand::Run(args) => run::run(args, format).await,
         PluginCommand::New { name, lang, dir } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
             let written = factbuoy_authoring::new_project(&name, lang, &dir)?;
@@ -252,7 +176,7 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
 /// engine settings as a run with default limits), checking on the way that it loads and
 /// describes itself: a JavaScript or Python component takes seconds to compile, and this moves
 /// that wait from the first run to the build.
-async fn precompile(wasm: &std::path::Path, common: &CommonArgs) -> anyhow::Result<()> {
+async fn precompile(wasm: &std::path::Path, common: &common::CommonArgs) -> anyhow::Result<()> {
     if common.no_cache {
         return Ok(());
     }
@@ -271,7 +195,7 @@ async fn precompile(wasm: &std::path::Path, common: &CommonArgs) -> anyhow::Resu
     Ok(())
 }
 
-async fn list(common: &CommonArgs, format: Format) -> anyhow::Result<ExitStatus> {
+async fn list(common: &common::CommonArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let runtime = runtime(common, Limits::default())?;
     let mut infos = Vec::new();
     for bundled in BUNDLED {
@@ -293,65 +217,4 @@ async fn list(common: &CommonArgs, format: Format) -> anyhow::Result<ExitStatus>
         }
     }
     Ok(ExitStatus::Success)
-}
-
-async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> {
-    let runtime = runtime(&args.common, args.limits())?;
-    if let Some(out) = &args.out {
-        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    }
-    // Artifacts go to --out when given; otherwise to stdout, or into the JSON report, streamed
-    // from files in a private directory that is removed afterwards.
-    let embedded = match (&args.out, format) {
-        (None, Format::Json | Format::Yaml) => {
-            Some(tempfile::tempdir().context("creating a temporary directory")?)
-        }
-        _ => None,
-    };
-    let sink: Arc<dyn ArtifactSink> = match (&args.out, &embedded) {
-        (Some(out), _) => Arc::new(DirectorySink::new(out)),
-        (None, Some(dir)) => Arc::new(DirectorySink::new(dir.path())),
-        (None, None) if std::io::stdout().is_terminal() => {
-            Arc::new(factbuoy_present::terminal_sink::TerminalSink)
-        }
-        (None, None) => Arc::new(StdoutSink),
-    };
-    let scoped = |all: &[Scoped]| Scoped::pairs(all, &args.plugin);
-    let request = HereRequest {
-        plugin: args.plugin.clone(),
-        params: scoped(&args.params),
-        grants: scoped(&args.grant),
-        denies: scoped(&args.deny),
-        host_root: args.root.clone(),
-        sink,
-        limits: None,
-    };
-    let report = factbuoy_operator::here::run_plugin(&runtime, request).await?;
-    match format {
-        Format::Table => print_summary(
-            &report,
-            args.out.is_some(),
-            &Scoped::read_paths(&args.grant),
-        ),
-        machine => match &embedded {
-            Some(dir) => emit_document(&JsonReport::new(&report, dir.path())?, machine),
-            None => emit_document(&report, machine),
-        },
-    }
-    Ok(if report.succeeded {
-        ExitStatus::Success
-    } else {
-        ExitStatus::Failed
-    })
-}
-
-/// The text summary ([`factbuoy_present::plugin::run_lines`]): on stdout when artifacts went to
-/// files, on stderr when they went to stdout.
-fn print_summary(report: &InvocationReport, artifacts_in_files: bool, read_grants: &[String]) {
-    let text = factbuoy_present::plugin::run_lines(report, read_grants).join("\n");
-    if artifacts_in_files && report.succeeded {
-        emit(&text);
-    } else {
-        eprintln!("{text}");
-    }
 }
