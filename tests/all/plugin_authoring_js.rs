@@ -40,6 +40,8 @@ fn the_js_mounts_example_reads_the_mount_table_it_is_granted() {
 
     let (code, report) = run_json(&[path_str(&wasm), "--grant", "mounts:read:/proc"]);
     assert_eq!(code, 0, "{report:#}");
+    // Its items have the key it declares: nothing to warn of.
+    assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
     let mounts = artifact(&report, "mounts.json")["mounts"].clone();
     let mounts = mounts.as_array().unwrap();
     assert!(
@@ -323,4 +325,78 @@ fn the_js_template_and_docs_example_type_check_against_the_sdk_declarations() {
         "{}",
         String::from_utf8_lossy(&output.stdout)
     );
+}
+
+/// The mistake of issue 50: a list declared keyed by a field its items do not have
+/// (`mountPoint` for items that say `mount_point`). `plugin run` warns of it, and so does a
+/// run's bundle, where `inspect summary` lists the warnings.
+#[test]
+fn a_declared_list_key_the_items_lack_is_a_warning_at_the_run_and_in_the_bundle() {
+    let Some(toolchain) = js::node_modules() else {
+        return;
+    };
+    let project = tempfile::tempdir().unwrap();
+    let example = support::workspace().join("plugins-js/mounts");
+    for file in ["app.js", "package.json"] {
+        let text = std::fs::read_to_string(example.join(file)).unwrap();
+        let text = text.replace("\"mount_point\",\n        ]", "\"mountPoint\",\n        ]");
+        std::fs::write(project.path().join(file), text).unwrap();
+    }
+    let app = std::fs::read_to_string(project.path().join("app.js")).unwrap();
+    assert!(
+        app.contains("\"mountPoint\""),
+        "the example's listKeys moved"
+    );
+    // The SDK and contract in the project, as `plugin new` writes them.
+    for (from, to) in [
+        ("guest-sdk/js/factbuoy-plugin", "factbuoy-plugin"),
+        ("wit", "wit"),
+    ] {
+        let copied = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(support::workspace().join(from))
+            .arg(project.path().join(to))
+            .status()
+            .unwrap();
+        assert!(copied.success());
+    }
+    let wasm = js::component(&toolchain, project.path());
+    let warned = "mounts.json: ";
+    let lack = "items of the list \"mounts\" lack the declared key \"mountPoint\" (the first: \
+                mounts[0]); inspect diff matches them by their keys";
+
+    let (code, report) = run_json(&[path_str(&wasm), "--grant", "mounts:read:/proc"]);
+    assert_eq!(code, 0, "{report:#}");
+    let warnings = report["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| {
+            let w = w.as_str().unwrap();
+            w.starts_with(warned) && w.ends_with(lack)
+        }),
+        "{report:#}"
+    );
+
+    let out = tempfile::tempdir().unwrap();
+    let run = support::factbuoy()
+        .env("FACTBUOY_STATE_DIR", out.path().join("state"))
+        .args([
+            "run",
+            "--plugin",
+            path_str(&wasm),
+            "--grant",
+            "mounts:read:/proc",
+        ])
+        .args(["--node", "this-host", "-o", "json", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", stderr(&run));
+    let run: Value = serde_json::from_slice(&run.stdout).unwrap();
+    let summary = support::factbuoy()
+        .args(["inspect", "summary"])
+        .arg(run["bundle"]["path"].as_str().unwrap())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&summary.stdout);
+    assert!(said.contains("Warnings:") && said.contains(lack), "{said}");
 }

@@ -194,6 +194,7 @@ impl Runtime {
             (invocation.sink, invocation.observer),
             invocation.stop.clone(),
         );
+        store.data_mut().output.declared = info.artifacts.clone();
         if let Some(dir) = &ungranted_root
             && let Err(e) = store
                 .data_mut()
@@ -240,6 +241,7 @@ impl Runtime {
         report.artifacts = std::mem::take(&mut state.output.records);
         report.progress = state.progress.latest.take();
         report.warnings.append(&mut state.progress.warnings);
+        report.warnings.append(&mut state.output.warnings);
         report.ungranted_paths = std::mem::take(&mut state.fs_guard.ungranted)
             .into_iter()
             .collect();

@@ -3,6 +3,7 @@
 //! `progress`), which becomes the invocation's report. The host side of each interface, in
 //! `interfaces`, is implemented on it; nothing here depends on those implementations.
 
+mod declared_keys;
 pub mod output;
 pub mod progress;
 

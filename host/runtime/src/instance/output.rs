@@ -7,6 +7,8 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
+use super::declared_keys::{FACTS_BUDGET_BYTES, KeyCheck};
+use crate::bindings::ArtifactSpec;
 use crate::bindings::factbuoy::plugin::output::OutputError;
 use crate::sink::{ArtifactSink, ArtifactWriter};
 use factbuoy_protocol::names::{ArtifactName, UnpackedNames};
@@ -15,6 +17,8 @@ use factbuoy_protocol::names::{ArtifactName, UnpackedNames};
 pub(crate) struct OpenWriter {
     pub(crate) writer: ArtifactWriter,
     pub(crate) hasher: Sha256,
+    /// Whether it has the keys its plugin declared, when it declared any.
+    pub(crate) key_check: Option<KeyCheck>,
 }
 
 /// What the report says about one artifact.
@@ -48,6 +52,12 @@ pub struct OutputState {
     /// so that those a trapped plugin left open can still be finished.
     pub(crate) open: BTreeMap<usize, OpenWriter>,
     pub(crate) written_bytes: u64,
+    /// The artifacts the plugin declared, whose declared keys are checked as they are written.
+    pub(crate) declared: Vec<ArtifactSpec>,
+    /// What facts documents held for the key check may still take.
+    pub(crate) facts_budget: usize,
+    /// What the key checks found, for the report's warnings.
+    pub(crate) warnings: Vec<String>,
 }
 
 impl OutputState {
@@ -60,15 +70,34 @@ impl OutputState {
             records: Vec::new(),
             open: BTreeMap::new(),
             written_bytes: 0,
+            declared: Vec::new(),
+            facts_budget: FACTS_BUDGET_BYTES,
+            warnings: Vec::new(),
         }
+    }
+
+    /// The key check of the artifact `name`, when its plugin declared keys for it.
+    pub(crate) fn key_check(&self, name: &ArtifactName) -> Option<KeyCheck> {
+        self.declared
+            .iter()
+            .find(|spec| spec.name == name.as_str())
+            .and_then(KeyCheck::of)
     }
 }
 
 impl OutputState {
     pub(crate) async fn finish(&mut self, record: usize) -> Result<(), OutputError> {
-        let Some(OpenWriter { mut writer, hasher }) = self.open.remove(&record) else {
+        let Some(OpenWriter {
+            mut writer,
+            hasher,
+            key_check,
+        }) = self.open.remove(&record)
+        else {
             return Err(OutputError::Closed);
         };
+        if let Some(check) = key_check {
+            self.warnings.extend(check.finish(&mut self.facts_budget));
+        }
         let record = &mut self.records[record];
         record.sha256 = Some(hex::encode(hasher.finalize()));
         writer.shutdown().await.map_err(|e| {

@@ -48,6 +48,7 @@ impl output::Host for InstanceState {
             Ok(writer) => writer,
             Err(e) => return Ok(Err(OutputError::Io(format!("creating {name}: {e}")))),
         };
+        let key_check = self.output.key_check(&name);
         self.output.records.push(ArtifactRecord {
             name,
             media_type,
@@ -62,6 +63,7 @@ impl output::Host for InstanceState {
             OpenWriter {
                 writer,
                 hasher: Sha256::new(),
+                key_check,
             },
         );
         Ok(Ok(self.table.push(OpenArtifact { record })?))
@@ -91,6 +93,9 @@ impl output::HostArtifact for InstanceState {
             ))));
         }
         open.hasher.update(kept);
+        if let Some(check) = &mut open.key_check {
+            check.feed(kept, &mut self.output.facts_budget);
+        }
         record.size_bytes += kept.len() as u64;
         self.output.written_bytes += kept.len() as u64;
         if kept.len() < chunk.len() {
