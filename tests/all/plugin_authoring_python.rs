@@ -5,7 +5,9 @@
 
 use crate::support;
 
-use crate::support::authoring::{assert_grant_required, path_str, run_json, stderr, table_rows};
+use crate::support::authoring::{
+    assert_grant_required, path_str, plugin_new, run_json, stderr, table_rows,
+};
 use crate::support::python;
 
 /// componentize-py's Python bindings of the contract, in a fresh directory.
@@ -250,4 +252,100 @@ fn a_python_traceback_is_lines_and_an_import_that_was_not_bundled_says_what_to_d
         "{report:#}"
     );
     assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
+}
+
+/// docs/plugins-python.md's commands to type-check a project, run in a project `plugin new`
+/// wrote:
+/// `mypy --strict` finds no error in the app nor in the SDK copied beside it, and finds a
+/// misspelt field of a `host_info` record.
+#[test]
+fn a_new_python_project_passes_mypy_strict_with_its_sdk() {
+    let home = tempfile::tempdir().unwrap();
+    let project = plugin_new(home.path(), "typed", "python");
+    let (code, said) = type_check(&project, &[]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("Success: no issues found"), "{said}");
+
+    std::fs::write(
+        project.join("misspelt.py"),
+        "from factbuoy_plugin import host_info\n\nprint(host_info.os().host_name)\n",
+    )
+    .unwrap();
+    let (code, said) = type_check(&project, &[]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("misspelt.py:3: error: \"OsInfo\" has no attribute \"host_name\""),
+        "{said}"
+    );
+}
+
+/// Runs docs/plugins-python.md's type check (its block fenced `sh mypy`) in `project`, with
+/// the toolchain venv's componentize-py and mypy, `flags` added to mypy's: the exit code, and
+/// what mypy said.
+fn type_check(project: &std::path::Path, flags: &[&str]) -> (Option<i32>, String) {
+    let commands = support::authoring::doc_example("docs/plugins-python.md", "sh mypy");
+    assert!(commands.contains("mypy --strict "), "{commands}");
+    let commands = commands.replace(
+        "mypy --strict ",
+        &format!("mypy --strict {} ", flags.join(" ")),
+    );
+    let output = std::process::Command::new("sh")
+        .args(["-ec", &commands])
+        .current_dir(project)
+        .env("PATH", python::path_with_venv())
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        stderr(&output)
+    );
+    (output.status.code(), said)
+}
+
+/// A plugin that declares its artifacts with `Description.artifact`'s deprecated form.
+const OLD_FORM_APP: &str = r#"from factbuoy_plugin import Description, Gatherer, Params, export, output
+
+
+class OldForm(Gatherer):
+    def describe(self) -> Description:
+        return (
+            Description("old-form", "0.1.0", "Declares its artifacts as a 0.1 plugin did.")
+            .artifact("facts.json", "application/json", "a document")
+            .artifact("rows.jsonl", "application/jsonl", "rows")
+            .artifact("notes.txt", "text/plain", "text")
+        )
+
+    def gather(self, params: Params) -> None:
+        output.write_json("facts.json", {"answer": 42})
+        output.write_json_lines("rows.jsonl", [{"n": 1}])
+        output.write_text("notes.txt", "kept\n")
+
+
+Plugin = export(OldForm)
+"#;
+
+/// A plugin written against the Python SDK before contract 0.2, with `artifact(name,
+/// media_type, description)`, still type-checks, builds and runs: each artifact gets the kind
+/// its media type implies. mypy names the deprecated form when its `deprecated` check is on.
+#[test]
+fn a_python_plugin_with_the_deprecated_artifact_form_builds_runs_and_is_flagged() {
+    let home = tempfile::tempdir().unwrap();
+    let project = plugin_new(home.path(), "old-form", "python");
+    std::fs::write(project.join("app.py"), OLD_FORM_APP).unwrap();
+    let wasm = python::component(&project);
+    support::authoring::assert_old_form_artifacts(&wasm);
+
+    let (code, said) = type_check(&project, &[]);
+    assert_eq!(code, Some(0), "{said}");
+    let (code, said) = type_check(&project, &["--enable-error-code", "deprecated"]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("app.py:")
+            && said.contains(
+                "Description.artifact is deprecated: Description.artifact(name, media_type, \
+                 description) is deprecated since 0.2"
+            ),
+        "{said}"
+    );
 }
