@@ -417,3 +417,92 @@ fn a_js_plugin_with_the_deprecated_artifact_form_builds_runs_and_type_checks() {
         "{before}"
     );
 }
+
+/// The SDK is ready to publish: `npm pack` makes its tarball, which holds the package and its
+/// declarations and not its tests; a project without a copy of the SDK, the tarball installed
+/// in its `node_modules` and imported as `"factbuoy-plugin"`, type-checks, builds with `plugin
+/// build` and runs, as docs/plugins-js.md says.
+#[test]
+fn the_js_sdk_tarball_installed_in_a_project_type_checks_builds_and_runs_its_plugin() {
+    let Some(toolchain) = js::node_modules() else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new("npm")
+        .args(["pack", "--silent", "--pack-destination"])
+        .arg(work.path())
+        .current_dir(support::workspace().join("guest-sdk/js"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let tarball = work
+        .path()
+        .join(String::from_utf8(output.stdout).unwrap().trim());
+    let listing = std::process::Command::new("tar")
+        .arg("-tzf")
+        .arg(&tarball)
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    for file in [
+        "package/factbuoy-plugin/index.js",
+        "package/factbuoy-plugin/index.d.ts",
+    ] {
+        assert!(
+            listing.contains(file),
+            "{file} not in the tarball: {listing}"
+        );
+    }
+    assert!(!listing.contains("tests/"), "{listing}");
+
+    let project = new_project(work.path(), "packaged");
+    std::fs::remove_dir_all(project.join("factbuoy-plugin")).unwrap();
+    let app = project.join("app.js");
+    let source = std::fs::read_to_string(&app).unwrap();
+    assert!(
+        source.contains("from \"./factbuoy-plugin/index.js\""),
+        "{source}"
+    );
+    std::fs::write(
+        &app,
+        source.replace("\"./factbuoy-plugin/index.js\"", "\"factbuoy-plugin\""),
+    )
+    .unwrap();
+    // The SDK only: the toolchain is on PATH.
+    let output = std::process::Command::new("npm")
+        .args(["install", "--omit=dev", "--no-audit", "--no-fund"])
+        .arg(&tarball)
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    // The type check, without the copy's modules to check: the package's declarations.
+    let manifest = project.join("package.json");
+    let scripts = std::fs::read_to_string(&manifest).unwrap();
+    assert!(
+        scripts.contains(" *.js factbuoy-plugin/index.js\""),
+        "{scripts}"
+    );
+    std::fs::write(
+        &manifest,
+        scripts.replace(" *.js factbuoy-plugin/index.js\"", " *.js\""),
+    )
+    .unwrap();
+    let (passed, said) = type_check(&toolchain, &project);
+    assert!(passed, "{said}");
+
+    let cache = tempfile::tempdir().unwrap();
+    let output = build(&project, &js::path_with_toolchain(&toolchain), cache.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let wasm = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+    let (code, report) = run_json(&[
+        &wasm,
+        "--grant",
+        "packaged:host-info",
+        "-p",
+        "greeting=ahoy",
+    ]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(artifact(&report, "greeting.json")["greeting"], "ahoy");
+}

@@ -349,3 +349,84 @@ fn a_python_plugin_with_the_deprecated_artifact_form_builds_runs_and_is_flagged(
         "{said}"
     );
 }
+
+/// The SDK is ready to publish: `python -m build` makes its wheel, typed (`py.typed` and the
+/// `host_info` stub inside), and a project without a copy of the SDK, the wheel installed in
+/// its `.venv` beside componentize-py, builds with `plugin build` and runs, as
+/// docs/plugins-python.md says.
+#[test]
+fn the_python_sdk_wheel_installed_in_a_projects_venv_builds_and_runs_its_plugin() {
+    let work = tempfile::tempdir().unwrap();
+    // The build writes build/ and *.egg-info/ beside the sources: it works on a copy.
+    let sources = work.path().join("sdk");
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(support::workspace().join("guest-sdk/python"))
+        .arg(&sources)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let dist = work.path().join("dist");
+    let output = std::process::Command::new(python::venv_bin().join("python3"))
+        .args(["-m", "build", "--wheel", "--outdir"])
+        .arg(&dist)
+        .arg(&sources)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let wheel = std::fs::read_dir(&dist)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .expect("python -m build made a wheel");
+    let listing = std::process::Command::new(python::venv_bin().join("python3"))
+        .args(["-m", "zipfile", "-l"])
+        .arg(&wheel)
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    for file in ["factbuoy_plugin/py.typed", "factbuoy_plugin/host_info.pyi"] {
+        assert!(listing.contains(file), "{file} not in the wheel: {listing}");
+    }
+
+    let project = plugin_new(work.path(), "packaged", "python");
+    std::fs::remove_dir_all(project.join("factbuoy_plugin")).unwrap();
+    let venv = project.join(".venv");
+    let status = std::process::Command::new("python3")
+        .arg("-m")
+        .arg("venv")
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = std::process::Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .arg("componentize-py==0.25.1")
+        .arg(&wheel)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    // Nothing but the project's .venv has componentize-py or the SDK.
+    let output = support::factbuoy()
+        .current_dir(&project)
+        .args(["plugin", "build"])
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let wasm = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+    let (code, report) = run_json(&[
+        &wasm,
+        "--grant",
+        "packaged:host-info",
+        "-p",
+        "greeting=ahoy",
+    ]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(
+        support::authoring::artifact(&report, "greeting.json")["greeting"],
+        "ahoy",
+        "{report:#}"
+    );
+}
