@@ -5,8 +5,10 @@
 # - Debian packages (apt-get, as root; Debian 12 and derivatives), listed below with the tests
 #   that need them;
 # - Python venvs under target/ (PyPI): Ansible for the setup plugin's comparison and fact cache,
-#   componentize-py for Python plugins, fusepy for the stuck-file-system test;
-# - the JavaScript plugin toolchain under target/ (npm, pinned in toolchains/js/package-lock.json);
+#   componentize-py, mypy and build for Python plugins and the Python SDK, fusepy for the
+#   stuck-file-system test;
+# - the JavaScript plugin toolchain under target/ (npm, pinned in toolchains/js/package-lock.json:
+#   componentize-js, jco, TypeScript);
 # - the Kubernetes test cluster's binaries, built once into /var/cache/factbuoy (tests/kube/,
 #   about 11 minutes on an idle 2-core machine the first time, a second after).
 # The Rust toolchain and its wasm32-wasip2 target come from rust-toolchain.toml and the build

@@ -76,8 +76,8 @@ const PYTHON: Lang = Lang {
         app: "app.py",
         sdk_file: "factbuoy_plugin/log.py",
         syntax_error: (
-            "    def gather(self, params):",
-            "    def gather(self, params:",
+            "    def gather(self, params: Params) -> None:",
+            "    def gather(self, params: Params -> None:",
         ),
         syntax_at: |line| format!("File \"app.py\", line {line}"),
         syntax_error_shown_in: Some("docs/cli.md"),

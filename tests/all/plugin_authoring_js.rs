@@ -274,7 +274,7 @@ fn the_js_sdk_declares_every_host_info_function_and_field() {
     assert!(missing.is_empty(), "index.d.ts lacks {missing:?}");
 }
 
-/// TypeScript (jco's own, pinned in toolchains/js/package-lock.json) type-checks the app `plugin
+/// TypeScript (pinned in toolchains/js/package.json) type-checks the app `plugin
 /// new` writes and the example of docs/plugins-js.md against the SDK's declarations, and finds a
 /// misspelt field: an editor shows the SDK's API, `hostInfo`'s included.
 #[test]
@@ -399,4 +399,186 @@ fn a_declared_list_key_the_items_lack_is_a_warning_at_the_run_and_in_the_bundle(
         .unwrap();
     let said = String::from_utf8_lossy(&summary.stdout);
     assert!(said.contains("Warnings:") && said.contains(lack), "{said}");
+}
+
+/// `npm run typecheck` in `project` (the script `plugin new` writes, as docs/plugins-js.md
+/// says), with the toolchain's TypeScript on PATH: whether it passed, and what tsc said.
+fn type_check(toolchain: &Path, project: &Path) -> (bool, String) {
+    let output = std::process::Command::new("npm")
+        .args(["run", "--silent", "typecheck"])
+        .current_dir(project)
+        .env("PATH", js::path_with_toolchain(toolchain))
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        stderr(&output)
+    );
+    (output.status.success(), said)
+}
+
+/// A new project passes `tsc --checkJs --strict`: its own JavaScript and the SDK's, whose
+/// files are checked too (an untyped parameter in the SDK's copy is an error).
+#[test]
+fn a_new_js_project_passes_tsc_strict_with_its_sdk() {
+    let Some(toolchain) = js::node_modules() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let project = new_project(home.path(), "typed");
+    let script = std::fs::read_to_string(project.join("package.json")).unwrap();
+    assert!(
+        script.contains("tsc --noEmit --allowJs --checkJs --strict "),
+        "{script}"
+    );
+    let (passed, said) = type_check(&toolchain, &project);
+    assert!(passed, "{said}");
+
+    let params = project.join("factbuoy-plugin/params.js");
+    let sdk = std::fs::read_to_string(&params).unwrap();
+    std::fs::write(
+        &params,
+        sdk + "\nexport function untyped(x) {\n  return x;\n}\n",
+    )
+    .unwrap();
+    let (passed, said) = type_check(&toolchain, &project);
+    assert!(!passed, "{said}");
+    assert!(
+        said.contains("params.js") && said.contains("Parameter 'x' implicitly has an 'any' type"),
+        "{said}"
+    );
+}
+
+/// A plugin that declares its artifacts with `Description.artifact`'s deprecated form.
+const OLD_FORM_APP: &str = r#"import { Description, exportGatherer, output } from "./factbuoy-plugin/index.js";
+
+export const plugin = exportGatherer({
+  describe() {
+    return new Description("old-form", "0.1.0", "Declares its artifacts as a 0.1 plugin did.")
+      .artifact("facts.json", "application/json", "a document")
+      .artifact("rows.jsonl", "application/jsonl", "rows")
+      .artifact("notes.txt", "text/plain", "text");
+  },
+  gather() {
+    output.writeJson("facts.json", { answer: 42 });
+    output.writeJsonLines("rows.jsonl", [{ n: 1 }]);
+    output.writeText("notes.txt", "kept\n");
+  },
+});
+"#;
+
+/// A plugin written against the JavaScript SDK before contract 0.2, with `artifact(name,
+/// mediaType, description)`, still type-checks, builds and runs: each artifact gets the kind
+/// its media type implies. The declarations mark that form `@deprecated`.
+#[test]
+fn a_js_plugin_with_the_deprecated_artifact_form_builds_runs_and_type_checks() {
+    let Some(toolchain) = js::node_modules() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let project = new_project(home.path(), "old-form");
+    std::fs::write(project.join("app.js"), OLD_FORM_APP).unwrap();
+    let wasm = js::component(&toolchain, &project);
+    support::authoring::assert_old_form_artifacts(&wasm);
+
+    let (passed, said) = type_check(&toolchain, &project);
+    assert!(passed, "{said}");
+    let declarations = std::fs::read_to_string(project.join("factbuoy-plugin/index.d.ts")).unwrap();
+    let (before, _) = declarations
+        .split_once("artifact(name: string, mediaType: string, description: string): Description;")
+        .expect("index.d.ts declares the three-argument artifact");
+    assert!(
+        before.rsplit_once("/**").unwrap().1.contains("@deprecated"),
+        "{before}"
+    );
+}
+
+/// The SDK is ready to publish: `npm pack` makes its tarball, which holds the package and its
+/// declarations and not its tests; a project without a copy of the SDK, the tarball installed
+/// in its `node_modules` and imported as `"factbuoy-plugin"`, type-checks, builds with `plugin
+/// build` and runs, as docs/plugins-js.md says.
+#[test]
+fn the_js_sdk_tarball_installed_in_a_project_type_checks_builds_and_runs_its_plugin() {
+    let Some(toolchain) = js::node_modules() else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new("npm")
+        .args(["pack", "--silent", "--pack-destination"])
+        .arg(work.path())
+        .current_dir(support::workspace().join("guest-sdk/js"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let tarball = work
+        .path()
+        .join(String::from_utf8(output.stdout).unwrap().trim());
+    let listing = std::process::Command::new("tar")
+        .arg("-tzf")
+        .arg(&tarball)
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    for file in [
+        "package/factbuoy-plugin/index.js",
+        "package/factbuoy-plugin/index.d.ts",
+    ] {
+        assert!(
+            listing.contains(file),
+            "{file} not in the tarball: {listing}"
+        );
+    }
+    assert!(!listing.contains("tests/"), "{listing}");
+
+    let project = new_project(work.path(), "packaged");
+    std::fs::remove_dir_all(project.join("factbuoy-plugin")).unwrap();
+    let app = project.join("app.js");
+    let source = std::fs::read_to_string(&app).unwrap();
+    assert!(
+        source.contains("from \"./factbuoy-plugin/index.js\""),
+        "{source}"
+    );
+    std::fs::write(
+        &app,
+        source.replace("\"./factbuoy-plugin/index.js\"", "\"factbuoy-plugin\""),
+    )
+    .unwrap();
+    // The SDK only: the toolchain is on PATH.
+    let output = std::process::Command::new("npm")
+        .args(["install", "--omit=dev", "--no-audit", "--no-fund"])
+        .arg(&tarball)
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    // The type check, without the copy's modules to check: the package's declarations.
+    let manifest = project.join("package.json");
+    let scripts = std::fs::read_to_string(&manifest).unwrap();
+    assert!(
+        scripts.contains(" *.js factbuoy-plugin/index.js\""),
+        "{scripts}"
+    );
+    std::fs::write(
+        &manifest,
+        scripts.replace(" *.js factbuoy-plugin/index.js\"", " *.js\""),
+    )
+    .unwrap();
+    let (passed, said) = type_check(&toolchain, &project);
+    assert!(passed, "{said}");
+
+    let cache = tempfile::tempdir().unwrap();
+    let output = build(&project, &js::path_with_toolchain(&toolchain), cache.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let wasm = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+    let (code, report) = run_json(&[
+        &wasm,
+        "--grant",
+        "packaged:host-info",
+        "-p",
+        "greeting=ahoy",
+    ]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(artifact(&report, "greeting.json")["greeting"], "ahoy");
 }

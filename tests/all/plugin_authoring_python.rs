@@ -5,7 +5,9 @@
 
 use crate::support;
 
-use crate::support::authoring::{assert_grant_required, path_str, run_json, stderr, table_rows};
+use crate::support::authoring::{
+    assert_grant_required, path_str, plugin_new, run_json, stderr, table_rows,
+};
 use crate::support::python;
 
 /// componentize-py's Python bindings of the contract, in a fresh directory.
@@ -250,4 +252,181 @@ fn a_python_traceback_is_lines_and_an_import_that_was_not_bundled_says_what_to_d
         "{report:#}"
     );
     assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
+}
+
+/// docs/plugins-python.md's commands to type-check a project, run in a project `plugin new`
+/// wrote:
+/// `mypy --strict` finds no error in the app nor in the SDK copied beside it, and finds a
+/// misspelt field of a `host_info` record.
+#[test]
+fn a_new_python_project_passes_mypy_strict_with_its_sdk() {
+    let home = tempfile::tempdir().unwrap();
+    let project = plugin_new(home.path(), "typed", "python");
+    let (code, said) = type_check(&project, &[]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("Success: no issues found"), "{said}");
+
+    std::fs::write(
+        project.join("misspelt.py"),
+        "from factbuoy_plugin import host_info\n\nprint(host_info.os().host_name)\n",
+    )
+    .unwrap();
+    let (code, said) = type_check(&project, &[]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("misspelt.py:3: error: \"OsInfo\" has no attribute \"host_name\""),
+        "{said}"
+    );
+}
+
+/// Runs docs/plugins-python.md's type check (its block fenced `sh mypy`) in `project`, with
+/// the toolchain venv's componentize-py and mypy, `flags` added to mypy's: the exit code, and
+/// what mypy said.
+fn type_check(project: &std::path::Path, flags: &[&str]) -> (Option<i32>, String) {
+    let commands = support::authoring::doc_example("docs/plugins-python.md", "sh mypy");
+    assert!(commands.contains("mypy --strict "), "{commands}");
+    let commands = commands.replace(
+        "mypy --strict ",
+        &format!("mypy --strict {} ", flags.join(" ")),
+    );
+    let output = std::process::Command::new("sh")
+        .args(["-ec", &commands])
+        .current_dir(project)
+        .env("PATH", python::path_with_venv())
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        stderr(&output)
+    );
+    (output.status.code(), said)
+}
+
+/// A plugin that declares its artifacts with `Description.artifact`'s deprecated form.
+const OLD_FORM_APP: &str = r#"from factbuoy_plugin import Description, Gatherer, Params, export, output
+
+
+class OldForm(Gatherer):
+    def describe(self) -> Description:
+        return (
+            Description("old-form", "0.1.0", "Declares its artifacts as a 0.1 plugin did.")
+            .artifact("facts.json", "application/json", "a document")
+            .artifact("rows.jsonl", "application/jsonl", "rows")
+            .artifact("notes.txt", "text/plain", "text")
+        )
+
+    def gather(self, params: Params) -> None:
+        output.write_json("facts.json", {"answer": 42})
+        output.write_json_lines("rows.jsonl", [{"n": 1}])
+        output.write_text("notes.txt", "kept\n")
+
+
+Plugin = export(OldForm)
+"#;
+
+/// A plugin written against the Python SDK before contract 0.2, with `artifact(name,
+/// media_type, description)`, still type-checks, builds and runs: each artifact gets the kind
+/// its media type implies. mypy names the deprecated form when its `deprecated` check is on.
+#[test]
+fn a_python_plugin_with_the_deprecated_artifact_form_builds_runs_and_is_flagged() {
+    let home = tempfile::tempdir().unwrap();
+    let project = plugin_new(home.path(), "old-form", "python");
+    std::fs::write(project.join("app.py"), OLD_FORM_APP).unwrap();
+    let wasm = python::component(&project);
+    support::authoring::assert_old_form_artifacts(&wasm);
+
+    let (code, said) = type_check(&project, &[]);
+    assert_eq!(code, Some(0), "{said}");
+    let (code, said) = type_check(&project, &["--enable-error-code", "deprecated"]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("app.py:")
+            && said.contains(
+                "Description.artifact is deprecated: Description.artifact(name, media_type, \
+                 description) is deprecated since 0.2"
+            ),
+        "{said}"
+    );
+}
+
+/// The SDK is ready to publish: `python -m build` makes its wheel, typed (`py.typed` and the
+/// `host_info` stub inside), and a project without a copy of the SDK, the wheel installed in
+/// its `.venv` beside componentize-py, builds with `plugin build` and runs, as
+/// docs/plugins-python.md says.
+#[test]
+fn the_python_sdk_wheel_installed_in_a_projects_venv_builds_and_runs_its_plugin() {
+    let work = tempfile::tempdir().unwrap();
+    // The build writes build/ and *.egg-info/ beside the sources: it works on a copy.
+    let sources = work.path().join("sdk");
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(support::workspace().join("guest-sdk/python"))
+        .arg(&sources)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let dist = work.path().join("dist");
+    let output = std::process::Command::new(python::venv_bin().join("python3"))
+        .args(["-m", "build", "--wheel", "--outdir"])
+        .arg(&dist)
+        .arg(&sources)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let wheel = std::fs::read_dir(&dist)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .expect("python -m build made a wheel");
+    let listing = std::process::Command::new(python::venv_bin().join("python3"))
+        .args(["-m", "zipfile", "-l"])
+        .arg(&wheel)
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    for file in ["factbuoy_plugin/py.typed", "factbuoy_plugin/host_info.pyi"] {
+        assert!(listing.contains(file), "{file} not in the wheel: {listing}");
+    }
+
+    let project = plugin_new(work.path(), "packaged", "python");
+    std::fs::remove_dir_all(project.join("factbuoy_plugin")).unwrap();
+    let venv = project.join(".venv");
+    let status = std::process::Command::new("python3")
+        .arg("-m")
+        .arg("venv")
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = std::process::Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .arg("componentize-py==0.25.1")
+        .arg(&wheel)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    // Nothing but the project's .venv has componentize-py or the SDK.
+    let output = support::factbuoy()
+        .current_dir(&project)
+        .args(["plugin", "build"])
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let wasm = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+    let (code, report) = run_json(&[
+        &wasm,
+        "--grant",
+        "packaged:host-info",
+        "-p",
+        "greeting=ahoy",
+    ]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(
+        support::authoring::artifact(&report, "greeting.json")["greeting"],
+        "ahoy",
+        "{report:#}"
+    );
 }

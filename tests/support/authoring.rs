@@ -113,3 +113,44 @@ pub fn assert_grant_required(wasm: &Path, grant: &str) {
         stderr(&output)
     );
 }
+
+/// `factbuoy plugin new NAME --lang LANG` in `home`: the project's directory.
+pub fn plugin_new(home: &Path, name: &str, lang: &str) -> std::path::PathBuf {
+    let output = super::factbuoy()
+        .current_dir(home)
+        .args(["plugin", "new", name, "--lang", lang])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{lang}: {}", stderr(&output));
+    home.join(name)
+}
+
+/// Runs the `old-form` plugin built into `wasm`, which declares `facts.json`
+/// (`application/json`), `rows.jsonl` (`application/jsonl`) and `notes.txt` (`text/plain`) with
+/// the SDK's deprecated `artifact(name, media type, description)` and writes each: the host
+/// reads the kinds those media types imply, as it does a 0.1 plugin's, and the run succeeds.
+pub fn assert_old_form_artifacts(wasm: &Path) {
+    let contract = contract_of(wasm);
+    let kinds: Vec<(&str, &str, &str)> = contract["artifacts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{contract:#}"))
+        .iter()
+        .map(|a| {
+            let text = |field: &str| a[field].as_str().unwrap_or_else(|| panic!("{a:#}"));
+            (text("name"), text("media_type"), text("kind"))
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("facts.json", "application/json", "facts"),
+            ("rows.jsonl", "application/jsonl", "table"),
+            ("notes.txt", "text/plain", "opaque"),
+        ],
+        "{contract:#}"
+    );
+    let (code, report) = run_json(&[path_str(wasm)]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(artifact(&report, "facts.json")["answer"], 42, "{report:#}");
+    assert_eq!(table_rows(&report, "rows.jsonl")[0]["n"], 1, "{report:#}");
+}

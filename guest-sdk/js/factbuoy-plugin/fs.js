@@ -3,6 +3,8 @@
 
 import { preopens } from "./host.js";
 
+/** @typedef {import("./host.js").preopens.Descriptor} Descriptor */
+
 const decoder = new TextDecoder();
 /** Bytes asked of the host per read call. */
 const READ_BYTES = 64n * 1024n;
@@ -10,6 +12,7 @@ const READ_BYTES = 64n * 1024n;
 /** A file system operation that failed; `code` is WASI's error code (`no-entry`, `access`,
  * `not-directory`, ...) or `not-granted` when no granted path covers the path. */
 export class FsError extends Error {
+  /** @param {string} path @param {string} code */
   constructor(path, code) {
     super(`${path}: ${code === "not-granted" ? "not below any granted read path" : code}`);
     this.name = "FsError";
@@ -18,9 +21,12 @@ export class FsError extends Error {
   }
 }
 
-/** The granted directory holding `path` (the longest granted prefix) and the rest of the path. */
+/** The granted directory holding `path` (the longest granted prefix) and the rest of the path.
+ * @param {string} path
+ * @returns {{ descriptor: Descriptor, rest: string }} */
 function resolve(path) {
   if (!path.startsWith("/")) throw new FsError(path, "not-granted");
+  /** @type {{ descriptor: Descriptor, root: string } | undefined} */
   let best;
   for (const [descriptor, root] of preopens.getDirectories()) {
     const prefix = root.endsWith("/") ? root : root + "/";
@@ -32,23 +38,28 @@ function resolve(path) {
   return { descriptor: best.descriptor, rest: rest === "" ? "." : rest };
 }
 
+/** What `call` returns; WASI's refusal (thrown with its error code as `payload`) as `FsError`.
+ * @template T @param {string} path @param {() => T} call @returns {T} */
 function wasi(path, call) {
   try {
     return call();
   } catch (error) {
-    if (error && "payload" in error) throw new FsError(path, String(error.payload));
+    if (error instanceof Object && "payload" in error) throw new FsError(path, String(error.payload));
     throw error;
   }
 }
 
+/** @param {string} path @param {{ directory?: boolean }} flags */
 function open(path, flags) {
   const { descriptor, rest } = resolve(path);
   return wasi(path, () => descriptor.openAt({ symlinkFollow: true }, rest, flags, { read: true }));
 }
 
-/** The whole content of the file at `path` (absolute), as a Uint8Array. */
+/** The whole content of the file at `path` (absolute), as a Uint8Array.
+ * @param {string} path */
 export function readBytes(path) {
   const file = open(path, {});
+  /** @type {Uint8Array[]} */
   const chunks = [];
   let offset = 0n;
   let total = 0;
@@ -68,15 +79,18 @@ export function readBytes(path) {
   return bytes;
 }
 
-/** The whole content of the file at `path` (absolute), decoded as UTF-8. */
+/** The whole content of the file at `path` (absolute), decoded as UTF-8.
+ * @param {string} path */
 export function readText(path) {
   return decoder.decode(readBytes(path));
 }
 
-/** The names in the directory at `path` (absolute), sorted. */
+/** The names in the directory at `path` (absolute), sorted.
+ * @param {string} path */
 export function readDir(path) {
   const dir = open(path, { directory: true });
   const entries = wasi(path, () => dir.readDirectory());
+  /** @type {string[]} */
   const names = [];
   for (;;) {
     const entry = wasi(path, () => entries.readDirectoryEntry());

@@ -55,6 +55,12 @@ export declare class Description {
   /** Declares an artifact the plugin writes and what kind of data it holds, which tells
    * `factbuoy inspect` how to read it. */
   artifact(artifact: Artifact): Description;
+  /** Declares an artifact by name, media type and description; it gets the kind its media type
+   * implies (JSON: facts, JSON Lines: a table, anything else: opaque), as the host gives a 0.1
+   * plugin's.
+   * @deprecated since 0.2: declare the kind, `artifact(Artifact.facts(name, description))`,
+   * `.table`, `.log` or `.opaque`. */
+  artifact(name: string, mediaType: string, description: string): Description;
 }
 
 /** An artifact a plugin writes; start with the function for its kind. */

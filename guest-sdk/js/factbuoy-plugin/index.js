@@ -5,14 +5,14 @@
 // imports stay inside this package. Build with `factbuoy plugin build` (componentize-js
 // underneath) and try the result with `factbuoy plugin run ./target/NAME.wasm`.
 //
-//     import { Capability, Description, Param, exportGatherer, hostInfo, output } from "./factbuoy-plugin/index.js";
+//     import { Artifact, Capability, Description, Param, exportGatherer, hostInfo, output } from "./factbuoy-plugin/index.js";
 //
 //     export const plugin = exportGatherer({
 //       describe() {
 //         return new Description("uptime", "0.1.0", "How long this host has been up.")
 //           .param(Param.boolean("pretty").default("false").describe("Indent the JSON."))
 //           .capability(Capability.HOST_INFO, "reads the uptime")
-//           .artifact("uptime.json", "application/json", "seconds since boot");
+//           .artifact(Artifact.facts("uptime.json", "seconds since boot"));
 //       },
 //       gather(params) {
 //         output.writeJson("uptime.json", { uptime_seconds: hostInfo.uptimeSeconds() },
@@ -40,7 +40,8 @@ export * as fs from "./fs.js";
  * `host-info` interface, in camelCase; 64-bit numbers are BigInts. */
 export const hostInfo = host;
 
-/** Log records, shown by the host with the plugin's name attached. */
+/** Log records, shown by the host with the plugin's name attached.
+ * @type {typeof import("./index.js").log} */
 export const log = {
   trace: (message) => logging.log("trace", String(message)),
   debug: (message) => logging.log("debug", String(message)),
@@ -49,11 +50,14 @@ export const log = {
   error: (message) => logging.log("error", String(message)),
 };
 
+/** @param {number | bigint} completed @param {number | bigint} total @param {string} message
+ * @param {string[]} warnings @param {string[]} errors */
 function report(completed, total, message, warnings, errors) {
   hostProgress.report({ completed: BigInt(completed), total: BigInt(total), message, warnings, errors });
 }
 
-/** Progress reports: shown by `factbuoy plugin run` and relayed to a run's status. */
+/** Progress reports: shown by `factbuoy plugin run` and relayed to a run's status.
+ * @type {typeof import("./index.js").progress} */
 export const progress = {
   /** `completed` of `total` units are done (`total` 0 when unknown). */
   report: (completed, total, message) => report(completed, total, String(message), [], []),
@@ -66,7 +70,9 @@ export const progress = {
 /** Makes the contract's `plugin` export from a gatherer: an object (or class instance) with
  * `describe()`, returning a `Description`, and `gather(params)`, writing artifacts with `output`
  * and throwing a `GatherError` subclass to fail with a message. Assign the result to `plugin`:
- * `export const plugin = exportGatherer({...})` (componentize-js looks the export up by name). */
+ * `export const plugin = exportGatherer({...})` (componentize-js looks the export up by name).
+ * @param {import("./index.js").Gatherer} gatherer
+ * @returns {import("./index.js").PluginExport} */
 export function exportGatherer(gatherer) {
   if (typeof gatherer?.describe !== "function" || typeof gatherer?.gather !== "function") {
     throw new TypeError("exportGatherer takes an object with describe() and gather(params)");
@@ -79,6 +85,7 @@ export function exportGatherer(gatherer) {
       }
       return description.info;
     },
+    /** @param {Array<[string, import("./params.js").ParamValue]>} values */
     gather(values) {
       try {
         gatherer.gather(new Params(values));
@@ -90,10 +97,12 @@ export function exportGatherer(gatherer) {
 }
 
 /** The contract's `gather-error` for what `gather` threw. Anything but a `GatherError` is a bug,
- * like a Rust panic: the run fails with its name and message, the stack goes to the log. */
+ * like a Rust panic: the run fails with its name and message, the stack goes to the log.
+ * @param {unknown} error
+ * @returns {{ tag: string, val: string }} */
 function asGatherError(error) {
   if (error instanceof GatherError) return { tag: error.tag, val: error.message };
   const text = error instanceof Error ? `${error.name}: ${error.message}` : `thrown: ${String(error)}`;
-  log.error(error?.stack ? `${text}\n${error.stack}` : text);
+  log.error(error instanceof Error && error.stack ? `${text}\n${error.stack}` : text);
   return { tag: "failed", val: text };
 }

@@ -94,6 +94,22 @@ test("the builders make the contract's description", () => {
   assert.throws(() => new Description("d", "1", "").artifact("a.json"), { name: "TypeError" });
 });
 
+test("the deprecated three-argument artifact gets the kind its media type implies", () => {
+  const cases = [
+    ["a.json", "application/json", { tag: "facts", val: [] }],
+    ["b.json", "application/vnd.x+json; charset=utf-8", { tag: "facts", val: [] }],
+    ["c.jsonl", "application/jsonl", { tag: "table", val: [] }],
+    ["d.ndjson", "application/x-ndjson", { tag: "table", val: [] }],
+    ["e.txt", "text/plain", { tag: "opaque" }],
+  ];
+  const description = new Description("old", "0.1.0", "Written for 0.1.");
+  for (const [name, mediaType] of cases) description.artifact(name, mediaType, "an artifact");
+  assert.deepEqual(
+    description.info.artifacts,
+    cases.map(([name, mediaType, kind]) => ({ name, mediaType, description: "an artifact", kind })),
+  );
+});
+
 test("typed access names the parameter on a mismatch", () => {
   const params = new Params([
     ["name", { tag: "string", val: "web-1" }],

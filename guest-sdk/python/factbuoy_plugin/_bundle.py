@@ -17,9 +17,10 @@ import linecache
 import os
 import sys
 import traceback
+from typing import List, Optional, Tuple
 
 
-def _bundle_roots() -> tuple:
+def _bundle_roots() -> Tuple[str, ...]:
     """The folders the project and its packages were bundled from (``/0/``, ``/1/``, ...): every
     entry of ``sys.path`` but the standard library's, as prefixes."""
     stdlib = os.path.dirname(os.__file__) + "/"
@@ -48,7 +49,7 @@ def keep_sources() -> None:
         linecache.cache[path] = (sum(map(len, lines)), None, lines, path)
 
 
-def _never_read(*_args, **_kwargs) -> list:
+def _never_read(*_args: object, **_kwargs: object) -> List[str]:
     """``linecache.updatecache`` at run time: no source is on the host."""
     return []
 
@@ -58,7 +59,7 @@ def _without_columns(exception: traceback.TracebackException) -> None:
     chains: without them a frame is printed without carets (``~~^^``), whose placement parses
     the line and, when that fails, makes CPython open the "file" ``<unknown>`` for its text."""
     seen = set()
-    pending = [exception]
+    pending: List[Optional[traceback.TracebackException]] = [exception]
     while pending:
         current = pending.pop()
         if current is None or id(current) in seen:

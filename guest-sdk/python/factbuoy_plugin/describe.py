@@ -1,9 +1,28 @@
 """Builders for what a plugin says about itself in ``describe``."""
 
+import warnings
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import TYPE_CHECKING, Callable, ClassVar, List, Optional, TypeVar, Union, overload
 
 from wit_world.imports import types
+
+if TYPE_CHECKING:
+    from typing_extensions import deprecated
+else:
+    _F = TypeVar("_F")
+
+    # Marks an overload deprecated for type checkers only (typing_extensions is not bundled in
+    # the component, and warnings.deprecated needs Python 3.13): at run time the deprecated form
+    # warns itself, with warnings.warn.
+    def deprecated(_message: str) -> Callable[[_F], _F]:
+        return lambda function: function
+
+# What the deprecated three-argument form of Description.artifact says (type checkers read
+# the decorator's literal, so it is written out there too).
+_ARTIFACT_FORM = (
+    "Description.artifact(name, media_type, description) is deprecated since 0.2: declare the "
+    "artifact's kind with artifact(Artifact.facts(name, description)), .table, .log or .opaque"
+)
 
 
 @dataclass(frozen=True)
@@ -11,6 +30,8 @@ class Capability:
     """Something beyond pure computation that a plugin asks for."""
 
     read_path: Optional[str] = None
+    # Declared here so that type checkers know it; set below, once the class exists.
+    HOST_INFO: ClassVar["Capability"]
 
     @staticmethod
     def read(path: str) -> "Capability":
@@ -25,7 +46,7 @@ class Capability:
 
 
 # Call the host_info functions (no path: the one capability that is not a read grant).
-Capability.HOST_INFO = Capability()  # type: ignore[attr-defined]
+Capability.HOST_INFO = Capability()
 
 
 class Artifact:
@@ -81,6 +102,21 @@ class Artifact:
         """Overrides the media type its kind gives it."""
         self._spec.media_type = media_type
         return self
+
+
+def _kind_of(media_type: str) -> types.ArtifactKind:
+    """The kind an artifact of ``media_type`` declared without one has: what the host's
+    ``ArtifactKind::from_media_type`` (protocol/src/artifacts.rs) gives a 0.1 plugin's."""
+    essence = media_type.split(";")[0].strip().lower()
+    json_lines = ("application/jsonl", "application/x-ndjson", "application/x-jsonlines",
+                  "application/jsonlines")
+    if essence in json_lines:
+        return types.ArtifactKind_Table([])
+    if essence == "application/json" or (
+        essence.startswith("application/") and essence.endswith("+json")
+    ):
+        return types.ArtifactKind_Facts([])
+    return types.ArtifactKind_Opaque()
 
 
 class Param:
@@ -174,9 +210,32 @@ class Description:
         )
         return self
 
-    def artifact(self, artifact: "Artifact") -> "Description":
+    @overload
+    def artifact(self, artifact: Artifact) -> "Description": ...
+
+    @overload
+    @deprecated(
+        "Description.artifact(name, media_type, description) is deprecated since 0.2: declare "
+        "the artifact's kind with artifact(Artifact.facts(name, description)), .table, .log or "
+        ".opaque"
+    )
+    def artifact(self, name: str, /, media_type: str, description: str) -> "Description": ...
+
+    def artifact(
+        self,
+        artifact: Union[Artifact, str],
+        media_type: Optional[str] = None,
+        description: Optional[str] = None,
+    ) -> "Description":
         """Declares an artifact the plugin writes and what kind of data it holds, which tells
-        ``factbuoy inspect`` how to read it."""
+        ``factbuoy inspect`` how to read it.
+
+        Deprecated since 0.2, kept for plugins written for 0.1: ``artifact(name, media_type,
+        description)``, whose artifact gets the kind its media type implies (JSON: facts, JSON
+        Lines: a table, anything else: opaque), as the host gives a 0.1 plugin's."""
+        if isinstance(artifact, str) and media_type is not None and description is not None:
+            warnings.warn(_ARTIFACT_FORM, DeprecationWarning, stacklevel=2)
+            artifact = Artifact(artifact, media_type, description, _kind_of(media_type))
         if not isinstance(artifact, Artifact):
             raise TypeError(
                 "artifact takes an Artifact: Artifact.facts(name, description), .table, .log or .opaque"

@@ -1,5 +1,7 @@
 """The class a plugin subclasses, and the one line that exports it."""
 
+from typing import List, Tuple, Type
+
 from componentize_py_types import Err
 from wit_world import exports
 from wit_world.imports import types
@@ -23,7 +25,7 @@ class Gatherer:
         raise NotImplementedError("a Gatherer must implement gather()")
 
 
-def export(gatherer: type) -> type:
+def export(gatherer: Type[Gatherer]) -> Type[exports.Plugin]:
     """Exports a :class:`Gatherer` subclass as the plugin's entry points. Assign the result to
     ``Plugin`` at the top level of the app module: ``Plugin = export(MyGatherer)``
     (componentize-py looks the export up by that name)."""
@@ -37,7 +39,7 @@ def export(gatherer: type) -> type:
             _bundle.seal_imports()
             return gatherer().describe().to_wit()
 
-        def gather(self, params) -> None:
+        def gather(self, params: List[Tuple[str, types.ParamValue]]) -> None:
             _bundle.seal_imports()
             try:
                 gatherer().gather(Params(params))

@@ -1,7 +1,8 @@
 """Writing artifacts: named files streamed to the host chunk by chunk."""
 
 import json
-from typing import Any, Iterable
+from types import TracebackType
+from typing import Any, Iterable, Optional, Type, Union
 
 from componentize_py_types import Err
 from wit_world.imports import output as wit
@@ -23,7 +24,7 @@ def _message(error: Any) -> str:
     return "artifact already finished"
 
 
-def _failed(err: Err) -> Failed:
+def _failed(err: Err[Any]) -> Failed:
     return Failed(f"writing output: {_message(err.value)}")
 
 
@@ -38,7 +39,7 @@ class Artifact:
             raise _failed(err) from None
         self._buffer = bytearray()
 
-    def write(self, data) -> int:
+    def write(self, data: Union[bytes, bytearray, str]) -> int:
         """Appends ``bytes`` (or ``str``, encoded as UTF-8), sent in chunks of ``CHUNK_BYTES``."""
         if isinstance(data, str):
             data = data.encode()
@@ -67,7 +68,12 @@ class Artifact:
     def __enter__(self) -> "Artifact":
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
         if exc_type is None:
             self.close()
 

@@ -1,5 +1,7 @@
 """Progress reports: shown by ``factbuoy plugin run`` and relayed to a run's status."""
 
+from typing import List
+
 from wit_world.imports import progress as wit
 
 
@@ -18,7 +20,9 @@ def error(message: str) -> None:
     _send(0, 0, "", [], [message])
 
 
-def _send(completed, total, message, warnings, errors) -> None:
+def _send(
+    completed: int, total: int, message: str, warnings: List[str], errors: List[str]
+) -> None:
     wit.report(
         wit.ProgressUpdate(
             completed=completed, total=total, message=message, warnings=warnings, errors=errors

@@ -104,6 +104,24 @@ class DescribeAndParamsTest(unittest.TestCase):
         self.assertIsInstance(host.capability, types.Capability_HostInfo)
         self.assertEqual((proc.capability, proc.required), (types.Capability_ReadPath("/proc"), False))
 
+    def test_the_deprecated_three_argument_artifact_warns_and_gets_its_media_types_kind(self):
+        description = Description("old", "0.1.0", "Written for 0.1.")
+        cases = [
+            ("a.json", "application/json", types.ArtifactKind_Facts([])),
+            ("b.json", "application/vnd.x+json; charset=utf-8", types.ArtifactKind_Facts([])),
+            ("c.jsonl", "application/jsonl", types.ArtifactKind_Table([])),
+            ("d.ndjson", "application/x-ndjson", types.ArtifactKind_Table([])),
+            ("e.txt", "text/plain", types.ArtifactKind_Opaque()),
+        ]
+        for name, media_type, _ in cases:
+            with self.assertWarnsRegex(DeprecationWarning, r"Artifact\.facts\(name, description\)"):
+                description.artifact(name, media_type, "an artifact")
+        declared = description.to_wit().artifacts
+        self.assertEqual(
+            [(a.name, a.media_type, a.description, a.kind) for a in declared],
+            [(name, media_type, "an artifact", kind) for name, media_type, kind in cases],
+        )
+
     def test_typed_access_names_the_parameter_on_a_mismatch(self):
         params = Params(
             [

@@ -5,7 +5,9 @@
 //! A project is Rust when it has a `Cargo.toml`, Python when it has an `app.py`, JavaScript
 //! when it has a `package.json`. A Python or JavaScript project brings its WIT (`wit/`) and SDK
 //! (`factbuoy_plugin/`, `factbuoy-plugin/`), as `plugin new` writes them; a project inside a
-//! factbuoy checkout uses the checkout's `wit/` and `guest-sdk/`.
+//! factbuoy checkout uses the checkout's `wit/` and `guest-sdk/`. A project without a copy of
+//! the SDK uses the one installed from its package: in componentize-py's venv (Python, the
+//! wheel), in the project's `node_modules` (JavaScript, the npm package).
 //!
 //! A Python or JavaScript project is built only when an input changed ([`inputs`]), and its
 //! sources are checked for syntax errors first ([`syntax`]).
@@ -95,14 +97,16 @@ fn build_rust(dir: &Path) -> Result<PathBuf, Error> {
 
 fn build_python(dir: &Path, force: bool) -> Result<PathBuf, Error> {
     let wit = contract(dir)?;
-    let sdk = sdk(
-        dir,
-        "factbuoy_plugin",
-        "guest-sdk/python",
-        "Python",
-        "python",
-    )?;
     let componentize = toolchain::componentize_py(dir)?;
+    let python = toolchain::python_beside(&componentize);
+    // A copy in the project (or a checkout) comes first: it is what `plugin new` wrote.
+    let sdk = match find_up(dir, PYTHON_SDK) {
+        Some(copy) => copy,
+        None => python
+            .as_deref()
+            .and_then(toolchain::installed_python_sdk)
+            .ok_or_else(|| missing_sdk(dir, PYTHON_SDK[0], "Python", "python"))?,
+    };
     let wasm = component_path(dir)?;
     let toolchain = format!(
         "{} {}",
@@ -114,7 +118,6 @@ fn build_python(dir: &Path, force: bool) -> Result<PathBuf, Error> {
         say_up_to_date(&wasm);
         return Ok(wasm);
     }
-    let python = toolchain::python_beside(&componentize);
     syntax::check_python(dir, python.as_deref())?;
     let mut command = Command::new(&componentize);
     command
@@ -147,10 +150,13 @@ fn wit_dir(wit: &Path) -> &Path {
     wit.parent().expect("a found file has a parent")
 }
 
-/// Those of `paths` outside the project `dir` (a checkout's SDK and contract): the project's
-/// own files are inputs already.
+/// Those of `paths` the digest of the project `dir` does not cover (a checkout's SDK and
+/// contract, an installed SDK): the project's own files are inputs already.
 fn outside<'a>(dir: &Path, paths: impl IntoIterator<Item = &'a Path>) -> Vec<&'a Path> {
-    paths.into_iter().filter(|p| !p.starts_with(dir)).collect()
+    paths
+        .into_iter()
+        .filter(|p| !inputs::covers(dir, p))
+        .collect()
 }
 
 /// The project's WIT contract, `wit/gatherer.wit` in `dir` or a folder above it (a checkout's).
@@ -164,22 +170,22 @@ fn contract(dir: &Path) -> Result<PathBuf, Error> {
     })
 }
 
-/// The SDK package `folder` of `language`: in `dir` or above it as `plugin new` (`--lang
-/// flag`) writes it, or in a checkout's `checkout/folder`.
-fn sdk(
-    dir: &Path,
-    folder: &str,
-    checkout: &str,
-    language: &str,
-    flag: &str,
-) -> Result<PathBuf, Error> {
-    find_up(dir, &[folder, &format!("{checkout}/{folder}")]).ok_or_else(|| {
-        Error::Invalid(format!(
-            "the {language} SDK ({folder}/) is not in {} or above it: `factbuoy plugin new NAME \
-             --lang {flag}` writes it into the project",
-            dir.display()
-        ))
-    })
+/// Where the Python SDK package is looked for: a project's copy, then a checkout's.
+const PYTHON_SDK: &[&str] = &["factbuoy_plugin", "guest-sdk/python/factbuoy_plugin"];
+/// Where the JavaScript SDK package is looked for: a project's copy, then a checkout's.
+const JS_SDK: &[&str] = &["factbuoy-plugin", "guest-sdk/js/factbuoy-plugin"];
+/// The JavaScript SDK installed in a project from its npm package (imported as
+/// `"factbuoy-plugin"`), used when there is no copy.
+const JS_INSTALLED_SDK: &str = "node_modules/factbuoy-plugin/factbuoy-plugin";
+
+/// That the SDK package `folder` of `language` is neither in `dir` or above it nor installed,
+/// and that `plugin new` (`--lang flag`) writes it.
+fn missing_sdk(dir: &Path, folder: &str, language: &str, flag: &str) -> Error {
+    Error::Invalid(format!(
+        "the {language} SDK ({folder}/) is not in {} or above it, nor installed: `factbuoy \
+         plugin new NAME --lang {flag}` writes it into the project",
+        dir.display()
+    ))
 }
 
 /// Where a Python or JavaScript build writes the component: `target/<project name>.wasm`.
@@ -199,7 +205,11 @@ fn component_path(dir: &Path) -> Result<PathBuf, Error> {
 /// through; the sources and the SDK are staged in `target/js-build/` beside that WIT.
 fn build_js(dir: &Path, force: bool) -> Result<PathBuf, Error> {
     let wit = contract(dir)?;
-    let sdk = sdk(dir, "factbuoy-plugin", "guest-sdk/js", "JavaScript", "js")?;
+    let (sdk, installed) = match find_up(dir, JS_SDK) {
+        Some(copy) => (copy, false),
+        None if dir.join(JS_INSTALLED_SDK).is_dir() => (dir.join(JS_INSTALLED_SDK), true),
+        None => return Err(missing_sdk(dir, JS_SDK[0], "JavaScript", "js")),
+    };
     if !dir.join(JS_APP).is_file() {
         return Err(Error::Invalid(format!(
             "{} has a package.json but no {JS_APP}, the plugin's entry point (`export const \
@@ -230,7 +240,18 @@ fn build_js(dir: &Path, force: bool) -> Result<PathBuf, Error> {
     stage_js_wit(&wit, &node_modules, &stage.join("wit"))?;
     let sources = stage.join("src");
     copy_tree(dir, &sources, &["node_modules", "target", "wit", ".git"])?;
-    if !sources.join("factbuoy-plugin").exists() {
+    if installed {
+        // componentize-js resolves a bare specifier to the file of that name beside the entry
+        // point, never through node_modules: the installed SDK is staged with such a file,
+        // a module that re-exports it.
+        copy_tree(&sdk, &sources.join("node_modules/factbuoy-plugin"), &[])?;
+        let shim = sources.join("factbuoy-plugin");
+        std::fs::write(
+            &shim,
+            "export * from \"./node_modules/factbuoy-plugin/index.js\";\n",
+        )
+        .with_context(|| format!("writing {}", shim.display()))?;
+    } else if !sources.join("factbuoy-plugin").exists() {
         copy_tree(&sdk, &sources.join("factbuoy-plugin"), &[])?;
     }
     let componentize = node_modules.join(".bin/componentize-js");

@@ -76,6 +76,22 @@ pub fn python_beside(componentize_py: &Path) -> Option<PathBuf> {
         .or_else(|| on_path("python3"))
 }
 
+/// The Python SDK package (`factbuoy_plugin`) installed for `python` (from the SDK's wheel),
+/// if it is: found without being imported, as it imports bindings that exist only in a build.
+pub fn installed_python_sdk(python: &Path) -> Option<PathBuf> {
+    let out = Command::new(python)
+        .args([
+            "-c",
+            "import importlib.util as u; s = u.find_spec('factbuoy_plugin'); \
+             print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')",
+        ])
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let found = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !found.is_empty()).then(|| PathBuf::from(found))
+}
+
 /// The `node_modules` holding componentize-js and jco: the project's, else the one whose
 /// `.bin` is on PATH; and Node.js on PATH to run them.
 pub fn js_toolchain(dir: &Path) -> Result<PathBuf, Error> {

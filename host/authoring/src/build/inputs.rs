@@ -41,6 +41,16 @@ pub fn digest(project: &Path, outside: &[&Path], toolchain: &str) -> Result<Stri
     Ok(hex::encode(hasher.finalize()))
 }
 
+/// Whether `path` is one of the files the digest of `project` covers: below it, and not in one
+/// of the [`NOT_INPUTS`] (an SDK installed in `.venv` or `node_modules` is not).
+pub fn covers(project: &Path, path: &Path) -> bool {
+    path.strip_prefix(project).is_ok_and(|relative| {
+        !relative
+            .components()
+            .any(|part| NOT_INPUTS.iter().any(|skip| part.as_os_str() == *skip))
+    })
+}
+
 /// The files below `root` (`root` itself when it is a file) but [`NOT_INPUTS`], in path order.
 pub(super) fn files_below(root: &Path) -> Result<Vec<PathBuf>, Error> {
     if root.is_file() {
@@ -137,6 +147,24 @@ mod tests {
         assert_ne!(sdk_changed, first);
         std::fs::write(project.join("lib/helper.py"), "").unwrap();
         assert_ne!(digest(&project, &[&sdk], "tool 1").unwrap(), sdk_changed);
+    }
+
+    #[test]
+    fn an_sdk_installed_in_the_project_is_not_covered_by_its_files() {
+        let project = Path::new("/p");
+        assert!(covers(project, Path::new("/p/factbuoy_plugin")));
+        assert!(!covers(
+            project,
+            Path::new("/p/.venv/lib/site-packages/factbuoy_plugin")
+        ));
+        assert!(!covers(
+            project,
+            Path::new("/p/node_modules/factbuoy-plugin/factbuoy-plugin")
+        ));
+        assert!(!covers(
+            project,
+            Path::new("/checkout/guest-sdk/python/factbuoy_plugin")
+        ));
     }
 
     #[test]

@@ -4,12 +4,12 @@ Build it with `factbuoy plugin build`, run it with
 `factbuoy plugin run target/{{name}}.wasm --grant {{name}}:host-info`.
 """
 
-from factbuoy_plugin import Artifact, Capability, Description, Gatherer, Param, export
+from factbuoy_plugin import Artifact, Capability, Description, Gatherer, Param, Params, export
 from factbuoy_plugin import host_info, output, progress
 
 
 class Greeter(Gatherer):
-    def describe(self):
+    def describe(self) -> Description:
         # What the plugin is; must not touch the host (it is called to list and plan runs).
         return (
             Description("{{name}}", "0.1.0", "Greets the host it runs on.")
@@ -18,7 +18,7 @@ class Greeter(Gatherer):
             .artifact(Artifact.facts("greeting.json", "the greeting and who received it"))
         )
 
-    def gather(self, params):
+    def gather(self, params: Params) -> None:
         # Gathers facts and writes them as artifacts; params were checked against describe.
         os = host_info.os()
         progress.report(1, 1, "greeted the host")
