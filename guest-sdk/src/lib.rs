@@ -17,7 +17,7 @@
 //!         Description::new("uptime", "0.1.0", "How long this host has been up.")
 //!             .param(Param::boolean("pretty").default("false").describe("Indent the JSON."))
 //!             .capability(Capability::HostInfo, "reads the uptime")
-//!             .artifact(Artifact::facts("uptime.json", "seconds since boot"))
+//!             .writes(Artifact::facts("uptime.json", "seconds since boot"))
 //!     }
 //!
 //!     fn gather(params: &Params) -> Result<(), GatherError> {
