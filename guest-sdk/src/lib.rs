@@ -57,7 +57,8 @@ pub use params::Params;
 #[doc(hidden)]
 pub mod __bindings {
     wit_bindgen::generate!({
-        path: "../wit",
+        // wit/gatherer.wit, linked into the crate's folder so that its package holds it.
+        path: "wit",
         world: "gatherer",
         pub_export_macro: true,
         default_bindings_module: "::factbuoy_guest::__bindings",
