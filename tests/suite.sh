@@ -6,7 +6,9 @@
 # 2. `cargo test --workspace --locked`, with an LVM volume group on a loop device where the
 #    machine allows one, so that the comparison with Ansible has one to compare;
 # 3. a build of the benchmarks (they are not run, but none may stop compiling unnoticed);
-# 4. the setup plugin against real `ansible -m setup` on this machine (tests/ansible/compare.sh:
+# 4. the Rust SDK as a public API: `cargo semver-checks` against the released SDKs and `cargo
+#    package` (tests/semver/check.sh, about 2 minutes);
+# 5. the setup plugin against real `ansible -m setup` on this machine (tests/ansible/compare.sh:
 #    prints the coverage and fails below the bar).
 #
 # .ci/run is `cargo fmt --check`, clippy, then this. Arguments are passed to `cargo test`
@@ -29,6 +31,9 @@ log "cargo test --workspace --locked $*"
 cargo test --workspace --locked "$@"
 log "building the benchmarks"
 cargo build --workspace --benches --locked
+
+log "the Rust SDK's API and package (tests/semver/check.sh)"
+tests/semver/check.sh
 
 log "the setup plugin against ansible -m setup"
 tests/ansible/compare.sh

@@ -54,9 +54,24 @@ impl Description {
 
     /// Declares an artifact the plugin writes and what kind of data it holds, which tells
     /// `factbuoy inspect` how to read it.
-    pub fn artifact(mut self, artifact: Artifact) -> Self {
+    pub fn writes(mut self, artifact: Artifact) -> Self {
         self.info.artifacts.push(artifact.spec);
         self
+    }
+
+    /// Declares an artifact by its media type, as SDK 0.1 did: it gets the kind its media type
+    /// implies, the one the host gives a 0.1 plugin's artifacts (`application/json` and
+    /// `application/*+json`: a facts document; JSON Lines: a table; anything else: opaque), with
+    /// no keys. Kept so that 0.1 plugins compile against every 0.2 SDK (docs/wit-versioning.md).
+    #[deprecated(
+        since = "0.2.0",
+        note = "say what kind of data the artifact holds: `.writes(Artifact::facts(name, \
+                description))` for a JSON document, `.writes(Artifact::table(name, \
+                description))` for JSON Lines, `.writes(Artifact::opaque(name, media_type, \
+                description))` for anything else"
+    )]
+    pub fn artifact(self, name: &str, media_type: &str, description: &str) -> Self {
+        self.writes(Artifact::by_media_type(name, media_type, description))
     }
 
     #[doc(hidden)]
@@ -81,6 +96,29 @@ impl Artifact {
                 kind,
             },
         }
+    }
+
+    /// The kind `media_type` implies, as `factbuoy_protocol::artifacts::ArtifactKind::
+    /// from_media_type` reads it on the host (which the SDK does not link).
+    fn by_media_type(name: &str, media_type: &str, description: &str) -> Self {
+        let essence = media_type
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
+        let kind = match essence.as_str() {
+            "application/jsonl"
+            | "application/x-ndjson"
+            | "application/x-jsonlines"
+            | "application/jsonlines" => ArtifactKind::Table(Vec::new()),
+            "application/json" => ArtifactKind::Facts(Vec::new()),
+            other if other.starts_with("application/") && other.ends_with("+json") => {
+                ArtifactKind::Facts(Vec::new())
+            }
+            _ => ArtifactKind::Opaque,
+        };
+        Self::new(name, media_type, description, kind)
     }
 
     /// One JSON document about the node, an object at its top (`application/json`):
@@ -235,5 +273,95 @@ impl Param {
     pub fn secret(mut self) -> Self {
         self.spec.secret = true;
         self
+    }
+}
+
+/// A plugin written against SDK 0.1.0 (that release's own example, word for word) still compiles
+/// and declares the kind its artifact's media type implies:
+///
+/// ```
+/// use factbuoy_guest::prelude::*;
+///
+/// struct Uptime;
+///
+/// impl Gatherer for Uptime {
+///     fn describe() -> Description {
+///         Description::new("uptime", "0.1.0", "How long this host has been up.")
+///             .param(Param::boolean("pretty").default("false").describe("Indent the JSON."))
+///             .capability(Capability::HostInfo, "reads the uptime")
+///             .artifact("uptime.json", "application/json", "seconds since boot")
+///     }
+///
+///     fn gather(params: &Params) -> Result<(), GatherError> {
+///         let seconds = host_info::uptime_seconds();
+///         progress::report(1, 1, "read the uptime");
+///         let facts = serde_json::json!({ "uptime_seconds": seconds });
+///         if params.boolean("pretty")? {
+///             output::write_json_pretty("uptime.json", &facts)
+///         } else {
+///             output::write_json("uptime.json", &facts)
+///         }
+///     }
+/// }
+///
+/// export_gatherer!(Uptime);
+/// # use factbuoy_guest::__bindings::factbuoy::plugin::types::ArtifactKind;
+/// # let artifacts = Uptime::describe().into_wit().artifacts;
+/// # assert!(matches!(artifacts[0].kind, ArtifactKind::Facts(ref keys) if keys.is_empty()));
+/// # assert_eq!(artifacts[0].media_type, "application/json");
+/// ```
+///
+/// but with a warning: the same call is refused where deprecations are denied.
+///
+/// ```compile_fail
+/// #![deny(deprecated)]
+/// use factbuoy_guest::prelude::*;
+/// Description::new("uptime", "0.1.0", "How long this host has been up.")
+///     .artifact("uptime.json", "application/json", "seconds since boot");
+/// ```
+#[cfg(doctest)]
+pub struct Sdk01Plugins;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The deprecated 0.1 `artifact` gives each media type the kind the host gives a 0.1
+    /// plugin's (protocol::artifacts' `artifacts_without_a_kind_get_the_one_their_media_type_
+    /// suggests`), and keeps the media type as written.
+    #[test]
+    #[allow(deprecated)]
+    fn the_01_artifact_takes_its_kind_from_its_media_type() {
+        let described = Description::new("old", "0.1.0", "a 0.1 plugin")
+            .artifact("a.json", "application/json", "")
+            .artifact("b.json", "Application/JSON; charset=utf-8", "")
+            .artifact("c.json", "application/vnd.example+json", "")
+            .artifact("d.jsonl", "application/jsonl", "")
+            .artifact("e.ndjson", "application/x-ndjson", "")
+            .artifact("f.jsonl", "application/x-jsonlines", "")
+            .artifact("g.jsonl", "application/jsonlines", "")
+            .artifact("h.txt", "text/plain", "")
+            .artifact("i.json", "text/json", "")
+            .into_wit();
+        let kinds: Vec<_> = described
+            .artifacts
+            .iter()
+            .map(|a| match &a.kind {
+                ArtifactKind::Facts(keys) if keys.is_empty() => "facts",
+                ArtifactKind::Table(keys) if keys.is_empty() => "table",
+                ArtifactKind::Opaque => "opaque",
+                other => panic!("{}: {other:?}", a.name),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "facts", "facts", "facts", "table", "table", "table", "table", "opaque", "opaque"
+            ]
+        );
+        assert_eq!(
+            described.artifacts[1].media_type,
+            "Application/JSON; charset=utf-8"
+        );
     }
 }

@@ -17,7 +17,7 @@
 //!         Description::new("uptime", "0.1.0", "How long this host has been up.")
 //!             .param(Param::boolean("pretty").default("false").describe("Indent the JSON."))
 //!             .capability(Capability::HostInfo, "reads the uptime")
-//!             .artifact(Artifact::facts("uptime.json", "seconds since boot"))
+//!             .writes(Artifact::facts("uptime.json", "seconds since boot"))
 //!     }
 //!
 //!     fn gather(params: &Params) -> Result<(), GatherError> {
@@ -57,7 +57,8 @@ pub use params::Params;
 #[doc(hidden)]
 pub mod __bindings {
     wit_bindgen::generate!({
-        path: "../wit",
+        // wit/gatherer.wit, linked into the crate's folder so that its package holds it.
+        path: "wit",
         world: "gatherer",
         pub_export_macro: true,
         default_bindings_module: "::factbuoy_guest::__bindings",

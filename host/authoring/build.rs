@@ -43,6 +43,7 @@ fn main() {
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap());
     // host/authoring -> the workspace root.
     let workspace = manifest_dir.ancestors().nth(2).unwrap();
+    versions(workspace);
     let mut generated = String::new();
     for (constant, folders) in SDKS {
         let listed: Vec<String> = folders
@@ -77,6 +78,34 @@ fn main() {
     }
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap()).join("sdk_files.rs");
     std::fs::write(out, generated).unwrap();
+}
+
+/// Hands the contract's and the SDKs' versions, stated once in the workspace's Cargo.toml
+/// (`[workspace.metadata.factbuoy]`), to the crate as `FACTBUOY_CONTRACT_VERSION` and
+/// `FACTBUOY_SDK_VERSION`. Read line by line: the table holds only `key = "value"` lines, and
+/// the crate's tests check what came out against every other mention.
+fn versions(workspace: &Path) {
+    let manifest = workspace.join("Cargo.toml");
+    println!("cargo:rerun-if-changed={}", manifest.display());
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let table = text
+        .split_once("\n[workspace.metadata.factbuoy]\n")
+        .expect("the workspace's Cargo.toml has a [workspace.metadata.factbuoy] table")
+        .1;
+    let table = table.split("\n[").next().unwrap();
+    for (key, variable) in [
+        ("contract", "FACTBUOY_CONTRACT_VERSION"),
+        ("sdk", "FACTBUOY_SDK_VERSION"),
+    ] {
+        let value = table
+            .lines()
+            .find_map(|line| {
+                let (k, v) = line.split_once('=')?;
+                (k.trim() == key).then(|| v.trim().trim_matches('"').to_owned())
+            })
+            .unwrap_or_else(|| panic!("[workspace.metadata.factbuoy] has no {key}"));
+        println!("cargo:rustc-env={variable}={value}");
+    }
 }
 
 /// Adds the files below `dir` to `files`, as `/`-separated paths relative to `root`, leaving out

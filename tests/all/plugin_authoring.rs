@@ -132,11 +132,16 @@ const RUST: Lang = Lang {
         // points into a factbuoy checkout.
         let source = std::fs::read_to_string(project.join("src/lib.rs")).unwrap();
         assert!(source.contains("export_gatherer!(Greeter);"), "{source}");
+        // The SDK by the version its copy carries, as well as by path (docs/cli.md).
+        let sdk = std::fs::read_to_string(project.join("factbuoy-guest/Cargo.toml")).unwrap();
+        let version = sdk
+            .lines()
+            .find_map(|line| line.strip_prefix("version = "))
+            .unwrap();
         let manifest = std::fs::read_to_string(project.join("Cargo.toml")).unwrap();
-        assert!(
-            manifest.contains("factbuoy-guest = { path = \"factbuoy-guest\" }"),
-            "{manifest}"
-        );
+        let dependency =
+            format!("factbuoy-guest = {{ version = {version}, path = \"factbuoy-guest\" }}");
+        assert!(manifest.contains(&dependency), "{manifest}");
         assert!(!manifest.contains(".."), "{manifest}");
     },
     guest: None,

@@ -11,6 +11,10 @@ use crate::error::{Error, IoContext as _};
 /// The contract this factbuoy runs, written into every new project as `wit/gatherer.wit`.
 const GATHERER_WIT: &str = include_str!("../../../wit/gatherer.wit");
 
+/// The guest SDKs' version, from the workspace's `[workspace.metadata.factbuoy]` (build.rs): a
+/// Rust project names its copy of the SDK by it.
+const SDK_VERSION: &str = env!("FACTBUOY_SDK_VERSION");
+
 /// The language a plugin project is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
@@ -148,11 +152,12 @@ pub fn new_project(name: &str, lang: Lang, dir: &Path) -> Result<Vec<PathBuf>, E
 }
 
 /// A template's text for the plugin `name` (`{{name}}`; `{{crate}}`: the name as a Rust
-/// identifier).
+/// identifier; `{{sdk_version}}`: the SDK's version).
 fn render(template: &str, name: &str) -> String {
     template
         .replace("{{name}}", name)
         .replace("{{crate}}", &name.replace('-', "_"))
+        .replace("{{sdk_version}}", SDK_VERSION)
 }
 
 #[cfg(test)]
@@ -223,16 +228,89 @@ mod tests {
         );
     }
 
-    /// The SDK crates copied into a Rust project carry the workspace's version, as the
+    /// The SDK copied into a Rust project carries the SDKs' version, which the project's
+    /// Cargo.toml names; the Linux parsers copied with it carry the workspace's, as the
     /// workspace's crates inherit it.
     #[test]
-    fn the_copied_sdk_crates_have_this_version() {
-        for (path, text) in sdk::RUST_SDK {
-            if path.ends_with("Cargo.toml") {
-                let text = std::str::from_utf8(text).unwrap();
-                let version = format!("\nversion = \"{}\"\n", env!("CARGO_PKG_VERSION"));
-                assert!(text.contains(&version), "{path}: {text}");
-            }
+    fn the_copied_sdk_crates_have_their_versions() {
+        let manifest = |path: &str| {
+            let (_, text) = sdk::RUST_SDK.iter().find(|(p, _)| *p == path).unwrap();
+            std::str::from_utf8(text).unwrap()
+        };
+        let guest = manifest("factbuoy-guest/Cargo.toml");
+        assert!(
+            guest.contains(&format!("\nversion = \"{SDK_VERSION}\"\n")),
+            "{guest}"
+        );
+        let linux = manifest("factbuoy-linux/Cargo.toml");
+        let version = format!("\nversion = \"{}\"\n", env!("CARGO_PKG_VERSION"));
+        assert!(linux.contains(&version), "{linux}");
+        let project = render(include_str!("../templates/rust/Cargo.toml.tmpl"), "x");
+        let dependency = format!(
+            "factbuoy-guest = {{ version = \"{SDK_VERSION}\", path = \"factbuoy-guest\" }}"
+        );
+        assert!(project.contains(&dependency), "{project}");
+    }
+
+    /// The versions stated once in the workspace's Cargo.toml are the ones every other place
+    /// says: the WIT package line and the host's `CONTRACT_VERSION` (which `factbuoy version`
+    /// prints), the Rust, Python and JavaScript SDKs' manifests, the workspace's dependency on
+    /// the SDK, and the docs that name them. The SDKs speak the contract's line, so they share
+    /// its major and minor version (docs/wit-versioning.md, "Versions of the contract and the
+    /// SDKs").
+    #[test]
+    fn every_mention_of_the_contract_and_sdk_versions_is_the_one_stated() {
+        let contract = env!("FACTBUOY_CONTRACT_VERSION");
+        let line = |version: &str| version.rsplit_once('.').unwrap().0.to_owned();
+        assert_eq!(line(SDK_VERSION), line(contract));
+        for (place, text, expected) in [
+            (
+                "wit/gatherer.wit",
+                GATHERER_WIT,
+                format!("\npackage factbuoy:plugin@{contract};\n"),
+            ),
+            (
+                "host/runtime/src/bindings.rs",
+                include_str!("../../runtime/src/bindings.rs"),
+                format!("pub const CONTRACT_VERSION: &str = \"{contract}\";"),
+            ),
+            (
+                "guest-sdk/Cargo.toml",
+                include_str!("../../../guest-sdk/Cargo.toml"),
+                format!("\nversion = \"{SDK_VERSION}\"\n"),
+            ),
+            (
+                "guest-sdk/python/pyproject.toml",
+                include_str!("../../../guest-sdk/python/pyproject.toml"),
+                format!("\nversion = \"{SDK_VERSION}\"\n"),
+            ),
+            (
+                "guest-sdk/js/package.json",
+                include_str!("../../../guest-sdk/js/package.json"),
+                format!("\n  \"version\": \"{SDK_VERSION}\",\n"),
+            ),
+            (
+                "Cargo.toml",
+                include_str!("../../../Cargo.toml"),
+                format!("factbuoy-guest = {{ path = \"guest-sdk\", version = \"{SDK_VERSION}\" }}"),
+            ),
+            (
+                "docs/wit-versioning.md",
+                include_str!("../../../docs/wit-versioning.md"),
+                format!("Today the contract is {contract} and the SDKs are {SDK_VERSION}."),
+            ),
+            (
+                "docs/cli.md",
+                include_str!("../../../docs/cli.md"),
+                format!(
+                    "factbuoy-guest = {{ version = \"{SDK_VERSION}\", path = \"factbuoy-guest\" }}"
+                ),
+            ),
+        ] {
+            assert!(
+                text.contains(&expected),
+                "{place} does not say {expected:?}"
+            );
         }
     }
 

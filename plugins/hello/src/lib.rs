@@ -20,7 +20,7 @@ impl Gatherer for Hello {
             Capability::HostInfo,
             "reads the host name and kernel version",
         )
-        .artifact(Artifact::facts(
+        .writes(Artifact::facts(
             "greeting.json",
             "the greeting and who received it",
         ))

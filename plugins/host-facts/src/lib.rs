@@ -61,7 +61,7 @@ impl Gatherer for HostFactsPlugin {
         for (path, why) in READS {
             description = description.optional_capability(Capability::read(path), why);
         }
-        description.artifact(
+        description.writes(
             Artifact::facts(
                 ARTIFACT,
                 "the host's facts, as schema/host-facts.v1.json describes them",

@@ -49,7 +49,7 @@ impl Gatherer for Setup {
                 &format!("reads the host's {root}, as Ansible's setup module does"),
             );
         }
-        description.artifact(
+        description.writes(
             Artifact::facts(
                 ARTIFACT,
                 "the facts, keyed like Ansible's ansible_facts (ansible_hostname, ansible_mounts, ...)",

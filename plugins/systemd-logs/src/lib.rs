@@ -71,14 +71,14 @@ impl Gatherer for SystemdLogs {
                 Capability::read("/proc/sys/kernel/random"),
                 "reads the running boot's id, for boot=current",
             )
-            .artifact(
+            .writes(
                 Artifact::log(
                     output::Format::Json { all: false }.artifact_name(),
                     "the entries as journalctl -o json writes them, one JSON object per line (output=json)",
                 )
                 .media_type(output::Format::Json { all: false }.media_type()),
             )
-            .artifact(Artifact::opaque(
+            .writes(Artifact::opaque(
                 output::Format::Export.artifact_name(),
                 output::Format::Export.media_type(),
                 "the entries in the journal export format, as journalctl -o export (output=export)",

@@ -11,7 +11,7 @@ impl Gatherer for Greeter {
         Description::new("{{name}}", env!("CARGO_PKG_VERSION"), "Greets the host it runs on.")
             .param(Param::string("greeting").default("hello").describe("What to say to the host."))
             .capability(Capability::HostInfo, "reads the host name and kernel version")
-            .artifact(Artifact::facts("greeting.json", "the greeting and who received it"))
+            .writes(Artifact::facts("greeting.json", "the greeting and who received it"))
     }
 
     /// Gathers facts and writes them as artifacts; `params` were checked against `describe`.

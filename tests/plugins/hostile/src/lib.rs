@@ -47,7 +47,7 @@ impl Gatherer for Hostile {
         .optional_capability(Capability::HostInfo, "mode host-info")
         .optional_capability(Capability::read("/data"), "modes read, list and write")
         .optional_capability(Capability::read("/"), "the fs-… modes (fs_modes.rs)")
-        .artifact(Artifact::facts("probe.json", "what a probe saw"))
+        .writes(Artifact::facts("probe.json", "what a probe saw"))
     }
 
     fn gather(params: &Params) -> Result<(), GatherError> {

@@ -13,7 +13,7 @@ impl Gatherer for Uptime {
             "How long this host has been up.",
         )
         .capability(Capability::HostInfo, "reads the uptime")
-        .artifact(Artifact::facts("uptime.json", "seconds since boot"))
+        .writes(Artifact::facts("uptime.json", "seconds since boot"))
     }
 
     fn gather(_params: &Params) -> Result<(), GatherError> {
