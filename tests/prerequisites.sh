@@ -11,8 +11,7 @@
 #   componentize-js, jco, TypeScript);
 # - the Kubernetes test cluster's binaries, built once into /var/cache/factbuoy (tests/kube/,
 #   about 11 minutes on an idle 2-core machine the first time, a second after);
-# - cargo-semver-checks (crates.io), built once into /var/cache/factbuoy/cargo-tools for
-#   tests/semver/check.sh (10 minutes on a 2-core machine the first time, 22 with a build beside it).
+# (cargo-semver-checks is built by tests/semver/check.sh itself, only when the check has to run.)
 # The Rust toolchain and its wasm32-wasip2 target come from rust-toolchain.toml and the build
 # itself (host/catalog/build.rs adds the target through rustup).
 set -euo pipefail
@@ -71,13 +70,3 @@ toolchains/js/install.sh >/dev/null
 log "the Kubernetes test cluster's binaries (tests/kube/build.sh)"
 apt_updated=$apt_updated tests/kube/build.sh
 
-# cargo-semver-checks, pinned: its lints decide what tests/semver/check.sh refuses. Outside the
-# repository, as the cluster's binaries, so that a fresh clone does not build it again.
-semver_checks_version=0.51.0
-tools=${FACTBUOY_CARGO_TOOLS:-/var/cache/factbuoy/cargo-tools}
-if ! "$tools/bin/cargo-semver-checks" --version 2>/dev/null | grep -qx "cargo-semver-checks $semver_checks_version"; then
-  log "cargo-semver-checks $semver_checks_version into $tools (once; 10 to 22 minutes on 2 cores)"
-  # In a temporary target directory, removed after, not the tests' (CARGO_TARGET_DIR may say).
-  env -u CARGO_TARGET_DIR cargo install --locked --version "$semver_checks_version" \
-    --root "$tools" cargo-semver-checks
-fi
