@@ -182,12 +182,13 @@ pub(crate) fn shown_output(page: &str, command: &str) -> String {
 /// Where an example's command runs: here, against the fixtures, or in the tests named.
 enum Place {
     Here,
-    /// Needs what this test does not set up; the tests that run it.
-    Elsewhere(&'static str),
+    /// Needs what this test does not set up: the entry of [`ELSEWHERE`] that says which tests
+    /// run it.
+    Elsewhere(usize),
 }
 
-/// Commands whose examples need a cluster, a fleet, long-running services or a project to
-/// build, each with the tests that run them.
+/// Commands whose examples need a cluster, a fleet, long-running services or a project's
+/// toolchain, each with the tests that run them.
 const ELSEWHERE: &[(&[&str], &str)] = &[
     (
         &["--kubernetes"],
@@ -212,22 +213,14 @@ const ELSEWHERE: &[(&[&str], &str)] = &[
         "a run's plan and certificates: tests/all/aggregator.rs, tests/all/cli_runs.rs",
     ),
     (
-        &["plugin", "new"],
-        "a project built with its toolchain: tests/all/plugin_authoring*.rs",
-    ),
-    (
         &["plugin", "build"],
-        "a project built with its toolchain: tests/all/plugin_authoring*.rs",
-    ),
-    (
-        &["plugin", "watch"],
         "a project built with its toolchain: tests/all/plugin_authoring*.rs",
     ),
 ];
 
 /// Where `example` runs ([`Place`]).
 fn place(example: &written::Invocation) -> Place {
-    for (words, tests) in ELSEWHERE {
+    for (entry, (words, _)) in ELSEWHERE.iter().enumerate() {
         let matches = match words {
             [flag] if flag.starts_with("--") => example.args.iter().any(|a| a.starts_with(flag)),
             _ => example
@@ -238,7 +231,7 @@ fn place(example: &written::Invocation) -> Place {
                 .eq(words.iter().copied()),
         };
         if matches {
-            return Place::Elsewhere(tests);
+            return Place::Elsewhere(entry);
         }
     }
     Place::Here
@@ -337,9 +330,15 @@ fn every_inspect_example_runs_and_prints_what_the_docs_show() {
 
     let template = tempfile::tempdir().unwrap();
     fixtures(template.path(), &examples);
+    assert_each_runs(&examples, template.path());
+}
+
+/// Runs each of `examples` in a copy of `template` ([`failure_of`]), and fails with every one
+/// that failed.
+fn assert_each_runs(examples: &[written::Invocation], template: &Path) {
     let failures: Vec<String> = examples
         .iter()
-        .filter_map(|e| failure_of(e, template.path()))
+        .filter_map(|e| failure_of(e, template))
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -347,7 +346,9 @@ fn every_inspect_example_runs_and_prints_what_the_docs_show() {
 #[test]
 fn every_example_of_a_command_that_runs_on_this_host_runs_and_prints_what_the_docs_show() {
     let (examples, _) = parse::written_examples();
-    let mut elsewhere = std::collections::BTreeMap::<&str, usize>::new();
+    // How many examples each entry of ELSEWHERE sends to other tests: an entry that no
+    // longer names any is stale.
+    let mut elsewhere = vec![0_usize; ELSEWHERE.len()];
     let mut here = Vec::new();
     for example in examples {
         if example.args.first().is_some_and(|a| a == "inspect")
@@ -357,10 +358,24 @@ fn every_example_of_a_command_that_runs_on_this_host_runs_and_prints_what_the_do
         }
         match place(&example) {
             Place::Here => here.push(example),
-            Place::Elsewhere(tests) => *elsewhere.entry(tests).or_default() += 1,
+            Place::Elsewhere(entry) => elsewhere[entry] += 1,
         }
     }
     assert!(here.len() >= 40, "only {} examples run here", here.len());
+    let stale: Vec<&[&str]> = ELSEWHERE
+        .iter()
+        .zip(&elsewhere)
+        .filter(|(_, count)| **count == 0)
+        .map(|((words, _), _)| *words)
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "ELSEWHERE entries no example needs: {stale:?}"
+    );
+    eprintln!("{} examples run here; elsewhere:", here.len());
+    for ((words, tests), count) in ELSEWHERE.iter().zip(&elsewhere) {
+        eprintln!("  {count} with {words:?}, needing {tests}");
+    }
 
     // The bundles they name, and a finished local run in the state they see (status,
     // retrieve, runs), its records in ./my-run.
@@ -381,11 +396,7 @@ fn every_example_of_a_command_that_runs_on_this_host_runs_and_prints_what_the_do
         .output()
         .unwrap();
     assert!(run.status.success(), "{}", text(&run.stderr));
-    let failures: Vec<String> = here
-        .iter()
-        .filter_map(|e| failure_of(e, template.path()))
-        .collect();
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_each_runs(&here, template.path());
 }
 
 #[test]

@@ -227,16 +227,7 @@ fn a_new_project_builds_and_runs_outside_the_repository(lang: &Lang) {
     );
 
     // It runs, and greets as the template says.
-    let (code, report) = run_json(&[
-        &wasm,
-        "--grant",
-        &format!("{name}:host-info"),
-        "-p",
-        "greeting=ahoy",
-    ]);
-    assert_eq!(code, 0, "{report:#}");
-    let greeting = artifact(&report, "greeting.json");
-    assert_eq!(greeting["greeting"], "ahoy", "{greeting:#}");
+    let greeting = support::authoring::assert_greets(&wasm, &name);
     assert!(greeting["kernel"].is_string(), "{greeting:#}");
     (lang.check_project)(&project);
 

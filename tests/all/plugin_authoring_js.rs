@@ -572,13 +572,5 @@ fn the_js_sdk_tarball_installed_in_a_project_type_checks_builds_and_runs_its_plu
     let output = build(&project, &js::path_with_toolchain(&toolchain), cache.path());
     assert!(output.status.success(), "{}", stderr(&output));
     let wasm = String::from_utf8(output.stdout).unwrap().trim().to_owned();
-    let (code, report) = run_json(&[
-        &wasm,
-        "--grant",
-        "packaged:host-info",
-        "-p",
-        "greeting=ahoy",
-    ]);
-    assert_eq!(code, 0, "{report:#}");
-    assert_eq!(artifact(&report, "greeting.json")["greeting"], "ahoy");
+    support::authoring::assert_greets(&wasm, "packaged");
 }

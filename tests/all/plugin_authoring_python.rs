@@ -416,17 +416,5 @@ fn the_python_sdk_wheel_installed_in_a_projects_venv_builds_and_runs_its_plugin(
         .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
     let wasm = String::from_utf8(output.stdout).unwrap().trim().to_owned();
-    let (code, report) = run_json(&[
-        &wasm,
-        "--grant",
-        "packaged:host-info",
-        "-p",
-        "greeting=ahoy",
-    ]);
-    assert_eq!(code, 0, "{report:#}");
-    assert_eq!(
-        support::authoring::artifact(&report, "greeting.json")["greeting"],
-        "ahoy",
-        "{report:#}"
-    );
+    support::authoring::assert_greets(&wasm, "packaged");
 }

@@ -28,6 +28,22 @@ pub fn run_json(args: &[&str]) -> (i32, Value) {
     (output.status.code().unwrap_or(-1), report)
 }
 
+/// Runs the greeter that `plugin new` writes, built at `wasm` and named `plugin`, with the
+/// greeting `ahoy`, and checks that it greets the host so: its `greeting.json`.
+pub fn assert_greets(wasm: &str, plugin: &str) -> Value {
+    let (code, report) = run_json(&[
+        wasm,
+        "--grant",
+        &format!("{plugin}:host-info"),
+        "-p",
+        "greeting=ahoy",
+    ]);
+    assert_eq!(code, 0, "{report:#}");
+    let greeting = artifact(&report, "greeting.json");
+    assert_eq!(greeting["greeting"], "ahoy", "{greeting:#}");
+    greeting
+}
+
 /// An artifact's content from a `plugin run -o json` report, parsed when it is JSON.
 pub fn artifact(report: &Value, name: &str) -> Value {
     let found = report["artifacts"]
