@@ -410,11 +410,7 @@ fn type_check(toolchain: &Path, project: &Path) -> (bool, String) {
         .env("PATH", js::path_with_toolchain(toolchain))
         .output()
         .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        stderr(&output)
-    );
+    let said = support::authoring::said(&output);
     (output.status.success(), said)
 }
 

@@ -295,11 +295,7 @@ fn type_check(project: &std::path::Path, flags: &[&str]) -> (Option<i32>, String
         .env("PATH", python::path_with_venv())
         .output()
         .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        stderr(&output)
-    );
+    let said = support::authoring::said(&output);
     (output.status.code(), said)
 }
 

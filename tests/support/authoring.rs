@@ -10,6 +10,15 @@ pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// What a tool printed, its standard output then its standard error.
+pub fn said(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        stderr(output)
+    )
+}
+
 pub fn path_str(path: &Path) -> &str {
     path.to_str().unwrap()
 }
