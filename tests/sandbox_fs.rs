@@ -533,3 +533,62 @@ async fn an_ungranted_path_is_denied_and_the_report_names_the_grant_that_allows_
     assert_eq!(probe["read"], SECRET, "{report:#?}");
     sandbox.still_works().await;
 }
+
+/// A development build (`plugin run DIR` of a Python project) sees its project folder read-only
+/// at `/factbuoy-sources`, in `describe` and in its runs; nothing can be written there, a link
+/// cannot lead out of it, and a plugin loaded otherwise has no such folder.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_development_builds_sources_are_read_only_and_no_other_plugins() {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("app.py"), "print('the project')\n").unwrap();
+    let sandbox = Arc::new(Sandbox::new().await);
+    std::fs::write(sandbox.root.path().join("secret.txt"), SECRET).unwrap();
+    std::os::unix::fs::symlink(
+        sandbox.root.path().join("secret.txt"),
+        project.path().join("escape"),
+    )
+    .unwrap();
+    let mut development = Sandbox::new().await;
+    development.hostile.plugin = development
+        .hostile
+        .runtime
+        .load_development(&hostile(), project.path())
+        .await
+        .unwrap();
+    let development = Arc::new(development);
+    let root = sandbox.root.path().to_owned();
+    let app = format!("path={}/app.py", factbuoy_runtime::SOURCES_GUEST_PATH);
+
+    let (report, probe, _) = development.run(&root, &["mode=read", &app], &[]).await;
+    assert_eq!(
+        probe.unwrap()["read"],
+        "print('the project')\n",
+        "{report:#?}"
+    );
+
+    let new = format!("path={}/new.txt", factbuoy_runtime::SOURCES_GUEST_PATH);
+    let (report, probe, _) = development.run(&root, &["mode=write", &new], &[]).await;
+    let outcomes = probe.unwrap()["outcomes"].clone();
+    assert!(
+        outcomes
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| o.as_str().unwrap().starts_with("error: ")),
+        "{outcomes} {report:#?}"
+    );
+    assert!(!project.path().join("new.txt").exists());
+    assert!(!project.path().join("new.txt.d").exists());
+
+    let escape = format!("path={}/escape", factbuoy_runtime::SOURCES_GUEST_PATH);
+    let (report, probe, _) = development.run(&root, &["mode=read", &escape], &[]).await;
+    let probe = probe.unwrap();
+    assert!(is_error(&probe), "{probe} {report:#?}");
+
+    // The same component loaded as any plugin is: no sources.
+    let (report, probe, _) = sandbox.run(&root, &["mode=read", &app], &[]).await;
+    let probe = probe.unwrap();
+    assert!(is_error(&probe), "{probe} {report:#?}");
+    development.still_works().await;
+    sandbox.still_works().await;
+}

@@ -414,3 +414,84 @@ fn the_python_sdk_wheel_installed_in_a_projects_venv_builds_and_runs_its_plugin(
     let wasm = String::from_utf8(output.stdout).unwrap().trim().to_owned();
     support::authoring::assert_greets(&wasm, "packaged");
 }
+
+/// `plugin run DIR` of a Python project runs a development build (docs/plugins-python.md): the
+/// first run builds the runner, an edit then runs at once without componentize-py, with the
+/// facts and failures of the component `plugin build` writes (`--release` runs that one), and
+/// an error while app.py loads names the exception and its line.
+#[test]
+fn an_edited_python_project_runs_at_once_as_its_built_component_would() {
+    let home = tempfile::tempdir().unwrap();
+    let project = plugin_new(home.path(), "dev-loop", "python");
+    let run = |extra: &[&str]| {
+        let output = support::factbuoy()
+            .args(["plugin", "run"])
+            .arg(&project)
+            .args(["--grant", "dev-loop:host-info", "-o", "json"])
+            .args(extra)
+            .env("PATH", python::path_with_venv())
+            .output()
+            .unwrap();
+        let report: serde_json::Value =
+            serde_json::from_slice(&output.stdout).unwrap_or(serde_json::Value::Null);
+        (output.status.code(), report, stderr(&output))
+    };
+    let greeting = |report: &serde_json::Value| {
+        let facts = &report["artifacts"][0]["content"];
+        facts["greeting"].clone()
+    };
+    let (code, report, said) = run(&[]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("building the development runner"), "{said}");
+    assert_eq!(greeting(&report), "hello", "{report:#}");
+    assert!(!project.join("target/dev-loop.wasm").exists());
+
+    let app = project.join("app.py");
+    let source = std::fs::read_to_string(&app).unwrap();
+    std::fs::write(
+        &app,
+        source.replace("default(\"hello\")", "default(\"ahoy\")"),
+    )
+    .unwrap();
+    let (code, report, said) = run(&[]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(
+        !said.contains("building"),
+        "built again for an edit: {said}"
+    );
+    assert_eq!(greeting(&report), "ahoy", "{report:#}");
+    assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
+
+    // A failure in gather, and the same from the built component.
+    let failing = source.replace(
+        "        os = host_info.os()\n",
+        "        os = host_info.os()\n        {}[\"missing\"]\n",
+    );
+    std::fs::write(&app, &failing).unwrap();
+    let (code, development, said) = run(&[]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(!said.contains("building"), "{said}");
+    let (code, release, said) = run(&["--release"]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(project.join("target/dev-loop.wasm").exists(), "{said}");
+    assert_eq!(development["failure"], release["failure"]);
+    assert_eq!(development["failure"]["message"], "KeyError: 'missing'");
+    assert_eq!(development["logs"], release["logs"]);
+
+    // app.py failing while it loads: the exception and where.
+    std::fs::write(&app, format!("{source}\nundefined_name()\n")).unwrap();
+    let output = support::factbuoy()
+        .args(["plugin", "run"])
+        .arg(&project)
+        .env("PATH", python::path_with_venv())
+        .output()
+        .unwrap();
+    let line = source.lines().count() + 2;
+    let said = stderr(&output);
+    assert!(
+        said.contains(&format!(
+            "NameError: name 'undefined_name' is not defined (at app.py:{line})"
+        )),
+        "{said}"
+    );
+}

@@ -15,8 +15,11 @@
 //! A missing toolchain is an [`Error::MissingToolchain`] saying how to install it; a toolchain
 //! that ran and failed is an [`Error::BuildFailed`].
 
+mod development;
 mod inputs;
 mod syntax;
+
+pub use development::{Runnable, build_for_run};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -99,14 +102,7 @@ fn build_python(dir: &Path, force: bool) -> Result<PathBuf, Error> {
     let wit = contract(dir)?;
     let componentize = toolchain::componentize_py(dir)?;
     let python = toolchain::python_beside(&componentize);
-    // A copy in the project (or a checkout) comes first: it is what `plugin new` wrote.
-    let sdk = match find_up(dir, PYTHON_SDK) {
-        Some(copy) => copy,
-        None => python
-            .as_deref()
-            .and_then(toolchain::installed_python_sdk)
-            .ok_or_else(|| missing_sdk(dir, PYTHON_SDK[0], "Python", "python"))?,
-    };
+    let sdk = python_sdk(dir, python.as_deref())?;
     let wasm = component_path(dir)?;
     let toolchain = format!(
         "{} {}",
@@ -134,6 +130,17 @@ fn build_python(dir: &Path, force: bool) -> Result<PathBuf, Error> {
     run_toolchain(&mut command, dir)?;
     inputs::record(&wasm, &digest);
     Ok(wasm)
+}
+
+/// The Python SDK package a project in `dir` is built with: a copy in the project (or a
+/// checkout) first, as `plugin new` wrote it; else the one installed for `python`.
+fn python_sdk(dir: &Path, python: Option<&Path>) -> Result<PathBuf, Error> {
+    match find_up(dir, PYTHON_SDK) {
+        Some(copy) => Ok(copy),
+        None => python
+            .and_then(toolchain::installed_python_sdk)
+            .ok_or_else(|| missing_sdk(dir, PYTHON_SDK[0], "Python", "python")),
+    }
 }
 
 /// Says that a build was skipped, and how to force one.

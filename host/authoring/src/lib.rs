@@ -16,7 +16,7 @@ mod new;
 mod toolchain;
 mod watch;
 
-pub use build::build;
+pub use build::{Runnable, build, build_for_run};
 pub use error::Error;
 pub use new::{Lang, new_project};
 pub use watch::SourceWatch;

@@ -29,6 +29,9 @@ pub struct HereRequest {
     pub sink: Arc<dyn ArtifactSink>,
     /// Its deadline and budgets; `None`: the runtime's.
     pub limits: Option<Limits>,
+    /// For a development build (the component file of [`Self::plugin`]), the project folder
+    /// it reads its code from at run time ([`Runtime::load_development`]).
+    pub sources: Option<PathBuf>,
 }
 
 /// A `-p`, `--grant` or `--deny` for the one plugin of a [`HereRequest`]: scoped to the plugin
@@ -101,7 +104,10 @@ pub async fn run_plugin(
     request: HereRequest,
 ) -> anyhow::Result<InvocationReport> {
     let plugin = PluginRef::parse(&request.plugin)?;
-    let loaded = plugin.load(runtime).await?;
+    let loaded = match (&plugin, &request.sources) {
+        (PluginRef::File(path), Some(sources)) => runtime.load_development(path, sources).await?,
+        _ => plugin.load(runtime).await?,
+    };
     let name = &loaded.info.name;
     let other = request
         .params

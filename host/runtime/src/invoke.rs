@@ -170,6 +170,14 @@ impl Runtime {
                 )),
             }
         }
+        if let Some(sources) = &plugin.sources
+            && let Err(e) = crate::load::map_sources(&mut wasi, sources)
+        {
+            report.failure = Some(PluginFailure::Failed {
+                message: format!("the development build's sources: {e}"),
+            });
+            return report;
+        }
         // Paths outside every grant lead to an empty directory, where the host sees them.
         let ungranted_root = self
             .ungranted_root

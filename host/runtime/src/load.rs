@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store, UpdateDeadline};
-use wasmtime_wasi::WasiCtxBuilder;
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use crate::bindings::{GathererPre, PLUGIN_EXPORT, PluginInfo};
 use crate::capture::CaptureStream;
@@ -23,6 +23,10 @@ use crate::sink::ArtifactSink;
 use crate::stop::StopSignal;
 use crate::violation::Violation;
 use crate::{bindings, cache, capture, contract, description, engine, failure, interfaces, sink};
+
+/// Where a development build finds its project's sources ([`Runtime::load_development`]): a
+/// guest path no grant is likely to name, mapped read-only in its runs and nowhere else.
+pub const SOURCES_GUEST_PATH: &str = "/factbuoy-sources";
 
 /// How long `describe` may take; it must not touch the host, so this is generous.
 pub const DESCRIBE_DEADLINE: Duration = Duration::from_secs(10);
@@ -146,6 +150,9 @@ pub struct LoadedPlugin {
     pub label: String,
     /// What the plugin's `describe` returned, checked.
     pub info: PluginInfo,
+    /// The project folder a development build reads its code from, mapped read-only at
+    /// [`SOURCES_GUEST_PATH`] in each of its runs; `None` for every other component.
+    pub sources: Option<PathBuf>,
     pub(crate) pre: PluginPre<InstanceState>,
 }
 
@@ -202,6 +209,26 @@ impl Runtime {
     /// before and unchanged since is neither read nor hashed when its compiled code is cached
     /// (see [`cache`]).
     pub async fn load_file(&self, path: &Path) -> Result<LoadedPlugin, LoadError> {
+        self.load_file_with(path, None).await
+    }
+
+    /// Loads a development build (`factbuoy plugin run DIR` of a Python or JavaScript project):
+    /// a component that reads its project's code at run time from `sources`, which each of its
+    /// runs, `describe` included, sees read-only at [`SOURCES_GUEST_PATH`]. Editing the code
+    /// then needs no new component, nor a compilation.
+    pub async fn load_development(
+        &self,
+        path: &Path,
+        sources: &Path,
+    ) -> Result<LoadedPlugin, LoadError> {
+        self.load_file_with(path, Some(sources)).await
+    }
+
+    async fn load_file_with(
+        &self,
+        path: &Path,
+        sources: Option<&Path>,
+    ) -> Result<LoadedPlugin, LoadError> {
         let label = path.display().to_string();
         let read_error = |source| LoadError::Read {
             plugin: label.clone(),
@@ -213,11 +240,11 @@ impl Runtime {
             .known_digest(path, &metadata)
             .and_then(|sha256| self.cache.cached(&self.engine, &sha256))
         {
-            return self.link_and_describe(&label, component).await;
+            return self.link_and_describe(&label, component, sources).await;
         }
         let wasm = std::fs::read(path).map_err(read_error)?;
         let sha256 = factbuoy_protocol::digest::sha256_hex(&wasm);
-        let loaded = self.load(&label, &wasm, Some(&sha256)).await?;
+        let loaded = self.load_with(&label, &wasm, &sha256, sources).await?;
         // Only if the file did not change while it was read: then the digest is of what the
         // metadata describes.
         if std::fs::metadata(path)
@@ -240,11 +267,21 @@ impl Runtime {
             Some(digest) => digest.to_owned(),
             None => factbuoy_protocol::digest::sha256_hex(wasm),
         };
-        let component = self.compile(label, wasm, &digest).await?;
-        let loaded = self.link_and_describe(label, component).await?;
+        self.load_with(label, wasm, &digest, None).await
+    }
+
+    async fn load_with(
+        &self,
+        label: &str,
+        wasm: &[u8],
+        digest: &str,
+        sources: Option<&Path>,
+    ) -> Result<LoadedPlugin, LoadError> {
+        let component = self.compile(label, wasm, digest).await?;
+        let loaded = self.link_and_describe(label, component, sources).await?;
         let info = &loaded.info;
         self.cache
-            .name_entry(&digest, &format!("{} {}", info.name, info.version));
+            .name_entry(digest, &format!("{} {}", info.name, info.version));
         Ok(loaded)
     }
 
@@ -252,6 +289,7 @@ impl Runtime {
         &self,
         label: &str,
         component: Component,
+        sources: Option<&Path>,
     ) -> Result<LoadedPlugin, LoadError> {
         let line = self.check_world(label, &component)?;
         let link_error = |e: wasmtime::Error| LoadError::Link {
@@ -267,7 +305,7 @@ impl Runtime {
         } else {
             PluginPre::V0_1(bindings::v0_1::GathererPre::new(instance_pre).map_err(link_error)?)
         };
-        let info = self.describe(label, &pre).await?;
+        let info = self.describe(label, &pre, sources).await?;
         let problems = description::problems(&info);
         if !problems.is_empty() {
             return Err(LoadError::InvalidDescription {
@@ -278,6 +316,7 @@ impl Runtime {
         Ok(LoadedPlugin {
             label: label.to_owned(),
             info,
+            sources: sources.map(Path::to_owned),
             pre,
         })
     }
@@ -346,6 +385,7 @@ impl Runtime {
         &self,
         label: &str,
         pre: &PluginPre<InstanceState>,
+        sources: Option<&Path>,
     ) -> Result<PluginInfo, LoadError> {
         let limits = Limits {
             deadline: DESCRIBE_DEADLINE.min(self.limits.deadline),
@@ -356,14 +396,14 @@ impl Runtime {
             failure,
         };
         let sink: Arc<dyn ArtifactSink> = Arc::new(sink::MemorySink::default());
-        let mut store = self.new_store(
-            label,
-            wasi_builder(),
-            limits,
-            Access::none(),
-            (sink, None),
-            None,
-        );
+        let mut wasi = wasi_builder();
+        if let Some(sources) = sources {
+            map_sources(&mut wasi, sources).map_err(|e| LoadError::Read {
+                plugin: label.to_owned(),
+                error: e,
+            })?;
+        }
+        let mut store = self.new_store(label, wasi, limits, Access::none(), (sink, None), None);
         let deadline = store.data().limits.deadline;
         let call = pre.describe(&mut store);
         match tokio::time::timeout(deadline, call).await {
@@ -457,6 +497,13 @@ fn empty_directory() -> std::io::Result<tempfile::TempDir> {
 /// thousands of small reads of /proc and /sys, and a trip to the blocking pool for each cost more
 /// than the read itself (setup ran about 5x slower). A call stuck in a hung filesystem could not
 /// be interrupted on the pool either. Set before any preopen is added: each preopen copies it.
+/// Maps a development build's `sources` read-only at [`SOURCES_GUEST_PATH`].
+pub(crate) fn map_sources(wasi: &mut WasiCtxBuilder, sources: &Path) -> std::io::Result<()> {
+    wasi.preopened_dir(sources, SOURCES_GUEST_PATH, FsPerms::ReadOnly)
+        .map(|_| ())
+        .map_err(|e| std::io::Error::other(format!("mapping {}: {e:#}", sources.display())))
+}
+
 pub(crate) fn wasi_builder() -> WasiCtxBuilder {
     let mut builder = WasiCtxBuilder::new();
     builder.allow_blocking_current_thread(true);

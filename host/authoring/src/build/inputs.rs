@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{Error, IoContext as _};
 
 /// Folders of a project that are never inputs: build output, environments, installed packages.
-const NOT_INPUTS: &[&str] = &["target", ".venv", "node_modules", ".git", "__pycache__"];
+pub(super) const NOT_INPUTS: &[&str] = &["target", ".venv", "node_modules", ".git", "__pycache__"];
 
 /// The digest of a build's inputs: the files below `project` (but [`NOT_INPUTS`]), the files of
 /// each of `outside` (a file or a folder: an SDK or contract from outside the project), and

@@ -76,7 +76,7 @@ pub fn check_js(dir: &Path) -> Result<(), Error> {
 }
 
 /// The files with extension `ext` below `dir` that are inputs of a build, relative to it.
-fn sources(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, Error> {
+pub(super) fn sources(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, Error> {
     Ok(super::inputs::files_below(dir)?
         .into_iter()
         .filter(|path| path.extension().is_some_and(|e| e == ext))

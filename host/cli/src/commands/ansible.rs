@@ -137,6 +137,7 @@ async fn gather_here(args: &FactCacheArgs) -> anyhow::Result<Vec<u8>> {
         host_root: args.root.clone(),
         sink: Arc::new(memory.clone()),
         limits: None,
+        sources: None,
     };
     let report = factbuoy_operator::here::run_plugin(&runtime, request).await?;
     for warning in &report.warnings {

@@ -1,5 +1,6 @@
 //! `factbuoy plugin run`: a plugin on this host, from a bundled name, a component file, or a
-//! project directory that is built first; with `--watch`, built and run again on every save.
+//! project directory that is built first (a Python project as a development build, which reads
+//! its code at run time); with `--watch`, built and run again on every save.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use bytesize::ByteSize;
 use clap::Args;
+use factbuoy_authoring::Runnable;
 use factbuoy_operator::here::{HereRequest, Scoped};
 use factbuoy_present::json_report::JsonReport;
 use factbuoy_runtime::sink::{ArtifactSink, DirectorySink, StdoutSink};
@@ -19,9 +21,14 @@ use crate::output::{ExitStatus, Format, emit, emit_document, report_error};
 #[derive(Debug, Args)]
 pub struct PluginRunArgs {
     /// A bundled plugin's name, a path to a `.wasm` component, or a plugin project's directory
-    /// (built first when anything it is built from changed, as `plugin build` does).
+    /// (built first when anything it is built from changed; a Python project as a development
+    /// build, which reads the project's code when it runs, so that an edit runs at once).
     #[arg(value_parser = crate::flags::PluginName, hide_possible_values = true)]
     plugin: String,
+    /// With a Python project: build and run the component `plugin build` writes, which other
+    /// hosts run, instead of a development build.
+    #[arg(long)]
+    release: bool,
     /// With a project directory: after the run, wait for a file of the project to change, then
     /// build and run again, until interrupted (Ctrl-C). A failed build or run is reported and
     /// waits for the next change.
@@ -78,15 +85,15 @@ impl PluginRunArgs {
 
 pub(super) async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let project = Path::new(&args.plugin).is_dir();
-    if args.watch && !project {
+    if (args.watch || args.release) && !project {
         anyhow::bail!(
-            "--watch builds and runs a plugin project again on every save: give the project's \
-             directory, not {:?}",
+            "--{} is for a plugin project: give the project's directory, not {:?}",
+            if args.watch { "watch" } else { "release" },
             args.plugin
         );
     }
     if !project {
-        return run_once(&args, &args.plugin, format).await;
+        return run_once(&args, &args.plugin, None, format).await;
     }
     let dir = PathBuf::from(&args.plugin);
     let Some(watch) = args
@@ -94,15 +101,15 @@ pub(super) async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<E
         .then(|| factbuoy_authoring::SourceWatch::new(&dir))
         .transpose()?
     else {
-        let wasm = build(&dir).await?;
-        return run_once(&args, &wasm.display().to_string(), format).await;
+        let built = build(&dir, args.release).await?;
+        return run_built(&args, built, format).await;
     };
     // Watching from before the first build: a save during a build or a run is not lost.
     let mut watch = watch;
     loop {
-        let built = build(&dir).await;
+        let built = build(&dir, args.release).await;
         let ran = match built {
-            Ok(wasm) => run_once(&args, &wasm.display().to_string(), format).await,
+            Ok(built) => run_built(&args, built, format).await,
             Err(e) => Err(e),
         };
         if let Err(e) = ran {
@@ -121,17 +128,45 @@ pub(super) async fn run(args: PluginRunArgs, format: Format) -> anyhow::Result<E
     }
 }
 
-/// Builds the project in `dir` (skipped when nothing it is built from changed).
-async fn build(dir: &Path) -> anyhow::Result<PathBuf> {
+/// Builds the project in `dir` to run it (skipped when nothing it is built from changed): as
+/// `plugin build` does when `release`, else for development.
+async fn build(dir: &Path, release: bool) -> anyhow::Result<Runnable> {
     let dir = dir.to_owned();
     // Building blocks on child processes; keep the runtime's threads free meanwhile.
-    Ok(tokio::task::spawn_blocking(move || factbuoy_authoring::build(&dir, false)).await??)
+    Ok(tokio::task::spawn_blocking(move || {
+        if release {
+            factbuoy_authoring::build(&dir, false).map(|wasm| Runnable {
+                wasm,
+                sources: None,
+            })
+        } else {
+            factbuoy_authoring::build_for_run(&dir)
+        }
+    })
+    .await??)
 }
 
-/// Runs `plugin` (a bundled name or a component's path) once as `args` say.
+/// Runs what a project's build made once as `args` say.
+async fn run_built(
+    args: &PluginRunArgs,
+    built: Runnable,
+    format: Format,
+) -> anyhow::Result<ExitStatus> {
+    run_once(
+        args,
+        &built.wasm.display().to_string(),
+        built.sources,
+        format,
+    )
+    .await
+}
+
+/// Runs `plugin` (a bundled name or a component's path; a development build with its
+/// `sources`) once as `args` say.
 async fn run_once(
     args: &PluginRunArgs,
     plugin: &str,
+    sources: Option<PathBuf>,
     format: Format,
 ) -> anyhow::Result<ExitStatus> {
     let runtime = runtime(&args.common, args.limits())?;
@@ -163,6 +198,7 @@ async fn run_once(
         host_root: args.root.clone(),
         sink,
         limits: None,
+        sources,
     };
     let report = factbuoy_operator::here::run_plugin(&runtime, request).await?;
     match format {
