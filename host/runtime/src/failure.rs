@@ -214,7 +214,9 @@ fn trapped(error: &wasmtime::Error) -> PluginFailure {
 }
 
 /// The message of the last Rust panic in `stderr`: `panicked at FILE:LINE:COL:` and the lines
-/// after it, up to the `note:` Rust adds.
+/// after it, up to the `note:` Rust adds. componentize-py's interpreter panics on an exception
+/// its export cannot return, with a message that names no exception: when a Python traceback
+/// was written before it, the exception and its innermost frame are the message.
 pub fn panic_message(stderr: &str) -> Option<String> {
     let start = stderr.rfind("panicked at ")?;
     let after = &stderr[start + "panicked at ".len()..];
@@ -223,8 +225,38 @@ pub fn panic_message(stderr: &str) -> Option<String> {
         .lines()
         .take_while(|line| !line.starts_with("note: "))
         .collect();
-    Some(format!("{} (at {location})", message.join("\n").trim()))
+    let message = message.join("\n");
+    let before = &stderr[..start];
+    if message.trim() == PYTHON_UNEXPECTED
+        && let Some(traceback) = before.rfind(PYTHON_TRACEBACK)
+    {
+        // The exception (the traceback's last line; the one after it starts the panic's, `thread
+        // '<unnamed>' panicked at`) and the innermost frame, as a panic's location is written.
+        let mut lines: Vec<&str> = before[traceback..].lines().collect();
+        lines.pop();
+        let exception = lines.iter().rev().map(|l| l.trim()).find(|l| !l.is_empty());
+        let exception = exception.unwrap_or_default();
+        let location = lines.iter().rev().find_map(|line| {
+            let (file, rest) = line
+                .trim()
+                .strip_prefix("File \"")?
+                .split_once("\", line ")?;
+            let number = rest.split(',').next()?;
+            Some(format!("{file}:{number}"))
+        });
+        return Some(match location {
+            Some(location) => format!("{exception} (at {location})"),
+            None => exception.to_owned(),
+        });
+    }
+    Some(format!("{} (at {location})", message.trim()))
 }
+
+/// What componentize-py's interpreter panics with when an export raises an exception it cannot
+/// return.
+const PYTHON_UNEXPECTED: &str = "Python function threw an unexpected exception";
+/// The first line of a traceback as Python prints it.
+const PYTHON_TRACEBACK: &str = "Traceback (most recent call last):";
 
 #[cfg(test)]
 mod tests {
@@ -240,6 +272,27 @@ mod tests {
             "boom\ntwo lines (at src/lib.rs:9:13)"
         );
         assert_eq!(panic_message("no panic here"), None);
+    }
+
+    #[test]
+    fn an_exception_python_could_not_return_is_told_by_its_traceback() {
+        let traceback = "Traceback (most recent call last):\n  File \"app.py\", line 38, in \
+                         <module>\n    undefined_name()\nNameError: name 'undefined_name' is not \
+                         defined";
+        let stderr = format!(
+            "Traceback (most recent call last):\nan older one\n{traceback}\n\nthread '<unnamed>' \
+             panicked at runtime/src/lib.rs:1280:25:\n{PYTHON_UNEXPECTED}\nnote: run with\n"
+        );
+        assert_eq!(
+            panic_message(&stderr).unwrap(),
+            "NameError: name 'undefined_name' is not defined (at app.py:38)"
+        );
+        // Another panic keeps its own message, whatever was written before it.
+        let other = stderr.replace(PYTHON_UNEXPECTED, "index out of bounds");
+        assert_eq!(
+            panic_message(&other).unwrap(),
+            "index out of bounds (at runtime/src/lib.rs:1280:25)"
+        );
     }
 
     #[test]
