@@ -570,3 +570,66 @@ fn the_js_sdk_tarball_installed_in_a_project_type_checks_builds_and_runs_its_plu
     let wasm = String::from_utf8(output.stdout).unwrap().trim().to_owned();
     support::authoring::assert_greets(&wasm, "packaged");
 }
+
+/// `plugin run DIR` of a JavaScript project runs a development build (docs/plugins-js.md): the
+/// first run builds the runner, an edit then runs at once without componentize-js, with the
+/// facts and failure of the component `plugin build` writes (`--release` runs that one), its
+/// stack naming the bundle's file and line.
+#[test]
+fn an_edited_js_project_runs_at_once_as_its_built_component_would() {
+    let Some(toolchain) = js::node_modules() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let project = crate::support::authoring::plugin_new(home.path(), "dev-loop-js", "js");
+    let run = |extra: &[&str]| {
+        let output = support::factbuoy()
+            .args(["plugin", "run"])
+            .arg(&project)
+            .args(["--grant", "dev-loop-js:host-info", "-o", "json"])
+            .args(extra)
+            .env("PATH", js::path_with_toolchain(&toolchain))
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+        (output.status.code(), report, stderr(&output))
+    };
+    let greeting = |report: &Value| artifact(report, "greeting.json")["greeting"].clone();
+    let (code, report, said) = run(&[]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("building the development runner"), "{said}");
+    assert_eq!(greeting(&report), "hello", "{report:#}");
+    assert!(!project.join("target/dev-loop-js.wasm").exists());
+
+    let app = project.join("app.js");
+    let source = std::fs::read_to_string(&app).unwrap();
+    std::fs::write(
+        &app,
+        source.replace("default(\"hello\")", "default(\"ahoy\")"),
+    )
+    .unwrap();
+    let (code, report, said) = run(&[]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(
+        !said.contains("building"),
+        "built again for an edit: {said}"
+    );
+    assert_eq!(greeting(&report), "ahoy", "{report:#}");
+    assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
+
+    // A failure in gather, and the same from the built component.
+    let failing = source.replace(
+        "    const os = hostInfo.os();\n",
+        "    const os = hostInfo.os();\n    null.boom;\n",
+    );
+    std::fs::write(&app, &failing).unwrap();
+    let (code, development, said) = run(&[]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(!said.contains("building"), "{said}");
+    let (code, release, said) = run(&["--release"]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(project.join("target/dev-loop-js.wasm").exists(), "{said}");
+    assert_eq!(development["failure"], release["failure"]);
+    let stack = development["logs"][0]["message"].as_str().unwrap();
+    assert!(stack.contains("gather@target/dev/js/app.cjs:"), "{stack}");
+}

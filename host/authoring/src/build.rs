@@ -261,21 +261,32 @@ fn build_js(dir: &Path, force: bool) -> Result<PathBuf, Error> {
     } else if !sources.join("factbuoy-plugin").exists() {
         copy_tree(&sdk, &sources.join("factbuoy-plugin"), &[])?;
     }
-    let componentize = node_modules.join(".bin/componentize-js");
-    let mut command = Command::new(&componentize);
-    command
-        .arg(sources.join(JS_APP))
-        .arg("--wit")
-        .arg(stage.join("wit"))
-        .args(["--world-name", "js-gatherer"])
-        // The host links no wasi:http: a plugin reaches the network by no route.
-        .args(["--disable", "http", "fetch-event"])
-        .arg("-o")
-        .arg(&wasm);
+    let mut command = componentize_js(
+        &node_modules,
+        &sources.join(JS_APP),
+        &stage.join("wit"),
+        &wasm,
+    );
     inputs::forget(&wasm);
     run_toolchain(&mut command, dir)?;
     inputs::record(&wasm, &digest);
     Ok(wasm)
+}
+
+/// componentize-js building the entry point `app` against the WIT `wit` (as [`stage_js_wit`]
+/// writes it) into `wasm`.
+fn componentize_js(node_modules: &Path, app: &Path, wit: &Path, wasm: &Path) -> Command {
+    let mut command = Command::new(node_modules.join(".bin/componentize-js"));
+    command
+        .arg(app)
+        .arg("--wit")
+        .arg(wit)
+        .args(["--world-name", "js-gatherer"])
+        // The host links no wasi:http: a plugin reaches the network by no route.
+        .args(["--disable", "http", "fetch-event"])
+        .arg("-o")
+        .arg(wasm);
+    command
 }
 
 /// Runs a componentize tool in the project `dir`, its output on standard error (standard output

@@ -9,24 +9,45 @@
 //! again only when that set of imports, the SDK, the contract or the toolchain changes; an edit
 //! to the code needs neither componentize-py nor a compilation.
 //!
-//! What differs from the component `plugin build` writes, and is used everywhere else: a module
-//! imported only inside a function is available (a build bundles only what loading app.py
-//! imports), and the project's own modules are read when a call starts, not when it was built.
-//! Rust and JavaScript projects are built as `plugin build` builds them.
+//! JavaScript is alike: componentize-js takes 10 to 30 s to build its engine into a new
+//! component. Its development build bundles the project's modules into one CommonJS file with
+//! rolldown (which jco brings; well under a second), and a runner ([`JS_DEV_RUNNER`]), built
+//! once per set of contract interfaces the bundle uses, evaluates that file at each call.
+//!
+//! What differs from the component `plugin build` writes, and is used everywhere else: a Python
+//! module imported only inside a function is available (a build bundles only what loading
+//! app.py imports); the project's own modules are read when a call starts, not when it was
+//! built; a JavaScript stack names lines of the bundle, not of app.js. A project that lacks
+//! what a development build needs (Python's `python3`, rolldown, the SDK in the project) gets
+//! the full build. Rust projects are built as `plugin build` builds them: cargo is quick.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::{
-    PYTHON_APP, WORLD, build, component_path, contract, inputs, python_sdk, run_toolchain, syntax,
-    wit_dir,
+    JS_APP, JS_INSTALLED_SDK, JS_SDK, PYTHON_APP, WORLD, build, component_path, componentize_js,
+    contract, inputs, python_sdk, run_toolchain, stage_js_wit, syntax, wit_dir,
 };
 use crate::error::{Error, IoContext as _};
 use crate::toolchain;
 
-/// The runner's source; [`IMPORTS_LINE`] in it becomes the project's imports.
+/// The Python runner's source; [`IMPORTS_LINE`] in it becomes the project's imports.
 const DEV_RUNNER: &str = include_str!("dev_runner.py");
+/// The JavaScript runner's source; its `// factbuoy: ...` lines become the interfaces the
+/// project's bundle uses.
+const JS_DEV_RUNNER: &str = include_str!("dev_runner.js");
+
+/// Bundles a JavaScript project's entry point and the modules it imports into one CommonJS
+/// file, the contract's interfaces (`factbuoy:plugin/...`, `wasi:...`) left as `require`s.
+/// Arguments: the toolchain's node_modules, the entry point, the output file.
+const JS_BUNDLE: &str = r#"
+import { createRequire } from "node:module";
+const [nodeModules, entry, out] = process.argv.slice(-3);
+const { rolldown } = await import(createRequire(nodeModules + "/").resolve("rolldown"));
+const bundle = await rolldown({ input: entry, external: [/^[a-z-]+:[a-z-]+\//], logLevel: "warn" });
+await bundle.write({ file: out, format: "cjs", sourcemap: false });
+"#;
 /// The line of [`DEV_RUNNER`] that lists the modules to bundle.
 const IMPORTS_LINE: &str = "_IMPORTS: Sequence[str] = []  # factbuoy: imports";
 
@@ -66,7 +87,15 @@ pub fn build_for_run(dir: &Path) -> Result<Runnable, Error> {
         .with_context(|| format!("opening the project directory {}", dir.display()))?;
     let python_project =
         !dir.join("Cargo.toml").is_file() && dir.join(format!("{PYTHON_APP}.py")).is_file();
-    if python_project && let Some(runnable) = python_development(&dir)? {
+    let js_project = !python_project && dir.join("package.json").is_file();
+    let development = if python_project {
+        python_development(&dir)?
+    } else if js_project {
+        js_development(&dir)?
+    } else {
+        None
+    };
+    if let Some(runnable) = development {
         return Ok(runnable);
     }
     Ok(Runnable {
@@ -138,6 +167,109 @@ fn python_development(dir: &Path) -> Result<Option<Runnable>, Error> {
     }))
 }
 
+fn js_development(dir: &Path) -> Result<Option<Runnable>, Error> {
+    let wit = contract(dir)?;
+    let node_modules = toolchain::js_toolchain(dir)?;
+    // A copy in the project, or the package installed in it: what app.js imports resolves.
+    let has_sdk = dir.join(JS_SDK[0]).is_dir() || dir.join(JS_INSTALLED_SDK).is_dir();
+    if !has_sdk || !node_modules.join("rolldown").is_dir() || !dir.join(JS_APP).is_file() {
+        return Ok(None);
+    }
+    syntax::check_js(dir)?;
+    let work = dir.join("target").join("dev").join("js");
+    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let bundle = work.join("app.cjs");
+    let output = Command::new("node")
+        .args(["--input-type=module", "-e", JS_BUNDLE, "--"])
+        .arg(&node_modules)
+        .arg(dir.join(JS_APP))
+        .arg(&bundle)
+        .current_dir(dir)
+        .output()
+        .with_context(|| "running node to bundle app.js with rolldown".to_owned())?;
+    if !output.status.success() {
+        eprint!("{}", String::from_utf8_lossy(&output.stderr));
+        return Err(Error::BuildFailed(
+            "bundling app.js failed (see above); nothing was run".into(),
+        ));
+    }
+    let code = std::fs::read_to_string(&bundle)
+        .with_context(|| format!("reading {}", bundle.display()))?;
+    let interfaces = required_interfaces(&code);
+
+    let runner = work.join("runner");
+    let source = runner.join("src");
+    std::fs::create_dir_all(&source).with_context(|| format!("creating {}", source.display()))?;
+    let text = js_runner(&interfaces);
+    let app = source.join(JS_APP);
+    if std::fs::read_to_string(&app).ok().as_deref() != Some(text.as_str()) {
+        std::fs::write(&app, &text).with_context(|| format!("writing {}", app.display()))?;
+    }
+    let name = component_path(dir)?;
+    let wasm = work.with_file_name(name.file_name().expect("a component path has a name"));
+    let toolchain = format!(
+        "node {} componentize-js {} jco {} at {}",
+        toolchain::tool_version(Path::new("node"), "--version")?,
+        toolchain::package_version(&node_modules, "@bytecodealliance/componentize-js")?,
+        toolchain::package_version(&node_modules, "@bytecodealliance/jco")?,
+        node_modules.display()
+    );
+    let digest = inputs::digest(&source, &[wit_dir(&wit)], &toolchain)?;
+    if !inputs::up_to_date(&wasm, &digest) {
+        eprintln!(
+            "building the development runner with the interfaces the project uses (again only \
+             when that set changes)"
+        );
+        let staged = runner.join("wit");
+        if staged.exists() {
+            std::fs::remove_dir_all(&staged)
+                .with_context(|| format!("removing {}", staged.display()))?;
+        }
+        stage_js_wit(&wit, &node_modules, &staged)?;
+        let mut command = componentize_js(&node_modules, &app, &staged, &wasm);
+        inputs::forget(&wasm);
+        run_toolchain(&mut command, dir)?;
+        inputs::record(&wasm, &digest);
+    }
+    Ok(Some(Runnable {
+        wasm,
+        sources: Some(dir.to_owned()),
+    }))
+}
+
+/// The contract's interfaces (`factbuoy:plugin/host-info@0.2.0`, `wasi:...`) that a bundle
+/// rolldown wrote `require`s, in order, once each.
+fn required_interfaces(bundle: &str) -> BTreeSet<String> {
+    bundle
+        .split("require(\"")
+        .skip(1)
+        .filter_map(|rest| rest.split_once('"').map(|(name, _)| name))
+        .filter(|name| {
+            name.split_once(':')
+                .is_some_and(|(package, rest)| !package.is_empty() && rest.contains('/'))
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The JavaScript runner that imports `interfaces` and hands them to the bundle.
+fn js_runner(interfaces: &BTreeSet<String>) -> String {
+    let imports: String = interfaces
+        .iter()
+        .enumerate()
+        .map(|(i, name)| format!("import * as interface{i} from \"{name}\";\n"))
+        .collect();
+    let table: String = interfaces
+        .iter()
+        .enumerate()
+        .map(|(i, name)| format!("  \"{name}\": interface{i},\n"))
+        .collect();
+    JS_DEV_RUNNER
+        .replacen("WASI_VERSION", toolchain::JS_WASI_VERSION, 1)
+        .replacen("// factbuoy: imports\n", &imports, 1)
+        .replacen("  // factbuoy: interfaces\n", &table, 1)
+}
+
 /// The modules the project's `.py` files import by absolute name, as Python's parser reads
 /// them (the files passed the syntax check).
 fn python_imports(dir: &Path, python: &Path) -> Result<Vec<String>, Error> {
@@ -190,8 +322,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_runner_template_has_the_line_its_imports_replace() {
+    fn the_runner_templates_have_the_lines_their_imports_replace() {
         assert_eq!(DEV_RUNNER.matches(IMPORTS_LINE).count(), 1);
+        let interfaces = BTreeSet::from(["factbuoy:plugin/output@0.2.0".to_owned()]);
+        let runner = js_runner(&interfaces);
+        assert!(!runner.contains("factbuoy: "), "{runner}");
+        assert!(runner.contains("import * as interface0 from \"factbuoy:plugin/output@0.2.0\";\n"));
+        assert!(runner.contains("  \"factbuoy:plugin/output@0.2.0\": interface0,\n"));
+        assert!(runner.contains(&format!("preopens@{}\"", toolchain::JS_WASI_VERSION)));
+    }
+
+    #[test]
+    fn a_bundles_interfaces_are_its_requires_of_the_contract() {
+        let bundle = "let a = require(\"factbuoy:plugin/host-info@0.2.0\");\n\
+                      require(\"wasi:filesystem/preopens@0.2.12\");\n\
+                      let b = require(\"factbuoy:plugin/host-info@0.2.0\");\n\
+                      const c = require(\"./local.js\");";
+        let found: Vec<String> = required_interfaces(bundle).into_iter().collect();
+        assert_eq!(
+            found,
+            [
+                "factbuoy:plugin/host-info@0.2.0",
+                "wasi:filesystem/preopens@0.2.12"
+            ]
+        );
     }
 
     #[test]
