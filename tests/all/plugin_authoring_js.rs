@@ -454,7 +454,12 @@ export const plugin = exportGatherer({
     return new Description("old-form", "0.1.0", "Declares its artifacts as a 0.1 plugin did.")
       .artifact("facts.json", "application/json", "a document")
       .artifact("rows.jsonl", "application/jsonl", "rows")
-      .artifact("notes.txt", "text/plain", "text");
+      .artifact("notes.txt", "text/plain", "text")
+      .artifact("charset.json", "Application/JSON; charset=utf-8", "")
+      .artifact("vendor.json", "application/vnd.example+json", "")
+      .artifact("rows.ndjson", "application/x-ndjson", "")
+      .artifact("rows.jsonlines", "application/jsonlines", "")
+      .artifact("text.json", "text/json", "");
   },
   gather() {
     output.writeJson("facts.json", { answer: 42 });

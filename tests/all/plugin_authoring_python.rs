@@ -310,6 +310,11 @@ class OldForm(Gatherer):
             .artifact("facts.json", "application/json", "a document")
             .artifact("rows.jsonl", "application/jsonl", "rows")
             .artifact("notes.txt", "text/plain", "text")
+            .artifact("charset.json", "Application/JSON; charset=utf-8", "")
+            .artifact("vendor.json", "application/vnd.example+json", "")
+            .artifact("rows.ndjson", "application/x-ndjson", "")
+            .artifact("rows.jsonlines", "application/jsonlines", "")
+            .artifact("text.json", "text/json", "")
         )
 
     def gather(self, params: Params) -> None:

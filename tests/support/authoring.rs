@@ -151,9 +151,10 @@ pub fn plugin_new(home: &Path, name: &str, lang: &str) -> std::path::PathBuf {
 }
 
 /// Runs the `old-form` plugin built into `wasm`, which declares `facts.json`
-/// (`application/json`), `rows.jsonl` (`application/jsonl`) and `notes.txt` (`text/plain`) with
-/// the SDK's deprecated `artifact(name, media type, description)` and writes each: the host
-/// reads the kinds those media types imply, as it does a 0.1 plugin's, and the run succeeds.
+/// (`application/json`), `rows.jsonl` (`application/jsonl`), `notes.txt` (`text/plain`) and
+/// more media types with the SDK's deprecated `artifact(name, media type, description)` and
+/// writes the first three: the SDK gives each artifact the kind the host gives a 0.1 plugin's
+/// of that media type (`ArtifactKind::from_media_type`, one rule), and the run succeeds.
 pub fn assert_old_form_artifacts(wasm: &Path) {
     let contract = contract_of(wasm);
     let kinds: Vec<(&str, &str, &str)> = contract["artifacts"]
@@ -166,7 +167,7 @@ pub fn assert_old_form_artifacts(wasm: &Path) {
         })
         .collect();
     assert_eq!(
-        kinds,
+        kinds[..3],
         [
             ("facts.json", "application/json", "facts"),
             ("rows.jsonl", "application/jsonl", "table"),
@@ -174,6 +175,11 @@ pub fn assert_old_form_artifacts(wasm: &Path) {
         ],
         "{contract:#}"
     );
+    assert_eq!(kinds.len(), 8, "{contract:#}");
+    for (name, media_type, kind) in kinds {
+        let host = factbuoy_protocol::artifacts::ArtifactKind::from_media_type(media_type);
+        assert_eq!(kind, host.name(), "{name} ({media_type})");
+    }
     let (code, report) = run_json(&[path_str(wasm)]);
     assert_eq!(code, 0, "{report:#}");
     assert_eq!(artifact(&report, "facts.json")["answer"], 42, "{report:#}");
