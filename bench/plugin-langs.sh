@@ -91,9 +91,12 @@ for lang in ("python", "js"):
 
 # The edit loop, in projects of their own (the ones above hold built components).
 sources = {"rust": "src/lib.rs", "python": "app.py", "js": "app.js"}
+originals = {}
 for lang in ("rust", "python", "js"):
     subprocess.run([factbuoy, "plugin", "new", f"loop-{lang}", "--lang", lang], cwd=work,
                    check=True, capture_output=True)
+    with open(os.path.join(work, f"loop-{lang}", sources[lang])) as f:
+        originals[lang] = f.read()
 
 def edit_loop(lang, extra, times):
     """Median seconds from a one-line edit to its result, over `times` edits (after one run
@@ -101,7 +104,7 @@ def edit_loop(lang, extra, times):
     name = f"loop-{lang}"
     project = os.path.join(work, name)
     source = os.path.join(project, sources[lang])
-    original = open(source).read()
+    original = originals[lang]
     args = [factbuoy, "plugin", "run", project, "--grant", f"{name}:host-info", "-o", "json",
             "--cache-dir", os.path.join(work, f"loop-cache-{lang}"), *extra]
     seconds = []
