@@ -483,20 +483,36 @@ fn an_edited_python_project_runs_at_once_as_its_built_component_would() {
     assert_eq!(development["failure"]["message"], "KeyError: 'missing'");
     assert_eq!(development["logs"], release["logs"]);
 
-    // app.py failing while it loads: the exception and where.
-    std::fs::write(&app, format!("{source}\nundefined_name()\n")).unwrap();
-    let output = support::factbuoy()
-        .args(["plugin", "run"])
-        .arg(&project)
-        .env("PATH", python::path_with_venv())
-        .output()
-        .unwrap();
+    // app.py failing while it loads, and describe raising: the exception and where.
+    let failed_describe = |app_source: &str, expected: &str| {
+        std::fs::write(&app, app_source).unwrap();
+        let output = support::factbuoy()
+            .args(["plugin", "run"])
+            .arg(&project)
+            .env("PATH", python::path_with_venv())
+            .output()
+            .unwrap();
+        let said = stderr(&output);
+        assert!(!output.status.success(), "{said}");
+        assert!(!said.contains("building"), "{said}");
+        assert!(said.contains(expected), "{said}");
+    };
     let line = source.lines().count() + 2;
-    let said = stderr(&output);
-    assert!(
-        said.contains(&format!(
-            "NameError: name 'undefined_name' is not defined (at app.py:{line})"
-        )),
-        "{said}"
+    failed_describe(
+        &format!("{source}\nundefined_name()\n"),
+        &format!("NameError: name 'undefined_name' is not defined (at app.py:{line})"),
+    );
+    let line = source
+        .lines()
+        .position(|l| l == "        return (")
+        .unwrap()
+        + 1;
+    failed_describe(
+        &source.replacen(
+            "        return (\n",
+            "        raise ValueError(\"on purpose\")\n        return (\n",
+            1,
+        ),
+        &format!("ValueError: on purpose (at app.py:{line})"),
     );
 }

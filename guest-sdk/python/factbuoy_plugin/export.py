@@ -1,5 +1,6 @@
 """The class a plugin subclasses, and the one line that exports it."""
 
+import sys
 from typing import List, Tuple, Type
 
 from componentize_py_types import Err
@@ -37,7 +38,13 @@ def export(gatherer: Type[Gatherer]) -> Type[exports.Plugin]:
     class Plugin(exports.Plugin):
         def describe(self) -> types.PluginInfo:
             _bundle.seal_imports()
-            return gatherer().describe().to_wit()
+            try:
+                return gatherer().describe().to_wit()
+            except Exception as error:
+                # describe returns no error: componentize-py panics with a message that names
+                # no exception, so the traceback goes to stderr, where the host finds it.
+                sys.stderr.write(_bundle.format_traceback(error))
+                raise
 
         def gather(self, params: List[Tuple[str, types.ParamValue]]) -> None:
             _bundle.seal_imports()

@@ -95,7 +95,8 @@ def _project_plugin() -> Any:
     try:
         app = importlib.import_module(_APP)
     except BaseException as error:
-        # What a build would have printed: app.py failed while it was loaded.
+        # What a build would have printed: app.py failed while it was loaded. The host reports
+        # the exception and its line from it.
         sys.stderr.write("".join(traceback.format_exception(error)))
         raise
     plugin = getattr(app, "Plugin", None)
