@@ -578,8 +578,8 @@ fn the_js_sdk_tarball_installed_in_a_project_type_checks_builds_and_runs_its_plu
 
 /// `plugin run DIR` of a JavaScript project runs a development build (docs/plugins-js.md): the
 /// first run builds the runner, an edit then runs at once without componentize-js, with the
-/// facts and failure of the component `plugin build` writes (`--release` runs that one), its
-/// stack naming the bundle's file and line.
+/// facts and failure of the component `plugin build` writes, its stack naming the bundle's file
+/// and line.
 #[test]
 fn an_edited_js_project_runs_at_once_as_its_built_component_would() {
     let Some(toolchain) = js::node_modules() else {
@@ -631,10 +631,12 @@ fn an_edited_js_project_runs_at_once_as_its_built_component_would() {
     let (code, development, said) = run(&[]);
     assert_eq!(code, Some(1), "{said}");
     assert!(!said.contains("building"), "{said}");
-    let (code, release, said) = run(&["--release"]);
-    assert_eq!(code, Some(1), "{said}");
-    assert!(project.join("target/dev-loop-js.wasm").exists(), "{said}");
-    assert_eq!(development["failure"], release["failure"]);
+    // What the component `plugin build` writes reports for this edit (seen with `--release`,
+    // which builds one: not repeated here, a minute of CI for a message).
+    assert_eq!(
+        development["failure"],
+        serde_json::json!({"kind": "failed", "message": "TypeError: can't access property \"boom\" of null"}),
+    );
     let stack = development["logs"][0]["message"].as_str().unwrap();
     assert!(stack.contains("gather@target/dev/js/app.cjs:"), "{stack}");
 }
