@@ -11,7 +11,10 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::support::authoring::{artifact, assert_grant_required, path_str, run_json, stderr};
+use crate::support::authoring::{
+    artifact, assert_an_edit_runs_without_a_build, assert_grant_required, path_str, run_json,
+    run_project, stderr,
+};
 use crate::support::js;
 use serde_json::Value;
 
@@ -587,40 +590,10 @@ fn an_edited_js_project_runs_at_once_as_its_built_component_would() {
     };
     let home = tempfile::tempdir().unwrap();
     let project = crate::support::authoring::plugin_new(home.path(), "dev-loop-js", "js");
-    let run = |extra: &[&str]| {
-        let output = support::factbuoy()
-            .args(["plugin", "run"])
-            .arg(&project)
-            .args(["--grant", "dev-loop-js:host-info", "-o", "json"])
-            .args(extra)
-            .env("PATH", js::path_with_toolchain(&toolchain))
-            .output()
-            .unwrap();
-        let report: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
-        (output.status.code(), report, stderr(&output))
-    };
-    let greeting = |report: &Value| artifact(report, "greeting.json")["greeting"].clone();
-    let (code, report, said) = run(&[]);
-    assert_eq!(code, Some(0), "{said}");
-    assert!(said.contains("building the development runner"), "{said}");
-    assert_eq!(greeting(&report), "hello", "{report:#}");
-    assert!(!project.join("target/dev-loop-js.wasm").exists());
-
+    let path = js::path_with_toolchain(&toolchain);
+    let run = |extra: &[&str]| run_project(&project, "dev-loop-js", &path, extra);
+    let source = assert_an_edit_runs_without_a_build(&project, "dev-loop-js", &path, "app.js");
     let app = project.join("app.js");
-    let source = std::fs::read_to_string(&app).unwrap();
-    std::fs::write(
-        &app,
-        source.replace("default(\"hello\")", "default(\"ahoy\")"),
-    )
-    .unwrap();
-    let (code, report, said) = run(&[]);
-    assert_eq!(code, Some(0), "{said}");
-    assert!(
-        !said.contains("building"),
-        "built again for an edit: {said}"
-    );
-    assert_eq!(greeting(&report), "ahoy", "{report:#}");
-    assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
 
     // A failure in gather, and the same from the built component.
     let failing = source.replace(

@@ -6,7 +6,8 @@
 use crate::support;
 
 use crate::support::authoring::{
-    assert_grant_required, path_str, plugin_new, run_json, stderr, table_rows,
+    assert_an_edit_runs_without_a_build, assert_grant_required, path_str, plugin_new, run_json,
+    run_project, stderr, table_rows,
 };
 use crate::support::python;
 
@@ -428,44 +429,10 @@ fn the_python_sdk_wheel_installed_in_a_projects_venv_builds_and_runs_its_plugin(
 fn an_edited_python_project_runs_at_once_as_its_built_component_would() {
     let home = tempfile::tempdir().unwrap();
     let project = plugin_new(home.path(), "dev-loop", "python");
-    let run = |extra: &[&str]| {
-        let output = support::factbuoy()
-            .args(["plugin", "run"])
-            .arg(&project)
-            .args(["--grant", "dev-loop:host-info", "-o", "json"])
-            .args(extra)
-            .env("PATH", python::path_with_venv())
-            .output()
-            .unwrap();
-        let report: serde_json::Value =
-            serde_json::from_slice(&output.stdout).unwrap_or(serde_json::Value::Null);
-        (output.status.code(), report, stderr(&output))
-    };
-    let greeting = |report: &serde_json::Value| {
-        let facts = &report["artifacts"][0]["content"];
-        facts["greeting"].clone()
-    };
-    let (code, report, said) = run(&[]);
-    assert_eq!(code, Some(0), "{said}");
-    assert!(said.contains("building the development runner"), "{said}");
-    assert_eq!(greeting(&report), "hello", "{report:#}");
-    assert!(!project.join("target/dev-loop.wasm").exists());
-
+    let path = python::path_with_venv();
+    let run = |extra: &[&str]| run_project(&project, "dev-loop", &path, extra);
+    let source = assert_an_edit_runs_without_a_build(&project, "dev-loop", &path, "app.py");
     let app = project.join("app.py");
-    let source = std::fs::read_to_string(&app).unwrap();
-    std::fs::write(
-        &app,
-        source.replace("default(\"hello\")", "default(\"ahoy\")"),
-    )
-    .unwrap();
-    let (code, report, said) = run(&[]);
-    assert_eq!(code, Some(0), "{said}");
-    assert!(
-        !said.contains("building"),
-        "built again for an edit: {said}"
-    );
-    assert_eq!(greeting(&report), "ahoy", "{report:#}");
-    assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
 
     // A failure in gather, and the same from the built component.
     let failing = source.replace(
@@ -486,16 +453,11 @@ fn an_edited_python_project_runs_at_once_as_its_built_component_would() {
     // app.py failing while it loads, and describe raising: the exception and where.
     let failed_describe = |app_source: &str, expected: &str| {
         std::fs::write(&app, app_source).unwrap();
-        let output = support::factbuoy()
-            .args(["plugin", "run"])
-            .arg(&project)
-            .env("PATH", python::path_with_venv())
-            .output()
-            .unwrap();
-        let said = stderr(&output);
-        assert!(!output.status.success(), "{said}");
+        let (code, error, said) = run(&[]);
+        assert_eq!(code, Some(2), "{said}");
         assert!(!said.contains("building"), "{said}");
-        assert!(said.contains(expected), "{said}");
+        let error = error["error"].as_str().unwrap_or_default();
+        assert!(error.contains(expected), "{error}");
     };
     let line = source.lines().count() + 2;
     failed_describe(

@@ -185,3 +185,66 @@ pub fn assert_old_form_artifacts(wasm: &Path) {
     assert_eq!(artifact(&report, "facts.json")["answer"], 42, "{report:#}");
     assert_eq!(table_rows(&report, "rows.jsonl")[0]["n"], 1, "{report:#}");
 }
+
+/// `plugin run DIR -o json` of the project `dir` that `plugin new` wrote as `name`, granted
+/// host-info, with `path` as PATH (the language's toolchain) and `extra` flags: its exit code,
+/// its report (`null` when it printed none) and what it said on stderr.
+pub fn run_project(
+    dir: &Path,
+    name: &str,
+    path: &std::ffi::OsStr,
+    extra: &[&str],
+) -> (Option<i32>, Value, String) {
+    let output = super::factbuoy()
+        .args(["plugin", "run"])
+        .arg(dir)
+        .args(["--grant", &format!("{name}:host-info"), "-o", "json"])
+        .args(extra)
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    (output.status.code(), report, stderr(&output))
+}
+
+/// Runs the greeter project `dir` (`plugin new`'s, as `name`) through its development build
+/// twice: the first run builds the runner and greets with `hello`; then its `source` file is
+/// edited to greet with `ahoy`, and the next run greets so without building anything. Returns
+/// the source as `plugin new` wrote it.
+pub fn assert_an_edit_runs_without_a_build(
+    dir: &Path,
+    name: &str,
+    path: &std::ffi::OsStr,
+    source: &str,
+) -> String {
+    let (code, report, said) = run_project(dir, name, path, &[]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("building the development runner"), "{said}");
+    assert_eq!(
+        artifact(&report, "greeting.json")["greeting"],
+        "hello",
+        "{report:#}"
+    );
+    assert!(!dir.join(format!("target/{name}.wasm")).exists(), "{said}");
+
+    let file = dir.join(source);
+    let original = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        original.replace("default(\"hello\")", "default(\"ahoy\")"),
+    )
+    .unwrap();
+    let (code, report, said) = run_project(dir, name, path, &[]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(
+        !said.contains("building"),
+        "built again for an edit: {said}"
+    );
+    assert_eq!(
+        artifact(&report, "greeting.json")["greeting"],
+        "ahoy",
+        "{report:#}"
+    );
+    assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
+    original
+}

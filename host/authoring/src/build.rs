@@ -104,32 +104,50 @@ fn build_python(dir: &Path, force: bool) -> Result<PathBuf, Error> {
     let python = toolchain::python_beside(&componentize);
     let sdk = python_sdk(dir, python.as_deref())?;
     let wasm = component_path(dir)?;
-    let toolchain = format!(
-        "{} {}",
-        componentize.display(),
-        toolchain::tool_version(&componentize, "--version")?
-    );
+    let toolchain = python_toolchain(&componentize)?;
     let digest = inputs::digest(dir, &outside(dir, [wit_dir(&wit), &sdk]), &toolchain)?;
     if !force && inputs::up_to_date(&wasm, &digest) {
         say_up_to_date(&wasm);
         return Ok(wasm);
     }
     syntax::check_python(dir, python.as_deref())?;
-    let mut command = Command::new(&componentize);
-    command
-        .arg("-d")
-        .arg(wit_dir(&wit))
-        .args(["-w", WORLD, "componentize", PYTHON_APP])
-        .arg("-p")
-        .arg(dir)
-        .arg("-p")
-        .arg(sdk.parent().expect("a found directory has a parent"))
-        .arg("-o")
-        .arg(&wasm);
+    let mut command = componentize_py(&componentize, &wit, dir, &sdk, &wasm);
     inputs::forget(&wasm);
     run_toolchain(&mut command, dir)?;
     inputs::record(&wasm, &digest);
     Ok(wasm)
+}
+
+/// What identifies componentize-py, for the digest of a build's inputs.
+fn python_toolchain(componentize: &Path) -> Result<String, Error> {
+    Ok(format!(
+        "{} {}",
+        componentize.display(),
+        toolchain::tool_version(componentize, "--version")?
+    ))
+}
+
+/// componentize-py building the module `app` found first in `app_dir` against the contract
+/// `wit`, with the SDK package `sdk`, into `wasm`.
+fn componentize_py(
+    componentize: &Path,
+    wit: &Path,
+    app_dir: &Path,
+    sdk: &Path,
+    wasm: &Path,
+) -> Command {
+    let mut command = Command::new(componentize);
+    command
+        .arg("-d")
+        .arg(wit_dir(wit))
+        .args(["-w", WORLD, "componentize", PYTHON_APP])
+        .arg("-p")
+        .arg(app_dir)
+        .arg("-p")
+        .arg(sdk.parent().expect("a found directory has a parent"))
+        .arg("-o")
+        .arg(wasm);
+    command
 }
 
 /// The Python SDK package a project in `dir` is built with: a copy in the project (or a
@@ -226,13 +244,7 @@ fn build_js(dir: &Path, force: bool) -> Result<PathBuf, Error> {
     }
     let node_modules = toolchain::js_toolchain(dir)?;
     let wasm = component_path(dir)?;
-    let toolchain = format!(
-        "node {} componentize-js {} jco {} at {}",
-        toolchain::tool_version(Path::new("node"), "--version")?,
-        toolchain::package_version(&node_modules, "@bytecodealliance/componentize-js")?,
-        toolchain::package_version(&node_modules, "@bytecodealliance/jco")?,
-        node_modules.display()
-    );
+    let toolchain = js_toolchain(&node_modules)?;
     let digest = inputs::digest(dir, &outside(dir, [wit_dir(&wit), &sdk]), &toolchain)?;
     if !force && inputs::up_to_date(&wasm, &digest) {
         say_up_to_date(&wasm);
@@ -271,6 +283,26 @@ fn build_js(dir: &Path, force: bool) -> Result<PathBuf, Error> {
     run_toolchain(&mut command, dir)?;
     inputs::record(&wasm, &digest);
     Ok(wasm)
+}
+
+/// What identifies Node.js, componentize-js and jco, for the digest of a build's inputs.
+fn js_toolchain(node_modules: &Path) -> Result<String, Error> {
+    Ok(format!(
+        "node {} componentize-js {} jco {} at {}",
+        toolchain::tool_version(Path::new("node"), "--version")?,
+        toolchain::package_version(node_modules, "@bytecodealliance/componentize-js")?,
+        toolchain::package_version(node_modules, "@bytecodealliance/jco")?,
+        node_modules.display()
+    ))
+}
+
+/// Writes `text` to `path` unless the file holds it already, keeping its modification time for
+/// what watches it.
+fn write_if_changed(path: &Path, text: &str) -> Result<(), Error> {
+    if std::fs::read_to_string(path).ok().as_deref() != Some(text) {
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// componentize-js building the entry point `app` against the WIT `wit` (as [`stage_js_wit`]

@@ -26,8 +26,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::{
-    JS_APP, JS_INSTALLED_SDK, JS_SDK, PYTHON_APP, WORLD, build, component_path, componentize_js,
-    contract, inputs, python_sdk, run_toolchain, stage_js_wit, syntax, wit_dir,
+    JS_APP, JS_INSTALLED_SDK, JS_SDK, PYTHON_APP, build, component_path, componentize_js,
+    componentize_py, contract, inputs, js_toolchain, python_sdk, python_toolchain, run_toolchain,
+    stage_js_wit, syntax, wit_dir, write_if_changed,
 };
 use crate::error::{Error, IoContext as _};
 use crate::toolchain;
@@ -127,36 +128,19 @@ fn python_development(dir: &Path) -> Result<Option<Runnable>, Error> {
         &format!("_IMPORTS: Sequence[str] = {listed}"),
         1,
     );
-    let app = runner.join(format!("{PYTHON_APP}.py"));
-    if std::fs::read_to_string(&app).ok().as_deref() != Some(source.as_str()) {
-        std::fs::write(&app, &source).with_context(|| format!("writing {}", app.display()))?;
-    }
+    write_if_changed(&runner.join(format!("{PYTHON_APP}.py")), &source)?;
 
     let name = component_path(dir)?;
     let wasm = runner.with_file_name(name.file_name().expect("a component path has a name"));
-    let toolchain = format!(
-        "{} {}",
-        componentize.display(),
-        toolchain::tool_version(&componentize, "--version")?
-    );
+    let toolchain = python_toolchain(&componentize)?;
     let digest = inputs::digest(&runner, &[wit_dir(&wit), &sdk], &toolchain)?;
     if !inputs::up_to_date(&wasm, &digest) {
         eprintln!(
             "building the development runner with the modules the project imports (again only \
              when that set changes)"
         );
-        let mut command = Command::new(&componentize);
-        command
-            .arg("-d")
-            .arg(wit_dir(&wit))
-            .args(["-w", WORLD, "componentize", PYTHON_APP])
-            // The runner's app.py, not the project's: the runner comes first.
-            .arg("-p")
-            .arg(&runner)
-            .arg("-p")
-            .arg(sdk.parent().expect("a found directory has a parent"))
-            .arg("-o")
-            .arg(&wasm);
+        // The runner comes first on the path: its app.py, not the project's, is `app`.
+        let mut command = componentize_py(&componentize, &wit, &runner, &sdk, &wasm);
         inputs::forget(&wasm);
         run_toolchain(&mut command, dir)?;
         inputs::record(&wasm, &digest);
@@ -202,18 +186,10 @@ fn js_development(dir: &Path) -> Result<Option<Runnable>, Error> {
     std::fs::create_dir_all(&source).with_context(|| format!("creating {}", source.display()))?;
     let text = js_runner(&interfaces);
     let app = source.join(JS_APP);
-    if std::fs::read_to_string(&app).ok().as_deref() != Some(text.as_str()) {
-        std::fs::write(&app, &text).with_context(|| format!("writing {}", app.display()))?;
-    }
+    write_if_changed(&app, &text)?;
     let name = component_path(dir)?;
     let wasm = work.with_file_name(name.file_name().expect("a component path has a name"));
-    let toolchain = format!(
-        "node {} componentize-js {} jco {} at {}",
-        toolchain::tool_version(Path::new("node"), "--version")?,
-        toolchain::package_version(&node_modules, "@bytecodealliance/componentize-js")?,
-        toolchain::package_version(&node_modules, "@bytecodealliance/jco")?,
-        node_modules.display()
-    );
+    let toolchain = js_toolchain(&node_modules)?;
     let digest = inputs::digest(&source, &[wit_dir(&wit)], &toolchain)?;
     if !inputs::up_to_date(&wasm, &digest) {
         eprintln!(
