@@ -40,5 +40,5 @@ pub use instance::output::ArtifactRecord;
 pub use instance::progress::{Level, LogRecord, PluginProgress, ProgressObserver, level_name};
 pub use invoke::{Invocation, InvocationReport, PASSED_ENVIRONMENT};
 pub use limits::Limits;
-pub use load::{DESCRIBE_DEADLINE, LoadError, LoadedPlugin, Runtime, RuntimeOptions};
+pub use load::{DESCRIBE_DEADLINE, LoadError, LoadReport, LoadedPlugin, Runtime, RuntimeOptions};
 pub use stop::StopSignal;
