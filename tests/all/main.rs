@@ -22,6 +22,7 @@ mod architecture;
 mod cli;
 mod cli_runs;
 mod cli_terminal;
+mod compile_cache;
 mod contract;
 mod deploy_units;
 mod examples;

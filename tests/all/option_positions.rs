@@ -16,6 +16,8 @@ const SAMPLES: &[&str] = &[
     "a:b=c",
     "2026-05-01",
     "127.0.0.1:7443",
+    "/v",
+    "65532:65532",
 ];
 
 /// A command to check: the subcommand names below `factbuoy`, and the command itself.

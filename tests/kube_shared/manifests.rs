@@ -49,7 +49,7 @@ fn images(cluster: &Cluster) {
         }
         std::fs::copy("/bin/busybox", root.join("bin/busybox")).unwrap();
         for applet in [
-            "sh", "cat", "id", "grep", "wc", "ls", "sleep", "touch", "echo", "hostname",
+            "sh", "cat", "id", "grep", "wc", "ls", "sleep", "touch", "echo", "hostname", "stat",
         ] {
             std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).unwrap();
         }
@@ -107,6 +107,8 @@ fn spec(run_id: &str, image: &str) -> RunSpec {
         read_paths: vec!["/etc".into(), "/proc".into(), "/sys".into()],
         host_info: true,
         agent_memory_limit: "768Mi".into(),
+        agent_cache: Some(support::agent_cache_dir().to_str().unwrap().into()),
+        agent_cache_size: factbuoy_dispatch::manifest::DEFAULT_AGENT_CACHE_SIZE.into(),
         journal_groups: Vec::new(),
         host_network: true,
         global_plugins: false,
@@ -149,6 +151,7 @@ fn gen_prints_what_run_applies_and_the_api_server_accepts_it() {
     let cluster = cluster();
     let state = tempfile::tempdir().unwrap();
     let run_id = "gen0000000a1";
+    let agent_cache = support::agent_cache_dir();
     let args = [
         "--run-id",
         run_id,
@@ -156,6 +159,8 @@ fn gen_prints_what_run_applies_and_the_api_server_accepts_it() {
         IMAGE,
         "--image-pull-policy",
         "Never",
+        "--agent-cache",
+        agent_cache.to_str().unwrap(),
     ];
     let started = Instant::now();
     let json = gen_output(state.path(), &[&["-o", "json"][..], &args].concat());
@@ -254,6 +259,103 @@ fn gen_prints_what_run_applies_and_the_api_server_accepts_it() {
     run_and_wait_delete(cluster, run_id);
 }
 
+/// The agents' cache of compiled plugins, offline: by default a hostPath on each node that an
+/// init container (root with CAP_CHOWN and CAP_FOWNER only) gives to the agents' user before
+/// they start; `--agent-cache` and `--agent-cache-size` move and bound it, `--no-agent-cache`
+/// keeps it in the pod's scratch space with no init container.
+#[test]
+fn gen_keeps_compiled_plugins_on_each_node_unless_told_not_to() {
+    let state = tempfile::tempdir().unwrap();
+    let agents = |args: &[&str]| -> Value {
+        let list: Value = serde_json::from_str(&gen_output(
+            state.path(),
+            &[&["-o", "json"][..], args].concat(),
+        ))
+        .unwrap();
+        let items = list["items"].as_array().unwrap();
+        let ds = items.iter().find(|o| o["kind"] == "DaemonSet").unwrap();
+        ds["spec"]["template"]["spec"].clone()
+    };
+    let env = |pod: &Value, name: &str| -> Value {
+        let env = pod["containers"][0]["env"].as_array().unwrap();
+        env.iter()
+            .find(|e| e["name"] == name)
+            .map_or(Value::Null, |e| e["value"].clone())
+    };
+    let cache_volume = |pod: &Value| -> Value {
+        let volumes = pod["volumes"].as_array().unwrap();
+        volumes
+            .iter()
+            .find(|v| v["name"] == "cache")
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+
+    let default = agents(&[]);
+    assert_eq!(
+        cache_volume(&default)["hostPath"],
+        serde_json::json!({"path": "/var/cache/factbuoy", "type": "DirectoryOrCreate"})
+    );
+    assert_eq!(env(&default, "FACTBUOY_CACHE_DIR"), "/var/cache/factbuoy");
+    assert_eq!(env(&default, "FACTBUOY_CACHE_MAX_SIZE"), "1GiB");
+    let init = &default["initContainers"][0];
+    assert_eq!(init["name"], "cache-owner");
+    assert_eq!(
+        init["command"],
+        serde_json::json!([
+            "/bin/factbuoy",
+            "agent",
+            "prepare-cache",
+            "/var/cache/factbuoy",
+            "--owner",
+            "65532:65532"
+        ])
+    );
+    let context = &init["securityContext"];
+    assert_eq!(
+        context["capabilities"],
+        serde_json::json!({"add": ["CHOWN", "FOWNER"], "drop": ["ALL"]})
+    );
+    assert_eq!(context["allowPrivilegeEscalation"], false);
+    assert_eq!(context["readOnlyRootFilesystem"], true);
+    // It mounts the cache directory and nothing else; the agent stays without capabilities.
+    assert_eq!(init["volumeMounts"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        default["containers"][0]["securityContext"]["capabilities"],
+        serde_json::json!({"drop": ["ALL"]})
+    );
+
+    let moved = agents(&[
+        "--agent-cache",
+        "/data/fb-cache",
+        "--agent-cache-size",
+        "2GiB",
+    ]);
+    assert_eq!(cache_volume(&moved)["hostPath"]["path"], "/data/fb-cache");
+    assert_eq!(env(&moved, "FACTBUOY_CACHE_MAX_SIZE"), "2GiB");
+
+    let opted_out = agents(&["--no-agent-cache"]);
+    assert_eq!(cache_volume(&opted_out), Value::Null);
+    assert_eq!(opted_out["initContainers"], Value::Null);
+    assert_eq!(env(&opted_out, "FACTBUOY_CACHE_DIR"), "/tmp/cache");
+
+    for bad in [
+        &["--agent-cache", "relative"][..],
+        &["--agent-cache", "/"],
+        &["--agent-cache", "/var/../etc"],
+        &["--agent-cache-size", "lots"],
+        &["--agent-cache", "/x", "--no-agent-cache"],
+    ] {
+        let refused = factbuoy()
+            .env("FACTBUOY_STATE_DIR", state.path())
+            .arg("gen")
+            .args(bad)
+            .output()
+            .unwrap();
+        assert!(!refused.status.success(), "{bad:?} was accepted");
+    }
+}
+
 /// `gen --global` and `--journal-group`, offline: what they change in the objects.
 #[test]
 fn gen_runs_global_plugins_in_the_aggregator_and_gives_agents_the_journal_group() {
@@ -296,6 +398,7 @@ fn gen_runs_global_plugins_in_the_aggregator_and_gives_agents_the_journal_group(
         .as_array()
         .unwrap()
         .iter()
+        .filter(|v| v["name"].as_str().unwrap().starts_with("host-"))
         .filter_map(|v| v["hostPath"]["path"].as_str())
         .collect();
     assert_eq!(mounted, ["/etc", "/proc", "/usr"]);
@@ -543,6 +646,8 @@ fn agents_run_on_every_node_as_non_root_under_runtime_default_seccomp_and_read_t
         .map(String::from)
         .to_vec(),
     );
+    // The init container is the real one: it gives the node's cache directory to the agent.
+    pod.init_containers.as_mut().unwrap()[0].image = Some(IMAGE.into());
     m.aggregator.spec.as_mut().unwrap().containers[0].command = Some(sleep);
     apply_with_ca(cluster, &mut m);
     let running = eventually(Duration::from_secs(120), || {
@@ -575,7 +680,9 @@ fn agents_run_on_every_node_as_non_root_under_runtime_default_seccomp_and_read_t
             "echo uid=$(id -u) gid=$(id -g) host=$(hostname); grep Seccomp: /proc/self/status; \
              echo token=$(wc -c < /var/run/secrets/factbuoy/token); ls /host; \
              touch /host/etc/x 2>/dev/null && echo host-writable; \
-             touch /x 2>/dev/null && echo root-writable; echo done",
+             touch /x 2>/dev/null && echo root-writable; \
+             stat -c 'cache=%u:%g %a' /var/cache/factbuoy; \
+             touch /var/cache/factbuoy/probe-$(hostname) && echo cache-written; echo done",
         ]);
         // In the node's network and UTS namespaces (hostNetwork): the node's host name.
         let node = pod["spec"]["nodeName"].as_str().unwrap();
@@ -594,6 +701,9 @@ fn agents_run_on_every_node_as_non_root_under_runtime_default_seccomp_and_read_t
         );
         assert!(seen.contains("etc\nproc\nsys\nusr\n"), "{seen}");
         assert!(!seen.contains("writable"), "{seen}");
+        // The node's cache directory is the agent's alone, and the agent writes it.
+        assert!(seen.contains("cache=65532:65532 700\n"), "{seen}");
+        assert!(seen.contains("cache-written"), "{seen}");
         assert!(seen.contains("done"), "{seen}");
         // $(VAR) in the argv expands to the Service's address (no DNS needed).
         let address = cluster.kubectl([
@@ -680,6 +790,8 @@ fn in_an_existing_namespace_the_aggregator_pod_is_the_root() {
     cluster.kubectl(["create", "namespace", namespace]);
     let mut m = RunManifests::build(&RunSpec {
         namespace: Some(namespace.into()),
+        // The init container runs factbuoy, which busybox's image lacks.
+        agent_cache: None,
         ..spec(run_id, BUSYBOX)
     })
     .unwrap();

@@ -29,7 +29,7 @@ fn the_operator_library_runs_a_kubernetes_run_and_a_detached_run_answers_in_json
     let state = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let request = RunRequest {
-        target: Target::Kubernetes(KubernetesTarget {
+        target: Target::Kubernetes(Box::new(KubernetesTarget {
             cluster: factbuoy_kubernetes::ClusterRef {
                 kubeconfig: Some(cluster.kubeconfig()),
                 context: None,
@@ -37,10 +37,11 @@ fn the_operator_library_runs_a_kubernetes_run_and_a_detached_run_answers_in_json
             placement: ClusterRun {
                 image: image.to_owned(),
                 image_pull_policy: "Never".to_owned(),
+                agent_cache: Some(support::agent_cache_dir().to_str().unwrap().to_owned()),
                 ..ClusterRun::default()
             },
             run_id: None,
-        }),
+        })),
         plugins: PluginSelection {
             plugins: vec!["hello".to_owned()],
             ..PluginSelection::default()
@@ -80,6 +81,8 @@ fn the_operator_library_runs_a_kubernetes_run_and_a_detached_run_answers_in_json
             image,
         ])
         .args(["--image-pull-policy", "Never", "--plugin", "hello"])
+        .arg("--agent-cache")
+        .arg(support::agent_cache_dir())
         .output()
         .unwrap();
     assert!(
@@ -605,6 +608,105 @@ fn a_python_plugin_from_a_file_travels_in_parts_and_runs_on_every_node() {
     factbuoy_json(cluster, state.path(), &["delete", &run_id]);
 }
 
+/// The agents keep compiled plugins in a directory on their node that outlives the run: a
+/// Python plugin (19 MB of wasm, seconds to compile) that one run compiled is loaded from there
+/// by the next run's agents, on every node in at most a second. Each node's figures (from the
+/// bundles' reports, `load`) are printed: `cargo test -p factbuoy --test kube_shared --
+/// a_python_plugin_compiled_in_one_run --nocapture`.
+#[test]
+fn a_python_plugin_compiled_in_one_run_is_loaded_from_the_nodes_cache_in_the_next() {
+    let cluster = cluster();
+    let python =
+        support::python::component(&support::workspace().join("tests/plugins-python/hostile"));
+    // A cache of this test's own, empty: the first run compiles.
+    let cache = support::binary_dir("agent-cache-python");
+    let run = || {
+        let state = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let bundle = kube_runs::run(
+            cluster,
+            state.path(),
+            out.path(),
+            &[
+                "--agent-cache",
+                cache.to_str().unwrap(),
+                "--plugin",
+                python.to_str().unwrap(),
+                "--param",
+                "hostile:mode=well-behaved",
+            ],
+        );
+        let status = bundle.status();
+        let loads: Vec<(bool, f64)> = ["node-1", "node-2", "node-3"]
+            .iter()
+            .map(|node| {
+                assert_eq!(
+                    pair(&status, "hostile", node)["status"],
+                    "complete",
+                    "{status:#}"
+                );
+                let probe = bundle.json(&format!("plugins/hostile/results/{node}/probe.json"));
+                assert_eq!(probe, serde_json::json!({"ok": true}), "{node}");
+                let load = &bundle.json(&format!("meta/reports/hostile/{node}.json"))["load"];
+                (
+                    load["cached"].as_bool().expect("load.cached"),
+                    load["duration_ms"].as_f64().expect("load.duration_ms"),
+                )
+            })
+            .collect();
+        let run_id = status["run_id"].as_str().unwrap().to_owned();
+        factbuoy_json(cluster, state.path(), &["delete", &run_id]);
+        loads
+    };
+    let started = std::time::Instant::now();
+    let first = run();
+    let between = std::time::Instant::now();
+    let second = run();
+    eprintln!(
+        "run --kubernetes took {:.0} s the first time, {:.0} s the second",
+        (between - started).as_secs_f64(),
+        between.elapsed().as_secs_f64()
+    );
+    for (n, (first, second)) in first.iter().zip(&second).enumerate() {
+        eprintln!(
+            "node-{}: first run {} in {:.0} ms, second run {} in {:.0} ms",
+            n + 1,
+            if first.0 {
+                "loaded from the cache"
+            } else {
+                "compiled"
+            },
+            first.1,
+            if second.0 {
+                "loaded from the cache"
+            } else {
+                "compiled"
+            },
+            second.1,
+        );
+    }
+    // The nodes of the test cluster share this machine's file system, so an agent that starts
+    // late in the first run may already find another node's entry: at least one compiled.
+    assert!(first.iter().any(|(cached, _)| !cached), "{first:?}");
+    for (n, (cached, ms)) in second.iter().enumerate() {
+        assert!(cached, "node-{}: the second run compiled again", n + 1);
+        assert!(
+            *ms <= 1000.0,
+            "node-{}: the cached load took {ms:.0} ms",
+            n + 1
+        );
+    }
+    // The init container gave the directory to the agents' user, and no one else may write it.
+    let meta = std::fs::metadata(&cache).unwrap();
+    assert_eq!(
+        (
+            std::os::unix::fs::MetadataExt::uid(&meta),
+            std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777
+        ),
+        (65532, 0o700)
+    );
+}
+
 /// A secret parameter travels in the run's Secret, which only the aggregator reads and which it
 /// deletes when the run ends: the plugin gets it on every node, and it is nowhere else: not in
 /// what `gen` prints, the bundle, the state directory, what `run` printed, the aggregator's log,
@@ -645,6 +747,8 @@ fn a_secret_parameter_reaches_the_plugin_on_every_node_and_nothing_else() {
         .args(["run", "--kubernetes", "--image", cluster.factbuoy_image()])
         .args(["--image-pull-policy", "Never", "--timeout", "5m", "--out"])
         .arg(out.path())
+        .arg("--agent-cache")
+        .arg(support::agent_cache_dir())
         .args(plugin)
         .args(["-p", "hostile:token=env:FACTBUOY_TEST_TOKEN"])
         .env("FACTBUOY_TEST_TOKEN", SECRET)

@@ -33,12 +33,21 @@ pub fn factbuoy_json(cluster: &Cluster, state: &Path, args: &[&str]) -> serde_js
 }
 
 /// `factbuoy run --kubernetes` with the test image and `args` (a 5-minute run timeout), started;
-/// the bundle goes into `out`.
+/// the bundle goes into `out`. The agents' cache is [`super::agent_cache_dir`] unless `args`
+/// name one.
 pub fn start_run(cluster: &Cluster, state: &Path, out: &Path, args: &[&str]) -> Child {
-    factbuoy(cluster, state)
+    let mut command = factbuoy(cluster, state);
+    command
         .args(["run", "--kubernetes", "--image", cluster.factbuoy_image()])
         .args(["--image-pull-policy", "Never", "--timeout", "5m", "--out"])
-        .arg(out)
+        .arg(out);
+    if !args
+        .iter()
+        .any(|a| *a == "--agent-cache" || *a == "--no-agent-cache")
+    {
+        command.arg("--agent-cache").arg(super::agent_cache_dir());
+    }
+    command
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -82,6 +82,14 @@ pub fn cache_dir() -> PathBuf {
     DIR.get_or_init(|| binary_dir("component-cache")).clone()
 }
 
+/// The node directory the Kubernetes tests' agents keep compiled plugins in (`--agent-cache`):
+/// in the target directory, which the test cluster's nodes share with this machine, rather than
+/// the default /var/cache/factbuoy, so that the tests leave the machine as they found it.
+pub fn agent_cache_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| binary_dir("agent-cache")).clone()
+}
+
 /// `CARGO_TARGET_TMPDIR/<kind>/<this test binary>`, emptied: in the target directory, so that
 /// it is removed with it (a static is never dropped, so a temporary directory would outlive
 /// every run in /tmp); call it once per run, from a `OnceLock`.

@@ -119,6 +119,18 @@ pub struct KubeArgs {
     /// Memory limit of each agent container (the plugin sandbox's cap plus the agent's own).
     #[arg(long, default_value = "768Mi", value_name = "QUANTITY")]
     pub agent_memory_limit: String,
+    /// The directory on each node where agents keep compiled plugins between runs (a hostPath,
+    /// made the agents' own, mode 0700, by an init container with CAP_CHOWN and CAP_FOWNER only),
+    /// so that a plugin compiled once on a node is loaded, not compiled, in later runs.
+    #[arg(long, value_name = "DIR", default_value = factbuoy_kubernetes::DEFAULT_AGENT_CACHE_DIR, value_parser = absolute_dir)]
+    pub agent_cache: String,
+    /// Keep no cache on the nodes: agents cache compiled plugins in their pod only, and compile
+    /// each plugin again every run.
+    #[arg(long, conflicts_with = "agent_cache")]
+    pub no_agent_cache: bool,
+    /// The size each node's cache is kept under, least recently used plugins removed first.
+    #[arg(long, value_name = "SIZE", default_value = factbuoy_kubernetes::DEFAULT_AGENT_CACHE_SIZE, value_parser = cache_size)]
+    pub agent_cache_size: String,
     /// Cluster objects to save into the bundle's resources/, as lists (the aggregator may list
     /// exactly these): any of nodes, namespaces, pods, services, persistentvolumes, daemonsets,
     /// deployments, storageclasses.
@@ -151,11 +163,28 @@ impl KubeArgs {
             tolerate: self.tolerate.clone(),
             tolerate_all: !self.no_tolerate_all,
             agent_memory_limit: self.agent_memory_limit.clone(),
+            agent_cache: (!self.no_agent_cache).then(|| self.agent_cache.clone()),
+            agent_cache_size: self.agent_cache_size.clone(),
             resources: self.resources.clone(),
             journal_groups: self.journal_group.clone(),
             host_network: !self.no_host_network,
         }
     }
+}
+
+/// `--agent-cache`: a normalised absolute path other than `/`.
+fn absolute_dir(value: &str) -> Result<String, String> {
+    factbuoy_kubernetes::check_cache_dir(value)
+        .map(|()| value.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// `--agent-cache-size`: a size as the agents read it (`500MiB`, `2GiB`).
+fn cache_size(value: &str) -> Result<String, String> {
+    value
+        .parse::<bytesize::ByteSize>()
+        .map(|_| value.to_owned())
+        .map_err(|e| format!("not a size such as 500MiB or 2GiB: {e}"))
 }
 
 /// Which run `status` and `retrieve` talk about.

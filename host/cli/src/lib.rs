@@ -71,7 +71,9 @@ enum Command {
         factbuoy run                                     # the default plugins, bundle here\n  \
         factbuoy run --plugin setup -p setup:gather_subset=network --out bundles/\n  \
         factbuoy run --plugin ./my.wasm --grant my-plugin:read:/etc\n  \
-        factbuoy run --kubernetes --context prod         # every node of a cluster\n\n\
+        factbuoy run --kubernetes --context prod         # every node of a cluster\n  \
+        factbuoy run --kubernetes --agent-cache /data/factbuoy-cache --agent-cache-size 2GiB\n  \
+        factbuoy run --kubernetes --no-agent-cache       # compile plugins again on every run\n\n\
         Ctrl-C ends the run: what was collected is packaged, the rest is marked interrupted.")]
     Run(run::RunArgs),
     /// Show a run's status: the current run's, or the one named (local or Kubernetes).

@@ -201,18 +201,26 @@ pub fn diagnose(
     let images: BTreeMap<&str, &str> = pod
         .spec
         .iter()
-        .flat_map(|s| s.containers.iter())
+        .flat_map(|s| s.init_containers.iter().flatten().chain(&s.containers))
         .filter_map(|c| Some((c.name.as_str(), c.image.as_deref()?)))
         .collect();
-    let containers = status
+    let containers = (status
         .init_container_statuses
         .iter()
         .flatten()
-        .chain(status.container_statuses.iter().flatten());
-    for c in containers {
+        .map(|c| (c, true)))
+    .chain(
+        status
+            .container_statuses
+            .iter()
+            .flatten()
+            .map(|c| (c, false)),
+    );
+    for (c, init) in containers {
         let image = images.get(c.name.as_str()).copied().unwrap_or(&c.image);
         found.extend(diagnose_container(
             c,
+            init,
             &name,
             image,
             restart_limit,
@@ -222,8 +230,10 @@ pub fn diagnose(
     found
 }
 
+/// What is wrong with container `c` (an init container when `init`) of pod `pod`.
 fn diagnose_container(
     c: &ContainerStatus,
+    init: bool,
     pod: &str,
     image: &str,
     restart_limit: i32,
@@ -276,7 +286,12 @@ fn diagnose_container(
     let restarted = restarts_seen
         .get(&c.name)
         .is_some_and(|seen| c.restart_count > *seen);
-    if let Some(t) = ended_now.or(last_exit.filter(|_| restarted)) {
+    // An init container that ended well (the cache directory's owner) did its job.
+    let finished_init = |t: &&ContainerStateTerminated| init && t.exit_code == 0;
+    if let Some(t) = ended_now
+        .or(last_exit.filter(|_| restarted))
+        .filter(|t| !finished_init(t))
+    {
         found.push((
             ProblemKind::Terminated,
             format!(
@@ -510,6 +525,40 @@ mod tests {
             [(k, message)] if *k == kind => message.clone(),
             other => panic!("{name}: want one {kind} problem, got {other:?}"),
         }
+    }
+
+    /// The running fixture with an init container that ended with `exit_code`.
+    fn with_init_container(exit_code: i32) -> Pod {
+        let mut pod = fixture("running");
+        let status: ContainerStatus = serde_json::from_value(serde_json::json!({
+            "name": "cache-owner",
+            "image": "factbuoy.local/factbuoy:1",
+            "imageID": "",
+            "ready": exit_code == 0,
+            "restartCount": 0,
+            "state": {"terminated": {"exitCode": exit_code, "reason": "Completed"}}
+        }))
+        .unwrap();
+        pod.status.as_mut().unwrap().init_container_statuses = Some(vec![status]);
+        pod
+    }
+
+    #[test]
+    fn an_init_container_that_finished_is_no_problem_and_one_that_failed_is() {
+        let fine = with_init_container(0);
+        assert_eq!(
+            diagnose(&fine, DEFAULT_RESTART_LIMIT, &BTreeMap::new()),
+            vec![]
+        );
+        let failed = diagnose(
+            &with_init_container(2),
+            DEFAULT_RESTART_LIMIT,
+            &BTreeMap::new(),
+        );
+        assert!(
+            matches!(&failed[..], [(ProblemKind::Terminated, m)] if m.contains("cache-owner")),
+            "{failed:?}"
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Secret, Toleration};
 use factbuoy_aggregator::config::{PlanScope, RunConfig};
 use factbuoy_dispatch::Cluster;
 use factbuoy_dispatch::apply::{self, Mode};
-use factbuoy_dispatch::manifest::scheduling;
+use factbuoy_dispatch::manifest::{self, scheduling};
 use factbuoy_dispatch::manifest::{RunManifests, RunSpec};
 use factbuoy_dispatch::names;
 use factbuoy_dispatch::resources::ResourceKind;
@@ -42,6 +42,11 @@ pub struct ClusterRun {
     pub tolerate_all: bool,
     /// Memory limit of each agent container, a Kubernetes quantity.
     pub agent_memory_limit: String,
+    /// The node directory where agents keep compiled plugins between runs; `None`: each pod's
+    /// scratch space, compiled again every run.
+    pub agent_cache: Option<String>,
+    /// The size agents keep their cache under (`1GiB`).
+    pub agent_cache_size: String,
     /// Cluster objects the aggregator saves into the bundle's resources/.
     pub resources: Vec<&'static ResourceKind>,
     /// Groups the agents run with as well, to read the nodes' journals.
@@ -62,6 +67,8 @@ impl Default for ClusterRun {
             tolerate: Vec::new(),
             tolerate_all: true,
             agent_memory_limit: "768Mi".to_owned(),
+            agent_cache: Some(manifest::DEFAULT_AGENT_CACHE_DIR.to_owned()),
+            agent_cache_size: manifest::DEFAULT_AGENT_CACHE_SIZE.to_owned(),
             resources: ["nodes", "namespaces"]
                 .iter()
                 .map(|name| factbuoy_dispatch::resources::kind(name).expect("a known kind"))
@@ -144,6 +151,8 @@ pub fn prepare(
         read_paths: access.read_paths.clone(),
         host_info: access.host_info,
         agent_memory_limit: placement.agent_memory_limit.clone(),
+        agent_cache: placement.agent_cache.clone(),
+        agent_cache_size: placement.agent_cache_size.clone(),
         journal_groups: placement
             .journal_groups
             .iter()

@@ -24,6 +24,8 @@ pub use factbuoy_dispatch::delete::{
 };
 pub use factbuoy_dispatch::manifest::components::COMPONENTS_DIR;
 pub use factbuoy_dispatch::manifest::scheduling::{parse_node_selector, parse_toleration};
+pub use factbuoy_dispatch::manifest::volumes::check_cache_dir;
+pub use factbuoy_dispatch::manifest::{DEFAULT_AGENT_CACHE_DIR, DEFAULT_AGENT_CACHE_SIZE};
 pub use factbuoy_dispatch::names::AGGREGATOR as AGGREGATOR_POD;
 pub use factbuoy_dispatch::resources::{ResourceKind, kind as resource_kind};
 pub use factbuoy_dispatch::{Cluster, ClusterRef, connect};

@@ -20,7 +20,8 @@ pub enum Target {
     /// This host: an aggregator on loopback and an agent in this process.
     Local(LocalTarget),
     /// Every node of a Kubernetes cluster: the aggregator in a pod, agents in a DaemonSet.
-    Kubernetes(KubernetesTarget),
+    /// Boxed: its placement is several times the size of the other targets.
+    Kubernetes(Box<KubernetesTarget>),
     /// Every node enrolled in a fleet.
     Fleet(FleetTarget),
 }

@@ -5,6 +5,13 @@
 //! factbuoy (or an engine configured differently) uses a new directory instead of loading code
 //! it cannot run. The directory is created 0700 because loading an entry runs its native code.
 //!
+//! Since a cache directory outlives the process (on a Kubernetes node, every run's agents share
+//! one), each entry is checked before it is loaded: the cache directory, the engine's directory
+//! and the entry must belong to this user and be writable by no one else ([`Untrusted`]; a
+//! directory refused leaves the cache off), and the entry's sha-256 must be the one recorded in
+//! `<sha-256>.sum` when it was written. An entry that fails either check is logged, removed and
+//! compiled again.
+//!
 //! Beside them, `digests/` remembers the digest of each plugin file loaded, by what `stat` says
 //! of the file, so that loading a cached plugin from a file reads and hashes nothing: a Python
 //! component is 19 MB, and reading and hashing it was half of a cached run's time. A remembered
@@ -21,6 +28,7 @@
 //! <cache dir>/                        $FACTBUOY_CACHE_DIR, ~/.cache/factbuoy/components
 //!   <engine hash>/                    0700, one per factbuoy version and engine configuration
 //!     <sha-256>.cwasm                 a compiled component; modified = last used
+//!     <sha-256>.sum                   the sha-256 of that .cwasm, written with it
 //!     <sha-256>.name                  "<plugin name> <version>", written after its describe
 //!     digests/<hash of a path>        a file's identity, its digest and its path
 //! ```
@@ -44,6 +52,8 @@ pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
 const ENTRY_EXTENSION: &str = "cwasm";
 /// The extension of an entry's name record.
 const NAME_EXTENSION: &str = "name";
+/// The extension of an entry's integrity record: the sha-256 of the `.cwasm`.
+const SUM_EXTENSION: &str = "sum";
 
 /// The size the cache is kept under: `$FACTBUOY_CACHE_MAX_SIZE` (`500MiB`, `2GB`), else
 /// [`DEFAULT_MAX_BYTES`]. A value that is not a size is logged and the default used.
@@ -151,20 +161,43 @@ impl ComponentCache {
     }
 
     /// The cached component whose wasm has digest `sha256`, if there is a usable entry, marked
-    /// used. A cache that cannot be read only costs time: it is logged and bypassed.
+    /// used. A cache that cannot be read only costs time: it is logged and bypassed. An entry
+    /// that another user could have written, or whose sha-256 is not the one recorded when it
+    /// was written, is removed: loading it would run whatever native code it holds.
     pub fn cached(&self, engine: &Engine, sha256: &str) -> Option<Component> {
-        let entry = self.dir()?.join(format!("{sha256}.{ENTRY_EXTENSION}"));
-        if !entry.is_file() {
+        let (root, dir) = self.dirs.as_ref()?;
+        let entry = dir.join(format!("{sha256}.{ENTRY_EXTENSION}"));
+        let metadata = std::fs::symlink_metadata(&entry).ok()?;
+        if let Err(refused) = check_private(root).and_then(|()| check_private(dir)) {
+            tracing::warn!("not using the compiled-plugin cache: {refused}");
             return None;
         }
-        // SAFETY: entries are written only by `store` below, into a directory private to this
-        // user, and wasmtime checks the header against this engine before using one.
+        if let Err(refused) = check_private_entry(&entry, &metadata) {
+            tracing::warn!("removing the cache entry: {refused}");
+            remove_entry(&entry);
+            return None;
+        }
+        match verify(&entry) {
+            Ok(()) => {}
+            // Removed by another process's eviction since it was seen: a miss like any other.
+            Err(_) if !entry.exists() => return None,
+            Err(e) => {
+                tracing::warn!(
+                    "removing the cache entry {}, compiling the plugin again: {e}",
+                    entry.display()
+                );
+                remove_entry(&entry);
+                return None;
+            }
+        }
+        // SAFETY: the entry and the directories holding it belong to this user and no one else
+        // can write them (so it cannot be replaced after the check), its sha-256 is the one
+        // recorded when `store` wrote it, and wasmtime checks the header against this engine.
         match unsafe { Component::deserialize_file(engine, &entry) } {
             Ok(component) => {
                 mark_used(&entry);
                 Some(component)
             }
-            // Removed by another process's eviction since it was seen: a miss like any other.
             Err(_) if !entry.exists() => None,
             Err(e) => {
                 tracing::warn!("ignoring unusable cache entry {}: {e:#}", entry.display());
@@ -199,7 +232,7 @@ impl ComponentCache {
         let component = Component::new(engine, wasm)?;
         if let Some((root, dir)) = &self.dirs {
             let entry = dir.join(format!("{sha256}.{ENTRY_EXTENSION}"));
-            match store(dir, &entry, &component) {
+            match store(root, dir, &entry, &component) {
                 Ok(()) => {
                     if let Err(e) = evict(root, self.max_bytes, &entry) {
                         tracing::warn!("could not bound the cache in {}: {e}", root.display());
@@ -388,6 +421,7 @@ pub fn remove(entry: &CacheEntry) -> std::io::Result<()> {
     for file in [
         entry.path.clone(),
         entry.path.with_extension(NAME_EXTENSION),
+        entry.path.with_extension(SUM_EXTENSION),
     ] {
         match std::fs::remove_file(&file) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
@@ -468,15 +502,30 @@ pub(crate) fn file_identity(m: &std::fs::Metadata) -> String {
     )
 }
 
-/// Writes an entry atomically: a reader never sees a partial file.
-fn store(dir: &Path, entry: &Path, component: &Component) -> anyhow::Result<()> {
+/// Writes an entry atomically, its sum first, both 0600: a reader never sees a partial file,
+/// and an entry without its sum is refused. Nothing is written into a directory that another
+/// user could write.
+fn store(root: &Path, dir: &Path, entry: &Path, component: &Component) -> anyhow::Result<()> {
     create_private_dir(dir)?;
+    check_private(root)?;
+    check_private(dir)?;
     let bytes = component
         .serialize()
         .map_err(|e| anyhow::anyhow!("{e:#}"))?;
-    let temporary = entry.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&temporary, bytes)?;
-    std::fs::rename(&temporary, entry)?;
+    let sum = factbuoy_protocol::digest::sha256_hex(&bytes);
+    write_private(&entry.with_extension(SUM_EXTENSION), sum.as_bytes())?;
+    write_private(entry, &bytes)?;
+    Ok(())
+}
+
+/// Writes `file` through a temporary file (mode 0600, a name no other writer picks: agents of
+/// several runs share a node's cache, each as process 1 of its pod) and a rename.
+fn write_private(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let mut temporary = tempfile::Builder::new().prefix(".tmp").tempfile_in(dir)?;
+    temporary.write_all(bytes)?;
+    temporary.persist(file).map_err(|e| e.error)?;
     Ok(())
 }
 
@@ -486,6 +535,165 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
         .recursive(true)
         .mode(0o700)
         .create(dir)
+}
+
+/// Why a cache directory or entry is not used: loading an entry runs its native code, so only
+/// what this user alone could have written is loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum Untrusted {
+    /// Another user owns it.
+    #[error("{} belongs to uid {owner}, not to this user (uid {user})", .path.display())]
+    Owner {
+        /// The directory or entry.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// This process's effective uid.
+        user: u32,
+    },
+    /// Its group or other users may write it.
+    #[error("{} is writable by other users (mode {mode:04o})", .path.display())]
+    Writable {
+        /// The directory or entry.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// It is not a regular file (an entry) or not a directory (a symbolic link, say).
+    #[error("{} is not a {expected}", .path.display())]
+    Kind {
+        /// What it is.
+        path: PathBuf,
+        /// What it should be.
+        expected: &'static str,
+    },
+    /// It cannot be inspected.
+    #[error("{}: {error}", .path.display())]
+    Unreadable {
+        /// The directory or entry.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+}
+
+/// Refuses a cache directory that is not this user's own, writable by no one else.
+pub fn check_private(dir: &Path) -> Result<(), Untrusted> {
+    let metadata = std::fs::symlink_metadata(dir).map_err(|error| Untrusted::Unreadable {
+        path: dir.to_owned(),
+        error,
+    })?;
+    if !metadata.is_dir() {
+        return Err(Untrusted::Kind {
+            path: dir.to_owned(),
+            expected: "directory",
+        });
+    }
+    check_owner_and_mode(dir, &metadata)
+}
+
+fn check_private_entry(entry: &Path, metadata: &std::fs::Metadata) -> Result<(), Untrusted> {
+    if !metadata.is_file() {
+        return Err(Untrusted::Kind {
+            path: entry.to_owned(),
+            expected: "regular file",
+        });
+    }
+    check_owner_and_mode(entry, metadata)
+}
+
+fn check_owner_and_mode(path: &Path, metadata: &std::fs::Metadata) -> Result<(), Untrusted> {
+    let user = rustix::process::geteuid().as_raw();
+    if metadata.uid() != user {
+        return Err(Untrusted::Owner {
+            path: path.to_owned(),
+            owner: metadata.uid(),
+            user,
+        });
+    }
+    let mode = metadata.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(Untrusted::Writable {
+            path: path.to_owned(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
+/// Why an entry's contents are not what was written.
+#[derive(Debug, thiserror::Error)]
+enum Corrupt {
+    #[error("its sha-256 is {actual}, not {recorded} as recorded when it was written")]
+    Mismatch { recorded: String, actual: String },
+    #[error("it has no integrity record ({0})")]
+    NoRecord(std::io::Error),
+    #[error("reading it: {0}")]
+    Read(std::io::Error),
+}
+
+/// Checks the entry's sha-256 against the sum recorded when it was written.
+fn verify(entry: &Path) -> Result<(), Corrupt> {
+    let recorded =
+        std::fs::read_to_string(entry.with_extension(SUM_EXTENSION)).map_err(Corrupt::NoRecord)?;
+    let actual = sha256_of_file(entry).map_err(Corrupt::Read)?;
+    let recorded = recorded.trim();
+    if recorded != actual {
+        return Err(Corrupt::Mismatch {
+            recorded: recorded.to_owned(),
+            actual,
+        });
+    }
+    Ok(())
+}
+
+fn sha256_of_file(path: &Path) -> std::io::Result<String> {
+    use sha2::Digest as _;
+    let mut hasher = sha2::Sha256::new();
+    std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// Removes a refused entry with its records. One that cannot be removed is refused again next
+/// time.
+fn remove_entry(entry: &Path) {
+    for file in [
+        entry.to_owned(),
+        entry.with_extension(NAME_EXTENSION),
+        entry.with_extension(SUM_EXTENSION),
+    ] {
+        if let Err(e) = std::fs::remove_file(&file)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!("could not remove {}: {e}", file.display());
+        }
+    }
+}
+
+/// Makes `dir` (made if missing) belong to `uid`:`gid` with mode 0700, without following a
+/// symbolic link: what a Kubernetes node's cache directory needs before an agent, which is not
+/// root, can use it. Only `dir` itself changes; entries inside that are not `uid`'s are refused
+/// when loaded. Run as root with CAP_CHOWN and CAP_FOWNER only (the agents' init container),
+/// which cannot open a directory another user made 0700: so it is changed through an `O_PATH`
+/// descriptor, which needs no permission on the directory, by its `/proc/self/fd` name, which
+/// names that very directory. Nothing is changed when all is right already.
+pub fn prepare_dir(dir: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    use std::os::fd::AsRawFd;
+    create_private_dir(dir)?;
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let stat = rustix::fs::fstat(&fd)?;
+    if (stat.st_uid, stat.st_gid, stat.st_mode & 0o7777) == (uid, gid, 0o700) {
+        return Ok(());
+    }
+    let by_fd = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+    std::os::unix::fs::chown(&by_fd, Some(uid), Some(gid))?;
+    std::fs::set_permissions(&by_fd, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -513,6 +721,43 @@ mod tests {
         assert_eq!(gone(50), ["a"]);
         assert_eq!(gone(49), ["a", "b"]);
         assert_eq!(gone(0), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn prepare_dir_makes_the_directory_private_to_its_owner_and_refuses_a_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("cache");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(matches!(
+            check_private(&dir),
+            Err(Untrusted::Writable { mode: 0o777, .. })
+        ));
+        let (uid, gid) = (
+            rustix::process::geteuid().as_raw(),
+            rustix::process::getegid().as_raw(),
+        );
+        prepare_dir(&dir, uid, gid).unwrap();
+        let metadata = std::fs::metadata(&dir).unwrap();
+        assert_eq!(metadata.permissions().mode() & 0o7777, 0o700);
+        assert_eq!((metadata.uid(), metadata.gid()), (uid, gid));
+        check_private(&dir).unwrap();
+
+        // What a later run's init container meets: the directory is another user's, 0700, and
+        // root without CAP_DAC_OVERRIDE could not even open it for reading.
+        if rustix::process::geteuid().is_root() {
+            prepare_dir(&dir, 65532, 65532).unwrap();
+            prepare_dir(&dir, uid, gid).unwrap();
+            let metadata = std::fs::metadata(&dir).unwrap();
+            assert_eq!((metadata.uid(), metadata.gid()), (uid, gid));
+        }
+
+        // A link in its place is neither followed nor trusted.
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        assert!(prepare_dir(&link, uid, gid).is_err());
+        assert!(matches!(check_private(&link), Err(Untrusted::Kind { .. })));
     }
 
     #[test]

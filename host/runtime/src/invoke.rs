@@ -16,7 +16,7 @@ use crate::instance::Access;
 use crate::instance::output::ArtifactRecord;
 use crate::instance::progress::{LogRecord, PluginProgress, ProgressObserver};
 use crate::limits::Limits;
-use crate::load::{LoadedPlugin, PANIC_SEARCH_BYTES, Runtime, wasi_builder};
+use crate::load::{LoadReport, LoadedPlugin, PANIC_SEARCH_BYTES, Runtime, wasi_builder};
 use crate::sink::ArtifactSink;
 use crate::stop::StopSignal;
 use crate::violation::Violation;
@@ -84,6 +84,8 @@ pub struct InvocationReport {
     /// Wall-clock time of the run, in milliseconds; 0 when it ended before the plugin started
     /// (a capability missing).
     pub duration_ms: f64,
+    /// How the plugin was loaded before this run: from the compiled-plugin cache or compiled.
+    pub load: LoadReport,
 }
 
 impl InvocationReport {
@@ -122,6 +124,7 @@ impl Runtime {
             stdout: Captured::default(),
             stderr: Captured::default(),
             duration_ms: 0.0,
+            load: plugin.load,
         };
         let effective = match invocation.grants.effective(&info.capabilities) {
             Ok(effective) => effective,

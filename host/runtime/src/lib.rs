@@ -41,6 +41,7 @@ pub use instance::progress::{Level, LogRecord, PluginProgress, ProgressObserver,
 pub use invoke::{Invocation, InvocationReport, PASSED_ENVIRONMENT};
 pub use limits::Limits;
 pub use load::{
-    DESCRIBE_DEADLINE, LoadError, LoadedPlugin, Runtime, RuntimeOptions, SOURCES_GUEST_PATH,
+    DESCRIBE_DEADLINE, LoadError, LoadReport, LoadedPlugin, Runtime, RuntimeOptions,
+    SOURCES_GUEST_PATH,
 };
 pub use stop::StopSignal;

@@ -153,7 +153,20 @@ pub struct LoadedPlugin {
     /// The project folder a development build reads its code from, mapped read-only at
     /// [`SOURCES_GUEST_PATH`] in each of its runs; `None` for every other component.
     pub sources: Option<PathBuf>,
+    /// How it was loaded: from the cache or compiled, and how long that took.
+    pub load: LoadReport,
     pub(crate) pre: PluginPre<InstanceState>,
+}
+
+/// How a plugin was loaded, in its invocation reports (and so in a bundle's `meta/reports/`):
+/// what tells a cached load from a compilation on each node.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct LoadReport {
+    /// Whether its compiled code came from the cache; `false`: it was compiled for this load.
+    pub cached: bool,
+    /// Wall-clock time of the load (the cache or the compiler, linking, `describe`), in
+    /// milliseconds.
+    pub duration_ms: f64,
 }
 
 impl Runtime {
@@ -229,6 +242,7 @@ impl Runtime {
         path: &Path,
         sources: Option<&Path>,
     ) -> Result<LoadedPlugin, LoadError> {
+        let started = Instant::now();
         let label = path.display().to_string();
         let read_error = |source| LoadError::Read {
             plugin: label.clone(),
@@ -240,11 +254,15 @@ impl Runtime {
             .known_digest(path, &metadata)
             .and_then(|sha256| self.cache.cached(&self.engine, &sha256))
         {
-            return self.link_and_describe(&label, component, sources).await;
+            return self
+                .link_and_describe(&label, component, sources, (true, started))
+                .await;
         }
         let wasm = std::fs::read(path).map_err(read_error)?;
         let sha256 = factbuoy_protocol::digest::sha256_hex(&wasm);
-        let loaded = self.load_with(&label, &wasm, &sha256, sources).await?;
+        let loaded = self
+            .load_with(&label, &wasm, &sha256, sources, started)
+            .await?;
         // Only if the file did not change while it was read: then the digest is of what the
         // metadata describes.
         if std::fs::metadata(path)
@@ -263,11 +281,22 @@ impl Runtime {
         wasm: &[u8],
         sha256: Option<&str>,
     ) -> Result<LoadedPlugin, LoadError> {
+        self.load_started(label, wasm, sha256, Instant::now()).await
+    }
+
+    /// [`Runtime::load`], timed from `started`.
+    async fn load_started(
+        &self,
+        label: &str,
+        wasm: &[u8],
+        sha256: Option<&str>,
+        started: Instant,
+    ) -> Result<LoadedPlugin, LoadError> {
         let digest = match sha256 {
             Some(digest) => digest.to_owned(),
             None => factbuoy_protocol::digest::sha256_hex(wasm),
         };
-        self.load_with(label, wasm, &digest, None).await
+        self.load_with(label, wasm, &digest, None, started).await
     }
 
     async fn load_with(
@@ -276,9 +305,12 @@ impl Runtime {
         wasm: &[u8],
         digest: &str,
         sources: Option<&Path>,
+        started: Instant,
     ) -> Result<LoadedPlugin, LoadError> {
-        let component = self.compile(label, wasm, digest).await?;
-        let loaded = self.link_and_describe(label, component, sources).await?;
+        let (component, cached) = self.compile(label, wasm, digest).await?;
+        let loaded = self
+            .link_and_describe(label, component, sources, (cached, started))
+            .await?;
         let info = &loaded.info;
         self.cache
             .name_entry(digest, &format!("{} {}", info.name, info.version));
@@ -290,6 +322,7 @@ impl Runtime {
         label: &str,
         component: Component,
         sources: Option<&Path>,
+        (cached, started): (bool, Instant),
     ) -> Result<LoadedPlugin, LoadError> {
         let line = self.check_world(label, &component)?;
         let link_error = |e: wasmtime::Error| LoadError::Link {
@@ -313,10 +346,21 @@ impl Runtime {
                 problems,
             });
         }
+        let load = LoadReport {
+            cached,
+            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        };
+        tracing::info!(
+            plugin = %info.name,
+            cached,
+            load_ms = load.duration_ms.round(),
+            "plugin loaded"
+        );
         Ok(LoadedPlugin {
             label: label.to_owned(),
             info,
             sources: sources.map(Path::to_owned),
+            load,
             pre,
         })
     }
@@ -326,7 +370,7 @@ impl Runtime {
         label: &str,
         wasm: &[u8],
         digest: &str,
-    ) -> Result<Component, LoadError> {
+    ) -> Result<(Component, bool), LoadError> {
         if !wasm.starts_with(b"\0asm") {
             return Err(LoadError::NotWasm(label.to_owned()));
         }
@@ -339,16 +383,17 @@ impl Runtime {
         };
         // A hit maps the cached code: no copy of the wasm, which is 19 MB for a Python plugin.
         if let Some(component) = self.cache.cached(&self.engine, digest) {
-            return Ok(component);
+            return Ok((component, true));
         }
         // Compiling takes seconds of CPU, minutes on a slow node or in a debug build: off the
         // async threads, so that an agent's heartbeats, uploads and progress go on meanwhile.
         let (cache, engine, wasm) = (self.cache.clone(), self.engine.clone(), wasm.to_vec());
         let digest = digest.to_owned();
-        tokio::task::spawn_blocking(move || cache.compile(&engine, &wasm, &digest))
+        let component = tokio::task::spawn_blocking(move || cache.compile(&engine, &wasm, &digest))
             .await
             .map_err(|e| compile_error(e.to_string()))?
-            .map_err(|e| compile_error(format!("{e:#}")))
+            .map_err(|e| compile_error(format!("{e:#}")))?;
+        Ok((component, false))
     }
 
     /// Tells a component of another world, or of an incompatible contract version, from a

@@ -106,12 +106,50 @@ enum AgentAction {
         after_help = "Examples:\n  factbuoy agent serve\n  factbuoy agent serve --state-dir /var/lib/factbuoy-agent -v"
     )]
     Serve(AgentServeArgs),
+    /// Make DIR, a node's cache of compiled plugins, belong to the agents' user with mode 0700:
+    /// what a Kubernetes run's init container does (as root, with only CAP_CHOWN and
+    /// CAP_FOWNER) before the unprivileged agent uses it. DIR itself changes, nothing in it.
+    #[command(
+        after_help = "Examples:\n  factbuoy agent prepare-cache /var/cache/factbuoy --owner 65532:65532"
+    )]
+    PrepareCache(PrepareCacheArgs),
+}
+
+#[derive(Debug, Args)]
+struct PrepareCacheArgs {
+    /// The cache directory (made if missing; a symbolic link is refused).
+    #[arg(value_name = "DIR")]
+    dir: PathBuf,
+    /// Its owner and group.
+    #[arg(long, value_name = "UID:GID", value_parser = owner)]
+    owner: (u32, u32),
+}
+
+/// `--owner UID:GID`.
+fn owner(value: &str) -> Result<(u32, u32), String> {
+    let (uid, gid) = value
+        .split_once(':')
+        .ok_or_else(|| "expected UID:GID, such as 65532:65532".to_owned())?;
+    let number = |n: &str| n.parse::<u32>().map_err(|e| format!("{n:?}: {e}"));
+    Ok((number(uid)?, number(gid)?))
+}
+
+fn prepare_cache(args: PrepareCacheArgs) -> anyhow::Result<ExitStatus> {
+    let (uid, gid) = args.owner;
+    factbuoy_runtime::cache::prepare_dir(&args.dir, uid, gid).with_context(|| {
+        format!(
+            "giving {} to {uid}:{gid} with mode 0700",
+            args.dir.display()
+        )
+    })?;
+    Ok(ExitStatus::Success)
 }
 
 pub async fn agent_command(command: AgentCommand, format: Format) -> anyhow::Result<ExitStatus> {
     match command.action {
         Some(AgentAction::Join(args)) => join(args, format).await,
         Some(AgentAction::Serve(args)) => serve_member(args).await,
+        Some(AgentAction::PrepareCache(args)) => prepare_cache(args),
         None => agent(command.run, format).await,
     }
 }

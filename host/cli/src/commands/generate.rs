@@ -13,7 +13,8 @@ use crate::output::{ExitStatus, Format, emit, emit_document};
 #[command(after_help = "Examples:\n  \
     factbuoy gen > run.yaml && kubectl apply -f run.yaml\n  \
     factbuoy gen --plugin setup -p setup:gather_subset=network -o json\n  \
-    factbuoy gen --global cluster-report --plugin ./cluster-report.wasm")]
+    factbuoy gen --global cluster-report --plugin ./cluster-report.wasm\n  \
+    factbuoy gen --no-agent-cache > run.yaml      # no hostPath cache on the nodes")]
 pub struct GenArgs {
     #[command(flatten)]
     kube: KubeArgs,

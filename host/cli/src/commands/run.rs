@@ -87,7 +87,10 @@ pub async fn run(args: RunArgs, format: Format) -> anyhow::Result<ExitStatus> {
             placement: args.kube.placement(),
             run_id: None,
         };
-        (Target::Kubernetes(target), args.kube.global.clone())
+        (
+            Target::Kubernetes(Box::new(target)),
+            args.kube.global.clone(),
+        )
     } else {
         let target = LocalTarget {
             node: args.node.clone(),

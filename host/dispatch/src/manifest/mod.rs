@@ -26,7 +26,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::names::{
     self, AGENT, AGENT_PORT, AGENT_PORT_NAME, AGGREGATOR, CA_CONFIG_MAP, CA_KEY, Component,
-    OPERATOR_CA_KEY, OPERATOR_PORT, OPERATOR_PORT_NAME, RUN_CONFIG_MAP, RUN_PLAN_KEY, TOKEN_PATH,
+    OPERATOR_CA_KEY, OPERATOR_PORT, OPERATOR_PORT_NAME, RUN_AS_ID, RUN_CONFIG_MAP, RUN_PLAN_KEY,
+    TOKEN_PATH,
 };
 use crate::resources::ResourceKind;
 
@@ -42,6 +43,13 @@ pub const SPOOL_DIR: &str = "/var/spool/factbuoy";
 pub const TMP_DIR: &str = "/tmp";
 /// Size limit of [`TMP_DIR`].
 pub const TMP_SIZE_LIMIT: &str = "256Mi";
+/// The node directory where agents keep compiled plugins between runs by default (a hostPath).
+pub const DEFAULT_AGENT_CACHE_DIR: &str = "/var/cache/factbuoy";
+/// Where agent containers mount their node's cache directory.
+pub const AGENT_CACHE_MOUNT: &str = "/var/cache/factbuoy";
+/// The size agents keep their node's cache under by default: every bundled plugin (about 30 MB)
+/// and some 25 Python or JavaScript plugins (30 to 40 MB each), on any node's disk.
+pub const DEFAULT_AGENT_CACHE_SIZE: &str = "1GiB";
 /// The binary inside the image (deploy/build-image.sh puts it there).
 pub const BINARY: &str = "/bin/factbuoy";
 /// Largest ConfigMap the API server accepts (its data and binaryData together).
@@ -73,6 +81,12 @@ pub struct RunSpec {
     pub host_info: bool,
     /// The agents' memory limit, a Kubernetes quantity (`768Mi`).
     pub agent_memory_limit: String,
+    /// The node directory where agents keep compiled plugins between runs (a hostPath that an
+    /// init container gives to the agents' user, [`volumes::agent_cache`]); `None` caches them
+    /// in each pod's scratch space only, compiled again every run.
+    pub agent_cache: Option<String>,
+    /// The size agents keep their cache under, as `FACTBUOY_CACHE_MAX_SIZE` reads it (`1GiB`).
+    pub agent_cache_size: String,
     /// Groups the agents run with as well (`supplementalGroups`), to read journal files.
     pub journal_groups: Vec<i64>,
     /// Whether the agents share their node's network and UTS namespaces (`hostNetwork`), so
@@ -186,11 +200,20 @@ fn field_env(name: &str, path: &str) -> EnvVar {
     }
 }
 
-/// Compiled plugins are cached in the `tmp` emptyDir: the root file system is read-only.
-fn cache_env() -> EnvVar {
+/// Where compiled plugins are cached: `dir`, else the `tmp` emptyDir (the root file system is
+/// read-only).
+fn cache_env(dir: Option<&str>) -> EnvVar {
     EnvVar {
         name: "FACTBUOY_CACHE_DIR".to_owned(),
-        value: Some(format!("{TMP_DIR}/cache")),
+        value: Some(dir.map_or_else(|| format!("{TMP_DIR}/cache"), str::to_owned)),
+        value_from: None,
+    }
+}
+
+fn env(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.to_owned()),
         value_from: None,
     }
 }
@@ -281,6 +304,9 @@ impl RunManifests {
             .unwrap_or_else(|| names::default_namespace(run));
         let ns = Some(ns_name.as_str());
         let host = volumes::host_dirs(&spec.read_paths, spec.host_info)?;
+        if let Some(dir) = &spec.agent_cache {
+            volumes::check_cache_dir(dir)?;
+        }
 
         let namespace = owned.then(|| {
             let mut meta = meta(spec, None, &ns_name, Component::Namespace);
@@ -577,7 +603,7 @@ fn aggregator_pod_spec(spec: &RunSpec, component_parts: &[ConfigMap]) -> PodSpec
             env: Some(vec![
                 field_env("POD_NAME", "metadata.name"),
                 field_env("POD_NAMESPACE", "metadata.namespace"),
-                cache_env(),
+                cache_env(None),
             ]),
             ports: Some(vec![
                 tcp_port(AGENT_PORT_NAME, AGENT_PORT),
@@ -601,6 +627,18 @@ fn aggregator_pod_spec(spec: &RunSpec, component_parts: &[ConfigMap]) -> PodSpec
     }
 }
 
+/// The argv of the agents' init container that gives the node's cache directory to their user.
+pub fn cache_owner_command() -> Vec<String> {
+    strings(&[
+        BINARY,
+        "agent",
+        "prepare-cache",
+        AGENT_CACHE_MOUNT,
+        "--owner",
+        &format!("{RUN_AS_ID}:{RUN_AS_ID}"),
+    ])
+}
+
 fn agent_pod_spec(spec: &RunSpec, namespace: &str, host_dirs: &[String]) -> PodSpec {
     let (mut volumes, mut mounts): (Vec<Volume>, Vec<VolumeMount>) =
         volumes::host_mounts(host_dirs);
@@ -613,6 +651,24 @@ fn agent_pod_spec(spec: &RunSpec, namespace: &str, host_dirs: &[String]) -> PodS
         volumes.push(volume);
         mounts.push(mount);
     }
+    // The node's cache, which outlives the run: an init container with CAP_CHOWN and
+    // CAP_FOWNER only makes the directory the agent's, 0700; the agent itself stays unprivileged.
+    let init_containers = spec.agent_cache.as_deref().map(|dir| {
+        let (volume, mount) = volumes::agent_cache(dir, AGENT_CACHE_MOUNT);
+        volumes.push(volume);
+        mounts.push(mount.clone());
+        vec![Container {
+            name: "cache-owner".to_owned(),
+            image: Some(spec.image.clone()),
+            image_pull_policy: Some(spec.image_pull_policy.clone()),
+            command: Some(cache_owner_command()),
+            resources: Some(resources("10m", "16Mi", "128Mi")),
+            security_context: Some(security::cache_owner_security_context()),
+            volume_mounts: Some(vec![mount]),
+            ..Container::default()
+        }]
+    });
+    let cache_dir = spec.agent_cache.as_ref().map(|_| AGENT_CACHE_MOUNT);
     PodSpec {
         service_account_name: Some(AGENT.to_owned()),
         automount_service_account_token: Some(false),
@@ -632,12 +688,17 @@ fn agent_pod_spec(spec: &RunSpec, namespace: &str, host_dirs: &[String]) -> PodS
         host_ipc: Some(false),
         node_selector: (!spec.node_selector.is_empty()).then(|| spec.node_selector.clone()),
         tolerations: Some(spec.tolerations.clone()),
+        init_containers,
         containers: vec![Container {
             name: "agent".to_owned(),
             image: Some(spec.image.clone()),
             image_pull_policy: Some(spec.image_pull_policy.clone()),
             command: Some(agent_command(namespace)),
-            env: Some(vec![field_env("NODE_NAME", "spec.nodeName"), cache_env()]),
+            env: Some(vec![
+                field_env("NODE_NAME", "spec.nodeName"),
+                cache_env(cache_dir),
+                env("FACTBUOY_CACHE_MAX_SIZE", &spec.agent_cache_size),
+            ]),
             resources: Some(resources("50m", "64Mi", &spec.agent_memory_limit)),
             security_context: Some(security::container_security_context()),
             volume_mounts: Some(mounts),

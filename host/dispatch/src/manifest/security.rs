@@ -2,7 +2,8 @@
 //! capabilities, no privilege escalation, a read-only root file system and the runtime's default
 //! seccomp profile. Such a pod meets the Pod Security *restricted* profile, except that the agents
 //! mount host paths (read-only) and, unless a run turns it off, share their node's network
-//! namespace (`hostNetwork`): [`restricted_violations`] checks each rule.
+//! namespace (`hostNetwork`) and have an init container that gives the node's cache directory to
+//! their user ([`cache_owner_security_context`]): [`restricted_violations`] checks each rule.
 
 use k8s_openapi::api::core::v1::{
     Capabilities, PodSecurityContext, PodSpec, SeccompProfile, SecurityContext,
@@ -37,6 +38,24 @@ pub fn container_security_context() -> SecurityContext {
         run_as_non_root: Some(true),
         seccomp_profile: Some(runtime_default()),
         ..SecurityContext::default()
+    }
+}
+
+/// The context of the agents' `cache-owner` init container, which makes the node's cache
+/// directory the agents' (mode 0700) before they start: root, since the kubelet creates a
+/// hostPath directory as root, but with only CAP_CHOWN and CAP_FOWNER (chown, then chmod a
+/// directory it no longer owns), no other capability, no escalation, a read-only root file
+/// system. It mounts only that directory and runs only `factbuoy agent prepare-cache`.
+pub fn cache_owner_security_context() -> SecurityContext {
+    SecurityContext {
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_owned()]),
+            add: Some(vec!["CHOWN".to_owned(), "FOWNER".to_owned()]),
+        }),
+        run_as_non_root: Some(false),
+        run_as_user: Some(0),
+        run_as_group: Some(0),
+        ..container_security_context()
     }
 }
 

@@ -48,6 +48,8 @@ pub(crate) fn spec() -> RunSpec {
         read_paths: vec!["/var/log/journal".into(), "/dev/disk".into(), "/sys".into()],
         host_info: true,
         agent_memory_limit: "768Mi".into(),
+        agent_cache: Some(DEFAULT_AGENT_CACHE_DIR.into()),
+        agent_cache_size: DEFAULT_AGENT_CACHE_SIZE.into(),
         journal_groups: Vec::new(),
         host_network: true,
         global_plugins: false,
@@ -217,9 +219,20 @@ fn pods_meet_restricted_except_host_paths_and_the_agents_host_network() {
         security::restricted_violations(aggregator),
         Vec::<String>::new()
     );
-    assert_eq!(security::restricted_violations(agent), ["hostNetwork"]);
+    // The init container that gives the node's cache to the agents' user is root with two
+    // capabilities; the agent container itself breaks no rule.
+    assert_eq!(
+        security::restricted_violations(agent),
+        [
+            "hostNetwork",
+            "cache-owner: capabilities.add beyond NET_BIND_SERVICE",
+            "cache-owner: runAsNonRoot",
+            "cache-owner: runAsUser 0"
+        ]
+    );
     let opted_out = RunManifests::build(&RunSpec {
         host_network: false,
+        agent_cache: None,
         ..spec()
     })
     .unwrap();
@@ -244,7 +257,8 @@ fn pods_meet_restricted_except_host_paths_and_the_agents_host_network() {
             assert_eq!(caps.drop.as_deref(), Some(&["ALL".to_owned()][..]));
         }
     }
-    // The only volumes restricted forbids are the read-only host paths, none of them `/` or /dev.
+    // The only volumes restricted forbids are the read-only host paths, none of them `/` or /dev,
+    // and the node's cache directory.
     let agent = pod_specs(&m)[1];
     let host: Vec<&str> = agent
         .volumes
@@ -252,7 +266,17 @@ fn pods_meet_restricted_except_host_paths_and_the_agents_host_network() {
         .flatten()
         .filter_map(|v| v.host_path.as_ref().map(|h| h.path.as_str()))
         .collect();
-    assert_eq!(host, ["/etc", "/proc", "/sys", "/usr", "/var"]);
+    assert_eq!(
+        host,
+        [
+            "/etc",
+            "/proc",
+            "/sys",
+            "/usr",
+            "/var",
+            DEFAULT_AGENT_CACHE_DIR
+        ]
+    );
     assert_eq!(m.left_out, ["/dev/disk"]);
     for mount in agent.containers[0].volume_mounts.iter().flatten() {
         if mount.name.starts_with("host-") {
@@ -506,4 +530,106 @@ fn a_run_with_secret_parameters_lets_its_aggregator_alone_read_its_secret_by_nam
     assert!(!agents.contains(names::SECRETS), "{agents}");
     // Nor does any object hold a value: the Secret is not among the run's manifests.
     assert!(with.objects().iter().all(|o| o["kind"] != "Secret"));
+}
+
+#[test]
+fn agents_keep_compiled_plugins_on_their_node_in_a_directory_made_theirs_by_an_init_container() {
+    let m = RunManifests::build(&spec()).unwrap();
+    let agent = pod_specs(&m)[1];
+    let cache = agent
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == "cache")
+        .unwrap();
+    let host_path = cache.host_path.as_ref().unwrap();
+    assert_eq!(host_path.path, DEFAULT_AGENT_CACHE_DIR);
+    // The kubelet makes it the first time (root's); the init container gives it to the agent.
+    assert_eq!(host_path.type_.as_deref(), Some("DirectoryOrCreate"));
+    let env = |container: &Container, name: &str| {
+        container
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == name)
+            .and_then(|e| e.value.clone())
+    };
+    let container = &agent.containers[0];
+    assert_eq!(
+        env(container, "FACTBUOY_CACHE_DIR").as_deref(),
+        Some(AGENT_CACHE_MOUNT)
+    );
+    assert_eq!(
+        env(container, "FACTBUOY_CACHE_MAX_SIZE").as_deref(),
+        Some(DEFAULT_AGENT_CACHE_SIZE)
+    );
+    let mounted = |c: &Container| -> Vec<(String, Option<bool>)> {
+        c.volume_mounts
+            .iter()
+            .flatten()
+            .filter(|m| m.name == "cache")
+            .map(|m| (m.mount_path.clone(), m.read_only))
+            .collect()
+    };
+    assert_eq!(mounted(container), [(AGENT_CACHE_MOUNT.to_owned(), None)]);
+    let [init] = &agent.init_containers.as_ref().unwrap()[..] else {
+        panic!("one init container")
+    };
+    assert_eq!(init.command.as_ref(), Some(&cache_owner_command()));
+    assert_eq!(init.volume_mounts.as_ref().unwrap().len(), 1);
+    assert_eq!(mounted(init), [(AGENT_CACHE_MOUNT.to_owned(), None)]);
+    let sc = init.security_context.as_ref().unwrap();
+    let caps = sc.capabilities.as_ref().unwrap();
+    assert_eq!(caps.drop.as_deref(), Some(&["ALL".to_owned()][..]));
+    assert_eq!(
+        caps.add.as_deref(),
+        Some(&["CHOWN".to_owned(), "FOWNER".to_owned()][..])
+    );
+    assert_eq!(sc.allow_privilege_escalation, Some(false));
+    assert_eq!(sc.privileged, Some(false));
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+    // The aggregator's cache stays in its pod.
+    let aggregator = &pod_specs(&m)[0].containers[0];
+    assert_eq!(
+        env(aggregator, "FACTBUOY_CACHE_DIR").as_deref(),
+        Some("/tmp/cache")
+    );
+
+    let moved = RunManifests::build(&RunSpec {
+        agent_cache: Some("/data/factbuoy".into()),
+        agent_cache_size: "2GiB".into(),
+        ..spec()
+    })
+    .unwrap();
+    let agent = pod_specs(&moved)[1];
+    let volume = agent.volumes.iter().flatten().find(|v| v.name == "cache");
+    assert_eq!(
+        volume.unwrap().host_path.as_ref().unwrap().path,
+        "/data/factbuoy"
+    );
+    assert_eq!(
+        env(&agent.containers[0], "FACTBUOY_CACHE_MAX_SIZE").as_deref(),
+        Some("2GiB")
+    );
+
+    let pod_only = RunManifests::build(&RunSpec {
+        agent_cache: None,
+        ..spec()
+    })
+    .unwrap();
+    let agent = pod_specs(&pod_only)[1];
+    assert!(agent.init_containers.is_none());
+    assert!(agent.volumes.iter().flatten().all(|v| v.name != "cache"));
+    assert_eq!(
+        env(&agent.containers[0], "FACTBUOY_CACHE_DIR").as_deref(),
+        Some("/tmp/cache")
+    );
+
+    for bad in ["relative", "/", "/var/../etc", "/var/cache/", "/var//cache"] {
+        let refused = RunManifests::build(&RunSpec {
+            agent_cache: Some(bad.into()),
+            ..spec()
+        });
+        assert!(refused.is_err(), "{bad} was accepted");
+    }
 }

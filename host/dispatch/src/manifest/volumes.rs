@@ -100,6 +100,43 @@ pub fn host_mounts(dirs: &[String]) -> (Vec<Volume>, Vec<VolumeMount>) {
         .unzip()
 }
 
+/// Refuses a cache directory that is not a normalised absolute path below `/`.
+pub fn check_cache_dir(dir: &str) -> Result<(), NotAbsolute> {
+    let normal = dir.starts_with('/')
+        && dir.len() > 1
+        && !dir.ends_with('/')
+        && dir
+            .split('/')
+            .skip(1)
+            .all(|p| !p.is_empty() && p != "." && p != "..");
+    if normal {
+        Ok(())
+    } else {
+        Err(NotAbsolute(dir.to_owned()))
+    }
+}
+
+/// The node's compiled-plugin cache: hostPath `dir` of type `DirectoryOrCreate` (the kubelet
+/// makes it, root's and 0755, the first time; the init container then gives it to the agents'
+/// user), mounted writable at `mount`.
+pub fn agent_cache(dir: &str, mount: &str) -> (Volume, VolumeMount) {
+    (
+        Volume {
+            name: "cache".to_owned(),
+            host_path: Some(HostPathVolumeSource {
+                path: dir.to_owned(),
+                type_: Some("DirectoryOrCreate".to_owned()),
+            }),
+            ..Volume::default()
+        },
+        VolumeMount {
+            name: "cache".to_owned(),
+            mount_path: mount.to_owned(),
+            ..VolumeMount::default()
+        },
+    )
+}
+
 /// An emptyDir volume `name` (with a size limit if given) and its writable mount at `path`.
 pub fn empty_dir(name: &str, path: &str, size_limit: Option<&str>) -> (Volume, VolumeMount) {
     (
