@@ -13,6 +13,8 @@ use crate::support;
 fn run_hello(cache: &Path) -> (serde_json::Value, String) {
     let output = support::factbuoy()
         .env("FACTBUOY_CACHE_DIR", cache)
+        // As agents run on a Kubernetes node, whose cache outlives them.
+        .env("FACTBUOY_CACHE_VERIFY", "1")
         .args(["plugin", "run", "hello", "-o", "json"])
         .output()
         .unwrap();

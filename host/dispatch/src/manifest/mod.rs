@@ -698,6 +698,8 @@ fn agent_pod_spec(spec: &RunSpec, namespace: &str, host_dirs: &[String]) -> PodS
                 field_env("NODE_NAME", "spec.nodeName"),
                 cache_env(cache_dir),
                 env("FACTBUOY_CACHE_MAX_SIZE", &spec.agent_cache_size),
+                // The cache outlives the pod and the node's crashes: check each entry's sum.
+                env("FACTBUOY_CACHE_VERIFY", "1"),
             ]),
             resources: Some(resources("50m", "64Mi", &spec.agent_memory_limit)),
             security_context: Some(security::container_security_context()),

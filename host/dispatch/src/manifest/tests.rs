@@ -563,6 +563,10 @@ fn agents_keep_compiled_plugins_on_their_node_in_a_directory_made_theirs_by_an_i
         env(container, "FACTBUOY_CACHE_MAX_SIZE").as_deref(),
         Some(DEFAULT_AGENT_CACHE_SIZE)
     );
+    assert_eq!(
+        env(container, "FACTBUOY_CACHE_VERIFY").as_deref(),
+        Some("1")
+    );
     let mounted = |c: &Container| -> Vec<(String, Option<bool>)> {
         c.volume_mounts
             .iter()
