@@ -29,7 +29,8 @@ const HOSTILE_MODE: &str = "hostile:mode=alloc";
 /// Facts that differ between the three ways by design, each with the reason (the list
 /// docs/kubernetes.md gives): JSON pointers into `setup`'s and `host-facts`' documents. The
 /// agent pod's own mounts ([`is_pod_mount`]) and the sizes of file systems it cannot reach
-/// ([`agent_reaches`]) are the rest of that list.
+/// ([`agent_reaches`]) are the rest of that list. The test harness's own mounts
+/// ([`is_harness_mount`]) are no node's facts, and are left out too.
 const BY_DESIGN: &[(&[&str], &str)] = &[
     (
         &[
@@ -87,6 +88,14 @@ const BY_DESIGN: &[(&[&str], &str)] = &[
 /// [`BY_DESIGN`]'s kind, for both plugins).
 fn is_pod_mount(mount_point: &str) -> bool {
     mount_point.contains("/kubelet/pods/") || mount_point.contains("/io.containerd.")
+}
+
+/// Mount points of the test harness itself: the network namespaces of the test clusters
+/// (`/run/netns/factbuoy-t-<name>-node-N`, tests/support/kube.rs), which the other test modules'
+/// clusters add and remove while this test samples a node three times; the nodes see them
+/// because they share the machine's `/run`.
+fn is_harness_mount(mount_point: &str) -> bool {
+    mount_point.starts_with("/run/netns/factbuoy-t-")
 }
 
 /// The host directories the agents of this test's run mount (docs/kubernetes.md, "Host
@@ -225,7 +234,7 @@ fn deterministic(document: &Value) -> Value {
         let mut keyed = serde_json::Map::new();
         for mount in mounts {
             let point = mount[key].as_str().unwrap_or_default();
-            if is_pod_mount(point) {
+            if is_pod_mount(point) || is_harness_mount(point) {
                 continue;
             }
             let mut mount = mount.clone();

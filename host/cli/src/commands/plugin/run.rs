@@ -1,6 +1,6 @@
 //! `factbuoy plugin run`: a plugin on this host, from a bundled name, a component file, or a
-//! project directory that is built first (a Python project as a development build, which reads
-//! its code at run time); with `--watch`, built and run again on every save.
+//! project directory that is built first (a Python or JavaScript project as a development build,
+//! which reads its code at run time); with `--watch`, built and run again on every save.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -21,12 +21,13 @@ use crate::output::{ExitStatus, Format, emit, emit_document, report_error};
 #[derive(Debug, Args)]
 pub struct PluginRunArgs {
     /// A bundled plugin's name, a path to a `.wasm` component, or a plugin project's directory
-    /// (built first when anything it is built from changed; a Python project as a development
-    /// build, which reads the project's code when it runs, so that an edit runs at once).
+    /// (built first when anything it is built from changed; a Python or JavaScript project as a
+    /// development build, which reads the project's code when it runs, so that an edit runs at
+    /// once).
     #[arg(value_parser = crate::flags::PluginName, hide_possible_values = true)]
     plugin: String,
-    /// With a Python project: build and run the component `plugin build` writes, which other
-    /// hosts run, instead of a development build.
+    /// With a Python or JavaScript project: build and run the component `plugin build` writes,
+    /// which other hosts run, instead of a development build.
     #[arg(long)]
     release: bool,
     /// With a project directory: after the run, wait for a file of the project to change, then
