@@ -79,9 +79,9 @@ pub struct Runnable {
     pub sources: Option<PathBuf>,
 }
 
-/// Builds the project in `dir` to run it on this host: a Python project as a development build
-/// (see the module's documentation), any other as [`build`] does. A Python toolchain without a
-/// `python3` beside componentize-py or on PATH gets the full build.
+/// Builds the project in `dir` to run it on this host: a Python or JavaScript project as a
+/// development build (see the module's documentation), a Rust project as [`build`] does, and so
+/// a project that lacks what a development build needs.
 pub fn build_for_run(dir: &Path) -> Result<Runnable, Error> {
     let dir = dir
         .canonicalize()
