@@ -362,11 +362,19 @@ fn an_agent_pod_killed_mid_run_is_replaced_and_the_run_completes() {
     let cluster = cluster();
     let state = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
+    // Without the nodes' cache, whose compiled plugins make an agent deliver everything within
+    // a second of starting: this test needs one killed before it has.
     let run = kube_runs::start_run(
         cluster,
         state.path(),
         out.path(),
-        &["--plugin", "host-facts", "--plugin", "setup"],
+        &[
+            "--plugin",
+            "host-facts",
+            "--plugin",
+            "setup",
+            "--no-agent-cache",
+        ],
     );
     let run_id = kube_runs::run_id_in(state.path());
     let namespace = format!("factbuoy-{run_id}");
