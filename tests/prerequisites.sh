@@ -48,6 +48,9 @@ want 'command -v ethtool && command -v lspci && command -v vgs' ethtool pciutils
 # Fleet tests: each remote machine is a network namespace whose firewall drops inbound
 # connections; socat listens in one to prove it does.
 want 'command -v ip && command -v iptables && command -v socat' iproute2 iptables socat
+# Registry tests (tests/all/registry.rs): the CNCF distribution registry, skopeo as the client
+# nobody here wrote, Apache's htpasswd for the registry's password file.
+want 'command -v docker-registry && command -v skopeo && command -v htpasswd' docker-registry skopeo apache2-utils
 # JavaScript plugins: Node.js and npm.
 want 'command -v node && command -v npm' nodejs npm
 

@@ -55,6 +55,10 @@ const NOT_RUN: &[(&str, &str)] = &[
         "target/",
         "runs a plugin the reader built (tests/all/plugin_authoring*.rs build and run them)",
     ),
+    (
+        "oci://",
+        "names a registry of the reader's (tests/all/registry.rs pushes, pulls and runs plugins through one it starts)",
+    ),
 ];
 
 /// Bundles the examples name for the fleet's October run; any other name is its November run.

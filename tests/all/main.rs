@@ -40,5 +40,6 @@ mod option_positions;
 mod plugin_authoring;
 mod plugin_authoring_js;
 mod plugin_authoring_python;
+mod registry;
 mod setup_plugin;
 mod setup_programs;

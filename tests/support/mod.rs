@@ -16,6 +16,7 @@ pub mod kube;
 pub mod kube_runs;
 pub mod measure;
 pub mod python;
+pub mod registry;
 pub mod sandbox;
 pub mod search;
 pub mod served;

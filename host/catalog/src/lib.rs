@@ -1,10 +1,12 @@
 //! The plugins a factbuoy binary knows: those compiled into it (every crate under `plugins/`,
-//! built for wasm32-wasip2 by this crate's build script and embedded with its digest), and
-//! components named by path. Not the sandbox itself: loading goes through
+//! built for wasm32-wasip2 by this crate's build script and embedded with its digest),
+//! components named by path, and components in OCI registries (`oci://`, through
+//! [`factbuoy_registry`]). Not the sandbox itself: loading goes through
 //! [`factbuoy_runtime::Runtime`].
 
 use std::path::{Path, PathBuf};
 
+use factbuoy_registry::{PluginReference, PullLimits, RegistryAccess, RegistryError};
 use factbuoy_runtime::grants::GrantSet;
 use factbuoy_runtime::{LoadError, LoadedPlugin, Runtime};
 
@@ -43,11 +45,38 @@ pub enum PluginRef {
     Bundled(&'static str),
     /// A component file.
     File(PathBuf),
+    /// A component in a registry, by tag or digest.
+    Oci(PluginReference),
+}
+
+/// A plugin's component that is not bundled: read from its file or pulled from its registry.
+#[derive(Debug, Clone)]
+pub struct FetchedComponent {
+    /// What names it in messages: its path, or its reference pinned to a digest.
+    pub label: String,
+    /// The component.
+    pub wasm: Vec<u8>,
+    /// Lower-case hex sha-256 of `wasm`.
+    pub sha256: String,
+    /// For a plugin from a registry, its reference pinned to its manifest's digest, which a
+    /// run records as where the plugin came from.
+    pub source: Option<PluginReference>,
 }
 
 /// Why a named plugin could not be found or loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ResolveError {
+    /// The component file could not be read.
+    #[error("reading {}: {error}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the file system returned.
+        error: std::io::Error,
+    },
+    /// The plugin could not be pulled from its registry.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
     /// Neither a bundled plugin nor a file.
     #[error(
         "no bundled plugin is named {name:?} and no file is at that path; bundled plugins: {}",
@@ -71,9 +100,12 @@ fn bundled_names() -> String {
 }
 
 impl PluginRef {
-    /// A bundled plugin's name wins; anything that looks like a path, or exists as a file, is a
-    /// file.
+    /// `oci://...` is a registry reference; a bundled plugin's name wins over a file; anything
+    /// that looks like a path, or exists as a file, is a file.
     pub fn parse(text: &str) -> Result<Self, ResolveError> {
+        if PluginReference::is_reference(text) {
+            return Ok(PluginRef::Oci(PluginReference::parse(text)?));
+        }
         if let Some(plugin) = bundled(text) {
             return Ok(PluginRef::Bundled(plugin.name));
         }
@@ -87,7 +119,7 @@ impl PluginRef {
     }
 
     /// Grants a run gives by default: bundled plugins were reviewed with this binary and get
-    /// what they ask for; a plugin from a file gets nothing unless granted.
+    /// what they ask for; a plugin from a file or a registry gets nothing unless granted.
     pub fn default_grants(&self) -> GrantSet {
         GrantSet {
             everything_requested: matches!(self, PluginRef::Bundled(_)),
@@ -95,14 +127,60 @@ impl PluginRef {
         }
     }
 
-    /// Compiles (or takes from the cache), links and describes the plugin.
-    pub async fn load(&self, runtime: &Runtime) -> Result<LoadedPlugin, ResolveError> {
+    /// Reads or pulls the component of a plugin that is not bundled (`None` for a bundled one).
+    /// A registry's tag is resolved once, here, to the digest [`FetchedComponent::source`] records.
+    pub async fn fetch(
+        &self,
+        registry: &RegistryAccess,
+    ) -> Result<Option<FetchedComponent>, ResolveError> {
+        match self {
+            PluginRef::Bundled(_) => Ok(None),
+            PluginRef::File(path) => {
+                let wasm = std::fs::read(path).map_err(|error| ResolveError::Read {
+                    path: path.clone(),
+                    error,
+                })?;
+                Ok(Some(FetchedComponent {
+                    label: path.display().to_string(),
+                    sha256: factbuoy_protocol::digest::sha256_hex(&wasm),
+                    wasm,
+                    source: None,
+                }))
+            }
+            PluginRef::Oci(reference) => {
+                let pulled =
+                    factbuoy_registry::pull::pull(registry, reference, &PullLimits::default())
+                        .await?;
+                let wasm = pulled.layer.0;
+                Ok(Some(FetchedComponent {
+                    label: pulled.reference.to_string(),
+                    sha256: factbuoy_protocol::digest::sha256_hex(&wasm),
+                    wasm,
+                    source: Some(pulled.reference),
+                }))
+            }
+        }
+    }
+
+    /// Compiles (or takes from the cache), links and describes the plugin; a plugin from a
+    /// registry is pulled first.
+    pub async fn load(
+        &self,
+        runtime: &Runtime,
+        registry: &RegistryAccess,
+    ) -> Result<LoadedPlugin, ResolveError> {
         match self {
             PluginRef::Bundled(name) => {
                 let plugin = bundled(name).expect("resolved from the bundled list");
                 Ok(runtime.load(name, plugin.wasm, Some(plugin.sha256)).await?)
             }
             PluginRef::File(path) => Ok(runtime.load_file(path).await?),
+            PluginRef::Oci(_) => {
+                let fetched = self.fetch(registry).await?.expect("not bundled");
+                Ok(runtime
+                    .load(&fetched.label, &fetched.wasm, Some(&fetched.sha256))
+                    .await?)
+            }
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Flag groups several commands share, and how each maps onto the operator library's types:
 //! the plugins of a run (`run`, `gen`), which cluster (`run --kubernetes`, `gen`, `status`,
-//! `retrieve`, `delete`), a Kubernetes run's placement, and which run a command is about.
+//! `retrieve`, `delete`), a Kubernetes run's placement, which run a command is about, and how
+//! to reach the registries of `oci://` plugins.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,8 +12,10 @@ use factbuoy_catalog::BUNDLED;
 use factbuoy_kubernetes::{ClusterRef, ClusterRun, ResourceKind, Toleration};
 use factbuoy_operator::plan::{scoped_grant, scoped_param};
 use factbuoy_operator::{PluginSelection, WhichRun};
+use factbuoy_registry::RegistryAccess;
 
-/// A plugin as the command line names it: a bundled plugin's name or a path. Any text is
+/// A plugin as the command line names it: a bundled plugin's name, a path or an `oci://`
+/// reference. Any text is
 /// accepted (a path is checked when it is loaded); shell completion offers the bundled names.
 #[derive(Debug, Clone, Copy)]
 pub struct PluginName;
@@ -43,8 +46,9 @@ impl clap::builder::TypedValueParser for PluginName {
 /// The plugin flags of a run.
 #[derive(Debug, Clone, Args)]
 pub struct PluginArgs {
-    /// Plugins to run, by bundled name or path [default: host-facts, setup, and systemd-logs where a journal exists].
-    #[arg(long = "plugin", value_name = "NAME|PATH", value_parser = PluginName, hide_possible_values = true)]
+    /// Plugins to run, by bundled name, path or oci://REGISTRY/REPOSITORY:TAG (resolved once to
+    /// a digest) [default: host-facts, setup, and systemd-logs where a journal exists].
+    #[arg(long = "plugin", value_name = "NAME|PATH|oci://REF", value_parser = PluginName, hide_possible_values = true)]
     pub plugins: Vec<String>,
     /// A plugin parameter, e.g. setup:gather_subset=network.
     #[arg(short, long = "param", value_name = "PLUGIN:NAME=VALUE", value_parser = scoped_param)]
@@ -56,6 +60,8 @@ pub struct PluginArgs {
     /// Deadline of each plugin.
     #[arg(long, default_value_t = factbuoy_runtime::limits::DEFAULT_DEADLINE.into())]
     pub plugin_timeout: humantime::Duration,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
 }
 
 impl PluginArgs {
@@ -68,6 +74,37 @@ impl PluginArgs {
             denies: Vec::new(),
             global: global.to_vec(),
             deadline: *self.plugin_timeout,
+            registry: self.registry.access(),
+        }
+    }
+}
+
+/// How to reach the registries of `oci://` plugins, with podman's and skopeo's flags.
+#[derive(Debug, Clone, Args)]
+pub struct RegistryArgs {
+    /// Registry credentials (containers-auth.json(5) or docker's config.json) [default: the
+    /// first of $REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json,
+    /// ~/.config/containers/auth.json and ~/.docker/config.json with an entry for the registry].
+    #[arg(long, value_name = "FILE", global = true)]
+    pub authfile: Option<PathBuf>,
+    /// A directory of the registry's CA certificates (*.crt) [default:
+    /// /etc/containers/certs.d/HOST:PORT and /etc/docker/certs.d/HOST:PORT].
+    #[arg(long, value_name = "DIR", global = true)]
+    pub cert_dir: Option<PathBuf>,
+    /// Require HTTPS and a verified certificate from registries; --tls-verify=false also
+    /// allows plain HTTP.
+    #[arg(long, value_name = "BOOL", global = true, default_value_t = true,
+          action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub tls_verify: bool,
+}
+
+impl RegistryArgs {
+    /// What these flags say, as the registry library takes it.
+    pub fn access(&self) -> RegistryAccess {
+        RegistryAccess {
+            auth_file: self.authfile.clone(),
+            cert_dir: self.cert_dir.clone(),
+            tls_verify: self.tls_verify,
         }
     }
 }

@@ -24,8 +24,11 @@ pub fn init(verbose: u8) {
         2 => "debug",
         _ => "trace",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("FACTBUOY_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // A registry's untrusted certificate is logged by the verifier as well as reported by the
+    // command's error, which says what to do about it.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FACTBUOY_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("{default},rustls_platform_verifier=off"))
+    });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(AboveTheBar)

@@ -179,6 +179,7 @@ mod tests {
                 ]
             }),
             deadline_seconds: 1,
+            source: None,
         };
         plugin.params.sort();
         RunConfig::new(vec![plugin])

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use factbuoy_agent::invoke::{Call, invoke};
 use factbuoy_catalog::PluginRef;
+use factbuoy_registry::RegistryAccess;
 use factbuoy_runtime::sink::ArtifactSink;
 use factbuoy_runtime::{InvocationReport, Limits, Runtime};
 
@@ -15,8 +16,10 @@ use crate::plan::{PluginChoices, PluginSelection};
 
 /// The plugin to run and what the operator wrote for it.
 pub struct HereRequest {
-    /// A bundled plugin's name or a path to a component.
+    /// A bundled plugin's name, a path to a component or an `oci://` reference.
     pub plugin: String,
+    /// How to reach the registry of an `oci://` plugin.
+    pub registry: RegistryAccess,
     /// Parameters, `(plugin, NAME=VALUE)`; the plugin as its name or as [`Self::plugin`].
     pub params: Vec<(String, String)>,
     /// Capabilities granted, `(plugin, capability)`, beyond what a bundled plugin gets.
@@ -106,7 +109,7 @@ pub async fn run_plugin(
     let plugin = PluginRef::parse(&request.plugin)?;
     let loaded = match (&plugin, &request.sources) {
         (PluginRef::File(path), Some(sources)) => runtime.load_development(path, sources).await?,
-        _ => plugin.load(runtime).await?,
+        _ => plugin.load(runtime, &request.registry).await?,
     };
     let name = &loaded.info.name;
     let other = request

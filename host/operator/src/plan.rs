@@ -11,6 +11,7 @@ use anyhow::Context;
 use factbuoy_aggregator::config::{PlanScope, RunPlugin};
 use factbuoy_catalog::{BUNDLED, PluginRef};
 use factbuoy_kubernetes::AgentAccess;
+use factbuoy_registry::RegistryAccess;
 use factbuoy_runtime::bindings::PluginInfo;
 use factbuoy_runtime::definition::Definition;
 use factbuoy_runtime::failure::grant_flags;
@@ -73,6 +74,8 @@ pub struct PluginSelection {
     pub global: Vec<String>,
     /// Deadline of each plugin invocation.
     pub deadline: Duration,
+    /// How to reach the registries of `oci://` plugins.
+    pub registry: RegistryAccess,
 }
 
 impl Default for PluginSelection {
@@ -84,6 +87,7 @@ impl Default for PluginSelection {
             denies: Vec::new(),
             global: Vec::new(),
             deadline: factbuoy_runtime::limits::DEFAULT_DEADLINE,
+            registry: RegistryAccess::default(),
         }
     }
 }
@@ -209,29 +213,32 @@ impl Plan {
     }
 }
 
-/// Loads and checks the plugin `text` names (a bundled name or a path).
+/// Loads and checks the plugin `text` names (a bundled name, a path or a registry reference).
 async fn plan_one(
     runtime: &Runtime,
     selection: &PluginSelection,
     text: &str,
 ) -> anyhow::Result<PlanEntry> {
     let plugin = PluginRef::parse(text)?;
-    // A file is read and hashed once: a Python component is 19 MB.
-    let (loaded, sha256, component) = match &plugin {
-        PluginRef::Bundled(bundled) => {
+    // A component is read (or pulled) and hashed once: a Python component is 19 MB.
+    let (loaded, sha256, component, source) = match plugin.fetch(&selection.registry).await? {
+        None => {
+            let PluginRef::Bundled(bundled) = &plugin else {
+                unreachable!("only a bundled plugin has nothing to fetch")
+            };
             let b = BUNDLED
                 .iter()
                 .find(|b| b.name == *bundled)
                 .expect("resolved from the bundled list");
-            (plugin.load(runtime).await?, b.sha256.to_owned(), None)
+            let loaded = plugin.load(runtime, &selection.registry).await?;
+            (loaded, b.sha256.to_owned(), None, None)
         }
-        PluginRef::File(path) => {
-            let wasm =
-                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-            let sha256 = factbuoy_protocol::digest::sha256_hex(&wasm);
-            let label = path.display().to_string();
-            let loaded = runtime.load(&label, &wasm, Some(&sha256)).await?;
-            (loaded, sha256, Some(wasm))
+        Some(fetched) => {
+            let loaded = runtime
+                .load(&fetched.label, &fetched.wasm, Some(&fetched.sha256))
+                .await?;
+            let source = fetched.source.map(|r| r.to_string());
+            (loaded, fetched.sha256, Some(fetched.wasm), source)
         }
     };
     let written = PluginChoices::of(&loaded.info, &plugin, text, selection)?;
@@ -245,6 +252,7 @@ async fn plan_one(
             denies: written.denies,
             deadline_seconds: selection.deadline.as_secs().max(1),
             definition: serde_json::to_value(Definition::from(&loaded.info))?,
+            source,
         },
         component,
         loaded,

@@ -84,6 +84,14 @@ pub(crate) enum PluginPre<T: 'static> {
 }
 
 impl<T: Send + 'static> PluginPre<T> {
+    /// The component it instantiates.
+    pub(crate) fn component(&self) -> &wasmtime::component::Component {
+        match self {
+            PluginPre::Current(pre) => pre.instance_pre().component(),
+            PluginPre::V0_1(pre) => pre.instance_pre().component(),
+        }
+    }
+
     /// Instantiates the plugin and calls its `describe`, in the current line's types.
     pub(crate) async fn describe(
         &self,

@@ -158,6 +158,22 @@ pub struct LoadedPlugin {
     pub(crate) pre: PluginPre<InstanceState>,
 }
 
+impl LoadedPlugin {
+    /// The names the component imports and exports (`wasi:io/streams@0.2.0`,
+    /// `factbuoy:plugin/plugin@0.2.0`, ...), in order: what a registry artifact's config
+    /// lists as its world.
+    pub fn world(&self) -> (Vec<String>, Vec<String>) {
+        let component = self.pre.component();
+        let ty = component.component_type();
+        let engine = component.engine();
+        let names = |items: &mut dyn Iterator<Item = &str>| items.map(str::to_owned).collect();
+        (
+            names(&mut ty.imports(engine).map(|(name, _)| name)),
+            names(&mut ty.exports(engine).map(|(name, _)| name)),
+        )
+    }
+}
+
 /// How a plugin was loaded, in its invocation reports (and so in a bundle's `meta/reports/`):
 /// what tells a cached load from a compilation on each node.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]

@@ -71,6 +71,10 @@ pub struct RunPlugin {
     pub deadline_seconds: u64,
     /// The plugin's description, written to `plugins/<name>/definition.json` in the bundle.
     pub definition: serde_json::Value,
+    /// Where a plugin from a registry came from: its reference pinned to the manifest's digest
+    /// (`oci://REGISTRY/REPOSITORY:TAG@sha256:...`); absent for bundled plugins and files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// Limits of the aggregator's HTTP server. A `run.json` written before a limit existed gets its
@@ -282,6 +286,7 @@ pub(crate) fn sample() -> RunConfig {
         denies: vec![],
         deadline_seconds: 60,
         definition: serde_json::Value::Null,
+        source: None,
     };
     RunConfig {
         run_id: "r".into(),

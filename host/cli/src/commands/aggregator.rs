@@ -105,6 +105,8 @@ pub struct CreateArgs {
     timeout: humantime::Duration,
     #[arg(long, default_value_t = limits::DEFAULT_DEADLINE.into())]
     plugin_timeout: humantime::Duration,
+    #[command(flatten)]
+    registry: crate::flags::RegistryArgs,
     /// Largest accepted result file.
     #[arg(long, default_value_t = ByteSize::b(config::DEFAULT_MAX_FILE_BYTES))]
     max_file: ByteSize,
@@ -228,6 +230,7 @@ async fn create(args: CreateArgs, format: Format) -> anyhow::Result<ExitStatus> 
         denies: Vec::new(),
         global: args.global,
         deadline: *args.plugin_timeout,
+        registry: args.registry.access(),
     };
     let run = SeparateRun {
         run_dir: args.run_dir.clone(),

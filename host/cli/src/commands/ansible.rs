@@ -127,6 +127,7 @@ async fn gather_here(args: &FactCacheArgs) -> anyhow::Result<Vec<u8>> {
     let memory = MemorySink::default();
     let request = HereRequest {
         plugin: SETUP_PLUGIN.to_owned(),
+        registry: Default::default(),
         params: args
             .params
             .iter()

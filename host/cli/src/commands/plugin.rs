@@ -1,8 +1,10 @@
 //! `factbuoy plugin ...`: list, info, validate and run plugins on this host; create and build
-//! plugin projects (with factbuoy-authoring); list and prune the compilation cache ([`cache`]).
+//! plugin projects (with factbuoy-authoring); push them to and pull them from OCI registries
+//! ([`registry`]); list and prune the compilation cache ([`cache`]).
 
 mod cache;
 mod common;
+mod registry;
 mod run;
 
 use common::runtime;
@@ -29,7 +31,8 @@ pub enum PluginCommand {
         after_help = "Examples:\n  factbuoy plugin info setup\n  factbuoy plugin info ./my.wasm -o yaml"
     )]
     Info {
-        /// A bundled plugin's name or a path to a `.wasm` component.
+        /// A bundled plugin's name, a path to a `.wasm` component or an
+        /// oci://REGISTRY/REPOSITORY:TAG reference.
         #[arg(value_parser = crate::flags::PluginName, hide_possible_values = true)]
         plugin: String,
         #[command(flatten)]
@@ -89,6 +92,23 @@ pub enum PluginCommand {
         #[command(flatten)]
         common: common::CommonArgs,
     },
+    /// Push a plugin to an OCI registry as a Wasm artifact and print its reference pinned by
+    /// digest.
+    #[command(after_help = "Examples:\n  \
+        factbuoy plugin push ./disk_usage.wasm oci://registry.example:5000/plugins/disk-usage:1.0\n  \
+        factbuoy plugin push hello oci://localhost:5000/hello:1 --tls-verify=false -o json\n\n\
+        The artifact is the CNCF TAG Runtime's Wasm OCI layout (config\n\
+        application/vnd.wasm.config.v0+json, one application/wasm layer), which skopeo, oras and\n\
+        wkg read too. Credentials come from `podman login`/`docker login` (or --authfile), CA\n\
+        certificates from /etc/containers/certs.d/HOST:PORT (or --cert-dir).")]
+    Push(registry::PushArgs),
+    /// Pull a plugin from an OCI registry into a .wasm file, or into an OCI layout directory.
+    #[command(after_help = "Examples:\n  \
+        factbuoy plugin pull oci://registry.example:5000/plugins/disk-usage:1.0\n  \
+        factbuoy plugin pull oci://registry.example:5000/plugins/disk-usage@sha256:... --out du.wasm\n  \
+        factbuoy plugin pull oci://registry.example:5000/plugins/disk-usage:1.0 --layout ./offline\n\n\
+        Plugins run straight from a registry too: factbuoy plugin run oci://..., run --plugin oci://...")]
+    Pull(registry::PullArgs),
     /// List and prune the cache of compiled plugins, which keeps itself under a size (1 GiB).
     #[command(
         subcommand,
@@ -107,7 +127,9 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
         PluginCommand::List(common) => list(&common, format).await,
         PluginCommand::Info { plugin, common } => {
             let runtime = runtime(&common, Limits::default())?;
-            let loaded = PluginRef::parse(&plugin)?.load(&runtime).await?;
+            let loaded = PluginRef::parse(&plugin)?
+                .load(&runtime, &common.registry.access())
+                .await?;
             match format {
                 Format::Table => {
                     emit(factbuoy_present::plugin::describe_text(&loaded.info).trim_end())
@@ -118,7 +140,7 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
         }
         PluginCommand::Validate { path, common } => {
             let runtime = runtime(&common, Limits::default())?;
-            let loaded = PluginRef::File(path.clone()).load(&runtime).await?;
+            let loaded = runtime.load_file(&path).await?;
             match format {
                 Format::Table => emit(&format!(
                     "{}: valid factbuoy gatherer {} {}",
@@ -134,6 +156,8 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
             Ok(ExitStatus::Success)
         }
         PluginCommand::Run(args) => run::run(args, format).await,
+        PluginCommand::Push(args) => registry::push(args, format).await,
+        PluginCommand::Pull(args) => registry::pull(args, format).await,
         PluginCommand::New { name, lang, dir } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
             let written = factbuoy_authoring::new_project(&name, lang, &dir)?;
@@ -182,8 +206,8 @@ async fn precompile(wasm: &std::path::Path, common: &common::CommonArgs) -> anyh
     }
     let runtime = runtime(common, Limits::default())?;
     let started = std::time::Instant::now();
-    let loaded = PluginRef::File(wasm.to_owned())
-        .load(&runtime)
+    let loaded = runtime
+        .load_file(wasm)
         .await
         .with_context(|| format!("built {}, but it is not a usable plugin", wasm.display()))?;
     eprintln!(
@@ -199,7 +223,8 @@ async fn list(common: &common::CommonArgs, format: Format) -> anyhow::Result<Exi
     let runtime = runtime(common, Limits::default())?;
     let mut infos = Vec::new();
     for bundled in BUNDLED {
-        infos.push(PluginRef::Bundled(bundled.name).load(&runtime).await?.info);
+        let loaded = runtime.load(bundled.name, bundled.wasm, Some(bundled.sha256));
+        infos.push(loaded.await?.info);
     }
     match format {
         machine @ (Format::Json | Format::Yaml) => emit_document(

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use factbuoy_catalog::{BUNDLED, PluginRef};
+use factbuoy_catalog::BUNDLED;
 use factbuoy_runtime::bindings::CONTRACT_VERSION;
 use factbuoy_runtime::{Runtime, RuntimeOptions};
 
@@ -31,7 +31,10 @@ pub async fn version(format: Format) -> anyhow::Result<ExitStatus> {
     let runtime = Runtime::new(RuntimeOptions::default())?;
     let mut plugins = Vec::new();
     for bundled in BUNDLED {
-        let info = PluginRef::Bundled(bundled.name).load(&runtime).await?.info;
+        let info = runtime
+            .load(bundled.name, bundled.wasm, Some(bundled.sha256))
+            .await?
+            .info;
         plugins.push(BundledVersion {
             name: info.name,
             version: info.version,

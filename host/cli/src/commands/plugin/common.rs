@@ -1,5 +1,5 @@
-//! What every `plugin` command shares: where compiled components are cached, and the runtime
-//! those flags make.
+//! What every `plugin` command shares: where compiled components are cached, the runtime those
+//! flags make, and how to reach registries.
 
 use std::path::PathBuf;
 
@@ -14,6 +14,8 @@ pub struct CommonArgs {
     /// Compile every time instead of using the cache.
     #[arg(long, global = true)]
     pub(super) no_cache: bool,
+    #[command(flatten)]
+    pub(super) registry: crate::flags::RegistryArgs,
 }
 
 /// The runtime for `common`'s cache flags and `limits`.

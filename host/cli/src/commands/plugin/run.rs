@@ -20,7 +20,8 @@ use crate::output::{ExitStatus, Format, emit, emit_document, report_error};
 
 #[derive(Debug, Args)]
 pub struct PluginRunArgs {
-    /// A bundled plugin's name, a path to a `.wasm` component, or a plugin project's directory
+    /// A bundled plugin's name, a path to a `.wasm` component, an oci://REGISTRY/REPOSITORY:TAG
+    /// reference (or @sha256:DIGEST), or a plugin project's directory
     /// (built first when anything it is built from changed; a Python or JavaScript project as a
     /// development build, which reads the project's code when it runs, so that an edit runs at
     /// once).
@@ -193,6 +194,7 @@ async fn run_once(
     let scoped = |all: &[Scoped]| Scoped::pairs(all, plugin);
     let request = HereRequest {
         plugin: plugin.to_owned(),
+        registry: args.common.registry.access(),
         params: scoped(&args.params),
         grants: scoped(&args.grant),
         denies: scoped(&args.deny),
