@@ -33,6 +33,10 @@ ldd "$BINARY" | awk '/=> \// {print $3} /^\t\/[^ ]+ \(/ {print $1}' | while read
   mkdir -p "$R$(dirname "$lib")"
   cp -L "$lib" "$R$lib"
 done
+# The system's CA certificates: the aggregator pulls plugins from registries over TLS, and a
+# public registry's certificate is signed by one of these.
+mkdir -p "$R/etc/ssl/certs"
+cp -L /etc/ssl/certs/ca-certificates.crt "$R/etc/ssl/certs/"
 printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' > "$R/etc/passwd"
 printf 'root:x:0:\nnonroot:x:65532:\n' > "$R/etc/group"
 chmod 1777 "$R/tmp"

@@ -51,6 +51,8 @@ want 'command -v ip && command -v iptables && command -v socat' iproute2 iptable
 # Registry tests (tests/all/registry.rs): the CNCF distribution registry, skopeo as the client
 # nobody here wrote, Apache's htpasswd for the registry's password file.
 want 'command -v docker-registry && command -v skopeo && command -v htpasswd' docker-registry skopeo apache2-utils
+# factbuoy's image carries the system's CA certificates (deploy/build-image.sh).
+want '[ -f /etc/ssl/certs/ca-certificates.crt ]' ca-certificates
 # JavaScript plugins: Node.js and npm.
 want 'command -v node && command -v npm' nodejs npm
 

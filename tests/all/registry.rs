@@ -339,7 +339,7 @@ fn refused_pull(reference: &str, extra: &[&str]) -> String {
 
 #[test]
 fn what_a_registry_must_not_get_away_with_is_refused_and_nothing_is_written() {
-    let mut registry = TestRegistry::start();
+    let registry = TestRegistry::start();
     let flags = registry.flags();
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let hello = pushed_hello(&registry, &registry.reference("plugins/hello:1"));

@@ -336,6 +336,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = "/usr/lib/cni"
       conf_dir = "$nd/cni"
+    # Registries the nodes pull from: a hosts.toml per registry (containerd's hosts directory,
+    # read at each pull), which tests write when they start one (tests/support/kube.rs).
+    [plugins."io.containerd.grpc.v1.cri".registry]
+      config_path = "$STATE/registry-hosts"
   [plugins."io.containerd.internal.v1.opt"]
     path = "$nd/containerd-opt"
 EOF

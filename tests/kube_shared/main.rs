@@ -15,6 +15,7 @@ mod support;
 
 mod dispatch;
 mod manifests;
+mod registry;
 mod run;
 
 use support::kube::Cluster;

@@ -116,6 +116,8 @@ fn spec(run_id: &str, image: &str) -> RunSpec {
         operator_ca_pem: "not used".into(),
         plan_json: "{}".into(),
         components: vec![],
+        registry_auth: None,
+        registry_ca_pem: None,
         secrets: false,
     }
 }

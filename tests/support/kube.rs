@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use super::registry::TestRegistry;
 use super::workspace;
 
 /// The name [`Cluster::factbuoy_image`] gives factbuoy's image.
@@ -25,7 +26,14 @@ pub struct Cluster {
     /// Whether factbuoy's image, and busybox's, were imported into this cluster's nodes.
     factbuoy_imported: OnceLock<()>,
     busybox_imported: OnceLock<()>,
+    /// The cluster's registry, once a test asked for it, and factbuoy's image pushed there.
+    registry: OnceLock<TestRegistry>,
+    registry_image: OnceLock<String>,
 }
+
+/// Where [`Cluster::registry`] listens: inside the cluster's network, on the API server's
+/// address, which every node and pod reaches.
+pub const REGISTRY_ADDRESS: &str = "10.200.0.1:5000";
 
 static SHARED: OnceLock<Cluster> = OnceLock::new();
 
@@ -40,6 +48,8 @@ impl Cluster {
             dir: PathBuf::from(format!("/run/factbuoy-t-{name}")),
             factbuoy_imported: OnceLock::new(),
             busybox_imported: OnceLock::new(),
+            registry: OnceLock::new(),
+            registry_image: OnceLock::new(),
         };
         cluster.script(["down"]);
         let up = cluster.script(["up", &nodes.to_string()]);
@@ -122,42 +132,73 @@ impl Cluster {
     }
 
     /// factbuoy's own image, as deploy/build-image.sh builds it from this test binary's
-    /// `factbuoy` (without its debug sections: about 130 MB), imported into every node; built on
-    /// first use, once per test binary, and imported once per cluster. Pods name it
-    /// [`FACTBUOY_IMAGE`] with `imagePullPolicy: Never`.
+    /// `factbuoy` ([`factbuoy_archive`]), imported into every node; imported once per cluster.
+    /// Pods name it [`FACTBUOY_IMAGE`] with `imagePullPolicy: Never`.
     pub fn factbuoy_image(&self) -> &'static str {
-        static ARCHIVE: OnceLock<PathBuf> = OnceLock::new();
-        let archive = ARCHIVE.get_or_init(|| {
-            let work = image_dir();
-            let binary = work.join("factbuoy");
-            let stripped = Command::new("objcopy")
-                .arg("--strip-debug")
-                .arg(env!("CARGO_BIN_EXE_factbuoy"))
-                .arg(&binary)
-                .output()
-                .unwrap();
-            assert!(
-                stripped.status.success(),
-                "objcopy: {}",
-                String::from_utf8_lossy(&stripped.stderr)
-            );
-            let archive = work.join("factbuoy.tar");
-            let built = Command::new(workspace().join("deploy/build-image.sh"))
-                .arg(&binary)
-                .arg(FACTBUOY_IMAGE)
-                .arg(&archive)
-                .output()
-                .unwrap();
-            assert!(
-                built.status.success(),
-                "build-image.sh: {}",
-                String::from_utf8_lossy(&built.stderr)
-            );
-            std::fs::remove_file(&binary).unwrap();
-            archive
-        });
-        self.factbuoy_imported.get_or_init(|| self.import(archive));
+        self.factbuoy_imported
+            .get_or_init(|| self.import(factbuoy_archive()));
         FACTBUOY_IMAGE
+    }
+
+    /// A real registry inside the cluster's network ([`REGISTRY_ADDRESS`]: TLS from a CA of
+    /// its own, a password), started on first use and trusted by every node's containerd
+    /// through a hosts.toml in the directory tests/kube/cluster.sh points containerd at. Pods
+    /// pull from it with the credentials of a pull Secret, as from any private registry.
+    pub fn registry(&self) -> &TestRegistry {
+        self.registry.get_or_init(|| {
+            let registry = TestRegistry::start_in(
+                tempfile::tempdir_in(&self.dir).unwrap(),
+                Some(&self.name),
+                REGISTRY_ADDRESS.parse().unwrap(),
+            );
+            let hosts = self.dir.join("registry-hosts").join(REGISTRY_ADDRESS);
+            std::fs::create_dir_all(&hosts).unwrap();
+            std::fs::write(
+                hosts.join("hosts.toml"),
+                format!(
+                    "server = \"https://{REGISTRY_ADDRESS}\"\n\
+                     [host.\"https://{REGISTRY_ADDRESS}\"]\n  \
+                     capabilities = [\"pull\", \"resolve\"]\n  ca = \"{}\"\n",
+                    registry.cert_dir().join("ca.crt").display()
+                ),
+            )
+            .unwrap();
+            registry
+        })
+    }
+
+    /// factbuoy's image ([`factbuoy_archive`]) pushed to [`Cluster::registry`] with skopeo,
+    /// named by digest (`10.200.0.1:5000/factbuoy@sha256:...`): nodes pull it, nothing imports
+    /// it.
+    pub fn factbuoy_image_in_registry(&self) -> &str {
+        self.registry_image.get_or_init(|| {
+            let registry = self.registry();
+            let digest_file = registry.scratch().join("image-digest");
+            let copied = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &self.name,
+                    "skopeo",
+                    "copy",
+                    "--dest-cert-dir",
+                ])
+                .arg(registry.cert_dir())
+                .arg("--digestfile")
+                .arg(&digest_file)
+                .arg(format!("oci-archive:{}", factbuoy_archive().display()))
+                .arg(format!("docker://{REGISTRY_ADDRESS}/factbuoy:test"))
+                .env("REGISTRY_AUTH_FILE", registry.auth_file())
+                .output()
+                .unwrap();
+            assert!(
+                copied.status.success(),
+                "skopeo copy of the image: {}",
+                String::from_utf8_lossy(&copied.stderr)
+            );
+            let digest = std::fs::read_to_string(&digest_file).unwrap();
+            format!("{REGISTRY_ADDRESS}/factbuoy@{}", digest.trim())
+        })
     }
 
     /// A busybox image (busybox-static and its applets, `/bin/sh` its entrypoint) packed by
@@ -265,6 +306,42 @@ impl Cluster {
     }
 }
 
+/// factbuoy's image archive, as deploy/build-image.sh builds it from this test binary's
+/// `factbuoy` (without its debug sections: about 130 MB); built on first use, once per test
+/// binary.
+fn factbuoy_archive() -> &'static Path {
+    static ARCHIVE: OnceLock<PathBuf> = OnceLock::new();
+    ARCHIVE.get_or_init(|| {
+        let work = image_dir();
+        let binary = work.join("factbuoy");
+        let stripped = Command::new("objcopy")
+            .arg("--strip-debug")
+            .arg(env!("CARGO_BIN_EXE_factbuoy"))
+            .arg(&binary)
+            .output()
+            .unwrap();
+        assert!(
+            stripped.status.success(),
+            "objcopy: {}",
+            String::from_utf8_lossy(&stripped.stderr)
+        );
+        let archive = work.join("factbuoy.tar");
+        let built = Command::new(workspace().join("deploy/build-image.sh"))
+            .arg(&binary)
+            .arg(FACTBUOY_IMAGE)
+            .arg(&archive)
+            .output()
+            .unwrap();
+        assert!(
+            built.status.success(),
+            "build-image.sh: {}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        std::fs::remove_file(&binary).unwrap();
+        archive
+    })
+}
+
 /// Where this test binary keeps the image archives it builds: in the target directory, emptied
 /// at its first use in a run (as [`super::cache_dir`]), since a static is never dropped.
 fn image_dir() -> PathBuf {
@@ -280,8 +357,11 @@ impl Drop for Cluster {
 }
 
 impl Cluster {
-    /// `cluster.sh down`, saying so when it fails.
+    /// `cluster.sh down`, saying so when it fails; the registry, if one was started, first.
     fn remove(&self) {
+        if let Some(registry) = self.registry.get() {
+            registry.stop();
+        }
         let down = self.script(["down"]);
         if !down.status.success() {
             eprintln!(

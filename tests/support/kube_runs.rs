@@ -36,10 +36,28 @@ pub fn factbuoy_json(cluster: &Cluster, state: &Path, args: &[&str]) -> serde_js
 /// the bundle goes into `out`. The agents' cache is [`super::agent_cache_dir`] unless `args`
 /// name one.
 pub fn start_run(cluster: &Cluster, state: &Path, out: &Path, args: &[&str]) -> Child {
+    let image = cluster.factbuoy_image();
+    start_run_with_image(cluster, state, out, (image, "Never"), args)
+}
+
+/// [`start_run`] with another image and its pull policy.
+pub fn start_run_with_image(
+    cluster: &Cluster,
+    state: &Path,
+    out: &Path,
+    (image, pull_policy): (&str, &str),
+    args: &[&str],
+) -> Child {
     let mut command = factbuoy(cluster, state);
     command
-        .args(["run", "--kubernetes", "--image", cluster.factbuoy_image()])
-        .args(["--image-pull-policy", "Never", "--timeout", "5m", "--out"])
+        .args(["run", "--kubernetes", "--image", image])
+        .args([
+            "--image-pull-policy",
+            pull_policy,
+            "--timeout",
+            "5m",
+            "--out",
+        ])
         .arg(out);
     if !args
         .iter()

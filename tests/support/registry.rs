@@ -18,7 +18,7 @@ pub const PASSWORD: &str = "correct horse battery staple";
 /// A running registry, stopped and its storage removed on drop.
 pub struct TestRegistry {
     dir: tempfile::TempDir,
-    child: Child,
+    child: std::sync::Mutex<Child>,
     /// `127.0.0.1:PORT`, as references name it.
     pub address: String,
 }
@@ -26,18 +26,31 @@ pub struct TestRegistry {
 impl TestRegistry {
     /// Starts a registry on a free loopback port and waits until it accepts connections.
     pub fn start() -> TestRegistry {
-        Self::start_on("127.0.0.1".parse().unwrap(), &[])
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        Self::start_in(
+            tempfile::tempdir().unwrap(),
+            None,
+            SocketAddr::from(([127, 0, 0, 1], port)),
+        )
     }
 
-    /// Starts a registry listening on `ip` (a free port), with extra names in its certificate.
-    pub fn start_on(ip: std::net::IpAddr, names: &[&str]) -> TestRegistry {
-        let dir = tempfile::tempdir().unwrap();
+    /// Starts a registry with its files in `dir`, listening on `address` inside network
+    /// namespace `netns` (`ip netns exec`) or here, and waits until it accepts connections.
+    pub fn start_in(
+        dir: tempfile::TempDir,
+        netns: Option<&str>,
+        address: SocketAddr,
+    ) -> TestRegistry {
         let root = dir.path();
+        let ip = address.ip();
         let ca =
             factbuoy_pki::RunCa::create_named("factbuoy test registry CA", factbuoy_pki::VALIDITY)
                 .unwrap();
-        let mut san = vec![ip.to_string(), "localhost".to_owned()];
-        san.extend(names.iter().map(|n| (*n).to_owned()));
+        let san = vec![ip.to_string(), "localhost".to_owned()];
         let server = ca.issue_server(&san).unwrap();
         server.save(root, "server").unwrap();
         std::fs::create_dir_all(root.join("certs")).unwrap();
@@ -49,12 +62,7 @@ impl TestRegistry {
         assert!(htpasswd.status.success(), "htpasswd failed");
         std::fs::write(root.join("htpasswd"), htpasswd.stdout).unwrap();
 
-        let port = TcpListener::bind((ip, 0))
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let address = SocketAddr::new(ip, port).to_string();
+        let address = address.to_string();
         std::fs::write(
             root.join("config.yml"),
             format!(
@@ -76,7 +84,16 @@ impl TestRegistry {
             format!(r#"{{"auths":{{"{address}":{{"auth":"{auth}"}}}}}}"#),
         )
         .unwrap();
-        let child = Command::new("docker-registry")
+        let mut command = match netns {
+            // `ip netns exec` execs the registry: killing the child kills it.
+            Some(netns) => {
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", netns, "docker-registry"]);
+                command
+            }
+            None => Command::new("docker-registry"),
+        };
+        let child = command
             .arg("serve")
             .arg(root.join("config.yml"))
             .stdout(Stdio::null())
@@ -85,16 +102,26 @@ impl TestRegistry {
             .expect("running docker-registry (apt-get install docker-registry)");
         let registry = TestRegistry {
             dir,
-            child,
+            child: std::sync::Mutex::new(child),
             address,
         };
-        registry.wait_until_serving();
+        registry.wait_until_serving(netns);
         registry
     }
 
-    fn wait_until_serving(&self) {
+    fn wait_until_serving(&self, netns: Option<&str>) {
         let started = Instant::now();
-        while TcpStream::connect(&self.address).is_err() {
+        let (host, port) = self.address.rsplit_once(':').unwrap();
+        let accepts = || match netns {
+            Some(netns) => Command::new("ip")
+                .args(["netns", "exec", netns, "bash", "-c"])
+                .arg(format!("exec 3<>/dev/tcp/{host}/{port}"))
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success()),
+            None => TcpStream::connect(&self.address).is_ok(),
+        };
+        while !accepts() {
             assert!(
                 started.elapsed() < Duration::from_secs(20),
                 "the registry did not listen on {} within 20 s: {}",
@@ -165,9 +192,10 @@ impl TestRegistry {
     }
 
     /// Stops the registry (a registry that is down); its storage stays until drop.
-    pub fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    pub fn stop(&self) {
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 

@@ -182,6 +182,11 @@ pub struct KubeArgs {
     /// systemd-journal (or adm) on the nodes, `getent group systemd-journal` there. Repeatable.
     #[arg(long, value_name = "GID")]
     pub journal_group: Vec<u32>,
+    /// Ship plugins from registries in ConfigMaps as well (as plugins from files are), for a
+    /// cluster whose aggregator reaches no registry; by default the aggregator pulls them by
+    /// the digest the run was planned with.
+    #[arg(long)]
+    pub plugins_in_configmaps: bool,
     /// Keep the agents out of their nodes' network and UTS namespaces (no hostNetwork), where
     /// policy forbids it: the host name, addresses, routes and interfaces' ethtool facts are then
     /// the agent pods', not the nodes'.
@@ -205,6 +210,7 @@ impl KubeArgs {
             resources: self.resources.clone(),
             journal_groups: self.journal_group.clone(),
             host_network: !self.no_host_network,
+            plugins_in_config_maps: self.plugins_in_configmaps,
         }
     }
 }

@@ -200,6 +200,10 @@ pub async fn apply(
     for part in &manifests.component_parts {
         applier.namespaced(part).await?;
     }
+    // Before the pods, whose image pulls need it.
+    if let Some(secret) = &manifests.registry_secret {
+        applier.namespaced(secret).await?;
+    }
     applier.namespaced(&manifests.service).await?;
     let pod = if mode == Mode::ServerDryRun && applier.namespaced {
         let api: Api<ServiceAccount> = Api::namespaced(client.clone(), &manifests.namespace_name);
@@ -235,6 +239,9 @@ pub async fn apply(
         applier.namespaced(&manifests.run_config).await?;
         for part in &manifests.component_parts {
             applier.namespaced(part).await?;
+        }
+        if let Some(secret) = &manifests.registry_secret {
+            applier.namespaced(secret).await?;
         }
         applier.namespaced(&manifests.service).await?;
         applier.report = report;

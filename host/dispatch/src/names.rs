@@ -24,6 +24,12 @@ pub const OPERATOR_CA_KEY: &str = "operator-ca.pem";
 /// The Secret holding a run's secret parameters, one key per parameter ([`secret_key`]): only
 /// the aggregator reads it (by name), and deletes it when the run ends.
 pub const SECRETS: &str = "factbuoy-secrets";
+/// The Secret (`kubernetes.io/dockerconfigjson`) holding the credentials for the registries of
+/// the run's plugins and image: the aggregator pulls plugins with it, and every pod names it in
+/// `imagePullSecrets`.
+pub const REGISTRY_SECRET: &str = "factbuoy-registry";
+/// Key of the registries' CA certificates (PEM) in [`RUN_CONFIG_MAP`].
+pub const REGISTRY_CA_KEY: &str = "registry-ca.crt";
 /// The ConfigMap the aggregator creates at start with its run CA certificate; agents mount it.
 pub const CA_CONFIG_MAP: &str = "factbuoy-ca";
 /// Key of the run CA certificate (PEM) in [`CA_CONFIG_MAP`].

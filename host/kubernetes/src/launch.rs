@@ -55,6 +55,9 @@ pub struct ClusterRun {
     /// the host name, addresses and interfaces they report are the node's; off where policy
     /// forbids it, and those facts are then the pods' (docs/kubernetes.md).
     pub host_network: bool,
+    /// Whether plugins from registries travel in ConfigMaps too, for a cluster whose aggregator
+    /// reaches no registry; otherwise the aggregator pulls them.
+    pub plugins_in_config_maps: bool,
 }
 
 impl Default for ClusterRun {
@@ -75,6 +78,7 @@ impl Default for ClusterRun {
                 .collect(),
             journal_groups: Vec::new(),
             host_network: true,
+            plugins_in_config_maps: false,
         }
     }
 }
@@ -86,6 +90,17 @@ pub struct AgentAccess {
     pub host_info: bool,
     /// Host paths plugins are granted to read.
     pub read_paths: Vec<String>,
+}
+
+/// How the run's pods reach registries: the aggregator pulls the run's registry plugins, the
+/// kubelets pull the image.
+#[derive(Debug, Clone, Default)]
+pub struct RegistryReach {
+    /// Credentials for the registries of the plugins and the image (a docker config JSON):
+    /// Secret `factbuoy-registry`, mounted in the aggregator and every pod's imagePullSecrets.
+    pub auth: Option<Vec<u8>>,
+    /// Certificate authorities (PEM) of the plugins' registries, for the aggregator's pulls.
+    pub ca_pem: Option<String>,
 }
 
 /// A Kubernetes run, ready to apply.
@@ -107,17 +122,30 @@ impl Prepared {
         let keys: Vec<&String> = secret.data.iter().flat_map(|data| data.keys()).collect();
         Some(secrets::create_command(&self.namespace, &keys))
     }
+
+    /// How to create the run's registry Secret after applying the manifests by other means,
+    /// if the run has one: `kubectl create secret generic` from the operator's auth file.
+    pub fn registry_secret_command(&self, auth_file: &str) -> Option<String> {
+        self.manifests.registry_secret.as_ref()?;
+        Some(format!(
+            "kubectl -n {} create secret generic {} --type=kubernetes.io/dockerconfigjson --from-file=.dockerconfigjson={auth_file}",
+            self.namespace,
+            names::REGISTRY_SECRET
+        ))
+    }
 }
 
 /// Builds the objects of run `config` placed by `placement`, with the operator CA and the
 /// operator's certificate made in `operator_dir` (ca.pem, ca.key, operator.pem, operator.key,
 /// the keys 0600): the aggregator's operator listener trusts that CA only. `components` are the
-/// plugins from files, by digest.
+/// plugins that travel in ConfigMaps, by digest; `registry` says how the pods reach the
+/// registries of the others and of the image.
 pub fn prepare(
     placement: &ClusterRun,
     config: &RunConfig,
     access: &AgentAccess,
     components: Vec<(String, Vec<u8>)>,
+    registry: RegistryReach,
     operator_dir: &Path,
 ) -> anyhow::Result<Prepared> {
     let run_id = &config.run_id;
@@ -164,6 +192,8 @@ pub fn prepare(
         operator_ca_pem: operator_ca.cert_pem().to_owned(),
         plan_json,
         components,
+        registry_auth: registry.auth,
+        registry_ca_pem: registry.ca_pem,
         secrets: !secret_values.is_empty(),
     };
     let manifests = RunManifests::build(&spec)?;

@@ -30,5 +30,5 @@ pub use factbuoy_dispatch::names::AGGREGATOR as AGGREGATOR_POD;
 pub use factbuoy_dispatch::resources::{ResourceKind, kind as resource_kind};
 pub use factbuoy_dispatch::{Cluster, ClusterRef, connect};
 pub use k8s_openapi::api::core::v1::Toleration;
-pub use launch::{AgentAccess, ClusterRun, DEFAULT_IMAGE, Prepared};
+pub use launch::{AgentAccess, ClusterRun, DEFAULT_IMAGE, Prepared, RegistryReach};
 pub use pod::PodServeOptions;

@@ -64,6 +64,9 @@ pub struct PodServeOptions {
     pub resources: Vec<&'static ResourceKind>,
     /// Whether the run has secret parameters, whose values are in Secret `factbuoy-secrets`.
     pub secrets: bool,
+    /// How to reach the registries the run's plugins come from (the pull Secret's auth file,
+    /// the certificate authorities in the run's ConfigMap).
+    pub registry: factbuoy_registry::RegistryAccess,
 }
 
 /// The pod's own name and namespace, from the downward API.
@@ -287,9 +290,54 @@ async fn open_or_create(
         secrets::read_into(client, namespace, &mut config).await?;
     }
     config.origin = cluster_origin(client).await;
-    let components = components::join(&args.components)?;
+    let mut components = components::join(&args.components)?;
+    pull_plugins(&config, &args.registry, &mut components).await?;
     let run = Run::create(dir, config, &components)?;
     Ok(run)
+}
+
+/// Pulls the plugins of `config` that came from registries and did not travel in ConfigMaps,
+/// each by the digest the operator resolved (a tag moved since changes nothing), and checks
+/// that each is the component the plan names.
+async fn pull_plugins(
+    config: &factbuoy_aggregator::config::RunConfig,
+    registry: &factbuoy_registry::RegistryAccess,
+    components: &mut Vec<(String, Vec<u8>)>,
+) -> anyhow::Result<()> {
+    for plugin in &config.plugins {
+        let Some(source) = &plugin.source else {
+            continue;
+        };
+        if components
+            .iter()
+            .any(|(sha256, _)| *sha256 == plugin.sha256)
+        {
+            continue;
+        }
+        let reference = factbuoy_registry::PluginReference::parse(source)?;
+        anyhow::ensure!(
+            reference.digest().is_some(),
+            "plugin {:?}: its source {source} is not pinned to a digest; plan the run again",
+            plugin.name
+        );
+        let pulled = factbuoy_registry::pull::pull(
+            registry,
+            &reference,
+            &factbuoy_registry::PullLimits::default(),
+        )
+        .await
+        .with_context(|| format!("pulling plugin {:?}", plugin.name))?;
+        let sha256 = factbuoy_protocol::digest::sha256_hex(pulled.wasm());
+        anyhow::ensure!(
+            sha256 == plugin.sha256,
+            "plugin {:?}: {source} holds component {sha256}, not the {} the run was planned with",
+            plugin.name,
+            plugin.sha256
+        );
+        tracing::info!(plugin = %plugin.name, %source, "pulled the plugin");
+        components.push((sha256, pulled.layer.0));
+    }
+    Ok(())
 }
 
 /// The cluster's identity, for the bundle: the uid of its `kube-system` namespace, which lives

@@ -2,13 +2,15 @@
 //! manifests and operator credentials made and applied by the kubernetes crate, then followed
 //! through port-forward.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use factbuoy_aggregator::config::RunConfig;
 use factbuoy_kubernetes::launch::{self, Prepared};
 use factbuoy_kubernetes::reach::{self, AGGREGATOR_START};
-use factbuoy_kubernetes::{ClusterRef, ClusterRun};
+use factbuoy_kubernetes::{ClusterRef, ClusterRun, RegistryReach};
+use factbuoy_registry::{PluginReference, RegistryAccess};
 use factbuoy_runtime::{Limits, Runtime, RuntimeOptions};
 
 use crate::follow::{Finished, Source, follow_and_fetch};
@@ -59,11 +61,18 @@ pub async fn generate(
     }
     let run_id = config.run_id.clone();
     let dir = state.kubernetes_run(&run_id);
+    let components = if target.placement.plugins_in_config_maps {
+        plan.components()
+    } else {
+        plan.components_from_files()
+    };
+    let registry = registry_reach(&plan, &target.placement, &selection.registry)?;
     let prepared = launch::prepare(
         &target.placement,
         &config,
         &plan.agent_access()?,
-        plan.components(),
+        components,
+        registry,
         &dir,
     )?;
     let record = KubeRun {
@@ -81,6 +90,38 @@ pub async fn generate(
     };
     record.save(state)?;
     Ok((record, prepared))
+}
+
+/// What the pods need to pull the plugins from registries (unless they travel in ConfigMaps,
+/// `--plugins-in-configmaps`) and the image: the operator's credentials for those registries,
+/// and the certificate authorities it trusts for the plugins' registries.
+fn registry_reach(
+    plan: &Plan,
+    placement: &ClusterRun,
+    access: &RegistryAccess,
+) -> anyhow::Result<RegistryReach> {
+    let mut plugin_registries = BTreeSet::new();
+    let pulled = plan
+        .entries
+        .iter()
+        .filter(|_| !placement.plugins_in_config_maps)
+        .filter_map(|e| e.plugin.source.as_deref());
+    for source in pulled {
+        plugin_registries.insert(PluginReference::parse(source)?.registry().to_owned());
+    }
+    let mut registries = plugin_registries.clone();
+    registries.extend(image_registry(&placement.image));
+    Ok(RegistryReach {
+        auth: access.docker_config(registries.iter().map(String::as_str))?,
+        ca_pem: access.ca_pem(plugin_registries.iter().map(String::as_str))?,
+    })
+}
+
+/// The registry an image name names (`registry.example:5000/factbuoy@sha256:...`), if it names
+/// one: a first component with a dot or a port, or `localhost`, as container runtimes read it.
+fn image_registry(image: &str) -> Option<String> {
+    let (first, _) = image.split_once('/')?;
+    (first.contains('.') || first.contains(':') || first == "localhost").then(|| first.to_owned())
 }
 
 /// A Kubernetes run whose objects are applied.

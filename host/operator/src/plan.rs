@@ -190,6 +190,16 @@ impl Plan {
             .collect()
     }
 
+    /// The components of plugins from files: what must travel with a run whose aggregator
+    /// pulls the plugins from registries itself.
+    pub fn components_from_files(&self) -> Vec<(String, Vec<u8>)> {
+        self.entries
+            .iter()
+            .filter(|e| e.plugin.source.is_none())
+            .filter_map(|e| Some((e.plugin.sha256.clone(), e.component.clone()?)))
+            .collect()
+    }
+
     /// What agents need of their node for the per-node plugins: the union of their effective
     /// grants.
     pub fn agent_access(&self) -> anyhow::Result<AgentAccess> {

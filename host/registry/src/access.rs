@@ -54,16 +54,7 @@ impl RegistryAccess {
         // reqwest is built without a crypto provider of its own: use ring, as the rest of
         // factbuoy does. Installing fails only when one is installed already.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let extra_root_certificates = match &self.cert_dir {
-            Some(dir) => certificates_in(dir, true)?,
-            None => {
-                let mut found = Vec::new();
-                for base in ["/etc/containers/certs.d", "/etc/docker/certs.d"] {
-                    found.extend(certificates_in(&Path::new(base).join(registry), false)?);
-                }
-                found
-            }
-        };
+        let extra_root_certificates = self.certificates(registry)?;
         let config = ClientConfig {
             protocol: if self.tls_verify {
                 ClientProtocol::Https
@@ -79,7 +70,80 @@ impl RegistryAccess {
             user_agent: concat!("factbuoy/", env!("CARGO_PKG_VERSION")),
             ..ClientConfig::default()
         };
-        Ok(Client::new(config))
+        // oci-client builds a default HTTP client beside the configured one, which panics when
+        // the system has no CA certificates at all: say so instead.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Client::try_from(config))) {
+            Ok(Ok(client)) => Ok(client),
+            Ok(Err(e)) => Err(RegistryError::Setup {
+                path: PathBuf::from(registry),
+                reason: format!("cannot set up a client: {e}"),
+            }),
+            Err(_) => Err(RegistryError::Setup {
+                path: PathBuf::from("/etc/ssl/certs"),
+                reason: "no CA certificates were found on this system, which the registry client \
+                         needs: install the ca-certificates package (or set SSL_CERT_FILE)"
+                    .to_owned(),
+            }),
+        }
+    }
+
+    /// A docker config (what a pull Secret's `.dockerconfigjson` holds) with the user name and
+    /// password for each of `registries` that has them; `None` when none has.
+    pub fn docker_config<'a>(
+        &self,
+        registries: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Option<Vec<u8>>, RegistryError> {
+        use base64::Engine;
+        let mut auths = serde_json::Map::new();
+        for registry in registries {
+            match self.credentials(registry)? {
+                RegistryAuth::Basic(user, password) => {
+                    let auth = base64::engine::general_purpose::STANDARD
+                        .encode(format!("{user}:{password}"));
+                    auths.insert(registry.to_owned(), serde_json::json!({ "auth": auth }));
+                }
+                RegistryAuth::Bearer(_) => tracing::warn!(
+                    "the credentials for {registry} are an identity token, which a pull Secret \
+                     cannot carry; the cluster pulls from it anonymously"
+                ),
+                RegistryAuth::Anonymous => {}
+            }
+        }
+        Ok((!auths.is_empty())
+            .then(|| serde_json::to_vec(&serde_json::json!({ "auths": auths })).expect("JSON")))
+    }
+
+    /// The certificate authorities (PEM) trusted for `registries` besides the system's: what
+    /// the cert dir holds; `None` when there are none.
+    pub fn ca_pem<'a>(
+        &self,
+        registries: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Option<String>, RegistryError> {
+        let mut pem = String::new();
+        for registry in registries {
+            for certificate in self.certificates(registry)? {
+                let text = String::from_utf8_lossy(&certificate.data);
+                if !pem.contains(text.trim()) {
+                    pem.push_str(text.trim());
+                    pem.push('\n');
+                }
+            }
+        }
+        Ok((!pem.is_empty()).then_some(pem))
+    }
+
+    /// The CA certificates of `--cert-dir`, else of `registry`'s directories in certs.d.
+    fn certificates(&self, registry: &str) -> Result<Vec<Certificate>, RegistryError> {
+        match &self.cert_dir {
+            Some(dir) => certificates_in(dir, true),
+            None => {
+                let mut found = Vec::new();
+                for base in ["/etc/containers/certs.d", "/etc/docker/certs.d"] {
+                    found.extend(certificates_in(&Path::new(base).join(registry), false)?);
+                }
+                Ok(found)
+            }
+        }
     }
 
     /// The credentials for `registry`, or anonymous access when no auth file has any.

@@ -147,6 +147,12 @@ pub struct ServeKubernetesArgs {
     /// pod's namespace (waiting for it to be created), and delete it when the run ends.
     #[arg(long)]
     secrets: bool,
+    /// The auth file to pull the run's registry plugins with (Secret `factbuoy-registry`).
+    #[arg(long, value_name = "FILE")]
+    registry_authfile: Option<PathBuf>,
+    /// A directory of the registries' CA certificates (*.crt).
+    #[arg(long, value_name = "DIR")]
+    registry_cert_dir: Option<PathBuf>,
 }
 
 pub async fn aggregator(command: AggregatorCommand, format: Format) -> anyhow::Result<ExitStatus> {
@@ -169,6 +175,11 @@ pub async fn aggregator(command: AggregatorCommand, format: Format) -> anyhow::R
                 lost_after: *args.lost_after,
                 resources: args.resources,
                 secrets: args.secrets,
+                registry: factbuoy_registry::RegistryAccess {
+                    auth_file: args.registry_authfile,
+                    cert_dir: args.registry_cert_dir,
+                    tls_verify: true,
+                },
             };
             let shutdown = async {
                 crate::signals::interrupted().await;

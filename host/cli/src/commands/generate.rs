@@ -60,6 +60,19 @@ pub async fn generate(args: GenArgs, format: Format) -> anyhow::Result<ExitStatu
             record.run_id
         );
     }
+    let auth_file = args
+        .plugins
+        .registry
+        .authfile
+        .as_ref()
+        .map_or_else(|| "AUTH_FILE".to_owned(), |f| f.display().to_string());
+    if let Some(command) = prepared.registry_secret_command(&auth_file) {
+        // Credentials stay here too: the pods only name the Secret.
+        eprintln!(
+            "run {}: the registry credentials the aggregator pulls plugins with and the pods pull the image with are not in these manifests; create their Secret (AUTH_FILE: your containers-auth.json or docker config.json):\n  {command}",
+            record.run_id
+        );
+    }
     eprintln!(
         "run {id}: operator credentials in {}; `factbuoy delete {id}` removes what these manifests create",
         state.kubernetes_run(&record.run_id).display(),

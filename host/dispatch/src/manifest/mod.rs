@@ -13,9 +13,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Container, ContainerPort, EnvVar, EnvVarSource, Namespace, ObjectFieldSelector, Pod,
-    PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, Service, ServiceAccount,
-    ServicePort, ServiceSpec, Toleration, Volume, VolumeMount,
+    ConfigMap, Container, ContainerPort, EnvVar, EnvVarSource, LocalObjectReference, Namespace,
+    ObjectFieldSelector, Pod, PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements,
+    Secret, Service, ServiceAccount, ServicePort, ServiceSpec, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject,
@@ -26,13 +26,17 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::names::{
     self, AGENT, AGENT_PORT, AGENT_PORT_NAME, AGGREGATOR, CA_CONFIG_MAP, CA_KEY, Component,
-    OPERATOR_CA_KEY, OPERATOR_PORT, OPERATOR_PORT_NAME, RUN_AS_ID, RUN_CONFIG_MAP, RUN_PLAN_KEY,
-    TOKEN_PATH,
+    OPERATOR_CA_KEY, OPERATOR_PORT, OPERATOR_PORT_NAME, REGISTRY_CA_KEY, REGISTRY_SECRET,
+    RUN_AS_ID, RUN_CONFIG_MAP, RUN_PLAN_KEY, TOKEN_PATH,
 };
 use crate::resources::ResourceKind;
 
 /// Where the aggregator pod mounts ConfigMap `factbuoy-run`.
 pub const RUN_CONFIG_DIR: &str = "/etc/factbuoy/run";
+/// Where the aggregator pod mounts Secret `factbuoy-registry`.
+pub const REGISTRY_AUTH_DIR: &str = "/etc/factbuoy/registry";
+/// The auth file in [`REGISTRY_AUTH_DIR`] (the Secret's `.dockerconfigjson`).
+pub const REGISTRY_AUTH_FILE: &str = "auth.json";
 /// The aggregator's run directory (an emptyDir): CA key, results, the bundle.
 pub const AGGREGATOR_RUN_DIR: &str = "/var/lib/factbuoy";
 /// Where agent pods mount ConfigMap `factbuoy-ca`.
@@ -102,8 +106,14 @@ pub struct RunSpec {
     pub operator_ca_pem: String,
     /// The run plan, `run.json` without secrets.
     pub plan_json: String,
-    /// Plugin components that are not bundled in the image, by SHA-256 (hex).
+    /// Plugin components that are not bundled in the image and travel in ConfigMaps, by
+    /// SHA-256 (hex); plugins from registries do not: the aggregator pulls them.
     pub components: Vec<(String, Vec<u8>)>,
+    /// The credentials for the registries of the run's plugins and image, as a docker config
+    /// (`.dockerconfigjson`): Secret [`REGISTRY_SECRET`].
+    pub registry_auth: Option<Vec<u8>>,
+    /// The certificate authorities (PEM) of those registries, for the aggregator's pulls.
+    pub registry_ca_pem: Option<String>,
     /// Whether the run has secret parameters: their values are in Secret
     /// [`SECRETS`](names::SECRETS), which the aggregator alone may read, by name.
     pub secrets: bool,
@@ -157,6 +167,9 @@ pub struct RunManifests {
     /// `factbuoy-plugin-part-<n>`: the plugin components not in the image, in parts
     /// ([`components`]).
     pub component_parts: Vec<ConfigMap>,
+    /// `factbuoy-registry`: registry credentials. Applied before the pods, but never printed
+    /// with the other objects ([`RunManifests::objects`]): `gen` says how to create it.
+    pub registry_secret: Option<Secret>,
     /// `factbuoy-aggregator`: the ports agents dial and operators forward to.
     pub service: Service,
     /// The aggregator, a bare Pod.
@@ -247,9 +260,24 @@ pub const HOST_NETWORK_FACTS: &str = "the host name, IPv4 and IPv6 addresses, ro
     routes and locally reachable addresses are the agent pod's, not the node's, and the node's \
     interfaces have no ethtool features or time stamping";
 
+/// Which registry files the aggregator pod has: the auth file of Secret [`REGISTRY_SECRET`],
+/// the certificate authorities in ConfigMap `factbuoy-run`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RegistryFiles {
+    /// Whether the run has registry credentials.
+    pub auth: bool,
+    /// Whether the run has registry certificate authorities.
+    pub ca: bool,
+}
+
 /// The argv of the aggregator container: `factbuoy aggregator serve-kubernetes --plan ...`,
-/// and `--secrets` when the run has secret parameters (in Secret [`names::SECRETS`]).
-pub fn aggregator_command(resources: &[&ResourceKind], secrets: bool) -> Vec<String> {
+/// `--secrets` when the run has secret parameters (in Secret [`names::SECRETS`]), and the
+/// registry files it pulls plugins with.
+pub fn aggregator_command(
+    resources: &[&ResourceKind],
+    secrets: bool,
+    registry: RegistryFiles,
+) -> Vec<String> {
     let kinds: Vec<&str> = resources.iter().map(|k| k.name).collect();
     let mut command = strings(&[
         BINARY,
@@ -266,6 +294,15 @@ pub fn aggregator_command(resources: &[&ResourceKind], secrets: bool) -> Vec<Str
     ]);
     if secrets {
         command.push("--secrets".to_owned());
+    }
+    if registry.auth {
+        command.push("--registry-authfile".to_owned());
+        command.push(format!("{REGISTRY_AUTH_DIR}/{REGISTRY_AUTH_FILE}"));
+    }
+    if registry.ca {
+        // The ConfigMap's other keys are not `*.crt`, which is all a cert dir's reader takes.
+        command.push("--registry-cert-dir".to_owned());
+        command.push(RUN_CONFIG_DIR.to_owned());
     }
     command
 }
@@ -384,22 +421,30 @@ impl RunManifests {
             subjects: Some(vec![subject]),
         };
 
-        let size = spec.plan_json.len() + spec.operator_ca_pem.len();
+        let registry_ca = spec.registry_ca_pem.as_deref().unwrap_or_default();
+        let size = spec.plan_json.len() + spec.operator_ca_pem.len() + registry_ca.len();
         if size > MAX_CONFIG_MAP_BYTES {
             return Err(ManifestError::PlanTooLarge(size));
         }
+        let mut run_data = BTreeMap::from([
+            (RUN_PLAN_KEY.to_owned(), spec.plan_json.clone()),
+            (OPERATOR_CA_KEY.to_owned(), spec.operator_ca_pem.clone()),
+        ]);
+        if let Some(pem) = &spec.registry_ca_pem {
+            run_data.insert(REGISTRY_CA_KEY.to_owned(), pem.clone());
+        }
         let run_config = ConfigMap {
             metadata: meta(spec, ns, RUN_CONFIG_MAP, Component::Config),
-            data: Some(
-                [
-                    (RUN_PLAN_KEY.to_owned(), spec.plan_json.clone()),
-                    (OPERATOR_CA_KEY.to_owned(), spec.operator_ca_pem.clone()),
-                ]
-                .into(),
-            ),
+            data: Some(run_data),
             binary_data: None,
             immutable: None,
         };
+        let registry_secret = spec.registry_auth.as_ref().map(|auth| Secret {
+            metadata: meta(spec, ns, REGISTRY_SECRET, Component::Config),
+            type_: Some("kubernetes.io/dockerconfigjson".to_owned()),
+            data: Some([(".dockerconfigjson".to_owned(), ByteString(auth.clone()))].into()),
+            ..Secret::default()
+        });
         let size = spec.components.iter().map(|(_, c)| c.len()).sum::<usize>();
         if size > components::MAX_COMPONENTS_BYTES {
             return Err(ManifestError::ComponentsTooLarge(size));
@@ -489,6 +534,7 @@ impl RunManifests {
             role_binding,
             run_config,
             component_parts,
+            registry_secret,
             service,
             aggregator,
             agents,
@@ -541,6 +587,9 @@ impl RunManifests {
         for part in &mut self.component_parts {
             part.metadata.owner_references.clone_from(&owner);
         }
+        if let Some(secret) = &mut self.registry_secret {
+            secret.metadata.owner_references.clone_from(&owner);
+        }
         self.service.metadata.owner_references.clone_from(&owner);
         self.agents.metadata.owner_references = owner;
     }
@@ -586,9 +635,18 @@ fn aggregator_pod_spec(spec: &RunSpec, component_parts: &[ConfigMap]) -> PodSpec
             &format!("{}/{n}", components::COMPONENTS_DIR),
         ));
     }
+    if spec.registry_auth.is_some() {
+        volumes_and_mounts.push(volumes::secret_file(
+            "registry",
+            REGISTRY_SECRET,
+            (".dockerconfigjson", REGISTRY_AUTH_FILE),
+            REGISTRY_AUTH_DIR,
+        ));
+    }
     let (volumes, mounts): (Vec<Volume>, Vec<VolumeMount>) = volumes_and_mounts.into_iter().unzip();
     PodSpec {
         service_account_name: Some(AGGREGATOR.to_owned()),
+        image_pull_secrets: image_pull_secrets(spec),
         // The aggregator talks to the API server with its ServiceAccount's token.
         automount_service_account_token: Some(true),
         restart_policy: Some("Never".to_owned()),
@@ -599,7 +657,14 @@ fn aggregator_pod_spec(spec: &RunSpec, component_parts: &[ConfigMap]) -> PodSpec
             name: "aggregator".to_owned(),
             image: Some(spec.image.clone()),
             image_pull_policy: Some(spec.image_pull_policy.clone()),
-            command: Some(aggregator_command(&spec.resources, spec.secrets)),
+            command: Some(aggregator_command(
+                &spec.resources,
+                spec.secrets,
+                RegistryFiles {
+                    auth: spec.registry_auth.is_some(),
+                    ca: spec.registry_ca_pem.is_some(),
+                },
+            )),
             env: Some(vec![
                 field_env("POD_NAME", "metadata.name"),
                 field_env("POD_NAMESPACE", "metadata.namespace"),
@@ -625,6 +690,15 @@ fn aggregator_pod_spec(spec: &RunSpec, component_parts: &[ConfigMap]) -> PodSpec
         volumes: Some(volumes),
         ..PodSpec::default()
     }
+}
+
+/// The pods' `imagePullSecrets`: Secret [`REGISTRY_SECRET`], when the run has one.
+fn image_pull_secrets(spec: &RunSpec) -> Option<Vec<LocalObjectReference>> {
+    spec.registry_auth.as_ref().map(|_| {
+        vec![LocalObjectReference {
+            name: REGISTRY_SECRET.to_owned(),
+        }]
+    })
 }
 
 /// The argv of the agents' init container that gives the node's cache directory to their user.
@@ -671,6 +745,7 @@ fn agent_pod_spec(spec: &RunSpec, namespace: &str, host_dirs: &[String]) -> PodS
     let cache_dir = spec.agent_cache.as_ref().map(|_| AGENT_CACHE_MOUNT);
     PodSpec {
         service_account_name: Some(AGENT.to_owned()),
+        image_pull_secrets: image_pull_secrets(spec),
         automount_service_account_token: Some(false),
         termination_grace_period_seconds: Some(5),
         security_context: Some(PodSecurityContext {

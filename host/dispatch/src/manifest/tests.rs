@@ -57,6 +57,8 @@ pub(crate) fn spec() -> RunSpec {
         operator_ca_pem: "-----BEGIN CERTIFICATE-----\n...\n".into(),
         plan_json: "{}".into(),
         components: vec![],
+        registry_auth: None,
+        registry_ca_pem: None,
         secrets: false,
     }
 }
@@ -636,4 +638,58 @@ fn agents_keep_compiled_plugins_on_their_node_in_a_directory_made_theirs_by_an_i
         });
         assert!(refused.is_err(), "{bad} was accepted");
     }
+}
+
+#[test]
+fn registry_credentials_reach_every_pods_image_pulls_and_the_aggregators_plugin_pulls_but_no_printed_object()
+ {
+    let auth = br#"{"auths":{"registry.example:5000":{"auth":"dTpw"}}}"#.to_vec();
+    let with = RunManifests::build(&RunSpec {
+        registry_auth: Some(auth.clone()),
+        registry_ca_pem: Some("-----BEGIN CERTIFICATE-----\nca\n".into()),
+        ..spec()
+    })
+    .unwrap();
+    let secret = with.registry_secret.as_ref().expect("the registry Secret");
+    assert_eq!(
+        secret.metadata.name.as_deref(),
+        Some(names::REGISTRY_SECRET)
+    );
+    assert_eq!(
+        secret.type_.as_deref(),
+        Some("kubernetes.io/dockerconfigjson")
+    );
+    assert_eq!(secret.data.as_ref().unwrap()[".dockerconfigjson"].0, auth);
+    for pod in pod_specs(&with) {
+        let pulls = pod.image_pull_secrets.as_ref().expect("imagePullSecrets");
+        assert_eq!(pulls[0].name, names::REGISTRY_SECRET);
+    }
+    let aggregator = with.aggregator.spec.as_ref().unwrap();
+    let command = aggregator.containers[0].command.clone().unwrap().join(" ");
+    assert!(
+        command.contains(&format!(
+            "--registry-authfile {REGISTRY_AUTH_DIR}/{REGISTRY_AUTH_FILE}"
+        )) && command.contains(&format!("--registry-cert-dir {RUN_CONFIG_DIR}")),
+        "{command}"
+    );
+    let mounted = aggregator.volumes.iter().flatten().any(|v| {
+        v.secret
+            .as_ref()
+            .is_some_and(|s| s.secret_name.as_deref() == Some(names::REGISTRY_SECRET))
+    });
+    assert!(mounted, "the aggregator mounts the registry Secret");
+    let run_data = with.run_config.data.as_ref().unwrap();
+    assert!(run_data[names::REGISTRY_CA_KEY].contains("BEGIN CERTIFICATE"));
+    // The agents never read the credentials, and no printed object holds them.
+    let agents = serde_json::to_string(&with.agents.spec).unwrap();
+    assert!(!agents.contains(REGISTRY_AUTH_DIR), "{agents}");
+    assert!(with.objects().iter().all(|o| o["kind"] != "Secret"));
+    // Without registry plugins or credentials, nothing of it.
+    let without = RunManifests::build(&spec()).unwrap();
+    assert!(without.registry_secret.is_none());
+    assert!(
+        pod_specs(&without)
+            .iter()
+            .all(|p| p.image_pull_secrets.is_none())
+    );
 }

@@ -6,8 +6,9 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, EmptyDirVolumeSource, HostPathVolumeSource, ProjectedVolumeSource,
-    ServiceAccountTokenProjection, Volume, VolumeMount, VolumeProjection,
+    ConfigMapVolumeSource, EmptyDirVolumeSource, HostPathVolumeSource, KeyToPath,
+    ProjectedVolumeSource, SecretVolumeSource, ServiceAccountTokenProjection, Volume, VolumeMount,
+    VolumeProjection,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -165,6 +166,38 @@ pub fn config_map(name: &str, config_map: &str, path: &str) -> (Volume, VolumeMo
                 name: config_map.to_owned(),
                 optional: Some(false),
                 ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+        VolumeMount {
+            name: name.to_owned(),
+            mount_path: path.to_owned(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        },
+    )
+}
+
+/// Key `key` of Secret `secret` as file `file` of volume `name`, mounted read-only at `path`
+/// (0440: the pod's user reads it through its group, nobody else).
+pub fn secret_file(
+    name: &str,
+    secret: &str,
+    (key, file): (&str, &str),
+    path: &str,
+) -> (Volume, VolumeMount) {
+    (
+        Volume {
+            name: name.to_owned(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.to_owned()),
+                items: Some(vec![KeyToPath {
+                    key: key.to_owned(),
+                    path: file.to_owned(),
+                    mode: None,
+                }]),
+                default_mode: Some(0o440),
+                optional: Some(false),
             }),
             ..Volume::default()
         },
