@@ -455,3 +455,183 @@ fn what_a_registry_must_not_get_away_with_is_refused_and_nothing_is_written() {
         "registry down: {error}"
     );
 }
+
+/// An ECDSA P-256 key pair made by openssl, as a user makes one: (private PEM, public PEM).
+fn key_pair(dir: &Path, name: &str) -> (String, String) {
+    let private = dir.join(format!("{name}.pem"));
+    let public = dir.join(format!("{name}.pub"));
+    let mut genpkey = Command::new("openssl");
+    genpkey
+        .args([
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-out",
+        ])
+        .arg(&private);
+    succeed(genpkey);
+    let mut pubout = Command::new("openssl");
+    pubout
+        .args(["pkey", "-pubout", "-in"])
+        .arg(&private)
+        .arg("-out")
+        .arg(&public);
+    succeed(pubout);
+    let text = |p: std::path::PathBuf| p.to_str().unwrap().to_owned();
+    (text(private), text(public))
+}
+
+#[test]
+fn a_signed_plugin_runs_where_its_key_is_required_and_an_unsigned_altered_or_elsewhere_signed_one_is_refused_before_it_runs()
+ {
+    let registry = TestRegistry::start();
+    let keys = tempfile::tempdir().unwrap();
+    let (ours, ours_pub) = key_pair(keys.path(), "ours");
+    let (_, theirs_pub) = key_pair(keys.path(), "theirs");
+    let signed = registry.reference("plugins/hello:1");
+    pushed_hello(&registry, &signed);
+    let signing = factbuoy_json(&registry, &["plugin", "sign", &signed, "--key", &ours]);
+    let digest = signing["digest"].as_str().unwrap();
+    assert_eq!(
+        signing["signature_tag"],
+        format!("{}.sig", digest.replace(':', "-"))
+    );
+    // cosign's layout, read by skopeo: one simple-signing payload with its signature.
+    let signatures = skopeo_raw(
+        &registry,
+        &registry.reference(&format!(
+            "plugins/hello:{}",
+            signing["signature_tag"].as_str().unwrap()
+        )),
+        false,
+    );
+    let layer = &signatures["layers"][0];
+    assert_eq!(
+        layer["mediaType"],
+        "application/vnd.dev.cosign.simplesigning.v1+json"
+    );
+    assert!(layer["annotations"]["dev.cosignproject.cosign/signature"].is_string());
+
+    let require = |key: &str| ["--require-signature".to_owned(), key.to_owned()];
+    let run = |plugin: &str, key: &str| {
+        factbuoy(
+            &registry,
+            &[
+                &[
+                    "plugin",
+                    "run",
+                    plugin,
+                    "--grant",
+                    "hello:host-info",
+                    "-o",
+                    "json",
+                ][..],
+                &require(key).iter().map(String::as_str).collect::<Vec<_>>(),
+            ]
+            .concat(),
+        )
+    };
+    let ran = run(&signed, &ours_pub);
+    assert!(ran.status.success(), "{}", text(&ran.stderr));
+
+    // Each refusal says why, on stderr and in -o json, and nothing ran.
+    let refused = |output: Output, says: &str| {
+        assert_eq!(output.status.code(), Some(2), "{}", text(&output.stdout));
+        let document: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let error = document["error"].as_str().unwrap();
+        assert!(error.contains("refused") && error.contains(says), "{error}");
+        assert!(document.get("artifacts").is_none(), "it ran: {document}");
+    };
+    // Signed, but by another key than the one required.
+    refused(run(&signed, &theirs_pub), "a signature by another key");
+    // Unsigned.
+    let unsigned = registry.reference("plugins/hello:unsigned");
+    pushed_hello(&registry, &unsigned);
+    let uptime = support::fixture("uptime");
+    factbuoy_json(
+        &registry,
+        &["plugin", "push", uptime.to_str().unwrap(), &unsigned],
+    );
+    refused(run(&unsigned, &ours_pub), "it is not signed");
+    // Altered: the signature of one manifest copied to another's signature tag.
+    let other = factbuoy_json(&registry, &["plugin", "info", &unsigned]);
+    assert_eq!(other["name"], "uptime");
+    let unsigned_digest = skopeo_digest(&registry, &unsigned);
+    let mut copy = registry.skopeo("copy", &["--src-cert-dir", "--dest-cert-dir"]);
+    copy.arg(format!(
+        "docker://{}/plugins/hello:{}",
+        registry.address,
+        signing["signature_tag"].as_str().unwrap()
+    ))
+    .arg(format!(
+        "docker://{}/plugins/hello:{}.sig",
+        registry.address,
+        unsigned_digest.replace(':', "-")
+    ));
+    succeed(copy);
+    refused(run(&unsigned, &ours_pub), "of another manifest");
+    // A plugin from a file carries no signature.
+    let file = factbuoy(
+        &registry,
+        &[
+            "plugin",
+            "run",
+            uptime.to_str().unwrap(),
+            "-o",
+            "json",
+            "--require-signature",
+            &ours_pub,
+        ],
+    );
+    refused(file, "a plugin from a file carries none");
+
+    // A local run refuses before any node runs anything, and records the key of what it ran.
+    let dir = tempfile::tempdir().unwrap();
+    let local = |plugin: &str| {
+        support::factbuoy()
+            .env("FACTBUOY_STATE_DIR", dir.path().join("state"))
+            .args(["run", "--node", "this-host", "--plugin", plugin])
+            .args([
+                "--grant",
+                "hello:host-info",
+                "--require-signature",
+                &ours_pub,
+                "--out",
+            ])
+            .arg(dir.path().join("out"))
+            .args(registry.flags())
+            .output()
+            .unwrap()
+    };
+    let refused_run = local(&unsigned);
+    assert_eq!(refused_run.status.code(), Some(2));
+    assert!(
+        text(&refused_run.stderr).contains("refused"),
+        "{}",
+        text(&refused_run.stderr)
+    );
+    assert!(
+        !dir.path().join("out").exists(),
+        "a refused run wrote a bundle"
+    );
+    let ran = local(&signed);
+    assert!(ran.status.success(), "{}", text(&ran.stderr));
+    let plugin = &bundle_in(&dir.path().join("out")).json("meta/run.json")["plugins"][0];
+    assert_eq!(plugin["signed_by"], signing["key"], "{plugin:#}");
+}
+
+/// The digest of the manifest `reference` names: the sha-256 of what skopeo reads raw (skopeo
+/// 1.9 cannot inspect an artifact otherwise).
+fn skopeo_digest(registry: &TestRegistry, reference: &str) -> String {
+    let mut raw = registry.skopeo("inspect", &["--cert-dir"]);
+    raw.arg("--raw").arg(format!(
+        "docker://{}",
+        reference.trim_start_matches("oci://")
+    ));
+    format!(
+        "sha256:{}",
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(succeed(raw)))
+    )
+}

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use factbuoy_registry::signature::VerifyingKey;
 use factbuoy_registry::{PluginReference, PullLimits, RegistryAccess, RegistryError};
 use factbuoy_runtime::grants::GrantSet;
 use factbuoy_runtime::{LoadError, LoadedPlugin, Runtime};
@@ -61,6 +62,8 @@ pub struct FetchedComponent {
     /// For a plugin from a registry, its reference pinned to its manifest's digest, which a
     /// run records as where the plugin came from.
     pub source: Option<PluginReference>,
+    /// The fingerprint of the key whose signature was checked, when signatures are required.
+    pub signed_by: Option<String>,
 }
 
 /// Why a named plugin could not be found or loaded.
@@ -74,9 +77,18 @@ pub enum ResolveError {
         /// What the file system returned.
         error: std::io::Error,
     },
-    /// The plugin could not be pulled from its registry.
+    /// The plugin could not be pulled from its registry, or is not signed as required.
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    /// Signatures are required and the plugin is a file, which carries none.
+    #[error(
+        "{}: refused: signatures are required (--require-signature) and a plugin from a file carries none; push it to a registry and sign it (factbuoy plugin push, plugin sign)",
+        path.display()
+    )]
+    UnsignedFile {
+        /// The file.
+        path: PathBuf,
+    },
     /// Neither a bundled plugin nor a file.
     #[error(
         "no bundled plugin is named {name:?} and no file is at that path; bundled plugins: {}",
@@ -89,6 +101,24 @@ pub enum ResolveError {
     /// The component could not be loaded.
     #[error(transparent)]
     Load(#[from] LoadError),
+}
+
+/// When `registry` requires signatures, checks that `pinned` carries one by a key given and
+/// returns that key's fingerprint.
+async fn check_signature(
+    registry: &RegistryAccess,
+    pinned: &PluginReference,
+) -> Result<Option<String>, RegistryError> {
+    if registry.require_signature.is_empty() {
+        return Ok(None);
+    }
+    let keys = registry
+        .require_signature
+        .iter()
+        .map(|path| VerifyingKey::load(path))
+        .collect::<Result<Vec<_>, _>>()?;
+    let key = factbuoy_registry::signature::verify(registry, pinned, &keys).await?;
+    Ok(Some(key.fingerprint()))
 }
 
 fn bundled_names() -> String {
@@ -135,6 +165,9 @@ impl PluginRef {
     ) -> Result<Option<FetchedComponent>, ResolveError> {
         match self {
             PluginRef::Bundled(_) => Ok(None),
+            PluginRef::File(path) if !registry.require_signature.is_empty() => {
+                Err(ResolveError::UnsignedFile { path: path.clone() })
+            }
             PluginRef::File(path) => {
                 let wasm = std::fs::read(path).map_err(|error| ResolveError::Read {
                     path: path.clone(),
@@ -145,25 +178,28 @@ impl PluginRef {
                     sha256: factbuoy_protocol::digest::sha256_hex(&wasm),
                     wasm,
                     source: None,
+                    signed_by: None,
                 }))
             }
             PluginRef::Oci(reference) => {
                 let pulled =
                     factbuoy_registry::pull::pull(registry, reference, &PullLimits::default())
                         .await?;
+                let signed_by = check_signature(registry, &pulled.reference).await?;
                 let wasm = pulled.layer.0;
                 Ok(Some(FetchedComponent {
                     label: pulled.reference.to_string(),
                     sha256: factbuoy_protocol::digest::sha256_hex(&wasm),
                     wasm,
                     source: Some(pulled.reference),
+                    signed_by,
                 }))
             }
         }
     }
 
     /// Compiles (or takes from the cache), links and describes the plugin; a plugin from a
-    /// registry is pulled first.
+    /// registry is pulled first, and its signature checked when signatures are required.
     pub async fn load(
         &self,
         runtime: &Runtime,
@@ -174,8 +210,10 @@ impl PluginRef {
                 let plugin = bundled(name).expect("resolved from the bundled list");
                 Ok(runtime.load(name, plugin.wasm, Some(plugin.sha256)).await?)
             }
-            PluginRef::File(path) => Ok(runtime.load_file(path).await?),
-            PluginRef::Oci(_) => {
+            PluginRef::File(path) if registry.require_signature.is_empty() => {
+                Ok(runtime.load_file(path).await?)
+            }
+            PluginRef::File(_) | PluginRef::Oci(_) => {
                 let fetched = self.fetch(registry).await?.expect("not bundled");
                 Ok(runtime
                     .load(&fetched.label, &fetched.wasm, Some(&fetched.sha256))

@@ -96,6 +96,11 @@ pub struct RegistryArgs {
     #[arg(long, value_name = "BOOL", global = true, default_value_t = true,
           action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub tls_verify: bool,
+    /// Require every plugin from a registry to carry a signature by this public key (PEM; see
+    /// `plugin sign`), checked before anything runs; repeat for several keys, any of which may
+    /// have signed. Plugins from files are then refused.
+    #[arg(long, value_name = "KEY.pub", global = true)]
+    pub require_signature: Vec<PathBuf>,
 }
 
 impl RegistryArgs {
@@ -105,6 +110,7 @@ impl RegistryArgs {
             auth_file: self.authfile.clone(),
             cert_dir: self.cert_dir.clone(),
             tls_verify: self.tls_verify,
+            require_signature: self.require_signature.clone(),
         }
     }
 }

@@ -180,6 +180,7 @@ mod tests {
             }),
             deadline_seconds: 1,
             source: None,
+            signed_by: None,
         };
         plugin.params.sort();
         RunConfig::new(vec![plugin])

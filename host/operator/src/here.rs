@@ -108,7 +108,10 @@ pub async fn run_plugin(
 ) -> anyhow::Result<InvocationReport> {
     let plugin = PluginRef::parse(&request.plugin)?;
     let loaded = match (&plugin, &request.sources) {
-        (PluginRef::File(path), Some(sources)) => runtime.load_development(path, sources).await?,
+        // A development build is a file: with signatures required, `load` refuses it.
+        (PluginRef::File(path), Some(sources)) if request.registry.require_signature.is_empty() => {
+            runtime.load_development(path, sources).await?
+        }
         _ => plugin.load(runtime, &request.registry).await?,
     };
     let name = &loaded.info.name;

@@ -231,26 +231,28 @@ async fn plan_one(
 ) -> anyhow::Result<PlanEntry> {
     let plugin = PluginRef::parse(text)?;
     // A component is read (or pulled) and hashed once: a Python component is 19 MB.
-    let (loaded, sha256, component, source) = match plugin.fetch(&selection.registry).await? {
-        None => {
-            let PluginRef::Bundled(bundled) = &plugin else {
-                unreachable!("only a bundled plugin has nothing to fetch")
-            };
-            let b = BUNDLED
-                .iter()
-                .find(|b| b.name == *bundled)
-                .expect("resolved from the bundled list");
-            let loaded = plugin.load(runtime, &selection.registry).await?;
-            (loaded, b.sha256.to_owned(), None, None)
-        }
-        Some(fetched) => {
-            let loaded = runtime
-                .load(&fetched.label, &fetched.wasm, Some(&fetched.sha256))
-                .await?;
-            let source = fetched.source.map(|r| r.to_string());
-            (loaded, fetched.sha256, Some(fetched.wasm), source)
-        }
-    };
+    let (loaded, sha256, component, (source, signed_by)) =
+        match plugin.fetch(&selection.registry).await? {
+            None => {
+                let PluginRef::Bundled(bundled) = &plugin else {
+                    unreachable!("only a bundled plugin has nothing to fetch")
+                };
+                let b = BUNDLED
+                    .iter()
+                    .find(|b| b.name == *bundled)
+                    .expect("resolved from the bundled list");
+                let loaded = plugin.load(runtime, &selection.registry).await?;
+                (loaded, b.sha256.to_owned(), None, (None, None))
+            }
+            Some(fetched) => {
+                let loaded = runtime
+                    .load(&fetched.label, &fetched.wasm, Some(&fetched.sha256))
+                    .await?;
+                let source = fetched.source.map(|r| r.to_string());
+                let provenance = (source, fetched.signed_by);
+                (loaded, fetched.sha256, Some(fetched.wasm), provenance)
+            }
+        };
     let written = PluginChoices::of(&loaded.info, &plugin, text, selection)?;
     Ok(PlanEntry {
         plugin: RunPlugin {
@@ -263,6 +265,7 @@ async fn plan_one(
             deadline_seconds: selection.deadline.as_secs().max(1),
             definition: serde_json::to_value(Definition::from(&loaded.info))?,
             source,
+            signed_by,
         },
         component,
         loaded,

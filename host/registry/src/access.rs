@@ -31,6 +31,9 @@ pub struct RegistryAccess {
     /// Whether to require HTTPS with a verified certificate; `false` also allows plain HTTP,
     /// as `skopeo --tls-verify=false` does.
     pub tls_verify: bool,
+    /// Public keys (PEM) one of which must have signed every plugin pulled
+    /// ([`crate::signature`]); none: signatures are not checked.
+    pub require_signature: Vec<PathBuf>,
 }
 
 impl Default for RegistryAccess {
@@ -39,6 +42,7 @@ impl Default for RegistryAccess {
             auth_file: None,
             cert_dir: None,
             tls_verify: true,
+            require_signature: Vec::new(),
         }
     }
 }

@@ -40,6 +40,14 @@ pub enum RegistryError {
         /// What is wrong with it.
         problem: String,
     },
+    /// A plugin a run requires to be signed carries no signature by the keys given.
+    #[error("{reference}: refused: {problem}")]
+    Unsigned {
+        /// The plugin, pinned to the digest that was checked.
+        reference: String,
+        /// What was found instead.
+        problem: String,
+    },
     /// A file could not be read or written.
     #[error("{path}: {error}")]
     Io {

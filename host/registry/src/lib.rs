@@ -8,7 +8,8 @@
 //! `oci://` references ([`reference`]), credentials and certificates found where podman, skopeo
 //! and docker keep them ([`access`]), a tag resolved once to a digest and everything after
 //! fetched by that digest, size limits on every document and blob a registry sends, and a pulled
-//! layer checked against its digest and for being a component before anyone runs it ([`pull`]).
+//! layer checked against its digest and for being a component before anyone runs it ([`pull`]);
+//! and signatures in cosign's layout, made and checked with keys the user holds ([`signature`]).
 
 pub mod access;
 pub mod artifact;
@@ -17,6 +18,7 @@ pub mod layout;
 pub mod pull;
 pub mod push;
 pub mod reference;
+pub mod signature;
 
 pub use access::RegistryAccess;
 pub use error::RegistryError;

@@ -3,6 +3,7 @@
 //! component checked for being a WebAssembly component before anyone runs it.
 
 use futures_util::StreamExt;
+use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
 
 use crate::access::Session;
@@ -64,24 +65,13 @@ pub async fn pull(
         reference: reference.to_string(),
         problem,
     };
-    let failed = |e| registry_error(&reference.to_string(), reference.registry(), &e);
     let session = Session::open(access, reference.registry())?;
-    let (manifest, digest) = session
-        .client
-        .pull_manifest_raw(
-            reference.oci(),
-            &session.auth,
-            artifact::ACCEPTED_MANIFEST_MEDIA_TYPES,
-        )
-        .await
-        .map_err(failed)?;
-    if manifest.len() as u64 > limits.manifest_bytes {
-        return Err(not_a_plugin(format!(
-            "its manifest is {} bytes, over the limit of {}",
-            manifest.len(),
-            limits.manifest_bytes
-        )));
-    }
+    let (manifest, digest) = pull_manifest(&session, reference, limits)
+        .await?
+        .ok_or_else(|| RegistryError::Registry {
+            reference: reference.to_string(),
+            message: "the registry has no such manifest (manifest unknown)".to_owned(),
+        })?;
     let (config, layer) = plugin_descriptors(&manifest).map_err(not_a_plugin)?;
     let pinned = reference.pinned(&digest);
     let config_bytes = fetch(&session, &pinned, &config, limits.config_bytes, "config").await?;
@@ -106,10 +96,56 @@ pub async fn pull(
     }
     Ok(PulledPlugin {
         reference: pinned,
-        manifest: manifest.to_vec(),
+        manifest,
         config: (config_bytes, config.media_type),
         layer: (wasm, layer.media_type),
     })
+}
+
+/// The manifest `reference` names and its digest, or `None` when the registry has none there;
+/// refused when it is over the limit.
+pub(crate) async fn pull_manifest(
+    session: &Session,
+    reference: &PluginReference,
+    limits: &PullLimits,
+) -> Result<Option<(Vec<u8>, String)>, RegistryError> {
+    let pulled = session
+        .client
+        .pull_manifest_raw(
+            reference.oci(),
+            &session.auth,
+            artifact::ACCEPTED_MANIFEST_MEDIA_TYPES,
+        )
+        .await;
+    let (manifest, digest) = match pulled {
+        Ok(pulled) => pulled,
+        Err(OciDistributionError::RegistryError { envelope, .. })
+            if envelope
+                .errors
+                .iter()
+                .any(|e| e.code == OciErrorCode::ManifestUnknown) =>
+        {
+            return Ok(None);
+        }
+        Err(e) => {
+            return Err(registry_error(
+                &reference.to_string(),
+                reference.registry(),
+                &e,
+            ));
+        }
+    };
+    if manifest.len() as u64 > limits.manifest_bytes {
+        return Err(RegistryError::NotAPlugin {
+            reference: reference.to_string(),
+            problem: format!(
+                "its manifest is {} bytes, over the limit of {}",
+                manifest.len(),
+                limits.manifest_bytes
+            ),
+        });
+    }
+    Ok(Some((manifest.to_vec(), digest)))
 }
 
 /// The config and the component layer a plugin manifest names; why `manifest` is not one.
@@ -150,7 +186,7 @@ fn plugin_descriptors(manifest: &[u8]) -> Result<(OciDescriptor, OciDescriptor),
 
 /// Reads the blob `descriptor` names, refusing one whose descriptor or content passes `limit`
 /// or whose content does not match its digest.
-async fn fetch(
+pub(crate) async fn fetch(
     session: &Session,
     reference: &PluginReference,
     descriptor: &OciDescriptor,

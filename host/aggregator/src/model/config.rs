@@ -75,6 +75,10 @@ pub struct RunPlugin {
     /// (`oci://REGISTRY/REPOSITORY:TAG@sha256:...`); absent for bundled plugins and files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// When the run required signatures: the sha-256 of the public key whose signature of
+    /// `source`'s manifest was checked (`sha256:...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_by: Option<String>,
 }
 
 /// Limits of the aggregator's HTTP server. A `run.json` written before a limit existed gets its
@@ -287,6 +291,7 @@ pub(crate) fn sample() -> RunConfig {
         deadline_seconds: 60,
         definition: serde_json::Value::Null,
         source: None,
+        signed_by: None,
     };
     RunConfig {
         run_id: "r".into(),

@@ -178,7 +178,7 @@ pub async fn aggregator(command: AggregatorCommand, format: Format) -> anyhow::R
                 registry: factbuoy_registry::RegistryAccess {
                     auth_file: args.registry_authfile,
                     cert_dir: args.registry_cert_dir,
-                    tls_verify: true,
+                    ..factbuoy_registry::RegistryAccess::default()
                 },
             };
             let shutdown = async {

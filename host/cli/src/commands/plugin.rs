@@ -109,6 +109,17 @@ pub enum PluginCommand {
         factbuoy plugin pull oci://registry.example:5000/plugins/disk-usage:1.0 --layout ./offline\n\n\
         Plugins run straight from a registry too: factbuoy plugin run oci://..., run --plugin oci://...")]
     Pull(registry::PullArgs),
+    /// Sign a plugin in a registry with your key, in cosign's layout (a `sha256-DIGEST.sig`
+    /// tag beside it), so that runs with --require-signature accept it.
+    #[command(after_help = "Examples:\n  \
+        openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out signing.pem\n  \
+        openssl pkey -in signing.pem -pubout -out signing.pub\n  \
+        factbuoy plugin sign oci://registry.example:5000/plugins/disk-usage:1.0 --key signing.pem\n  \
+        factbuoy run --plugin oci://registry.example:5000/plugins/disk-usage:1.0 \\\n      \
+        --require-signature signing.pub\n\n\
+        The signature is of the manifest digest the tag names now; pushing again under the tag\n\
+        makes a new digest, which needs its own signature.")]
+    Sign(registry::SignArgs),
     /// List and prune the cache of compiled plugins, which keeps itself under a size (1 GiB).
     #[command(
         subcommand,
@@ -158,6 +169,7 @@ pub async fn execute(command: PluginCommand, format: Format) -> anyhow::Result<E
         PluginCommand::Run(args) => run::run(args, format).await,
         PluginCommand::Push(args) => registry::push(args, format).await,
         PluginCommand::Pull(args) => registry::pull(args, format).await,
+        PluginCommand::Sign(args) => registry::sign(args, format).await,
         PluginCommand::New { name, lang, dir } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
             let written = factbuoy_authoring::new_project(&name, lang, &dir)?;

@@ -1,5 +1,6 @@
-//! `factbuoy plugin push` and `plugin pull`: plugins to and from OCI registries, as artifacts
-//! that `skopeo`, `oras` and `wkg` handle too (factbuoy-registry).
+//! `factbuoy plugin push`, `plugin pull` and `plugin sign`: plugins to and from OCI
+//! registries, as artifacts that `skopeo`, `oras` and `wkg` handle too, signed in cosign's
+//! layout (factbuoy-registry).
 
 use std::path::{Path, PathBuf};
 
@@ -44,6 +45,47 @@ pub struct PullArgs {
     layout: Option<PathBuf>,
     #[command(flatten)]
     common: CommonArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct SignArgs {
+    /// The plugin: oci://REGISTRY/REPOSITORY:TAG (the digest it names now is signed) or
+    /// oci://REGISTRY/REPOSITORY@sha256:DIGEST.
+    #[arg(value_name = "oci://REF")]
+    reference: String,
+    /// The private key to sign with: ECDSA P-256, PKCS#8 PEM.
+    #[arg(long, value_name = "KEY.pem")]
+    key: PathBuf,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+pub async fn sign(args: SignArgs, format: Format) -> anyhow::Result<ExitStatus> {
+    let reference = PluginReference::parse(&args.reference)?;
+    let key = factbuoy_registry::signature::SigningKey::load(&args.key)?;
+    let access = args.common.registry.access();
+    let signed = factbuoy_registry::signature::sign(&access, &reference, &key).await?;
+    let digest = signed.digest().expect("pinned").to_owned();
+    let tag = factbuoy_registry::signature::signature_tag(&digest);
+    match format {
+        Format::Table => {
+            emit(&signed.to_string());
+            eprintln!(
+                "signed {digest} with key {} (its signatures: tag {tag})",
+                key.fingerprint()
+            );
+        }
+        machine => emit_document(
+            &json!({
+                "reference": signed.to_string(),
+                "digest": digest,
+                "signature_tag": tag,
+                "key": key.fingerprint(),
+            }),
+            machine,
+        ),
+    }
+    Ok(ExitStatus::Success)
 }
 
 pub async fn push(args: PushArgs, format: Format) -> anyhow::Result<ExitStatus> {
