@@ -89,7 +89,12 @@ fn the_image_and_a_python_plugin_come_by_digest_from_a_registry_and_a_tag_moved_
         let probe = bundle.json(&format!("plugins/hostile/results/{node}/probe.json"));
         assert_eq!(probe, serde_json::json!({"ok": true}), "{node}");
     }
-    let plugin = &bundle.json("meta/run.json")["plugins"][0];
+    // The bundle says what code produced it: the image, by digest, and each plugin's source.
+    let run_json = bundle.json("meta/run.json");
+    let ran_image = run_json["image"]["id"].as_str().unwrap_or_default();
+    assert!(ran_image.ends_with(digest), "{:#}", run_json["image"]);
+    assert_eq!(run_json["image"]["name"], image);
+    let plugin = &run_json["plugins"][0];
     assert_eq!(plugin["source"], pushed["reference"], "{plugin:#}");
     assert_eq!(plugin["sha256"], pushed["component_sha256"]);
     factbuoy_json(cluster, state.path(), &["delete", &run_id]);

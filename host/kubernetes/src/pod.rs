@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use factbuoy_agent::AgentConfig;
-use factbuoy_aggregator::config::{Origin, OriginKind, PlanScope};
+use factbuoy_aggregator::config::{Origin, OriginKind, PlanScope, RunImage};
 use factbuoy_aggregator::enroll::{Admission, Admitting, NotAdmitted};
 use factbuoy_aggregator::{NodeSet, NodeSetError, Run, RunDir};
 use factbuoy_dispatch::admission::{AdmissionError, PodTokenAdmission, SeenPods};
@@ -99,7 +99,7 @@ pub async fn serve(
     let cluster = factbuoy_dispatch::in_cluster()?;
     let client = cluster.client;
     wait_for_api(&client).await?;
-    let run = open_or_create(&args, &client, &me.namespace).await?;
+    let run = open_or_create(&args, &client, &me).await?;
     let run_id = run.config().run_id.clone();
     let ca_pem = run.ca().cert_pem().to_owned();
     save_resources(
@@ -259,11 +259,8 @@ impl GlobalRunner {
 
 /// The run in `--run-dir`, created from the plan on first start and read back after a restart
 /// of the container.
-async fn open_or_create(
-    args: &PodServeOptions,
-    client: &Client,
-    namespace: &str,
-) -> anyhow::Result<Run> {
+async fn open_or_create(args: &PodServeOptions, client: &Client, me: &Me) -> anyhow::Result<Run> {
+    let namespace = me.namespace.as_str();
     let dir = RunDir::new(&args.run_dir);
     if dir.config().exists() {
         return Run::open(dir);
@@ -290,6 +287,7 @@ async fn open_or_create(
         secrets::read_into(client, namespace, &mut config).await?;
     }
     config.origin = cluster_origin(client).await;
+    config.image = own_image(client, me).await;
     let mut components = components::join(&args.components)?;
     pull_plugins(&config, &args.registry, &mut components).await?;
     let run = Run::create(dir, config, &components)?;
@@ -361,6 +359,50 @@ async fn cluster_origin(client: &Client) -> Option<Origin> {
         }
     }
 }
+
+/// The image this pod runs, for the bundle: its name and the `imageID` the container runtime
+/// reports for it, which holds the digest even when the name is a tag. The kubelet reports it
+/// shortly after the container starts, so it is asked for a few times. Without it the run still
+/// runs, and its bundle records no image.
+async fn own_image(client: &Client, me: &Me) -> Option<RunImage> {
+    let pods = Api::<Pod>::namespaced(client.clone(), &me.namespace);
+    for _ in 0..IMAGE_ID_TRIES {
+        match pods.get(&me.pod).await {
+            Ok(pod) => {
+                // The status's `image` is the runtime's own id of the image; the spec's is the
+                // name the pods were given.
+                let name = pod
+                    .spec
+                    .and_then(|s| s.containers.into_iter().next())
+                    .and_then(|c| c.image);
+                let id = pod
+                    .status
+                    .and_then(|s| s.container_statuses)
+                    .and_then(|c| c.into_iter().next())
+                    .map(|c| c.image_id)
+                    .filter(|id| !id.is_empty());
+                if let (Some(name), Some(id)) = (name, id) {
+                    return Some(RunImage { name, id });
+                }
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "reading the aggregator's own pod for its image: {e}; the bundle records no image"
+                );
+                return None;
+            }
+        }
+        tokio::time::sleep(IMAGE_ID_EVERY).await;
+    }
+    tracing::warn!(
+        "the kubelet reported no imageID for the aggregator; the bundle records no image"
+    );
+    None
+}
+
+/// How often, and how many times, the aggregator asks for its own pod's imageID.
+const IMAGE_ID_EVERY: Duration = Duration::from_millis(500);
+const IMAGE_ID_TRIES: u32 = 30;
 
 /// The aggregator's admission, answered by a TokenReview of the agent pod's projected token:
 /// the certificate names the node that pod is bound to.

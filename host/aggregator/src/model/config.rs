@@ -180,6 +180,21 @@ pub struct RunConfig {
     /// before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<Origin>,
+    /// The container image of a Kubernetes run: the name its pods were given and the digest
+    /// the aggregator's node resolved it to. Absent elsewhere (the binary's version says what
+    /// ran) and in bundles written before factbuoy recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<RunImage>,
+}
+
+/// The image a Kubernetes run's pods ran ([`RunConfig::image`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunImage {
+    /// The image as the pods name it (`registry.example:5000/factbuoy@sha256:...`).
+    pub name: String,
+    /// What the container runtime pulled: the aggregator container's `imageID`
+    /// (`registry.example:5000/factbuoy@sha256:...`), the manifest digest in it.
+    pub id: String,
 }
 
 /// Where a run's nodes come from, so that `web1` of one cluster is not taken for `web1` of
@@ -257,6 +272,7 @@ impl RunConfig {
             operator_ca: None,
             limits: ServerLimits::default(),
             origin: None,
+            image: None,
         }
     }
 
@@ -313,5 +329,6 @@ pub(crate) fn sample() -> RunConfig {
         operator_ca: None,
         limits: ServerLimits::default(),
         origin: None,
+        image: None,
     }
 }
