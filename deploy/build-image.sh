@@ -16,9 +16,10 @@
 #   OUT.tar  default factbuoy-image.tar
 #
 # The image carries no debug info: a binary with debug sections is copied without them and
-# without its symbol table, and pointed (.gnu_debuglink) at OUT-without-.tar.ARCH.debug, written
-# beside OUT.tar, which holds both (compressed) to symbolise a backtrace or a core later
-# (deploy/README.md says how). A binary without debug sections is copied as it is.
+# without its symbol table, which both go (compressed) to OUT-without-.tar.ARCH.debug beside
+# OUT.tar, to symbolise a backtrace or a core later; the binary's .gnu_debuglink names it
+# factbuoy.debug (deploy/README.md says how to use it). A binary without debug sections is
+# copied as it is.
 # An arm64 binary's libraries come from Debian's cross C library (/usr/aarch64-linux-gnu/lib,
 # package libc6-dev-arm64-cross) and go where the arm64 loader looks (/lib/aarch64-linux-gnu).
 #
@@ -133,11 +134,15 @@ for i in "${!BINARIES[@]}"; do
   chmod 0755 "$R"   # the image's / : a non-root user must be able to enter it
   if LC_ALL=C readelf -S "$b" | grep -q ' \.debug_\(info\|line\) '; then
     debug=${OUT%.tar}.$arch.debug
-    "$objcopy" --only-keep-debug --compress-debug-sections=zlib "$b" "$debug"
+    # The debuglink names factbuoy.debug whatever OUT is called, so the image's digest depends
+    # on the binary alone.
+    mkdir "$W/$arch.debug"
+    "$objcopy" --only-keep-debug --compress-debug-sections=zlib "$b" "$W/$arch.debug/factbuoy.debug"
     # The symbol table goes too (12 MB, 2.3 MB of the compressed layer on amd64): the debug file
     # keeps it, and the layer stays under 20 MB.
-    "$objcopy" --strip-all --add-gnu-debuglink="$debug" "$b" "$R/bin/factbuoy"
+    "$objcopy" --strip-all --add-gnu-debuglink="$W/$arch.debug/factbuoy.debug" "$b" "$R/bin/factbuoy"
     chmod 0755 "$R/bin/factbuoy"
+    mv "$W/$arch.debug/factbuoy.debug" "$debug"
     echo "$debug: the debug info of ${PLATFORMS[$i]}'s /bin/factbuoy" >&2
   else
     install -m 0755 "$b" "$R/bin/factbuoy"
