@@ -11,6 +11,7 @@
 #   componentize-js, jco, TypeScript);
 # - the Kubernetes test cluster's binaries, built once into /var/cache/factbuoy (tests/kube/,
 #   about 11 minutes on an idle 2-core machine the first time, a second after);
+# - the Rust target aarch64-unknown-linux-gnu (rustup), for the arm64 build;
 # (cargo-semver-checks is built by tests/semver/check.sh itself, only when the check has to run.)
 # The Rust toolchain and its wasm32-wasip2 target come from rust-toolchain.toml and the build
 # itself (host/catalog/build.rs adds the target through rustup).
@@ -55,6 +56,13 @@ want 'command -v docker-registry && command -v skopeo && command -v htpasswd' do
 want '[ -f /etc/ssl/certs/ca-certificates.crt ]' ca-certificates
 # JavaScript plugins: Node.js and npm.
 want 'command -v node && command -v npm' nodejs npm
+# The arm64 image (tests/all/image.rs): Debian's cross compiler and arm64 C library build the
+# arm64 binary (deploy/cross-build.sh) and fill its image; qemu-user runs it here; skopeo (above)
+# reads the image as a registry copy would.
+want 'command -v aarch64-linux-gnu-gcc && [ -e /usr/aarch64-linux-gnu/lib/crt1.o ]' gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+want 'command -v qemu-aarch64-static' qemu-user-static
+# ... and gdb finds the image binary's debug file through its debuglink.
+want 'command -v gdb' gdb
 
 apt_updated=
 if [ ${#missing[@]} -gt 0 ]; then
@@ -62,6 +70,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update
   apt_updated=1
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+# deploy/cross-build.sh's Rust target. rustup adds a toolchain's targets only when it installs
+# the toolchain, and a machine may set RUSTUP_AUTO_INSTALL=0: add it here, once.
+if ! [ -d "$(rustc --print sysroot)/lib/rustlib/aarch64-unknown-linux-gnu" ]; then
+  log "adding the Rust target aarch64-unknown-linux-gnu (rustup target add)"
+  rustup target add aarch64-unknown-linux-gnu
 fi
 
 log "Python venvs (Ansible, componentize-py, fusepy) and the JavaScript toolchain under target/"

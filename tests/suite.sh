@@ -3,12 +3,15 @@
 # and network namespaces): installs what the tests need (tests/prerequisites.sh), then
 #
 # 1. the Kubernetes test cluster's own check (tests/kube/smoke.sh, about 85 s);
-# 2. `cargo test --workspace --locked`, with an LVM volume group on a loop device where the
+# 2. the arm64 binary that tests/all/image.rs runs under qemu (deploy/cross-build.sh: a dev build
+#    whose target directory is cached in /var/cache/factbuoy/cross-target, so the first run on a
+#    machine compiles everything, later ones only the workspace's changed crates);
+# 3. `cargo test --workspace --locked`, with an LVM volume group on a loop device where the
 #    machine allows one, so that the comparison with Ansible has one to compare;
-# 3. a build of the benchmarks (they are not run, but none may stop compiling unnoticed);
-# 4. the Rust SDK as a public API: `cargo semver-checks` against the released SDKs and `cargo
+# 4. a build of the benchmarks (they are not run, but none may stop compiling unnoticed);
+# 5. the Rust SDK as a public API: `cargo semver-checks` against the released SDKs and `cargo
 #    package` (tests/semver/check.sh, about 2 minutes);
-# 5. the setup plugin against real `ansible -m setup` on this machine (tests/ansible/compare.sh:
+# 6. the setup plugin against real `ansible -m setup` on this machine (tests/ansible/compare.sh:
 #    prints the coverage and fails below the bar).
 #
 # .ci/run is `cargo fmt --check`, clippy, then this. Arguments are passed to `cargo test`
@@ -23,6 +26,9 @@ tests/prerequisites.sh
 
 log "the Kubernetes test cluster's smoke test"
 tests/kube/smoke.sh
+
+log "the arm64 binary (deploy/cross-build.sh)"
+deploy/cross-build.sh >/dev/null
 
 tests/ansible/lvm-loop.sh up
 trap 'tests/ansible/lvm-loop.sh down' EXIT

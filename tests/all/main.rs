@@ -32,6 +32,7 @@ mod fleet_lifecycle;
 mod fleet_routes;
 mod history;
 mod host_facts;
+mod image;
 mod inspect;
 mod journal;
 mod json_keys;
