@@ -145,16 +145,7 @@ fn the_arm64_binary_runs_a_plugin_and_a_local_run_under_qemu() {
 
 /// An OCI image layout archive's files, by path.
 fn archive_files(path: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut archive = tar::Archive::new(std::fs::File::open(path).unwrap());
-    let mut files = BTreeMap::new();
-    for entry in archive.entries().unwrap() {
-        let mut entry = entry.unwrap();
-        let name = entry.path().unwrap().to_string_lossy().into_owned();
-        let mut content = Vec::new();
-        entry.read_to_end(&mut content).unwrap();
-        files.insert(name, content);
-    }
-    files
+    support::tar_files(std::fs::File::open(path).unwrap())
 }
 
 /// The blob a descriptor points at, checked against its digest and size.

@@ -132,8 +132,13 @@ pub fn setup_report(output: &std::process::Output) -> (i32, serde_json::Value, s
 
 /// The files of the `.tar.gz` `bytes` (a bundle), by path.
 pub fn tar_gz_files(bytes: &[u8]) -> std::collections::BTreeMap<String, Vec<u8>> {
+    tar_files(flate2::read::GzDecoder::new(bytes))
+}
+
+/// The files of the tar archive `reader` reads, by path.
+pub fn tar_files(reader: impl std::io::Read) -> std::collections::BTreeMap<String, Vec<u8>> {
     use std::io::Read;
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
+    let mut archive = tar::Archive::new(reader);
     let mut files = std::collections::BTreeMap::new();
     for entry in archive.entries().unwrap() {
         let mut entry = entry.unwrap();

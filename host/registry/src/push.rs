@@ -28,34 +28,42 @@ pub async fn push(
             reason: format!("the artifact's manifest digest is {digest}, not the one written"),
         });
     }
-    let failed = |e| registry_error(&reference.to_string(), reference.registry(), &e);
-    let session = Session::open(access, reference.registry())?;
-    let oci = reference.oci();
-    session
-        .client
-        .auth(oci, &session.auth, oci_client::RegistryOperation::Push)
-        .await
-        .map_err(failed)?;
-    let layer_digest = sha256_digest(&plugin.wasm);
-    session
-        .client
-        .push_blob(oci, plugin.wasm.clone(), &layer_digest)
-        .await
-        .map_err(failed)?;
-    session
-        .client
-        .push_blob(oci, config.clone(), &sha256_digest(&config))
-        .await
-        .map_err(failed)?;
     // The manifest goes to the tag, or to its own digest when only a digest was written.
     let target = match reference.tag() {
         Some(tag) => reference.with_tag(tag),
         None => reference.pinned(&digest),
     };
+    let session = Session::open(access, reference.registry())?;
+    upload(&session, &target, &[&plugin.wasm, &config], manifest).await?;
+    Ok(reference.pinned(&digest))
+}
+
+/// Pushes `blobs`, each under its digest, then `manifest` to `target`: in that order, since a
+/// registry refuses a manifest whose blobs it lacks.
+pub(crate) async fn upload(
+    session: &Session,
+    target: &PluginReference,
+    blobs: &[&[u8]],
+    manifest: Vec<u8>,
+) -> Result<(), RegistryError> {
+    let failed = |e| registry_error(&target.to_string(), target.registry(), &e);
+    let oci = target.oci();
+    session
+        .client
+        .auth(oci, &session.auth, oci_client::RegistryOperation::Push)
+        .await
+        .map_err(failed)?;
+    for blob in blobs {
+        session
+            .client
+            .push_blob(oci, blob.to_vec(), &sha256_digest(blob))
+            .await
+            .map_err(failed)?;
+    }
     session
         .client
         .push_manifest_raw(
-            target.oci(),
+            oci,
             manifest,
             artifact::MANIFEST_MEDIA_TYPE
                 .parse()
@@ -63,7 +71,7 @@ pub async fn push(
         )
         .await
         .map_err(failed)?;
-    Ok(reference.pinned(&digest))
+    Ok(())
 }
 
 /// The manifest and config documents of `plugin`, as the bytes that are pushed (the manifest's

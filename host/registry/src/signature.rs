@@ -21,8 +21,8 @@ use serde_json::json;
 
 use crate::access::Session;
 use crate::artifact::sha256_digest;
-use crate::error::registry_error;
 use crate::pull::{fetch, pull_manifest};
+use crate::push::upload;
 use crate::{PluginReference, PullLimits, RegistryAccess, RegistryError};
 
 /// The media type of a signed payload layer.
@@ -175,13 +175,6 @@ pub async fn sign(
         })?;
     let signatures = pinned.with_tag(&signature_tag(&digest));
     let session = Session::open(access, reference.registry())?;
-    let failed = |e| registry_error(&signatures.to_string(), signatures.registry(), &e);
-    let oci = signatures.oci();
-    session
-        .client
-        .auth(oci, &session.auth, oci_client::RegistryOperation::Push)
-        .await
-        .map_err(failed)?;
     let mut layers = existing_signatures(&session, &signatures).await?;
     let payload_digest = sha256_digest(&payload);
     // Signing again with the same key replaces that key's signature.
@@ -213,16 +206,6 @@ pub async fn sign(
         "rootfs": {"type": "layers", "diff_ids": layers.iter().map(|l| &l.digest).collect::<Vec<_>>()},
     }))
     .expect("JSON");
-    session
-        .client
-        .push_blob(oci, payload, &payload_digest)
-        .await
-        .map_err(failed)?;
-    session
-        .client
-        .push_blob(oci, config.clone(), &sha256_digest(&config))
-        .await
-        .map_err(failed)?;
     let manifest = OciImageManifest {
         schema_version: 2,
         media_type: Some(crate::artifact::MANIFEST_MEDIA_TYPE.to_owned()),
@@ -235,17 +218,8 @@ pub async fn sign(
         layers,
         ..OciImageManifest::default()
     };
-    session
-        .client
-        .push_manifest_raw(
-            oci,
-            serde_json::to_vec(&manifest).expect("JSON"),
-            crate::artifact::MANIFEST_MEDIA_TYPE
-                .parse()
-                .expect("a media type is a header value"),
-        )
-        .await
-        .map_err(failed)?;
+    let manifest = serde_json::to_vec(&manifest).expect("JSON");
+    upload(&session, &signatures, &[&payload, &config], manifest).await?;
     Ok(pinned)
 }
 
