@@ -7,7 +7,7 @@ use crate::support;
 
 use crate::cluster;
 use crate::support::kube::REGISTRY_ADDRESS;
-use crate::support::kube_runs::{self, factbuoy_json, pair};
+use crate::support::kube_runs::{self, factbuoy_json};
 
 #[test]
 fn the_image_and_a_python_plugin_come_by_digest_from_a_registry_and_a_tag_moved_mid_run_changes_nothing()
@@ -79,16 +79,7 @@ fn the_image_and_a_python_plugin_come_by_digest_from_a_registry_and_a_tag_moved_
     );
 
     let bundle = kube_runs::finish_run(run, out.path());
-    let status = bundle.status();
-    for node in ["node-1", "node-2", "node-3"] {
-        assert_eq!(
-            pair(&status, "hostile", node)["status"],
-            "complete",
-            "{status:#}"
-        );
-        let probe = bundle.json(&format!("plugins/hostile/results/{node}/probe.json"));
-        assert_eq!(probe, serde_json::json!({"ok": true}), "{node}");
-    }
+    kube_runs::assert_well_behaved_everywhere(&bundle, "hostile");
     // The bundle says what code produced it: the image, by digest, and each plugin's source.
     let run_json = bundle.json("meta/run.json");
     let ran_image = run_json["image"]["id"].as_str().unwrap_or_default();

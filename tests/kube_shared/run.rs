@@ -602,17 +602,8 @@ fn a_python_plugin_from_a_file_travels_in_parts_and_runs_on_every_node() {
             "hostile:mode=well-behaved",
         ],
     );
-    let status = bundle.status();
-    for node in ["node-1", "node-2", "node-3"] {
-        assert_eq!(
-            pair(&status, "hostile", node)["status"],
-            "complete",
-            "{status:#}"
-        );
-        let probe = bundle.json(&format!("plugins/hostile/results/{node}/probe.json"));
-        assert_eq!(probe, serde_json::json!({"ok": true}), "{node}");
-    }
-    let run_id = status["run_id"].as_str().unwrap().to_owned();
+    kube_runs::assert_well_behaved_everywhere(&bundle, "hostile");
+    let run_id = bundle.status()["run_id"].as_str().unwrap().to_owned();
     factbuoy_json(cluster, state.path(), &["delete", &run_id]);
 }
 
@@ -644,17 +635,11 @@ fn a_python_plugin_compiled_in_one_run_is_loaded_from_the_nodes_cache_in_the_nex
                 "hostile:mode=well-behaved",
             ],
         );
+        kube_runs::assert_well_behaved_everywhere(&bundle, "hostile");
         let status = bundle.status();
         let loads: Vec<(bool, f64)> = ["node-1", "node-2", "node-3"]
             .iter()
             .map(|node| {
-                assert_eq!(
-                    pair(&status, "hostile", node)["status"],
-                    "complete",
-                    "{status:#}"
-                );
-                let probe = bundle.json(&format!("plugins/hostile/results/{node}/probe.json"));
-                assert_eq!(probe, serde_json::json!({"ok": true}), "{node}");
                 let load = &bundle.json(&format!("meta/reports/hostile/{node}.json"))["load"];
                 (
                     load["cached"].as_bool().expect("load.cached"),

@@ -155,6 +155,21 @@ impl Bundle {
     }
 }
 
+/// Asserts that tests/plugins-python/hostile, run with `mode=well-behaved` as `plugin`,
+/// completed on node-1 to node-3 with its probe.
+pub fn assert_well_behaved_everywhere(bundle: &Bundle, plugin: &str) {
+    let status = bundle.status();
+    for node in ["node-1", "node-2", "node-3"] {
+        assert_eq!(
+            pair(&status, plugin, node)["status"],
+            "complete",
+            "{status:#}"
+        );
+        let probe = bundle.json(&format!("plugins/{plugin}/results/{node}/probe.json"));
+        assert_eq!(probe, serde_json::json!({"ok": true}), "{node}");
+    }
+}
+
 /// The entry of `plugin` on `node` in a status document.
 pub fn pair<'a>(status: &'a serde_json::Value, plugin: &str, node: &str) -> &'a serde_json::Value {
     status["plugins"]
