@@ -116,11 +116,6 @@ impl VerifyingKey {
         fingerprint_of_point(&self.point)
     }
 
-    /// The file the key was read from.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     fn verifies(&self, payload: &[u8], signature: &[u8]) -> bool {
         UnparsedPublicKey::new(&ring_signature::ECDSA_P256_SHA256_ASN1, &self.point)
             .verify(payload, signature)
