@@ -25,7 +25,8 @@ fn the_operator_library_runs_a_kubernetes_run_and_a_detached_run_answers_in_json
         Interrupts, KubernetesTarget, PluginSelection, RunRequest, StateDir, Target,
     };
     let cluster = cluster();
-    let image = cluster.factbuoy_image();
+    let image = cluster.factbuoy_image_in_registry();
+    let registry = cluster.registry();
     let state = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let request = RunRequest {
@@ -36,7 +37,7 @@ fn the_operator_library_runs_a_kubernetes_run_and_a_detached_run_answers_in_json
             },
             placement: ClusterRun {
                 image: image.to_owned(),
-                image_pull_policy: "Never".to_owned(),
+                image_pull_policy: "IfNotPresent".to_owned(),
                 agent_cache: Some(support::agent_cache_dir().to_str().unwrap().to_owned()),
                 ..ClusterRun::default()
             },
@@ -44,6 +45,12 @@ fn the_operator_library_runs_a_kubernetes_run_and_a_detached_run_answers_in_json
         })),
         plugins: PluginSelection {
             plugins: vec!["hello".to_owned()],
+            // The image's registry: the run gives the nodes its pull Secret.
+            registry: factbuoy_registry::RegistryAccess {
+                auth_file: Some(registry.auth_file()),
+                cert_dir: Some(registry.cert_dir()),
+                ..Default::default()
+            },
             ..PluginSelection::default()
         },
         timeout: Duration::from_secs(300),
@@ -737,9 +744,17 @@ fn a_secret_parameter_reaches_the_plugin_on_every_node_and_nothing_else() {
 
     // `run --kubernetes` creates the Secret itself.
     let run = kube_runs::factbuoy(cluster, state.path())
-        .args(["run", "--kubernetes", "--image", cluster.factbuoy_image()])
-        .args(["--image-pull-policy", "Never", "--timeout", "5m", "--out"])
+        .args(["run", "--kubernetes", "--image"])
+        .arg(cluster.factbuoy_image_in_registry())
+        .args([
+            "--image-pull-policy",
+            "IfNotPresent",
+            "--timeout",
+            "5m",
+            "--out",
+        ])
         .arg(out.path())
+        .args(cluster.registry().flags())
         .arg("--agent-cache")
         .arg(support::agent_cache_dir())
         .args(plugin)

@@ -133,7 +133,9 @@ impl Cluster {
 
     /// factbuoy's own image, as deploy/build-image.sh builds it from this test binary's
     /// `factbuoy` ([`factbuoy_archive`]), imported into every node; imported once per cluster.
-    /// Pods name it [`FACTBUOY_IMAGE`] with `imagePullPolicy: Never`.
+    /// Pods name it [`FACTBUOY_IMAGE`] with `imagePullPolicy: Never`: the pods that
+    /// tests/kube_shared/manifests.rs builds from the manifests themselves, without a run's
+    /// pull Secret. Runs take [`Cluster::factbuoy_image_in_registry`].
     pub fn factbuoy_image(&self) -> &'static str {
         self.factbuoy_imported
             .get_or_init(|| self.import(factbuoy_archive()));

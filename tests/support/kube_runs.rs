@@ -34,10 +34,15 @@ pub fn factbuoy_json(cluster: &Cluster, state: &Path, args: &[&str]) -> serde_js
 
 /// `factbuoy run --kubernetes` with the test image and `args` (a 5-minute run timeout), started;
 /// the bundle goes into `out`. The agents' cache is [`super::agent_cache_dir`] unless `args`
-/// name one.
+/// name one. The image comes by digest from the cluster's registry
+/// ([`Cluster::factbuoy_image_in_registry`]), with the registry's credentials and CA, so that
+/// every run takes containerd's pull path with a pull Secret, as on a real cluster.
 pub fn start_run(cluster: &Cluster, state: &Path, out: &Path, args: &[&str]) -> Child {
-    let image = cluster.factbuoy_image();
-    start_run_with_image(cluster, state, out, (image, "Never"), args)
+    let image = cluster.factbuoy_image_in_registry();
+    let registry = cluster.registry().flags();
+    let registry = registry.iter().map(String::as_str);
+    let args: Vec<&str> = registry.chain(args.iter().copied()).collect();
+    start_run_with_image(cluster, state, out, (image, "IfNotPresent"), &args)
 }
 
 /// [`start_run`] with another image and its pull policy.
