@@ -328,6 +328,46 @@ fn a_secret_parameter_of_a_fleet_run_reaches_the_plugin_and_nothing_else() {
     }
 }
 
+/// A plugin from a registry reaches the members as a plugin from a file does: the operator
+/// resolves its tag to a digest, pulls it and stores the component in the fleet, so members
+/// need no registry credentials; the bundle says which digest ran and where it came from.
+#[test]
+fn a_fleet_run_of_a_registry_plugin_runs_the_digest_the_operator_resolved() {
+    let registry = crate::support::registry::TestRegistry::start();
+    let tag = registry.reference("plugins/hello:stable");
+    let pushed = factbuoy()
+        .args(["plugin", "push", "hello", &tag, "-o", "json"])
+        .args(registry.flags())
+        .output()
+        .unwrap();
+    assert!(pushed.status.success(), "{}", text(&pushed.stderr));
+    let pushed: Value = serde_json::from_slice(&pushed.stdout).unwrap();
+    let fleet = LoopbackFleet::start();
+    let flags = registry.flags();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    // Not bundled, so granted nothing unless granted here.
+    let plugin = ["--plugin", tag.as_str(), "--grant", "hello:host-info"];
+    fleet.run(&[plugin.as_slice(), flags.as_slice()].concat());
+    fleet.retired_run();
+
+    let bundle = crate::support::kube_runs::bundle_in(&fleet.path("out")).expect("a bundle");
+    let plugin = &bundle.json("meta/run.json")["plugins"][0];
+    assert_eq!(plugin["source"], pushed["reference"], "{plugin}");
+    assert_eq!(plugin["sha256"], pushed["component_sha256"], "{plugin}");
+    let stored = fleet.dir().join("plugins").join(format!(
+        "{}.wasm",
+        pushed["component_sha256"].as_str().unwrap()
+    ));
+    assert!(stored.exists(), "{:?}", listing(&fleet.dir()));
+    assert!(
+        bundle
+            .files
+            .contains_key("plugins/hello/results/member-1/greeting.json"),
+        "{:?}",
+        bundle.files.keys().collect::<Vec<_>>()
+    );
+}
+
 #[test]
 fn a_member_revoked_in_the_middle_of_a_run_stops_its_plugins_and_exits() {
     let mut fleet = LoopbackFleet::start();
