@@ -456,6 +456,67 @@ fn what_a_registry_must_not_get_away_with_is_refused_and_nothing_is_written() {
     );
 }
 
+/// A registry that answers every manifest request with a manifest of `size` bytes (valid JSON,
+/// padded in an annotation), over plain HTTP on loopback; its address. The distribution registry
+/// stores no manifest over 4 MiB, so a registry that serves one is a server of the test's own.
+fn registry_serving_a_manifest_of(size: usize) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let head = r#"{"schemaVersion":2,"annotations":{"pad":""#;
+    let mut manifest = head.as_bytes().to_vec();
+    manifest.resize(size - 3, b'x');
+    manifest.extend_from_slice(br#""}}"#);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut request_line = String::new();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            if reader.read_line(&mut request_line).is_err() {
+                continue;
+            }
+            // The rest of the request head.
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let body: &[u8] = if request_line.contains("/manifests/") {
+                &manifest
+            } else {
+                b"{}"
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(body);
+        }
+    });
+    address
+}
+
+#[test]
+fn a_manifest_over_the_limit_is_refused_and_nothing_is_written() {
+    let address = registry_serving_a_manifest_of((4 << 20) + 1);
+    let reference = format!("oci://{address}/plugins/huge:1");
+    let error = refused_pull(&reference, &["--tls-verify=false"]);
+    assert!(
+        error.contains("its manifest is 4194305 bytes, over the limit of 4194304"),
+        "{error}"
+    );
+    let run = support::factbuoy()
+        .args(["plugin", "run", &reference, "--tls-verify=false"])
+        .output()
+        .unwrap();
+    assert!(
+        !run.status.success() && text(&run.stderr).contains("over the limit"),
+        "run: {}",
+        text(&run.stderr)
+    );
+}
+
 /// An ECDSA P-256 key pair made by openssl, as a user makes one: (private PEM, public PEM).
 fn key_pair(dir: &Path, name: &str) -> (String, String) {
     let private = dir.join(format!("{name}.pem"));
