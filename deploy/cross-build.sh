@@ -12,7 +12,8 @@
 #   ${FACTBUOY_CROSS_TARGET:-/var/cache/factbuoy/cross-target}
 # so the dependencies (wasmtime, cranelift, ring, SQLite) are compiled once per machine and a
 # second build recompiles only the workspace crates that changed. Cargo's own lock on that
-# directory serialises concurrent builds.
+# directory serialises concurrent builds. The bundled wasm plugins, which do not depend on the
+# host's target, are built in (or taken from) this checkout's own target/wasm-plugins.
 #
 # Needs: apt packages gcc-aarch64-linux-gnu and libc6-dev-arm64-cross (ring and the bundled SQLite
 # compile C), and `rustup target add aarch64-unknown-linux-gnu`; tests/prerequisites.sh installs
@@ -46,6 +47,9 @@ export AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar
 # functions. Incremental state would only grow the cache: CI builds once, then rarely.
 export CARGO_PROFILE_DEV_DEBUG=false
 export CARGO_INCREMENTAL=0
+# The bundled wasm plugins are the same for every host target: build them where the native
+# build of this checkout does (host/catalog/build.rs), once for both.
+export FACTBUOY_PLUGIN_TARGET_DIR=${FACTBUOY_PLUGIN_TARGET_DIR:-$(realpath -m "${CARGO_TARGET_DIR:-target}")/wasm-plugins}
 export CARGO_TARGET_DIR=$CACHE
 mkdir -p "$CACHE"
 

@@ -11,6 +11,8 @@ use sha2::{Digest, Sha256};
 
 const WASM_TARGET: &str = "wasm32-wasip2";
 const PLUGIN_PROFILE: &str = "plugin";
+/// Where to build the plugins instead of `wasm-plugins` beside the outer target directory.
+const PLUGIN_TARGET_DIR_VAR: &str = "FACTBUOY_PLUGIN_TARGET_DIR";
 
 fn main() {
     let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap());
@@ -33,12 +35,19 @@ fn main() {
 
     ensure_wasm_target();
     let plugins = plugin_crates(&workspace.join("plugins"));
-    // A target directory of our own: the outer cargo holds the lock on its own one.
-    let target_dir = out_dir
-        .ancestors()
-        .nth(4)
-        .unwrap_or(&out_dir)
-        .join("wasm-plugins");
+    // A target directory of our own, since the outer cargo holds the lock on its own one:
+    // `wasm-plugins` beside the outer build's, unless FACTBUOY_PLUGIN_TARGET_DIR names one.
+    // The plugins are the same whatever the host's target, so a cross build
+    // (deploy/cross-build.sh) shares the native build's rather than compiling them again.
+    println!("cargo:rerun-if-env-changed={PLUGIN_TARGET_DIR_VAR}");
+    let target_dir = match env::var_os(PLUGIN_TARGET_DIR_VAR) {
+        Some(dir) => PathBuf::from(dir),
+        None => out_dir
+            .ancestors()
+            .nth(4)
+            .unwrap_or(&out_dir)
+            .join("wasm-plugins"),
+    };
     build(workspace, &target_dir, &plugins);
 
     let mut generated = String::from("/// Plugins compiled into this binary, by name.\n");
