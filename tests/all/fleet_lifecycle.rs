@@ -3,176 +3,13 @@
 //! its configuration and status beside its bundle, `fleet prune` removes both, and a secret
 //! parameter reaches the plugin and nothing else of the fleet, the member or the operator.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::support::factbuoy;
+use crate::support::loopback_fleet::{LoopbackFleet, listing, text};
 use crate::support::search::{contains, files_holding};
-
-/// A fleet served from `fleet/` and one member, `member-1`, serving from `member/`, both
-/// logging at debug level into `fleet.log` and `member.log`; the operator's state directory is
-/// `operator/`. Everything is in one temporary directory, removed with the processes when
-/// dropped.
-struct LoopbackFleet {
-    work: tempfile::TempDir,
-    address: String,
-    processes: Vec<Child>,
-}
-
-impl Drop for LoopbackFleet {
-    fn drop(&mut self) {
-        for child in &mut self.processes {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl LoopbackFleet {
-    fn start() -> LoopbackFleet {
-        LoopbackFleet::start_with(&[])
-    }
-
-    /// A fleet served with `options` added to `fleet serve`'s.
-    fn start_with(options: &[&str]) -> LoopbackFleet {
-        let work = tempfile::tempdir().unwrap();
-        let mut fleet = LoopbackFleet {
-            work,
-            address: String::new(),
-            processes: Vec::new(),
-        };
-        let mut serve = fleet
-            .operator()
-            .args(["-vv", "fleet", "serve", "--listen", "127.0.0.1:0"])
-            .args(["--name", "127.0.0.1", "-o", "json"])
-            .args(options)
-            .arg("--dir")
-            .arg(fleet.dir())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(fleet.path("fleet.log")).unwrap())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        BufReader::new(serve.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        fleet.processes.push(serve);
-        let served: Value = serde_json::from_str(&first).unwrap();
-        fleet.address = served["address"].as_str().unwrap().to_owned();
-        let token = fleet.succeed(&["fleet", "token", "create", "-o", "json"]);
-        let token: Value = serde_json::from_slice(&token.stdout).unwrap();
-        let joined = factbuoy()
-            .args(["agent", "join", &fleet.address, "--node", "member-1"])
-            .args(["--token", token["token"].as_str().unwrap()])
-            .args(["--ca-pin", token["ca_pin"].as_str().unwrap()])
-            .arg("--state-dir")
-            .arg(fleet.path("member"))
-            .output()
-            .unwrap();
-        assert!(joined.status.success(), "{}", text(&joined.stderr));
-        let member = factbuoy()
-            .args(["-vv", "agent", "serve", "--state-dir"])
-            .arg(fleet.path("member"))
-            .stderr(std::fs::File::create(fleet.path("member.log")).unwrap())
-            .spawn()
-            .unwrap();
-        fleet.processes.push(member);
-        fleet
-    }
-
-    /// The member's `agent serve`.
-    fn member(&mut self) -> &mut Child {
-        &mut self.processes[1]
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.work.path().join(name)
-    }
-
-    fn dir(&self) -> PathBuf {
-        self.path("fleet")
-    }
-
-    /// `factbuoy` with the operator's state directory.
-    fn operator(&self) -> Command {
-        let mut command = factbuoy();
-        command.env("FACTBUOY_STATE_DIR", self.path("operator"));
-        command
-    }
-
-    /// `factbuoy ARGS --dir FLEET`, which must succeed.
-    fn succeed(&self, args: &[&str]) -> Output {
-        let output = self
-            .operator()
-            .args(args)
-            .arg("--dir")
-            .arg(self.dir())
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{args:?}: {}",
-            text(&output.stderr)
-        );
-        output
-    }
-
-    /// `run --fleet` with `args`, its bundle downloaded into `out/`, which must succeed.
-    fn run(&self, args: &[&str]) -> Output {
-        let ran = self
-            .operator()
-            .args(["-vv", "run", "--fleet", &self.address, "--out"])
-            .arg(self.path("out"))
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(ran.status.success(), "{}", text(&ran.stderr));
-        ran
-    }
-
-    /// The one run directory of the fleet, once it is retired (its retirement follows the
-    /// bundle by a moment).
-    fn retired_run(&self) -> PathBuf {
-        let runs: Vec<PathBuf> = std::fs::read_dir(self.dir().join("runs"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        assert_eq!(runs.len(), 1, "{runs:?}");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !runs[0].join("final-status.json").exists() {
-            assert!(
-                Instant::now() < deadline,
-                "the finished run was not retired: {:?}",
-                listing(&runs[0])
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        runs[0].clone()
-    }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Every file below `dir`, relative to it.
-fn listing(dir: &Path) -> Vec<String> {
-    let mut files = Vec::new();
-    let mut pending = vec![dir.to_owned()];
-    while let Some(path) = pending.pop() {
-        if path.is_dir() {
-            pending.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
-        } else {
-            files.push(path.strip_prefix(dir).unwrap().display().to_string());
-        }
-    }
-    files.sort();
-    files
-}
 
 #[test]
 fn a_finished_fleet_run_keeps_only_its_configuration_status_and_bundle_until_pruned() {
@@ -371,30 +208,7 @@ fn a_fleet_run_of_a_registry_plugin_runs_the_digest_the_operator_resolved() {
 #[test]
 fn a_member_revoked_in_the_middle_of_a_run_stops_its_plugins_and_exits() {
     let mut fleet = LoopbackFleet::start();
-    // A plugin that runs until its deadline, two minutes away.
-    let hostile = crate::support::fixture("hostile");
-    let run = fleet
-        .operator()
-        .args([
-            "run",
-            "--fleet",
-            &fleet.address,
-            "--timeout",
-            "120s",
-            "--out",
-        ])
-        .arg(fleet.path("out"))
-        .args([
-            "--plugin",
-            hostile.to_str().unwrap(),
-            "-p",
-            "hostile:mode=loop",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    fleet.processes.push(run);
+    fleet.start_endless_run();
     let member_log = fleet.path("member.log");
     let deadline = Instant::now() + Duration::from_secs(60);
     while !std::fs::read_to_string(&member_log)

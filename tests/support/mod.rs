@@ -14,6 +14,7 @@ mod fixtures;
 pub mod js;
 pub mod kube;
 pub mod kube_runs;
+pub mod loopback_fleet;
 pub mod measure;
 pub mod python;
 pub mod registry;
