@@ -63,6 +63,9 @@ want 'command -v aarch64-linux-gnu-gcc && [ -e /usr/aarch64-linux-gnu/lib/crt1.o
 want 'command -v qemu-aarch64-static' qemu-user-static
 # ... and gdb finds the image binary's debug file through its debuglink.
 want 'command -v gdb' gdb
+# A fleet's metrics (tests/all/fleet_metrics.rs): a real Prometheus scrapes them, and promtool
+# checks and unit-tests the alert rules deploy/prometheus/ gives.
+want 'command -v prometheus && command -v promtool' prometheus
 
 apt_updated=
 if [ ${#missing[@]} -gt 0 ]; then

@@ -100,6 +100,9 @@ pub enum FleetRoute {
         /// Lower-case hex sha-256 of the component.
         sha256: String,
     },
+    /// `GET /metrics`: an operator (or the Prometheus that holds its certificate) reads the
+    /// fleet's metrics, where Prometheus looks for them.
+    Metrics,
 }
 
 /// Largest plugin component a fleet stores (a Python plugin is about 19 MB).
@@ -119,11 +122,15 @@ impl FleetRoute {
             FleetRoute::NextRun { after } => format!("{API_PREFIX}/fleet/runs/next/{after}"),
             FleetRoute::Runs => format!("{API_PREFIX}/fleet/runs"),
             FleetRoute::Plugin { sha256 } => format!("{API_PREFIX}/fleet/plugins/{sha256}"),
+            FleetRoute::Metrics => "/metrics".to_owned(),
         }
     }
 
     /// Parses a request path (without the query); `None` for any other path.
     pub fn parse(path: &str) -> Option<FleetRoute> {
+        if path == "/metrics" {
+            return Some(FleetRoute::Metrics);
+        }
         let rest = path.strip_prefix(API_PREFIX)?.strip_prefix("/fleet/")?;
         match rest {
             "join" => Some(FleetRoute::Join),

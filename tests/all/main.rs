@@ -29,6 +29,7 @@ mod examples;
 mod fleet;
 mod fleet_cli;
 mod fleet_lifecycle;
+mod fleet_metrics;
 mod fleet_routes;
 mod history;
 mod host_facts;

@@ -10,11 +10,13 @@
 //! Inside: the directory and its settings (`dir`), the enrolled nodes ([`registry`]), join
 //! tokens ([`tokens`]), run credentials (`admission`), stored plugins (`plugins`), the runs
 //! served and offered to agents (`offers`, `runs`), revocations reaching them
-//! (`revocations`), what the listener and its tasks share (`shared`), the fleet listener's
-//! routes (`routes`), and serving it all (`serve`).
+//! (`revocations`), what the fleet counts for Prometheus (`metrics`), what the listener and
+//! its tasks share (`shared`), the fleet listener's routes (`routes`), and serving it all
+//! (`serve`).
 
 mod admission;
 mod dir;
+mod metrics;
 mod offers;
 mod plugins;
 pub mod registry;

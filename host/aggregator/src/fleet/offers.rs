@@ -2,7 +2,7 @@
 //! the offers made of them: agents long-poll for the runs after the last number they took part
 //! in (the fleet's routes), each offer carrying the node's credential for the run.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Mutex;
 
@@ -79,6 +79,21 @@ impl FleetRuns {
             })
             .map(|(number, run)| (*number, run.running.nodes()))
             .collect()
+    }
+
+    /// How many runs are running, and the nodes they expect: those busy taking part (an agent
+    /// in a run does not poll the fleet until it is done).
+    pub(crate) fn taking_part(&self) -> (usize, BTreeSet<NodeName>) {
+        let runs = self.runs.lock().unwrap();
+        let running = runs
+            .values()
+            .filter(|run| run.running.status() == RunStatus::Running);
+        let (mut count, mut nodes) = (0, BTreeSet::new());
+        for run in running {
+            count += 1;
+            nodes.extend(run.nodes.iter().cloned());
+        }
+        (count, nodes)
     }
 
     /// Notified when a run starts.

@@ -6,14 +6,14 @@
 //! refused at its next request. A machine that joins under a revoked name replaces the record and
 //! removes the file; the old machine's certificate then no longer matches the record.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use factbuoy_protocol::names::NodeName;
 use serde::{Deserialize, Serialize};
 
 use super::dir::FleetDir;
-use crate::persistence::files::sync_dir;
+use crate::persistence::files::{read_dir_names, sync_dir};
 
 /// What the fleet knows of one enrolled node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -172,6 +172,16 @@ pub fn write_seen(dir: &FleetDir, json: &str) -> std::io::Result<()> {
 /// Whether `node` is revoked.
 pub fn is_revoked(dir: &FleetDir, node: &NodeName) -> bool {
     dir.revoked(node).exists()
+}
+
+/// Every revoked node. `revoke` writes beside the file and renames: names that are not nodes
+/// (its temporary file among them) are left out by the check for the file itself.
+pub(crate) fn revoked_nodes(dir: &FleetDir) -> std::io::Result<BTreeSet<NodeName>> {
+    Ok(read_dir_names(&dir.revoked_dir())?
+        .iter()
+        .filter_map(|name| NodeName::parse(name).ok())
+        .filter(|node| is_revoked(dir, node))
+        .collect())
 }
 
 /// Revokes `node`: refused at its next request, and left out of later runs.

@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use factbuoy_protocol::names::NodeName;
 
+use super::registry::revoked_nodes;
 use super::shared::Fleet;
 use crate::live::node_set::NodeSetError;
-use crate::persistence::files::read_dir_names;
 
 /// How often the fleet looks for new revocations.
 pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(1);
@@ -39,19 +39,13 @@ const REASON: &str = concat!(
 pub(crate) async fn watch(fleet: Arc<Fleet>) {
     let mut applied = BTreeSet::new();
     loop {
-        let dir = fleet.dir.revoked_dir();
-        match tokio::task::spawn_blocking(move || read_dir_names(&dir)).await {
-            Ok(Ok(names)) => {
-                // `revoke` writes beside the file and renames: names that are not nodes (its
-                // temporary file among them) are left out by the check for the file itself.
-                let revoked: BTreeSet<NodeName> = names
-                    .iter()
-                    .filter_map(|name| NodeName::parse(name).ok())
-                    .filter(|node| super::registry::is_revoked(&fleet.dir, node))
-                    .collect();
+        let dir = fleet.dir.clone();
+        match tokio::task::spawn_blocking(move || revoked_nodes(&dir)).await {
+            Ok(Ok(revoked)) => {
                 let new: Vec<NodeName> = revoked.difference(&applied).cloned().collect();
                 if !new.is_empty() {
                     fleet.revocations.send_modify(|count| *count += 1);
+                    fleet.metrics.revocations.inc_by(new.len() as u64);
                     for node in &new {
                         apply(&fleet, node).await;
                     }

@@ -28,7 +28,9 @@ use super::registry::{self, EnrolledNode};
 use super::runs::{self, StartError};
 use super::shared::Fleet;
 use super::{plugins, tokens};
-use crate::routes::http::{Rejection, empty, json_response as json, reject, upload_rejection};
+use crate::routes::http::{
+    Rejection, empty, json_response as json, metrics_response, reject, upload_rejection,
+};
 use crate::serving::park::{Answered, Park};
 use crate::serving::{Body, Peer};
 
@@ -76,7 +78,7 @@ async fn respond(
         )
     })?;
     let methods: &[Method] = match route {
-        FleetRoute::NextRun { .. } => &[Method::GET],
+        FleetRoute::NextRun { .. } | FleetRoute::Metrics => &[Method::GET],
         FleetRoute::Plugin { .. } => &[Method::GET, Method::PUT],
         _ => &[Method::POST],
     };
@@ -106,6 +108,7 @@ async fn respond(
         }
         FleetRoute::NextRun { after } => {
             let node = enrolled(fleet, peer)?;
+            fleet.metrics.polls.inc();
             let version = agent_version(&request);
             seen(fleet, &node, version.clone());
             let upgrade = asks_to_park(&request).then(|| hyper::upgrade::on(&mut request));
@@ -144,6 +147,25 @@ async fn respond(
                 .map_err(upload_rejection)?;
             tracing::info!(plugin = %sha256, "stored a plugin");
             Ok(empty(StatusCode::CREATED))
+        }
+        FleetRoute::Metrics => {
+            operator(peer, "reading the fleet's metrics")?;
+            // The revocations are files: read off the event loop, as the registry's lock is
+            // held only while the gauges are set.
+            let fleet = fleet.clone();
+            tokio::task::spawn_blocking(move || {
+                let revoked = registry::revoked_nodes(&fleet.dir)
+                    .map_err(|e| internal("reading the revocations", &e))?;
+                let runs = fleet.runs.taking_part();
+                let registry = fleet.registry.lock().unwrap();
+                Ok(metrics_response(fleet.metrics.encode(
+                    &registry.0,
+                    &revoked,
+                    &runs,
+                )))
+            })
+            .await
+            .map_err(|e| internal("reading the fleet's metrics", &e))?
         }
         FleetRoute::Runs => {
             operator(peer, "starting a run")?;
@@ -408,6 +430,7 @@ fn join(
     if revoked && let Err(e) = registry::unrevoke(&fleet.dir, &node) {
         tracing::error!("node {node} joined again, but its revocation stays: {e}");
     }
+    fleet.metrics.joins.inc();
     tracing::info!(%node, "a machine joined the fleet");
     Ok(enrollment)
 }
@@ -456,17 +479,22 @@ async fn next_run(
     if let Some(answer) = answer(fleet, &node, after) {
         return answer;
     }
+    // Counted as connected while the poll waits, however it ends.
+    let waiting = fleet.metrics.waiting();
     let Some(upgrade) = upgrade else {
         let wait = Duration::from_secs(LONG_POLL_SECONDS);
-        return tokio::time::timeout(wait, answer_on_change(fleet, &node, after, changes))
+        let answer = tokio::time::timeout(wait, answer_on_change(fleet, &node, after, changes))
             .await
             .unwrap_or_else(|_| Ok(empty(StatusCode::NO_CONTENT)));
+        drop(waiting);
+        return answer;
     };
     let answered: Answered = {
         let (fleet, node) = (fleet.clone(), node.clone());
         // One wait for the whole park, across its periods: a period that ends unanswered
-        // looks at nothing again.
+        // looks at nothing again. The park drops it when its connection ends.
         Box::pin(async move {
+            let _waiting = waiting;
             let _ = answer_on_change(&fleet, &node, after, changes).await;
         })
     };

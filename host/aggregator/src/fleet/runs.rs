@@ -97,6 +97,7 @@ async fn serve(fleet: &Arc<Fleet>, number: u64, run: Run) -> anyhow::Result<Sock
             fleet.runs.remove(number);
         }
     });
+    fleet.metrics.runs.inc();
     fleet.runs.add(
         number,
         FleetRun {

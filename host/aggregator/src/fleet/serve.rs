@@ -14,11 +14,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::dir::{FleetDir, FleetSettings, write_settings};
+use super::metrics::FleetMetrics;
 use super::offers::FleetRuns;
 use super::shared::{FLUSH_EVERY, Fleet};
 use super::{registry, revocations, routes, runs};
 use crate::live::shared::BundledComponents;
-use crate::metrics::Metrics;
 use crate::model::config::ServerLimits;
 use crate::serving;
 
@@ -139,7 +139,7 @@ pub async fn serve(
         ca,
         ticket_key,
         bundled,
-        metrics: Metrics::default(),
+        metrics: FleetMetrics::default(),
         run_budget,
         revocations: watch::Sender::new(0),
     });

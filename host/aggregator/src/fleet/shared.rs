@@ -8,10 +8,10 @@ use ring::hmac;
 use tokio::sync::watch;
 
 use super::dir::{FleetDir, FleetSettings};
+use super::metrics::FleetMetrics;
 use super::offers::FleetRuns;
 use super::registry::{Registry, seen_json, write_seen};
 use crate::live::shared::BundledComponents;
-use crate::metrics::Metrics;
 use crate::serving::Budget;
 
 /// How often last-seen times are written to `last-seen.json`.
@@ -36,8 +36,8 @@ pub(crate) struct Fleet {
     pub(crate) runs: FleetRuns,
     /// Components bundled in the serving binary.
     pub(crate) bundled: BundledComponents,
-    /// The fleet listener's counters.
-    pub(crate) metrics: Metrics,
+    /// What the fleet counts, served at `/metrics`.
+    pub(crate) metrics: FleetMetrics,
     /// The connections each run's listeners hold, worked out once when the fleet started.
     pub(crate) run_budget: Budget,
     /// Counts the times new revocations were found (`revocations`): long polls watch it.

@@ -45,6 +45,14 @@ pub(crate) fn json_response(status: StatusCode, value: &impl serde::Serialize) -
         .expect("a valid response")
 }
 
+/// Metrics in the Prometheus text format.
+pub(crate) fn metrics_response(text: String) -> Response<Body> {
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/plain; version=0.0.4")
+        .body(full(text))
+        .expect("a valid response")
+}
+
 /// A whole body.
 pub(crate) fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into())

@@ -14,9 +14,9 @@ use factbuoy_protocol::identity::Role;
 use factbuoy_protocol::routes::{Route, RouteError, Scope};
 use factbuoy_protocol::types::{AgentPlan, ErrorBody, PlannedPlugin};
 use hyper::body::Incoming;
-use hyper::{Method, Request, Response, StatusCode, header};
+use hyper::{Method, Request, Response, StatusCode};
 
-use super::http::{Rejection, empty, full, json_response, reject};
+use super::http::{Rejection, empty, json_response, metrics_response, reject};
 use super::{downloads, enroll, pairs};
 use crate::live::shared::Shared;
 use crate::model::config::PlanScope;
@@ -162,10 +162,7 @@ async fn respond(
         Route::Metrics => {
             expect(Method::GET)?;
             shared.update_node_gauges();
-            Ok(Response::builder()
-                .header(header::CONTENT_TYPE, "text/plain; version=0.0.4")
-                .body(full(shared.metrics.encode()))
-                .expect("a valid response"))
+            Ok(metrics_response(shared.metrics.encode()))
         }
         Route::Bundle => {
             expect(Method::GET)?;
