@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 pub mod aggregator;
 pub mod authoring;
 pub mod built;
+pub mod conformance;
 mod fixtures;
 pub mod js;
 pub mod kube;
