@@ -66,6 +66,8 @@ want 'command -v gdb' gdb
 # A fleet's metrics (tests/all/fleet_metrics.rs): a real Prometheus scrapes them, and promtool
 # checks and unit-tests the alert rules deploy/prometheus/ gives.
 want 'command -v prometheus && command -v promtool' prometheus
+# The fleet agent as a container (tests/all/agent_container.rs): rootful Podman.
+want 'command -v podman' podman
 
 apt_updated=
 if [ ${#missing[@]} -gt 0 ]; then

@@ -12,6 +12,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod agent_container;
 mod aggregator;
 mod aggregator_enroll;
 mod aggregator_faults;

@@ -311,7 +311,7 @@ impl Cluster {
 /// factbuoy's image archive, as deploy/build-image.sh builds it from this test binary's
 /// `factbuoy` (without its debug sections: about 130 MB); built on first use, once per test
 /// binary.
-fn factbuoy_archive() -> &'static Path {
+pub fn factbuoy_archive() -> &'static Path {
     static ARCHIVE: OnceLock<PathBuf> = OnceLock::new();
     ARCHIVE.get_or_init(|| {
         let work = image_dir();
