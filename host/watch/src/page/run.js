@@ -49,7 +49,7 @@
   let derived = null;    // what the page draws, worked out once per event
   let receivedAt = 0;    // when it arrived, by this browser's clock
   let events = 0;
-  const samples = [];    // [time, results] for the time-left estimate
+  const samples = [];    // [time, work done] for the time-left estimate
   let page = 0;
 
   document.title = "factbuoy run " + runId;
@@ -64,7 +64,9 @@
     const groups = new Map();
     const problems = [];
     const progress = [];
-    let done = 0, passed = 0, failed = 0;
+    // Results in, and the share of the work a running plugin says it has done: the percent
+    // and the time left move with a slow plugin's progress, not only when results arrive.
+    let done = 0, passed = 0, failed = 0, work = 0;
     for (const p of pairs) {
       if (!perPlugin.has(p.plugin)) {
         plugins.push(p.plugin);
@@ -84,7 +86,8 @@
       else if (o === "running") counts.running++;
       else if (o === "pending") counts.pending++;
       else counts.other++;
-      if (p.result_status) done++;
+      if (p.result_status) { done++; work++; }
+      else if (p.progress && p.progress.total > 0) work += Math.min(1, p.progress.completed / p.progress.total);
       if (p.result_status === "passed") passed++;
       if (p.result_status === "failed") {
         failed++;
@@ -100,7 +103,7 @@
       if (p.status === "running" && p.progress) progress.push(p);
     }
     const failures = [...groups.entries()].sort((a, b) => b[1].length - a[1].length);
-    return { plugins, nodes: [...nodes.values()], perPlugin, failures, problems, progress, done, passed, failed, total: pairs.length };
+    return { plugins, nodes: [...nodes.values()], perPlugin, failures, problems, progress, done, work, passed, failed, total: pairs.length };
   }
 
   // Seconds since `time` (RFC 3339), measured on the server's clock at its last poll and
@@ -122,7 +125,7 @@
   function drawBand() {
     const status = view.status;
     const d = derived;
-    const percent = d.total ? Math.floor((100 * d.done) / d.total) : 100;
+    const percent = d.total ? Math.floor((100 * d.work) / d.total) : 100;
     document.body.dataset.status = status.status;
     document.body.dataset.percent = String(percent);
     const parts = [
@@ -277,7 +280,7 @@
     document.body.dataset.events = String(events);
     if (view.status) {
       derived = derive(view.status);
-      samples.push([receivedAt, derived.done]);
+      samples.push([receivedAt, derived.work]);
       while (samples.length > 2 && samples[0][0] < receivedAt - RATE_WINDOW_MS) samples.shift();
       $("meta").textContent = view.kind + " run";
     }
