@@ -357,6 +357,22 @@ fn the_event_stream_shows_a_run_change_as_it_goes_until_it_ends() {
     assert_eq!(last["retrieve"], format!("factbuoy retrieve {run_id}"));
 }
 
+/// Runs status-browser.mjs on `url` (in `mode`, if any), saving its screenshot to `shot`: what it
+/// saw.
+fn browse(url: &str, shot: &Path, mode: Option<&str>) -> serde_json::Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/all/status-browser.mjs");
+    let output = Command::new("node")
+        .arg("--experimental-websocket")
+        .arg(&script)
+        .arg(url)
+        .arg(shot)
+        .args(mode)
+        .output()
+        .expect("running node");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 /// Set to refresh docs/images/status-live.png, docs/status.md's picture of a live run, with the
 /// screenshot this test takes (left alone otherwise, so that a test run leaves the tree clean).
 const UPDATE_SCREENSHOT: &str = "FACTBUOY_UPDATE_SCREENSHOT";
@@ -372,16 +388,7 @@ fn the_page_shows_a_run_live_in_headless_chromium_without_a_reload_or_a_script_e
     );
     let served = host.serve(&[]);
     let shot = host.dir.path().join("status-live.png");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/all/status-browser.mjs");
-    let output = Command::new("node")
-        .arg("--experimental-websocket")
-        .arg(&script)
-        .arg(&served.url)
-        .arg(&shot)
-        .output()
-        .expect("running node");
-    assert!(output.status.success(), "{}", text(&output.stderr));
-    let seen: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let seen = browse(&served.url, &shot, None);
     assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
     assert_eq!(seen["path"], format!("/runs/{run_id}"), "{seen}");
     // The token left the address bar for the cookie.
@@ -431,4 +438,77 @@ fn the_page_shows_a_run_live_in_headless_chromium_without_a_reload_or_a_script_e
         let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/images/status-live.png");
         std::fs::write(docs, png).unwrap();
     }
+}
+
+/// The nodes of the large run [`a_run_of_5000_nodes_shows_summaries_and_pages_its_node_table`]
+/// makes up.
+const LARGE_RUN_NODES: usize = 5000;
+
+/// A run of 5,000 nodes: the page draws summaries and one page of 200 nodes, pages on, and
+/// filters, without an error. The run is a real one whose final status is then replaced by one
+/// of 5,000 nodes, some failed and some lost, which the server reads as it reads any ended
+/// local run's.
+#[test]
+fn a_run_of_5000_nodes_shows_summaries_and_pages_its_node_table() {
+    let host = Host::new();
+    let (mut run, run_id) = host.start_run(&["--plugin", "hello"]);
+    assert!(run.0.wait().unwrap().success());
+    let final_status = host
+        .dir
+        .path()
+        .join("state/runs")
+        .join(&run_id)
+        .join("final-status.json");
+    let mut document: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&final_status).unwrap()).unwrap();
+    let mut pairs = Vec::new();
+    for n in 0..LARGE_RUN_NODES {
+        for plugin in ["hello", "setup", "host-facts"] {
+            let mut pair = serde_json::json!({
+                "plugin": plugin,
+                "node": format!("node-{n:04}"),
+                "status": "complete",
+                "result_status": "passed",
+                "last_heartbeat": "2026-11-28T18:00:00Z",
+            });
+            if n % 250 == 7 {
+                pair["status"] = "lost".into();
+                pair["result_status"] = "failed".into();
+                pair["error"] = "node-lost: no heartbeat for 60s".into();
+            } else if plugin == "setup" && n % 100 == 3 {
+                pair["result_status"] = "failed".into();
+                pair["error"] = format!("setup failed: reason {}", n % 3).into();
+            }
+            pairs.push(pair);
+        }
+    }
+    document["plugins"] = pairs.into();
+    std::fs::write(&final_status, serde_json::to_vec(&document).unwrap()).unwrap();
+
+    let served = host.serve(&[&run_id]);
+    let shot = host.dir.path().join("large.png");
+    let seen = browse(&served.url, &shot, Some("large"));
+    assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
+    let before = &seen["before"];
+    assert_eq!(before["rows"], 200, "{seen}");
+    assert_eq!(before["pageOf"], "page 1 of 25", "{seen}");
+    assert_eq!(before["title"], "Nodes (5000)", "{seen}");
+    assert_eq!(before["plugins"], 3, "{seen}");
+    // Three reasons setup failed, and the lost nodes' one.
+    assert_eq!(before["groups"], 4, "{seen}");
+    // 20 lost nodes of 3 pairs each: the first 50 listed, the rest counted.
+    assert_eq!(before["problems"], 50, "{seen}");
+    assert!(
+        before["problemsMore"].as_str().unwrap().contains("10 more"),
+        "{seen}"
+    );
+    let after = &seen["after"];
+    assert_eq!(after["pageOf"], "page 2 of 25", "{seen}");
+    assert_eq!(after["firstNode"], "node-0200", "{seen}");
+    // 50 nodes with setup failed and 20 lost.
+    assert_eq!(after["onlyProblems"], "Nodes (70 of 5000)", "{seen}");
+    eprintln!(
+        "a {LARGE_RUN_NODES}-node run's page drew in {} ms",
+        seen["first_draw_ms"]
+    );
 }
