@@ -34,6 +34,3 @@ pub enum Error {
         source: std::io::Error,
     },
 }
-
-/// This crate's results.
-pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -21,11 +21,11 @@ use factbuoy_kubernetes::ClusterRef;
 use factbuoy_operator::StateDir;
 use factbuoy_operator::list;
 
+use crate::Error;
 use crate::access::{Access, Admitted, new_token};
 use crate::api::{API_VERSION, RunList};
-use crate::page;
+use crate::page::{self, Asset};
 use crate::polling::{Latest, Pollers};
-use crate::{Error, Result};
 
 /// How long an idle event stream waits before a comment line keeps it (and proxies) open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -33,7 +33,7 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// How long a connection may take to send a request's head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub(crate) type Body = BoxBody<Bytes, Infallible>;
+type Body = BoxBody<Bytes, Infallible>;
 
 /// What to serve and where.
 #[derive(Debug, Clone)]
@@ -73,7 +73,7 @@ impl Drop for PageServer {
 
 /// Binds `options.listen` and serves there. Only a loopback address is served: the page has no
 /// TLS, so another address would carry the token and the run in clear text.
-pub async fn serve(options: PageOptions) -> Result<PageServer> {
+pub async fn serve(options: PageOptions) -> Result<PageServer, Error> {
     if !options.listen.ip().is_loopback() {
         return Err(Error::NotLoopback(options.listen));
     }
@@ -157,9 +157,9 @@ async fn answer(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
             .header(header::LOCATION, path)
             .body(full(Bytes::new()))
             .expect("a valid response"),
-        (_, [""]) => page::runs(),
-        (_, ["runs", _]) => page::run(),
-        (_, ["assets", name]) => page::asset(name).unwrap_or_else(not_found),
+        (_, [""]) => content(page::RUNS),
+        (_, ["runs", _]) => content(page::RUN),
+        (_, ["assets", name]) => page::asset(name).map_or_else(not_found, content),
         (_, ["api", "v1", "runs"]) => run_list(shared).await,
         (_, ["api", "v1", "runs", run_id]) => run(shared, run_id).await,
         (_, ["api", "v1", "runs", run_id, "events"]) => events(shared, run_id),
@@ -260,17 +260,17 @@ fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into()).boxed()
 }
 
-/// A page or asset of `content_type`.
-pub(crate) fn content(content_type: &'static str, body: &'static str) -> Response<Body> {
+/// A page or an asset.
+fn content(asset: Asset) -> Response<Body> {
     Response::builder()
-        .header(header::CONTENT_TYPE, content_type)
+        .header(header::CONTENT_TYPE, asset.content_type)
         .header(
             header::CONTENT_SECURITY_POLICY,
             // Nothing but this server: no inline script, no other site, no frames (the
             // empty data: icon keeps browsers from asking for /favicon.ico).
             "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
         )
-        .body(full(body))
+        .body(full(asset.body))
         .expect("a valid response")
 }
 
