@@ -176,6 +176,21 @@ impl Served {
     }
 }
 
+/// Where a document of the status API breaks its published schema
+/// (host/watch/schema/status-api.v1.json), one line each.
+fn schema_errors(document: &serde_json::Value) -> Vec<String> {
+    let path = support::workspace().join("host/watch/schema/status-api.v1.json");
+    let schema: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .expect("the schema itself is valid");
+    validator
+        .iter_errors(document)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect()
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -292,8 +307,11 @@ fn without_the_token_or_from_another_host_or_origin_a_request_gets_403_and_no_da
     let view: serde_json::Value = serde_json::from_str(&by_cookie.body).unwrap();
     assert_eq!(view["api_version"], "factbuoy.status/v1");
     assert_eq!(view["run_id"], run_id.as_str());
+    assert_eq!(schema_errors(&view), Vec::<String>::new(), "{view}");
     let list = served.get("/api/v1/runs", &[("Cookie", &cookie(&token))]);
-    assert!(list.body.contains(&run_id), "{}", list.body);
+    let list: serde_json::Value = serde_json::from_str(&list.body).unwrap();
+    assert_eq!(list["runs"][0]["run_id"], run_id.as_str(), "{list}");
+    assert_eq!(schema_errors(&list), Vec::<String>::new(), "{list}");
 
     // The page server has no TLS: it will not listen where others could read it.
     let refused = host
@@ -321,8 +339,8 @@ fn the_event_stream_shows_a_run_change_as_it_goes_until_it_ends() {
     let views = served.events(&run_id, Duration::from_secs(120));
     assert!(views.len() >= 3, "{views:?}");
     for view in &views {
-        assert_eq!(view["api_version"], "factbuoy.status/v1", "{view}");
         assert_eq!(view["run_id"], run_id.as_str());
+        assert_eq!(schema_errors(view), Vec::<String>::new(), "{view}");
     }
     // Each event differs from the one before: the stream says what changed, not that time passed.
     for two in views.windows(2) {

@@ -22,7 +22,7 @@ pub struct StatusArgs {
     /// Serve the status live to a browser on this host, at the URL printed (with its token), until Ctrl-C: the run's page, and every run of this machine.
     #[arg(long, conflicts_with = "run_dir")]
     web: bool,
-    /// With --web: the loopback address to serve on [default: 127.0.0.1, a free port].
+    /// With --web: the loopback address to serve on; port 0 picks a free one.
     #[arg(
         long,
         value_name = "ADDR",
