@@ -192,3 +192,66 @@ fn kind(record: &RunRecord) -> &'static str {
         RunRecord::Fleet(_) => "fleet",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use factbuoy_protocol::types::{RunStatus, StatusDocument, TarInfo};
+
+    use super::*;
+
+    fn document(status: RunStatus) -> StatusDocument {
+        StatusDocument {
+            run_id: "0a1b2c3d4e5f".to_owned(),
+            status,
+            plugins: Vec::new(),
+            tar_info: None,
+            error: None,
+        }
+    }
+
+    fn publish_answer(
+        sender: &watch::Sender<Option<Arc<RunView>>>,
+        answer: Result<StatusDocument, String>,
+    ) -> bool {
+        let dir = Some(std::path::PathBuf::from("/bundles"));
+        publish(sender, |last| {
+            view("0a1b2c3d4e5f", "local", last, answer, dir)
+        })
+    }
+
+    #[test]
+    fn only_a_changed_run_is_published_and_a_failed_poll_keeps_the_last_document() {
+        let (sender, mut latest) = watch::channel(None);
+        assert!(!publish_answer(&sender, Ok(document(RunStatus::Running))));
+        assert!(latest.has_changed().unwrap());
+        latest.borrow_and_update();
+        // The same document a poll later: the time alone is no event.
+        publish_answer(&sender, Ok(document(RunStatus::Running)));
+        assert!(!latest.has_changed().unwrap());
+        // A poll that fails is said, with the last document, and does not end the run.
+        assert!(!publish_answer(
+            &sender,
+            Err("connection refused".to_owned())
+        ));
+        let failed = latest.borrow_and_update().clone().unwrap();
+        assert_eq!(failed.poll_error.as_deref(), Some("connection refused"));
+        assert_eq!(failed.status, Some(document(RunStatus::Running)));
+        assert!(!failed.ended);
+        // The end, with its bundle where a local run wrote it.
+        let mut complete = document(RunStatus::Complete);
+        complete.tar_info = Some(TarInfo {
+            name: "20261128_factbuoy_0a1b2c3d4e5f.tar.gz".to_owned(),
+            created: "2026-11-28T18:00:00Z".to_owned(),
+            sha256: "0".repeat(64),
+            size: 10,
+        });
+        assert!(publish_answer(&sender, Ok(complete)));
+        let ended = latest.borrow_and_update().clone().unwrap();
+        assert!(ended.ended && ended.poll_error.is_none());
+        assert_eq!(
+            ended.bundle_path.as_deref(),
+            Some("/bundles/20261128_factbuoy_0a1b2c3d4e5f.tar.gz")
+        );
+        assert_eq!(ended.retrieve, "factbuoy retrieve 0a1b2c3d4e5f");
+    }
+}
