@@ -8,7 +8,7 @@
 // document it loaded (same_document: a marker set at the start survived), each percent and
 // each progress text it showed, the first failure it showed while the run was running and which
 // section was at the top then, the first estimate of the time left, the final status and
-// bundle text, and every error the page threw
+// bundle text, the run's row in the list of runs its "all runs" link opens, and every error the page threw
 // or logged (scripts, the Content-Security-Policy, failed loads). SHOT is a screenshot taken
 // while the run was live, a failure, a progress and an estimate shown.
 //
@@ -154,6 +154,14 @@ try {
       writeFileSync(shot, Buffer.from(data, "base64"));
     }
     const where = await evaluate("({ href: location.href, path: location.pathname, same: window.factbuoyMarker === 'loaded once', navigations: performance.getEntriesByType('navigation').length })");
+    // The list of runs, one click away, with the cookie alone.
+    const listed = new Promise((r) => listeners.push((m) => { if (m.method === "Page.loadEventFired") r(); }));
+    await evaluate("document.querySelector('header a').click()");
+    await listed;
+    const runsRow = await evaluate(`(async () => {
+      while (document.querySelectorAll("#runs tr").length < 2) await new Promise((r) => setTimeout(r, 20));
+      return document.querySelector("#runs tr:nth-child(2)").textContent;
+    })()`);
     console.log(JSON.stringify({
       href: where.href,
       path: where.path,
@@ -166,6 +174,7 @@ try {
       estimate,
       final_status: seen.status,
       bundle: seen.bundle,
+      runs_row: runsRow,
       errors,
     }));
   }

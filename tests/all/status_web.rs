@@ -448,6 +448,12 @@ fn the_page_shows_a_run_live_in_headless_chromium_without_a_reload_or_a_script_e
         bundle.contains(&format!("_factbuoy_{run_id}.tar.gz")),
         "{seen}"
     );
+    // The list of runs, one click away: the run, its state as `factbuoy runs` says it.
+    let row = seen["runs_row"].as_str().unwrap();
+    assert!(
+        row.contains(&run_id) && row.contains("complete, 1 failed"),
+        "{seen}"
+    );
 
     // The docs' screenshot, taken above while the run was live.
     let png = std::fs::read(&shot).unwrap();
