@@ -330,7 +330,7 @@ fn without_the_token_or_from_another_host_or_origin_a_request_gets_403_and_no_da
 fn the_event_stream_shows_a_run_change_as_it_goes_until_it_ends() {
     let host = Host::new();
     let (_run, run_id) = host.start_run(
-        &slow_run_with_a_failure(12)
+        &slow_run_with_a_failure(20)
             .iter()
             .map(String::as_str)
             .collect::<Vec<_>>(),
