@@ -46,3 +46,4 @@ mod plugin_authoring_python;
 mod registry;
 mod setup_plugin;
 mod setup_programs;
+mod status_web;

@@ -1,4 +1,7 @@
-//! `factbuoy status`: a run's status, the current run's or the one named, of any kind.
+//! `factbuoy status`: a run's status, the current run's or the one named, of any kind; with
+//! `--web`, the same live in a browser (factbuoy-watch).
+
+use std::net::SocketAddr;
 
 use clap::Args;
 use factbuoy_operator::follow::Source;
@@ -11,15 +14,29 @@ use crate::output::{ExitStatus, Format, emit, emit_document};
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  factbuoy status\n  factbuoy status 3f2a9c01d4e7 -o json\n  factbuoy status --run-dir ./my-run"
+    after_help = "Examples:\n  factbuoy status\n  factbuoy status 3f2a9c01d4e7 -o json\n  factbuoy status --run-dir ./my-run\n  factbuoy status --web                       # live in a browser, at the URL it prints\n  factbuoy status --web --listen 127.0.0.1:8765"
 )]
 pub struct StatusArgs {
     #[command(flatten)]
     run: WhichRunArgs,
+    /// Serve the status live to a browser on this host, at the URL printed (with its token), until Ctrl-C: the run's page, and every run of this machine.
+    #[arg(long, conflicts_with = "run_dir")]
+    web: bool,
+    /// With --web: the loopback address to serve on; port 0 picks a free one.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        requires = "web",
+        default_value = "127.0.0.1:0"
+    )]
+    listen: SocketAddr,
 }
 
 pub async fn status(args: StatusArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let state = StateDir::from_env()?;
+    if args.web {
+        return web(args, state, format).await;
+    }
     let which = args.run.which();
     let record = state.locate(&which)?;
     if matches!(which, WhichRun::Current) {
@@ -31,6 +48,35 @@ pub async fn status(args: StatusArgs, format: Format) -> anyhow::Result<ExitStat
         Format::Table => emit(&summary::text(&document, source.bundle_dir().as_deref())),
         machine => emit_document(&document, machine),
     }
+    Ok(ExitStatus::Success)
+}
+
+/// `status --web`: serves until Ctrl-C, having printed the URL of the run named (the current
+/// one without a run id), or of the list of runs when there is no current run.
+async fn web(args: StatusArgs, state: StateDir, format: Format) -> anyhow::Result<ExitStatus> {
+    let which = args.run.which();
+    let path = match state.locate(&which) {
+        Ok(record) => format!("/runs/{}", record.run_id()),
+        Err(_) if matches!(which, WhichRun::Current) => "/".to_owned(),
+        Err(e) => return Err(e.into()),
+    };
+    let server = factbuoy_watch::serve(factbuoy_watch::PageOptions {
+        listen: args.listen,
+        state,
+        cluster: args.run.cluster.cluster(),
+    })
+    .await?;
+    let url = server.url(&path);
+    match format {
+        Format::Table => emit(&url),
+        machine => emit_document(&serde_json::json!({ "url": url }), machine),
+    }
+    eprintln!(
+        "serving the status page on {}; Ctrl-C stops it",
+        server.address()
+    );
+    let signal = crate::signals::interrupted().await;
+    tracing::debug!("{signal}: the status page stops");
     Ok(ExitStatus::Success)
 }
 

@@ -24,7 +24,7 @@ impl Gatherer for Hostile {
         .param(Param::string("mode").required().describe(
             "well-behaved | nothing | loop | alloc | recurse | recurse-shadow | flood | panic | fail | read | list | \
                  write | connect | host-info | host-root | read-link | hostfs-read | stdout-flood | \
-                 log-flood | huge-chunk | stream | bad-name | udp | resolve | process | fs-proc | fs-read | fs-usage | \
+                 log-flood | huge-chunk | stream | progress | bad-name | udp | resolve | process | fs-proc | fs-read | fs-usage | \
                  budget-… (see budget_modes.rs)",
         ))
         .param(
@@ -93,6 +93,17 @@ impl Gatherer for Hostile {
                     std::thread::sleep(std::time::Duration::from_millis(10));
                 }
                 Ok(())
+            }
+            // Reports step i of `count`, one every 300 ms, then succeeds: a slow plugin whose
+            // progress a watcher sees change (tests/all/status_web.rs).
+            "progress" => {
+                let count = params.integer("count")?.max(1) as u64;
+                for step in 0..count {
+                    progress::report(step, count, &format!("step {} of {count}", step + 1));
+                    std::thread::sleep(std::time::Duration::from_millis(300));
+                }
+                progress::report(count, count, "done");
+                output::write_json("probe.json", &serde_json::json!({"steps": count}))
             }
             "stdout-flood" => {
                 let line = "y".repeat(1023);

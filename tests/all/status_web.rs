@@ -1,0 +1,538 @@
+//! `factbuoy status --web` with the real binary and a real local run: who gets 403 (no token, a
+//! wrong one, another Host or Origin) and that they get no data; the status API's event stream
+//! read over HTTP by a client that is not the page; and the page itself in headless Chromium
+//! (status-browser.mjs), showing a run with a slow plugin change without a reload.
+
+use crate::support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A private state directory, where runs are started and the page server reads them.
+struct Host {
+    dir: tempfile::TempDir,
+}
+
+impl Host {
+    fn new() -> Self {
+        Host {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = support::factbuoy();
+        command
+            .env("FACTBUOY_STATE_DIR", self.dir.path().join("state"))
+            .args(args);
+        command
+    }
+
+    /// Starts `factbuoy run --node this-host ARGS` in the background and waits for its id.
+    fn start_run(&self, args: &[&str]) -> (Killed, String) {
+        let run = self
+            .command(&["run", "--node", "this-host", "--out"])
+            .arg(self.dir.path().join("out"))
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let give_up = Instant::now() + Duration::from_secs(60);
+        let current = self.dir.path().join("state/current-run.json");
+        while !current.exists() {
+            assert!(Instant::now() < give_up, "waited a minute for the run");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let status = self.command(&["status", "-o", "json"]).output().unwrap();
+        assert!(status.status.success(), "{}", text(&status.stderr));
+        let document: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+        (Killed(run), document["run_id"].as_str().unwrap().to_owned())
+    }
+
+    /// Starts `factbuoy status --web ARGS` and reads the URL it prints.
+    fn serve(&self, args: &[&str]) -> Served {
+        let mut child = self
+            .command(&["status", "--web"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line.trim().to_owned();
+        let rest = url.strip_prefix("http://").expect(&url);
+        let (authority, rest) = rest.split_once('/').unwrap();
+        let (path, token) = rest.split_once("?token=").unwrap();
+        Served {
+            _child: Killed(child),
+            url: url.clone(),
+            authority: authority.to_owned(),
+            path: format!("/{path}"),
+            token: token.to_owned(),
+        }
+    }
+}
+
+/// A child process killed when the test ends, passed or not.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A running `status --web`.
+struct Served {
+    _child: Killed,
+    url: String,
+    /// `127.0.0.1:PORT`.
+    authority: String,
+    /// The path the URL opens.
+    path: String,
+    token: String,
+}
+
+/// An answer: its status, head and body.
+struct Answer {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Served {
+    /// `GET path` with `Host: host` and the extra `headers`, over a connection of its own.
+    fn get_as(&self, host: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
+        let mut stream = TcpStream::connect(&self.authority).unwrap();
+        let mut request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str("\r\n");
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        Answer {
+            status: head[9..12].parse().unwrap(),
+            head: head.to_owned(),
+            body: body.to_owned(),
+        }
+    }
+
+    fn get(&self, path: &str, headers: &[(&str, &str)]) -> Answer {
+        self.get_as(&self.authority.clone(), path, headers)
+    }
+
+    /// The `status` events of `/api/v1/runs/{id}/events`, until the stream ends (the run did)
+    /// or `give_up` passes. HTTP/1.0, so the stream comes unchunked and ends with the
+    /// connection.
+    fn events(&self, run_id: &str, give_up: Duration) -> Vec<serde_json::Value> {
+        let mut stream = TcpStream::connect(&self.authority).unwrap();
+        stream.set_read_timeout(Some(give_up)).unwrap();
+        write!(
+            stream,
+            "GET /api/v1/runs/{run_id}/events HTTP/1.0\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\r\n",
+            self.authority, self.token
+        )
+        .unwrap();
+        let mut lines = BufReader::new(stream).lines();
+        let status = lines.next().unwrap().unwrap();
+        assert!(status.contains(" 200 "), "{status}");
+        let mut head = Vec::new();
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            if line.is_empty() {
+                break;
+            }
+            head.push(line.to_ascii_lowercase());
+        }
+        assert!(
+            head.contains(&"content-type: text/event-stream".to_owned()),
+            "{head:?}"
+        );
+        let deadline = Instant::now() + give_up;
+        let mut events = Vec::new();
+        let mut kind = String::new();
+        for line in lines {
+            let Ok(line) = line else { break };
+            if let Some(name) = line.strip_prefix("event: ") {
+                kind = name.to_owned();
+            } else if let Some(data) = line.strip_prefix("data: ") {
+                assert_eq!(kind, "status");
+                events.push(serde_json::from_str(data).unwrap());
+            }
+            assert!(Instant::now() < deadline, "the stream did not end");
+        }
+        events
+    }
+}
+
+/// Where a document of the status API breaks its published schema
+/// (host/watch/schema/status-api.v1.json), one line each.
+fn schema_errors(document: &serde_json::Value) -> Vec<String> {
+    let path = support::workspace().join("host/watch/schema/status-api.v1.json");
+    let schema: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .expect("the schema itself is valid");
+    validator
+        .iter_errors(document)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The pair of `plugin` in a view's status document.
+fn pair<'a>(view: &'a serde_json::Value, plugin: &str) -> &'a serde_json::Value {
+    view["status"]["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["plugin"] == plugin)
+        .unwrap_or_else(|| panic!("no {plugin} in {view}"))
+}
+
+/// The arguments of a run that goes on for a few seconds, reporting progress as it goes
+/// (hostile's progress mode: `steps` steps of 300 ms), with setup failing at once beside it.
+fn slow_run_with_a_failure(steps: u32) -> Vec<String> {
+    let hostile = support::fixture("hostile").to_str().unwrap().to_owned();
+    [
+        "--plugin",
+        &hostile,
+        "-p",
+        "hostile:mode=progress",
+        "-p",
+        &format!("hostile:count={steps}"),
+        "--plugin",
+        "setup",
+        "-p",
+        "setup:gather_subset=bogus",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+#[test]
+fn without_the_token_or_from_another_host_or_origin_a_request_gets_403_and_no_data() {
+    let host = Host::new();
+    let (_run, run_id) = host.start_run(&["--plugin", "hello"]);
+    let served = host.serve(&[]);
+    assert_eq!(served.path, format!("/runs/{run_id}"), "{}", served.url);
+    let token = served.token.clone();
+    let wrong = "0".repeat(token.len());
+    let cookie = |token: &str| {
+        let port = served.authority.rsplit(':').next().unwrap().to_owned();
+        format!("factbuoy-status-{port}={token}")
+    };
+    let run = format!("/api/v1/runs/{run_id}");
+    let events = format!("/api/v1/runs/{run_id}/events");
+    let refused = [
+        ("no token", served.get(&run, &[])),
+        ("no token, events", served.get(&events, &[])),
+        ("no token, page", served.get(&served.path, &[])),
+        ("no token, list", served.get("/api/v1/runs", &[])),
+        (
+            "a wrong token",
+            served.get(&format!("{run}?token={wrong}"), &[]),
+        ),
+        (
+            "a wrong cookie",
+            served.get(&run, &[("Cookie", &cookie(&wrong))]),
+        ),
+        (
+            "a wrong bearer",
+            served.get(&run, &[("Authorization", &format!("Bearer {wrong}"))]),
+        ),
+        (
+            "another Host",
+            served.get_as("evil.example", &format!("{run}?token={token}"), &[]),
+        ),
+        (
+            "another Origin",
+            served.get(
+                &format!("{run}?token={token}"),
+                &[("Origin", "http://evil.example")],
+            ),
+        ),
+    ];
+    for (what, answer) in refused {
+        assert_eq!(answer.status, 403, "{what}: {}", answer.head);
+        assert!(
+            answer.body.starts_with("forbidden: "),
+            "{what}: {}",
+            answer.body
+        );
+        assert!(!answer.body.contains(&run_id), "{what}: {}", answer.body);
+        assert!(
+            !answer.head.contains("set-cookie"),
+            "{what}: {}",
+            answer.head
+        );
+    }
+
+    // The token in the URL: the page sets the cookie and drops the token from the address.
+    let opened = served.get(&format!("{}?token={token}", served.path), &[]);
+    assert_eq!(opened.status, 303, "{}", opened.head);
+    assert!(opened.head.contains(&format!("location: {}", served.path)));
+    let set = opened
+        .head
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .expect(&opened.head);
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
+    let by_cookie = served.get(
+        &run,
+        &[
+            ("Cookie", &cookie(&token)),
+            ("Origin", &format!("http://{}", served.authority)),
+        ],
+    );
+    assert_eq!(by_cookie.status, 200, "{}", by_cookie.body);
+    let view: serde_json::Value = serde_json::from_str(&by_cookie.body).unwrap();
+    assert_eq!(view["api_version"], "factbuoy.status/v1");
+    assert_eq!(view["run_id"], run_id.as_str());
+    assert_eq!(schema_errors(&view), Vec::<String>::new(), "{view}");
+    let list = served.get("/api/v1/runs", &[("Cookie", &cookie(&token))]);
+    let list: serde_json::Value = serde_json::from_str(&list.body).unwrap();
+    assert_eq!(list["runs"][0]["run_id"], run_id.as_str(), "{list}");
+    assert_eq!(schema_errors(&list), Vec::<String>::new(), "{list}");
+
+    // The page server has no TLS: it will not listen where others could read it.
+    let refused = host
+        .command(&["status", "--web", "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("0.0.0.0:0 is not a loopback address"),
+        "{}",
+        text(&refused.stderr)
+    );
+}
+
+#[test]
+fn the_event_stream_shows_a_run_change_as_it_goes_until_it_ends() {
+    let host = Host::new();
+    let (_run, run_id) = host.start_run(
+        &slow_run_with_a_failure(20)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    let served = host.serve(&[&run_id]);
+    let views = served.events(&run_id, Duration::from_secs(120));
+    assert!(views.len() >= 3, "{views:?}");
+    for view in &views {
+        assert_eq!(view["run_id"], run_id.as_str());
+        assert_eq!(schema_errors(view), Vec::<String>::new(), "{view}");
+    }
+    // Each event differs from the one before: the stream says what changed, not that time passed.
+    for two in views.windows(2) {
+        assert_ne!(two[0]["status"], two[1]["status"], "{two:?}");
+    }
+    // The slow plugin's progress moves while the run goes on, event by event.
+    let steps: Vec<u64> = views
+        .iter()
+        .filter(|v| v["status"]["status"] == "running")
+        .filter_map(|v| pair(v, "hostile")["progress"]["completed"].as_u64())
+        .collect();
+    assert!(
+        steps.windows(2).all(|w| w[0] <= w[1]) && steps.first() < steps.last(),
+        "{steps:?}"
+    );
+    // setup's failure is told while the run is still going.
+    assert!(
+        views.iter().any(|v| v["status"]["status"] == "running"
+            && pair(v, "setup")["result_status"] == "failed"
+            && pair(v, "hostile")["result_status"].is_null()),
+        "{views:?}"
+    );
+    // The last event is the end, with the bundle.
+    let last = views.last().unwrap();
+    assert_eq!(last["ended"], true, "{last}");
+    assert_eq!(last["status"]["status"], "complete", "{last}");
+    assert_eq!(pair(last, "hostile")["result_status"], "passed", "{last}");
+    let tar = &last["status"]["tar_info"];
+    assert!(tar["sha256"].as_str().unwrap().len() == 64, "{last}");
+    let path = PathBuf::from(last["bundle_path"].as_str().unwrap());
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), tar["size"]);
+    assert_eq!(last["retrieve"], format!("factbuoy retrieve {run_id}"));
+}
+
+/// Runs status-browser.mjs on `url` (in `mode`, if any), saving its screenshot to `shot`: what it
+/// saw.
+fn browse(url: &str, shot: &Path, mode: Option<&str>) -> serde_json::Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/all/status-browser.mjs");
+    let output = Command::new("node")
+        .arg("--experimental-websocket")
+        .arg(&script)
+        .arg(url)
+        .arg(shot)
+        .args(mode)
+        .output()
+        .expect("running node");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// Set to refresh docs/images/status-live.png, docs/status.md's picture of a live run, with the
+/// screenshot this test takes (left alone otherwise, so that a test run leaves the tree clean).
+const UPDATE_SCREENSHOT: &str = "FACTBUOY_UPDATE_SCREENSHOT";
+
+#[test]
+fn the_page_shows_a_run_live_in_headless_chromium_without_a_reload_or_a_script_error() {
+    let host = Host::new();
+    let (_run, run_id) = host.start_run(
+        &slow_run_with_a_failure(30)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    let served = host.serve(&[]);
+    let shot = host.dir.path().join("status-live.png");
+    let seen = browse(&served.url, &shot, None);
+    assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
+    assert_eq!(seen["path"], format!("/runs/{run_id}"), "{seen}");
+    // The token left the address bar for the cookie.
+    assert!(!seen["href"].as_str().unwrap().contains("token"), "{seen}");
+    // The page changed while the run went on, in the one document it loaded.
+    assert_eq!(seen["same_document"], true, "{seen}");
+    assert_eq!(seen["navigations"], 1, "{seen}");
+    let percents: Vec<u64> = seen["percents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap())
+        .collect();
+    assert!(
+        percents.len() >= 2 && percents[0] < *percents.last().unwrap(),
+        "{seen}"
+    );
+    let estimate = seen["estimate"].as_str().unwrap_or_default();
+    assert!(
+        estimate.starts_with("about ") && estimate.ends_with(" left"),
+        "{seen}"
+    );
+    let progress = seen["progress_texts"].as_array().unwrap();
+    assert!(progress.len() >= 2, "{seen}");
+    // setup's failure, at the top, while the run still ran.
+    assert_eq!(seen["failure_while_running"]["status"], "running", "{seen}");
+    let failure = seen["failure_while_running"]["text"].as_str().unwrap();
+    assert!(failure.contains("Bad subset 'bogus'"), "{seen}");
+    assert!(failure.contains("setup on this-host"), "{seen}");
+    assert_eq!(seen["first_section"], "failures", "{seen}");
+    // At its end: the bundle and how to retrieve it.
+    assert_eq!(seen["final_status"], "complete", "{seen}");
+    let bundle = seen["bundle"].as_str().unwrap();
+    assert!(
+        bundle.contains(&format!("factbuoy retrieve {run_id}")),
+        "{seen}"
+    );
+    assert!(
+        bundle.contains(&format!("_factbuoy_{run_id}.tar.gz")),
+        "{seen}"
+    );
+    // The list of runs, one click away: the run, its state as `factbuoy runs` says it.
+    let row = seen["runs_row"].as_str().unwrap();
+    assert!(
+        row.contains(&run_id) && row.contains("complete, 1 failed"),
+        "{seen}"
+    );
+
+    // The docs' screenshot, taken above while the run was live.
+    let png = std::fs::read(&shot).unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a screenshot");
+    if std::env::var_os(UPDATE_SCREENSHOT).is_some() {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/images/status-live.png");
+        std::fs::write(docs, png).unwrap();
+    }
+}
+
+/// The nodes of the large run [`a_run_of_5000_nodes_shows_summaries_and_pages_its_node_table`]
+/// makes up.
+const LARGE_RUN_NODES: usize = 5000;
+
+/// A run of 5,000 nodes: the page draws summaries and one page of 200 nodes, pages on, and
+/// filters, without an error. The run is a real one whose final status is then replaced by one
+/// of 5,000 nodes, some failed and some lost, which the server reads as it reads any ended
+/// local run's.
+#[test]
+fn a_run_of_5000_nodes_shows_summaries_and_pages_its_node_table() {
+    let host = Host::new();
+    let (mut run, run_id) = host.start_run(&["--plugin", "hello"]);
+    assert!(run.0.wait().unwrap().success());
+    let final_status = host
+        .dir
+        .path()
+        .join("state/runs")
+        .join(&run_id)
+        .join("final-status.json");
+    let mut document: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&final_status).unwrap()).unwrap();
+    let mut pairs = Vec::new();
+    for n in 0..LARGE_RUN_NODES {
+        for plugin in ["hello", "setup", "host-facts"] {
+            let mut pair = serde_json::json!({
+                "plugin": plugin,
+                "node": format!("node-{n:04}"),
+                "status": "complete",
+                "result_status": "passed",
+                "last_heartbeat": "2026-11-28T18:00:00Z",
+            });
+            if n % 250 == 7 {
+                pair["status"] = "lost".into();
+                pair["result_status"] = "failed".into();
+                pair["error"] = "node-lost: no heartbeat for 60s".into();
+            } else if plugin == "setup" && n % 100 == 3 {
+                pair["result_status"] = "failed".into();
+                pair["error"] = format!("setup failed: reason {}", n % 3).into();
+            }
+            pairs.push(pair);
+        }
+    }
+    document["plugins"] = pairs.into();
+    std::fs::write(&final_status, serde_json::to_vec(&document).unwrap()).unwrap();
+
+    let served = host.serve(&[&run_id]);
+    let shot = host.dir.path().join("large.png");
+    let seen = browse(&served.url, &shot, Some("large"));
+    assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
+    let before = &seen["before"];
+    assert_eq!(before["rows"], 200, "{seen}");
+    assert_eq!(before["pageOf"], "page 1 of 25", "{seen}");
+    assert_eq!(before["title"], "Nodes (5000)", "{seen}");
+    assert_eq!(before["plugins"], 3, "{seen}");
+    // Three reasons setup failed, and the lost nodes' one.
+    assert_eq!(before["groups"], 4, "{seen}");
+    // 20 lost nodes of 3 pairs each: the first 50 listed, the rest counted.
+    assert_eq!(before["problems"], 50, "{seen}");
+    assert!(
+        before["problemsMore"].as_str().unwrap().contains("10 more"),
+        "{seen}"
+    );
+    let after = &seen["after"];
+    assert_eq!(after["pageOf"], "page 2 of 25", "{seen}");
+    assert_eq!(after["firstNode"], "node-0200", "{seen}");
+    // 50 nodes with setup failed and 20 lost.
+    assert_eq!(after["onlyProblems"], "Nodes (70 of 5000)", "{seen}");
+    eprintln!(
+        "a {LARGE_RUN_NODES}-node run's page drew in {} ms",
+        seen["first_draw_ms"]
+    );
+}
