@@ -5,140 +5,45 @@
 //! for what differs by design: the list the Kubernetes conformance test holds its three ways to
 //! ([`BY_DESIGN`](crate::support::conformance::BY_DESIGN)).
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 
 use crate::support::conformance::{by_design_lines, deterministic, differences};
 use crate::support::kube_runs::Bundle;
 use crate::support::loopback_fleet::{LoopbackFleet, text};
-use crate::support::{kube, workspace};
-
-const UNIT: &str = "deploy/podman/factbuoy-agent-container.service";
-
-/// `podman ARGS`. This machine's root may not raise resource limits (no CAP_SYS_RESOURCE), so
-/// Podman is told to set none and containers keep the host's: the `containers.conf` in
-/// `config`.
-fn podman(config: &Path, args: &[&str]) -> Output {
-    Command::new("podman")
-        .env("CONTAINERS_CONF", config)
-        .args(args)
-        .output()
-        .expect("running podman (apt-get install podman)")
-}
-
-/// The arguments of `podman run` in the unit's ExecStart, from `--rm` to the image (which its
-/// environment file names): the same container the unit starts.
-fn unit_run_options() -> Vec<String> {
-    let unit = std::fs::read_to_string(workspace().join(UNIT)).unwrap();
-    let exec = unit
-        .split("ExecStart=/usr/bin/podman run ")
-        .nth(1)
-        .expect("the unit's ExecStart runs podman")
-        .replace("\\\n", " ");
-    let exec = exec.lines().next().unwrap();
-    let options = exec
-        .split(" ${FACTBUOY_IMAGE}")
-        .next()
-        .expect("the unit runs ${FACTBUOY_IMAGE}");
-    shlex::split(options).unwrap()
-}
+use crate::support::podman::{self, Podman};
+use crate::support::workspace;
 
 #[test]
 fn an_agent_in_a_podman_container_gathers_what_an_agent_by_hand_does() {
     let fleet = LoopbackFleet::start();
     let work = fleet.path("container");
-    std::fs::create_dir_all(work.join("state")).unwrap();
-    std::fs::create_dir_all(work.join("cache")).unwrap();
-    let config = work.join("containers.conf");
-    std::fs::write(&config, "[containers]\ndefault_ulimits = []\n").unwrap();
-    let loaded = podman(
-        &config,
-        &[
-            "load",
-            "-q",
-            "-i",
-            kube::factbuoy_archive().to_str().unwrap(),
-        ],
-    );
-    assert!(loaded.status.success(), "{}", text(&loaded.stderr));
-    let image = kube::FACTBUOY_IMAGE;
+    let (state, cache) = (work.join("state"), work.join("cache"));
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::create_dir_all(&cache).unwrap();
+    let podman = Podman::new();
+    let image = podman.load_factbuoy_image();
 
     let token = fleet.succeed(&["fleet", "token", "create", "-o", "json"]);
     let token: Value = serde_json::from_slice(&token.stdout).unwrap();
-    let state = format!("{}:/var/lib/factbuoy-agent", work.join("state").display());
-    let joined = podman(
-        &config,
-        &[
-            "run",
-            "--rm",
-            "--network",
-            "host",
-            "--uts",
-            "host",
-            "-v",
-            &state,
-            image,
-            "agent",
-            "join",
-            &fleet.address,
-            "--node",
-            "container-1",
-            "--token",
-            token["token"].as_str().unwrap(),
-            "--ca-pin",
-            token["ca_pin"].as_str().unwrap(),
-            "--state-dir",
-            "/var/lib/factbuoy-agent",
-        ],
-    );
-    assert!(joined.status.success(), "{}", text(&joined.stderr));
-    // What the unit's ExecStart waits for (ConditionPathExists=).
-    let condition = std::fs::read_to_string(workspace().join(UNIT))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("ConditionPathExists=/var/lib/factbuoy-agent/"))
-        .map(str::to_owned)
-        .expect("the unit waits for the enrollment");
-    assert!(work.join("state").join(&condition).exists(), "{condition}");
-
-    // The unit's container, with this test's directories for its state and cache, and a name
-    // of its own.
-    let name = format!("factbuoy-agent-test-{}", std::process::id());
-    let mut options = unit_run_options();
-    for option in options.iter_mut() {
-        *option = option
-            .replace(
-                "/var/lib/factbuoy-agent:",
-                &format!("{}:", work.join("state").display()),
-            )
-            .replace(
-                "/var/cache/factbuoy-agent:",
-                &format!("{}:", work.join("cache").display()),
-            );
-        if *option == "factbuoy-agent" {
-            *option = name.clone();
-        }
-    }
-    // systemd's notification socket is the unit's; here the container runs detached.
-    options.retain(|o| !o.starts_with("--sdnotify") && !o.starts_with("--cgroups"));
-    options.retain(|o| o != "--log-driver=journald");
-    let mut run: Vec<&str> = vec!["run", "-d"];
-    run.extend(options.iter().map(String::as_str));
-    run.extend([
+    let joined = podman.run(&podman::join_args(
         image,
-        "agent",
-        "serve",
-        "--state-dir",
-        "/var/lib/factbuoy-agent",
-        "--root",
-        "/host",
-    ]);
-    let started = podman(&config, &run);
+        &state,
+        &fleet.address,
+        "container-1",
+        &token,
+    ));
+    assert!(joined.status.success(), "{}", text(&joined.stderr));
+    // What the unit's ExecStart waits for.
+    let condition = podman::unit_condition();
+    assert!(state.join(&condition).exists(), "{}", condition.display());
+
+    let name = format!("factbuoy-agent-test-{}", std::process::id());
+    let started = podman.run(&podman::serve_args(image, &name, &state, &cache));
     let _container = Container {
-        config: config.clone(),
-        name: name.clone(),
+        podman: &podman,
+        name: &name,
     };
     assert!(started.status.success(), "{}", text(&started.stderr));
 
@@ -149,7 +54,7 @@ fn an_agent_in_a_podman_container_gathers_what_an_agent_by_hand_does() {
             .path("out")
             .join(status["tar_info"]["name"].as_str().unwrap()),
     );
-    let logs = podman(&config, &["logs", &name]);
+    let logs = podman.run(&["logs".into(), name.clone()]);
     let documents = |node: &str| {
         [
             bundle.json(&format!(
@@ -190,14 +95,14 @@ fn an_agent_in_a_podman_container_gathers_what_an_agent_by_hand_does() {
 }
 
 /// Removes the container when dropped.
-struct Container {
-    config: std::path::PathBuf,
-    name: String,
+struct Container<'a> {
+    podman: &'a Podman,
+    name: &'a str,
 }
 
-impl Drop for Container {
+impl Drop for Container<'_> {
     fn drop(&mut self) {
-        podman(&self.config, &["rm", "-f", "-t", "1", &self.name]);
+        self.podman.remove(self.name);
     }
 }
 
@@ -205,7 +110,7 @@ impl Drop for Container {
 fn the_container_unit_verifies() {
     let dir = tempfile::tempdir().unwrap();
     let unit = dir.path().join("factbuoy-agent-container.service");
-    std::fs::copy(workspace().join(UNIT), &unit).unwrap();
+    std::fs::copy(workspace().join(podman::UNIT), &unit).unwrap();
     let verify = Command::new("systemd-analyze")
         .arg("verify")
         .arg(&unit)

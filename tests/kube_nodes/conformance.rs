@@ -1,10 +1,11 @@
 //! The same plugin gives the same facts everywhere (docs/kubernetes.md, "The same facts
 //! everywhere"): on the real test cluster (tests/kube/: v1.20.2, each node with its own network,
-//! UTS, mount and PID namespaces), `setup` and `host-facts` describe a node three ways, from an
+//! UTS, mount and PID namespaces), `setup` and `host-facts` describe a node four ways, from an
 //! agent pod of `factbuoy run --kubernetes`, from `factbuoy plugin run` started on the node
-//! (`cluster.sh node-exec`), and from a fleet agent on the node, and every deterministic fact is
-//! identical but for [`BY_DESIGN`](crate::support::conformance::BY_DESIGN). The hostile fixture plugin is stopped the same way in all
-//! three: the same failure kind and limit.
+//! (`cluster.sh node-exec`), from a fleet agent on the node, and from a fleet agent in a Podman
+//! container on the node (deploy/podman/), and every deterministic fact is identical but for
+//! [`BY_DESIGN`](crate::support::conformance::BY_DESIGN). The hostile fixture plugin is stopped
+//! the same way in all four: the same failure kind and limit.
 
 use crate::support;
 
@@ -15,6 +16,7 @@ use std::process::{Child, Command, Output, Stdio};
 use crate::support::conformance::{by_design_lines, deterministic, differences};
 use crate::support::kube::Cluster;
 use crate::support::kube_runs::{self, Bundle, factbuoy_json};
+use crate::support::podman::{self, Podman};
 use serde_json::Value;
 
 /// The nodes compared. Both are tainted with [`AGENTS_ONLY`], which agents tolerate and no other
@@ -120,8 +122,21 @@ impl Drop for Children {
     }
 }
 
-/// A fleet aggregator in the cluster's network namespace, an agent joined on each compared node,
-/// and one `run --fleet` of the plugins: its bundle.
+/// Containers removed when dropped (the fleet agents in Podman).
+struct Containers<'a>(&'a Podman, Vec<String>);
+
+impl Drop for Containers<'_> {
+    fn drop(&mut self) {
+        for name in &self.1 {
+            self.0.remove(name);
+        }
+    }
+}
+
+/// A fleet aggregator in the cluster's network namespace, on each compared node an agent
+/// started by hand (`node-N`) and one in a Podman container as
+/// deploy/podman/factbuoy-agent-container.service runs it (`container-N`), and one `run --fleet`
+/// of the plugins: its bundle.
 fn as_fleet(cluster: &Cluster, hostile: &Path) -> Bundle {
     let work = tempfile::tempdir().unwrap();
     let dir = work.path().join("fleet");
@@ -156,7 +171,7 @@ fn as_fleet(cluster: &Cluster, hostile: &Path) -> Bundle {
             "token",
             "create",
             "--uses",
-            "2",
+            "4",
             "--dir",
             dir.to_str().unwrap(),
         ],
@@ -188,6 +203,39 @@ fn as_fleet(cluster: &Cluster, hostile: &Path) -> Bundle {
                 .unwrap(),
         );
     }
+    let podman = Podman::new();
+    let image = podman.load_factbuoy_image();
+    let mut containers = Containers(&podman, Vec::new());
+    for n in COMPARED {
+        let on_node = |args: Vec<String>| {
+            podman
+                .configure(&mut cluster.node_command(n, "podman"))
+                .args(args)
+                .output()
+                .unwrap()
+        };
+        let (state, cache) = (
+            work.path().join(format!("container-{n}")),
+            work.path().join(format!("container-{n}-cache")),
+        );
+        std::fs::create_dir_all(&state).unwrap();
+        std::fs::create_dir_all(&cache).unwrap();
+        let node = format!("container-{n}");
+        let joined = on_node(podman::join_args(image, &state, &address, &node, &token));
+        assert!(
+            joined.status.success(),
+            "agent join in a container on node-{n}: {}",
+            String::from_utf8_lossy(&joined.stderr)
+        );
+        let name = format!("factbuoy-conformance-{}-{n}", std::process::id());
+        let started = on_node(podman::serve_args(image, &name, &state, &cache));
+        containers.1.push(name);
+        assert!(
+            started.status.success(),
+            "agent serve in a container on node-{n}: {}",
+            String::from_utf8_lossy(&started.stderr)
+        );
+    }
     let out = work.path().join("out");
     std::fs::create_dir(&out).unwrap();
     let ran = kube_runs::factbuoy(cluster, work.path())
@@ -214,7 +262,8 @@ fn as_fleet(cluster: &Cluster, hostile: &Path) -> Bundle {
 }
 
 #[test]
-fn setup_and_host_facts_describe_a_node_the_same_from_its_agent_pod_by_hand_and_as_a_fleet_agent() {
+fn setup_and_host_facts_describe_a_node_the_same_from_its_agent_pod_by_hand_as_a_fleet_agent_and_in_podman()
+ {
     let cluster = &Cluster::start("conformance", 3);
     for n in COMPARED {
         cluster.kubectl([
@@ -273,6 +322,11 @@ fn setup_and_host_facts_describe_a_node_the_same_from_its_agent_pod_by_hand_and_
             // 2. By hand, on the node.
             ("plugin run on the node", locally(cluster, n, &hostile)),
             ("fleet agent", Seen::from_bundle(&fleet, &node)),
+            // 4. A fleet agent in a Podman container on the node.
+            (
+                "fleet agent in a Podman container",
+                Seen::from_bundle(&fleet, &format!("container-{n}")),
+            ),
         ];
 
         // Each way describes the node, not the pod: its name, its address, its eth0 with the
@@ -329,7 +383,7 @@ fn setup_and_host_facts_describe_a_node_the_same_from_its_agent_pod_by_hand_and_
         }
 
         // What differs by design differs for the reason given: the agent pod's user and
-        // capabilities are its own.
+        // capabilities are its own; the container's user is root, its capabilities Podman's.
         let ids = |seen: &Seen| {
             (
                 seen.setup["ansible_real_user_id"].clone(),
@@ -339,6 +393,13 @@ fn setup_and_host_facts_describe_a_node_the_same_from_its_agent_pod_by_hand_and_
         assert_eq!(ids(&ways[0].1).0, 65532, "{node}");
         assert_eq!(ids(&ways[1].1), ids(&ways[2].1), "{node}");
         assert_eq!(ids(&ways[1].1).0, 0, "{node}");
+        assert_eq!(ids(&ways[3].1).0, 0, "{node}");
+        let capabilities = |seen: &Seen| seen.setup["ansible_system_capabilities"].clone();
+        assert_ne!(
+            capabilities(&ways[3].1),
+            capabilities(&ways[1].1),
+            "{node}: the container's capabilities"
+        );
         assert!(
             ways[0].1.setup.get("ansible_user_id").is_none(),
             "uid 65532 has no name on the node: {}",

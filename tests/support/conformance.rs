@@ -65,11 +65,16 @@ pub const BY_DESIGN: &[(&[&str], &str)] = &[
     ),
 ];
 
-/// Mount points the kubelet and the container runtime make for pods: the agent pod's own root
-/// file system and volumes are in the node's mount table only while it runs (the mounts of
+/// Mount points the kubelet and the container runtimes make for pods and containers: the agent
+/// pod's or container's own root file system and volumes are in the node's mount table only
+/// while it runs, and Podman's storage (`/var/lib/containers/storage/overlay` mounted on itself,
+/// `/run/containers/storage/...`) only once Podman has run there (the mounts of
 /// [`BY_DESIGN`]'s kind, for both plugins).
 pub fn is_pod_mount(mount_point: &str) -> bool {
-    mount_point.contains("/kubelet/pods/") || mount_point.contains("/io.containerd.")
+    mount_point.contains("/kubelet/pods/")
+        || mount_point.contains("/io.containerd.")
+        || mount_point.contains("/containers/storage/")
+        || mount_point.ends_with("/containers/storage")
 }
 
 /// Mount points of the test harness itself: the network namespaces of the test clusters

@@ -17,6 +17,7 @@ pub mod kube;
 pub mod kube_runs;
 pub mod loopback_fleet;
 pub mod measure;
+pub mod podman;
 pub mod python;
 pub mod registry;
 pub mod sandbox;
