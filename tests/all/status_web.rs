@@ -512,7 +512,8 @@ fn the_page_shows_a_run_live_in_headless_chromium_without_a_reload_or_a_script_e
             .map(String::as_str)
             .collect::<Vec<_>>(),
     );
-    let served = host.serve(&[]);
+    let retrieved_into = host.dir.path().join("retrieved");
+    let served = host.serve(&["--out", retrieved_into.to_str().unwrap()]);
     let shot = host.dir.path().join("status-live.png");
     let seen = browse(&served.url, &shot, None);
     assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
@@ -554,6 +555,37 @@ fn the_page_shows_a_run_live_in_headless_chromium_without_a_reload_or_a_script_e
     );
     assert!(
         bundle.contains(&format!("_factbuoy_{run_id}.tar.gz")),
+        "{seen}"
+    );
+    // Retrieve, one click away: the bundle downloaded into --out, then the report link shown.
+    let said = seen["retrieved"]["text"].as_str().unwrap();
+    assert!(said.starts_with("retrieved to "), "{seen}");
+    let tar_name = format!("_factbuoy_{run_id}.tar.gz");
+    let files: Vec<String> = std::fs::read_dir(&retrieved_into)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        files.len() == 1 && files[0].ends_with(&tar_name),
+        "{files:?}"
+    );
+    assert_eq!(seen["retrieved"]["report_shown"], true, "{seen}");
+    // The report it opens: inspect report's page of the bundle, drawn without an error.
+    assert_eq!(
+        seen["report"]["title"],
+        format!("factbuoy report: run {run_id}"),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["report"]["path"],
+        format!("/runs/{run_id}/report"),
+        "{seen}"
+    );
+    assert!(
+        seen["report"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("this-host"),
         "{seen}"
     );
     // The list of runs, one click away: the run, its state as `factbuoy runs` says it.
