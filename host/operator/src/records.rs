@@ -452,4 +452,28 @@ mod tests {
             Err(Error::NoSuchRun(_))
         ));
     }
+
+    #[test]
+    fn a_fleet_run_is_found_by_its_id_and_a_path_is_no_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::at(dir.path());
+        let run = FleetRun {
+            run_id: "0a1b2c3d4e5f".to_owned(),
+            fleet_operator_address: "127.0.0.1:7444".to_owned(),
+            credentials: dir.path().join("operator"),
+            run_ca: "PEM".to_owned(),
+            created: None,
+        };
+        run.save(&state).unwrap();
+        assert!(matches!(
+            state.locate(&WhichRun::Id("0a1b2c3d4e5f".into())),
+            Ok(RunRecord::Fleet(ref found)) if found.run_ca == "PEM"
+        ));
+        // A run id never walks out of the records' folder.
+        std::fs::write(dir.path().join("x.json"), "{}").unwrap();
+        assert!(matches!(
+            state.locate(&WhichRun::Id("../x".into())),
+            Err(Error::NoSuchRun(_))
+        ));
+    }
 }
