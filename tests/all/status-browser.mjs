@@ -8,7 +8,8 @@
 // document it loaded (same_document: a marker set at the start survived), each percent and
 // each progress text it showed, the first failure it showed while the run was running and which
 // section was at the top then, the first estimate of the time left, the final status and
-// bundle text, the run's row in the list of runs its "all runs" link opens, and every error the page threw
+// bundle text, what its Retrieve button said and the report its link opened, the run's row in
+// the list of runs its "all runs" link opens, and every error the page threw
 // or logged (scripts, the Content-Security-Policy, failed loads). SHOT is a screenshot taken
 // while the run was live, a failure, a progress and an estimate shown.
 //
@@ -153,6 +154,14 @@ try {
       const { data } = await send("Page.captureScreenshot", { format: "png" });
       writeFileSync(shot, Buffer.from(data, "base64"));
     }
+    // Retrieve, one click: the server downloads the bundle; the report link then shows.
+    const retrieved = await evaluate(`(async () => {
+      document.getElementById("retrieve").click();
+      const said = document.getElementById("retrieved");
+      while (!/^retrieve(d to| failed)/.test(said.textContent)) await new Promise((r) => setTimeout(r, 20));
+      const report = document.getElementById("report");
+      return { text: said.textContent, report_shown: !report.classList.contains("hidden"), report: report.href };
+    })()`);
     const where = await evaluate("({ href: location.href, path: location.pathname, same: window.factbuoyMarker === 'loaded once', navigations: performance.getEntriesByType('navigation').length })");
     // The list of runs, one click away, with the cookie alone.
     const listed = new Promise((r) => listeners.push((m) => { if (m.method === "Page.loadEventFired") r(); }));
@@ -162,7 +171,14 @@ try {
       while (document.querySelectorAll("#runs tr").length < 2) await new Promise((r) => setTimeout(r, 20));
       return document.querySelector("#runs tr:nth-child(2)").textContent;
     })()`);
+    // The bundle's HTML report, opened from the page's link with the cookie alone.
+    const reported = new Promise((r) => listeners.push((m) => { if (m.method === "Page.loadEventFired") r(); }));
+    await send("Page.navigate", { url: retrieved.report });
+    await reported;
+    const report = await evaluate("({ title: document.title, path: location.pathname, text: document.body.innerText.slice(0, 2000) })");
     console.log(JSON.stringify({
+      retrieved,
+      report,
       href: where.href,
       path: where.path,
       same_document: where.same,

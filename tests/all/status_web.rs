@@ -55,28 +55,36 @@ impl Host {
 
     /// Starts `factbuoy status --web ARGS` and reads the URL it prints.
     fn serve(&self, args: &[&str]) -> Served {
-        let mut child = self
-            .command(&["status", "--web"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line.trim().to_owned();
-        let rest = url.strip_prefix("http://").expect(&url);
-        let (authority, rest) = rest.split_once('/').unwrap();
-        let (path, token) = rest.split_once("?token=").unwrap();
-        Served {
-            _child: Killed(child),
-            url: url.clone(),
-            authority: authority.to_owned(),
-            path: format!("/{path}"),
-            token: token.to_owned(),
-        }
+        let mut command = self.command(&["status", "--web"]);
+        command.args(args);
+        serve(command)
+    }
+}
+
+/// Starts `command`, a `factbuoy status --web`, and reads the URL it prints.
+fn serve(mut command: Command) -> Served {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().to_owned();
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .expect(&url);
+    let (authority, rest) = rest.split_once('/').unwrap();
+    let (path, token) = rest.split_once("?token=").unwrap();
+    Served {
+        _child: Killed(child),
+        url: url.clone(),
+        authority: authority.to_owned(),
+        path: format!("/{path}"),
+        token: token.to_owned(),
     }
 }
 
@@ -111,8 +119,15 @@ struct Answer {
 impl Served {
     /// `GET path` with `Host: host` and the extra `headers`, over a connection of its own.
     fn get_as(&self, host: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
+        self.request("GET", host, path, headers)
+    }
+
+    /// `METHOD path` with `Host: host` and the extra `headers`, over a connection of its own.
+    fn request(&self, method: &str, host: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
         let mut stream = TcpStream::connect(&self.authority).unwrap();
-        let mut request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+        let mut request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: 0\r\n"
+        );
         for (name, value) in headers {
             request.push_str(&format!("{name}: {value}\r\n"));
         }
@@ -313,17 +328,103 @@ fn without_the_token_or_from_another_host_or_origin_a_request_gets_403_and_no_da
     assert_eq!(list["runs"][0]["run_id"], run_id.as_str(), "{list}");
     assert_eq!(schema_errors(&list), Vec::<String>::new(), "{list}");
 
-    // The page server has no TLS: it will not listen where others could read it.
+    // Without TLS it will not listen where others could read it; nor on every address, as it
+    // answers one Host.
     let refused = host
-        .command(&["status", "--web", "--listen", "0.0.0.0:0"])
+        .command(&["status", "--web", "--listen", "192.0.2.1:0"])
         .output()
         .unwrap();
     assert!(!refused.status.success());
     assert!(
-        text(&refused.stderr).contains("0.0.0.0:0 is not a loopback address"),
+        text(&refused.stderr)
+            .contains("192.0.2.1:0 is not a loopback address: serving there needs TLS"),
         "{}",
         text(&refused.stderr)
     );
+    let refused = host
+        .command(&["status", "--web", "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(
+        text(&refused.stderr).contains("0.0.0.0:0 is every address"),
+        "{}",
+        text(&refused.stderr)
+    );
+}
+
+/// `status --web --tls-cert --tls-key`: HTTPS with the operator's certificate, which a real TLS
+/// client (curl) checks against its CA; the token and the Origin rules hold, the Origin now
+/// `https://`; plain HTTP gets no answer.
+#[test]
+fn with_a_certificate_the_page_serves_https_with_the_same_checks() {
+    let host = Host::new();
+    let (_run, run_id) = host.start_run(&["--plugin", "hello"]);
+    let ca = factbuoy_pki::RunCa::create("statuspage").unwrap();
+    let issued = ca.issue_server(&["127.0.0.1".to_owned()]).unwrap();
+    let files = host.dir.path();
+    std::fs::write(files.join("ca.pem"), ca.cert_pem()).unwrap();
+    std::fs::write(files.join("page.pem"), &issued.cert_pem).unwrap();
+    std::fs::write(files.join("page.key"), &issued.key_pem).unwrap();
+    let mut command = host.command(&["status", "--web", "--tls-cert"]);
+    command
+        .arg(files.join("page.pem"))
+        .arg("--tls-key")
+        .arg(files.join("page.key"))
+        .args(["--out"])
+        .arg(files.join("retrieved"));
+    let served = serve(command);
+    assert!(
+        served.url.starts_with("https://127.0.0.1:"),
+        "{}",
+        served.url
+    );
+    let base = format!("https://{}", served.authority);
+    let curl = |args: &[&str]| {
+        let output = Command::new("curl")
+            .args(["-s", "-o", "-", "-w", "\n%{http_code}", "--cacert"])
+            .arg(files.join("ca.pem"))
+            .args(args)
+            .output()
+            .unwrap();
+        let out = text(&output.stdout);
+        let (body, code) = out.rsplit_once('\n').unwrap_or(("", &out));
+        (output.status.code(), code.to_owned(), body.to_owned())
+    };
+    let bearer = format!("Authorization: Bearer {}", served.token);
+    let (_, code, body) = curl(&["-H", &bearer, &format!("{base}/api/v1/runs/{run_id}")]);
+    assert_eq!(code, "200", "{body}");
+    let view: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(view["run_id"], run_id.as_str());
+    // The token still: none gets 403 over TLS too.
+    let (_, code, body) = curl(&[&format!("{base}/api/v1/runs/{run_id}")]);
+    assert_eq!(code, "403", "{body}");
+    assert!(!body.contains(&run_id), "{body}");
+    // The Origin is https://: the http:// one is another site's.
+    let retrieve = format!("{base}/api/v1/runs/{run_id}/retrieve");
+    let plain_origin = format!("Origin: http://{}", served.authority);
+    let (_, code, _) = curl(&["-X", "POST", "-H", &bearer, "-H", &plain_origin, &retrieve]);
+    assert_eq!(code, "403");
+    assert!(!files.join("retrieved").exists());
+    let origin = format!("Origin: {base}");
+    let (_, code, body) = curl(&["-X", "POST", "-H", &bearer, "-H", &origin, &retrieve]);
+    assert_eq!(code, "200", "{body}");
+    // The cookie the token sets is for HTTPS only.
+    let (_, code, head) = curl(&["-D", "-", &format!("{base}/?token={}", served.token)]);
+    assert_eq!(code, "303", "{head}");
+    assert!(head.contains("; Secure"), "{head}");
+    // A client that does not trust the CA refuses the server; plain HTTP gets no page.
+    let untrusted = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", &format!("{base}/")])
+        .status()
+        .unwrap();
+    assert_eq!(
+        untrusted.code(),
+        Some(60),
+        "curl: the peer's certificate is not trusted"
+    );
+    let (_, code, _) = curl(&["--max-time", "10", &format!("http://{}/", served.authority)]);
+    assert_ne!(code, "403");
+    assert_ne!(code, "200");
 }
 
 #[test]
@@ -373,6 +474,13 @@ fn the_event_stream_shows_a_run_change_as_it_goes_until_it_ends() {
     let path = PathBuf::from(last["bundle_path"].as_str().unwrap());
     assert_eq!(std::fs::metadata(&path).unwrap().len(), tar["size"]);
     assert_eq!(last["retrieve"], format!("factbuoy retrieve {run_id}"));
+    // A local run's bundle is on this machine already: its report is served without a retrieve.
+    let report = served.get(
+        &format!("/runs/{run_id}/report"),
+        &[("Authorization", &format!("Bearer {}", served.token))],
+    );
+    assert_eq!(report.status, 200, "{}", report.body);
+    assert!(report.body.contains("<!doctype html>") && report.body.contains("this-host"));
 }
 
 /// Runs status-browser.mjs on `url` (in `mode`, if any), saving its screenshot to `shot`: what it
@@ -404,7 +512,8 @@ fn the_page_shows_a_run_live_in_headless_chromium_without_a_reload_or_a_script_e
             .map(String::as_str)
             .collect::<Vec<_>>(),
     );
-    let served = host.serve(&[]);
+    let retrieved_into = host.dir.path().join("retrieved");
+    let served = host.serve(&["--out", retrieved_into.to_str().unwrap()]);
     let shot = host.dir.path().join("status-live.png");
     let seen = browse(&served.url, &shot, None);
     assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
@@ -446,6 +555,37 @@ fn the_page_shows_a_run_live_in_headless_chromium_without_a_reload_or_a_script_e
     );
     assert!(
         bundle.contains(&format!("_factbuoy_{run_id}.tar.gz")),
+        "{seen}"
+    );
+    // Retrieve, one click away: the bundle downloaded into --out, then the report link shown.
+    let said = seen["retrieved"]["text"].as_str().unwrap();
+    assert!(said.starts_with("retrieved to "), "{seen}");
+    let tar_name = format!("_factbuoy_{run_id}.tar.gz");
+    let files: Vec<String> = std::fs::read_dir(&retrieved_into)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        files.len() == 1 && files[0].ends_with(&tar_name),
+        "{files:?}"
+    );
+    assert_eq!(seen["retrieved"]["report_shown"], true, "{seen}");
+    // The report it opens: inspect report's page of the bundle, drawn without an error.
+    assert_eq!(
+        seen["report"]["title"],
+        format!("factbuoy report: run {run_id}"),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["report"]["path"],
+        format!("/runs/{run_id}/report"),
+        "{seen}"
+    );
+    assert!(
+        seen["report"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("this-host"),
         "{seen}"
     );
     // The list of runs, one click away: the run, its state as `factbuoy runs` says it.
@@ -535,4 +675,125 @@ fn a_run_of_5000_nodes_shows_summaries_and_pages_its_node_table() {
         "a {LARGE_RUN_NODES}-node run's page drew in {} ms",
         seen["first_draw_ms"]
     );
+}
+
+/// A fleet run (a real `fleet serve` and one member on loopback) watched through the page
+/// server: its events change as the member's slow plugin reports progress, until it ends; the
+/// bundle is then retrieved from the fleet with one POST from the page's origin, and its HTML
+/// report is served. A POST from another origin, or with none, gets 403 and downloads nothing.
+#[test]
+fn a_fleet_run_shows_live_then_its_bundle_is_retrieved_and_reported_from_the_page() {
+    let mut fleet = support::loopback_fleet::LoopbackFleet::start();
+    let hostile = support::fixture("hostile");
+    let run = fleet
+        .operator()
+        .args(["run", "--fleet", &fleet.address, "--out"])
+        .arg(fleet.path("out"))
+        .arg("--plugin")
+        .arg(&hostile)
+        .args(["-p", "hostile:mode=progress", "-p", "hostile:count=20"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    fleet.processes.push(run);
+    // The run is the operator's current one once `run` has recorded it.
+    let give_up = Instant::now() + Duration::from_secs(60);
+    let run_id = loop {
+        let status = fleet.operator().args(["status", "-o", "json"]).output();
+        if let Ok(status) = status
+            && status.status.success()
+        {
+            let document: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+            break document["run_id"].as_str().unwrap().to_owned();
+        }
+        assert!(
+            Instant::now() < give_up,
+            "waited a minute for the fleet run"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let bundles = fleet.path("retrieved");
+    let mut command = fleet.operator();
+    command
+        .args(["status", "--web", &run_id, "--out"])
+        .arg(&bundles);
+    let served = serve(command);
+
+    let views = served.events(&run_id, Duration::from_secs(120));
+    for view in &views {
+        assert_eq!(view["kind"], "fleet", "{view}");
+        assert_eq!(schema_errors(view), Vec::<String>::new(), "{view}");
+    }
+    let steps: Vec<u64> = views
+        .iter()
+        .filter(|v| v["status"]["status"] == "running")
+        .filter_map(|v| pair(v, "hostile")["progress"]["completed"].as_u64())
+        .collect();
+    assert!(
+        steps.len() >= 2
+            && steps.windows(2).all(|w| w[0] <= w[1])
+            && steps[0] < steps[steps.len() - 1],
+        "{steps:?}"
+    );
+    let last = views.last().unwrap();
+    assert_eq!(last["ended"], true, "{last}");
+    assert_eq!(pair(last, "hostile")["node"], "member-1", "{last}");
+    assert_eq!(pair(last, "hostile")["result_status"], "passed", "{last}");
+    // A fleet run's bundle is on the fleet's host, not here, until it is retrieved.
+    assert!(last["bundle_path"].is_null(), "{last}");
+    let tar = &last["status"]["tar_info"];
+
+    let bearer = format!("Bearer {}", served.token);
+    let ours = format!("http://{}", served.authority);
+    let retrieve = format!("/api/v1/runs/{run_id}/retrieve");
+    let report = format!("/runs/{run_id}/report");
+    let post =
+        |headers: &[(&str, &str)]| served.request("POST", &served.authority, &retrieve, headers);
+    // Not from this page: refused, and nothing downloaded.
+    for (what, answer) in [
+        (
+            "another Origin",
+            post(&[
+                ("Authorization", &bearer),
+                ("Origin", "http://evil.example"),
+            ]),
+        ),
+        ("no Origin", post(&[("Authorization", &bearer)])),
+        ("no token", post(&[("Origin", &ours)])),
+    ] {
+        assert_eq!(answer.status, 403, "{what}: {}", answer.body);
+        assert!(!answer.body.contains(&run_id), "{what}: {}", answer.body);
+    }
+    let by_get = served.get(&retrieve, &[("Authorization", &bearer)]);
+    assert_eq!(by_get.status, 405, "{}", by_get.body);
+    assert!(!bundles.exists(), "a refused retrieve wrote {bundles:?}");
+    // No report before the bundle is here.
+    let early = served.get(&report, &[("Authorization", &bearer)]);
+    assert_eq!(early.status, 409, "{}", early.body);
+
+    // From the page: the bundle, checked against the run's size and digest.
+    let retrieved = post(&[("Authorization", &bearer), ("Origin", &ours)]);
+    assert_eq!(retrieved.status, 200, "{}", retrieved.body);
+    let fetched: serde_json::Value = serde_json::from_str(&retrieved.body).unwrap();
+    let path = PathBuf::from(fetched["path"].as_str().unwrap());
+    assert_eq!(path.parent().unwrap(), bundles, "{fetched}");
+    assert_eq!(fetched["sha256"], tar["sha256"], "{fetched}");
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), tar["size"]);
+
+    // Its report, the one `inspect report` writes.
+    let page = served.get(&report, &[("Authorization", &bearer)]);
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.head.contains("content-type: text/html"),
+        "{}",
+        page.head
+    );
+    assert!(
+        page.body.contains("<!doctype html>"),
+        "{}",
+        &page.body[..200]
+    );
+    assert!(page.body.contains("member-1"), "the report names the node");
+    assert!(page.body.contains(&run_id), "the report names the run");
 }

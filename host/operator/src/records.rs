@@ -150,6 +150,32 @@ impl FleetRun {
         Ok(())
     }
 
+    /// The record of the fleet run `run_id` started from this machine, if there is one.
+    fn load(state: &StateDir, run_id: &str) -> anyhow::Result<Option<FleetRun>> {
+        // A run id is a file name here: nothing that would leave the folder.
+        if run_id.is_empty()
+            || !run_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-')
+        {
+            return Ok(None);
+        }
+        let path = state
+            .root()
+            .join(FLEET_RUNS_DIR)
+            .join(format!("{run_id}.json"));
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(anyhow::Error::from(e).context(format!("reading {}", path.display())));
+            }
+        };
+        Ok(Some(serde_json::from_str(&text).with_context(|| {
+            format!("{} is unreadable", path.display())
+        })?))
+    }
+
     /// An operator client of the run.
     pub fn operator(&self) -> anyhow::Result<Client> {
         let identity = Identity {
@@ -189,7 +215,8 @@ impl StateDir {
     }
 
     /// The run `which` names: the local run in a directory, else the one with an id (a
-    /// Kubernetes run's record, else a local run directory), else the current one.
+    /// Kubernetes run's record, a fleet run's, else a local run directory), else the current
+    /// one.
     pub fn locate(&self, which: &WhichRun) -> Result<RunRecord> {
         match which {
             WhichRun::Dir(dir) => local(dir),
@@ -197,10 +224,14 @@ impl StateDir {
                 if let Some(kube) = KubeRun::load(self, run_id)? {
                     return Ok(RunRecord::Kubernetes(kube));
                 }
+                // A fleet run by its id, as `factbuoy runs` lists it.
+                if let Some(fleet) = FleetRun::load(self, run_id)? {
+                    return Ok(RunRecord::Fleet(fleet));
+                }
                 let dir = self.local_runs().join(run_id);
                 if !dir.exists() {
                     return Err(Error::NoSuchRun(format!(
-                        "no run {run_id} is known here: neither a Kubernetes run started from this machine nor a local run in {}",
+                        "no run {run_id} is known here: neither a Kubernetes or fleet run started from this machine nor a local run in {}",
                         dir.display()
                     )));
                 }
@@ -418,6 +449,30 @@ mod tests {
         ));
         assert!(matches!(
             state.locate(&WhichRun::Dir(dir.path().join("nothing"))),
+            Err(Error::NoSuchRun(_))
+        ));
+    }
+
+    #[test]
+    fn a_fleet_run_is_found_by_its_id_and_a_path_is_no_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::at(dir.path());
+        let run = FleetRun {
+            run_id: "0a1b2c3d4e5f".to_owned(),
+            fleet_operator_address: "127.0.0.1:7444".to_owned(),
+            credentials: dir.path().join("operator"),
+            run_ca: "PEM".to_owned(),
+            created: None,
+        };
+        run.save(&state).unwrap();
+        assert!(matches!(
+            state.locate(&WhichRun::Id("0a1b2c3d4e5f".into())),
+            Ok(RunRecord::Fleet(ref found)) if found.run_ca == "PEM"
+        ));
+        // A run id never walks out of the records' folder.
+        std::fs::write(dir.path().join("x.json"), "{}").unwrap();
+        assert!(matches!(
+            state.locate(&WhichRun::Id("../x".into())),
             Err(Error::NoSuchRun(_))
         ));
     }

@@ -5,8 +5,10 @@
 //! `HttpOnly`, `SameSite=Strict` cookie; programs may send it as `Authorization: Bearer`.
 //! `Host` must be the listen address, so a page of another site that rebinds its DNS name to
 //! 127.0.0.1 is refused, and `Origin`, when a browser sends one, must be this server, so no
-//! other page can read the stream or the API.
+//! other page can read the stream or the API. A request that does something (a POST) must name
+//! its `Origin`, this server, so a form or script on another site cannot make it even blind.
 
+use hyper::Method;
 use hyper::header::{AUTHORIZATION, COOKIE, HOST, ORIGIN};
 use hyper::http::request::Parts;
 
@@ -22,6 +24,8 @@ pub(crate) struct Access {
     token: String,
     /// `ip:port` as the server listens, the only `Host` it answers.
     authority: String,
+    /// `http`, or `https` when it serves TLS: the scheme of the only `Origin` it answers.
+    scheme: &'static str,
 }
 
 /// Why a request is refused (a 403 that says which check failed, and nothing else).
@@ -33,6 +37,8 @@ pub(crate) enum Refusal {
     Host,
     /// `Origin` is another site.
     Origin,
+    /// A request that is not a read (POST) without an `Origin`.
+    NoOrigin,
 }
 
 impl Refusal {
@@ -44,6 +50,9 @@ impl Refusal {
             }
             Refusal::Host => "forbidden: the Host header is not this server's address",
             Refusal::Origin => "forbidden: the request comes from another site",
+            Refusal::NoOrigin => {
+                "forbidden: a POST must come from this server's page, with its Origin"
+            }
         }
     }
 }
@@ -58,8 +67,12 @@ pub(crate) enum Admitted {
 }
 
 impl Access {
-    pub(crate) fn new(token: String, authority: String) -> Access {
-        Access { token, authority }
+    pub(crate) fn new(token: String, authority: String, scheme: &'static str) -> Access {
+        Access {
+            token,
+            authority,
+            scheme,
+        }
     }
 
     /// The cookie's name: the port in it, so two servers on one host keep their own.
@@ -70,14 +83,21 @@ impl Access {
 
     /// The `Set-Cookie` value that keeps the token for the rest of the visit.
     pub(crate) fn set_cookie(&self) -> String {
+        // Over TLS, the browser must never send it over plain HTTP.
+        let secure = if self.scheme == "https" {
+            "; Secure"
+        } else {
+            ""
+        };
         format!(
-            "{}={}; Path=/; HttpOnly; SameSite=Strict",
+            "{}={}; Path=/; HttpOnly; SameSite=Strict{secure}",
             self.cookie_name(),
             self.token
         )
     }
 
-    /// Checks a request's `Host`, `Origin` and token, in that order.
+    /// Checks a request's `Host`, `Origin` (required unless it is a GET or HEAD) and token, in
+    /// that order.
     pub(crate) fn check(&self, request: &Parts) -> Result<Admitted, Refusal> {
         let header = |name| {
             request
@@ -89,9 +109,14 @@ impl Access {
             return Err(Refusal::Host);
         }
         if let Some(origin) = request.headers.get(ORIGIN)
-            && origin.to_str().ok() != Some(format!("http://{}", self.authority).as_str())
+            && origin.to_str().ok()
+                != Some(format!("{}://{}", self.scheme, self.authority).as_str())
         {
             return Err(Refusal::Origin);
+        }
+        let reads = request.method == Method::GET || request.method == Method::HEAD;
+        if !reads && !request.headers.contains_key(ORIGIN) {
+            return Err(Refusal::NoOrigin);
         }
         let from_url = request.uri.query().is_some_and(|query| {
             form_urlencoded::parse(query.as_bytes())
@@ -136,7 +161,11 @@ mod tests {
     use super::*;
 
     fn parts(uri: &str, headers: &[(&str, &str)]) -> Parts {
-        let mut builder = hyper::Request::builder().uri(uri);
+        parts_of(Method::GET, uri, headers)
+    }
+
+    fn parts_of(method: Method, uri: &str, headers: &[(&str, &str)]) -> Parts {
+        let mut builder = hyper::Request::builder().method(method).uri(uri);
         for (name, value) in headers {
             builder = builder.header(*name, *value);
         }
@@ -144,7 +173,7 @@ mod tests {
     }
 
     fn access() -> Access {
-        Access::new("abc123".to_owned(), "127.0.0.1:8080".to_owned())
+        Access::new("abc123".to_owned(), "127.0.0.1:8080".to_owned(), "http")
     }
 
     const HOST_OK: (&str, &str) = ("host", "127.0.0.1:8080");
@@ -217,6 +246,44 @@ mod tests {
             access.check(&parts("/?token=abc123", &[HOST_OK, ours])),
             Ok(Admitted::FromUrl)
         );
+    }
+
+    #[test]
+    fn a_post_must_name_this_server_as_its_origin() {
+        let access = access();
+        let bearer = ("authorization", "Bearer abc123");
+        let retrieve = "/api/v1/runs/0a1b2c3d4e5f/retrieve";
+        assert_eq!(
+            access.check(&parts_of(Method::POST, retrieve, &[HOST_OK, bearer])),
+            Err(Refusal::NoOrigin)
+        );
+        let evil = ("origin", "http://evil.example");
+        assert_eq!(
+            access.check(&parts_of(Method::POST, retrieve, &[HOST_OK, bearer, evil])),
+            Err(Refusal::Origin)
+        );
+        let ours = ("origin", "http://127.0.0.1:8080");
+        assert_eq!(
+            access.check(&parts_of(Method::POST, retrieve, &[HOST_OK, bearer, ours])),
+            Ok(Admitted::Held)
+        );
+    }
+
+    #[test]
+    fn over_tls_the_origin_is_https_and_the_cookie_secure() {
+        let access = Access::new("abc123".to_owned(), "10.0.0.5:8443".to_owned(), "https");
+        let host = ("host", "10.0.0.5:8443");
+        let plain = ("origin", "http://10.0.0.5:8443");
+        assert_eq!(
+            access.check(&parts("/?token=abc123", &[host, plain])),
+            Err(Refusal::Origin)
+        );
+        let tls = ("origin", "https://10.0.0.5:8443");
+        assert_eq!(
+            access.check(&parts("/?token=abc123", &[host, tls])),
+            Ok(Admitted::FromUrl)
+        );
+        assert!(access.set_cookie().ends_with("; Secure"));
     }
 
     #[test]

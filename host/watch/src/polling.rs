@@ -50,6 +50,21 @@ impl Pollers {
         &self.state
     }
 
+    /// How Kubernetes runs' clusters are reached.
+    pub(crate) fn cluster(&self) -> &ClusterRef {
+        &self.cluster
+    }
+
+    /// The record of the run `run_id`, if this machine knows it. Only a run the records name:
+    /// an id from a URL never becomes a path by itself.
+    pub(crate) fn record(&self, run_id: &str) -> Option<RunRecord> {
+        self.state
+            .records()
+            .ok()?
+            .into_iter()
+            .find(|r| r.run_id() == run_id)
+    }
+
     /// Watches the run `run_id`, starting its poller unless one runs (or the run has ended and
     /// its last document is kept); `None` for a run this machine does not know.
     pub(crate) fn watch(&self, run_id: &str) -> Option<Latest> {
@@ -57,13 +72,7 @@ impl Pollers {
         if let Some(sender) = running.get(run_id) {
             return Some(sender.subscribe());
         }
-        // Only a run the records name: an id from a URL never becomes a path by itself.
-        let record = self
-            .state
-            .records()
-            .ok()?
-            .into_iter()
-            .find(|r| r.run_id() == run_id)?;
+        let record = self.record(run_id)?;
         let (sender, latest) = watch::channel(None);
         let sender = Arc::new(sender);
         running.insert(run_id.to_owned(), sender.clone());

@@ -3,6 +3,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
 
 use factbuoy_kubernetes::ClusterRef;
 use factbuoy_operator::StateDir;
@@ -24,6 +26,7 @@ use factbuoy_operator::list;
 use crate::Error;
 use crate::access::{Access, Admitted, new_token};
 use crate::api::{API_VERSION, RunList};
+use crate::bundles::{BundleError, Bundles};
 use crate::page::{self, Asset};
 use crate::polling::{Latest, Pollers};
 
@@ -44,11 +47,52 @@ pub struct PageOptions {
     pub state: StateDir,
     /// How Kubernetes runs' clusters are reached, as `status --kubeconfig/--context` say.
     pub cluster: ClusterRef,
+    /// Where the page's "retrieve" downloads bundles, as `factbuoy retrieve --out`.
+    pub out: PathBuf,
+    /// Serve HTTPS with this certificate; required on an address that is not loopback.
+    pub tls: Option<TlsIdentity>,
+}
+
+/// The page's certificate (chain) and key, PEM.
+#[derive(Clone)]
+pub struct TlsIdentity {
+    /// The certificate, then any intermediates.
+    pub cert_pem: String,
+    /// Its private key.
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for TlsIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key in a log.
+        f.debug_struct("TlsIdentity").finish_non_exhaustive()
+    }
+}
+
+impl TlsIdentity {
+    /// A server configuration with this certificate, no client certificate asked: the token
+    /// is the browser's credential.
+    fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, Error> {
+        use factbuoy_protocol::tls;
+        let tls_error = |e: &dyn std::fmt::Display| Error::Tls(e.to_string());
+        let certificates =
+            tls::certificates(&self.cert_pem, "certificate").map_err(|e| tls_error(&e))?;
+        let key = tls::private_key(&self.key_pem, "key").map_err(|e| tls_error(&e))?;
+        let mut config = rustls::ServerConfig::builder_with_provider(tls::provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| tls_error(&e))?
+            .with_no_client_auth()
+            .with_single_cert(certificates, key)
+            .map_err(|e| tls_error(&e))?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
 }
 
 /// The server, serving until it is dropped.
 pub struct PageServer {
     address: SocketAddr,
+    scheme: &'static str,
     token: String,
     task: JoinHandle<()>,
 }
@@ -61,7 +105,10 @@ impl PageServer {
 
     /// The URL to open: `path` (`/` or `/runs/ID`) with the token.
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}?token={}", self.address, self.token)
+        format!(
+            "{}://{}{path}?token={}",
+            self.scheme, self.address, self.token
+        )
     }
 }
 
@@ -71,12 +118,21 @@ impl Drop for PageServer {
     }
 }
 
-/// Binds `options.listen` and serves there. Only a loopback address is served: the page has no
-/// TLS, so another address would carry the token and the run in clear text.
+/// Binds `options.listen` and serves there: plain HTTP on loopback, HTTPS anywhere (and only
+/// HTTPS off loopback, where the token and the run would otherwise cross the network in clear).
 pub async fn serve(options: PageOptions) -> Result<PageServer, Error> {
-    if !options.listen.ip().is_loopback() {
+    if options.listen.ip().is_unspecified() {
+        return Err(Error::Unspecified(options.listen));
+    }
+    if !options.listen.ip().is_loopback() && options.tls.is_none() {
         return Err(Error::NotLoopback(options.listen));
     }
+    let tls = options
+        .tls
+        .as_ref()
+        .map(TlsIdentity::server_config)
+        .transpose()?
+        .map(TlsAcceptor::from);
     let listener = TcpListener::bind(options.listen)
         .await
         .map_err(|source| Error::Bind {
@@ -88,13 +144,16 @@ pub async fn serve(options: PageOptions) -> Result<PageServer, Error> {
         source,
     })?;
     let token = new_token();
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let shared = Arc::new(Shared {
-        access: Access::new(token.clone(), address.to_string()),
+        access: Access::new(token.clone(), address.to_string(), scheme),
         pollers: Pollers::new(options.state, options.cluster),
+        bundles: Bundles::new(options.out),
     });
-    let task = tokio::spawn(accept(listener, shared));
+    let task = tokio::spawn(accept(listener, tls, shared));
     Ok(PageServer {
         address,
+        scheme,
         token,
         task,
     })
@@ -104,9 +163,10 @@ pub async fn serve(options: PageOptions) -> Result<PageServer, Error> {
 struct Shared {
     access: Access,
     pollers: Pollers,
+    bundles: Bundles,
 }
 
-async fn accept(listener: TcpListener, shared: Arc<Shared>) {
+async fn accept(listener: TcpListener, tls: Option<TlsAcceptor>, shared: Arc<Shared>) {
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -118,20 +178,41 @@ async fn accept(listener: TcpListener, shared: Arc<Shared>) {
             }
         };
         let shared = shared.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |request| {
-                let shared = shared.clone();
-                async move { Ok::<_, Infallible>(answer(&shared, request).await) }
-            });
-            let served = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEAD_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-            if let Err(e) = served {
-                tracing::debug!("a status page connection ended: {e}");
+            match tls {
+                None => connection(stream, shared).await,
+                Some(tls) => {
+                    // A client that never finishes its handshake holds nothing for long.
+                    match tokio::time::timeout(HEAD_TIMEOUT, tls.accept(stream)).await {
+                        Ok(Ok(stream)) => connection(stream, shared).await,
+                        Ok(Err(e)) => {
+                            tracing::debug!("a TLS handshake with the status page failed: {e}")
+                        }
+                        Err(_) => tracing::debug!("a TLS handshake with the status page timed out"),
+                    }
+                }
             }
         });
+    }
+}
+
+/// Serves the requests of one connection, plain or TLS.
+async fn connection<S>(stream: S, shared: Arc<Shared>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request| {
+        let shared = shared.clone();
+        async move { Ok::<_, Infallible>(answer(&shared, request).await) }
+    });
+    let served = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+    if let Err(e) = served {
+        tracing::debug!("a status page connection ended: {e}");
     }
 }
 
@@ -145,11 +226,20 @@ async fn answer(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
             return text(StatusCode::FORBIDDEN, refusal.message());
         }
     };
-    if parts.method != Method::GET {
-        return text(StatusCode::METHOD_NOT_ALLOWED, "only GET is served");
-    }
     let path = parts.uri.path();
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    // Retrieving is the one request that does something: POST only, so no link or image
+    // triggers it; everything else only reads.
+    let wanted = match segments.as_slice() {
+        ["api", "v1", "runs", _, "retrieve"] => Method::POST,
+        _ => Method::GET,
+    };
+    if parts.method != wanted {
+        return text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "not served with this method",
+        );
+    }
     let mut response = match (admitted, segments.as_slice()) {
         // The token leaves the address bar (and the history) once the cookie holds it.
         (Admitted::FromUrl, [""] | ["runs", _]) => Response::builder()
@@ -159,10 +249,12 @@ async fn answer(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
             .expect("a valid response"),
         (_, [""]) => content(page::RUNS),
         (_, ["runs", _]) => content(page::RUN),
+        (_, ["runs", run_id, "report"]) => report(shared, run_id).await,
         (_, ["assets", name]) => page::asset(name).map_or_else(not_found, content),
         (_, ["api", "v1", "runs"]) => run_list(shared).await,
         (_, ["api", "v1", "runs", run_id]) => run(shared, run_id).await,
         (_, ["api", "v1", "runs", run_id, "events"]) => events(shared, run_id),
+        (_, ["api", "v1", "runs", run_id, "retrieve"]) => retrieve(shared, run_id).await,
         _ => not_found(),
     };
     let headers = response.headers_mut();
@@ -205,6 +297,51 @@ async fn run(shared: &Shared, run_id: &str) -> Response<Body> {
         Ok(view) => json(StatusCode::OK, view.as_deref().expect("waited for")),
         Err(_) => error(StatusCode::SERVICE_UNAVAILABLE, "the run's poller stopped"),
     }
+}
+
+/// `POST /api/v1/runs/{id}/retrieve`: downloads the bundle here, as `factbuoy retrieve`.
+async fn retrieve(shared: &Shared, run_id: &str) -> Response<Body> {
+    match shared.bundles.retrieve(&shared.pollers, run_id).await {
+        Ok(fetched) => json(StatusCode::OK, &fetched),
+        Err(e) => bundle_error(&e),
+    }
+}
+
+/// `/runs/{id}/report`: the HTML report of the run's bundle on this machine.
+async fn report(shared: &Shared, run_id: &str) -> Response<Body> {
+    // A local run's bundle is here already: its path is in the run's view.
+    let Some(mut latest) = shared.pollers.watch(run_id) else {
+        return no_such_run(run_id);
+    };
+    let local = match latest.wait_for(Option::is_some).await {
+        Ok(view) => view
+            .as_ref()
+            .and_then(|view| view.bundle_path.clone())
+            .map(PathBuf::from),
+        Err(_) => return error(StatusCode::SERVICE_UNAVAILABLE, "the run's poller stopped"),
+    };
+    match shared.bundles.report(run_id, local).await {
+        Ok(html) => Response::builder()
+            .header(header::CONTENT_TYPE, "text/html; charset=utf-8")
+            // The report's own policy: it is one file, its script and style inline, nothing
+            // fetched.
+            .header(
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+            )
+            .body(full(html))
+            .expect("a valid response"),
+        Err(e) => bundle_error(&e),
+    }
+}
+
+fn bundle_error(e: &BundleError) -> Response<Body> {
+    let status = match e {
+        BundleError::NoSuchRun(_) => StatusCode::NOT_FOUND,
+        BundleError::NotHere(_) => StatusCode::CONFLICT,
+        BundleError::Operator(_) | BundleError::Report { .. } => StatusCode::BAD_GATEWAY,
+    };
+    error(status, &e.to_string())
 }
 
 /// `/api/v1/runs/{id}/events`: a `status` event with the run now, then one each time it

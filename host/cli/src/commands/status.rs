@@ -2,7 +2,9 @@
 //! `--web`, the same live in a browser (factbuoy-watch).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
+use anyhow::Context;
 use clap::Args;
 use factbuoy_operator::follow::Source;
 use factbuoy_operator::list::{self, Listed};
@@ -14,7 +16,7 @@ use crate::output::{ExitStatus, Format, emit, emit_document};
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  factbuoy status\n  factbuoy status 3f2a9c01d4e7 -o json\n  factbuoy status --run-dir ./my-run\n  factbuoy status --web                       # live in a browser, at the URL it prints\n  factbuoy status --web --listen 127.0.0.1:8765"
+    after_help = "Examples:\n  factbuoy status\n  factbuoy status 3f2a9c01d4e7 -o json\n  factbuoy status --run-dir ./my-run\n  factbuoy status --web                       # live in a browser, at the URL it prints\n  factbuoy status --web --listen 127.0.0.1:8765\n  factbuoy status --web --out bundles/        # where the page's retrieve button downloads\n  factbuoy status --web --listen 10.0.0.5:8443 --tls-cert page.pem --tls-key page.key"
 )]
 pub struct StatusArgs {
     #[command(flatten)]
@@ -22,7 +24,7 @@ pub struct StatusArgs {
     /// Serve the status live to a browser on this host, at the URL printed (with its token), until Ctrl-C: the run's page, and every run of this machine.
     #[arg(long, conflicts_with = "run_dir")]
     web: bool,
-    /// With --web: the loopback address to serve on; port 0 picks a free one.
+    /// With --web: the address to serve on; port 0 picks a free one. Another than loopback needs --tls-cert and --tls-key.
     #[arg(
         long,
         value_name = "ADDR",
@@ -30,6 +32,15 @@ pub struct StatusArgs {
         default_value = "127.0.0.1:0"
     )]
     listen: SocketAddr,
+    /// With --web: where the page's "retrieve" button downloads a finished run's bundle, as `factbuoy retrieve --out`.
+    #[arg(long, value_name = "DIR", requires = "web", default_value = ".")]
+    out: PathBuf,
+    /// With --web: serve HTTPS with this certificate (PEM, then any intermediates); needed to listen on an address that is not loopback. It must name that address.
+    #[arg(long, value_name = "FILE", requires_all = ["web", "tls_key"])]
+    tls_cert: Option<PathBuf>,
+    /// With --web: the key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires_all = ["web", "tls_cert"])]
+    tls_key: Option<PathBuf>,
 }
 
 pub async fn status(args: StatusArgs, format: Format) -> anyhow::Result<ExitStatus> {
@@ -60,10 +71,24 @@ async fn web(args: StatusArgs, state: StateDir, format: Format) -> anyhow::Resul
         Err(_) if matches!(which, WhichRun::Current) => "/".to_owned(),
         Err(e) => return Err(e.into()),
     };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let read = |path: &PathBuf| {
+                std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+            };
+            Some(factbuoy_watch::TlsIdentity {
+                cert_pem: read(cert)?,
+                key_pem: read(key)?,
+            })
+        }
+        _ => None,
+    };
     let server = factbuoy_watch::serve(factbuoy_watch::PageOptions {
         listen: args.listen,
         state,
         cluster: args.run.cluster.cluster(),
+        out: args.out,
+        tls,
     })
     .await?;
     let url = server.url(&path);

@@ -47,6 +47,7 @@
 
   let view = null;       // the last event's document
   let derived = null;    // what the page draws, worked out once per event
+  let retrieved = false; // whether this page had the bundle retrieved
   let receivedAt = 0;    // when it arrived, by this browser's clock
   let events = 0;
   const samples = [];    // [time, work done] for the time-left estimate
@@ -165,6 +166,8 @@
     if (view.bundle_path) rows.push(["on this machine", view.bundle_path]);
     rows.push(["retrieve", view.retrieve]);
     $("bundle-body").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, el("code", {}, v))]));
+    // The report needs the bundle on this machine: a local run's is, another's once retrieved.
+    $("report").classList.toggle("hidden", !view.bundle_path && !retrieved);
   }
 
   function drawFailures() {
@@ -297,6 +300,26 @@
     banner.classList.remove("hidden");
   });
   source.addEventListener("open", () => { if (view) drawBanner(); });
+
+  // Retrieve: the server downloads the bundle into its --out folder, as `factbuoy retrieve`.
+  $("report").href = "/runs/" + encodeURIComponent(runId) + "/report";
+  $("retrieve").addEventListener("click", async () => {
+    const button = $("retrieve");
+    button.disabled = true;
+    $("retrieved").textContent = "retrieving…";
+    try {
+      const answer = await fetch("/api/v1/runs/" + encodeURIComponent(runId) + "/retrieve", { method: "POST" });
+      const body = await answer.json();
+      if (!answer.ok) throw new Error(body.error || "HTTP " + answer.status);
+      retrieved = true;
+      $("retrieved").textContent = "retrieved to " + body.path + " (" + bytes(body.size) + ", sha256 checked)";
+      $("report").classList.remove("hidden");
+    } catch (e) {
+      $("retrieved").textContent = "retrieve failed: " + e.message;
+    } finally {
+      button.disabled = false;
+    }
+  });
 
   $("search").addEventListener("input", () => { page = 0; if (derived) schedule(); });
   $("only-problems").addEventListener("change", () => { page = 0; if (derived) schedule(); });
