@@ -27,12 +27,19 @@ const browser = spawn("chromium", [
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 try {
-  // Chromium writes the port it chose into the profile.
+  // Chromium writes the port it chose into the profile, then answers on it; on a loaded
+  // machine the file may be there before its line is, and the port before its page.
   const portFile = join(profile, "DevToolsActivePort");
-  for (let i = 0; i < 200 && !existsSync(portFile); i++) await sleep(50);
-  const port = readFileSync(portFile, "utf8").split("\n")[0];
-  const targets = await (await fetch(`http://127.0.0.1:${port}/json/list`)).json();
-  const page = targets.find((t) => t.type === "page");
+  let page;
+  for (let i = 0; !page; i++) {
+    if (i === 1200) throw new Error("chromium's DevTools did not answer within 60 s");
+    await sleep(50);
+    const port = existsSync(portFile) ? readFileSync(portFile, "utf8").split("\n")[0] : "";
+    if (!/^[0-9]+$/.test(port)) continue;
+    const targets = await fetch(`http://127.0.0.1:${port}/json/list`)
+      .then((r) => r.json()).catch(() => []);
+    page = targets.find((t) => t.type === "page");
+  }
   const socket = new WebSocket(page.webSocketDebuggerUrl);
   await new Promise((r, e) => { socket.onopen = r; socket.onerror = e; });
   let next = 0;
