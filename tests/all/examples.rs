@@ -220,6 +220,10 @@ const ELSEWHERE: &[(&[&str], &str)] = &[
         &["plugin", "build"],
         "a project built with its toolchain: tests/all/plugin_authoring*.rs",
     ),
+    (
+        &["--web"],
+        "a page server that serves until it is stopped: tests/all/status_web.rs",
+    ),
 ];
 
 /// Where `example` runs ([`Place`]).
