@@ -103,6 +103,9 @@ pub enum FleetRoute {
     /// `GET /metrics`: an operator (or the Prometheus that holds its certificate) reads the
     /// fleet's metrics, where Prometheus looks for them.
     Metrics,
+    /// `GET /healthz`: anyone (a kubelet's probe, a load balancer's health check) learns that
+    /// the fleet serves; the answer says nothing else.
+    Health,
 }
 
 /// Largest plugin component a fleet stores (a Python plugin is about 19 MB).
@@ -123,13 +126,16 @@ impl FleetRoute {
             FleetRoute::Runs => format!("{API_PREFIX}/fleet/runs"),
             FleetRoute::Plugin { sha256 } => format!("{API_PREFIX}/fleet/plugins/{sha256}"),
             FleetRoute::Metrics => "/metrics".to_owned(),
+            FleetRoute::Health => "/healthz".to_owned(),
         }
     }
 
     /// Parses a request path (without the query); `None` for any other path.
     pub fn parse(path: &str) -> Option<FleetRoute> {
-        if path == "/metrics" {
-            return Some(FleetRoute::Metrics);
+        match path {
+            "/metrics" => return Some(FleetRoute::Metrics),
+            "/healthz" => return Some(FleetRoute::Health),
+            _ => {}
         }
         let rest = path.strip_prefix(API_PREFIX)?.strip_prefix("/fleet/")?;
         match rest {

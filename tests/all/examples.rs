@@ -205,7 +205,7 @@ const ELSEWHERE: &[(&[&str], &str)] = &[
     ),
     (
         &["fleet"],
-        "a fleet's server and machines: tests/all/fleet_cli.rs, tests/all/fleet_lifecycle.rs",
+        "a fleet's server and machines, or a cluster for its hub: tests/all/fleet_cli.rs, tests/all/fleet_lifecycle.rs, tests/kube_shared/hub.rs",
     ),
     (
         &["agent"],

@@ -297,3 +297,158 @@ fn anonymous_clients_that_never_read_keep_no_machine_from_joining_and_no_run_fro
     let log = std::fs::read_to_string(&fleet_log).unwrap();
     assert_eq!(log.matches("serving at most").count(), 1, "{log}");
 }
+
+#[test]
+fn the_operator_credentials_exported_where_the_fleet_serves_are_imported_whole_and_nothing_else_is()
+{
+    let work = tempfile::tempdir().unwrap();
+    let state = work.path().join("operator-state");
+    let fleet_dir = work.path().join("fleet");
+    let mut fleet = operator(&state)
+        .args([
+            "fleet",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--name",
+            "127.0.0.1",
+            "--dir",
+        ])
+        .arg(&fleet_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    BufReader::new(fleet.stdout.take().unwrap())
+        .read_line(&mut String::new())
+        .unwrap();
+    let _processes = Processes(vec![fleet]);
+
+    let imported = work.path().join("elsewhere/fleet-operator");
+    let carried = shell(
+        &state,
+        &format!(
+            "factbuoy fleet credentials export --dir {} | factbuoy fleet credentials import {}",
+            fleet_dir.display(),
+            imported.display()
+        ),
+    );
+    assert!(carried.status.success(), "{}", text(&carried.stderr));
+    for file in ["ca.pem", "client.pem", "client.key"] {
+        assert_eq!(
+            std::fs::read(imported.join(file)).unwrap(),
+            std::fs::read(fleet_dir.join("operator").join(file)).unwrap(),
+            "{file}"
+        );
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&imported.join("client.key")), 0o600);
+    assert_eq!(mode(&imported), 0o700);
+
+    // Anything else on standard input is refused, saying what to pipe in, and writes nothing.
+    let refused_into = work.path().join("refused");
+    let refused = shell(
+        &state,
+        &format!(
+            "echo '{{\"ca_pem\": \"x\", \"client_pem\": \"y\", \"client_key\": \"z\"}}' | factbuoy fleet credentials import {}",
+            refused_into.display()
+        ),
+    );
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("does not parse"),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert!(!refused_into.exists());
+    let garbage = shell(
+        &state,
+        &format!(
+            "echo nonsense | factbuoy fleet credentials import {}",
+            refused_into.display()
+        ),
+    );
+    assert!(
+        text(&garbage.stderr).contains("fleet credentials export"),
+        "{}",
+        text(&garbage.stderr)
+    );
+}
+
+#[test]
+fn fleet_gen_prints_the_hubs_objects_and_refuses_a_fleet_port_among_the_run_ports() {
+    let work = tempfile::tempdir().unwrap();
+    let printed = operator(work.path())
+        .args(["fleet", "gen", "--name", "192.0.2.10", "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(printed.status.success(), "{}", text(&printed.stderr));
+    let list: serde_json::Value = serde_json::from_slice(&printed.stdout).unwrap();
+    let kinds: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "Namespace",
+            "ServiceAccount",
+            "PersistentVolumeClaim",
+            "Deployment",
+            "Service"
+        ]
+    );
+    // The next steps go to stderr, the objects alone to stdout.
+    assert!(text(&printed.stderr).contains("fleet credentials export"));
+
+    let clash = operator(work.path())
+        .args(["fleet", "gen", "--name", "192.0.2.10", "--port", "30450"])
+        .output()
+        .unwrap();
+    assert!(!clash.status.success());
+    assert!(
+        text(&clash.stderr).contains("inside the run ports 30444-30459"),
+        "{}",
+        text(&clash.stderr)
+    );
+}
+
+#[test]
+fn fleet_serve_stops_on_sigterm_as_a_kubelet_sends_it_and_frees_its_directory() {
+    let work = tempfile::tempdir().unwrap();
+    let fleet_dir = work.path().join("fleet");
+    let serve = || {
+        let mut fleet = operator(work.path())
+            .args([
+                "fleet",
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--name",
+                "127.0.0.1",
+                "--dir",
+            ])
+            .arg(&fleet_dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(fleet.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("fleet listening on "), "{line}");
+        fleet
+    };
+    let first = serve();
+    let pid = libc::pid_t::try_from(first.id()).unwrap();
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let stopped = wait_with_timeout(first, std::time::Duration::from_secs(10))
+        .expect("fleet serve still runs 10 s after SIGTERM");
+    assert!(stopped.status.success(), "{}", text(&stopped.stderr));
+    // The directory is free: a second `fleet serve` (a replacing pod's) serves at once.
+    let _second = Processes(vec![serve()]);
+}

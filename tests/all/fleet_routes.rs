@@ -8,7 +8,7 @@ use crate::support::served::{serve_fleet, serve_fleet_with};
 use std::path::Path;
 use std::time::Duration;
 
-use factbuoy_aggregator::fleet::{self, FleetDir, FleetSettings, registry, tokens};
+use factbuoy_aggregator::fleet::{self, FleetDir, FleetSettings, PortRange, registry, tokens};
 use factbuoy_protocol::fleet::{FleetRunRequest, FleetRunStarted, JoinRequest};
 use factbuoy_protocol::names::{ArtifactName, NodeName};
 use factbuoy_protocol::routes::Scope;
@@ -797,4 +797,112 @@ async fn a_fleet_refuses_to_serve_with_an_idle_period_outside_one_second_to_fift
             "{refused:#}"
         );
     }
+}
+
+/// `count` consecutive ports on 127.0.0.1 that nothing listens on now.
+fn free_ports(count: u16) -> PortRange {
+    (20_000..60_000)
+        .step_by(usize::from(count) + 7)
+        .map(|first| PortRange {
+            first,
+            last: first + count - 1,
+        })
+        .find(|range| {
+            range
+                .ports()
+                .all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+        })
+        .expect("free ports")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_run_ports_each_run_listens_on_two_ports_of_the_range_and_a_run_finding_none_free_is_refused()
+ {
+    let work = tempfile::tempdir().unwrap();
+    let dir = FleetDir::new(work.path().join("fleet"));
+    let range = free_ports(4);
+    let running = serve_fleet_with(
+        &dir,
+        FleetSettings {
+            run_ports: Some(range),
+            ..support::served::loopback_fleet()
+        },
+    )
+    .await;
+    let address = running.address.to_string();
+    let operator = Client::new(&address, &operator_identity(&dir)).unwrap();
+    let member = Client::new(&address, &join_member(&address, &dir, "p1").await).unwrap();
+
+    let first = start_uptime_run(&operator).await;
+    let offer = member.next_run(0).await.unwrap().expect("an offer");
+    let second = start_uptime_run(&operator).await;
+    let second_offer = member.next_run(offer.number).await.unwrap();
+    let mut taken = vec![first.operator_port, offer.agent_port, second.operator_port];
+    taken.extend(second_offer.map(|o| o.agent_port));
+    for port in &taken {
+        assert!(
+            range.ports().contains(port),
+            "port {port} is outside {range}"
+        );
+    }
+    let distinct: std::collections::BTreeSet<_> =
+        [first.operator_port, offer.agent_port, second.operator_port].into();
+    assert_eq!(distinct.len(), 3, "two listeners share a port: {taken:?}");
+
+    // Both runs hold the four ports: a third is refused, saying why and what to do.
+    let wasm = std::fs::read(support::fixture("uptime")).unwrap();
+    let uptime = serde_json::json!({
+        "name": "uptime", "sha256": factbuoy_protocol::digest::sha256_hex(&wasm),
+        "scope": "per-node", "params": [], "grants": ["host-info"], "denies": [],
+        "deadline_seconds": 60, "definition": {},
+    });
+    let (status, message) = refusal(
+        operator
+            .start_fleet_run(&FleetRunRequest {
+                plugins: vec![uptime],
+                timeout_seconds: 60,
+                lost_after_seconds: 60,
+            })
+            .await,
+    );
+    assert_eq!(status, 503, "{message}");
+    assert!(
+        message.contains(&format!(
+            "no two free ports in the fleet's run ports {range}"
+        )) && message.contains("--run-ports"),
+        "{message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn anyone_learns_from_healthz_that_the_fleet_serves_and_nothing_else() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = FleetDir::new(work.path().join("fleet"));
+    let running = serve_fleet(&dir).await;
+    let ca = dir.root().join("pki/ca.pem");
+    let url = format!("https://127.0.0.1:{}/healthz", running.address.port());
+    assert_eq!(
+        anonymous_curl(&ca, "GET", &url, None),
+        (200, "ok\n".to_owned())
+    );
+    let (status, _) = anonymous_curl(&ca, "POST", &url, Some(b"{}"));
+    assert_eq!(status, 405);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_process_serving_the_same_directory_waits_until_the_first_stops() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = FleetDir::new(work.path().join("fleet"));
+    let first = serve_fleet(&dir).await;
+    let second = tokio::spawn({
+        let dir = dir.clone();
+        async move { serve_fleet(&dir).await.address }
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!second.is_finished(), "two fleets serve one directory");
+    drop(first);
+    tokio::time::timeout(Duration::from_secs(20), second)
+        .await
+        .expect("the second fleet still waits after the first stopped")
+        .unwrap();
 }

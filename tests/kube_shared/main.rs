@@ -14,6 +14,7 @@
 mod support;
 
 mod dispatch;
+mod hub;
 mod manifests;
 mod registry;
 mod run;

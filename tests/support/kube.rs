@@ -270,6 +270,11 @@ impl Cluster {
         cache.join("bin")
     }
 
+    /// The cluster's network namespace (under /run/netns): the network its machines share.
+    pub fn netns(&self) -> &str {
+        &self.name
+    }
+
     /// The cluster's state directory (logs in `logs/`).
     pub fn dir(&self) -> &Path {
         &self.dir

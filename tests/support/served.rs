@@ -38,6 +38,7 @@ pub fn loopback_fleet() -> FleetSettings {
         certificate_validity_seconds: 3600,
         finished_run_seconds: 3600,
         idle_seconds: DEFAULT_IDLE_SECONDS,
+        run_ports: None,
     }
 }
 

@@ -10,6 +10,7 @@ pub mod apply;
 pub mod connect;
 pub mod delete;
 pub mod forward;
+pub mod hub;
 pub mod manifest;
 pub mod names;
 pub mod nodes;

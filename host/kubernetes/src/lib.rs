@@ -22,6 +22,7 @@ pub mod secrets;
 pub use factbuoy_dispatch::delete::{
     DEFAULT_WAIT as DEFAULT_DELETE_WAIT, DeleteOptions, Selection, delete,
 };
+pub use factbuoy_dispatch::hub;
 pub use factbuoy_dispatch::manifest::components::COMPONENTS_DIR;
 pub use factbuoy_dispatch::manifest::scheduling::{parse_node_selector, parse_toleration};
 pub use factbuoy_dispatch::manifest::volumes::check_cache_dir;

@@ -66,6 +66,10 @@ impl FleetDir {
     pub(crate) fn last_seen(&self) -> PathBuf {
         self.0.join("last-seen.json")
     }
+    /// Locked by the process that serves the fleet, while it does.
+    pub(crate) fn serving_lock(&self) -> PathBuf {
+        self.0.join(".serving")
+    }
     pub(crate) fn lock_file(&self) -> PathBuf {
         self.0.join(".lock")
     }
@@ -111,6 +115,59 @@ pub struct FleetSettings {
     /// fleet, and at most [`factbuoy_protocol::fleet::MAX_IDLE_SECONDS`].
     #[serde(default = "default_idle_seconds")]
     pub idle_seconds: u64,
+    /// The ports runs listen on, two per run (agents, operators); `None`: any free port.
+    /// Behind a Kubernetes Service or a firewall, every port must be known in advance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_ports: Option<PortRange>,
+}
+
+/// An inclusive range of TCP ports, written `FIRST-LAST`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortRange {
+    /// The first port.
+    pub first: u16,
+    /// The last port, included.
+    pub last: u16,
+}
+
+impl PortRange {
+    /// Every port of the range, in order.
+    pub fn ports(self) -> std::ops::RangeInclusive<u16> {
+        self.first..=self.last
+    }
+}
+
+impl std::fmt::Display for PortRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.first, self.last)
+    }
+}
+
+impl std::str::FromStr for PortRange {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<PortRange, String> {
+        let parse = |part: &str| {
+            part.trim()
+                .parse::<u16>()
+                .ok()
+                .filter(|&p| p > 0)
+                .ok_or_else(|| format!("{part:?} is not a port from 1 to 65535"))
+        };
+        let (first, last) = text
+            .split_once('-')
+            .ok_or_else(|| format!("{text:?} is not a range FIRST-LAST, e.g. 30444-30459"))?;
+        let range = PortRange {
+            first: parse(first)?,
+            last: parse(last)?,
+        };
+        if range.first >= range.last {
+            return Err(format!(
+                "{text:?}: a run takes two ports, so give at least two, lowest first"
+            ));
+        }
+        Ok(range)
+    }
 }
 
 /// How long a finished run is served by default: an hour to fetch its bundle again.

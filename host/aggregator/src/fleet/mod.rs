@@ -27,5 +27,5 @@ mod serve;
 mod shared;
 pub mod tokens;
 
-pub use dir::{FleetDir, FleetSettings, ca_pin, settings};
+pub use dir::{FleetDir, FleetSettings, PortRange, ca_pin, settings};
 pub use serve::{RunningFleet, serve};

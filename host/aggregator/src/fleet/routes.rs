@@ -29,7 +29,7 @@ use super::runs::{self, StartError};
 use super::shared::Fleet;
 use super::{plugins, tokens};
 use crate::routes::http::{
-    Rejection, empty, json_response as json, metrics_response, reject, upload_rejection,
+    Rejection, empty, full, json_response as json, metrics_response, reject, upload_rejection,
 };
 use crate::serving::park::{Answered, Park};
 use crate::serving::{Body, Peer};
@@ -78,7 +78,7 @@ async fn respond(
         )
     })?;
     let methods: &[Method] = match route {
-        FleetRoute::NextRun { .. } | FleetRoute::Metrics => &[Method::GET],
+        FleetRoute::NextRun { .. } | FleetRoute::Metrics | FleetRoute::Health => &[Method::GET],
         FleetRoute::Plugin { .. } => &[Method::GET, Method::PUT],
         _ => &[Method::POST],
     };
@@ -167,6 +167,7 @@ async fn respond(
             .await
             .map_err(|e| internal("reading the fleet's metrics", &e))?
         }
+        FleetRoute::Health => Ok(Response::new(full("ok\n"))),
         FleetRoute::Runs => {
             operator(peer, "starting a run")?;
             let body: FleetRunRequest = read_json(request, MAX_RUN_REQUEST_BYTES).await?;
@@ -178,6 +179,11 @@ async fn respond(
                 Err(e @ StartError::NoNodes) => {
                     Err(reject(StatusCode::CONFLICT, "no-nodes", e.to_string()))
                 }
+                Err(e @ StartError::NoPorts(_)) => Err(reject(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "no-ports",
+                    e.to_string(),
+                )),
                 Err(e @ StartError::Failed(_)) => {
                     tracing::error!("{e}");
                     Err(reject(

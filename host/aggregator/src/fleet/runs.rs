@@ -14,6 +14,7 @@ use factbuoy_protocol::names::{IdentifierKind, NodeName, check_identifier};
 use factbuoy_protocol::types::RunStatus;
 
 use super::admission::FleetAdmission;
+use super::dir::PortRange;
 use super::offers::FleetRun;
 use super::shared::Fleet;
 use super::{plugins, registry};
@@ -157,9 +158,32 @@ pub(crate) enum StartError {
         "no node is enrolled in this fleet (or every one is revoked); join machines with `factbuoy fleet token create` and `factbuoy agent join` first"
     )]
     NoNodes,
+    /// Every port of `fleet serve --run-ports` is taken by runs served (running, or finished
+    /// and still answering for `--serve-finished-for`).
+    #[error(
+        "no two free ports in the fleet's run ports {0}: each run served takes two, finished ones too for `fleet serve --serve-finished-for`; try again when one stops being served, or serve the fleet with a wider --run-ports"
+    )]
+    NoPorts(PortRange),
     /// Creating or serving the run failed.
     #[error("starting the run: {0:#}")]
     Failed(anyhow::Error),
+}
+
+/// Two ports for a new run's listeners (agents, operators): the first two free ones of
+/// `--run-ports`, or 0 (any) without it. A port is free when it can be bound: the listeners of
+/// the runs this fleet serves hold theirs.
+fn run_ports(fleet: &Fleet) -> Result<(u16, u16), StartError> {
+    let Some(range) = fleet.settings.run_ports else {
+        return Ok((0, 0));
+    };
+    let ip = fleet.settings.listen.ip();
+    let mut free = range
+        .ports()
+        .filter(|&port| std::net::TcpListener::bind((ip, port)).is_ok());
+    match (free.next(), free.next()) {
+        (Some(agents), Some(operators)) => Ok((agents, operators)),
+        _ => Err(StartError::NoPorts(range)),
+    }
 }
 
 /// Starts a run of `request` over every enrolled node that is not revoked.
@@ -205,18 +229,22 @@ pub(crate) async fn start(
     if nodes.is_empty() {
         return Err(StartError::NoNodes);
     }
+    // Ports are picked and bound one run at a time, so two runs starting at once never pick
+    // the same ones.
+    let _picking = fleet.starting.lock().await;
+    let (agent_port, operator_port) = run_ports(fleet)?;
     let number = {
         let mut newest = fleet.runs.newest.lock().unwrap();
         *newest += 1;
         *newest
     };
-    let listen = SocketAddr::new(fleet.settings.listen.ip(), 0);
+    let ip = fleet.settings.listen.ip();
     let config = RunConfig {
         nodes: nodes.clone(),
         lost_after_seconds: request.lost_after_seconds.max(1),
         run_timeout_seconds: request.timeout_seconds.max(1),
-        agent_listen: listen,
-        operator_listen: listen,
+        agent_listen: SocketAddr::new(ip, agent_port),
+        operator_listen: SocketAddr::new(ip, operator_port),
         server_names: fleet.settings.server_names.clone(),
         bundle_dir: fleet.dir.bundles(),
         operator_ca: Some(fleet.ca.cert_pem().to_owned()),
@@ -298,6 +326,7 @@ mod tests {
             certificate_validity_seconds: 3600,
             finished_run_seconds: 3600,
             idle_seconds: DEFAULT_IDLE_SECONDS,
+            run_ports: None,
         };
         let running = serve(fleet, settings, |_| None).await.unwrap();
         assert!(dir.final_status().exists(), "the run was not retired");

@@ -70,6 +70,8 @@ pub struct RunningFleet {
     pub max_agents: usize,
     fleet: Arc<Fleet>,
     tasks: Vec<JoinHandle<()>>,
+    /// Held while the fleet serves, released when the process ends however it ends.
+    _serving_lock: std::fs::File,
 }
 
 impl Drop for RunningFleet {
@@ -101,6 +103,7 @@ pub async fn serve(
     {
         settings.listen = previous.listen;
     }
+    let serving_lock = hold_directory(&dir).await?;
     let ca = init(&dir, &settings)?;
     let listener = serving::bind(settings.listen)
         .with_context(|| format!("binding the fleet listener to {}", settings.listen))?;
@@ -134,6 +137,7 @@ pub async fn serve(
         registry: Mutex::new((registry::load(&dir)?, false)),
         flushing: Mutex::default(),
         runs: FleetRuns::default(),
+        starting: tokio::sync::Mutex::default(),
         dir,
         settings: settings.clone(),
         ca,
@@ -166,7 +170,39 @@ pub async fn serve(
         max_agents,
         fleet,
         tasks,
+        _serving_lock: serving_lock,
     })
+}
+
+/// Takes the fleet directory's serving lock, waiting while another process holds it: two
+/// processes serving one directory would both serve its unfinished runs. In Kubernetes, a pod
+/// that replaces a deleted one starts while the old one still stops; it waits here, not ready,
+/// until the old one has written its last state and exited.
+async fn hold_directory(dir: &FleetDir) -> anyhow::Result<std::fs::File> {
+    std::fs::create_dir_all(dir.root())
+        .with_context(|| format!("making the fleet's directory {}", dir.root().display()))?;
+    let path = dir.serving_lock();
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    use rustix::fs::{FlockOperation, flock};
+    match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => return Ok(file),
+        Err(rustix::io::Errno::WOULDBLOCK) => tracing::warn!(
+            "another process serves the fleet in {}; waiting until it stops",
+            dir.root().display()
+        ),
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("locking {}", path.display()))),
+    }
+    tokio::task::spawn_blocking(move || {
+        flock(&file, FlockOperation::LockExclusive)
+            .with_context(|| format!("locking {}", path.display()))?;
+        Ok(file)
+    })
+    .await?
 }
 
 async fn flusher(fleet: Arc<Fleet>) {

@@ -34,6 +34,8 @@ pub(crate) struct Fleet {
     pub(crate) flushing: Mutex<()>,
     /// The runs it serves.
     pub(crate) runs: FleetRuns,
+    /// Held while a run's ports are picked and bound.
+    pub(crate) starting: tokio::sync::Mutex<()>,
     /// Components bundled in the serving binary.
     pub(crate) bundled: BundledComponents,
     /// What the fleet counts, served at `/metrics`.

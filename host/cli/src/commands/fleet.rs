@@ -6,8 +6,10 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use anyhow::Context;
 use clap::{Args, Subcommand};
-use factbuoy_operator::fleet::{self, Fleet};
+use factbuoy_aggregator::fleet::PortRange;
+use factbuoy_operator::fleet::{self, Fleet, OperatorCredentials};
 use factbuoy_operator::prune::PruneOptions;
 use factbuoy_protocol::names::NodeName;
 
@@ -42,6 +44,37 @@ pub enum FleetCommand {
         factbuoy fleet prune --older-than 30d             # runs that ended a month ago, and their bundles\n  \
         factbuoy fleet prune --older-than 30d --all       # runs without a bundle too")]
     Prune(PruneArgs),
+    /// Print (or --apply) the objects that serve a fleet inside a Kubernetes cluster: a
+    /// Deployment of one replica, its directory on a PersistentVolumeClaim, a NodePort or
+    /// LoadBalancer Service for the machines outside. See docs/fleet.md.
+    #[command(after_help = "Examples:\n  \
+        factbuoy fleet gen --name 192.0.2.10 > hub.yaml && kubectl apply -f hub.yaml\n  \
+        factbuoy fleet gen --name fleet.example.com --service load-balancer --apply\n  \
+        factbuoy fleet gen --name 192.0.2.10 --storage-class local-path --image registry.example/factbuoy:0.9 -o json")]
+    Gen(super::fleet_gen::GenArgs),
+    /// Carry the fleet's operator credentials to another machine: `export` prints them where
+    /// the fleet is served (its pod, say), `import` writes them for `run --fleet`.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  \
+            kubectl -n factbuoy-fleet exec deploy/factbuoy-fleet -- factbuoy fleet credentials export \\\n    \
+            | factbuoy fleet credentials import ~/.config/factbuoy/fleet-operator\n  \
+            factbuoy run --fleet 192.0.2.10:30443 --fleet-credentials ~/.config/factbuoy/fleet-operator"
+    )]
+    Credentials(CredentialsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CredentialsCommand {
+    /// Print the fleet's operator credentials (its CA, the operator's certificate and key) as
+    /// one JSON document. It holds a private key: send it only to where `import` reads it.
+    Export(DirArgs),
+    /// Read what `export` printed from standard input and write it into DIR (0700, the key
+    /// 0600), the directory `run --fleet --fleet-credentials DIR` reads.
+    Import {
+        /// Where to write `ca.pem`, `client.pem` and `client.key`.
+        dir: PathBuf,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -129,6 +162,11 @@ pub struct ServeArgs {
     /// CPU per idle agent. From 1s to 15m.
     #[arg(long, default_value = "170s")]
     idle_every: humantime::Duration,
+    /// The ports runs listen on, FIRST-LAST: each run served takes two (for agents, for
+    /// operators), a finished one until --serve-finished-for has passed [default: any free
+    /// ports]. Behind a firewall or a Kubernetes Service, every port must be known in advance.
+    #[arg(long, value_name = "FIRST-LAST")]
+    run_ports: Option<PortRange>,
 }
 
 pub async fn execute(command: FleetCommand, format: Format) -> anyhow::Result<ExitStatus> {
@@ -180,6 +218,25 @@ pub async fn execute(command: FleetCommand, format: Format) -> anyhow::Result<Ex
             ));
             Ok(ExitStatus::Success)
         }
+        FleetCommand::Gen(args) => super::fleet_gen::generate(args, format).await,
+        FleetCommand::Credentials(CredentialsCommand::Export(dir)) => {
+            let credentials = dir.fleet()?.operator_credentials()?;
+            emit(&serde_json::to_string_pretty(&credentials)?);
+            Ok(ExitStatus::Success)
+        }
+        FleetCommand::Credentials(CredentialsCommand::Import { dir }) => {
+            let credentials: OperatorCredentials = serde_json::from_reader(std::io::stdin().lock())
+                .context(
+                    "reading the credentials on standard input: pipe in what `factbuoy fleet credentials export` printed",
+                )?;
+            credentials.write(&dir)?;
+            emit(&format!(
+                "wrote the fleet's operator credentials into {}; `factbuoy run --fleet ADDRESS --fleet-credentials {}` uses them",
+                dir.display(),
+                dir.display()
+            ));
+            Ok(ExitStatus::Success)
+        }
         FleetCommand::Prune(args) => {
             let options = PruneOptions {
                 older_than: *args.older_than,
@@ -204,6 +261,7 @@ async fn serve(args: ServeArgs, format: Format) -> anyhow::Result<ExitStatus> {
         certificate_validity: *args.certificate_validity,
         serve_finished_for: *args.serve_finished_for,
         idle_every: *args.idle_every,
+        run_ports: args.run_ports,
     })
     .await?;
     let running = &serving.running;

@@ -7,6 +7,7 @@ pub mod aggregator;
 pub mod ansible;
 pub mod delete;
 pub mod fleet;
+pub mod fleet_gen;
 pub mod generate;
 pub mod inspect;
 pub mod man;

@@ -9,7 +9,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use factbuoy_aggregator::fleet::{self as served, FleetDir, FleetSettings, RunningFleet};
+use anyhow::Context;
+
+use factbuoy_aggregator::fleet::{
+    self as served, FleetDir, FleetSettings, PortRange, RunningFleet,
+};
 use factbuoy_aggregator::fleet::{registry, tokens};
 use factbuoy_protocol::names::NodeName;
 use serde::Serialize;
@@ -57,7 +61,54 @@ pub struct FleetNode {
     pub revoked: bool,
 }
 
+/// The fleet's operator credentials as one document, to carry them from the machine (or pod)
+/// that serves the fleet to an operator's: `fleet credentials export | fleet credentials import`.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct OperatorCredentials {
+    /// The fleet's CA certificate, which the operator trusts the fleet's server by.
+    pub ca_pem: String,
+    /// The operator's certificate.
+    pub client_pem: String,
+    /// Its private key.
+    pub client_key: String,
+}
+
+impl OperatorCredentials {
+    /// Writes them into `dir` (made 0700, the key 0600) as `run --fleet --fleet-credentials DIR`
+    /// reads them: `ca.pem`, `client.pem`, `client.key`.
+    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        use std::os::unix::fs::DirBuilderExt;
+        // Checked before anything is made: a half-written directory would be read later.
+        factbuoy_pki::fingerprint_pem(&self.ca_pem).context("the CA certificate does not parse")?;
+        factbuoy_pki::fingerprint_pem(&self.client_pem)
+            .context("the operator certificate does not parse")?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("making {}", dir.display()))?;
+        std::fs::write(dir.join("ca.pem"), &self.ca_pem)?;
+        std::fs::write(dir.join("client.pem"), &self.client_pem)?;
+        factbuoy_pki::write_private(&dir.join("client.key"), &self.client_key)?;
+        Ok(())
+    }
+}
+
 impl Fleet {
+    /// The fleet's operator credentials (its `operator/`), to export.
+    pub fn operator_credentials(&self) -> anyhow::Result<OperatorCredentials> {
+        let dir = self.dir.operator();
+        let read = |name: &str| {
+            std::fs::read_to_string(dir.join(name))
+                .with_context(|| format!("reading {}", dir.join(name).display()))
+        };
+        Ok(OperatorCredentials {
+            ca_pem: read("ca.pem")?,
+            client_pem: read("client.pem")?,
+            client_key: read("client.key")?,
+        })
+    }
+
     /// The fleet in `dir`, else the one [`StateDir::find_fleet`] finds; it must hold a fleet.
     pub fn open(dir: Option<&Path>) -> anyhow::Result<Fleet> {
         let dir = FleetDir::new(match dir {
@@ -150,6 +201,8 @@ pub struct FleetServeOptions {
     pub serve_finished_for: Duration,
     /// How often an idle line is written on an agent's waiting connection.
     pub idle_every: Duration,
+    /// The ports runs listen on [default: any free ones].
+    pub run_ports: Option<PortRange>,
 }
 
 /// A fleet this process serves, until it is dropped.
@@ -183,6 +236,7 @@ pub async fn serve(options: FleetServeOptions) -> anyhow::Result<Serving> {
         certificate_validity_seconds: options.certificate_validity.as_secs().max(10),
         finished_run_seconds: options.serve_finished_for.as_secs(),
         idle_seconds: options.idle_every.as_secs(),
+        run_ports: options.run_ports,
     };
     let running = served::serve(dir.clone(), settings, factbuoy_catalog::bundled_component).await?;
     let port = running.address.port();
