@@ -18,6 +18,7 @@ mod hub;
 mod manifests;
 mod registry;
 mod run;
+mod status_web;
 
 use support::kube::Cluster;
 
