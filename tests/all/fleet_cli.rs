@@ -50,6 +50,32 @@ fn shell(state: &Path, line: &str) -> std::process::Output {
         .unwrap()
 }
 
+/// `fleet serve` on loopback from `dir`, with the operator's state directory in `state`: the
+/// process, and the line it printed once it listened.
+fn serve_fleet(state: &Path, dir: &Path) -> (Child, String) {
+    let mut fleet = operator(state)
+        .args([
+            "fleet",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--name",
+            "127.0.0.1",
+            "--dir",
+        ])
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(fleet.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("fleet listening on "), "{line}");
+    (fleet, line)
+}
+
 #[test]
 fn run_fleet_on_the_fleets_machine_finds_its_credentials_and_the_member_says_what_it_serves() {
     let work = tempfile::tempdir().unwrap();
@@ -59,25 +85,7 @@ fn run_fleet_on_the_fleets_machine_finds_its_credentials_and_the_member_says_wha
     let mut processes = Processes(Vec::new());
 
     // The fleet, served from a directory that is not the default one.
-    let mut fleet = operator(&state)
-        .args([
-            "fleet",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--name",
-            "127.0.0.1",
-        ])
-        .arg("--dir")
-        .arg(&fleet_dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(fleet.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    let (fleet, first) = serve_fleet(&state, &fleet_dir);
     processes.0.push(fleet);
     let address = first
         .strip_prefix("fleet listening on ")
@@ -304,24 +312,7 @@ fn the_operator_credentials_exported_where_the_fleet_serves_are_imported_whole_a
     let work = tempfile::tempdir().unwrap();
     let state = work.path().join("operator-state");
     let fleet_dir = work.path().join("fleet");
-    let mut fleet = operator(&state)
-        .args([
-            "fleet",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--name",
-            "127.0.0.1",
-            "--dir",
-        ])
-        .arg(&fleet_dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    BufReader::new(fleet.stdout.take().unwrap())
-        .read_line(&mut String::new())
-        .unwrap();
+    let (fleet, _) = serve_fleet(&state, &fleet_dir);
     let _processes = Processes(vec![fleet]);
 
     let imported = work.path().join("elsewhere/fleet-operator");
@@ -420,29 +411,7 @@ fn fleet_gen_prints_the_hubs_objects_and_refuses_a_fleet_port_among_the_run_port
 fn fleet_serve_stops_on_sigterm_as_a_kubelet_sends_it_and_frees_its_directory() {
     let work = tempfile::tempdir().unwrap();
     let fleet_dir = work.path().join("fleet");
-    let serve = || {
-        let mut fleet = operator(work.path())
-            .args([
-                "fleet",
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--name",
-                "127.0.0.1",
-                "--dir",
-            ])
-            .arg(&fleet_dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(fleet.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(line.starts_with("fleet listening on "), "{line}");
-        fleet
-    };
+    let serve = || serve_fleet(work.path(), &fleet_dir).0;
     let first = serve();
     let pid = libc::pid_t::try_from(first.id()).unwrap();
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);

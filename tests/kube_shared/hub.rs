@@ -232,6 +232,33 @@ fn a_machine_outside_the_cluster_joins_the_hub_through_its_node_port_and_a_run_s
         .unwrap();
     let applied = json_of(&applied, "fleet gen --apply");
     assert_eq!(applied["address"], ADDRESS, "{applied:#}");
+    // What it prints for GitOps is what it applied: the API server takes it as it stands.
+    let printed = factbuoy(cluster, &operator)
+        .args(["fleet", "gen", "--name", "10.200.0.11"])
+        .args(["--image", image, "--image-pull-policy", "Never"])
+        .args(["--storage-class", STORAGE_CLASS])
+        .output()
+        .unwrap();
+    assert!(
+        printed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&printed.stderr)
+    );
+    let yaml = work.path().join("hub.yaml");
+    std::fs::write(&yaml, &printed.stdout).unwrap();
+    let dry_run = cluster.kubectl(["apply", "--dry-run=server", "-f", yaml.to_str().unwrap()]);
+    for object in [
+        "namespace/",
+        "serviceaccount/",
+        "persistentvolumeclaim/",
+        "deployment.apps/",
+        "service/",
+    ] {
+        assert!(
+            dry_run.contains(&format!("{object}factbuoy-fleet")),
+            "{dry_run}"
+        );
+    }
 
     // Its credentials and a join token, from the pod, as the printed next steps say.
     let exported = in_the_hub(cluster, &["fleet", "credentials", "export"]);
@@ -357,25 +384,21 @@ fn a_machine_outside_the_cluster_joins_the_hub_through_its_node_port_and_a_run_s
                 .then_some(())
         },
     );
-    let old_pod = cluster.kubectl([
-        "-n",
-        NAMESPACE,
-        "get",
-        "pods",
-        "-o",
-        "jsonpath={.items[0].metadata.name}",
-    ]);
+    let hub_pod = || {
+        cluster.kubectl([
+            "-n",
+            NAMESPACE,
+            "get",
+            "pods",
+            "-o",
+            "jsonpath={.items[0].metadata.name}",
+        ])
+    };
+    let old_pod = hub_pod();
     cluster.kubectl(["-n", NAMESPACE, "delete", "pod", &old_pod, "--wait=false"]);
     let second = second.wait_with_output().unwrap();
     let status = json_of(&second, "run --fleet across the hub pod's deletion");
-    let new_pod = cluster.kubectl([
-        "-n",
-        NAMESPACE,
-        "get",
-        "pods",
-        "-o",
-        "jsonpath={.items[0].metadata.name}",
-    ]);
+    let new_pod = hub_pod();
     assert_ne!(new_pod, old_pod, "the hub's pod was not replaced");
     // The new pod took the run over from the volume, rather than the old one finishing it.
     let new_log = cluster.kubectl(["-n", NAMESPACE, "logs", &new_pod]);

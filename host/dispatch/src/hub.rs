@@ -22,6 +22,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource, ResourceExt};
 
+use crate::manifest::json;
 use crate::manifest::security::{container_security_context, pod_security_context};
 use crate::names::FIELD_MANAGER;
 
@@ -216,13 +217,11 @@ impl HubSpec {
             image: Some(self.image.clone()),
             image_pull_policy: Some(self.image_pull_policy.clone()),
             args: Some(args),
-            env: Some(vec![
-                EnvVar {
-                    name: "FACTBUOY_STATE_DIR".to_owned(),
-                    value: Some(STATE_DIR.to_owned()),
-                    ..EnvVar::default()
-                },
-            ]),
+            env: Some(vec![EnvVar {
+                name: "FACTBUOY_STATE_DIR".to_owned(),
+                value: Some(STATE_DIR.to_owned()),
+                ..EnvVar::default()
+            }]),
             ports: Some(
                 container_ports
                     .clone()
@@ -349,9 +348,6 @@ impl HubSpec {
 impl HubManifests {
     /// Every object as JSON, in the order they are applied.
     pub fn objects(&self) -> Vec<serde_json::Value> {
-        fn json<T: serde::Serialize>(value: &T) -> serde_json::Value {
-            serde_json::to_value(value).expect("Kubernetes objects serialise")
-        }
         let mut all = Vec::new();
         if let Some(namespace) = &self.namespace {
             all.push(json(namespace));

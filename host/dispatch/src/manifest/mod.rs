@@ -598,9 +598,6 @@ impl RunManifests {
     /// ClusterRole and binding, Role and binding, ConfigMap, Service (before any pod: only pods
     /// created after it get its environment variables), the aggregator Pod, the DaemonSet.
     pub fn objects(&self) -> Vec<serde_json::Value> {
-        fn json<T: serde::Serialize>(value: &T) -> serde_json::Value {
-            serde_json::to_value(value).expect("Kubernetes objects serialise")
-        }
         let mut all = Vec::new();
         if let Some(namespace) = &self.namespace {
             all.push(json(namespace));
@@ -617,6 +614,11 @@ impl RunManifests {
         all.push(json(&self.agents));
         all
     }
+}
+
+/// A Kubernetes object as JSON, as `gen` prints it.
+pub(crate) fn json<T: serde::Serialize>(value: &T) -> serde_json::Value {
+    serde_json::to_value(value).expect("Kubernetes objects serialise")
 }
 
 fn aggregator_pod_spec(spec: &RunSpec, component_parts: &[ConfigMap]) -> PodSpec {
