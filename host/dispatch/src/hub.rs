@@ -12,9 +12,9 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, EnvVar, HTTPGetAction, LocalObjectReference, Namespace,
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodSpec,
-    PodTemplateSpec, Probe, ResourceRequirements, Service, ServiceAccount, ServicePort,
-    ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSpec, PodTemplateSpec, Probe,
+    ResourceRequirements, Service, ServiceAccount, ServicePort, ServiceSpec,
+    VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -22,8 +22,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource, ResourceExt};
 
-use crate::manifest::json;
 use crate::manifest::security::{container_security_context, pod_security_context};
+use crate::manifest::{json, volumes};
 use crate::names::FIELD_MANAGER;
 
 /// The name of every object of the hub: Deployment, Service, claim, ServiceAccount.
@@ -212,6 +212,8 @@ impl HubSpec {
             timeout_seconds: Some(5),
             ..Probe::default()
         };
+        let state = volumes::claim("state", HUB, STATE_DIR);
+        let tmp = volumes::empty_dir("tmp", "/tmp", None);
         let container = Container {
             name: "fleet".to_owned(),
             image: Some(self.image.clone()),
@@ -246,18 +248,7 @@ impl HubSpec {
                 ..ResourceRequirements::default()
             }),
             security_context: Some(container_security_context()),
-            volume_mounts: Some(vec![
-                VolumeMount {
-                    name: "state".to_owned(),
-                    mount_path: STATE_DIR.to_owned(),
-                    ..VolumeMount::default()
-                },
-                VolumeMount {
-                    name: "tmp".to_owned(),
-                    mount_path: "/tmp".to_owned(),
-                    ..VolumeMount::default()
-                },
-            ]),
+            volume_mounts: Some(vec![state.1.clone(), tmp.1.clone()]),
             ..Container::default()
         };
         let pod = PodSpec {
@@ -271,21 +262,7 @@ impl HubSpec {
                 .map(|name| vec![LocalObjectReference { name }]),
             // `fleet serve` stops on SIGTERM: it writes the last-seen times and closes.
             termination_grace_period_seconds: Some(30),
-            volumes: Some(vec![
-                Volume {
-                    name: "state".to_owned(),
-                    persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                        claim_name: HUB.to_owned(),
-                        read_only: None,
-                    }),
-                    ..Volume::default()
-                },
-                Volume {
-                    name: "tmp".to_owned(),
-                    empty_dir: Some(Default::default()),
-                    ..Volume::default()
-                },
-            ]),
+            volumes: Some(vec![state.0, tmp.0]),
             ..PodSpec::default()
         };
         let deployment = Deployment {

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{
     ConfigMapVolumeSource, EmptyDirVolumeSource, HostPathVolumeSource, KeyToPath,
-    ProjectedVolumeSource, SecretVolumeSource, ServiceAccountTokenProjection, Volume, VolumeMount,
-    VolumeProjection,
+    PersistentVolumeClaimVolumeSource, ProjectedVolumeSource, SecretVolumeSource,
+    ServiceAccountTokenProjection, Volume, VolumeMount, VolumeProjection,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -130,11 +130,32 @@ pub fn agent_cache(dir: &str, mount: &str) -> (Volume, VolumeMount) {
             }),
             ..Volume::default()
         },
-        VolumeMount {
-            name: "cache".to_owned(),
-            mount_path: mount.to_owned(),
-            ..VolumeMount::default()
+        self::mount("cache", mount, false),
+    )
+}
+
+/// Volume `name`'s mount at `path`.
+fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: name.to_owned(),
+        mount_path: path.to_owned(),
+        read_only: read_only.then_some(true),
+        ..VolumeMount::default()
+    }
+}
+
+/// PersistentVolumeClaim `claim` as volume `name`, mounted writable at `path`.
+pub fn claim(name: &str, claim: &str, path: &str) -> (Volume, VolumeMount) {
+    (
+        Volume {
+            name: name.to_owned(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim.to_owned(),
+                read_only: None,
+            }),
+            ..Volume::default()
         },
+        mount(name, path, false),
     )
 }
 
@@ -149,11 +170,7 @@ pub fn empty_dir(name: &str, path: &str, size_limit: Option<&str>) -> (Volume, V
             }),
             ..Volume::default()
         },
-        VolumeMount {
-            name: name.to_owned(),
-            mount_path: path.to_owned(),
-            ..VolumeMount::default()
-        },
+        mount(name, path, false),
     )
 }
 
@@ -169,12 +186,7 @@ pub fn config_map(name: &str, config_map: &str, path: &str) -> (Volume, VolumeMo
             }),
             ..Volume::default()
         },
-        VolumeMount {
-            name: name.to_owned(),
-            mount_path: path.to_owned(),
-            read_only: Some(true),
-            ..VolumeMount::default()
-        },
+        mount(name, path, true),
     )
 }
 
@@ -201,12 +213,7 @@ pub fn secret_file(
             }),
             ..Volume::default()
         },
-        VolumeMount {
-            name: name.to_owned(),
-            mount_path: path.to_owned(),
-            read_only: Some(true),
-            ..VolumeMount::default()
-        },
+        mount(name, path, true),
     )
 }
 
@@ -232,12 +239,7 @@ pub fn projected_token(audience: &str, token_path: &str) -> (Volume, VolumeMount
             }),
             ..Volume::default()
         },
-        VolumeMount {
-            name: "token".to_owned(),
-            mount_path: dir.to_owned(),
-            read_only: Some(true),
-            ..VolumeMount::default()
-        },
+        mount("token", dir, true),
     )
 }
 
