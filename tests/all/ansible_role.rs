@@ -528,6 +528,23 @@ fn the_role_deploys_agents_that_join_idempotently_and_uninstalls_them() {
     }
     assert_eq!(fleet.nodes(), Vec::<String>::new(), "--check joined");
 
+    // A binary that does not have the operator's checksum is refused, and nothing is done.
+    let wrong = format!("factbuoy_agent_binary_sha256={}", "0".repeat(64));
+    let (ok, output) = playbook.run(&["-e", &wrong]);
+    assert!(
+        !ok && output.contains(&format!(
+            "has SHA-256 {sha256}, not factbuoy_agent_binary_sha256"
+        )),
+        "a binary of another checksum was not refused:\n{output}"
+    );
+    for (i, name) in MACHINES.iter().enumerate() {
+        assert_eq!(
+            leftovers(&machines, i),
+            "",
+            "a refused binary changed {name}"
+        );
+    }
+
     // The apply, at -vvv: both join (one token of two uses) and their agents run.
     let changed = playbook.apply(&["-vvv"]);
     assert!(changed.values().all(|&n| n > 0), "{changed:?}");
