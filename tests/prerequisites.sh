@@ -5,6 +5,7 @@
 # - Debian packages (apt-get, as root; Debian 12 and derivatives), listed below with the tests
 #   that need them;
 # - Python venvs under target/ (PyPI): Ansible for the setup plugin's comparison and fact cache,
+#   ansible-lint for the Ansible role,
 #   componentize-py, mypy and build for Python plugins and the Python SDK, fusepy for the
 #   stuck-file-system test;
 # - the JavaScript plugin toolchain under target/ (npm, pinned in toolchains/js/package-lock.json:
@@ -68,6 +69,11 @@ want 'command -v gdb' gdb
 want 'command -v prometheus && command -v promtool' prometheus
 # The fleet agent as a container (tests/all/agent_container.rs): rootful Podman.
 want 'command -v podman' podman
+# The Ansible role's test (tests/all/ansible_role.rs): machines booted by systemd-nspawn from a
+# Debian tree debootstrap makes (tests/ansible/machine-rootfs.sh), reached over ssh.
+want 'command -v debootstrap || [ -x /usr/sbin/debootstrap ]' debootstrap
+want 'command -v systemd-nspawn' systemd-container
+want 'command -v ssh && command -v ssh-keygen' openssh-client
 
 apt_updated=
 if [ ${#missing[@]} -gt 0 ]; then
@@ -84,8 +90,9 @@ if ! [ -d "$(rustc --print sysroot)/lib/rustlib/aarch64-unknown-linux-gnu" ]; th
   rustup target add aarch64-unknown-linux-gnu
 fi
 
-log "Python venvs (Ansible, componentize-py, fusepy) and the JavaScript toolchain under target/"
+log "Python venvs (Ansible, ansible-lint, componentize-py, fusepy) and the JavaScript toolchain under target/"
 tests/ansible/venv.sh >/dev/null
+tests/ansible/lint-venv.sh >/dev/null
 toolchains/python/venv.sh >/dev/null
 tests/fuse/venv.sh >/dev/null
 toolchains/js/install.sh >/dev/null
@@ -95,3 +102,8 @@ toolchains/js/install.sh >/dev/null
 log "the Kubernetes test cluster's binaries (tests/kube/build.sh)"
 apt_updated=$apt_updated tests/kube/build.sh
 
+
+# The Ansible role's test machines: a Debian tree made by debootstrap once, cached outside the
+# repository (about 2 minutes the first time, nothing after).
+log "the Ansible role's test machines (tests/ansible/machine-rootfs.sh)"
+tests/ansible/machine-rootfs.sh >/dev/null

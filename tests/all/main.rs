@@ -19,6 +19,7 @@ mod aggregator_faults;
 mod aggregator_names;
 mod aggregator_nodes;
 mod ansible_fact_cache;
+mod ansible_role;
 mod architecture;
 mod cli;
 mod cli_runs;
