@@ -102,7 +102,6 @@ toolchains/js/install.sh >/dev/null
 log "the Kubernetes test cluster's binaries (tests/kube/build.sh)"
 apt_updated=$apt_updated tests/kube/build.sh
 
-
 # The Ansible role's test machines: a Debian tree made by debootstrap once, cached outside the
 # repository (about 2 minutes the first time, nothing after).
 log "the Ansible role's test machines (tests/ansible/machine-rootfs.sh)"
