@@ -797,3 +797,178 @@ fn a_fleet_run_shows_live_then_its_bundle_is_retrieved_and_reported_from_the_pag
     assert!(page.body.contains("member-1"), "the report names the node");
     assert!(page.body.contains(&run_id), "the report names the run");
 }
+
+/// Two machines of their own, removed when dropped: network namespaces joined by a veth pair,
+/// the page server's at `server_ip` and a browser's at the other end. Their names and subnet are
+/// this process's, so that two test runs at once never meet.
+struct TwoHosts {
+    server: String,
+    client: String,
+    server_ip: String,
+}
+
+impl TwoHosts {
+    fn new() -> TwoHosts {
+        let slot = std::process::id() % 200;
+        let hosts = TwoHosts {
+            server: format!("fbweb-s-{slot}"),
+            client: format!("fbweb-c-{slot}"),
+            server_ip: format!("10.214.{slot}.1"),
+        };
+        let (server, client) = (hosts.server.as_str(), hosts.client.as_str());
+        let (server_end, client_end) = (format!("fbws{slot}"), format!("fbwc{slot}"));
+        for ns in [server, client] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+        for args in [
+            vec!["netns", "add", server],
+            vec!["netns", "add", client],
+            vec![
+                "link",
+                "add",
+                &server_end,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &client_end,
+            ],
+            vec!["link", "set", &server_end, "netns", server],
+            vec!["link", "set", &client_end, "netns", client],
+            vec![
+                "-n",
+                server,
+                "addr",
+                "add",
+                &format!("{}/30", hosts.server_ip),
+                "dev",
+                &server_end,
+            ],
+            vec![
+                "-n",
+                client,
+                "addr",
+                "add",
+                &format!("10.214.{slot}.2/30"),
+                "dev",
+                &client_end,
+            ],
+            vec!["-n", server, "link", "set", &server_end, "up"],
+            vec!["-n", client, "link", "set", &client_end, "up"],
+            vec!["-n", server, "link", "set", "lo", "up"],
+            vec!["-n", client, "link", "set", "lo", "up"],
+        ] {
+            let made = Command::new("ip").args(&args).output().unwrap();
+            assert!(made.status.success(), "ip {args:?}: {}", text(&made.stderr));
+        }
+        hosts
+    }
+
+    /// `program` on machine `ns`.
+    fn on(ns: &str, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut command = Command::new("ip");
+        command.args(["netns", "exec", ns]).arg(program);
+        command
+    }
+}
+
+impl Drop for TwoHosts {
+    fn drop(&mut self) {
+        for ns in [&self.server, &self.client] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+#[test]
+fn off_loopback_the_page_serves_https_at_its_address_to_another_machine_with_the_same_checks() {
+    let host = Host::new();
+    let (mut run, run_id) = host.start_run(&["--plugin", "hello"]);
+    // Ended, so that the other machine's page server reads it from the state directory (a local
+    // run's aggregator listens on this machine's loopback).
+    assert!(run.0.wait().unwrap().success());
+    let hosts = TwoHosts::new();
+    let ca = factbuoy_pki::RunCa::create("statuspage").unwrap();
+    let issued = ca
+        .issue_server(std::slice::from_ref(&hosts.server_ip))
+        .unwrap();
+    let files = host.dir.path();
+    std::fs::write(files.join("ca.pem"), ca.cert_pem()).unwrap();
+    std::fs::write(files.join("page.pem"), &issued.cert_pem).unwrap();
+    std::fs::write(files.join("page.key"), &issued.key_pem).unwrap();
+    let mut command = TwoHosts::on(&hosts.server, env!("CARGO_BIN_EXE_factbuoy"));
+    command
+        .env("FACTBUOY_STATE_DIR", files.join("state"))
+        .args(["status", "--web", &run_id, "--listen"])
+        .arg(format!("{}:0", hosts.server_ip))
+        .arg("--tls-cert")
+        .arg(files.join("page.pem"))
+        .arg("--tls-key")
+        .arg(files.join("page.key"));
+    let served = serve(command);
+    let base = format!("https://{}", served.authority);
+    assert!(
+        served
+            .url
+            .starts_with(&format!("{base}/runs/{run_id}?token=")),
+        "{}",
+        served.url
+    );
+    // curl on `ns`: its exit code, the HTTP status and the body.
+    let curl = |ns: &str, args: &[&str]| {
+        let output = TwoHosts::on(ns, "curl")
+            .args([
+                "-s",
+                "--max-time",
+                "10",
+                "-o",
+                "-",
+                "-w",
+                "\n%{http_code}",
+                "--cacert",
+            ])
+            .arg(files.join("ca.pem"))
+            .args(args)
+            .output()
+            .unwrap();
+        let out = text(&output.stdout);
+        let (body, code) = out.rsplit_once('\n').unwrap_or(("", &out));
+        (output.status.code(), code.to_owned(), body.to_owned())
+    };
+    let run_url = format!("{base}/api/v1/runs/{run_id}");
+    let bearer = format!("Authorization: Bearer {}", served.token);
+    // From the other machine: the run, with the token; 403 and no data without it.
+    let (_, code, body) = curl(&hosts.client, &["-H", &bearer, &run_url]);
+    assert_eq!(code, "200", "{body}");
+    let view: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(view["run_id"], run_id.as_str());
+    assert_eq!(view["status"]["status"], "complete", "{view}");
+    let (_, code, body) = curl(&hosts.client, &[&run_url]);
+    assert_eq!(code, "403", "{body}");
+    assert!(!body.contains(&run_id), "{body}");
+    // HTTPS only: plain HTTP to the same port gets no page.
+    let (_, code, body) = curl(
+        &hosts.client,
+        &[
+            "-H",
+            &bearer,
+            &format!("http://{}/api/v1/runs/{run_id}", served.authority),
+        ],
+    );
+    assert!(code != "200" && code != "403", "{code} {body}");
+    // It listens at its address only: not on the server machine's loopback.
+    let port = served.authority.rsplit_once(':').unwrap().1;
+    let (exit, _, _) = curl(
+        &hosts.server,
+        &[
+            "-H",
+            &bearer,
+            &format!("https://127.0.0.1:{port}/api/v1/runs/{run_id}"),
+        ],
+    );
+    assert_eq!(
+        exit,
+        Some(7),
+        "curl: connection refused on 127.0.0.1:{port}"
+    );
+}
