@@ -186,24 +186,34 @@ fn a_directory_with_a_clusters_runs_and_a_fleets_is_a_history_and_a_report_group
     let d = dir.to_str().unwrap();
 
     let history = json_of(&inspect(work.path(), &["history", d, "-o", "json"]));
-    let origins: Vec<(&str, Vec<&str>)> = history["origins"]
+    let origins: Vec<(&str, Vec<&str>, Vec<&str>)> = history["origins"]
         .as_array()
         .expect("a history per origin")
         .iter()
         .map(|o| {
+            fn file(bundle: &Value) -> &str {
+                let path = bundle["bundle"].as_str().unwrap();
+                path.rsplit('/').next().unwrap()
+            }
+            let bundles = o["bundles"].as_array().unwrap().iter();
             let nodes = o["nodes"].as_array().unwrap().iter();
             (
                 o["label"].as_str().unwrap(),
+                bundles.map(file).collect(),
                 nodes.map(|n| n["node"].as_str().unwrap()).collect(),
             )
         })
         .collect();
-    // In the order of their origins (`fleet:` before `kubernetes:`).
+    // In the order of their origins (`fleet:` before `kubernetes:`), each of its own run.
     assert_eq!(
         origins,
         [
-            (fleet_label.as_str(), vec!["member-1"]),
-            (cluster_label.as_str(), vec!["member-1", "worker-2"])
+            (fleet_label.as_str(), vec!["fleet.tar.gz"], vec!["member-1"]),
+            (
+                cluster_label.as_str(),
+                vec!["cluster-run.tar.gz"],
+                vec!["member-1", "worker-2"]
+            )
         ]
     );
     let table = text(&inspect(work.path(), &["history", d]).stdout);
