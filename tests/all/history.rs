@@ -16,13 +16,13 @@ use crate::support::kube_runs::Bundle;
 const ORIGIN: &str = "fleet:0123abcd";
 
 /// A node's state on one day: its kernel, and the version of its openssl package.
-struct NodeDay {
+pub(crate) struct NodeDay {
     node: &'static str,
     kernel: &'static str,
     openssl: &'static str,
 }
 
-fn on(node: &'static str, kernel: &'static str, openssl: &'static str) -> NodeDay {
+pub(crate) fn on(node: &'static str, kernel: &'static str, openssl: &'static str) -> NodeDay {
     NodeDay {
         node,
         kernel,
@@ -32,7 +32,13 @@ fn on(node: &'static str, kernel: &'static str, openssl: &'static str) -> NodeDa
 
 /// Writes, into `dir`, the bundle of a run created at `created` by `origin` (`kind:id`)
 /// whose nodes are `nodes`, through the bundle writer, as an aggregator writes one.
-fn day(dir: &Path, created: &str, run_id: &str, origin: &str, nodes: &[NodeDay]) -> PathBuf {
+pub(crate) fn day(
+    dir: &Path,
+    created: &str,
+    run_id: &str,
+    origin: &str,
+    nodes: &[NodeDay],
+) -> PathBuf {
     let real = Bundle::read(real_bundle().0.to_owned()).files;
     let mut run: Value = serde_json::from_slice(&real["meta/run.json"]).unwrap();
     run["run_id"] = json!(run_id);
@@ -676,9 +682,10 @@ fn updates_of_one_index_at_once_add_each_bundle_once() {
 }
 
 #[test]
-fn a_directory_with_bundles_of_two_origins_is_read_one_origin_at_a_time() {
+fn a_directory_with_bundles_of_two_origins_is_a_history_per_origin_never_compared() {
     let (_work, dir, cache, _) = piled();
-    // Another fleet's web-1, which is another machine.
+    // Another fleet's web-1, which is another machine. (Both fleets' runs record the names of
+    // the real local run their run.json comes from.)
     day(
         &dir,
         "2030-03-05T02:00:00Z",
@@ -688,32 +695,53 @@ fn a_directory_with_bundles_of_two_origins_is_read_one_origin_at_a_time() {
     );
     let d = dir.to_str().unwrap();
 
-    let mixed = inspect(&cache, &["history", d, "ansible_kernel"]);
-    assert!(!mixed.status.success());
-    let error = text(&mixed.stderr);
-    assert!(
-        error.contains(
-            "fleet:0123abcd (4 bundles), fleet:99ff (1 bundles); choose one with --origin"
-        ),
-        "{error}"
+    // Each origin its own history, under its name; web-1 once in each.
+    let mixed = inspect_json(&cache, &["history", d, "ansible_kernel"]);
+    let origins = mixed["origins"].as_array().expect("a history per origin");
+    let named: Vec<(&str, &str)> = origins
+        .iter()
+        .map(|o| (o["origin"].as_str().unwrap(), o["label"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        named,
+        [
+            (
+                "fleet:0123abcd",
+                "fleet localhost, 127.0.0.1 (CA sha-256 0123abcd)"
+            ),
+            ("fleet:99ff", "fleet localhost, 127.0.0.1 (CA sha-256 99ff)")
+        ]
     );
+    assert_eq!(origins[0]["bundles"].as_array().unwrap().len(), 4);
+    assert_eq!(
+        values(&origins[0], "web-1").len(),
+        2,
+        "the other fleet's web-1 is not ours"
+    );
+    // Never compared across: the other web-1's kernel is its first value, not a change from
+    // ours.
+    assert_eq!(
+        values(&origins[1], "web-1"),
+        [change("5.10", "other", "other", None)]
+    );
+    let table = inspect(&cache, &["history", d, "ansible_kernel"]);
+    assert!(table.status.success(), "{}", text(&table.stderr));
+    let table = text(&table.stdout);
+    assert!(
+        table.contains("holds runs of 2 origins, a history each")
+            && table.contains("== fleet localhost, 127.0.0.1 (CA sha-256 0123abcd) ==")
+            && table.contains("== fleet localhost, 127.0.0.1 (CA sha-256 99ff) =="),
+        "{table}"
+    );
+    assert_eq!(table.matches("\nweb-1: in ").count(), 2, "{table}");
+
+    // --origin still reads one, as before there were several.
     let ours = inspect_json(
         &cache,
         &["history", d, "ansible_kernel", "--origin", "fleet:01"],
     );
-    assert_eq!(
-        values(&ours, "web-1").len(),
-        2,
-        "the other fleet's web-1 is not ours"
-    );
-    let theirs = inspect_json(
-        &cache,
-        &["history", d, "ansible_kernel", "--origin", "fleet:99ff"],
-    );
-    assert_eq!(
-        values(&theirs, "web-1"),
-        [change("5.10", "other", "other", None)]
-    );
+    assert_eq!(ours["origin"], "fleet:0123abcd");
+    assert_eq!(values(&ours, "web-1").len(), 2);
     // A third origin that the second's id starts: named whole, the second is still one.
     day(
         &dir,
@@ -727,11 +755,22 @@ fn a_directory_with_bundles_of_two_origins_is_read_one_origin_at_a_time() {
         &["history", d, "ansible_kernel", "--origin", "fleet:99ff"],
     );
     assert_eq!(exact["origin"], "fleet:99ff");
-    let both = inspect(&cache, &["history", d, "--origin", "fleet:99"]);
+    let both = inspect_json(&cache, &["history", d, "--origin", "fleet:99"]);
+    let both: Vec<&Value> = both["origins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| &o["origin"])
+        .collect();
+    assert_eq!(both, ["fleet:99ff", "fleet:99ffaa"]);
+    // What still reads one estate refuses two, naming each.
+    let diff = inspect(&cache, &["diff", d, "--since", "2030-03-01"]);
     assert!(
-        text(&both.stderr).contains("fleet:99ff (1 bundles), fleet:99ffaa (1 bundles)"),
+        text(&diff.stderr).contains(
+            "fleet:0123abcd (4 bundles), fleet:99ff (1 bundles), fleet:99ffaa (1 bundles); choose one with --origin"
+        ),
         "{}",
-        text(&both.stderr)
+        text(&diff.stderr)
     );
 }
 

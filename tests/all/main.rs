@@ -27,6 +27,7 @@ mod cli_terminal;
 mod compile_cache;
 mod contract;
 mod deploy_units;
+mod estate;
 mod examples;
 mod fleet;
 mod fleet_cli;

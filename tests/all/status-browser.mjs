@@ -1,6 +1,6 @@
 // Opens `factbuoy status --web`'s URL in headless Chromium, as a person would, and watches the
 // run's page through the DevTools protocol until the run ends (tests/all/status_web.rs; the
-// approach of bench/report-browser.mjs, with no npm package):
+// client is tests/support/devtools.mjs, which bench/report-browser.mjs shares):
 //
 //   node --experimental-websocket tests/all/status-browser.mjs URL SHOT.png [large]
 //
@@ -17,10 +17,7 @@
 // navigation to its first drawn frame of the run, the rows of the node table, its pager before
 // and after `next`, the nodes left by "only nodes not passed", the failure groups and problem
 // rows shown, and the errors; SHOT is its first screen.
-import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync, rmSync, existsSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { chromium, sleep } from "../support/devtools.mjs";
 
 const [url, shot, mode] = process.argv.slice(2);
 if (!url || !shot) {
@@ -29,69 +26,11 @@ if (!url || !shot) {
 }
 const GIVE_UP_MS = 120000;
 
-const profile = mkdtempSync(join(tmpdir(), "factbuoy-status-browser-"));
-const browser = spawn("chromium", [
-  "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-port=0",
-  `--user-data-dir=${profile}`, "about:blank",
-], { stdio: "ignore" });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
+const browser = await chromium({ width: 1280, height: 820, browserLog: true });
+const { errors } = browser;
+const evaluate = (expression) => browser.evaluate(expression);
 try {
-  // Chromium writes the port it chose into the profile, then answers on it; on a loaded
-  // machine the file may be there before its line is, and the port before its page.
-  const portFile = join(profile, "DevToolsActivePort");
-  let page;
-  for (let i = 0; !page; i++) {
-    if (i === 1200) throw new Error("chromium's DevTools did not answer within 60 s");
-    await sleep(50);
-    const port = existsSync(portFile) ? readFileSync(portFile, "utf8").split("\n")[0] : "";
-    if (!/^[0-9]+$/.test(port)) continue;
-    const targets = await fetch(`http://127.0.0.1:${port}/json/list`)
-      .then((r) => r.json()).catch(() => []);
-    page = targets.find((t) => t.type === "page");
-  }
-  const socket = new WebSocket(page.webSocketDebuggerUrl);
-  await new Promise((r, e) => { socket.onopen = r; socket.onerror = e; });
-  let next = 0;
-  const pending = new Map();
-  const listeners = [];
-  const errors = [];
-  socket.onmessage = (message) => {
-    const m = JSON.parse(message.data);
-    if (m.id !== undefined) {
-      const { resolve: ok, reject } = pending.get(m.id);
-      pending.delete(m.id);
-      if (m.error) reject(new Error(JSON.stringify(m.error))); else ok(m.result);
-    } else {
-      if (m.method === "Runtime.exceptionThrown") errors.push(m.params.exceptionDetails.text + " " + (m.params.exceptionDetails.exception?.description ?? ""));
-      if (m.method === "Runtime.consoleAPICalled" && ["error", "warning"].includes(m.params.type)) {
-        errors.push(m.params.args.map((a) => a.value ?? a.description).join(" "));
-      }
-      // Blocked by the policy, a failed load: the browser's own log.
-      if (m.method === "Log.entryAdded" && ["error", "warning"].includes(m.params.entry.level)) {
-        errors.push(m.params.entry.source + ": " + m.params.entry.text + " " + (m.params.entry.url ?? ""));
-      }
-      for (const l of listeners) l(m);
-    }
-  };
-  const send = (method, params = {}) => new Promise((ok, reject) => {
-    const id = ++next;
-    pending.set(id, { resolve: ok, reject });
-    socket.send(JSON.stringify({ id, method, params }));
-  });
-  const evaluate = async (expression) => {
-    const { result, exceptionDetails } = await send("Runtime.evaluate", { expression, awaitPromise: true, returnByValue: true });
-    if (exceptionDetails) throw new Error(exceptionDetails.text + " " + JSON.stringify(exceptionDetails.exception));
-    return result.value;
-  };
-
-  await send("Page.enable");
-  await send("Runtime.enable");
-  await send("Log.enable");
-  await send("Emulation.setDeviceMetricsOverride", { width: 1280, height: 820, deviceScaleFactor: 1, mobile: false });
-  const loaded = new Promise((r) => listeners.push((m) => { if (m.method === "Page.loadEventFired") r(); }));
-  await send("Page.navigate", { url });
-  await loaded;
+  await browser.navigate(url);
   await evaluate("window.factbuoyMarker = 'loaded once'");
   const frame = "new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))";
 
@@ -101,8 +40,7 @@ try {
       await ${frame};
       return performance.now();
     })()`);
-    const { data } = await send("Page.captureScreenshot", { format: "png" });
-    writeFileSync(shot, Buffer.from(data, "base64"));
+    await browser.screenshot(shot);
     const before = await evaluate(`({ rows: document.querySelectorAll("#grid-table tr").length - 1,
       pageOf: document.getElementById("page-of").textContent, title: document.getElementById("grid-title").textContent,
       groups: document.querySelectorAll("#failures .group").length,
@@ -149,18 +87,14 @@ try {
       }
       if (seen.eta && / left$/.test(seen.eta) && !estimate) estimate = seen.eta;
       if (!shotTaken && failureWhileRunning && seen.status === "running" && seen.progress && estimate) {
-        const { data } = await send("Page.captureScreenshot", { format: "png" });
-        writeFileSync(shot, Buffer.from(data, "base64"));
+        await browser.screenshot(shot);
         shotTaken = true;
       }
       if (seen.status === "complete" || seen.status === "failed") break;
       if (Date.now() - started > GIVE_UP_MS) break;
       await sleep(100);
     }
-    if (!shotTaken) {
-      const { data } = await send("Page.captureScreenshot", { format: "png" });
-      writeFileSync(shot, Buffer.from(data, "base64"));
-    }
+    if (!shotTaken) await browser.screenshot(shot);
     // Retrieve, one click: the server downloads the bundle; the report link then shows.
     const retrieved = await evaluate(`(async () => {
       document.getElementById("retrieve").click();
@@ -171,7 +105,7 @@ try {
     })()`);
     const where = await evaluate("({ href: location.href, path: location.pathname, same: window.factbuoyMarker === 'loaded once', navigations: performance.getEntriesByType('navigation').length })");
     // The list of runs, one click away, with the cookie alone.
-    const listed = new Promise((r) => listeners.push((m) => { if (m.method === "Page.loadEventFired") r(); }));
+    const listed = browser.nextLoad();
     await evaluate("document.querySelector('header a').click()");
     await listed;
     const runsRow = await evaluate(`(async () => {
@@ -179,9 +113,7 @@ try {
       return document.querySelector("#runs tr:nth-child(2)").textContent;
     })()`);
     // The bundle's HTML report, opened from the page's link with the cookie alone.
-    const reported = new Promise((r) => listeners.push((m) => { if (m.method === "Page.loadEventFired") r(); }));
-    await send("Page.navigate", { url: retrieved.report });
-    await reported;
+    await browser.navigate(retrieved.report);
     const report = await evaluate("({ title: document.title, path: location.pathname, text: document.body.innerText.slice(0, 2000) })");
     console.log(JSON.stringify({
       retrieved,
@@ -201,9 +133,6 @@ try {
       errors,
     }));
   }
-  socket.close();
 } finally {
-  browser.kill();
-  await sleep(200);
-  rmSync(profile, { recursive: true, force: true });
+  await browser.close();
 }

@@ -53,6 +53,26 @@ impl Host {
         (Killed(run), document["run_id"].as_str().unwrap().to_owned())
     }
 
+    /// [`Host::start_run`] of a run that goes on for a few seconds, reporting progress as it
+    /// goes (hostile's progress mode: `steps` steps of 300 ms), with setup failing at once
+    /// beside it.
+    fn start_slow_run_with_a_failure(&self, steps: u32) -> (Killed, String) {
+        let hostile = support::fixture("hostile");
+        let steps = format!("hostile:count={steps}");
+        self.start_run(&[
+            "--plugin",
+            hostile.to_str().unwrap(),
+            "-p",
+            "hostile:mode=progress",
+            "-p",
+            &steps,
+            "--plugin",
+            "setup",
+            "-p",
+            "setup:gather_subset=bogus",
+        ])
+    }
+
     /// Starts `factbuoy status --web ARGS` and reads the URL it prints.
     fn serve(&self, args: &[&str]) -> Served {
         let mut command = self.command(&["status", "--web"]);
@@ -218,26 +238,6 @@ fn pair<'a>(view: &'a serde_json::Value, plugin: &str) -> &'a serde_json::Value 
         .iter()
         .find(|p| p["plugin"] == plugin)
         .unwrap_or_else(|| panic!("no {plugin} in {view}"))
-}
-
-/// The arguments of a run that goes on for a few seconds, reporting progress as it goes
-/// (hostile's progress mode: `steps` steps of 300 ms), with setup failing at once beside it.
-fn slow_run_with_a_failure(steps: u32) -> Vec<String> {
-    let hostile = support::fixture("hostile").to_str().unwrap().to_owned();
-    [
-        "--plugin",
-        &hostile,
-        "-p",
-        "hostile:mode=progress",
-        "-p",
-        &format!("hostile:count={steps}"),
-        "--plugin",
-        "setup",
-        "-p",
-        "setup:gather_subset=bogus",
-    ]
-    .map(str::to_owned)
-    .to_vec()
 }
 
 #[test]
@@ -430,12 +430,7 @@ fn with_a_certificate_the_page_serves_https_with_the_same_checks() {
 #[test]
 fn the_event_stream_shows_a_run_change_as_it_goes_until_it_ends() {
     let host = Host::new();
-    let (_run, run_id) = host.start_run(
-        &slow_run_with_a_failure(20)
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let (_run, run_id) = host.start_slow_run_with_a_failure(20);
     let served = host.serve(&[&run_id]);
     let views = served.events(&run_id, Duration::from_secs(120));
     assert!(views.len() >= 3, "{views:?}");
@@ -506,12 +501,7 @@ const UPDATE_SCREENSHOT: &str = "FACTBUOY_UPDATE_SCREENSHOT";
 #[test]
 fn the_page_shows_a_run_live_in_headless_chromium_without_a_reload_or_a_script_error() {
     let host = Host::new();
-    let (_run, run_id) = host.start_run(
-        &slow_run_with_a_failure(30)
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let (_run, run_id) = host.start_slow_run_with_a_failure(30);
     let retrieved_into = host.dir.path().join("retrieved");
     let served = host.serve(&["--out", retrieved_into.to_str().unwrap()]);
     let shot = host.dir.path().join("status-live.png");

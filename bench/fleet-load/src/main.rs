@@ -9,7 +9,14 @@
 //!    offer.
 //!
 //! Prints one JSON document; any error of any agent is printed instead, with no figures.
+//!
+//! With `--replay DIR`, each agent then takes part in the run ([`take_part`]): it enrolls at
+//! once and delivers DIR's recorded results, the agents one after another over
+//! `--deliver-over` seconds, so that results keep arriving while others measure the run
+//! (bench/status-web.sh). A second JSON document says how many were delivered; an error of
+//! any agent is printed instead, and the program fails.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -21,6 +28,8 @@ use factbuoy_protocol::fleet::JoinRequest;
 use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::tls::Identity;
 use tokio::sync::{Mutex, Semaphore};
+
+mod take_part;
 
 #[derive(Parser)]
 struct Args {
@@ -48,6 +57,14 @@ struct Args {
     /// A shell command that starts a run over the fleet (it may keep running).
     #[arg(long)]
     start_run: String,
+    /// Take part in the run with the recorded results in DIR (`DIR/<plugin>/report.json` and
+    /// its artifacts), as working agents would.
+    #[arg(long, value_name = "DIR")]
+    replay: Option<PathBuf>,
+    /// With --replay: the seconds over which the agents' results arrive, one agent after
+    /// another, from the offers on.
+    #[arg(long, default_value_t = 30)]
+    deliver_over: u64,
 }
 
 /// CPU seconds (user + system) the process has used.
@@ -118,15 +135,28 @@ async fn main() -> anyhow::Result<()> {
 
     // 2. Every agent long-polls.
     let offered = Arc::new(AtomicUsize::new(0));
+    let delivered = Arc::new(AtomicUsize::new(0));
     let last_offer = Arc::new(Mutex::new(None::<Instant>));
+    let replays = match &args.replay {
+        Some(dir) => Some(Arc::new(take_part::load_replays(dir)?)),
+        None => None,
+    };
+    let host = args
+        .fleet
+        .rsplit_once(':')
+        .map(|(host, _)| host.to_owned())
+        .context("--fleet is not HOST:PORT")?;
     let mut polls = tokio::task::JoinSet::new();
-    for identity in identities {
+    for (i, identity) in identities.into_iter().enumerate() {
         let (fleet, errors, offered, last_offer) = (
             args.fleet.clone(),
             errors.clone(),
             offered.clone(),
             last_offer.clone(),
         );
+        let (replays, host, delivered) = (replays.clone(), host.clone(), delivered.clone());
+        // Agent i's results arrive i/agents of the way through --deliver-over.
+        let after = Duration::from_secs(args.deliver_over).mul_f64(i as f64 / args.agents as f64);
         polls.spawn(async move {
             // As `agent serve` polls: over one kept connection.
             let client = match Client::new(&fleet, &identity) {
@@ -135,9 +165,16 @@ async fn main() -> anyhow::Result<()> {
             };
             loop {
                 match client.next_run(0).await {
-                    Ok(Some(_offer)) => {
+                    Ok(Some(offer)) => {
                         offered.fetch_add(1, Ordering::SeqCst);
                         *last_offer.lock().await = Some(Instant::now());
+                        let Some(replays) = replays else { return };
+                        match take_part::take_part(&host, offer, &replays, after).await {
+                            Ok(()) => {
+                                delivered.fetch_add(1, Ordering::SeqCst);
+                            }
+                            Err(e) => errors.lock().await.push(format!("taking part: {e:#}")),
+                        }
                         return;
                     }
                     Ok(None) => {}
@@ -206,6 +243,29 @@ async fn main() -> anyhow::Result<()> {
             "idle_cpu_cores": idle_cpu,
             "peak_rss_mib": status_kib(args.fleet_pid, "VmHWM:")? as f64 / 1024.0,
             "run_to_all_offered_seconds": all_offered,
+        })
+    );
+    if args.replay.is_none() {
+        return Ok(());
+    }
+    // 4. The results, arriving over --deliver-over.
+    let give_up = Duration::from_secs(args.deliver_over + 120);
+    let all_done = async { while polls.join_next().await.is_some() {} };
+    if tokio::time::timeout(give_up, all_done).await.is_err() {
+        errors.lock().await.push(format!(
+            "{} of {} agents delivered within {give_up:?}",
+            delivered.load(Ordering::SeqCst),
+            args.agents
+        ));
+    }
+    if !errors.lock().await.is_empty() {
+        return report_errors(&errors).await;
+    }
+    println!(
+        "{}",
+        serde_json::json!({
+            "delivered": delivered.load(Ordering::SeqCst),
+            "deliver_over_seconds": args.deliver_over,
         })
     );
     Ok(())

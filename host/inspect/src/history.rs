@@ -3,7 +3,8 @@
 //!
 //! The bundles are put in the order their runs were created; nodes are matched by name
 //! across runs of one origin (`origin` in `meta/run.json`: a host, a cluster, a fleet), and a
-//! directory holding several origins is read one origin at a time. The first answer builds an
+//! directory holding several origins is read as a history per origin ([`History::open_each`]),
+//! never one across them. The first answer builds an
 //! index in the cache directory ([`default_index`]); later ones read only the bundles added
 //! since ([`index`] module). docs/inspect.md describes it for users.
 

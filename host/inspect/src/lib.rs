@@ -8,7 +8,8 @@
 //! ([`query`]), where nodes or bundles disagree ([`drift`]), the facts as SQLite tables
 //! ([`sql`]), the journals merged in time order ([`logs`]), exports for other tools ([`export`],
 //! [`ansible_cache`]) and one self-contained HTML page ([`report`]). A directory of bundles is
-//! read as one history, through an index of what changed ([`history`]).
+//! read as one history per origin, through an index of what changed ([`history`]); bundles of
+//! several origins (clusters, fleets) are read side by side, never as one estate ([`origin`]).
 //!
 //! Not here: the bundle's layout, reader and writer (factbuoy-bundle, which the aggregator
 //! links to write bundles without linking SQLite, CSV or JSONPath), and printing (the binary).
@@ -23,6 +24,7 @@ mod journal_summary;
 mod keyed;
 pub mod logs;
 mod meta;
+pub mod origin;
 mod raw;
 pub mod report;
 pub mod sql;

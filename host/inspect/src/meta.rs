@@ -1,7 +1,8 @@
 //! What the answers share about a bundle's `meta/` documents: the error for one that is
 //! missing, the nodes a status document names, and the words it uses as they are written.
 
-use factbuoy_bundle::reader::{Bundle, ReadError};
+use factbuoy_bundle::layout;
+use factbuoy_bundle::reader::{Bundle, MAX_META_BYTES, ReadError};
 use factbuoy_protocol::types::StatusDocument;
 use serde::Serialize;
 use serde_json::Value;
@@ -38,3 +39,27 @@ pub(crate) fn wire(value: &impl Serialize) -> String {
         _ => String::new(),
     }
 }
+
+/// `meta/run.json` of `bundle`, read without reading the rest (factbuoy writes it first).
+pub(crate) fn run_first(bundle: &Bundle) -> Result<Value, ReadError> {
+    let mut run: Option<Value> = None;
+    let walked = bundle.walk(|visited| {
+        let entry = visited.map_err(ReadError::Refused)?;
+        if entry.path() == layout::RUN {
+            run = Some(entry.read_json(MAX_META_BYTES)?);
+        }
+        // Whatever came first, the walk stops here: run.json is first when it is there.
+        Err(ReadError::Read {
+            entry: String::new(),
+            cause: std::io::Error::other(STOP),
+        })
+    });
+    match walked {
+        Err(ReadError::Read { cause, .. }) if cause.to_string() == STOP => {}
+        Err(e) => return Err(e),
+        Ok(()) => {}
+    }
+    run.ok_or_else(|| missing(bundle, layout::RUN))
+}
+
+const STOP: &str = "read as far as run.json";

@@ -14,10 +14,16 @@
 //! what differs from the first of its source). A plugin the report has no view of its own for gets a
 //! section: its facts, and its tables' rows, the first [`MAX_TABLE_ROWS`] of each table (the
 //! rest are counted, and `inspect sql` has them all).
+//!
+//! A report of several bundles or directories ([`write_groups_file`]: a cluster's run and a
+//! fleet's of the same day) is a group per bundle, or per origin of a directory: each group is
+//! the page of one bundle, its parts' ids and scripts marked as the group's, headed by its
+//! origin in words ([`Origin`]). Groups are rendered apart, so that nodes of two origins are
+//! never taken for one machine, whatever their names.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use factbuoy_bundle::reader::{Bundle, ReadError};
 use serde::Serialize;
@@ -28,6 +34,8 @@ use crate::export::{ExportError, Failure, write_whole};
 use crate::facts::{FactPath, Found, each_row, run_and_facts};
 use crate::history::{History, Timeline};
 use crate::journal_summary::{self, JournalSummary};
+use crate::meta::run_first;
+use crate::origin::Origin;
 use crate::sql::table_name;
 use crate::summary::{Summary, summary};
 use embed::script;
@@ -36,6 +44,10 @@ mod embed;
 mod packed;
 
 const HEAD: &str = include_str!("report/head.html");
+/// What a page of several groups says above them (app.js lists the groups in `#estate`).
+const ESTATE_HEAD: &str = "<header><h1>factbuoy report</h1><div class=\"meta\" id=\"estate\">\
+    Runs of several origins, a group each: a group's nodes are other machines than another \
+    group's, even where their names are the same.</div></header>\n";
 const APP: &str = include_str!("report/app.js");
 
 /// Where a fleet table column's value comes from: a plugin, and the paths whose values,
@@ -112,6 +124,9 @@ struct Data<'a> {
     journals: Result<JournalSummary, String>,
     /// The history the bundle is the latest of, when the report is of a directory.
     history: Option<HistoryShown<'a>>,
+    /// The group's origin, on a page of several groups.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    origin: Option<Origin>,
 }
 
 /// What the page shows of a history: its directory, origin, runs and timeline.
@@ -242,10 +257,9 @@ struct KeyFacts {
 /// beside it, renamed into place); `ignore` decides what the drift leaves out.
 pub fn write_file(bundle: &Bundle, ignore: &IgnoreList, target: &Path) -> Result<(), ExportError> {
     write_whole(target, |out| {
-        write(bundle, ignore, None, out).map_err(|e| match e {
-            ReportError::Read(e) => Failure::Read(e),
-            ReportError::Write(e) => Failure::Write(e),
-        })
+        write(bundle, ignore, None, out)
+            .map(|_| ())
+            .map_err(failure)
     })
 }
 
@@ -257,30 +271,174 @@ pub fn write_history_file(
     ignore: &IgnoreList,
     target: &Path,
 ) -> Result<(), ExportError> {
-    let latest = history.bundles.last().expect("a history has a bundle");
-    let bundle = Bundle::open(&latest.bundle)?;
-    let shown = HistoryShown {
-        dir: history.dir().display().to_string(),
-        origin: &history.origin,
-        first: &history.bundles[0].created,
-        last: &latest.created,
-        timeline,
-    };
+    let bundle = Bundle::open(&latest(history).bundle)?;
     write_whole(target, |out| {
-        write(&bundle, ignore, Some(shown), out).map_err(|e| match e {
-            ReportError::Read(e) => Failure::Read(e),
-            ReportError::Write(e) => Failure::Write(e),
-        })
+        write(&bundle, ignore, Some(shown(history, timeline)), out)
+            .map(|_| ())
+            .map_err(failure)
     })
 }
 
-/// Writes the report of `bundle` to `out`; `ignore` decides what the drift leaves out.
+/// What one group of a report of several is of.
+pub enum Part<'a> {
+    /// A bundle.
+    Bundle(&'a Bundle),
+    /// The latest bundle of a history (one origin of a directory), with its timeline.
+    History(&'a History, &'a Timeline),
+}
+
+/// A group of a report as written: which origin, and which run.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupWritten {
+    /// The origin, `kind:id` as `--origin` takes it, and in words.
+    #[serde(flatten)]
+    pub origin: Origin,
+    /// The bundle the group shows.
+    pub bundle: PathBuf,
+    /// Its run.
+    pub run_id: String,
+    /// Its nodes.
+    pub nodes: usize,
+}
+
+/// Writes the report of `parts` to the file `target`, whole or not at all: of one part, the page
+/// [`write_file`] or [`write_history_file`] writes; of several, a group per part, each headed by
+/// its origin in words. Says what each group is.
+pub fn write_groups_file(
+    parts: &[Part<'_>],
+    ignore: &IgnoreList,
+    target: &Path,
+) -> Result<Vec<GroupWritten>, ExportError> {
+    // The latest bundle of each history, opened here; a bundle part is read as given.
+    let mut latest_bundles = Vec::new();
+    for part in parts {
+        if let Part::History(history, _) = part {
+            latest_bundles.push(Bundle::open(&latest(history).bundle)?);
+        }
+    }
+    let mut latest_bundles = latest_bundles.iter();
+    // Each group's bundle, its history shown, and its origin.
+    let mut opened = Vec::with_capacity(parts.len());
+    for part in parts {
+        opened.push(match part {
+            Part::Bundle(bundle) => (*bundle, None, Origin::of_run(&run_first(bundle)?)),
+            Part::History(history, timeline) => (
+                latest_bundles.next().expect("opened above"),
+                Some(shown(history, timeline)),
+                Origin {
+                    origin: history.origin.clone(),
+                    label: history.label.clone(),
+                },
+            ),
+        });
+    }
+    let several = opened.len() > 1;
+    let (head, skeleton) = HEAD.split_at(HEAD.find("<body>\n").expect("head.html has a body") + 7);
+    let mut written = Vec::with_capacity(opened.len());
+    write_whole(target, |out| {
+        if !several {
+            let (bundle, history, origin) = opened.pop().expect("a report has a part");
+            let run = write(bundle, ignore, history, out).map_err(failure)?;
+            written.push(GroupWritten {
+                origin,
+                bundle: bundle.path().to_owned(),
+                run_id: run.run_id,
+                nodes: run.nodes.len(),
+            });
+            return Ok(());
+        }
+        let io = |e: io::Error| failure(ReportError::Write(e));
+        out.write_all(head.as_bytes()).map_err(io)?;
+        out.write_all(ESTATE_HEAD.as_bytes()).map_err(io)?;
+        for (g, (bundle, history, origin)) in opened.drain(..).enumerate() {
+            let suffix = format!("-g{g}");
+            write!(
+                out,
+                "<section class=\"origin\" id=\"origin{suffix}\"><h2 id=\"origin-label{suffix}\"></h2>\n{}",
+                with_suffix(skeleton, &suffix)
+            )
+            .map_err(io)?;
+            let run = write_group(bundle, ignore, history, Some((g, origin.clone())), out)
+                .map_err(failure)?;
+            out.write_all(b"</section>\n").map_err(io)?;
+            written.push(GroupWritten {
+                origin,
+                bundle: bundle.path().to_owned(),
+                run_id: run.run_id,
+                nodes: run.nodes.len(),
+            });
+        }
+        write!(out, "<script>\n{APP}</script>\n</body>\n</html>\n").map_err(io)?;
+        out.flush().map_err(io)
+    })?;
+    Ok(written)
+}
+
+fn failure(e: ReportError) -> Failure {
+    match e {
+        ReportError::Read(e) => Failure::Read(e),
+        ReportError::Write(e) => Failure::Write(e),
+    }
+}
+
+fn latest(history: &History) -> &crate::history::HistoryBundle {
+    history.bundles.last().expect("a history has a bundle")
+}
+
+fn shown<'a>(history: &'a History, timeline: &'a Timeline) -> HistoryShown<'a> {
+    HistoryShown {
+        dir: history.dir().display().to_string(),
+        origin: &history.origin,
+        first: &history.bundles[0].created,
+        last: &latest(history).created,
+        timeline,
+    }
+}
+
+/// `html` with `suffix` put at the end of every `id="..."` in it: a group's copy of the page's
+/// parts, which its script finds by those ids.
+fn with_suffix(html: &str, suffix: &str) -> String {
+    let mut out = String::with_capacity(html.len() + 64);
+    let mut rest = html;
+    while let Some(at) = rest.find(" id=\"") {
+        let value = at + 5;
+        let end = value + rest[value..].find('"').expect("an id's closing quote");
+        out.push_str(&rest[..end]);
+        out.push_str(suffix);
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Writes the report of `bundle` to `out`, a page of one bundle; `ignore` decides what the drift
+/// leaves out. Returns its run.
 fn write(
     bundle: &Bundle,
     ignore: &IgnoreList,
     history: Option<HistoryShown<'_>>,
     out: &mut impl Write,
-) -> Result<(), ReportError> {
+) -> Result<crate::RunSummary, ReportError> {
+    out.write_all(HEAD.as_bytes())?;
+    let run = write_group(bundle, ignore, history, None, out)?;
+    write!(out, "<script>\n{APP}</script>\n</body>\n</html>\n")?;
+    out.flush()?;
+    Ok(run)
+}
+
+/// Writes `bundle`'s data and facts to `out`, as the page's one bundle, or as group `g` (of
+/// `origin`) of a page of several, whose parts are written before. Returns its run.
+fn write_group(
+    bundle: &Bundle,
+    ignore: &IgnoreList,
+    history: Option<HistoryShown<'_>>,
+    group: Option<(usize, Origin)>,
+    out: &mut impl Write,
+) -> Result<crate::RunSummary, ReportError> {
+    let (group, origin) = match group {
+        Some((g, origin)) => (Some(g), Some(origin)),
+        None => (None, None),
+    };
     // Three readings of the bundle that need nothing of each other, on two threads: the drift
     // (the longest) beside the summary and the journals. What the page keeps of the drift is
     // taken at once, so the whole of it is not held while the facts are written.
@@ -317,8 +475,7 @@ fn write(
     let mut cells: BTreeMap<String, Vec<Option<(usize, String)>>> = BTreeMap::new();
 
     let mut tables: Vec<TableShown> = Vec::new();
-    let mut packer = packed::Packer::new();
-    out.write_all(HEAD.as_bytes())?;
+    let mut packer = packed::Packer::new(group);
     run_and_facts(bundle, |found, _| -> Result<(), ReportError> {
         match found {
             Found::Facts {
@@ -374,7 +531,7 @@ fn write(
                         artifact,
                         rows: &kept,
                     };
-                    script(out, "table", None, &document)?;
+                    script(out, "table", None, group, &document)?;
                 }
             }
         }
@@ -406,11 +563,12 @@ fn write(
         tables,
         journals,
         history,
+        origin,
     };
-    script(out, "data", Some("report-data"), &data)?;
-    write!(out, "<script>\n{APP}</script>\n</body>\n</html>\n")?;
-    out.flush()?;
-    Ok(())
+    // A group's data has no id: app.js finds each group's by its mark.
+    let id = group.is_none().then_some("report-data");
+    script(out, "data", id, group, &data)?;
+    Ok(summary.run)
 }
 
 /// Fills `row`'s key fact cells from `plugin`'s facts, where they come from a better source

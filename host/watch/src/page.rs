@@ -1,6 +1,7 @@
-//! The pages: static HTML, one stylesheet and one script per page, embedded in the binary.
-//! The scripts render everything from the API's JSON through text nodes, never as HTML, and
-//! the Content-Security-Policy the server sends with them lets them reach this server only.
+//! The pages: static HTML, one stylesheet and one script per page, embedded in the binary; the
+//! scripts are modules that share `page.js` (making elements, asking for JSON). They render
+//! everything from the API's JSON through text nodes, never as HTML, and the
+//! Content-Security-Policy the server sends with them lets them reach this server only.
 
 /// A page or an asset: its content type and its text.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +32,7 @@ pub(crate) fn asset(name: &str) -> Option<Asset> {
         "page.css" => (CSS, include_str!("page/page.css")),
         "runs.js" => (SCRIPT, include_str!("page/runs.js")),
         "run.js" => (SCRIPT, include_str!("page/run.js")),
+        "page.js" => (SCRIPT, include_str!("page/page.js")),
         _ => return None,
     };
     Some(Asset { content_type, body })

@@ -9,8 +9,9 @@ use serde_json::Value;
 use wildmatch::WildMatch;
 
 use super::error::HistoryError;
-use super::open::{History, HistoryBundle, UNRECORDED};
+use super::open::{History, HistoryBundle};
 use crate::drift::IgnoreList;
+use crate::origin::UNRECORDED;
 
 /// One node's history.
 #[derive(Debug, Clone, Serialize)]

@@ -36,9 +36,10 @@ pub enum HistoryError {
         /// The origin asked for.
         origin: Option<String>,
     },
-    /// The directory holds bundles of several origins and none was chosen.
+    /// The directory holds bundles of several origins and none was chosen, where the answer is
+    /// one history (`sql`, `diff --since`).
     #[error(
-        "{dir} holds bundles of {} origins, whose nodes are different machines: {}; choose one with --origin",
+        "{dir} holds bundles of {} origins, whose nodes are different machines: {}; choose one with --origin (`inspect history` and `inspect report` show each apart)",
         origins.len(),
         origins.iter().map(|o| format!("{} ({} bundles)", o.origin, o.bundles)).collect::<Vec<_>>().join(", ")
     )]

@@ -159,6 +159,19 @@ pub(crate) fn update(dir: &Path, index: &Path) -> Result<(Connection, Update), H
     Ok((connection, update))
 }
 
+/// Another connection to the index at `index`, which [`update`] brought up to date.
+pub(crate) fn reopen(index: &Path) -> Result<Connection, HistoryError> {
+    let failed = |cause| HistoryError::Index {
+        index: index.to_owned(),
+        cause,
+    };
+    let connection = Connection::open(index).map_err(failed)?;
+    connection
+        .busy_timeout(std::time::Duration::from_secs(60))
+        .map_err(failed)?;
+    Ok(connection)
+}
+
 /// Waits for, and takes, the lock of the index at `index` (a file beside it), released when
 /// the file returned is closed.
 fn lock(index: &Path) -> Result<std::fs::File, HistoryError> {

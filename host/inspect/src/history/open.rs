@@ -1,13 +1,18 @@
-//! A history opened: its index brought up to date, one origin chosen, its bundles in order.
+//! A history opened: its index brought up to date, one origin chosen (or each origin apart),
+//! its bundles in order.
 
 use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 use serde::Serialize;
 
+use factbuoy_bundle::reader::Bundle;
+
 use super::error::{HistoryError, OriginCount};
 use super::index::{self, Update};
 use super::times::parse_time;
+use crate::meta::run_first;
+use crate::origin::{Origin, UNRECORDED};
 
 /// One bundle of a history.
 #[derive(Debug, Clone, Serialize)]
@@ -33,6 +38,8 @@ pub struct History {
     pub update: Update,
     /// The origin read (`unrecorded` for bundles that record none).
     pub origin: String,
+    /// The origin in words: which fleet, cluster or host ([`Origin`]).
+    pub label: String,
     /// The bundles, oldest first.
     pub bundles: Vec<HistoryBundle>,
 }
@@ -43,54 +50,59 @@ impl History {
     /// bundles have.
     pub fn open(dir: &Path, index: &Path, origin: Option<&str>) -> Result<History, HistoryError> {
         let (connection, update) = index::update(dir, index)?;
+        let chosen = chosen(dir, index, &connection, origin)?;
+        match &chosen[..] {
+            [one] => History::of(dir, index, connection, update, &one.origin),
+            _ => Err(HistoryError::MixedOrigins {
+                dir: dir.to_owned(),
+                origins: chosen,
+            }),
+        }
+    }
+
+    /// A history per origin of `dir`'s bundles (of those `origin` names when given, as
+    /// [`History::open`] takes it), in the order of their origins: a directory holding a
+    /// cluster's runs and a fleet's is two histories, never one.
+    pub fn open_each(
+        dir: &Path,
+        index: &Path,
+        origin: Option<&str>,
+    ) -> Result<Vec<History>, HistoryError> {
+        let (connection, update) = index::update(dir, index)?;
+        let chosen = chosen(dir, index, &connection, origin)?;
+        let mut histories = Vec::with_capacity(chosen.len());
+        let mut first = Some(connection);
+        for one in &chosen {
+            // The index is brought up to date once; each further history reads it through a
+            // connection of its own.
+            let connection = match first.take() {
+                Some(connection) => connection,
+                None => index::reopen(index)?,
+            };
+            histories.push(History::of(
+                dir,
+                index,
+                connection,
+                update.clone(),
+                &one.origin,
+            )?);
+        }
+        Ok(histories)
+    }
+
+    /// The history of `origin` (as listed: `unrecorded` for none) in the index `connection`.
+    fn of(
+        dir: &Path,
+        index: &Path,
+        connection: Connection,
+        update: Update,
+        origin: &str,
+    ) -> Result<History, HistoryError> {
         let failed = |cause| HistoryError::Index {
             index: index.to_owned(),
             cause,
         };
-        let mut origins: Vec<OriginCount> = Vec::new();
-        {
-            let mut rows = connection
-                .prepare(
-                    "SELECT origin, count(*) FROM bundles WHERE error IS NULL AND copy_of IS NULL
-                     GROUP BY origin ORDER BY origin",
-                )
-                .map_err(failed)?;
-            let mut rows = rows.query([]).map_err(failed)?;
-            while let Some(row) = rows.next().map_err(failed)? {
-                let origin: String = row.get(0).map_err(failed)?;
-                origins.push(OriginCount {
-                    origin: shown_origin(&origin),
-                    bundles: row.get::<_, i64>(1).map_err(failed)? as usize,
-                });
-            }
-        }
-        let chosen = match origin {
-            // The origin named whole, else those it starts.
-            Some(asked) => match origins.iter().find(|o| o.origin == asked) {
-                Some(exact) => vec![exact],
-                None => origins
-                    .iter()
-                    .filter(|o| o.origin.starts_with(asked))
-                    .collect::<Vec<_>>(),
-            },
-            None => origins.iter().collect(),
-        };
-        let origin = match chosen[..] {
-            [one] => one.origin.clone(),
-            [] => {
-                return Err(HistoryError::Empty {
-                    dir: dir.to_owned(),
-                    origin: origin.map(str::to_owned),
-                });
-            }
-            _ => {
-                return Err(HistoryError::MixedOrigins {
-                    dir: dir.to_owned(),
-                    origins: chosen.into_iter().cloned().collect(),
-                });
-            }
-        };
-        let stored = if origin == UNRECORDED { "" } else { &origin };
+        let stored = if origin == UNRECORDED { "" } else { origin };
         let mut bundles = Vec::new();
         {
             let mut rows = connection
@@ -110,11 +122,19 @@ impl History {
                 });
             }
         }
+        // Named from its latest run, which says most of where it ran (a fleet's names); a
+        // bundle that cannot be read now is still named by its kind and id.
+        let latest = bundles
+            .last()
+            .and_then(|b| Bundle::open(&b.bundle).ok())
+            .and_then(|b| run_first(&b).ok());
+        let label = Origin::of_stored(origin, latest.as_ref()).label;
         Ok(History {
             dir: dir.to_owned(),
             connection,
             update,
-            origin,
+            origin: origin.to_owned(),
+            label,
             bundles,
         })
     }
@@ -153,12 +173,52 @@ impl History {
     }
 }
 
-pub(crate) const UNRECORDED: &str = "unrecorded";
-
-fn shown_origin(stored: &str) -> String {
-    if stored.is_empty() {
-        UNRECORDED.to_owned()
-    } else {
-        stored.to_owned()
+/// The origins of the index's bundles that `asked` names (the one named whole, else those it
+/// starts; all without it), with their numbers of bundles; an error when there is none.
+fn chosen(
+    dir: &Path,
+    index: &Path,
+    connection: &Connection,
+    asked: Option<&str>,
+) -> Result<Vec<OriginCount>, HistoryError> {
+    let failed = |cause| HistoryError::Index {
+        index: index.to_owned(),
+        cause,
+    };
+    let mut origins: Vec<OriginCount> = Vec::new();
+    let mut rows = connection
+        .prepare(
+            "SELECT origin, count(*) FROM bundles WHERE error IS NULL AND copy_of IS NULL
+             GROUP BY origin ORDER BY origin",
+        )
+        .map_err(failed)?;
+    let mut rows = rows.query([]).map_err(failed)?;
+    while let Some(row) = rows.next().map_err(failed)? {
+        let origin: String = row.get(0).map_err(failed)?;
+        origins.push(OriginCount {
+            origin: if origin.is_empty() {
+                UNRECORDED.to_owned()
+            } else {
+                origin
+            },
+            bundles: row.get::<_, i64>(1).map_err(failed)? as usize,
+        });
     }
+    let chosen: Vec<OriginCount> = match asked {
+        Some(asked) => match origins.iter().find(|o| o.origin == asked) {
+            Some(exact) => vec![exact.clone()],
+            None => origins
+                .into_iter()
+                .filter(|o| o.origin.starts_with(asked))
+                .collect(),
+        },
+        None => origins,
+    };
+    if chosen.is_empty() {
+        return Err(HistoryError::Empty {
+            dir: dir.to_owned(),
+            origin: asked.map(str::to_owned),
+        });
+    }
+    Ok(chosen)
 }

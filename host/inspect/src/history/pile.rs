@@ -6,10 +6,11 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use factbuoy_bundle::layout;
-use factbuoy_bundle::reader::{Bundle, MAX_META_BYTES, ReadError};
+use factbuoy_bundle::reader::{Bundle, ReadError};
 use serde_json::Value;
 
 use super::error::HistoryError;
+use crate::meta::run_first;
 
 /// A bundle file of the directory, with what its metadata says of it: a file whose size,
 /// modification time, change time or inode differ from what the index recorded is read again
@@ -90,25 +91,8 @@ impl RunHead {
 
 /// Reads `path`'s `meta/run.json` and stops.
 pub(crate) fn run_head(path: &Path) -> Result<RunHead, ReadError> {
-    let bundle = Bundle::open(path)?;
-    let mut run: Option<Value> = None;
-    let walked = bundle.walk(|visited| {
-        let entry = visited.map_err(ReadError::Refused)?;
-        if entry.path() == layout::RUN {
-            run = Some(entry.read_json(MAX_META_BYTES)?);
-        }
-        // Whatever came first, the walk stops here: run.json is first when it is there.
-        Err(ReadError::Read {
-            entry: String::new(),
-            cause: std::io::Error::other(STOP),
-        })
-    });
-    match walked {
-        Err(ReadError::Read { cause, .. }) if cause.to_string() == STOP => {}
-        Err(e) => return Err(e),
-        Ok(()) => {}
-    }
-    run.as_ref().and_then(RunHead::of).ok_or_else(|| ReadError::Read {
+    let run = run_first(&Bundle::open(path)?)?;
+    RunHead::of(&run).ok_or_else(|| ReadError::Read {
         entry: layout::RUN.to_owned(),
         cause: std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -119,8 +103,6 @@ pub(crate) fn run_head(path: &Path) -> Result<RunHead, ReadError> {
         ),
     })
 }
-
-const STOP: &str = "read as far as run.json";
 
 /// The canonical path of the directory, which names its index.
 pub(crate) fn canonical(dir: &Path) -> Result<PathBuf, HistoryError> {

@@ -6,8 +6,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde::Serialize;
 
 use super::error::HistoryError;
-use super::open::{History, UNRECORDED};
+use super::open::History;
 use crate::drift::IgnoreList;
+use crate::origin::UNRECORDED;
 
 /// The facts listed as changing most.
 const TOP_FACTS: usize = 20;

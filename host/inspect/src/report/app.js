@@ -1,8 +1,19 @@
 "use strict";
 // Renders the report from the JSON embedded above it. Every text from the bundle goes in
 // through text nodes, never as HTML.
-(function () {
-  const data = JSON.parse(document.getElementById("report-data").textContent);
+//
+// A report of several origins (a cluster's run and a fleet's) is a group per origin: each its
+// own data, facts and part of the page (ids ending in "-g<N>", scripts with data-group="N"),
+// rendered apart, so that web-1 of the cluster and web-1 of the fleet are two rows in two
+// groups, never one. A report of one bundle has no group marks.
+function renderGroup(dataScript) {
+  const group = dataScript.dataset.group;
+  const suffix = group === undefined ? "" : "-g" + group;
+  const byId = (id) => document.getElementById(id + suffix);
+  // This group's scripts of a class.
+  const scripts = (cls) => document.querySelectorAll("script." + cls +
+    (group === undefined ? ":not([data-group])" : '[data-group="' + group + '"]'));
+  const data = JSON.parse(dataScript.textContent);
   const summary = data.summary;
   const run = summary.run;
 
@@ -30,7 +41,7 @@
   // Each node's facts: per source, the first document's leaves (the base), and each document
   // as what differs from it, in gzip chunks inflated on first need (report.rs, packed.rs).
   const bases = new Map();
-  for (const script of document.querySelectorAll("script.facts-base")) {
+  for (const script of scripts("facts-base")) {
     const base = JSON.parse(script.textContent);
     bases.set(base.source, base.leaves);
   }
@@ -40,7 +51,7 @@
     if (inflated === null) {
       inflated = (async () => {
         const byNode = new Map();
-        for (const script of document.querySelectorAll("script.facts-gz")) {
+        for (const script of scripts("facts-gz")) {
           const binary = atob(script.textContent);
           const bytes = new Uint8Array(binary.length);
           for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
@@ -79,20 +90,22 @@
   }
 
   // Header.
-  document.title = "factbuoy report: run " + run.run_id;
+  if (group === undefined) document.title = "factbuoy report: run " + run.run_id;
+  // Which cluster, fleet or host the group's nodes are of.
+  if (data.origin) byId("origin-label").append(data.origin.label + ": run " + run.run_id);
   // A run that completed with failed results says so: "complete" alone would look all green.
   const failures = summary.results.filter(failing);
   const badge = run.status === "complete" && failures.length > 0
     ? el("span", { class: "badge failed" }, "complete with " + count(failures.length, "failure"))
     : el("span", { class: "badge " + run.status }, run.status);
-  document.getElementById("title").append(": run " + run.run_id + " ", badge);
+  byId("title").append(": run " + run.run_id + " ", badge);
   const plugins = run.plugins.map((p) => p.name + " " + (p.version || "")).join(", ");
-  document.getElementById("meta").append(
+  byId("meta").append(
     data.bundle + " · " + count(run.nodes.length, "node") + " · created " + at(run.created) +
     " · last activity " + at(run.last_activity) + " · factbuoy " +
     (run.factbuoy_version || "unknown") + (plugins ? " · plugins: " + plugins : "") +
     " · report generated " + at(data.generated));
-  if (run.error) document.getElementById("meta").append(el("div", { class: "error" }, run.error));
+  if (run.error) byId("meta").append(el("div", { class: "error" }, run.error));
 
   // Each node's result per plugin, and the plugins in the status document's order.
   const pluginNames = [];
@@ -128,14 +141,14 @@
     ["skipped", (r) => outcome(r) === "skipped"],
     ["with warnings", (r) => (r.warnings || []).length > 0],
   ];
-  const band = document.getElementById("band");
+  const band = byId("band");
   band.append(el("span", { class: "band-item" }, el("strong", {}, count(run.nodes.length, "node"))));
   for (const [kind, test] of kinds) {
     const matching = summary.results.filter(test);
     if (matching.length === 0 && kind !== "failed" && kind !== "passed") continue;
     const tone = kind === "passed" ? "passed" : matching.length === 0 ? "muted"
       : kind === "with warnings" ? "warning" : "failed";
-    const link = el("a", { href: "#fleet", class: "band-item " + tone,
+    const link = el("a", { href: "#fleet" + suffix, class: "band-item " + tone,
       "data-kind": kind }, count(matching.length, "result") + " " + kind);
     link.addEventListener("click", () => {
       const nodes = new Set(matching.map((r) => r.node));
@@ -145,7 +158,7 @@
   }
 
   // Distributions: a bar chart per key fact and per plugin's result, each bar a filter.
-  const charts = document.getElementById("charts");
+  const charts = byId("charts");
   const MAX_BARS = 8;
   const memoryBucket = (mib) => {
     const n = Number(mib);
@@ -216,8 +229,8 @@
   // reporting (red) below; then the facts that changed most.
   if (data.history) {
     const h = data.history, t = h.timeline;
-    document.getElementById("history").classList.remove("hidden");
-    const body = document.getElementById("history-body");
+    byId("history").classList.remove("hidden");
+    const body = byId("history-body");
     body.append(el("p", { class: "muted" }, count(t.runs, "run") + " of " + h.dir + " from " +
       at(h.first) + " to " + at(h.last) + " (origin " + h.origin + "); the rest of this page is of the last."));
     const NS = "http://www.w3.org/2000/svg";
@@ -251,7 +264,7 @@
     svg.append(shape("text", { x: t.days.length * COLUMN + 4, y: 10 }, String(most)));
     body.append(el("figure", { class: "chart" }, el("figcaption", {}, "Facts changed per day; nodes appeared and stopped reporting"), svg));
     if (t.top.length) {
-      const table = el("table", { class: "counts", id: "history-top" },
+      const table = el("table", { class: "counts", id: "history-top" + suffix },
         el("tr", {}, el("th", {}, "Plugin"), el("th", {}, "Fact"), el("th", {}, "Changes"), el("th", {}, "Nodes")));
       for (const f of t.top) {
         table.append(el("tr", {}, el("td", {}, f.plugin), el("td", { class: "path" }, f.path),
@@ -268,9 +281,9 @@
   // a box per column,
   // a page at a time so that ten thousand nodes cost a hundred rows of DOM.
   const PAGE = 100;
-  const fleet = document.getElementById("fleet-table");
-  const pager = document.getElementById("fleet-pager");
-  const filterNote = document.getElementById("fleet-filter");
+  const fleet = byId("fleet-table");
+  const pager = byId("fleet-pager");
+  const filterNote = byId("fleet-filter");
   const sort = { column: 0, descending: false };
   let filter = null;
   let searchHits = null;
@@ -362,7 +375,7 @@
 
   // Drift: each group of facts that split the nodes alike, a column per set of nodes (the
   // page holds the first sets, facts and groups, and counts the rest: report.rs, PageDrift).
-  const driftBody = document.getElementById("drift-body");
+  const driftBody = byId("drift-body");
   const driftRows = [];
   const drift = data.drift;
   const ignored = drift.ignored;
@@ -426,7 +439,7 @@
   // Problems, right under the band: every failed pair's error, whole, then every warning
   // (what a passed result could not gather). One reason on many nodes is said once, with its
   // nodes ("systemd-logs on 412 nodes: ..."); a node's own name in it reads NODE.
-  const errorsBody = document.getElementById("errors-body");
+  const errorsBody = byId("errors-body");
   const errorRows = [];
   const groups = new Map();
   const addProblem = (cls, plugin, node, reason) => {
@@ -472,7 +485,7 @@
   }
 
   // Logs: the journals' entries by priority and unit, and the latest errors.
-  const logsBody = document.getElementById("logs-body");
+  const logsBody = byId("logs-body");
   const logRows = [];
   const journals = data.journals;
   if (journals.Err !== undefined) {
@@ -512,7 +525,7 @@
 
   // A section per plugin the page has no view of its own for: its facts and its tables.
   const tablesByPlugin = new Map();
-  for (const script of document.querySelectorAll("script.table")) {
+  for (const script of scripts("table")) {
     const doc = JSON.parse(script.textContent);
     if (!tablesByPlugin.has(doc.plugin)) tablesByPlugin.set(doc.plugin, []);
     tablesByPlugin.get(doc.plugin).push(doc);
@@ -563,7 +576,7 @@
       el("tbody", {}, ...rows)));
     pluginRows.push(...rows);
   }
-  const pluginsDiv = document.getElementById("plugins");
+  const pluginsDiv = byId("plugins");
   for (const name of otherPlugins) {
     const version = (run.plugins.find((p) => p.name === name) || {}).version;
     const outcomes = summary.results.filter((r) => r.plugin === name).map(outcome);
@@ -604,7 +617,7 @@
   }
 
   // Nodes: each one's facts, rendered when opened; facts that differ between nodes highlighted.
-  const nodesBody = document.getElementById("nodes-body");
+  const nodesBody = byId("nodes-body");
   let query = "";
   async function renderFacts(details) {
     if (details.dataset.rendered) return;
@@ -678,8 +691,8 @@
     return found;
   }
   // A search opens every node it matches, showing the facts that match, and says how many.
-  const search = document.getElementById("search");
-  const searchCount = el("span", { id: "search-count", class: "muted" });
+  const search = byId("search");
+  const searchCount = el("span", { id: "search-count" + suffix, class: "muted" });
   search.after(searchCount);
   const openedBySearch = new Set();
   // At most this many nodes are opened by a search: their facts are rendered whole.
@@ -720,16 +733,40 @@
   }
   search.addEventListener("input", () => { runSearch(); });
 
-  // Once the facts are in and a search a link carries (report.html#q=kernel) is done, the
-  // page says it is whole.
-  (async () => {
+  // Done once the facts are in and a search a link carries (report.html#q=kernel) is done.
+  return (async () => {
     await Promise.all(pluginFacts);
     if (location.hash.startsWith("#q=")) {
       search.value = decodeURIComponent(location.hash.slice(3));
       await runSearch();
     }
+  })();
+}
+
+(function () {
+  const groups = [...document.querySelectorAll("script.data")];
+  const estate = document.getElementById("estate");
+  if (estate) {
+    // A report of several origins: say so, and link each group by its origin's words.
+    document.title = "factbuoy report: " + groups.length + " origins";
+    const list = document.createElement("ul");
+    for (const script of groups) {
+      const data = JSON.parse(script.textContent);
+      const link = document.createElement("a");
+      link.href = "#origin-g" + script.dataset.group;
+      const nodes = data.summary.run.nodes.length;
+      link.append(data.origin.label + " (" + nodes + (nodes === 1 ? " node" : " nodes") +
+        ", run " + data.summary.run.run_id + ")");
+      const item = document.createElement("li");
+      item.append(link);
+      list.append(item);
+    }
+    estate.append(list);
+  }
+  // The page says it is whole once every group is.
+  Promise.all(groups.map(renderGroup)).then(() => {
     document.body.dataset.rendered = "ok";
-  })().catch((e) => {
+  }).catch((e) => {
     document.body.dataset.rendered = "failed";
     console.error(e);
   });

@@ -13,7 +13,7 @@ use flate2::write::GzEncoder;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::embed::script;
+use super::embed::{group_mark, script};
 use crate::facts::{flatten, leaves, push_field};
 
 /// The uncompressed bytes of differences that make a chunk: small enough that the page inflates
@@ -30,6 +30,8 @@ pub(super) struct Packer {
     bases: HashMap<String, Base>,
     chunk: Option<GzEncoder<Vec<u8>>>,
     chunk_bytes: usize,
+    /// The group of the page the documents are of, when it has several.
+    group: Option<usize>,
 }
 
 /// One document as its differences from its source's base, as the page reads it.
@@ -51,11 +53,12 @@ struct BaseScript<'a> {
 }
 
 impl Packer {
-    pub(super) fn new() -> Packer {
+    pub(super) fn new(group: Option<usize>) -> Packer {
         Packer {
             bases: HashMap::new(),
             chunk: None,
             chunk_bytes: 0,
+            group,
         }
     }
 
@@ -73,6 +76,7 @@ impl Packer {
                 out,
                 "facts-base",
                 None,
+                self.group,
                 &BaseScript {
                     source,
                     leaves: &found,
@@ -132,7 +136,8 @@ impl Packer {
         // Base64 has no `<`: nothing in it can end the element.
         writeln!(
             out,
-            "<script type=\"application/octet-stream\" class=\"facts-gz\">{}</script>",
+            "<script type=\"application/octet-stream\" class=\"facts-gz\"{}>{}</script>",
+            group_mark(self.group),
             base64::engine::general_purpose::STANDARD.encode(compressed)
         )
     }
@@ -239,7 +244,7 @@ mod tests {
     #[test]
     fn a_document_is_written_as_what_differs_from_the_first_of_its_source() {
         let mut page = Vec::new();
-        let mut packer = Packer::new();
+        let mut packer = Packer::new(None);
         let first = json!({"os": "debian", "kernel": "6.1", "mounts": [{"at": "/"}]});
         let second = json!({"os": "debian", "kernel": "6.12", "extra": {"x": 1}});
         packer.add(&mut page, "n1", "setup", &first).unwrap();
@@ -310,7 +315,7 @@ mod tests {
     #[test]
     fn differences_are_cut_into_chunks_each_whole() {
         let mut page = Vec::new();
-        let mut packer = Packer::new();
+        let mut packer = Packer::new(None);
         let big = "x".repeat(600 * 1024);
         for i in 0..20 {
             packer

@@ -87,6 +87,21 @@ pub fn history_lines(dir: &str, history: &History, nodes: &[NodeHistory]) -> Vec
     lines
 }
 
+/// `inspect history DIR` over a directory of several origins: each origin's history under its
+/// name in words, apart, since their nodes are other machines whatever their names.
+pub fn histories_lines(dir: &str, histories: &[(History, Vec<NodeHistory>)]) -> Vec<String> {
+    let mut lines = vec![format!(
+        "{dir} holds runs of {} origins, a history each (--origin reads one):",
+        histories.len()
+    )];
+    for (history, nodes) in histories {
+        lines.push(String::new());
+        lines.push(format!("== {} ==", history.label));
+        lines.extend(history_lines(dir, history, nodes));
+    }
+    lines
+}
+
 /// `inspect index DIR`: what the index holds and what bringing it up to date read.
 pub fn index_lines(dir: &str, update: &Update) -> Vec<String> {
     let mut lines = vec![format!(

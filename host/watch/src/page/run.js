@@ -1,8 +1,9 @@
-"use strict";
 // One run, live: each `status` event of /api/v1/runs/{id}/events (docs/status.md) replaces
 // the run's state and the page redraws from it. Every text from the run (names, messages)
 // goes in through text nodes, never as HTML. What a large run would make slow is bounded:
 // the node table shows one page of ROWS nodes, lists show their first LISTED entries.
+import { $, el, json } from "/assets/page.js";
+
 (function () {
   const ROWS = 200;
   const LISTED = 50;
@@ -13,18 +14,6 @@
   const ENDED_STATES = ["lost", "timed-out", "interrupted", "skipped", "agent-failed"];
 
   const runId = decodeURIComponent(location.pathname.split("/")[2] || "");
-  const $ = (id) => document.getElementById(id);
-  function el(tag, attrs, ...children) {
-    const e = document.createElement(tag);
-    for (const [key, value] of Object.entries(attrs || {})) {
-      if (key === "class") e.className = value;
-      else e.setAttribute(key, value);
-    }
-    for (const child of children) {
-      e.append(child instanceof Node ? child : document.createTextNode(String(child)));
-    }
-    return e;
-  }
   const count = (n, one, many) => n + " " + (n === 1 ? one : (many || one + "s"));
   const bytes = (n) => {
     const units = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -308,9 +297,7 @@
     button.disabled = true;
     $("retrieved").textContent = "retrieving…";
     try {
-      const answer = await fetch("/api/v1/runs/" + encodeURIComponent(runId) + "/retrieve", { method: "POST" });
-      const body = await answer.json();
-      if (!answer.ok) throw new Error(body.error || "HTTP " + answer.status);
+      const body = await json("/api/v1/runs/" + encodeURIComponent(runId) + "/retrieve", { method: "POST" });
       retrieved = true;
       $("retrieved").textContent = "retrieved to " + body.path + " (" + bytes(body.size) + ", sha256 checked)";
       $("report").classList.remove("hidden");

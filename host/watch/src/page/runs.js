@@ -1,20 +1,9 @@
-"use strict";
 // The runs this machine knows (/api/v1/runs), asked again every few seconds so that a new
 // run appears without a reload. Texts go in through text nodes, never as HTML.
+import { $, el, json } from "/assets/page.js";
+
 (function () {
   const EVERY_MS = 5000;
-  const $ = (id) => document.getElementById(id);
-  function el(tag, attrs, ...children) {
-    const e = document.createElement(tag);
-    for (const [key, value] of Object.entries(attrs || {})) {
-      if (key === "class") e.className = value;
-      else e.setAttribute(key, value);
-    }
-    for (const child of children) {
-      e.append(child instanceof Node ? child : document.createTextNode(String(child)));
-    }
-    return e;
-  }
   // As `factbuoy runs` says it: `complete, 1 failed`, or why it is not known.
   function state(run) {
     if (!run.status) return run.note || "unknown (see its page)";
@@ -24,9 +13,7 @@
 
   async function refresh() {
     try {
-      const answer = await fetch("/api/v1/runs");
-      if (!answer.ok) throw new Error((await answer.text()) || answer.statusText);
-      const { runs } = await answer.json();
+      const { runs } = await json("/api/v1/runs");
       $("banner").classList.add("hidden");
       $("empty").classList.toggle("hidden", runs.length > 0);
       const rows = runs.map((run) => el("tr", {},

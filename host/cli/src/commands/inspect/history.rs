@@ -7,7 +7,7 @@ use clap::Args;
 use factbuoy_inspect::drift::IgnoreList;
 use factbuoy_inspect::history::{self, History, Update};
 use factbuoy_present::inspect::history::{
-    duplicate_notes, history_lines, index_lines, update_notes,
+    duplicate_notes, histories_lines, history_lines, index_lines, update_notes,
 };
 
 use super::show::emit_lines;
@@ -22,7 +22,8 @@ pub struct PileArgs {
     #[arg(long, value_name = "FILE")]
     index: Option<PathBuf>,
     /// Read the bundles of this origin (`kind:id` as `inspect index` lists them, or its
-    /// start), when the directory holds several.
+    /// start), when the directory holds several (`history` and `report` show each apart
+    /// without it; `sql` and `diff` need it).
     #[arg(long, value_name = "ORIGIN")]
     origin: Option<String>,
 }
@@ -40,6 +41,15 @@ impl PileArgs {
         let history = History::open(dir, &self.index_of(dir)?, self.origin.as_deref())?;
         note(&history.update);
         Ok(history)
+    }
+
+    /// A history per origin of `dir` (of those --origin names), as [`PileArgs::open`].
+    pub fn open_each(&self, dir: &Path) -> anyhow::Result<Vec<History>> {
+        let histories = History::open_each(dir, &self.index_of(dir)?, self.origin.as_deref())?;
+        if let Some(first) = histories.first() {
+            note(&first.update);
+        }
+        Ok(histories)
     }
 }
 
@@ -99,30 +109,60 @@ pub struct HistoryArgs {
 }
 
 pub fn history(args: HistoryArgs, format: Format) -> anyhow::Result<ExitStatus> {
-    let history = args.pile.open(&args.dir)?;
     let ignore = IgnoreList::new(!args.no_default_ignores, &args.ignore);
-    let nodes = history.changes(args.node.as_deref(), args.path.as_deref(), &ignore)?;
-    if let (Some(node), true) = (&args.node, nodes.is_empty()) {
+    // A history per origin: a cluster's runs and a fleet's are never read as one estate.
+    let mut histories = Vec::new();
+    for history in args.pile.open_each(&args.dir)? {
+        let nodes = history.changes(args.node.as_deref(), args.path.as_deref(), &ignore)?;
+        // Of several origins, --node shows those that name it.
+        if args.node.is_none() || !nodes.is_empty() {
+            histories.push((history, nodes));
+        }
+    }
+    if let Some(node) = &args.node
+        && histories.is_empty()
+    {
         anyhow::bail!(
-            "no bundle of {} names node {node:?} (origin {}): `factbuoy inspect history {}` lists every node's changes",
+            "no bundle of {} names node {node:?}{}: `factbuoy inspect history {}` lists every node's changes",
             args.dir.display(),
-            history.origin,
+            args.pile
+                .origin
+                .as_ref()
+                .map(|o| format!(" (origin {o})"))
+                .unwrap_or_default(),
             args.dir.display()
         );
     }
+    let dir = args.dir.display().to_string();
     if format != Format::Table {
-        emit_document(
-            &serde_json::json!({
+        let document = |history: &History, nodes| {
+            serde_json::json!({
                 "origin": history.origin,
+                "label": history.label,
                 "bundles": history.bundles,
-                "duplicates": history.update.duplicates,
                 "nodes": nodes,
+            })
+        };
+        let duplicates = &histories[0].0.update.duplicates;
+        let answer = match &histories[..] {
+            // One origin: its history, as before there were several.
+            [(history, nodes)] => {
+                let mut answer = document(history, nodes);
+                answer["duplicates"] = serde_json::json!(duplicates);
+                answer
+            }
+            several => serde_json::json!({
+                "origins": several.iter().map(|(h, n)| document(h, n)).collect::<Vec<_>>(),
+                "duplicates": duplicates,
             }),
-            format,
-        );
+        };
+        emit_document(&answer, format);
         return Ok(ExitStatus::Success);
     }
-    let lines = history_lines(&args.dir.display().to_string(), &history, &nodes);
+    let lines = match &histories[..] {
+        [(history, nodes)] => history_lines(&dir, history, nodes),
+        several => histories_lines(&dir, several),
+    };
     emit_lines(&lines);
     Ok(ExitStatus::Success)
 }

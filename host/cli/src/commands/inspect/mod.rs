@@ -11,6 +11,8 @@ use clap::{Args, Subcommand};
 use factbuoy_bundle::reader::Bundle;
 use factbuoy_inspect::drift::IgnoreList;
 use factbuoy_inspect::export::{self, TableFormat};
+use factbuoy_inspect::history::{History, Timeline};
+use factbuoy_inspect::report::Part;
 use factbuoy_inspect::{FactPath, OnlyNode};
 use serde_json::json;
 
@@ -137,10 +139,17 @@ pub enum InspectCommand {
     /// the latest, with the history's changes per day and the facts that changed most. Drift
     /// leaves out what `diff` leaves out; --ignore and --no-default-ignores work as they do
     /// there.
+    ///
+    /// Of several bundles (a cluster's run and a fleet's of the same day), or of a directory
+    /// whose bundles come from several origins, the page has a group per bundle, or per origin
+    /// of a directory, each headed by which cluster, fleet or host it is: nodes of two groups
+    /// are never one row, even where their names are the same.
     #[command(after_help = "Examples:\n  \
         factbuoy inspect report run.tar.gz --out report.html\n  \
         factbuoy inspect report run.tar.gz --out report.html --ignore 'ansible_env.*'\n  \
-        factbuoy inspect report ./bundles --out fleet.html   # the latest, with the history's timeline")]
+        factbuoy inspect report ./bundles --out fleet.html   # the latest, with the history's timeline\n  \
+        factbuoy inspect report cluster.tar.gz fleet.tar.gz --out estate.html   # a group each\n  \
+        factbuoy inspect report ./bundles --out estate.html -o json | jq '.groups[].label'")]
     Report(ReportArgs),
     /// Index a directory of bundles (a fleet's bundles/, a folder of nightly runs) for
     /// `history`, `sql --as-of` and `diff --since`, and say how big the index is.
@@ -160,7 +169,9 @@ pub enum InspectCommand {
     /// appeared, were absent, lost, or stopped reporting.
     ///
     /// Nodes are matched by name across runs of one origin (a host, a cluster, a fleet: see
-    /// `origin` in docs/bundle.md); a directory with several needs --origin. Without PATH,
+    /// `origin` in docs/bundle.md); a directory with several is a history per origin, each
+    /// under its name (which cluster, which fleet), never compared with another; --origin reads
+    /// one. Without PATH,
     /// only facts that changed are listed, but for those `diff` leaves out (clocks, load,
     /// free memory...); with PATH, every value of the facts it matches.
     #[command(after_help = "Examples:\n  \
@@ -265,9 +276,11 @@ pub struct ExportArgs {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The bundle: a .tar.gz, the folder it was extracted to, or a directory of bundles (the
-    /// report of its latest, with the history's timeline).
-    bundle: PathBuf,
+    /// The bundles: .tar.gz files, folders they were extracted to, or directories of bundles
+    /// (the report of the latest, with the history's timeline, per origin). Of several, or of a
+    /// directory of several origins, a group each.
+    #[arg(required = true, num_args = 1.., value_name = "BUNDLE")]
+    bundles: Vec<PathBuf>,
     /// The HTML file to write (replaced if it exists).
     #[arg(long, value_name = "FILE")]
     out: PathBuf,
@@ -509,20 +522,55 @@ fn export(args: ExportArgs, format: Format) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
+/// A part of a report, read ([`Part`] borrows it).
+enum Opened {
+    Bundle(Bundle),
+    History(Box<(History, Timeline)>),
+}
+
 fn report(args: ReportArgs, format: Format) -> anyhow::Result<ExitStatus> {
     let ignore = IgnoreList::new(!args.no_default_ignores, &args.ignore);
-    if history::is_pile(&args.bundle) {
-        let history = args.pile.open(&args.bundle)?;
-        let timeline = history.timeline(&ignore)?;
-        factbuoy_inspect::report::write_history_file(&history, &timeline, &ignore, &args.out)?;
-    } else {
-        let bundle = Bundle::open(&args.bundle)?;
-        factbuoy_inspect::report::write_file(&bundle, &ignore, &args.out)?;
+    // In the order given, each bundle, and each origin of each directory: its history, with
+    // its timeline.
+    let mut opened = Vec::new();
+    for path in &args.bundles {
+        if history::is_pile(path) {
+            for history in args.pile.open_each(path)? {
+                let timeline = history.timeline(&ignore)?;
+                opened.push(Opened::History(Box::new((history, timeline))));
+            }
+        } else {
+            opened.push(Opened::Bundle(Bundle::open(path)?));
+        }
     }
+    let parts: Vec<Part> = opened
+        .iter()
+        .map(|o| match o {
+            Opened::Bundle(bundle) => Part::Bundle(bundle),
+            Opened::History(read) => Part::History(&read.0, &read.1),
+        })
+        .collect();
+    let groups = factbuoy_inspect::report::write_groups_file(&parts, &ignore, &args.out)?;
     let size = std::fs::metadata(&args.out)?.len();
     match format {
-        Format::Table => emit(&format!("{}: {}", args.out.display(), bytes(size))),
-        machine => emit_document(&json!({"file": args.out, "bytes": size}), machine),
+        Format::Table => {
+            emit(&format!("{}: {}", args.out.display(), bytes(size)));
+            if groups.len() > 1 {
+                for group in &groups {
+                    emit(&format!(
+                        "  {}: run {}, {} ({})",
+                        group.origin.label,
+                        group.run_id,
+                        count(group.nodes, "node"),
+                        group.bundle.display()
+                    ));
+                }
+            }
+        }
+        machine => emit_document(
+            &json!({"file": args.out, "bytes": size, "groups": groups}),
+            machine,
+        ),
     }
     Ok(ExitStatus::Success)
 }
