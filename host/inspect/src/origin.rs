@@ -11,7 +11,7 @@ pub const UNRECORDED: &str = "unrecorded";
 
 /// An origin, as `--origin` takes it and in words.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Origin {
+pub struct NamedOrigin {
     /// `kind:id` (`fleet:9c1f…`, `kubernetes:<uid>`, `local:<host>`), or `unrecorded`.
     pub origin: String,
     /// Which fleet, cluster or host it is: "fleet fleet-a.example (CA sha-256 9c1f0e4b2a77…)",
@@ -19,32 +19,32 @@ pub struct Origin {
     pub label: String,
 }
 
-impl Origin {
+impl NamedOrigin {
     /// The origin a run's `run.json` records.
-    pub fn of_run(run: &Value) -> Origin {
+    pub fn of_run(run: &Value) -> NamedOrigin {
         match (run["origin"]["kind"].as_str(), run["origin"]["id"].as_str()) {
-            (Some(kind), Some(id)) => Origin {
+            (Some(kind), Some(id)) => NamedOrigin {
                 origin: format!("{kind}:{id}"),
                 label: label(kind, id, run),
             },
-            _ => Origin::unrecorded(),
+            _ => NamedOrigin::unrecorded(),
         }
     }
 
     /// The origin stored as `kind:id` (or `unrecorded`), named from `run`, a `run.json` of it
     /// when one could be read (a fleet's names are there, not in `kind:id`).
-    pub fn of_stored(origin: &str, run: Option<&Value>) -> Origin {
+    pub fn of_stored(origin: &str, run: Option<&Value>) -> NamedOrigin {
         match origin.split_once(':') {
-            Some((kind, id)) => Origin {
+            Some((kind, id)) => NamedOrigin {
                 origin: origin.to_owned(),
                 label: label(kind, id, run.unwrap_or(&Value::Null)),
             },
-            None => Origin::unrecorded(),
+            None => NamedOrigin::unrecorded(),
         }
     }
 
-    fn unrecorded() -> Origin {
-        Origin {
+    fn unrecorded() -> NamedOrigin {
+        NamedOrigin {
             origin: UNRECORDED.to_owned(),
             label: "runs that record no origin (an aggregator created on its own, or a factbuoy older than origins)"
                 .to_owned(),
@@ -94,20 +94,20 @@ mod tests {
         let fleet = json!({"origin": {"kind": "fleet", "id": "9c1f0e4b2a77d00d5eed"},
                            "server_names": ["fleet-a.example", "10.0.0.5"]});
         assert_eq!(
-            Origin::of_run(&fleet).label,
+            NamedOrigin::of_run(&fleet).label,
             "fleet fleet-a.example, 10.0.0.5 (CA sha-256 9c1f0e4b2a77…)"
         );
         let cluster = json!({"origin": {"kind": "kubernetes", "id": "3f2b-77"}});
         assert_eq!(
-            Origin::of_run(&cluster),
-            Origin {
+            NamedOrigin::of_run(&cluster),
+            NamedOrigin {
                 origin: "kubernetes:3f2b-77".into(),
                 label: "Kubernetes cluster whose kube-system namespace has uid 3f2b-77".into()
             }
         );
-        assert_eq!(Origin::of_run(&json!({})).origin, UNRECORDED);
+        assert_eq!(NamedOrigin::of_run(&json!({})).origin, UNRECORDED);
         assert_eq!(
-            Origin::of_stored("fleet:0123", None).label,
+            NamedOrigin::of_stored("fleet:0123", None).label,
             "fleet with CA sha-256 0123"
         );
     }

@@ -18,7 +18,7 @@
 //! A report of several bundles or directories ([`write_groups_file`]: a cluster's run and a
 //! fleet's of the same day) is a group per bundle, or per origin of a directory: each group is
 //! the page of one bundle, its parts' ids and scripts marked as the group's, headed by its
-//! origin in words ([`Origin`]). Groups are rendered apart, so that nodes of two origins are
+//! origin in words ([`NamedOrigin`]). Groups are rendered apart, so that nodes of two origins are
 //! never taken for one machine, whatever their names.
 
 use std::collections::BTreeMap;
@@ -35,7 +35,7 @@ use crate::facts::{FactPath, Found, each_row, run_and_facts};
 use crate::history::{History, Timeline};
 use crate::journal_summary::{self, JournalSummary};
 use crate::meta::run_first;
-use crate::origin::Origin;
+use crate::origin::NamedOrigin;
 use crate::sql::table_name;
 use crate::summary::{Summary, summary};
 use embed::script;
@@ -126,7 +126,7 @@ struct Data<'a> {
     history: Option<HistoryShown<'a>>,
     /// The group's origin, on a page of several groups.
     #[serde(skip_serializing_if = "Option::is_none")]
-    origin: Option<Origin>,
+    origin: Option<NamedOrigin>,
 }
 
 /// What the page shows of a history: its directory, origin, runs and timeline.
@@ -280,7 +280,7 @@ pub fn write_history_file(
 }
 
 /// What one group of a report of several is of.
-pub enum Part<'a> {
+pub enum GroupSource<'a> {
     /// A bundle.
     Bundle(&'a Bundle),
     /// The latest bundle of a history (one origin of a directory), with its timeline.
@@ -292,7 +292,7 @@ pub enum Part<'a> {
 pub struct GroupWritten {
     /// The origin, `kind:id` as `--origin` takes it, and in words.
     #[serde(flatten)]
-    pub origin: Origin,
+    pub origin: NamedOrigin,
     /// The bundle the group shows.
     pub bundle: PathBuf,
     /// Its run.
@@ -305,14 +305,14 @@ pub struct GroupWritten {
 /// [`write_file`] or [`write_history_file`] writes; of several, a group per part, each headed by
 /// its origin in words. Says what each group is.
 pub fn write_groups_file(
-    parts: &[Part<'_>],
+    parts: &[GroupSource<'_>],
     ignore: &IgnoreList,
     target: &Path,
 ) -> Result<Vec<GroupWritten>, ExportError> {
     // The latest bundle of each history, opened here; a bundle part is read as given.
     let mut latest_bundles = Vec::new();
     for part in parts {
-        if let Part::History(history, _) = part {
+        if let GroupSource::History(history, _) = part {
             latest_bundles.push(Bundle::open(&latest(history).bundle)?);
         }
     }
@@ -321,11 +321,13 @@ pub fn write_groups_file(
     let mut opened = Vec::with_capacity(parts.len());
     for part in parts {
         opened.push(match part {
-            Part::Bundle(bundle) => (*bundle, None, Origin::of_run(&run_first(bundle)?)),
-            Part::History(history, timeline) => (
+            GroupSource::Bundle(bundle) => {
+                (*bundle, None, NamedOrigin::of_run(&run_first(bundle)?))
+            }
+            GroupSource::History(history, timeline) => (
                 latest_bundles.next().expect("opened above"),
                 Some(shown(history, timeline)),
-                Origin {
+                NamedOrigin {
                     origin: history.origin.clone(),
                     label: history.label.clone(),
                 },
@@ -432,7 +434,7 @@ fn write_group(
     bundle: &Bundle,
     ignore: &IgnoreList,
     history: Option<HistoryShown<'_>>,
-    group: Option<(usize, Origin)>,
+    group: Option<(usize, NamedOrigin)>,
     out: &mut impl Write,
 ) -> Result<crate::RunSummary, ReportError> {
     let (group, origin) = match group {

@@ -7,7 +7,6 @@ pub mod aggregator;
 pub mod ansible;
 pub mod delete;
 pub mod fleet;
-pub mod fleet_gen;
 pub mod generate;
 pub mod inspect;
 pub mod man;

@@ -12,7 +12,7 @@ use super::error::{HistoryError, OriginCount};
 use super::index::{self, Update};
 use super::times::parse_time;
 use crate::meta::run_first;
-use crate::origin::{Origin, UNRECORDED};
+use crate::origin::{NamedOrigin, UNRECORDED};
 
 /// One bundle of a history.
 #[derive(Debug, Clone, Serialize)]
@@ -38,7 +38,7 @@ pub struct History {
     pub update: Update,
     /// The origin read (`unrecorded` for bundles that record none).
     pub origin: String,
-    /// The origin in words: which fleet, cluster or host ([`Origin`]).
+    /// The origin in words: which fleet, cluster or host ([`NamedOrigin`]).
     pub label: String,
     /// The bundles, oldest first.
     pub bundles: Vec<HistoryBundle>,
@@ -128,7 +128,7 @@ impl History {
             .last()
             .and_then(|b| Bundle::open(&b.bundle).ok())
             .and_then(|b| run_first(&b).ok());
-        let label = Origin::of_stored(origin, latest.as_ref()).label;
+        let label = NamedOrigin::of_stored(origin, latest.as_ref()).label;
         Ok(History {
             dir: dir.to_owned(),
             connection,

@@ -12,7 +12,7 @@ use factbuoy_bundle::reader::Bundle;
 use factbuoy_inspect::drift::IgnoreList;
 use factbuoy_inspect::export::{self, TableFormat};
 use factbuoy_inspect::history::{History, Timeline};
-use factbuoy_inspect::report::Part;
+use factbuoy_inspect::report::GroupSource;
 use factbuoy_inspect::{FactPath, OnlyNode};
 use serde_json::json;
 
@@ -522,7 +522,7 @@ fn export(args: ExportArgs, format: Format) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
-/// A part of a report, read ([`Part`] borrows it).
+/// A part of a report, read ([`GroupSource`] borrows it).
 enum Opened {
     Bundle(Bundle),
     History(Box<(History, Timeline)>),
@@ -543,11 +543,11 @@ fn report(args: ReportArgs, format: Format) -> anyhow::Result<ExitStatus> {
             opened.push(Opened::Bundle(Bundle::open(path)?));
         }
     }
-    let parts: Vec<Part> = opened
+    let parts: Vec<GroupSource> = opened
         .iter()
         .map(|o| match o {
-            Opened::Bundle(bundle) => Part::Bundle(bundle),
-            Opened::History(read) => Part::History(&read.0, &read.1),
+            Opened::Bundle(bundle) => GroupSource::Bundle(bundle),
+            Opened::History(read) => GroupSource::History(&read.0, &read.1),
         })
         .collect();
     let groups = factbuoy_inspect::report::write_groups_file(&parts, &ignore, &args.out)?;
