@@ -412,12 +412,42 @@ fn fleet_serve_stops_on_sigterm_as_a_kubelet_sends_it_and_frees_its_directory() 
     let work = tempfile::tempdir().unwrap();
     let fleet_dir = work.path().join("fleet");
     let serve = || serve_fleet(work.path(), &fleet_dir).0;
+    let terminate = |child: Child, what: &str| {
+        let pid = libc::pid_t::try_from(child.id()).unwrap();
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        let stopped = wait_with_timeout(child, std::time::Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("{what} still runs 10 s after SIGTERM"));
+        assert!(stopped.status.success(), "{what}: {:?}", stopped.status);
+    };
+    // At once: a SIGTERM right after it says it serves is not lost.
     let first = serve();
-    let pid = libc::pid_t::try_from(first.id()).unwrap();
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    let stopped = wait_with_timeout(first, std::time::Duration::from_secs(10))
-        .expect("fleet serve still runs 10 s after SIGTERM");
-    assert!(stopped.status.success(), "{}", text(&stopped.stderr));
-    // The directory is free: a second `fleet serve` (a replacing pod's) serves at once.
-    let _second = Processes(vec![serve()]);
+    terminate(first, "fleet serve");
+
+    // A second `fleet serve` of the directory (a replacing pod's) waits for the first, and
+    // stops on SIGTERM while it waits.
+    let first = serve();
+    let mut waiting = operator(work.path())
+        .args([
+            "fleet",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--name",
+            "127.0.0.1",
+            "--dir",
+        ])
+        .arg(&fleet_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(
+        waiting.try_wait().unwrap().is_none(),
+        "a second fleet serve of the directory did not wait"
+    );
+    terminate(waiting, "a fleet serve waiting for the directory");
+    terminate(first, "fleet serve");
+    // The directory is free: the next one serves at once.
+    let _next = Processes(vec![serve()]);
 }

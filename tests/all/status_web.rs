@@ -667,6 +667,100 @@ fn a_run_of_5000_nodes_shows_summaries_and_pages_its_node_table() {
     );
 }
 
+/// Starts `run --fleet` of `plugins` over `fleet`'s member in the background and waits until it
+/// is the operator's current run: its id.
+fn start_fleet_run(fleet: &mut support::loopback_fleet::LoopbackFleet, plugins: &[&str]) -> String {
+    let run = fleet
+        .operator()
+        .args(["run", "--fleet", &fleet.address, "--out"])
+        .arg(fleet.path("out"))
+        .args(plugins)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    fleet.processes.push(run);
+    let give_up = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = fleet.operator().args(["status", "-o", "json"]).output();
+        if let Ok(status) = status
+            && status.status.success()
+        {
+            let document: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+            return document["run_id"].as_str().unwrap().to_owned();
+        }
+        assert!(
+            Instant::now() < give_up,
+            "waited a minute for the fleet run"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The page in headless Chromium for a fleet run (a real `fleet serve` and one member on
+/// loopback): it fills in without a reload as the member's slow plugin reports progress, puts
+/// setup's failure on the member at the top while the run goes on, and retrieves the bundle from
+/// the fleet with one click, its report opened, without a script error.
+#[test]
+fn a_fleet_run_shows_live_in_headless_chromium_and_is_retrieved_with_one_click() {
+    let mut fleet = support::loopback_fleet::LoopbackFleet::start();
+    let hostile = support::fixture("hostile");
+    let run_id = start_fleet_run(
+        &mut fleet,
+        &[
+            "--plugin",
+            hostile.to_str().unwrap(),
+            "-p",
+            "hostile:mode=progress",
+            "-p",
+            "hostile:count=30",
+            "--plugin",
+            "setup",
+            "-p",
+            "setup:gather_subset=bogus",
+        ],
+    );
+    let retrieved = fleet.path("retrieved");
+    let mut command = fleet.operator();
+    command
+        .args(["status", "--web", &run_id, "--out"])
+        .arg(&retrieved);
+    let served = serve(command);
+    let seen = browse(&served.url, &fleet.path("fleet-live.png"), None);
+    assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
+    assert_eq!(seen["same_document"], true, "{seen}");
+    let percents: Vec<u64> = seen["percents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(serde_json::Value::as_u64)
+        .collect();
+    assert!(
+        percents.len() >= 2 && percents[0] < *percents.last().unwrap(),
+        "{seen}"
+    );
+    assert_eq!(seen["failure_while_running"]["status"], "running", "{seen}");
+    let failure = seen["failure_while_running"]["text"].as_str().unwrap();
+    assert!(
+        failure.contains("Bad subset 'bogus'") && failure.contains("setup on member-1"),
+        "{seen}"
+    );
+    assert_eq!(seen["first_section"], "failures", "{seen}");
+    assert_eq!(seen["final_status"], "complete", "{seen}");
+    let said = seen["retrieved"]["text"].as_str().unwrap_or_default();
+    assert!(said.starts_with("retrieved to "), "{seen}");
+    assert_eq!(
+        seen["report"]["title"],
+        format!("factbuoy report: run {run_id}"),
+        "{seen}"
+    );
+    let bundles = support::loopback_fleet::listing(&retrieved);
+    assert!(
+        bundles.len() == 1 && bundles[0].ends_with(&format!("_factbuoy_{run_id}.tar.gz")),
+        "{bundles:?}"
+    );
+}
+
 /// A fleet run (a real `fleet serve` and one member on loopback) watched through the page
 /// server: its events change as the member's slow plugin reports progress, until it ends; the
 /// bundle is then retrieved from the fleet with one POST from the page's origin, and its HTML
@@ -675,34 +769,17 @@ fn a_run_of_5000_nodes_shows_summaries_and_pages_its_node_table() {
 fn a_fleet_run_shows_live_then_its_bundle_is_retrieved_and_reported_from_the_page() {
     let mut fleet = support::loopback_fleet::LoopbackFleet::start();
     let hostile = support::fixture("hostile");
-    let run = fleet
-        .operator()
-        .args(["run", "--fleet", &fleet.address, "--out"])
-        .arg(fleet.path("out"))
-        .arg("--plugin")
-        .arg(&hostile)
-        .args(["-p", "hostile:mode=progress", "-p", "hostile:count=20"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    fleet.processes.push(run);
-    // The run is the operator's current one once `run` has recorded it.
-    let give_up = Instant::now() + Duration::from_secs(60);
-    let run_id = loop {
-        let status = fleet.operator().args(["status", "-o", "json"]).output();
-        if let Ok(status) = status
-            && status.status.success()
-        {
-            let document: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
-            break document["run_id"].as_str().unwrap().to_owned();
-        }
-        assert!(
-            Instant::now() < give_up,
-            "waited a minute for the fleet run"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let run_id = start_fleet_run(
+        &mut fleet,
+        &[
+            "--plugin",
+            hostile.to_str().unwrap(),
+            "-p",
+            "hostile:mode=progress",
+            "-p",
+            "hostile:count=20",
+        ],
+    );
     let bundles = fleet.path("retrieved");
     let mut command = fleet.operator();
     command

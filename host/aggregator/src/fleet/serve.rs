@@ -189,20 +189,27 @@ async fn hold_directory(dir: &FleetDir) -> anyhow::Result<std::fs::File> {
         .open(&path)
         .with_context(|| format!("opening {}", path.display()))?;
     use rustix::fs::{FlockOperation, flock};
-    match flock(&file, FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => return Ok(file),
-        Err(rustix::io::Errno::WOULDBLOCK) => tracing::warn!(
-            "another process serves the fleet in {}; waiting until it stops",
-            dir.root().display()
-        ),
-        Err(e) => return Err(anyhow::Error::new(e).context(format!("locking {}", path.display()))),
+    let mut told = false;
+    // Tried again every half second rather than waited for in a blocking thread: the wait can
+    // be given up (a pod stopped while it waits), and a process would not exit while a thread
+    // of its runtime still blocks.
+    loop {
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(file),
+            Err(rustix::io::Errno::WOULDBLOCK) if !told => {
+                tracing::warn!(
+                    "another process serves the fleet in {}; waiting until it stops",
+                    dir.root().display()
+                );
+                told = true;
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => {}
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!("locking {}", path.display())));
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
-    tokio::task::spawn_blocking(move || {
-        flock(&file, FlockOperation::LockExclusive)
-            .with_context(|| format!("locking {}", path.display()))?;
-        Ok(file)
-    })
-    .await?
 }
 
 async fn flusher(fleet: Arc<Fleet>) {

@@ -15,6 +15,8 @@ use factbuoy_protocol::names::NodeName;
 
 use crate::output::{ExitStatus, Format, emit, emit_document};
 
+mod generate;
+
 #[derive(Debug, Subcommand)]
 pub enum FleetCommand {
     /// Serve the fleet: enrollment, runs, the registry of nodes. Prints the address it listens on.
@@ -50,8 +52,8 @@ pub enum FleetCommand {
     #[command(after_help = "Examples:\n  \
         factbuoy fleet gen --name 192.0.2.10 > hub.yaml && kubectl apply -f hub.yaml\n  \
         factbuoy fleet gen --name fleet.example.com --service load-balancer --apply\n  \
-        factbuoy fleet gen --name 192.0.2.10 --storage-class local-path --image registry.example/factbuoy:0.9 -o json")]
-    Gen(super::fleet_gen::GenArgs),
+        factbuoy fleet gen --name 192.0.2.10 --storage-class local-path -o json")]
+    Gen(generate::GenArgs),
     /// Carry the fleet's operator credentials to another machine: `export` prints them where
     /// the fleet is served (its pod, say), `import` writes them for `run --fleet`.
     #[command(
@@ -68,9 +70,16 @@ pub enum FleetCommand {
 pub enum CredentialsCommand {
     /// Print the fleet's operator credentials (its CA, the operator's certificate and key) as
     /// one JSON document. It holds a private key: send it only to where `import` reads it.
+    #[command(after_help = "Examples:\n  \
+        factbuoy fleet credentials export > fleet-operator.json\n  \
+        kubectl -n factbuoy-fleet exec deploy/factbuoy-fleet -- \\\n    \
+        factbuoy fleet credentials export > fleet-operator.json")]
     Export(DirArgs),
     /// Read what `export` printed from standard input and write it into DIR (0700, the key
     /// 0600), the directory `run --fleet --fleet-credentials DIR` reads.
+    #[command(after_help = "Examples:\n  \
+        factbuoy fleet credentials import fleet-operator < fleet-operator.json\n  \
+        factbuoy run --fleet 192.0.2.10:30443 --fleet-credentials fleet-operator")]
     Import {
         /// Where to write `ca.pem`, `client.pem` and `client.key`.
         dir: PathBuf,
@@ -218,7 +227,7 @@ pub async fn execute(command: FleetCommand, format: Format) -> anyhow::Result<Ex
             ));
             Ok(ExitStatus::Success)
         }
-        FleetCommand::Gen(args) => super::fleet_gen::generate(args, format).await,
+        FleetCommand::Gen(args) => generate::generate(args, format).await,
         FleetCommand::Credentials(CredentialsCommand::Export(dir)) => {
             let credentials = dir.fleet()?.operator_credentials()?;
             emit(&serde_json::to_string_pretty(&credentials)?);
@@ -254,16 +263,24 @@ pub async fn execute(command: FleetCommand, format: Format) -> anyhow::Result<Ex
 }
 
 async fn serve(args: ServeArgs, format: Format) -> anyhow::Result<ExitStatus> {
-    let serving = fleet::serve(fleet::FleetServeOptions {
-        dir: args.dir.dir,
-        listen: args.listen,
-        names: args.names,
-        certificate_validity: *args.certificate_validity,
-        serve_finished_for: *args.serve_finished_for,
-        idle_every: *args.idle_every,
-        run_ports: args.run_ports,
-    })
-    .await?;
+    // Listening from here on: a kubelet may stop a pod that still waits for the directory.
+    let stop = crate::signals::interrupted();
+    tokio::pin!(stop);
+    let serving = tokio::select! {
+        serving = fleet::serve(fleet::FleetServeOptions {
+            dir: args.dir.dir,
+            listen: args.listen,
+            names: args.names,
+            certificate_validity: *args.certificate_validity,
+            serve_finished_for: *args.serve_finished_for,
+            idle_every: *args.idle_every,
+            run_ports: args.run_ports,
+        }) => serving?,
+        signal = &mut stop => {
+            tracing::info!("{signal} before the fleet served: stopping");
+            return Ok(ExitStatus::Success);
+        }
+    };
     let running = &serving.running;
     let document = serde_json::json!({
         "address": running.address,
@@ -281,7 +298,7 @@ async fn serve(args: ServeArgs, format: Format) -> anyhow::Result<ExitStatus> {
         )),
         machine => emit_document(&document, machine),
     }
-    crate::signals::interrupted().await;
+    stop.await;
     drop(serving);
     Ok(ExitStatus::Success)
 }
