@@ -6,14 +6,12 @@
 //! does the same for a local run, and reads a fleet run's event stream.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::Stdio;
-
-use serde_json::Value;
 
 use crate::cluster;
 use crate::support;
 use crate::support::kube_runs;
+use crate::support::status_page;
 
 /// A child process killed when the test ends, passed or not.
 struct Killed(std::process::Child);
@@ -64,58 +62,9 @@ fn a_kubernetes_run_shows_live_in_the_page_then_its_bundle_is_retrieved_and_repo
         .unwrap();
     let _server = Killed(server);
 
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/all/status-browser.mjs");
     let shot = state.path().join("kubernetes-live.png");
-    let browsed = cluster
-        .command("node")
-        .arg("--experimental-websocket")
-        .arg(&script)
-        .arg(url.trim())
-        .arg(&shot)
-        .output()
-        .unwrap();
-    assert!(
-        browsed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&browsed.stderr)
-    );
-    let seen: Value = serde_json::from_slice(&browsed.stdout).unwrap();
-
-    assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
-    assert_eq!(seen["path"], format!("/runs/{run_id}"), "{seen}");
-    // Live, in the one document it loaded.
-    assert_eq!(seen["same_document"], true, "{seen}");
-    let percents: Vec<u64> = seen["percents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_u64)
-        .collect();
-    assert!(
-        percents.len() >= 2 && percents[0] < *percents.last().unwrap(),
-        "{seen}"
-    );
-    assert!(
-        seen["progress_texts"].as_array().unwrap().len() >= 2,
-        "{seen}"
-    );
-    // setup's failure on a node, at the top, while the run still ran.
-    assert_eq!(seen["failure_while_running"]["status"], "running", "{seen}");
-    let failure = seen["failure_while_running"]["text"].as_str().unwrap();
-    assert!(
-        failure.contains("Bad subset 'bogus'") && failure.contains("setup on node-"),
-        "{seen}"
-    );
-    assert_eq!(seen["first_section"], "failures", "{seen}");
-    // At its end: retrieved through the port-forward with one click, and its report opened.
-    assert_eq!(seen["final_status"], "complete", "{seen}");
-    let said = seen["retrieved"]["text"].as_str().unwrap_or_default();
-    assert!(said.starts_with("retrieved to "), "{seen}");
-    assert_eq!(
-        seen["report"]["title"],
-        format!("factbuoy report: run {run_id}"),
-        "{seen}"
-    );
+    let seen = status_page::browse(cluster.command("node"), url.trim(), &shot, None);
+    status_page::assert_live_then_retrieved(&seen, &run_id, "node-");
     let report = seen["report"]["text"].as_str().unwrap();
     assert!(
         ["node-1", "node-2", "node-3"]

@@ -23,6 +23,7 @@ pub mod registry;
 pub mod sandbox;
 pub mod search;
 pub mod served;
+pub mod status_page;
 #[allow(unused_imports)] // each test binary uses a different part
 pub use fixtures::{contract_fixture, fixture, frozen_contracts, workspace};
 
