@@ -1,11 +1,14 @@
 //! The Ansible role (deploy/ansible/, docs/fleet.md "With Ansible"), applied by the real
 //! `ansible-playbook` to two machines, each a Debian system booted by `systemd-nspawn` (its own
-//! systemd as PID 1, its own network namespace behind a bridge, sshd), from one root file system
-//! that tests/ansible/machine-rootfs.sh makes once and caches outside the repository. The fleet
-//! is the real binary on the bridge. Checked: a check-mode apply changes nothing, an apply joins
-//! both machines and runs their agents (they take part in a `run --fleet`), a second apply
-//! changes nothing, the join token shows in no output, log, journal, file or process of the
-//! machines, and an uninstall leaves no unit, binary or enrollment. The role must also pass
+//! systemd as PID 1, its own network namespace behind a bridge, sshd, Podman), from one root
+//! file system that tests/ansible/machine-rootfs.sh makes once and caches outside the
+//! repository. machine-1 takes the binary method, machine-2 the container method (factbuoy's
+//! image loaded from the controller's archive, run by rootful Podman). The fleet is the real
+//! binary on the bridge. Checked: a check-mode apply changes nothing, an apply joins both
+//! machines and runs their agents (they take part in a `run --fleet` with their own facts), the
+//! handlers restart an agent whose binary or unit changed, a second apply changes nothing, the
+//! join token shows in no output, log, journal, file or process of the machines, and an
+//! uninstall leaves no unit, binary, enrollment or container. The role must also pass
 //! ansible-lint's production profile.
 //!
 //! Needs root, debootstrap and systemd-container (tests/prerequisites.sh). Where machines cannot
@@ -20,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::kube::{FACTBUOY_IMAGE, factbuoy_archive};
 use crate::support::kube_runs::Bundle;
 use crate::support::{factbuoy, workspace};
 
@@ -27,6 +31,9 @@ const MACHINES: [&str; 2] = ["machine-1", "machine-2"];
 /// The machines' names in the fleet: machine-1 joins by its host name (the role's default),
 /// machine-2 by the name its inventory gives (`factbuoy_agent_node`).
 const NODES: [&str; 2] = ["machine-1", "bastion"];
+/// How each machine gets its agent (`factbuoy_agent_method`), and the unit that runs it.
+const METHODS: [&str; 2] = ["binary", "container"];
+const SERVICES: [&str; 2] = ["factbuoy-agent", "factbuoy-agent-container"];
 
 /// This process's share of names and addresses, so that two runs at once do not collide.
 fn slot() -> u32 {
@@ -48,6 +55,11 @@ fn machine_ip(index: usize) -> String {
 
 fn namespace(index: usize) -> String {
     format!("fbans{}-{}", slot(), index + 1)
+}
+
+/// The name of machine `index`'s own cgroups.
+fn cgroup(index: usize) -> String {
+    format!("fbans{}-{}", slot(), MACHINES[index])
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -158,20 +170,39 @@ impl Machines {
             }
             // nspawn keeps its per-machine files in /run/systemd/nspawn and removes them only
             // from a tmpfs: one of the machine's own, in a mount namespace of its own. No host
-            // systemd registers it (--register=no, --keep-unit): the host need not run systemd.
+            // systemd registers it (--register=no, --keep-unit): the host need not run systemd,
+            // so nothing gives the machine cgroups of its own either, and two machines' systemd
+            // would make and remove the same unit's cgroup at once (a unit then fails to start,
+            // 219/CGROUP). On a cgroup v1 host (cgroup2 at /sys/fs/cgroup/unified) the machine
+            // gets a cgroup of its own in every hierarchy, which nspawn makes its root; cpuset
+            // is left out, as it takes no process before it is given CPUs.
             // --volatile=overlay: both boot the cached tree read-only, their writes in memory.
+            // Podman's storage is a tmpfs: its overlay driver cannot stack on nspawn's overlay.
             let nspawn = format!(
-                "mkdir -p /run/systemd/nspawn && mount -t tmpfs tmpfs /run/systemd/nspawn && \
+                "if [ -d /sys/fs/cgroup/unified ]; then \
+                   cgroups=$(cat /proc/self/cgroup); \
+                   while IFS=: read -r _ controllers path; do \
+                     case $controllers in \
+                       '') dir=unified ;; name=*) dir=${{controllers#name=}} ;; \
+                       cpuset) continue ;; *) dir=$controllers ;; \
+                     esac; \
+                     own=/sys/fs/cgroup/$dir${{path%/}}/{cgroup} && \
+                     mkdir -p $own && echo $$ >$own/cgroup.procs || exit; \
+                   done <<<\"$cgroups\"; \
+                 fi; \
+                 mkdir -p /run/systemd/nspawn && mount -t tmpfs tmpfs /run/systemd/nspawn && \
                  exec systemd-nspawn --quiet --boot --directory {rootfs} --volatile=overlay \
                  --register=no --keep-unit --machine {name} --console=read-only \
+                 --tmpfs=/var/lib/containers:mode=0700 \
                  --network-namespace-path=/run/netns/{ns} \
                  --bind-ro={key}.pub:/root/.ssh/authorized_keys",
                 rootfs = rootfs.display(),
                 key = key.display(),
+                cgroup = cgroup(i),
             );
             let console = std::fs::File::create(work.join(format!("{name}.console"))).unwrap();
             let child = Command::new("unshare")
-                .args(["--mount", "--propagation", "private", "sh", "-c", &nspawn])
+                .args(["--mount", "--propagation", "private", "bash", "-c", &nspawn])
                 .stdin(Stdio::null())
                 .stdout(console.try_clone().unwrap())
                 .stderr(console)
@@ -264,6 +295,9 @@ impl Machines {
             if NODES[i] != *name {
                 host["factbuoy_agent_node"] = json!(NODES[i]);
             }
+            if METHODS[i] != "binary" {
+                host["factbuoy_agent_method"] = json!(METHODS[i]);
+            }
             hosts.insert(name.to_string(), host);
         }
         json!({"factbuoy_agents": {"hosts": hosts}}).to_string()
@@ -294,6 +328,17 @@ impl Drop for Machines {
             }
             let _ = child.kill();
             let _ = child.wait();
+        }
+        // Their cgroups, emptied when their processes ended: deepest first.
+        for i in 0..MACHINES.len() {
+            let _ = Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "find /sys/fs/cgroup -mindepth 2 -type d -name {} -prune \
+                     -exec find {{}} -depth -type d -delete \\;",
+                    cgroup(i)
+                ))
+                .output();
         }
         Machines::remove_network();
     }
@@ -459,16 +504,24 @@ fn must_ssh(machines: &Machines, index: usize, script: &str) {
 }
 
 /// What check mode must not have made, and an uninstall must leave none of: the binary, the
-/// units, the enrollment. Returns the ones `index` has, and whether an agent runs there.
+/// units, the enrollment, a container. Returns the ones `index` has, and whether an agent runs
+/// there. (The uninstall leaves Podman and the image, as deploy/ansible/README.md says.)
 fn leftovers(machines: &Machines, index: usize) -> String {
     let found = machines.ssh(
         index,
         "ls -d /usr/local/bin/factbuoy /var/lib/factbuoy-agent /etc/systemd/system/factbuoy-agent*.service \
          /etc/factbuoy 2>/dev/null; systemctl list-unit-files --no-legend 'factbuoy*'; \
-         systemctl list-units --all --no-legend 'factbuoy*'; pgrep -a factbuoy; true",
+         systemctl list-units --all --no-legend 'factbuoy*'; pgrep -a factbuoy; \
+         podman ps --all --format '{{.Names}} {{.Image}}'; true",
         b"",
     );
     text(&found.stdout)
+}
+
+/// Whether machine `index` has factbuoy's image.
+fn has_image(machines: &Machines, index: usize) -> bool {
+    let found = machines.ssh(index, &format!("podman image exists {FACTBUOY_IMAGE}"), b"");
+    found.status.success()
 }
 
 #[test]
@@ -513,6 +566,8 @@ fn the_role_deploys_agents_that_join_idempotently_and_uninstalls_them() {
         "factbuoy_agent_token": token,
         "factbuoy_agent_binary_src": binary,
         "factbuoy_agent_binary_sha256": sha256,
+        "factbuoy_agent_image": FACTBUOY_IMAGE,
+        "factbuoy_agent_image_archive": factbuoy_archive(),
     });
     std::fs::write(work.join("vars.json"), vars.to_string()).unwrap();
     let mut playbook = Playbook {
@@ -527,10 +582,12 @@ fn the_role_deploys_agents_that_join_idempotently_and_uninstalls_them() {
         assert_eq!(leftovers(&machines, i), "", "--check changed {}", name);
     }
     assert_eq!(fleet.nodes(), Vec::<String>::new(), "--check joined");
+    assert!(!has_image(&machines, 1), "--check loaded the image");
 
-    // A binary that does not have the operator's checksum is refused, and nothing is done.
+    // A binary that does not have the operator's checksum is refused, and nothing is done (on
+    // machine-1, the one that takes the binary).
     let wrong = format!("factbuoy_agent_binary_sha256={}", "0".repeat(64));
-    let (ok, output) = playbook.run(&["-e", &wrong]);
+    let (ok, output) = playbook.run(&["-e", &wrong, "--limit", MACHINES[0]]);
     assert!(
         !ok && output.contains(&format!(
             "has SHA-256 {sha256}, not factbuoy_agent_binary_sha256"
@@ -552,13 +609,21 @@ fn the_role_deploys_agents_that_join_idempotently_and_uninstalls_them() {
     nodes.sort();
     assert_eq!(fleet.nodes(), nodes, "{}", playbook.outputs.join("\n"));
     for (i, name) in MACHINES.iter().enumerate() {
+        let service = SERVICES[i];
         let state = machines.ssh(
             i,
-            "systemctl is-enabled factbuoy-agent; systemctl is-active factbuoy-agent",
+            &format!("systemctl is-enabled {service}; systemctl is-active {service}"),
             b"",
         );
         assert_eq!(text(&state.stdout), "enabled\nactive\n", "{}", name);
     }
+    assert!(has_image(&machines, 1), "the image was not loaded");
+    let container = machines.ssh(1, "podman ps --format '{{.Names}} {{.Image}}'", b"");
+    assert_eq!(
+        text(&container.stdout),
+        format!("factbuoy-agent {FACTBUOY_IMAGE}\n"),
+        "machine-2's agent is not the container"
+    );
     eprintln!("applied after {:?}", started.elapsed());
 
     // The agents the units run take part in a fleet run: both machines' facts in its bundle.
@@ -587,24 +652,29 @@ fn the_role_deploys_agents_that_join_idempotently_and_uninstalls_them() {
     }
     eprintln!("fleet run after {:?}", started.elapsed());
 
-    // The handlers: a changed unit (on machine-1) is reloaded and a changed binary (on
-    // machine-2) put back, and either restarts the agent (a new invocation of the unit).
+    // The handlers: a changed binary (on machine-1) is put back and a changed unit (the
+    // container's, on machine-2) reloaded, and either restarts the agent (a new invocation of
+    // the unit).
     let invocation = |i: usize| {
-        let shown = machines.ssh(i, "systemctl show -P InvocationID factbuoy-agent", b"");
+        let shown = machines.ssh(
+            i,
+            &format!("systemctl show -P InvocationID {}", SERVICES[i]),
+            b"",
+        );
         text(&shown.stdout).trim().to_owned()
     };
     let before: Vec<String> = (0..MACHINES.len()).map(invocation).collect();
-    must_ssh(
-        &machines,
-        0,
-        "echo '# changed' >>/etc/systemd/system/factbuoy-agent.service",
-    );
     // (A new file in its place: the running one may not be written.)
     must_ssh(
         &machines,
-        1,
+        0,
         "cp /usr/local/bin/factbuoy /usr/local/bin/.new && echo changed >>/usr/local/bin/.new \
          && mv /usr/local/bin/.new /usr/local/bin/factbuoy",
+    );
+    must_ssh(
+        &machines,
+        1,
+        "echo '# changed' >>/etc/systemd/system/factbuoy-agent-container.service",
     );
     let changed = playbook.apply(&[]);
     assert!(changed.values().all(|&n| n > 0), "{changed:?}");
@@ -615,9 +685,10 @@ fn the_role_deploys_agents_that_join_idempotently_and_uninstalls_them() {
             "{} was not restarted",
             MACHINES[i]
         );
+        let service = SERVICES[i];
         let state = machines.ssh(
             i,
-            "systemctl show -P NeedDaemonReload factbuoy-agent; systemctl is-active factbuoy-agent",
+            &format!("systemctl show -P NeedDaemonReload {service}; systemctl is-active {service}"),
             b"",
         );
         assert_eq!(text(&state.stdout), "no\nactive\n", "{}", MACHINES[i]);

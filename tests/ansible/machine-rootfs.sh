@@ -2,7 +2,9 @@
 # Makes (once) the Debian root file system the Ansible role's test boots as machines
 # (tests/all/ansible_role.rs: two `systemd-nspawn --boot --volatile=overlay` machines share it
 # read-only), and prints its path. It is what a freshly installed server has that the role relies
-# on: systemd as init, an ssh server for Ansible to connect to, python3 for Ansible's modules.
+# on: systemd as init, an ssh server for Ansible to connect to, python3 for Ansible's modules
+# (and python3-apt for its apt module), and Podman for the role's container method (a server
+# that runs "just Podman").
 #
 # Built by debootstrap from Debian's mirror into /var/cache/factbuoy/ansible-rootfs-<hash>,
 # outside the repository, the hash being this script's: a changed recipe builds a new tree, an
@@ -26,8 +28,10 @@ if [ ! -e "$rootfs/.complete" ]; then
     if [ ! -e "$rootfs/.complete" ]; then
         rm -rf "$rootfs"
         echo "machine-rootfs.sh: debootstrap $suite into $rootfs" >&2
+        # (netavark: debootstrap does not pick a provider of Podman's virtual dependency
+        # container-network-stack itself.)
         debootstrap --variant=minbase \
-            --include=systemd,systemd-sysv,dbus,openssh-server,python3 \
+            --include=systemd,systemd-sysv,dbus,openssh-server,python3,python3-apt,podman,netavark \
             "$suite" "$rootfs" "$mirror" >&2
         # Each booted machine makes its own machine id (the overlay over this tree is its own),
         # and takes its host name from `systemd-nspawn --machine`, not from the builder's.
@@ -39,6 +43,39 @@ if [ ! -e "$rootfs/.complete" ]; then
         # Ansible logs in as root with the key the test makes (bound at /root/.ssh).
         printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\n' \
             >"$rootfs/etc/ssh/sshd_config.d/factbuoy-test.conf"
+        # Podman in an nspawn machine on a host like the test's (cgroup v1, root without
+        # CAP_SYS_RESOURCE) needs what a server has without asking: cgroup controllers it may
+        # write (nspawn mounts them read-only; a unit makes them writable at boot, and Podman
+        # manages its cgroups itself, not through the machine's systemd), resource limits left
+        # as they are (raising them needs CAP_SYS_RESOURCE), and no session keyring (nspawn's
+        # seccomp filter refuses keyctl). The test also gives each machine a tmpfs at
+        # /var/lib/containers: its root is an overlay, and Podman's overlay cannot stack on one.
+        mkdir -p "$rootfs/etc/containers/containers.conf.d"
+        cat >"$rootfs/etc/containers/containers.conf.d/nspawn-machine.conf" <<'CONF'
+[containers]
+default_ulimits = []
+keyring = false
+
+[engine]
+cgroup_manager = "cgroupfs"
+CONF
+        cat >"$rootfs/etc/systemd/system/cgroup-writable.service" <<'UNIT'
+[Unit]
+Description=Make the cgroup controllers writable, as on a server (for Podman)
+DefaultDependencies=no
+After=local-fs.target
+Before=sysinit.target
+
+[Service]
+Type=oneshot
+# (Only v1 controllers are mounted read-only; $$ is systemd's escape of $.)
+ExecStart=/bin/sh -c 'findmnt -rn -t cgroup -o TARGET | while read -r c; do mount -o remount,bind,rw "$$c"; done'
+
+[Install]
+WantedBy=sysinit.target
+UNIT
+        ln -s /etc/systemd/system/cgroup-writable.service \
+            "$rootfs/etc/systemd/system/sysinit.target.wants/cgroup-writable.service"
         rm -rf "$rootfs/var/cache/apt/archives/"*.deb
         touch "$rootfs/.complete"
     fi
