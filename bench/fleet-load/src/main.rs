@@ -138,7 +138,7 @@ async fn main() -> anyhow::Result<()> {
     let delivered = Arc::new(AtomicUsize::new(0));
     let last_offer = Arc::new(Mutex::new(None::<Instant>));
     let replays = match &args.replay {
-        Some(dir) => Some(Arc::new(take_part::load_replays(dir)?)),
+        Some(dir) => Some(Arc::new(factbuoy_bench_replay::load_replays(dir)?)),
         None => None,
     };
     let host = args

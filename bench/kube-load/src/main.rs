@@ -18,16 +18,16 @@
 //! counted; anything else is an error. The figures go to `--report` as JSON.
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
+use factbuoy_bench_replay::Replay;
 use factbuoy_dispatch::names;
-use factbuoy_protocol::names::{ArtifactName, NodeName};
+use factbuoy_protocol::names::NodeName;
 use factbuoy_protocol::tls::Identity;
-use factbuoy_protocol::types::{ManifestFile, Outcome, ResultManifest};
 use factbuoy_protocol::{Client, ClientError, Scope};
 use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Pod, ServiceAccount, Taint};
@@ -142,7 +142,7 @@ async fn main() -> anyhow::Result<()> {
             timeout_seconds,
             report,
         } => {
-            let replays = load_replays(&replay)?;
+            let replays = factbuoy_bench_replay::load_replays(&replay)?;
             let run = Duration::from_secs(timeout_seconds);
             let figures = tokio::time::timeout(
                 run,
@@ -247,73 +247,6 @@ async fn make_node(api: &Api<Node>, name: &str) -> anyhow::Result<()> {
 }
 
 // ------------------------------------------------------------------ agents
-
-/// A recorded result, delivered as each node's own.
-struct Replay {
-    manifest: ResultManifest,
-    /// Each artifact's name, where it lies, and its digest.
-    files: Vec<(ArtifactName, PathBuf, String)>,
-}
-
-/// `DIR/<plugin>/report.json` and its artifacts, for every plugin directory in `dir`.
-fn load_replays(dir: &Path) -> anyhow::Result<BTreeMap<String, Replay>> {
-    let mut replays = BTreeMap::new();
-    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let plugin_dir = entry?.path();
-        let plugin = plugin_dir
-            .file_name()
-            .and_then(|n| n.to_str())
-            .context("a plugin directory's name is not UTF-8")?
-            .to_owned();
-        let report_path = plugin_dir.join("report.json");
-        let report: serde_json::Value = serde_json::from_slice(
-            &std::fs::read(&report_path)
-                .with_context(|| format!("reading {}", report_path.display()))?,
-        )
-        .with_context(|| format!("{} is not JSON", report_path.display()))?;
-        if report["succeeded"] != json!(true) {
-            bail!(
-                "{}: the recorded run did not succeed",
-                report_path.display()
-            );
-        }
-        let mut files = Vec::new();
-        let mut entries = Vec::new();
-        for artifact in report["artifacts"].as_array().into_iter().flatten() {
-            let text = |key: &str| {
-                artifact[key]
-                    .as_str()
-                    .map(str::to_owned)
-                    .with_context(|| format!("{}: an artifact has no {key}", report_path.display()))
-            };
-            let name = ArtifactName::parse(&text("name")?)?;
-            let sha256 = text("sha256")?;
-            let size = artifact["size_bytes"].as_u64().context("no size_bytes")?;
-            entries.push(ManifestFile {
-                name: name.to_string(),
-                size,
-                sha256: sha256.clone(),
-            });
-            files.push((
-                name.clone(),
-                plugin_dir.join(name.to_relative_path()),
-                sha256,
-            ));
-        }
-        let manifest = ResultManifest {
-            outcome: Outcome::Succeeded,
-            error: None,
-            files: entries,
-            plugin_version: report["version"].as_str().unwrap_or_default().to_owned(),
-            report: Some(report),
-        };
-        replays.insert(plugin, Replay { manifest, files });
-    }
-    if replays.is_empty() {
-        bail!("{} holds no recorded result", dir.display());
-    }
-    Ok(replays)
-}
 
 /// What every agent task shares.
 struct Load {
