@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::bridge::{Bridge, must, namespaces_refused, slot};
 use crate::support::kube::{FACTBUOY_IMAGE, factbuoy_archive};
 use crate::support::kube_runs::Bundle;
 use crate::support::{factbuoy, workspace};
@@ -34,11 +35,6 @@ const NODES: [&str; 2] = ["machine-1", "bastion"];
 /// How each machine gets its agent (`factbuoy_agent_method`), and the unit that runs it.
 const METHODS: [&str; 2] = ["binary", "container"];
 const SERVICES: [&str; 2] = ["factbuoy-agent", "factbuoy-agent-container"];
-
-/// This process's share of names and addresses, so that two runs at once do not collide.
-fn slot() -> u32 {
-    std::process::id() % 200
-}
 
 fn bridge() -> String {
     format!("fbans{}", slot())
@@ -66,19 +62,6 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn must(program: &str, args: &[&str]) -> Output {
-    let output = Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("running {program}: {e}"));
-    assert!(
-        output.status.success(),
-        "{program} {args:?}: {}",
-        text(&output.stderr)
-    );
-    output
-}
-
 /// A script of tests/ansible/ that prints a path.
 fn path_from(script: &str) -> PathBuf {
     let output = must(workspace().join(script).to_str().unwrap(), &[]);
@@ -90,7 +73,8 @@ fn path_from(script: &str) -> PathBuf {
 struct Machines {
     work: PathBuf,
     nspawns: Vec<Child>,
-    namespaces: Vec<String>,
+    /// Dropped after the machines are shut down.
+    network: Bridge,
 }
 
 impl Machines {
@@ -108,16 +92,11 @@ impl Machines {
                     .is_ok_and(|o| o.status.success())
             })
             .collect();
-        let probe = format!("fbans{}-probe", slot());
-        let namespaces_work = Command::new("ip")
-            .args(["netns", "add", &probe])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        let _ = Command::new("ip").args(["netns", "del", &probe]).output();
-        if !missing.is_empty() || !namespaces_work {
+        let refused = namespaces_refused(&format!("fbans{}-probe", slot()));
+        if !missing.is_empty() || refused.is_some() {
             let why = format!(
                 "missing {missing:?} (tests/prerequisites.sh installs them), or no network \
-                 namespaces (namespaces work: {namespaces_work})"
+                 namespaces ({refused:?})"
             );
             assert!(
                 std::env::var_os("CI").is_none(),
@@ -135,39 +114,12 @@ impl Machines {
         let mut machines = Machines {
             work: work.to_owned(),
             nspawns: Vec::new(),
-            namespaces: Vec::new(),
+            network: Bridge::up(&bridge(), &format!("{}/24", host_ip())),
         };
-        Machines::remove_network();
-        let bridge = bridge();
-        must("ip", &["link", "add", &bridge, "type", "bridge"]);
-        must(
-            "ip",
-            &["addr", "add", &format!("{}/24", host_ip()), "dev", &bridge],
-        );
-        must("ip", &["link", "set", &bridge, "up"]);
         for (i, name) in MACHINES.iter().enumerate() {
             let ns = namespace(i);
-            let (outside, inside) = (format!("{ns}h"), format!("{ns}m"));
-            must("ip", &["netns", "add", &ns]);
-            machines.namespaces.push(ns.clone());
-            must(
-                "ip",
-                &[
-                    "link", "add", &outside, "type", "veth", "peer", "name", &inside,
-                ],
-            );
-            must("ip", &["link", "set", &outside, "master", &bridge, "up"]);
-            must("ip", &["link", "set", &inside, "netns", &ns]);
             let address = format!("{}/24", machine_ip(i));
-            for args in [
-                vec!["addr", "add", &address, "dev", &inside],
-                vec!["link", "set", &inside, "up"],
-                vec!["link", "set", "lo", "up"],
-            ] {
-                let mut full = vec!["netns", "exec", &ns, "ip"];
-                full.extend(args);
-                must("ip", &full);
-            }
+            machines.network.plug(&ns, &format!("{ns}h"), &address);
             // nspawn keeps its per-machine files in /run/systemd/nspawn and removes them only
             // from a tmpfs: one of the machine's own, in a mount namespace of its own. No host
             // systemd registers it (--register=no, --keep-unit): the host need not run systemd,
@@ -302,15 +254,6 @@ impl Machines {
         }
         json!({"factbuoy_agents": {"hosts": hosts}}).to_string()
     }
-
-    fn remove_network() {
-        let _ = Command::new("ip").args(["link", "del", &bridge()]).output();
-        for i in 0..MACHINES.len() {
-            let _ = Command::new("ip")
-                .args(["netns", "del", &namespace(i)])
-                .output();
-        }
-    }
 }
 
 impl Drop for Machines {
@@ -340,7 +283,6 @@ impl Drop for Machines {
                 ))
                 .output();
         }
-        Machines::remove_network();
     }
 }
 

@@ -13,14 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::bridge::{Bridge, must, namespaces_refused, slot};
 use crate::support::factbuoy;
 use serde_json::Value;
-
-/// This process's share of names and addresses: two runs of the test at once (a CI run beside a
-/// developer's) must not take each other's bridge, namespaces or subnet.
-fn slot() -> u32 {
-    std::process::id() % 200
-}
 
 /// The bridge in the test's own namespace, where the fleet listens.
 fn bridge() -> String {
@@ -39,105 +34,35 @@ fn sh(program: &str, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("running {program}: {e}"))
 }
 
-fn must(program: &str, args: &[&str]) {
-    let output = sh(program, args);
-    assert!(
-        output.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 /// The network: a bridge with the fleet's address, and a namespace per node behind it that
-/// drops inbound connections. Removed when dropped.
-struct Network {
-    namespaces: Vec<String>,
-}
-
-impl Network {
-    /// `None` (after saying why) where this machine cannot make namespaces.
-    fn up() -> Option<Network> {
-        let probe = &format!("fbfleet{}-probe", slot());
-        let made = sh("ip", &["netns", "add", probe]);
-        let _ = sh("ip", &["netns", "del", probe]);
-        if !made.status.success() {
-            let why = String::from_utf8_lossy(&made.stderr).into_owned();
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must be able to make network namespaces: {why}"
-            );
-            eprintln!("SKIPPED: this machine cannot make network namespaces ({why})");
-            return None;
-        }
-        Network::down_leftovers();
-        let bridge = bridge();
-        must("ip", &["link", "add", &bridge, "type", "bridge"]);
-        must(
-            "ip",
-            &["addr", "add", &format!("{}/24", fleet_ip()), "dev", &bridge],
+/// drops inbound connections. `None` (after saying why) where this machine cannot make
+/// namespaces.
+fn network() -> Option<Bridge> {
+    if let Some(why) = namespaces_refused(&format!("fbfleet{}-probe", slot())) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must be able to make network namespaces: {why}"
         );
-        must("ip", &["link", "set", &bridge, "up"]);
-        let mut network = Network {
-            namespaces: Vec::new(),
-        };
-        for (i, node) in NODES.iter().enumerate() {
-            let ns = namespace(node);
-            let (host_end, inner) = (format!("fbv{}-{i}", slot()), format!("fbv{}-{i}n", slot()));
-            must("ip", &["netns", "add", &ns]);
-            network.namespaces.push(ns.clone());
-            must(
-                "ip",
-                &[
-                    "link", "add", &host_end, "type", "veth", "peer", "name", &inner,
-                ],
-            );
-            must("ip", &["link", "set", &host_end, "master", &bridge, "up"]);
-            must("ip", &["link", "set", &inner, "netns", &ns]);
-            let address = format!("{}/24", node_ip(i));
-            for args in [
-                vec!["addr", "add", &address, "dev", &inner],
-                vec!["link", "set", &inner, "up"],
-                vec!["link", "set", "lo", "up"],
-            ] {
-                let mut full = vec!["netns", "exec", &ns, "ip"];
-                full.extend(args);
-                must("ip", &full);
-            }
-            // Nothing may connect in: only replies to the node's own connections pass.
-            for rule in [
-                "-A INPUT -i lo -j ACCEPT",
-                "-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT",
-                "-P INPUT DROP",
-            ] {
-                let mut full = vec!["netns", "exec", &ns, "iptables"];
-                full.extend(rule.split(' '));
-                must("ip", &full);
-            }
-        }
-        Some(network)
+        eprintln!("SKIPPED: this machine cannot make network namespaces ({why})");
+        return None;
     }
-
-    fn down_leftovers() {
-        let _ = sh("ip", &["link", "del", &bridge()]);
-        for node in NODES {
-            let _ = sh("ip", &["netns", "del", &namespace(node)]);
+    let mut network = Bridge::up(&bridge(), &format!("{}/24", fleet_ip()));
+    for (i, node) in NODES.iter().enumerate() {
+        let ns = namespace(node);
+        let address = format!("{}/24", node_ip(i));
+        network.plug(&ns, &format!("fbv{}-{i}", slot()), &address);
+        // Nothing may connect in: only replies to the node's own connections pass.
+        for rule in [
+            "-A INPUT -i lo -j ACCEPT",
+            "-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT",
+            "-P INPUT DROP",
+        ] {
+            let mut full = vec!["netns", "exec", &ns, "iptables"];
+            full.extend(rule.split(' '));
+            must("ip", &full);
         }
     }
-}
-
-impl Drop for Network {
-    fn drop(&mut self) {
-        for ns in &self.namespaces {
-            // Whatever still runs in it (an agent) is killed first.
-            if let Ok(pids) = Command::new("ip").args(["netns", "pids", ns]).output() {
-                for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
-                    let _ = Command::new("kill").args(["-9", pid]).status();
-                }
-            }
-            let _ = sh("ip", &["netns", "del", ns]);
-        }
-        let _ = sh("ip", &["link", "del", &bridge()]);
-    }
+    Some(network)
 }
 
 fn namespace(node: &str) -> String {
@@ -453,7 +378,7 @@ fn bundle_nodes(out: &Path, status: &Value) -> Vec<String> {
 
 #[test]
 fn remote_nodes_join_with_tokens_connect_out_only_and_take_part_in_every_run() {
-    let Some(_network) = Network::up() else {
+    let Some(_network) = network() else {
         return;
     };
     let work = tempfile::tempdir().unwrap();

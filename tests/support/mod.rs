@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 
 pub mod aggregator;
 pub mod authoring;
+pub mod bridge;
 pub mod built;
 pub mod conformance;
 mod fixtures;
