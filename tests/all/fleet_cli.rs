@@ -50,10 +50,10 @@ fn shell(state: &Path, line: &str) -> std::process::Output {
         .unwrap()
 }
 
-/// `fleet serve` on loopback from `dir`, with the operator's state directory in `state`: the
-/// process, and the line it printed once it listened.
-fn serve_fleet(state: &Path, dir: &Path) -> (Child, String) {
-    let mut fleet = operator(state)
+/// `fleet serve` of `dir` on loopback, as the operator of `state`: its output piped.
+fn fleet_serve(state: &Path, dir: &Path) -> Command {
+    let mut command = operator(state);
+    command
         .args([
             "fleet",
             "serve",
@@ -61,13 +61,18 @@ fn serve_fleet(state: &Path, dir: &Path) -> (Child, String) {
             "127.0.0.1:0",
             "--name",
             "127.0.0.1",
-            "--dir",
         ])
+        .arg("--dir")
         .arg(dir)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::null());
+    command
+}
+
+/// `fleet serve` on loopback from `dir`, with the operator's state directory in `state`: the
+/// process, and the line it printed once it listened.
+fn serve_fleet(state: &Path, dir: &Path) -> (Child, String) {
+    let mut fleet = fleet_serve(state, dir).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(fleet.stdout.take().unwrap())
         .read_line(&mut line)
@@ -426,21 +431,7 @@ fn fleet_serve_stops_on_sigterm_as_a_kubelet_sends_it_and_frees_its_directory() 
     // A second `fleet serve` of the directory (a replacing pod's) waits for the first, and
     // stops on SIGTERM while it waits.
     let first = serve();
-    let mut waiting = operator(work.path())
-        .args([
-            "fleet",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--name",
-            "127.0.0.1",
-            "--dir",
-        ])
-        .arg(&fleet_dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut waiting = fleet_serve(work.path(), &fleet_dir).spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_secs(2));
     assert!(
         waiting.try_wait().unwrap().is_none(),
