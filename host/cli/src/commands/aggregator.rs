@@ -181,8 +181,10 @@ pub async fn aggregator(command: AggregatorCommand, format: Format) -> anyhow::R
                     ..factbuoy_registry::RegistryAccess::default()
                 },
             };
+            // Heard from before it serves, not from when the server first polls it.
+            let stop = crate::signals::interrupted();
             let shutdown = async {
-                crate::signals::interrupted().await;
+                stop.await;
             };
             factbuoy_kubernetes::pod::serve(options, shutdown).await?;
             Ok(ExitStatus::Success)

@@ -83,6 +83,8 @@ async fn web(args: StatusArgs, state: StateDir, format: Format) -> anyhow::Resul
         }
         _ => None,
     };
+    // Heard from here on: a SIGTERM right after the address is printed stops it cleanly.
+    let stop = crate::signals::interrupted();
     let server = factbuoy_watch::serve(factbuoy_watch::PageOptions {
         listen: args.listen,
         state,
@@ -100,7 +102,7 @@ async fn web(args: StatusArgs, state: StateDir, format: Format) -> anyhow::Resul
         "serving the status page on {}; Ctrl-C stops it",
         server.address()
     );
-    let signal = crate::signals::interrupted().await;
+    let signal = stop.await;
     tracing::debug!("{signal}: the status page stops");
     Ok(ExitStatus::Success)
 }
