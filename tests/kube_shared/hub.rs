@@ -60,6 +60,8 @@ struct Outside {
     netns: String,
     veth: String,
     cluster_netns: String,
+    /// Routes the test added in the cluster's namespace for this machine (their addresses).
+    cluster_routes: Vec<String>,
     children: Vec<Child>,
 }
 
@@ -72,6 +74,7 @@ impl Outside {
             netns,
             veth,
             cluster_netns: cluster.netns().to_owned(),
+            cluster_routes: Vec::new(),
             children: Vec::new(),
         };
         let (ns, veth, cluster_ns) = (&outside.netns, &outside.veth, &outside.cluster_netns);
@@ -119,6 +122,11 @@ impl Drop for Outside {
         let _ = Command::new("ip")
             .args(["-n", &self.cluster_netns, "link", "del", &self.veth])
             .output();
+        for route in &self.cluster_routes {
+            let _ = Command::new("ip")
+                .args(["-n", &self.cluster_netns, "route", "del", route])
+                .output();
+        }
         let _ = Command::new("ip")
             .args(["netns", "del", &self.netns])
             .output();
@@ -499,7 +507,7 @@ fn a_machine_outside_the_cluster_joins_the_hub_through_its_node_port_and_a_run_s
 /// routes that address to a node from the machines that dial it, as MetalLB's BGP mode
 /// announces it. kube-proxy on that node then forwards the address's ports to the hub's pod,
 /// as it does behind any load balancer.
-fn load_balance(cluster: &Cluster, namespace: &str, outside: &Outside) {
+fn load_balance(cluster: &Cluster, namespace: &str, outside: &mut Outside) {
     cluster.block_on(|| async {
         let target = ClusterRef {
             kubeconfig: Some(cluster.kubeconfig()),
@@ -517,6 +525,7 @@ fn load_balance(cluster: &Cluster, namespace: &str, outside: &Outside) {
             .await
             .expect("setting the load balancer's address");
     });
+    outside.cluster_routes.push(LB_IP.to_owned());
     for netns in [outside.cluster_netns.as_str(), outside.netns.as_str()] {
         let routed = Command::new("ip")
             .args(["-n", netns, "route", "replace", LB_IP, "via", LB_NODE_IP])
@@ -565,8 +574,8 @@ fn a_machine_outside_the_cluster_joins_the_hub_through_its_load_balancer_and_tak
     let want: Vec<String> = (7443..=7459).map(|port: u16| port.to_string()).collect();
     assert_eq!(ports, format!("LoadBalancer {}", want.join(" ")));
 
-    let outside = Outside::new(cluster, LB_OUTSIDE_IP, 'l');
-    load_balance(cluster, LB_NAMESPACE, &outside);
+    let mut outside = Outside::new(cluster, LB_OUTSIDE_IP, 'l');
+    load_balance(cluster, LB_NAMESPACE, &mut outside);
     let enrolled = Enrolled::new(cluster, work.path(), LB_NAMESPACE, LB_ADDRESS, outside);
     // The run's own ports (7444 on) are the load balancer's too.
     enrolled.run_host_facts(cluster, &work.path().join("out"));
