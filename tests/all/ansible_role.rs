@@ -636,6 +636,22 @@ fn the_role_deploys_agents_that_join_idempotently_and_uninstalls_them() {
         assert_eq!(text(&state.stdout), "no\nactive\n", "{}", MACHINES[i]);
     }
 
+    // A changed environment file (the container's image, on machine-2) is put back and
+    // restarts that agent alone.
+    let before: Vec<String> = (0..MACHINES.len()).map(invocation).collect();
+    must_ssh(
+        &machines,
+        1,
+        "echo '# changed' >>/etc/factbuoy/factbuoy-agent.env",
+    );
+    let changed = playbook.apply(&[]);
+    assert!(
+        changed[MACHINES[0]] == 0 && changed[MACHINES[1]] > 0,
+        "{changed:?}"
+    );
+    assert_eq!(invocation(0), before[0], "machine-1 was restarted");
+    assert_ne!(invocation(1), before[1], "machine-2 was not restarted");
+
     // Another apply changes nothing.
     let changed = playbook.apply(&[]);
     assert!(changed.values().all(|&n| n == 0), "{changed:?}");
