@@ -112,9 +112,7 @@ fn build_python(dir: &Path, force: bool) -> Result<PathBuf, Error> {
     }
     syntax::check_python(dir, python.as_deref())?;
     let mut command = componentize_py(&componentize, &wit, dir, &sdk, &wasm);
-    inputs::forget(&wasm);
-    run_toolchain(&mut command, dir)?;
-    inputs::record(&wasm, &digest);
+    build_and_record(&mut command, dir, &wasm, &digest)?;
     Ok(wasm)
 }
 
@@ -279,9 +277,7 @@ fn build_js(dir: &Path, force: bool) -> Result<PathBuf, Error> {
         &stage.join("wit"),
         &wasm,
     );
-    inputs::forget(&wasm);
-    run_toolchain(&mut command, dir)?;
-    inputs::record(&wasm, &digest);
+    build_and_record(&mut command, dir, &wasm, &digest)?;
     Ok(wasm)
 }
 
@@ -319,6 +315,21 @@ fn componentize_js(node_modules: &Path, app: &Path, wit: &Path, wasm: &Path) -> 
         .arg("-o")
         .arg(wasm);
     command
+}
+
+/// Builds `wasm` with the toolchain's `command` in the project `dir`, and records `digest` as
+/// what it was built from once the build succeeded: a build that fails halfway leaves no record,
+/// so the next one runs the toolchain again.
+fn build_and_record(
+    command: &mut Command,
+    dir: &Path,
+    wasm: &Path,
+    digest: &str,
+) -> Result<(), Error> {
+    inputs::forget(wasm);
+    run_toolchain(command, dir)?;
+    inputs::record(wasm, digest);
+    Ok(())
 }
 
 /// Runs a componentize tool in the project `dir`, its output on standard error (standard output

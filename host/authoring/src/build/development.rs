@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::{
-    JS_APP, JS_INSTALLED_SDK, JS_SDK, PYTHON_APP, build, component_path, componentize_js,
-    componentize_py, contract, inputs, js_toolchain, python_sdk, python_toolchain, run_toolchain,
+    JS_APP, JS_INSTALLED_SDK, JS_SDK, PYTHON_APP, build, build_and_record, component_path,
+    componentize_js, componentize_py, contract, inputs, js_toolchain, python_sdk, python_toolchain,
     stage_js_wit, syntax, wit_dir, write_if_changed,
 };
 use crate::error::{Error, IoContext as _};
@@ -141,9 +141,7 @@ fn python_development(dir: &Path) -> Result<Option<Runnable>, Error> {
         );
         // The runner comes first on the path: its app.py, not the project's, is `app`.
         let mut command = componentize_py(&componentize, &wit, &runner, &sdk, &wasm);
-        inputs::forget(&wasm);
-        run_toolchain(&mut command, dir)?;
-        inputs::record(&wasm, &digest);
+        build_and_record(&mut command, dir, &wasm, &digest)?;
     }
     Ok(Some(Runnable {
         wasm,
@@ -203,9 +201,7 @@ fn js_development(dir: &Path) -> Result<Option<Runnable>, Error> {
         }
         stage_js_wit(&wit, &node_modules, &staged)?;
         let mut command = componentize_js(&node_modules, &app, &staged, &wasm);
-        inputs::forget(&wasm);
-        run_toolchain(&mut command, dir)?;
-        inputs::record(&wasm, &digest);
+        build_and_record(&mut command, dir, &wasm, &digest)?;
     }
     Ok(Some(Runnable {
         wasm,
