@@ -238,8 +238,8 @@ fn in_the_hub(cluster: &Cluster, namespace: &str, args: &[&str]) -> Output {
 }
 
 /// `fleet gen --apply` of a hub with `args` (its name, Service and namespace) and the test
-/// cluster's image: what it printed.
-fn apply_hub(cluster: &Cluster, operator: &Path, args: &[&str]) -> Value {
+/// cluster's image: what it printed, and what it said on its standard error.
+fn apply_hub(cluster: &Cluster, operator: &Path, args: &[&str]) -> (Value, String) {
     let applied = factbuoy(cluster, operator)
         .args(["fleet", "gen", "--apply", "-o", "json"])
         .args(args)
@@ -252,7 +252,10 @@ fn apply_hub(cluster: &Cluster, operator: &Path, args: &[&str]) -> Value {
         .args(["--wait", "3m"])
         .output()
         .unwrap();
-    json_of(&applied, "fleet gen --apply")
+    (
+        json_of(&applied, "fleet gen --apply"),
+        String::from_utf8_lossy(&applied.stderr).into_owned(),
+    )
 }
 
 /// A hub's operator and a machine outside joined to it, its agent serving.
@@ -387,7 +390,7 @@ fn a_machine_outside_the_cluster_joins_the_hub_through_its_node_port_and_a_run_s
 
     // The operator's machine (the cluster's network namespace) applies the hub.
     let operator = work.path().join("operator");
-    let applied = apply_hub(
+    let (applied, _) = apply_hub(
         cluster,
         &operator,
         &["--name", "10.200.0.11", "--storage-class", STORAGE_CLASS],
@@ -547,21 +550,21 @@ fn a_machine_outside_the_cluster_joins_the_hub_through_its_load_balancer_and_tak
     // This time in a namespace of the operator's own.
     cluster.kubectl(["create", "namespace", LB_NAMESPACE]);
     let operator = work.path().join("operator");
-    let applied = apply_hub(
-        cluster,
-        &operator,
-        &[
-            "-n",
-            LB_NAMESPACE,
-            "--service",
-            "load-balancer",
-            "--name",
-            LB_IP,
-            "--storage-class",
-            LB_STORAGE_CLASS,
-        ],
-    );
+    let args = [
+        "-n",
+        LB_NAMESPACE,
+        "--service",
+        "load-balancer",
+        "--name",
+        LB_IP,
+        "--storage-class",
+        LB_STORAGE_CLASS,
+    ];
+    let (applied, said) = apply_hub(cluster, &operator, &args);
     assert_eq!(applied["address"], LB_ADDRESS, "{applied:#}");
+    // No load balancer has given it an address yet, and it says so.
+    assert_eq!(applied["load_balancer"], json!([]), "{applied:#}");
+    assert!(said.contains("no address yet"), "{said}");
     let ports = cluster.kubectl([
         "-n",
         LB_NAMESPACE,
@@ -576,6 +579,10 @@ fn a_machine_outside_the_cluster_joins_the_hub_through_its_load_balancer_and_tak
 
     let mut outside = Outside::new(cluster, LB_OUTSIDE_IP, 'l');
     load_balance(cluster, LB_NAMESPACE, &mut outside);
+    // Applied again, it names the address the load balancer gave, which is among --name.
+    let (applied, said) = apply_hub(cluster, &operator, &args);
+    assert_eq!(applied["load_balancer"], json!([LB_IP]), "{applied:#}");
+    assert!(!said.contains("load balancer"), "{said}");
     let enrolled = Enrolled::new(cluster, work.path(), LB_NAMESPACE, LB_ADDRESS, outside);
     // The run's own ports (7444 on) are the load balancer's too.
     enrolled.run_host_facts(cluster, &work.path().join("out"));

@@ -360,9 +360,9 @@ pub enum HubError {
         /// How long it was waited for.
         waited: Duration,
     },
-    /// Reading the Deployment failed.
-    #[error("reading the hub's Deployment: {0}")]
-    Read(kube::Error),
+    /// Reading the Deployment or the Service failed.
+    #[error("reading the hub's {0}: {1}")]
+    Read(&'static str, kube::Error),
 }
 
 async fn patch<K>(api: Api<K>, object: &K) -> Result<(), HubError>
@@ -406,7 +406,10 @@ pub async fn wait_ready(client: &Client, namespace: &str, wait: Duration) -> Res
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
     let deadline = tokio::time::Instant::now() + wait;
     loop {
-        let deployment = api.get(HUB).await.map_err(HubError::Read)?;
+        let deployment = api
+            .get(HUB)
+            .await
+            .map_err(|e| HubError::Read("Deployment", e))?;
         let generation = deployment.metadata.generation;
         if let Some(status) = &deployment.status
             && status.observed_generation >= generation
@@ -424,6 +427,56 @@ pub async fn wait_ready(client: &Client, namespace: &str, wait: Duration) -> Res
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// The addresses the cluster's load balancer gave the hub's Service in `namespace` (its
+/// `status.loadBalancer.ingress`, IPs and host names): none while it has given none, or for a
+/// NodePort Service.
+pub async fn load_balancer_addresses(
+    client: &Client,
+    namespace: &str,
+) -> Result<Vec<String>, HubError> {
+    let service = Api::<Service>::namespaced(client.clone(), namespace)
+        .get(HUB)
+        .await
+        .map_err(|e| HubError::Read("Service", e))?;
+    let ingress = service
+        .status
+        .and_then(|status| status.load_balancer)
+        .and_then(|balancer| balancer.ingress)
+        .unwrap_or_default();
+    Ok(ingress
+        .into_iter()
+        .filter_map(|point| point.ip.or(point.hostname))
+        .collect())
+}
+
+/// What to tell the operator of a load-balanced hub whose `addresses` are what the load
+/// balancer gave it and `names` what the fleet's certificate holds: nothing when machines can
+/// dial one of the addresses by a name the certificate holds.
+pub fn load_balancer_notice(
+    namespace: &str,
+    addresses: &[String],
+    names: &[String],
+) -> Option<String> {
+    if addresses.is_empty() {
+        return Some(format!(
+            "the load balancer has given the hub no address yet (`kubectl -n {namespace} get \
+             service {HUB}` shows it once it has); machines dial {}",
+            names.join(" or ")
+        ));
+    }
+    if addresses.iter().any(|address| names.contains(address)) {
+        return None;
+    }
+    Some(format!(
+        "the load balancer's address ({}) is not among --name ({}): machines that dial it would \
+         not trust the fleet's certificate, unless a --name is a DNS name for it; apply again \
+         with --name {} added",
+        addresses.join(", "),
+        names.join(", "),
+        addresses[0]
+    ))
 }
 
 #[cfg(test)]
@@ -484,6 +537,27 @@ mod tests {
                 "factbuoy-fleet.factbuoy-fleet.svc.cluster.local",
                 "factbuoy-fleet.factbuoy-fleet.svc",
             ]
+        );
+    }
+
+    #[test]
+    fn the_notice_asks_for_the_load_balancers_address_among_the_names() {
+        let names = vec!["fleet.example.com".to_owned(), "192.0.2.7".to_owned()];
+        let pending = load_balancer_notice("ns", &[], &names).unwrap();
+        assert!(pending.contains("no address yet"), "{pending}");
+        assert!(
+            pending.contains("fleet.example.com or 192.0.2.7"),
+            "{pending}"
+        );
+        assert_eq!(
+            load_balancer_notice("ns", &["192.0.2.7".to_owned()], &names),
+            None
+        );
+        let other = load_balancer_notice("ns", &["198.51.100.9".to_owned()], &names).unwrap();
+        assert!(
+            other.contains("(198.51.100.9) is not among --name")
+                && other.ends_with("--name 198.51.100.9 added"),
+            "{other}"
         );
     }
 }

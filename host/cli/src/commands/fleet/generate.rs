@@ -144,20 +144,27 @@ pub async fn generate(args: GenArgs, format: Format) -> anyhow::Result<ExitStatu
     let wait: Duration = *args.wait;
     hub::wait_ready(&cluster.client, &spec.namespace, wait).await?;
     let address = format!("{}:{}", spec.names[0], spec.port);
+    let mut document = serde_json::json!({
+        "namespace": spec.namespace,
+        "address": address,
+        "next": next_steps(&spec),
+    });
+    // A load balancer's address is the cloud's to give: say what it gave, and whether machines
+    // can dial it by a name the fleet's certificate holds.
+    if spec.exposure == Exposure::LoadBalancer {
+        let addresses = hub::load_balancer_addresses(&cluster.client, &spec.namespace).await?;
+        if let Some(notice) = hub::load_balancer_notice(&spec.namespace, &addresses, &spec.names) {
+            eprintln!("{notice}");
+        }
+        document["load_balancer"] = serde_json::json!(addresses);
+    }
     match format {
         Format::Table => emit(&format!(
             "the fleet hub serves in namespace {} at {address}; next:\n  {}",
             spec.namespace,
             next_steps(&spec).join("\n  ")
         )),
-        machine => emit_document(
-            &serde_json::json!({
-                "namespace": spec.namespace,
-                "address": address,
-                "next": next_steps(&spec),
-            }),
-            machine,
-        ),
+        machine => emit_document(&document, machine),
     }
     Ok(ExitStatus::Success)
 }
