@@ -6,10 +6,10 @@
 //! image loaded from the controller's archive, run by rootful Podman). The fleet is the real
 //! binary on the bridge. Checked: a check-mode apply changes nothing, an apply joins both
 //! machines and runs their agents (they take part in a `run --fleet` with their own facts), the
-//! handlers restart an agent whose binary or unit changed, a second apply changes nothing, the
-//! join token shows in no output, log, journal, file or process of the machines, and an
-//! uninstall leaves no unit, binary, enrollment or container. The role must also pass
-//! ansible-lint's production profile.
+//! handlers restart an agent whose binary, unit or environment file changed, a second apply
+//! changes nothing, the join token shows in no output, log, journal, file or process of the
+//! machines, and an uninstall leaves no unit, binary, enrollment or container. The role must
+//! also pass ansible-lint's production profile.
 //!
 //! Needs root, debootstrap and systemd-container (tests/prerequisites.sh). Where machines cannot
 //! be booted here the test says so and is skipped, except under CI (`CI` set), where that is a
